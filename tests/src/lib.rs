@@ -1,0 +1,2 @@
+//! Sluice end-to-end test support. The tests themselves live in `tests/tests/`.
+#![forbid(unsafe_code)]
