@@ -1,0 +1,280 @@
+//! The webhook's configuration file (`--config`, YAML).
+//!
+//! Every field has a default, so an empty file (or no file) gives the
+//! behaviour documented in the issue: `nvidia.com/gpu` and `nvidia.com/mig-*`
+//! count as GPUs, runtimeClassName `nvidia`, the `nvidia.com/gpu` Exists
+//! NoSchedule toleration, node affinity `nvidia.com/gpu.present In [true]`,
+//! `NVIDIA_VISIBLE_DEVICES` escapes denied, `kube-system` excluded.
+
+use serde::{Deserialize, Serialize};
+
+/// What to do with a container that sets `NVIDIA_VISIBLE_DEVICES` without
+/// requesting a GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VisibleDevicesPolicy {
+    /// Reject the object with an explanation.
+    #[default]
+    Deny,
+    /// Admit it, with a warning to the user.
+    Warn,
+    /// Say nothing.
+    Allow,
+}
+
+/// A toleration the webhook adds to GPU pods (Kubernetes `Toleration` fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TolerationSpec {
+    #[serde(default)]
+    pub key: String,
+    /// `Exists` or `Equal` (Kubernetes' default is `Equal`).
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule`, `NoExecute`, or empty for all effects.
+    #[serde(default)]
+    pub effect: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// The node-affinity requirement ANDed into every required node selector term.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeAffinitySpec {
+    pub key: String,
+    /// Node selector operator: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`.
+    #[serde(default = "default_in")]
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+fn default_in() -> String {
+    "In".to_owned()
+}
+
+/// GPU-fix settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct GpuConfig {
+    /// Resource names that are GPUs, exactly.
+    pub resource_names: Vec<String>,
+    /// Resource-name patterns that are GPUs: a trailing `*` matches any suffix.
+    pub resource_patterns: Vec<String>,
+    /// runtimeClassName set on GPU pods that have none; empty disables the fix.
+    pub runtime_class_name: String,
+    /// Tolerations added to GPU pods unless an existing toleration covers them.
+    pub tolerations: Vec<TolerationSpec>,
+    /// Required node affinity added to GPU pods; `null` disables the fix.
+    pub node_affinity: Option<NodeAffinitySpec>,
+    /// Copy GPU amounts given only in requests into limits.
+    pub copy_requests_to_limits: bool,
+    /// `NVIDIA_VISIBLE_DEVICES` without a GPU request.
+    pub visible_devices_policy: VisibleDevicesPolicy,
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        Self {
+            resource_names: vec!["nvidia.com/gpu".to_owned()],
+            resource_patterns: vec!["nvidia.com/mig-*".to_owned()],
+            runtime_class_name: "nvidia".to_owned(),
+            tolerations: vec![TolerationSpec {
+                key: "nvidia.com/gpu".to_owned(),
+                operator: "Exists".to_owned(),
+                value: String::new(),
+                effect: "NoSchedule".to_owned(),
+                toleration_seconds: None,
+            }],
+            node_affinity: Some(NodeAffinitySpec {
+                key: "nvidia.com/gpu.present".to_owned(),
+                operator: "In".to_owned(),
+                values: vec!["true".to_owned()],
+            }),
+            copy_requests_to_limits: true,
+            visible_devices_policy: VisibleDevicesPolicy::Deny,
+        }
+    }
+}
+
+impl GpuConfig {
+    /// Whether a resource name counts as a GPU.
+    pub fn is_gpu_resource(&self, name: &str) -> bool {
+        self.resource_names.iter().any(|n| n == name)
+            || self
+                .resource_patterns
+                .iter()
+                .any(|p| match p.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => p == name,
+                })
+    }
+}
+
+/// The whole webhook configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    pub gpu: GpuConfig,
+    /// Namespaces whose objects are never mutated. The namespace Sluice runs
+    /// in is added at start-up (see [`WebhookConfig::with_own_namespace`]).
+    pub excluded_namespaces: Vec<String>,
+    /// The label that puts a Job in a LocalQueue.
+    pub queue_label: String,
+    /// Users allowed to change a Workload's admission once set (the
+    /// controller's service account).
+    pub admission_writers: Vec<String>,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            gpu: GpuConfig::default(),
+            excluded_namespaces: vec!["kube-system".to_owned()],
+            queue_label: crate::QUEUE_LABEL.to_owned(),
+            admission_writers: vec![
+                "system:serviceaccount:sluice-system:sluice-controller".to_owned(),
+            ],
+        }
+    }
+}
+
+/// A configuration file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl WebhookConfig {
+    /// Parses a YAML document; missing fields take their defaults.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let cfg: Self = if text.trim().is_empty() {
+            Self::default()
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+                path: origin.to_owned(),
+                message: e.to_string(),
+            })?
+        };
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a YAML file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Adds the namespace Sluice runs in to the excluded namespaces.
+    pub fn with_own_namespace(mut self, namespace: &str) -> Self {
+        if !namespace.is_empty() && !self.excluded_namespaces.iter().any(|n| n == namespace) {
+            self.excluded_namespaces.push(namespace.to_owned());
+        }
+        self
+    }
+
+    /// Whether objects in this namespace are left alone.
+    pub fn is_excluded(&self, namespace: &str) -> bool {
+        self.excluded_namespaces.iter().any(|n| n == namespace)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        for t in &self.gpu.tolerations {
+            if !matches!(t.operator.as_str(), "" | "Equal" | "Exists") {
+                return Err(ConfigError::Invalid(format!(
+                    "gpu.tolerations: operator {:?} must be Equal or Exists",
+                    t.operator
+                )));
+            }
+            if t.operator == "Exists" && !t.value.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "gpu.tolerations: key {:?} has operator Exists and a value",
+                    t.key
+                )));
+            }
+            if t.key.is_empty() && t.operator != "Exists" {
+                return Err(ConfigError::Invalid(
+                    "gpu.tolerations: an empty key needs operator Exists".to_owned(),
+                ));
+            }
+        }
+        if let Some(a) = &self.gpu.node_affinity {
+            if a.key.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "gpu.nodeAffinity.key is empty".to_owned(),
+                ));
+            }
+            let needs_values = matches!(a.operator.as_str(), "In" | "NotIn" | "Gt" | "Lt");
+            let known = needs_values || matches!(a.operator.as_str(), "Exists" | "DoesNotExist");
+            if !known || needs_values == a.values.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "gpu.nodeAffinity: operator {:?} with {} values is not a valid requirement",
+                    a.operator,
+                    a.values.len()
+                )));
+            }
+        }
+        if self.queue_label.is_empty() {
+            return Err(ConfigError::Invalid("queueLabel is empty".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let cfg = WebhookConfig::from_yaml("", "t").unwrap();
+        assert_eq!(cfg, WebhookConfig::default());
+        assert!(cfg.gpu.is_gpu_resource("nvidia.com/gpu"));
+        assert!(cfg.gpu.is_gpu_resource("nvidia.com/mig-1g.5gb"));
+        assert!(!cfg.gpu.is_gpu_resource("nvidia.com/gpus"));
+        assert!(!cfg.gpu.is_gpu_resource("cpu"));
+        assert_eq!(cfg.gpu.visible_devices_policy, VisibleDevicesPolicy::Deny);
+    }
+
+    #[test]
+    fn partial_yaml_overrides_only_what_it_names() {
+        let yaml = "gpu:\n  runtimeClassName: nvidia-cdi\n  visibleDevicesPolicy: warn\n  resourcePatterns: []\nexcludedNamespaces: [kube-system, gpu-operator]\n";
+        let cfg = WebhookConfig::from_yaml(yaml, "t").unwrap();
+        assert_eq!(cfg.gpu.runtime_class_name, "nvidia-cdi");
+        assert_eq!(cfg.gpu.visible_devices_policy, VisibleDevicesPolicy::Warn);
+        assert!(!cfg.gpu.is_gpu_resource("nvidia.com/mig-1g.5gb"));
+        assert_eq!(cfg.gpu.tolerations, GpuConfig::default().tolerations);
+        assert!(cfg.is_excluded("gpu-operator"));
+        let cfg = cfg.with_own_namespace("sluice-system");
+        assert!(cfg.is_excluded("sluice-system"));
+    }
+
+    #[test]
+    fn bad_config_is_rejected_with_the_field() {
+        let err = WebhookConfig::from_yaml("gpu:\n  runtimeClas: x\n", "t").unwrap_err();
+        assert!(err.to_string().contains("runtimeClas"), "{err}");
+        let err =
+            WebhookConfig::from_yaml("gpu:\n  tolerations: [{key: a, operator: Maybe}]\n", "t")
+                .unwrap_err();
+        assert!(err.to_string().contains("Maybe"), "{err}");
+        let err = WebhookConfig::from_yaml("gpu:\n  nodeAffinity: {key: a, operator: In}\n", "t")
+            .unwrap_err();
+        assert!(err.to_string().contains("nodeAffinity"), "{err}");
+    }
+}
