@@ -1,0 +1,211 @@
+//! The terminal summary: plain aligned columns, no dependencies.
+
+use std::fmt::Write as _;
+
+use super::{Group, Report, resource_order};
+use crate::simulate::units::format_duration;
+
+/// Right-aligned columns except the first; two spaces between columns.
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    /// Index of rows after which a rule is drawn.
+    rules: Vec<usize>,
+}
+
+impl Table {
+    fn new(header: Vec<String>) -> Self {
+        Self {
+            header,
+            rows: Vec::new(),
+            rules: Vec::new(),
+        }
+    }
+
+    fn rule(&mut self) {
+        self.rules.push(self.rows.len());
+    }
+
+    fn render(&self, out: &mut String) {
+        let cols = self.header.len();
+        let mut widths = vec![0usize; cols];
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |out: &mut String, row: &[String]| {
+            let mut text = String::new();
+            for (c, (cell, w)) in row.iter().zip(&widths).enumerate() {
+                if c > 0 {
+                    text.push_str("  ");
+                }
+                let pad = w - cell.chars().count();
+                if c == 0 {
+                    text.push_str(cell);
+                    text.extend(std::iter::repeat_n(' ', pad));
+                } else {
+                    text.extend(std::iter::repeat_n(' ', pad));
+                    text.push_str(cell);
+                }
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        };
+        let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
+        line(out, &self.header);
+        out.push_str(&"─".repeat(total));
+        out.push('\n');
+        for (i, row) in self.rows.iter().enumerate() {
+            if self.rules.contains(&i) {
+                out.push_str(&"─".repeat(total));
+                out.push('\n');
+            }
+            line(out, row);
+        }
+    }
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) => format!("{:.0}%", v * 100.0),
+        None => "—".into(),
+    }
+}
+
+fn short_resource(r: &str) -> &str {
+    match r {
+        "nvidia.com/gpu" => "gpu",
+        other => other.strip_prefix("nvidia.com/").unwrap_or(other),
+    }
+}
+
+fn counts(g: &Group) -> Vec<String> {
+    vec![
+        g.workloads.to_string(),
+        g.admitted.to_string(),
+        g.finished.to_string(),
+        (g.preemptions + g.evictions).to_string(),
+        (g.never_admitted + g.rejected).to_string(),
+    ]
+}
+
+fn waits(g: &Group) -> Vec<String> {
+    if g.wait.count == 0 {
+        return vec!["—".into(); 4];
+    }
+    vec![
+        format_duration(g.wait.mean_ms.round() as i64),
+        format_duration(g.wait.p50_ms),
+        format_duration(g.wait.p95_ms),
+        format_duration(g.wait.max_ms),
+    ]
+}
+
+/// Renders the summary printed after a run.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Simulated {}: {} workloads over {} of virtual time ({} cycles, {} API writes{}).",
+        r.scenario,
+        r.totals.workloads,
+        format_duration(r.makespan_ms),
+        r.cycles,
+        r.api_writes.count,
+        match r.options.api_qps {
+            Some(q) => format!(
+                " at {q} qps: mean delay {}, max {}",
+                format_duration(r.api_writes.mean_delay_ms.round() as i64),
+                format_duration(r.api_writes.max_delay_ms)
+            ),
+            None => String::new(),
+        }
+    );
+    out.push('\n');
+
+    let mut resources: Vec<&str> = r.totals.resources.iter().map(|x| x.resource.as_str()).collect();
+    resources.sort_by(|a, b| resource_order(a, b));
+    let wait_cols = ["wait mean", "p50", "p95", "max"];
+    let count_cols = ["workloads", "admitted", "finished", "preempted", "pending"];
+
+    out.push_str("Cluster queues (utilisation = mean use ÷ nominal quota; borrowed = share of use above nominal)\n");
+    let mut header: Vec<String> = vec!["cluster queue".into()];
+    header.extend(count_cols.iter().map(|s| s.to_string()));
+    header.extend(wait_cols.iter().map(|s| s.to_string()));
+    header.extend(resources.iter().map(|s| short_resource(s).to_string()));
+    header.push("borrowed".into());
+    let mut t = Table::new(header);
+    let queue_row = |g: &Group| {
+        let mut row = vec![g.name.clone()];
+        row.extend(counts(g));
+        row.extend(waits(g));
+        for res in &resources {
+            row.push(pct(g
+                .resources
+                .iter()
+                .find(|x| x.resource == *res)
+                .and_then(|x| x.utilisation)));
+        }
+        // Borrowed share of the first resource the group uses, GPUs first.
+        let borrowed = g
+            .resources
+            .iter()
+            .find(|x| x.borrowed_share.is_some())
+            .and_then(|x| x.borrowed_share);
+        row.push(pct(borrowed));
+        row
+    };
+    for g in &r.cluster_queues {
+        t.rows.push(queue_row(g));
+    }
+    t.rule();
+    let mut total = queue_row(&r.totals);
+    total[0] = "cluster".into();
+    let last = total.len() - 1;
+    total[last] = "—".into();
+    t.rows.push(total);
+    t.render(&mut out);
+    out.push('\n');
+
+    out.push_str("Workload classes\n");
+    let mut header: Vec<String> = vec!["class".into()];
+    header.extend(count_cols.iter().map(|s| s.to_string()));
+    header.extend(wait_cols.iter().map(|s| s.to_string()));
+    let mut t = Table::new(header);
+    for g in &r.classes {
+        let mut row = vec![g.name.clone()];
+        row.extend(counts(g));
+        row.extend(waits(g));
+        t.rows.push(row);
+    }
+    t.render(&mut out);
+
+    out.push('\n');
+    out.push_str("Cluster capacity (nominal, peak in use, mean utilisation)\n");
+    let mut t = Table::new(vec![
+        "resource".into(),
+        "nominal".into(),
+        "peak".into(),
+        "utilisation".into(),
+    ]);
+    for x in &r.totals.resources {
+        t.rows.push(vec![
+            x.resource.clone(),
+            trim_num(x.nominal),
+            trim_num(x.peak),
+            pct(x.utilisation),
+        ]);
+    }
+    t.render(&mut out);
+    out
+}
+
+fn trim_num(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round() as i64)
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
