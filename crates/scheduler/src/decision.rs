@@ -1,0 +1,365 @@
+//! What a cycle decides: admissions, preemptions, evictions and why the rest
+//! waits.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::model::{Amount, Millis};
+
+/// Everything one call to [`Engine::schedule`](crate::Engine::schedule) decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cycle {
+    /// Workloads admitted now, in admission order.
+    pub admitted: Vec<Admission>,
+    /// Victims chosen now. Each keeps its quota until
+    /// [`Engine::eviction_complete`](crate::Engine::eviction_complete).
+    pub preempted: Vec<Preemption>,
+    /// Workloads evicted by a stop policy (same completion call as victims).
+    pub evicted: Vec<Eviction>,
+    /// Pending workloads whose reason for waiting changed (or was first set).
+    /// Numbers inside a reason (free quota, deficit) refreshing do not count
+    /// as a change, so a controller can write status only for these.
+    pub pending_changed: Vec<(Arc<str>, Explanation)>,
+    /// When the engine next wants a cycle even if nothing happens
+    /// (a preemption protection or a requeue backoff expiring).
+    pub next_wakeup: Option<Millis>,
+}
+
+impl Cycle {
+    /// Nothing was decided.
+    pub fn is_empty(&self) -> bool {
+        self.admitted.is_empty()
+            && self.preempted.is_empty()
+            && self.evicted.is_empty()
+            && self.pending_changed.is_empty()
+    }
+}
+
+/// A workload admitted into a ClusterQueue with flavors chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admission {
+    pub uid: Arc<str>,
+    pub cluster_queue: Arc<str>,
+    pub pod_sets: Vec<PodSetAssignment>,
+    /// Whether the admission uses quota borrowed from the cohort.
+    pub borrowing: bool,
+}
+
+/// The flavors and usage of one pod set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSetAssignment {
+    pub name: String,
+    pub count: u32,
+    /// Resource name to flavor name.
+    pub flavors: BTreeMap<String, String>,
+    /// Resource name to total usage (count × per-pod request), milli-units.
+    pub usage: BTreeMap<String, Amount>,
+}
+
+/// Why a victim is preempted (Kueue's reason vocabulary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PreemptionReason {
+    /// By a higher-priority workload of the same ClusterQueue.
+    InClusterQueue,
+    /// Its queue borrowed quota that the preemptor's queue reclaims.
+    InCohortReclamation,
+    /// The preemptor borrows, and preempts lower-priority work to do so.
+    InCohortReclaimWhileBorrowing,
+}
+
+impl PreemptionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InClusterQueue => "InClusterQueue",
+            Self::InCohortReclamation => "InCohortReclamation",
+            Self::InCohortReclaimWhileBorrowing => "InCohortReclaimWhileBorrowing",
+        }
+    }
+}
+
+/// A victim of preemption.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preemption {
+    pub victim: Arc<str>,
+    pub preemptor: Arc<str>,
+    pub reason: PreemptionReason,
+    /// Human-readable, naming the preemptor.
+    pub message: String,
+}
+
+/// Why an admitted workload is evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EvictionReason {
+    /// Its ClusterQueue's stop policy is HoldAndDrain.
+    ClusterQueueStopped,
+    /// Its LocalQueue's stop policy is HoldAndDrain.
+    LocalQueueStopped,
+    /// Its pods were not all ready in time (decided by the controller).
+    PodsReadyTimeout,
+    /// Deactivated or otherwise evicted by the caller.
+    Deactivated,
+}
+
+impl EvictionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterQueueStopped => "ClusterQueueStopped",
+            Self::LocalQueueStopped => "LocalQueueStopped",
+            Self::PodsReadyTimeout => "PodsReadyTimeout",
+            Self::Deactivated => "Deactivated",
+        }
+    }
+}
+
+/// An eviction decided by the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub uid: Arc<str>,
+    pub reason: EvictionReason,
+    pub message: String,
+}
+
+/// Why a pending workload is not admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    pub reason: PendingReason,
+    /// Per pod set and flavor, why that flavor was not used (for
+    /// [`PendingReason::NoFit`] and [`PendingReason::NeverFits`]).
+    pub flavors: Vec<FlavorVerdict>,
+}
+
+/// The coarse reason a workload waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PendingReason {
+    /// Not yet considered by a cycle.
+    Queued,
+    LocalQueueMissing {
+        local_queue: String,
+    },
+    ClusterQueueMissing {
+        cluster_queue: String,
+    },
+    /// The ClusterQueue or LocalQueue has a stop policy.
+    Held {
+        by_local_queue: bool,
+    },
+    /// A requested resource is in none of the ClusterQueue's resource groups.
+    ResourceNotCovered {
+        pod_set: String,
+        resource: String,
+    },
+    /// Some flavor could hold it, but not now; per-flavor detail in `flavors`.
+    NoFit,
+    /// No flavor could ever hold it with this queue's quota and cohort.
+    NeverFits,
+    /// StrictFIFO: an earlier workload of the queue does not fit yet.
+    BlockedByHead,
+    /// Victims are being evicted to make room for it.
+    WaitingForPreemption {
+        victims: usize,
+    },
+    /// Quota is being freed by evictions already under way.
+    WaitingForEvictions,
+    /// Requeued after an eviction; not considered before this time.
+    Backoff {
+        until: Millis,
+    },
+}
+
+/// One flavor's verdict for one pod set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlavorVerdict {
+    pub pod_set: String,
+    pub flavor: String,
+    pub verdict: Verdict,
+}
+
+/// Why a flavor did not take a pod set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The ClusterQueue names a flavor that does not exist.
+    FlavorNotFound,
+    /// A taint of the flavor's nodes that the pod set does not tolerate.
+    UntoleratedTaint { taint: String },
+    /// The pod set's node selector contradicts the flavor's node labels.
+    NodeLabelMismatch {
+        key: String,
+        wanted: String,
+        flavor_has: String,
+    },
+    /// Not enough quota now.
+    InsufficientQuota {
+        resource: String,
+        needed: Amount,
+        /// Free within the queue's own nominal quota.
+        free_nominal: Amount,
+        nominal: Amount,
+        /// Obtainable by borrowing from the cohort now.
+        borrowable: Amount,
+    },
+    /// More than the queue could ever get (nominal + borrowing, cohort size).
+    ExceedsMaxQuota {
+        resource: String,
+        needed: Amount,
+        max: Amount,
+    },
+    /// It would fit by preempting, but no allowed set of victims exists.
+    PreemptionNotPossible { protected: usize },
+}
+
+impl Verdict {
+    fn same_kind(&self, other: &Verdict) -> bool {
+        match (self, other) {
+            (Verdict::InsufficientQuota { resource: a, .. }, Verdict::InsufficientQuota { resource: b, .. }) => a == b,
+            (Verdict::ExceedsMaxQuota { resource: a, .. }, Verdict::ExceedsMaxQuota { resource: b, .. }) => a == b,
+            (Verdict::PreemptionNotPossible { .. }, Verdict::PreemptionNotPossible { .. }) => true,
+            (a, b) => a == b,
+        }
+    }
+}
+
+impl Explanation {
+    pub(crate) fn new(reason: PendingReason) -> Self {
+        Self {
+            reason,
+            flavors: Vec::new(),
+        }
+    }
+
+    /// Whether two explanations give the same reason, ignoring the numbers
+    /// that move with every admission (free quota, deficits, victim counts).
+    pub fn same_reason(&self, other: &Explanation) -> bool {
+        let reasons_match = match (&self.reason, &other.reason) {
+            (PendingReason::WaitingForPreemption { .. }, PendingReason::WaitingForPreemption { .. }) => true,
+            (a, b) => a == b,
+        };
+        reasons_match
+            && self.flavors.len() == other.flavors.len()
+            && self
+                .flavors
+                .iter()
+                .zip(&other.flavors)
+                .all(|(a, b)| a.pod_set == b.pod_set && a.flavor == b.flavor && a.verdict.same_kind(&b.verdict))
+    }
+
+    /// A short machine-friendly reason, for conditions.
+    pub fn reason_code(&self) -> &'static str {
+        match self.reason {
+            PendingReason::Queued => "Queued",
+            PendingReason::LocalQueueMissing { .. } => "LocalQueueMissing",
+            PendingReason::ClusterQueueMissing { .. } => "ClusterQueueMissing",
+            PendingReason::Held { .. } => "Held",
+            PendingReason::ResourceNotCovered { .. } => "ResourceNotCovered",
+            PendingReason::NoFit => "InsufficientQuota",
+            PendingReason::NeverFits => "ExceedsQuota",
+            PendingReason::BlockedByHead => "BlockedByHead",
+            PendingReason::WaitingForPreemption { .. } => "WaitingForPreemption",
+            PendingReason::WaitingForEvictions => "WaitingForEvictions",
+            PendingReason::Backoff { .. } => "Backoff",
+        }
+    }
+}
+
+/// Formats milli-units for people: `8`, `500m`, `64Gi`.
+pub fn format_amount(milli: Amount) -> String {
+    if milli % 1000 != 0 {
+        return format!("{milli}m");
+    }
+    let units = milli / 1000;
+    const BINARY: [(i64, &str); 4] = [(1 << 50, "Pi"), (1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi")];
+    for (size, suffix) in BINARY {
+        if units != 0 && units % size == 0 {
+            return format!("{}{suffix}", units / size);
+        }
+    }
+    units.to_string()
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::FlavorNotFound => write!(f, "flavor not found"),
+            Verdict::UntoleratedTaint { taint } => write!(f, "untolerated taint {taint}"),
+            Verdict::NodeLabelMismatch {
+                key,
+                wanted,
+                flavor_has,
+            } => {
+                write!(
+                    f,
+                    "node selector {key}={wanted} does not match flavor label {key}={flavor_has}"
+                )
+            }
+            Verdict::InsufficientQuota {
+                resource,
+                needed,
+                free_nominal,
+                nominal,
+                borrowable,
+            } => write!(
+                f,
+                "needs {} {resource}, {} free of {} nominal, {} borrowable",
+                format_amount(*needed),
+                format_amount(*free_nominal),
+                format_amount(*nominal),
+                format_amount(*borrowable)
+            ),
+            Verdict::ExceedsMaxQuota { resource, needed, max } => write!(
+                f,
+                "needs {} {resource}, more than the {} this queue can ever use",
+                format_amount(*needed),
+                format_amount(*max)
+            ),
+            Verdict::PreemptionNotPossible { protected } if *protected > 0 => write!(
+                f,
+                "insufficient quota and no preemptible workloads ({protected} protected by minimum runtime)"
+            ),
+            Verdict::PreemptionNotPossible { .. } => {
+                write!(
+                    f,
+                    "insufficient quota and no workloads the preemption policy allows to preempt"
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            PendingReason::Queued => write!(f, "queued, waiting for the next admission cycle")?,
+            PendingReason::LocalQueueMissing { local_queue } => write!(f, "LocalQueue {local_queue} does not exist")?,
+            PendingReason::ClusterQueueMissing { cluster_queue } => {
+                write!(f, "ClusterQueue {cluster_queue} does not exist")?
+            }
+            PendingReason::Held { by_local_queue: true } => write!(f, "the LocalQueue is stopped")?,
+            PendingReason::Held { by_local_queue: false } => write!(f, "the ClusterQueue is stopped")?,
+            PendingReason::ResourceNotCovered { pod_set, resource } => write!(
+                f,
+                "pod set {pod_set} requests {resource}, which no resource group of the ClusterQueue covers"
+            )?,
+            PendingReason::NoFit => write!(f, "insufficient quota")?,
+            PendingReason::NeverFits => write!(f, "exceeds what the ClusterQueue can ever admit")?,
+            PendingReason::BlockedByHead => {
+                write!(f, "StrictFIFO: waiting for the head of the ClusterQueue to be admitted")?
+            }
+            PendingReason::WaitingForPreemption { victims } => {
+                write!(f, "waiting for {victims} preempted workload(s) to release their quota")?
+            }
+            PendingReason::WaitingForEvictions => write!(f, "waiting for evictions under way to release quota")?,
+            PendingReason::Backoff { until } => write!(f, "requeued after eviction, backing off until t={until}ms")?,
+        }
+        let mut pod_set: Option<&str> = None;
+        for v in &self.flavors {
+            if pod_set != Some(v.pod_set.as_str()) {
+                write!(f, "; pod set {}:", v.pod_set)?;
+                pod_set = Some(&v.pod_set);
+            } else {
+                write!(f, ",")?;
+            }
+            write!(f, " {}: {}", v.flavor, v.verdict)?;
+        }
+        Ok(())
+    }
+}

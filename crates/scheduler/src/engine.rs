@@ -1,0 +1,2201 @@
+//! The [`Engine`]: state, lifecycle events and the admission cycle.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use crate::decision::{
+    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
+    Preemption, PreemptionReason, Verdict,
+};
+use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
+use crate::model::{
+    Amount, BorrowWithinCohort, ClusterQueueSpec, EngineConfig, FlavorSpec, LocalQueueSpec, Millis, QueueingStrategy,
+    ReclaimWithinCohort, RequeueOrder, StopPolicy, TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
+};
+
+pub(crate) type CqId = usize;
+pub(crate) type CohortId = usize;
+pub(crate) type WlId = usize;
+
+/// Errors from lifecycle calls. The engine's state is unchanged when one is
+/// returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("workload {0} is already known to the engine")]
+    DuplicateWorkload(String),
+    #[error("workload {0} is not known to the engine")]
+    UnknownWorkload(String),
+    #[error("workload {uid} is {state}, not {expected}")]
+    WrongState {
+        uid: String,
+        state: &'static str,
+        expected: &'static str,
+    },
+    #[error("workload {uid}: pod set {pod_set}: count must be at least 1")]
+    EmptyPodSet { uid: String, pod_set: String },
+    #[error("workload {uid}: pod set {pod_set}: request for {resource} is negative")]
+    NegativeRequest {
+        uid: String,
+        pod_set: String,
+        resource: String,
+    },
+    #[error("workload {uid}: pod set {pod_set}: {resource} total overflows")]
+    Overflow {
+        uid: String,
+        pod_set: String,
+        resource: String,
+    },
+    #[error("cluster queue {0} does not exist")]
+    UnknownClusterQueue(String),
+    #[error("workload {uid}: admission names pod set {pod_set}, which the workload does not have")]
+    UnknownPodSet { uid: String, pod_set: String },
+    #[error("workload {uid}: pod set {pod_set} requests {resource} but the admission assigns it no flavor")]
+    UnassignedResource {
+        uid: String,
+        pod_set: String,
+        resource: String,
+    },
+}
+
+/// Queue order: priority descending, then queue-order time, then UID.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct OrderKey {
+    prio: Reverse<i32>,
+    ts: Millis,
+    uid: Arc<str>,
+    id: WlId,
+}
+
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<Arc<str>, u32>,
+    names: Vec<Arc<str>>,
+}
+
+impl Interner {
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        let name: Arc<str> = Arc::from(s);
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+    fn get(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+    fn name(&self, id: u32) -> &Arc<str> {
+        &self.names[id as usize]
+    }
+}
+
+struct GroupFlavor {
+    flavor: FlavorId,
+    /// Slot per resource of the group, aligned with `Group::resources`.
+    slots: Vec<usize>,
+}
+
+struct Group {
+    resources: Vec<ResId>,
+    flavors: Vec<GroupFlavor>,
+}
+
+struct Cq {
+    name: Arc<str>,
+    spec: ClusterQueueSpec,
+    deleted: bool,
+    cohort: Option<CohortId>,
+    groups: Vec<Group>,
+    group_of: HashMap<ResId, usize>,
+    slots: Vec<Slot>,
+    slot_of: HashMap<FrKey, usize>,
+    pending: BTreeSet<OrderKey>,
+    /// Pending workloads not yet tried since they (re)entered the queue.
+    fresh: BTreeSet<OrderKey>,
+    /// Quota may have been freed: retry every pending workload.
+    woken: bool,
+    /// Admitted and evicting workloads.
+    admitted: BTreeSet<WlId>,
+    evicting: usize,
+    preempting: usize,
+}
+
+struct Cohort {
+    members: BTreeSet<CqId>,
+    pools: Vec<Pool>,
+    pool_of: HashMap<FrKey, usize>,
+}
+
+struct PodSet {
+    name: Arc<str>,
+    count: u32,
+    /// Total (count × per pod) by resource, sorted, zero amounts dropped.
+    total: Vec<(ResId, Amount)>,
+    node_selector: BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+}
+
+/// Quota a workload holds (admitted or evicting) or claims (preempting).
+struct Holding {
+    cq: CqId,
+    usage: Vec<(FrKey, Amount)>,
+    assignment: Vec<PodSetAssignment>,
+    borrowing: bool,
+    admitted_at: Millis,
+    victims: Vec<WlId>,
+}
+
+enum State {
+    Pending,
+    Backoff(Millis),
+    Preempting(Box<Holding>),
+    Admitted(Box<Holding>),
+    Evicting(Box<Holding>),
+    Finished,
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Backoff(_) => "backing off",
+            State::Preempting(_) => "waiting for its victims",
+            State::Admitted(_) => "admitted",
+            State::Evicting(_) => "being evicted",
+            State::Finished => "finished",
+        }
+    }
+}
+
+struct Wl {
+    uid: Arc<str>,
+    name: Arc<str>,
+    lq: Arc<str>,
+    priority: i32,
+    ts: Millis,
+    pod_sets: Vec<PodSet>,
+    shape: u32,
+    state: State,
+    /// Resolved cluster queue while pending.
+    cq: Option<CqId>,
+    explanation: Option<Explanation>,
+}
+
+impl Wl {
+    fn key(&self, id: WlId) -> OrderKey {
+        OrderKey {
+            prio: Reverse(self.priority),
+            ts: self.ts,
+            uid: self.uid.clone(),
+            id,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    WakeCq(CqId),
+    Backoff(WlId),
+}
+
+/// A flavor choice for every (pod set, resource group) a workload needs.
+struct Attempt {
+    /// Aggregated request per slot of the queue.
+    usage: Vec<(usize, Amount)>,
+    /// Per pod set: (group index, flavor).
+    choice: Vec<Vec<(usize, FlavorId)>>,
+    borrowing: bool,
+}
+
+enum AssignError {
+    NotCovered {
+        pod_set: Arc<str>,
+        resource: ResId,
+    },
+    /// Per (pod set, group): candidate flavors that could hold it with
+    /// preemption; verdicts for the explanation; whether no flavor ever could.
+    NoFit {
+        options: Vec<(usize, usize, Vec<FlavorId>)>,
+        verdicts: Vec<FlavorVerdict>,
+        never: bool,
+    },
+}
+
+/// What-if state for preemption: usage removed from slots, and the resulting
+/// change of every touched cohort pool.
+#[derive(Clone, Default)]
+struct Overlay {
+    slot: HashMap<(CqId, usize), Amount>,
+    pool: HashMap<(CohortId, usize), Amount>,
+}
+
+struct Candidate {
+    id: WlId,
+    cq: CqId,
+    priority: i32,
+    admitted_at: Millis,
+    uid: Arc<str>,
+    in_borrowing_queue: bool,
+    reclaim_ok: bool,
+    borrow_ok: bool,
+}
+
+enum PreemptOutcome {
+    Victims(Vec<(WlId, PreemptionReason)>, Attempt),
+    WaitForEvictions,
+    /// `protected` candidates were skipped for their minimum runtime; the
+    /// first protection ends at `until`.
+    Impossible {
+        protected: usize,
+        until: Option<Millis>,
+    },
+}
+
+/// Result of a victim search for one flavor choice.
+struct VictimSearch {
+    victims: Option<Vec<(WlId, PreemptionReason)>>,
+    protected: usize,
+    until: Option<Millis>,
+}
+
+/// Usage of one (flavor, resource) in a ClusterQueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceUsage {
+    pub flavor: String,
+    pub resource: String,
+    /// Held by admitted workloads (including ones being evicted).
+    pub used: Amount,
+    pub nominal: Amount,
+    /// Part of `used` above nominal: borrowed from the cohort.
+    pub borrowed: Amount,
+    /// Reserved by preemptors waiting for their victims.
+    pub reserved: Amount,
+}
+
+/// A ClusterQueue's counts and usage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueUsage {
+    pub name: String,
+    pub cohort: Option<String>,
+    pub pending: usize,
+    pub admitted: usize,
+    pub resources: Vec<ResourceUsage>,
+}
+
+/// A pending workload's place in line (0 is next).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuePosition {
+    pub in_cluster_queue: usize,
+    pub in_local_queue: usize,
+}
+
+/// A workload's lifecycle state, as seen from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadState {
+    Pending,
+    /// Waiting for its victims to release quota.
+    Preempting,
+    Admitted,
+    Evicting,
+    Finished,
+}
+
+/// The admission engine. See the crate documentation for the algorithm.
+pub struct Engine {
+    config: EngineConfig,
+    resources: Interner,
+    flavor_names: Interner,
+    flavors: HashMap<FlavorId, FlavorSpec>,
+    cqs: Vec<Cq>,
+    cq_by_name: HashMap<Arc<str>, CqId>,
+    cohorts: Vec<Cohort>,
+    cohort_by_name: HashMap<String, CohortId>,
+    lqs: HashMap<Arc<str>, LocalQueueSpec>,
+    wls: Vec<Option<Wl>>,
+    free_ids: Vec<WlId>,
+    by_uid: HashMap<Arc<str>, WlId>,
+    /// Pending workloads whose LocalQueue or ClusterQueue is missing.
+    unresolved: BTreeSet<WlId>,
+    /// Queues with fresh or woken workloads.
+    dirty: BTreeSet<CqId>,
+    timers: BTreeSet<(Millis, Timer)>,
+    preempting: BTreeSet<OrderKey>,
+    shapes: HashMap<ShapeKey, u32>,
+    /// Decisions made outside a cycle (drains, explanations of unresolved
+    /// workloads), reported by the next cycle.
+    buffered_evictions: Vec<Eviction>,
+    buffered_notes: BTreeSet<WlId>,
+}
+
+/// Per resource group a pod set needs: (group, [(position in group, amount)]).
+type GroupNeeds = Vec<(usize, Vec<(usize, Amount)>)>;
+/// Per (pod set, group): flavors that could hold it, in preference order.
+type FlavorOptions = [(usize, usize, Vec<FlavorId>)];
+
+type ShapeKey = Vec<(u32, Vec<(ResId, Amount)>, BTreeMap<String, String>, Vec<Toleration>)>;
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    pub fn new() -> Self {
+        Self::with_config(EngineConfig::default())
+    }
+
+    pub fn with_config(config: EngineConfig) -> Self {
+        Self {
+            config,
+            resources: Interner::default(),
+            flavor_names: Interner::default(),
+            flavors: HashMap::new(),
+            cqs: Vec::new(),
+            cq_by_name: HashMap::new(),
+            cohorts: Vec::new(),
+            cohort_by_name: HashMap::new(),
+            lqs: HashMap::new(),
+            wls: Vec::new(),
+            free_ids: Vec::new(),
+            by_uid: HashMap::new(),
+            unresolved: BTreeSet::new(),
+            dirty: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            preempting: BTreeSet::new(),
+            shapes: HashMap::new(),
+            buffered_evictions: Vec::new(),
+            buffered_notes: BTreeSet::new(),
+        }
+    }
+
+    // ----- configuration objects -------------------------------------------------
+
+    /// Creates or replaces a flavor. Every queue may now fit differently, so
+    /// all are retried.
+    pub fn upsert_flavor(&mut self, spec: FlavorSpec) {
+        let id = self.flavor_names.intern(&spec.name);
+        self.flavors.insert(id, spec);
+        self.wake_all();
+    }
+
+    /// Removes a flavor: queues that name it can no longer admit into it.
+    pub fn remove_flavor(&mut self, name: &str) {
+        if let Some(id) = self.flavor_names.get(name) {
+            self.flavors.remove(&id);
+        }
+    }
+
+    /// Creates or replaces a ClusterQueue. Usage of admitted workloads is kept,
+    /// also for flavors the new spec no longer lists.
+    pub fn upsert_cluster_queue(&mut self, spec: ClusterQueueSpec) {
+        let name: Arc<str> = Arc::from(spec.name.as_str());
+        let id = match self.cq_by_name.get(&name) {
+            Some(&id) => {
+                self.wake_domain(id);
+                self.detach_from_cohort(id);
+                id
+            }
+            None => {
+                let id = self.cqs.len();
+                self.cqs.push(Cq {
+                    name: name.clone(),
+                    spec: ClusterQueueSpec::default(),
+                    deleted: false,
+                    cohort: None,
+                    groups: Vec::new(),
+                    group_of: HashMap::new(),
+                    slots: Vec::new(),
+                    slot_of: HashMap::new(),
+                    pending: BTreeSet::new(),
+                    fresh: BTreeSet::new(),
+                    woken: false,
+                    admitted: BTreeSet::new(),
+                    evicting: 0,
+                    preempting: 0,
+                });
+                self.cq_by_name.insert(name, id);
+                id
+            }
+        };
+        let old_stop = self.cqs[id].spec.stop_policy;
+        self.rebuild_slots(id, &spec);
+        let cohort = spec.cohort.as_ref().map(|c| self.cohort_id(c));
+        let cq = &mut self.cqs[id];
+        cq.spec = spec;
+        cq.deleted = false;
+        cq.cohort = cohort;
+        self.attach_to_cohort(id);
+        self.wake_domain(id);
+        let stop = self.cqs[id].spec.stop_policy;
+        if stop == StopPolicy::HoldAndDrain && old_stop != StopPolicy::HoldAndDrain {
+            self.drain(id, None);
+        }
+        self.resolve_unresolved();
+    }
+
+    /// Deletes a ClusterQueue. Its pending workloads wait with reason
+    /// `ClusterQueueMissing`; quota of its admitted workloads stays accounted
+    /// until they finish or are evicted.
+    pub fn remove_cluster_queue(&mut self, name: &str) {
+        let Some(&id) = self.cq_by_name.get(name) else { return };
+        if self.cqs[id].deleted {
+            return;
+        }
+        self.wake_domain(id);
+        self.cqs[id].deleted = true;
+        let pending: Vec<OrderKey> = std::mem::take(&mut self.cqs[id].pending).into_iter().collect();
+        self.cqs[id].fresh.clear();
+        for key in pending {
+            self.wl_mut(key.id).cq = None;
+            self.park_unresolved(key.id);
+        }
+        let preempting: Vec<OrderKey> = self
+            .preempting
+            .iter()
+            .filter(|k| matches!(&self.wl(k.id).state, State::Preempting(h) if h.cq == id))
+            .cloned()
+            .collect();
+        for key in preempting {
+            self.drop_claim(key.id);
+            self.wl_mut(key.id).cq = None;
+            self.cqs[id].pending.remove(&key);
+            self.cqs[id].fresh.remove(&key);
+            self.park_unresolved(key.id);
+        }
+        self.collect_deleted(id);
+    }
+
+    /// Creates or replaces a LocalQueue.
+    pub fn upsert_local_queue(&mut self, spec: LocalQueueSpec) {
+        let key: Arc<str> = Arc::from(spec.key.as_str());
+        let old = self.lqs.insert(key.clone(), spec.clone());
+        let retarget = old.as_ref().is_some_and(|o| o.cluster_queue != spec.cluster_queue);
+        if retarget {
+            // Pending workloads follow the queue to its new ClusterQueue.
+            let moving: Vec<WlId> = self
+                .cqs
+                .iter()
+                .flat_map(|cq| cq.pending.iter())
+                .filter(|k| self.wl(k.id).lq == key)
+                .map(|k| k.id)
+                .collect();
+            for id in moving {
+                self.drop_claim(id);
+                self.unqueue(id);
+                self.park_unresolved(id);
+            }
+        }
+        if let Some(&cq) = self.cq_by_name.get(spec.cluster_queue.as_str()) {
+            self.wake_queue(cq);
+            if spec.stop_policy == StopPolicy::HoldAndDrain
+                && old.is_none_or(|o| o.stop_policy != StopPolicy::HoldAndDrain)
+            {
+                self.drain(cq, Some(key));
+            }
+        }
+        self.resolve_unresolved();
+    }
+
+    /// Deletes a LocalQueue: its pending workloads wait with reason
+    /// `LocalQueueMissing`; admitted ones keep running.
+    pub fn remove_local_queue(&mut self, key: &str) {
+        if self.lqs.remove(key).is_none() {
+            return;
+        }
+        let moving: Vec<WlId> = self
+            .cqs
+            .iter()
+            .flat_map(|cq| cq.pending.iter())
+            .filter(|k| &*self.wl(k.id).lq == key)
+            .map(|k| k.id)
+            .collect();
+        for id in moving {
+            self.drop_claim(id);
+            self.unqueue(id);
+            self.park_unresolved(id);
+        }
+    }
+
+    // ----- workload lifecycle -----------------------------------------------------
+
+    /// Adds a pending workload.
+    pub fn add_workload(&mut self, spec: WorkloadSpec) -> Result<(), EngineError> {
+        let id = self.insert_workload(spec)?;
+        self.enqueue(id);
+        Ok(())
+    }
+
+    /// Records a workload that is already admitted (a controller rebuilding its
+    /// ledger after a restart). Its usage is accounted as it is, even above
+    /// quota: reality wins, and nothing new is admitted until it fits again.
+    pub fn restore_admitted(
+        &mut self,
+        spec: WorkloadSpec,
+        cluster_queue: &str,
+        pod_sets: &[PodSetAssignment],
+        admitted_at: Millis,
+    ) -> Result<(), EngineError> {
+        let Some(&cq) = self.cq_by_name.get(cluster_queue) else {
+            return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
+        };
+        let uid = spec.uid.clone();
+        // Validate the assignment before touching any state.
+        let mut usage: Vec<(FrKey, Amount)> = Vec::new();
+        {
+            let ps_specs = &spec.pod_sets;
+            for a in pod_sets {
+                let Some(ps) = ps_specs.iter().find(|p| p.name == a.name) else {
+                    return Err(EngineError::UnknownPodSet {
+                        uid,
+                        pod_set: a.name.clone(),
+                    });
+                };
+                for (res, per_pod) in &ps.requests {
+                    if *per_pod == 0 {
+                        continue;
+                    }
+                    let Some(flavor) = a.flavors.get(res) else {
+                        return Err(EngineError::UnassignedResource {
+                            uid,
+                            pod_set: a.name.clone(),
+                            resource: res.clone(),
+                        });
+                    };
+                    let amount = a
+                        .usage
+                        .get(res)
+                        .copied()
+                        .unwrap_or(per_pod.saturating_mul(a.count as i64));
+                    let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
+                    match usage.iter_mut().find(|(k, _)| *k == fr) {
+                        Some((_, v)) => *v += amount,
+                        None => usage.push((fr, amount)),
+                    }
+                }
+            }
+        }
+        let id = self.insert_workload(spec)?;
+        for &(fr, amount) in &usage {
+            let slot = self.slot_for(cq, fr);
+            self.add_usage(cq, slot, amount, 0);
+        }
+        let borrowing = self.is_borrowing(cq, &usage);
+        let holding = Holding {
+            cq,
+            usage,
+            assignment: pod_sets.to_vec(),
+            borrowing,
+            admitted_at,
+            victims: Vec::new(),
+        };
+        self.cqs[cq].admitted.insert(id);
+        self.wl_mut(id).state = State::Admitted(Box::new(holding));
+        Ok(())
+    }
+
+    /// An admitted workload completed: its quota is released.
+    pub fn finish(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        match self.wl(id).state {
+            State::Admitted(_) | State::Evicting(_) => {
+                self.release(id);
+                self.wl_mut(id).state = State::Finished;
+                Ok(())
+            }
+            ref s => Err(EngineError::WrongState {
+                uid: uid.to_string(),
+                state: s.name(),
+                expected: "admitted",
+            }),
+        }
+    }
+
+    /// The caller evicts an admitted workload (pods-ready timeout,
+    /// deactivation). It keeps its quota until [`Engine::eviction_complete`].
+    pub fn evict(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        self.start_eviction(id).map_err(|s| EngineError::WrongState {
+            uid: uid.to_string(),
+            state: s,
+            expected: "admitted",
+        })
+    }
+
+    /// A preempted or evicted workload's pods are gone: its quota is released
+    /// and it waits in its queue again.
+    pub fn eviction_complete(&mut self, uid: &str, now: Millis) -> Result<(), EngineError> {
+        self.eviction_complete_with_backoff(uid, now, None)
+    }
+
+    /// Like [`Engine::eviction_complete`], but the workload is not considered
+    /// before `not_before` (requeue backoff).
+    pub fn eviction_complete_with_backoff(
+        &mut self,
+        uid: &str,
+        now: Millis,
+        not_before: Option<Millis>,
+    ) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        if !matches!(self.wl(id).state, State::Evicting(_)) {
+            return Err(EngineError::WrongState {
+                uid: uid.to_string(),
+                state: self.wl(id).state.name(),
+                expected: "being evicted",
+            });
+        }
+        self.release(id);
+        if self.config.requeue_order == RequeueOrder::EvictionTime {
+            self.wl_mut(id).ts = now;
+        }
+        match not_before {
+            Some(t) if t > now => {
+                let wl = self.wl_mut(id);
+                wl.state = State::Backoff(t);
+                wl.explanation = None;
+                self.timers.insert((t, Timer::Backoff(id)));
+                self.note(id, Explanation::new(PendingReason::Backoff { until: t }));
+            }
+            _ => {
+                self.wl_mut(id).state = State::Pending;
+                self.enqueue(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a workload (deleted). Quota it held or claimed is released.
+    pub fn remove_workload(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        match self.wl(id).state {
+            State::Admitted(_) | State::Evicting(_) => self.release(id),
+            State::Preempting(_) => {
+                self.drop_claim(id);
+                self.unqueue(id);
+            }
+            State::Pending => self.unqueue(id),
+            State::Backoff(t) => {
+                self.timers.remove(&(t, Timer::Backoff(id)));
+            }
+            State::Finished => {}
+        }
+        self.unresolved.remove(&id);
+        self.buffered_notes.remove(&id);
+        let wl = self.wls[id].take().expect("live workload");
+        self.by_uid.remove(&wl.uid);
+        self.free_ids.push(id);
+        Ok(())
+    }
+
+    // ----- queries -----------------------------------------------------------------
+
+    pub fn workload_state(&self, uid: &str) -> Option<WorkloadState> {
+        let id = *self.by_uid.get(uid)?;
+        Some(match self.wl(id).state {
+            State::Pending | State::Backoff(_) => WorkloadState::Pending,
+            State::Preempting(_) => WorkloadState::Preempting,
+            State::Admitted(_) => WorkloadState::Admitted,
+            State::Evicting(_) => WorkloadState::Evicting,
+            State::Finished => WorkloadState::Finished,
+        })
+    }
+
+    /// The latest explanation of a pending workload, with current numbers.
+    pub fn explanation(&self, uid: &str) -> Option<&Explanation> {
+        let id = *self.by_uid.get(uid)?;
+        self.wl(id).explanation.as_ref()
+    }
+
+    /// Where a pending workload stands in its ClusterQueue and LocalQueue.
+    /// Costs O(pending in its ClusterQueue); meant for views, not cycles.
+    pub fn position(&self, uid: &str) -> Option<QueuePosition> {
+        let id = *self.by_uid.get(uid)?;
+        let wl = self.wl(id);
+        let cq = &self.cqs[wl.cq?];
+        let key = wl.key(id);
+        if !cq.pending.contains(&key) {
+            return None;
+        }
+        let mut pos = QueuePosition {
+            in_cluster_queue: 0,
+            in_local_queue: 0,
+        };
+        for k in cq.pending.range(..key) {
+            pos.in_cluster_queue += 1;
+            if self.wl(k.id).lq == wl.lq {
+                pos.in_local_queue += 1;
+            }
+        }
+        Some(pos)
+    }
+
+    /// UIDs of a ClusterQueue's pending workloads, in queue order.
+    pub fn pending_in_order(&self, cluster_queue: &str) -> Vec<Arc<str>> {
+        self.cq_by_name
+            .get(cluster_queue)
+            .map(|&id| self.cqs[id].pending.iter().map(|k| k.uid.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Counts and per (flavor, resource) usage of a ClusterQueue.
+    pub fn cluster_queue_usage(&self, name: &str) -> Option<QueueUsage> {
+        let &id = self.cq_by_name.get(name)?;
+        let cq = &self.cqs[id];
+        let resources = cq
+            .slots
+            .iter()
+            .map(|s| ResourceUsage {
+                flavor: self.flavor_names.name(s.fr.0).to_string(),
+                resource: self.resources.name(s.fr.1).to_string(),
+                used: s.usage,
+                nominal: s.nominal,
+                borrowed: (s.usage - s.nominal).max(0),
+                reserved: s.claimed,
+            })
+            .collect();
+        Some(QueueUsage {
+            name: name.to_string(),
+            cohort: cq.spec.cohort.clone(),
+            pending: cq.pending.len(),
+            admitted: cq.admitted.len(),
+            resources,
+        })
+    }
+
+    /// Names of all ClusterQueues, sorted.
+    pub fn cluster_queue_names(&self) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = self.cqs.iter().filter(|c| !c.deleted).map(|c| c.name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// The admission of an admitted (or evicting) workload.
+    pub fn admission(&self, uid: &str) -> Option<Admission> {
+        let id = *self.by_uid.get(uid)?;
+        match &self.wl(id).state {
+            State::Admitted(h) | State::Evicting(h) => Some(Admission {
+                uid: self.wl(id).uid.clone(),
+                cluster_queue: self.cqs[h.cq].name.clone(),
+                pod_sets: h.assignment.clone(),
+                borrowing: h.borrowing,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Number of workloads the engine tracks, in any state.
+    pub fn workload_count(&self) -> usize {
+        self.by_uid.len()
+    }
+
+    // ----- the cycle ------------------------------------------------------------------
+
+    /// Runs one admission cycle at time `now`: admits as many workloads as fit,
+    /// in order, chooses victims for those that need preemption, and explains
+    /// why the rest wait. Only queues touched since the last cycle are visited.
+    pub fn schedule(&mut self, now: Millis) -> Cycle {
+        let mut out = Cycle::default();
+        self.fire_timers(now);
+        self.complete_claims(now, &mut out);
+        let dirty: Vec<CqId> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let mut done: BTreeSet<CqId> = BTreeSet::new();
+        for cq in dirty {
+            if done.contains(&cq) {
+                continue;
+            }
+            let members: Vec<CqId> = match self.cqs[cq].cohort {
+                Some(c) => self.cohorts[c].members.iter().copied().collect(),
+                None => vec![cq],
+            };
+            done.extend(members.iter().copied());
+            self.schedule_domain(&members, now, &mut out);
+        }
+        out.evicted.append(&mut self.buffered_evictions);
+        for id in std::mem::take(&mut self.buffered_notes) {
+            if let Some(Some(wl)) = self.wls.get(id)
+                && let Some(e) = &wl.explanation
+            {
+                out.pending_changed.push((wl.uid.clone(), e.clone()));
+            }
+        }
+        out.next_wakeup = self.timers.first().map(|(t, _)| *t);
+        out
+    }
+
+    fn fire_timers(&mut self, now: Millis) {
+        while let Some(&(t, timer)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::WakeCq(cq) => self.wake_queue(cq),
+                Timer::Backoff(id) => {
+                    if matches!(self.wl(id).state, State::Backoff(_)) {
+                        self.wl_mut(id).state = State::Pending;
+                        self.enqueue(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admits preemptors whose victims are gone.
+    fn complete_claims(&mut self, now: Millis, out: &mut Cycle) {
+        let keys: Vec<OrderKey> = self.preempting.iter().cloned().collect();
+        for key in keys {
+            let id = key.id;
+            let State::Preempting(h) = &self.wl(id).state else {
+                continue;
+            };
+            let waiting = h
+                .victims
+                .iter()
+                .any(|&v| matches!(self.wls.get(v), Some(Some(w)) if matches!(w.state, State::Evicting(_))));
+            if waiting {
+                continue;
+            }
+            let cq = h.cq;
+            let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
+            // Check in the state where every eviction under way has completed
+            // and without the preemptor's own claim.
+            let mut ov = self.evictions_overlay(cq);
+            for &(slot, amount) in &usage {
+                self.overlay_add(&mut ov, cq, slot, -amount);
+            }
+            if self.fits_overlay(&ov, cq, &usage, false) {
+                let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+                    unreachable!("checked above")
+                };
+                self.preempting.remove(&key);
+                self.cqs[cq].preempting -= 1;
+                for &(slot, amount) in &usage {
+                    self.add_usage(cq, slot, amount, -amount);
+                }
+                self.cqs[cq].pending.remove(&key);
+                self.cqs[cq].fresh.remove(&key);
+                self.admit_holding(id, *h, now, out);
+                // StrictFIFO queues were blocked behind it.
+                self.wake_queue(cq);
+            } else {
+                // Quota shrank meanwhile: try again from scratch.
+                self.drop_claim(id);
+                self.cqs[cq].fresh.insert(key);
+                self.dirty.insert(cq);
+            }
+        }
+    }
+
+    fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) {
+        // Candidates per queue in queue order: every pending workload of a
+        // woken queue, the fresh ones of the others.
+        let mut lists: Vec<(CqId, Vec<WlId>)> = Vec::with_capacity(members.len());
+        for &m in members {
+            let cq = &mut self.cqs[m];
+            let ids: Vec<WlId> = if cq.woken {
+                cq.pending.iter().map(|k| k.id).collect()
+            } else {
+                cq.fresh.iter().map(|k| k.id).collect()
+            };
+            cq.woken = false;
+            cq.fresh.clear();
+            if !ids.is_empty() {
+                lists.push((m, ids));
+            }
+        }
+        if lists.is_empty() {
+            return;
+        }
+        let mut cursor = vec![0usize; lists.len()];
+        let mut blocked = vec![false; lists.len()];
+        // Per queue, shapes that failed this cycle: availability only shrinks
+        // within a cycle, and later workloads of the same shape have no more
+        // preemption candidates, so they fail the same way.
+        let mut memo: HashMap<(CqId, u32), Explanation> = HashMap::new();
+        // k-way merge of the queues' lists into global order.
+        let mut heap: BinaryHeap<Reverse<(OrderKey, usize)>> = BinaryHeap::with_capacity(lists.len());
+        for (i, (_, ids)) in lists.iter().enumerate() {
+            heap.push(Reverse((self.wl(ids[0]).key(ids[0]), i)));
+        }
+        while let Some(Reverse((_, i))) = heap.pop() {
+            let id = lists[i].1[cursor[i]];
+            cursor[i] += 1;
+            if let Some(&next) = lists[i].1.get(cursor[i]) {
+                heap.push(Reverse((self.wl(next).key(next), i)));
+            }
+            let cq = lists[i].0;
+            if blocked[i] {
+                self.explain(id, Explanation::new(PendingReason::BlockedByHead), out);
+                continue;
+            }
+            // The workload may have left the queue during this cycle.
+            if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
+                continue;
+            }
+            let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
+            if let Some(held) = self.held(cq, id) {
+                self.explain(id, held, out);
+                continue;
+            }
+            if strict && self.cqs[cq].preempting > 0 {
+                blocked[i] = true;
+                self.explain(id, Explanation::new(PendingReason::BlockedByHead), out);
+                continue;
+            }
+            let shape = self.wl(id).shape;
+            if let Some(e) = memo.get(&(cq, shape)) {
+                let e = e.clone();
+                self.explain(id, e, out);
+                blocked[i] = strict;
+                continue;
+            }
+            match self.assign(cq, id) {
+                Ok(attempt) => self.admit(cq, id, attempt, now, out),
+                Err(AssignError::NotCovered { pod_set, resource }) => {
+                    let e = Explanation::new(PendingReason::ResourceNotCovered {
+                        pod_set: pod_set.to_string(),
+                        resource: self.resources.name(resource).to_string(),
+                    });
+                    memo.insert((cq, shape), e.clone());
+                    self.explain(id, e, out);
+                    blocked[i] = strict;
+                }
+                Err(AssignError::NoFit {
+                    options,
+                    mut verdicts,
+                    never,
+                }) => {
+                    let mut reason = if never {
+                        PendingReason::NeverFits
+                    } else {
+                        PendingReason::NoFit
+                    };
+                    if !never && self.cqs[cq].spec.preemption.can_preempt() {
+                        match self.preempt(cq, id, &options, now) {
+                            PreemptOutcome::Victims(victims, attempt) => {
+                                self.start_claim(cq, id, victims, attempt, out);
+                                blocked[i] = strict;
+                                continue;
+                            }
+                            PreemptOutcome::WaitForEvictions => {
+                                reason = PendingReason::WaitingForEvictions;
+                            }
+                            PreemptOutcome::Impossible { protected, until } => {
+                                if let Some(t) = until {
+                                    self.timers.insert((t, Timer::WakeCq(cq)));
+                                }
+                                verdicts.push(FlavorVerdict {
+                                    pod_set: String::new(),
+                                    flavor: "preemption".to_string(),
+                                    verdict: Verdict::PreemptionNotPossible { protected },
+                                });
+                            }
+                        }
+                    } else if !never && self.evicting_in_domain(cq) {
+                        // Evictions under way may free enough.
+                        let ov = self.evictions_overlay(cq);
+                        if let Some(usage) = self.first_option_usage(cq, id, &options)
+                            && self.fits_overlay(&ov, cq, &usage, false)
+                        {
+                            reason = PendingReason::WaitingForEvictions;
+                        }
+                    }
+                    let e = Explanation {
+                        reason,
+                        flavors: verdicts,
+                    };
+                    memo.insert((cq, shape), e.clone());
+                    self.explain(id, e, out);
+                    blocked[i] = strict;
+                }
+            }
+        }
+    }
+
+    fn held(&self, cq: CqId, id: WlId) -> Option<Explanation> {
+        if self.cqs[cq].spec.stop_policy != StopPolicy::None {
+            return Some(Explanation::new(PendingReason::Held { by_local_queue: false }));
+        }
+        let lq = self.lqs.get(&self.wl(id).lq)?;
+        (lq.stop_policy != StopPolicy::None).then(|| Explanation::new(PendingReason::Held { by_local_queue: true }))
+    }
+
+    // ----- flavor assignment -------------------------------------------------------------
+
+    /// Chooses a flavor for every (pod set, resource group) of the workload:
+    /// in the queue's flavor order, the first flavor that fits without
+    /// borrowing, else the first that fits by borrowing.
+    fn assign(&self, cq_id: CqId, id: WlId) -> Result<Attempt, AssignError> {
+        let cq = &self.cqs[cq_id];
+        let wl = self.wl(id);
+        let pools = cq.cohort.map(|c| &self.cohorts[c].pools);
+        let mut usage: Vec<(usize, Amount)> = Vec::new();
+        let mut choice: Vec<Vec<(usize, FlavorId)>> = Vec::with_capacity(wl.pod_sets.len());
+        let mut borrowing = false;
+        let mut failure: Option<(Vec<FlavorVerdict>, bool)> = None;
+        let mut options: Vec<(usize, usize, Vec<FlavorId>)> = Vec::new();
+        for (pi, ps) in wl.pod_sets.iter().enumerate() {
+            let needs = match self.group_needs(cq, ps) {
+                Ok(n) => n,
+                Err(resource) => {
+                    return Err(AssignError::NotCovered {
+                        pod_set: ps.name.clone(),
+                        resource,
+                    });
+                }
+            };
+            let mut ps_choice = Vec::with_capacity(needs.len());
+            for (g, reqs) in needs {
+                let group = &cq.groups[g];
+                let mut best: Option<(usize, bool)> = None;
+                let mut verdicts = Vec::new();
+                let mut possible = Vec::new();
+                for (fi, gf) in group.flavors.iter().enumerate() {
+                    if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
+                        verdicts.push(self.verdict(ps, gf.flavor, v));
+                        continue;
+                    }
+                    let mut kind = Fit::Fits;
+                    for &(rpos, amount) in &reqs {
+                        let slot = gf.slots[rpos];
+                        let s = &cq.slots[slot];
+                        let pool = s.pool.and_then(|p| pools.map(|ps| &ps[p]));
+                        let extra = amount + pending_amount(&usage, slot);
+                        match ledger::check(s, pool, 0, 0, extra) {
+                            Fit::Fits => {}
+                            Fit::Borrows => kind = Fit::Borrows,
+                            Fit::NotNow { available } => {
+                                let free_nominal = (s.nominal - s.effective()).clamp(0, available);
+                                verdicts.push(self.verdict(
+                                    ps,
+                                    gf.flavor,
+                                    Verdict::InsufficientQuota {
+                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        needed: extra,
+                                        free_nominal,
+                                        nominal: s.nominal,
+                                        borrowable: available - free_nominal,
+                                    },
+                                ));
+                                kind = Fit::NotNow { available };
+                                break;
+                            }
+                            Fit::Never { max } => {
+                                verdicts.push(self.verdict(
+                                    ps,
+                                    gf.flavor,
+                                    Verdict::ExceedsMaxQuota {
+                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        needed: extra,
+                                        max,
+                                    },
+                                ));
+                                kind = Fit::Never { max };
+                                break;
+                            }
+                        }
+                    }
+                    match kind {
+                        Fit::Fits => {
+                            best = Some((fi, false));
+                            possible.push(gf.flavor);
+                            break;
+                        }
+                        Fit::Borrows => {
+                            if best.is_none() {
+                                best = Some((fi, true));
+                            }
+                            possible.push(gf.flavor);
+                        }
+                        Fit::NotNow { .. } => possible.push(gf.flavor),
+                        Fit::Never { .. } => {}
+                    }
+                }
+                options.push((pi, g, possible.clone()));
+                match best {
+                    Some((fi, b)) if failure.is_none() => {
+                        let gf = &group.flavors[fi];
+                        for &(rpos, amount) in &reqs {
+                            add_pending(&mut usage, gf.slots[rpos], amount);
+                        }
+                        borrowing |= b;
+                        ps_choice.push((g, gf.flavor));
+                    }
+                    Some(_) => {}
+                    None => {
+                        let never = possible.is_empty();
+                        match &mut failure {
+                            None => failure = Some((verdicts, never)),
+                            Some((v, n)) => {
+                                v.extend(verdicts);
+                                *n |= never;
+                            }
+                        }
+                    }
+                }
+            }
+            choice.push(ps_choice);
+        }
+        match failure {
+            None => Ok(Attempt {
+                usage,
+                choice,
+                borrowing,
+            }),
+            Some((verdicts, never)) => Err(AssignError::NoFit {
+                options,
+                verdicts,
+                never,
+            }),
+        }
+    }
+
+    /// For each resource group the pod set needs, the requested amounts by
+    /// position in the group. Errors with a resource no group covers.
+    fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<GroupNeeds, ResId> {
+        let mut needs: GroupNeeds = Vec::new();
+        for &(res, amount) in &ps.total {
+            let Some(&g) = cq.group_of.get(&res) else {
+                return Err(res);
+            };
+            let rpos = cq.groups[g]
+                .resources
+                .iter()
+                .position(|&r| r == res)
+                .expect("group covers resource");
+            match needs.iter_mut().find(|(gg, _)| *gg == g) {
+                Some((_, v)) => v.push((rpos, amount)),
+                None => needs.push((g, vec![(rpos, amount)])),
+            }
+        }
+        Ok(needs)
+    }
+
+    fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
+        let Some(spec) = self.flavors.get(&flavor) else {
+            return Err(Verdict::FlavorNotFound);
+        };
+        for (key, wanted) in &ps.node_selector {
+            if let Some(has) = spec.node_labels.get(key)
+                && has != wanted
+            {
+                return Err(Verdict::NodeLabelMismatch {
+                    key: key.clone(),
+                    wanted: wanted.clone(),
+                    flavor_has: has.clone(),
+                });
+            }
+        }
+        for taint in &spec.taints {
+            if taint.effect == TaintEffect::PreferNoSchedule {
+                continue;
+            }
+            let tolerated = ps
+                .tolerations
+                .iter()
+                .chain(&spec.tolerations)
+                .any(|t| t.tolerates(taint));
+            if !tolerated {
+                let value = taint.value.as_deref().map(|v| format!("={v}")).unwrap_or_default();
+                return Err(Verdict::UntoleratedTaint {
+                    taint: format!("{}{value}:{:?}", taint.key, taint.effect),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
+        FlavorVerdict {
+            pod_set: ps.name.to_string(),
+            flavor: self.flavor_names.name(flavor).to_string(),
+            verdict,
+        }
+    }
+
+    /// The request per slot of one choice of flavors (option indices).
+    fn option_usage(&self, cq: CqId, id: WlId, options: &FlavorOptions, pick: &[usize]) -> Vec<(usize, Amount)> {
+        let cq_ref = &self.cqs[cq];
+        let wl = self.wl(id);
+        let mut usage = Vec::new();
+        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
+            let flavor = flavors[k];
+            let group = &cq_ref.groups[*g];
+            let gf = group
+                .flavors
+                .iter()
+                .find(|f| f.flavor == flavor)
+                .expect("option flavor in group");
+            for &(res, amount) in &wl.pod_sets[*pi].total {
+                if let Some(rpos) = group.resources.iter().position(|&r| r == res) {
+                    add_pending(&mut usage, gf.slots[rpos], amount);
+                }
+            }
+        }
+        usage
+    }
+
+    fn first_option_usage(&self, cq: CqId, id: WlId, options: &FlavorOptions) -> Option<Vec<(usize, Amount)>> {
+        if options.iter().any(|(_, _, f)| f.is_empty()) {
+            return None;
+        }
+        Some(self.option_usage(cq, id, options, &vec![0; options.len()]))
+    }
+
+    // ----- preemption ------------------------------------------------------------------
+
+    /// Finds a minimal set of victims that lets the workload fit, trying the
+    /// flavor combinations in preference order (at most 16).
+    fn preempt(&self, cq: CqId, id: WlId, options: &FlavorOptions, now: Millis) -> PreemptOutcome {
+        if options.iter().any(|(_, _, f)| f.is_empty()) {
+            return PreemptOutcome::Impossible {
+                protected: 0,
+                until: None,
+            };
+        }
+        let base = self.evictions_overlay(cq);
+        let mut pick = vec![0usize; options.len()];
+        let mut protected_total = 0;
+        let mut until: Option<Millis> = None;
+        for _ in 0..16 {
+            let usage = self.option_usage(cq, id, options, &pick);
+            if self.fits_overlay(&base, cq, &usage, false) {
+                return PreemptOutcome::WaitForEvictions;
+            }
+            let search = self.find_victims(cq, id, &usage, &base, now);
+            protected_total = protected_total.max(search.protected);
+            until = match (until, search.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(victims) = search.victims {
+                let choice = self.choice_from_pick(options, &pick);
+                return PreemptOutcome::Victims(
+                    victims,
+                    Attempt {
+                        usage,
+                        choice,
+                        borrowing: false,
+                    },
+                );
+            }
+            // Next combination, last option fastest.
+            let mut k = options.len();
+            loop {
+                if k == 0 {
+                    return PreemptOutcome::Impossible {
+                        protected: protected_total,
+                        until,
+                    };
+                }
+                k -= 1;
+                pick[k] += 1;
+                if pick[k] < options[k].2.len() {
+                    break;
+                }
+                pick[k] = 0;
+            }
+        }
+        PreemptOutcome::Impossible {
+            protected: protected_total,
+            until,
+        }
+    }
+
+    fn choice_from_pick(&self, options: &FlavorOptions, pick: &[usize]) -> Vec<Vec<(usize, FlavorId)>> {
+        let mut choice: Vec<Vec<(usize, FlavorId)>> = Vec::new();
+        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
+            while choice.len() <= *pi {
+                choice.push(Vec::new());
+            }
+            choice[*pi].push((*g, flavors[k]));
+        }
+        choice
+    }
+
+    /// Returns victims (or none) and how many candidates were protected by
+    /// their queue's minimum runtime.
+    fn find_victims(&self, cq: CqId, id: WlId, usage: &[(usize, Amount)], base: &Overlay, now: Millis) -> VictimSearch {
+        let me = self.wl(id);
+        let policy = self.cqs[cq].spec.preemption;
+        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
+        let members: Vec<CqId> = match self.cqs[cq].cohort {
+            Some(c) => self.cohorts[c].members.iter().copied().collect(),
+            None => vec![cq],
+        };
+        let mut protected = 0;
+        let mut until: Option<Millis> = None;
+        let mut candidates: Vec<Candidate> = Vec::new();
+        for &m in &members {
+            let same = m == cq;
+            let queue_borrowing = self.queue_borrows_any(m, &frs, None);
+            for &v in &self.cqs[m].admitted {
+                let w = self.wl(v);
+                let State::Admitted(h) = &w.state else { continue };
+                if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
+                    continue;
+                }
+                let (reclaim_ok, borrow_ok, within_ok) = if same {
+                    let ok = match policy.within_cluster_queue {
+                        WithinClusterQueue::Never => false,
+                        WithinClusterQueue::LowerPriority => w.priority < me.priority,
+                        WithinClusterQueue::LowerOrNewerEqualPriority => {
+                            w.priority < me.priority || (w.priority == me.priority && w.ts > me.ts)
+                        }
+                    };
+                    (false, false, ok)
+                } else {
+                    let reclaim = match policy.reclaim_within_cohort {
+                        ReclaimWithinCohort::Never => false,
+                        ReclaimWithinCohort::LowerPriority => w.priority < me.priority,
+                        ReclaimWithinCohort::Any => true,
+                    };
+                    let borrow = match policy.borrow_within_cohort {
+                        BorrowWithinCohort::Never => false,
+                        BorrowWithinCohort::LowerPriority { max_priority_threshold } => {
+                            w.priority < me.priority && max_priority_threshold.is_none_or(|t| w.priority <= t)
+                        }
+                    };
+                    (reclaim, borrow, false)
+                };
+                if !(within_ok || reclaim_ok || borrow_ok) {
+                    continue;
+                }
+                let min_runtime = self.cqs[m].spec.min_runtime;
+                if min_runtime > 0 && h.admitted_at + min_runtime > now {
+                    protected += 1;
+                    let t = h.admitted_at + min_runtime;
+                    until = Some(until.map_or(t, |u| u.min(t)));
+                    continue;
+                }
+                candidates.push(Candidate {
+                    id: v,
+                    cq: m,
+                    priority: w.priority,
+                    admitted_at: h.admitted_at,
+                    uid: w.uid.clone(),
+                    in_borrowing_queue: queue_borrowing,
+                    reclaim_ok,
+                    borrow_ok,
+                });
+            }
+        }
+        candidates.sort_by(|a, b| {
+            (!a.in_borrowing_queue, a.priority, Reverse(a.admitted_at), &a.uid).cmp(&(
+                !b.in_borrowing_queue,
+                b.priority,
+                Reverse(b.admitted_at),
+                &b.uid,
+            ))
+        });
+        // First without borrowing (reclaiming what the cohort borrowed), then
+        // borrowing (preempting lower-priority work elsewhere to borrow).
+        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal);
+        for within_nominal in [true, false] {
+            if within_nominal && !within_nominal_possible {
+                continue;
+            }
+            let allowed = |c: &Candidate| c.cq == cq || if within_nominal { c.reclaim_ok } else { c.borrow_ok };
+            if let Some(victims) = self.greedy_victims(cq, usage, base, &candidates, &allowed, within_nominal) {
+                let reasons = victims
+                    .into_iter()
+                    .map(|i| {
+                        let c = &candidates[i];
+                        let reason = if c.cq == cq {
+                            PreemptionReason::InClusterQueue
+                        } else if within_nominal {
+                            PreemptionReason::InCohortReclamation
+                        } else {
+                            PreemptionReason::InCohortReclaimWhileBorrowing
+                        };
+                        (c.id, reason)
+                    })
+                    .collect();
+                return VictimSearch {
+                    victims: Some(reasons),
+                    protected,
+                    until,
+                };
+            }
+        }
+        VictimSearch {
+            victims: None,
+            protected,
+            until,
+        }
+    }
+
+    /// Removes candidates in order until the workload fits, then adds back
+    /// (latest first) every one it does not need. Returns candidate indices.
+    fn greedy_victims(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate],
+        allowed: &dyn Fn(&Candidate) -> bool,
+        within_nominal: bool,
+    ) -> Option<Vec<usize>> {
+        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
+        let mut ov = base.clone();
+        let mut removed: Vec<usize> = Vec::new();
+        let mut fits = false;
+        for (i, c) in candidates.iter().enumerate() {
+            if !allowed(c) {
+                continue;
+            }
+            // Take from another queue only while it still borrows.
+            if c.cq != cq && !self.queue_borrows_any(c.cq, &frs, Some(&ov)) {
+                continue;
+            }
+            self.overlay_holding(&mut ov, c.id, -1);
+            removed.push(i);
+            if self.fits_overlay(&ov, cq, usage, within_nominal) {
+                fits = true;
+                break;
+            }
+        }
+        if !fits {
+            return None;
+        }
+        let mut needed = removed.clone();
+        for k in (0..removed.len().saturating_sub(1)).rev() {
+            let c = &candidates[removed[k]];
+            self.overlay_holding(&mut ov, c.id, 1);
+            if self.fits_overlay(&ov, cq, usage, within_nominal) {
+                needed.retain(|&x| x != removed[k]);
+            } else {
+                self.overlay_holding(&mut ov, c.id, -1);
+            }
+        }
+        Some(needed)
+    }
+
+    fn queue_borrows_any(&self, cq: CqId, frs: &[FrKey], ov: Option<&Overlay>) -> bool {
+        let q = &self.cqs[cq];
+        frs.iter().any(|fr| {
+            q.slot_of.get(fr).is_some_and(|&s| {
+                let d = ov.and_then(|o| o.slot.get(&(cq, s)).copied()).unwrap_or(0);
+                q.slots[s].effective() + d > q.slots[s].nominal
+            })
+        })
+    }
+
+    /// The state once every eviction under way in the domain has completed.
+    fn evictions_overlay(&self, cq: CqId) -> Overlay {
+        let mut ov = Overlay::default();
+        if !self.evicting_in_domain(cq) {
+            return ov;
+        }
+        for m in self.domain(cq) {
+            if self.cqs[m].evicting == 0 {
+                continue;
+            }
+            for &v in &self.cqs[m].admitted {
+                if matches!(self.wl(v).state, State::Evicting(_)) {
+                    self.overlay_holding(&mut ov, v, -1);
+                }
+            }
+        }
+        ov
+    }
+
+    fn evicting_in_domain(&self, cq: CqId) -> bool {
+        self.domain(cq).any(|m| self.cqs[m].evicting > 0)
+    }
+
+    fn domain(&self, cq: CqId) -> impl Iterator<Item = CqId> + '_ {
+        let members = self.cqs[cq].cohort.map(|c| &self.cohorts[c].members);
+        let single = members.is_none().then_some(cq);
+        members.into_iter().flat_map(|m| m.iter().copied()).chain(single)
+    }
+
+    fn overlay_holding(&self, ov: &mut Overlay, id: WlId, sign: Amount) {
+        let (State::Admitted(h) | State::Evicting(h)) = &self.wl(id).state else {
+            return;
+        };
+        for &(fr, amount) in &h.usage {
+            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+                self.overlay_add(ov, h.cq, slot, sign * amount);
+            }
+        }
+    }
+
+    fn overlay_add(&self, ov: &mut Overlay, cq: CqId, slot: usize, delta: Amount) {
+        let s = &self.cqs[cq].slots[slot];
+        let d0 = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
+        let d1 = d0 + delta;
+        if let (Some(p), Some(c)) = (s.pool, self.cqs[cq].cohort) {
+            let g = s.guaranteed();
+            let e = s.effective();
+            *ov.pool.entry((c, p)).or_default() += ledger::draw(e + d1, g) - ledger::draw(e + d0, g);
+        }
+        ov.slot.insert((cq, slot), d1);
+    }
+
+    fn fits_overlay(&self, ov: &Overlay, cq: CqId, usage: &[(usize, Amount)], within_nominal: bool) -> bool {
+        let q = &self.cqs[cq];
+        usage.iter().all(|&(slot, amount)| {
+            let s = &q.slots[slot];
+            let sd = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
+            if within_nominal && s.effective() + sd + amount > s.nominal {
+                return false;
+            }
+            let (pool, pd) = match (s.pool, q.cohort) {
+                (Some(p), Some(c)) => (
+                    Some(&self.cohorts[c].pools[p]),
+                    ov.pool.get(&(c, p)).copied().unwrap_or(0),
+                ),
+                _ => (None, 0),
+            };
+            matches!(ledger::check(s, pool, sd, pd, amount), Fit::Fits | Fit::Borrows)
+        })
+    }
+
+    // ----- applying decisions ------------------------------------------------------------
+
+    fn admit(&mut self, cq: CqId, id: WlId, attempt: Attempt, now: Millis, out: &mut Cycle) {
+        for &(slot, amount) in &attempt.usage {
+            self.add_usage(cq, slot, amount, 0);
+        }
+        let key = self.wl(id).key(id);
+        self.cqs[cq].pending.remove(&key);
+        self.cqs[cq].fresh.remove(&key);
+        let holding = self.holding(cq, id, &attempt, now);
+        self.admit_holding(id, holding, now, out);
+    }
+
+    fn holding(&self, cq: CqId, id: WlId, attempt: &Attempt, now: Millis) -> Holding {
+        let q = &self.cqs[cq];
+        let wl = self.wl(id);
+        let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
+        let assignment = wl
+            .pod_sets
+            .iter()
+            .zip(&attempt.choice)
+            .map(|(ps, choice)| {
+                let mut flavors = BTreeMap::new();
+                let mut ps_usage = BTreeMap::new();
+                for &(res, amount) in &ps.total {
+                    let g = q.group_of[&res];
+                    let flavor = choice
+                        .iter()
+                        .find(|(gg, _)| *gg == g)
+                        .map(|(_, f)| *f)
+                        .expect("group chosen");
+                    flavors.insert(
+                        self.resources.name(res).to_string(),
+                        self.flavor_names.name(flavor).to_string(),
+                    );
+                    ps_usage.insert(self.resources.name(res).to_string(), amount);
+                }
+                PodSetAssignment {
+                    name: ps.name.to_string(),
+                    count: ps.count,
+                    flavors,
+                    usage: ps_usage,
+                }
+            })
+            .collect();
+        Holding {
+            cq,
+            usage,
+            assignment,
+            borrowing: attempt.borrowing,
+            admitted_at: now,
+            victims: Vec::new(),
+        }
+    }
+
+    fn admit_holding(&mut self, id: WlId, mut holding: Holding, now: Millis, out: &mut Cycle) {
+        let cq = holding.cq;
+        holding.admitted_at = now;
+        holding.victims.clear();
+        holding.borrowing = self.is_borrowing(cq, &holding.usage);
+        let wl = self.wls[id].as_mut().expect("live workload");
+        wl.explanation = None;
+        out.admitted.push(Admission {
+            uid: wl.uid.clone(),
+            cluster_queue: self.cqs[cq].name.clone(),
+            pod_sets: holding.assignment.clone(),
+            borrowing: holding.borrowing,
+        });
+        wl.state = State::Admitted(Box::new(holding));
+        self.cqs[cq].admitted.insert(id);
+    }
+
+    fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
+        let q = &self.cqs[cq];
+        usage.iter().any(|(fr, _)| {
+            q.slot_of
+                .get(fr)
+                .is_some_and(|&s| q.slots[s].usage > q.slots[s].nominal)
+        })
+    }
+
+    fn start_claim(
+        &mut self,
+        cq: CqId,
+        id: WlId,
+        victims: Vec<(WlId, PreemptionReason)>,
+        attempt: Attempt,
+        out: &mut Cycle,
+    ) {
+        // Admission time is set when the claim completes.
+        let mut holding = self.holding(cq, id, &attempt, 0);
+        holding.victims = victims.iter().map(|(v, _)| *v).collect();
+        for &(slot, amount) in &attempt.usage {
+            self.add_usage(cq, slot, 0, amount);
+        }
+        let (preemptor_uid, preemptor_name) = {
+            let w = self.wl(id);
+            (w.uid.clone(), w.name.clone())
+        };
+        let preemptor_cq = self.cqs[cq].name.clone();
+        for (v, reason) in &victims {
+            let _ = self.start_eviction(*v);
+            let w = self.wl(*v);
+            let message = match reason {
+                PreemptionReason::InClusterQueue => {
+                    format!(
+                        "Preempted to accommodate {preemptor_name} (higher priority) in ClusterQueue {preemptor_cq}"
+                    )
+                }
+                PreemptionReason::InCohortReclamation => format!(
+                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} reclaims quota its cohort borrowed"
+                ),
+                PreemptionReason::InCohortReclaimWhileBorrowing => format!(
+                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} borrows in the cohort at higher priority"
+                ),
+            };
+            out.preempted.push(Preemption {
+                victim: w.uid.clone(),
+                preemptor: preemptor_uid.clone(),
+                reason: *reason,
+                message,
+            });
+        }
+        let key = self.wl(id).key(id);
+        self.cqs[cq].preempting += 1;
+        self.preempting.insert(key);
+        let n = victims.len();
+        self.wl_mut(id).state = State::Preempting(Box::new(holding));
+        self.explain(
+            id,
+            Explanation::new(PendingReason::WaitingForPreemption { victims: n }),
+            out,
+        );
+    }
+
+    /// Releases a preemptor's claim; it goes back to plain pending.
+    fn drop_claim(&mut self, id: WlId) {
+        let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+            return;
+        };
+        let key = self.wl(id).key(id);
+        self.preempting.remove(&key);
+        self.cqs[h.cq].preempting -= 1;
+        for &(fr, amount) in &h.usage {
+            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+                self.add_usage(h.cq, slot, 0, -amount);
+            }
+        }
+        self.wake_domain(h.cq);
+    }
+
+    fn start_eviction(&mut self, id: WlId) -> Result<(), &'static str> {
+        let wl = self.wl_mut(id);
+        match std::mem::replace(&mut wl.state, State::Finished) {
+            State::Admitted(h) => {
+                let cq = h.cq;
+                wl.state = State::Evicting(h);
+                self.cqs[cq].evicting += 1;
+                Ok(())
+            }
+            other => {
+                let name = other.name();
+                wl.state = other;
+                Err(name)
+            }
+        }
+    }
+
+    /// Evicts every admitted workload of a queue (or of one of its local queues).
+    fn drain(&mut self, cq: CqId, lq: Option<Arc<str>>) {
+        let ids: Vec<WlId> = self.cqs[cq]
+            .admitted
+            .iter()
+            .copied()
+            .filter(|&v| lq.as_ref().is_none_or(|l| self.wl(v).lq == *l))
+            .collect();
+        let (reason, message) = match &lq {
+            None => (
+                EvictionReason::ClusterQueueStopped,
+                format!("ClusterQueue {} is stopped (HoldAndDrain)", self.cqs[cq].name),
+            ),
+            Some(l) => (
+                EvictionReason::LocalQueueStopped,
+                format!("LocalQueue {l} is stopped (HoldAndDrain)"),
+            ),
+        };
+        for v in ids {
+            if self.start_eviction(v).is_ok() {
+                self.buffered_evictions.push(Eviction {
+                    uid: self.wl(v).uid.clone(),
+                    reason,
+                    message: message.clone(),
+                });
+            }
+        }
+        let claims: Vec<WlId> = self
+            .preempting
+            .iter()
+            .map(|k| k.id)
+            .filter(|&p| {
+                matches!(&self.wl(p).state, State::Preempting(h) if h.cq == cq)
+                    && lq.as_ref().is_none_or(|l| self.wl(p).lq == *l)
+            })
+            .collect();
+        for p in claims {
+            self.drop_claim(p);
+        }
+    }
+
+    /// Releases what an admitted or evicting workload holds.
+    fn release(&mut self, id: WlId) {
+        let state = std::mem::replace(&mut self.wl_mut(id).state, State::Pending);
+        let (State::Admitted(h) | State::Evicting(h)) = &state else {
+            self.wl_mut(id).state = state;
+            return;
+        };
+        let cq = h.cq;
+        if matches!(state, State::Evicting(_)) {
+            self.cqs[cq].evicting -= 1;
+        }
+        for &(fr, amount) in &h.usage {
+            let slot = self.cqs[cq].slot_of[&fr];
+            self.add_usage(cq, slot, -amount, 0);
+        }
+        self.cqs[cq].admitted.remove(&id);
+        self.wake_domain(cq);
+        self.collect_deleted(cq);
+    }
+
+    /// Adds to a slot's usage and claim, keeping its cohort pool in step.
+    fn add_usage(&mut self, cq: CqId, slot: usize, usage: Amount, claimed: Amount) {
+        let q = &mut self.cqs[cq];
+        let s = &mut q.slots[slot];
+        let g = s.guaranteed();
+        let before = ledger::draw(s.effective(), g);
+        s.usage += usage;
+        s.claimed += claimed;
+        let after = ledger::draw(s.effective(), g);
+        if let (Some(p), Some(c)) = (s.pool, q.cohort) {
+            self.cohorts[c].pools[p].usage += after - before;
+        }
+    }
+
+    // ----- queues and waking ---------------------------------------------------------
+
+    fn insert_workload(&mut self, spec: WorkloadSpec) -> Result<WlId, EngineError> {
+        if self.by_uid.contains_key(spec.uid.as_str()) {
+            return Err(EngineError::DuplicateWorkload(spec.uid));
+        }
+        let mut pod_sets = Vec::with_capacity(spec.pod_sets.len());
+        for ps in &spec.pod_sets {
+            if ps.count == 0 {
+                return Err(EngineError::EmptyPodSet {
+                    uid: spec.uid.clone(),
+                    pod_set: ps.name.clone(),
+                });
+            }
+            let mut total = Vec::with_capacity(ps.requests.len());
+            for (res, &per_pod) in &ps.requests {
+                if per_pod < 0 {
+                    return Err(EngineError::NegativeRequest {
+                        uid: spec.uid.clone(),
+                        pod_set: ps.name.clone(),
+                        resource: res.clone(),
+                    });
+                }
+                if per_pod == 0 {
+                    continue;
+                }
+                let Some(t) = per_pod.checked_mul(ps.count as i64) else {
+                    return Err(EngineError::Overflow {
+                        uid: spec.uid.clone(),
+                        pod_set: ps.name.clone(),
+                        resource: res.clone(),
+                    });
+                };
+                total.push((self.resources.intern(res), t));
+            }
+            total.sort_unstable();
+            let mut tolerations = ps.tolerations.clone();
+            tolerations.sort();
+            pod_sets.push(PodSet {
+                name: Arc::from(ps.name.as_str()),
+                count: ps.count,
+                total,
+                node_selector: ps.node_selector.clone(),
+                tolerations,
+            });
+        }
+        let shape_key: ShapeKey = pod_sets
+            .iter()
+            .map(|p| (p.count, p.total.clone(), p.node_selector.clone(), p.tolerations.clone()))
+            .collect();
+        let next_shape = self.shapes.len() as u32;
+        let shape = *self.shapes.entry(shape_key).or_insert(next_shape);
+        let uid: Arc<str> = Arc::from(spec.uid.as_str());
+        let wl = Wl {
+            uid: uid.clone(),
+            name: Arc::from(spec.name.as_str()),
+            lq: Arc::from(spec.local_queue.as_str()),
+            priority: spec.priority,
+            ts: spec.queue_order_time,
+            pod_sets,
+            shape,
+            state: State::Pending,
+            cq: None,
+            explanation: None,
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.wls[id] = Some(wl);
+                id
+            }
+            None => {
+                self.wls.push(Some(wl));
+                self.wls.len() - 1
+            }
+        };
+        self.by_uid.insert(uid, id);
+        Ok(id)
+    }
+
+    /// Puts a pending workload into its ClusterQueue, or parks it as
+    /// unresolved with the reason.
+    fn enqueue(&mut self, id: WlId) {
+        let lq_key = self.wl(id).lq.clone();
+        let target = match self.lqs.get(&lq_key) {
+            None => Err(PendingReason::LocalQueueMissing {
+                local_queue: lq_key.to_string(),
+            }),
+            Some(lq) => match self.cq_by_name.get(lq.cluster_queue.as_str()) {
+                Some(&cq) if !self.cqs[cq].deleted => Ok(cq),
+                _ => Err(PendingReason::ClusterQueueMissing {
+                    cluster_queue: lq.cluster_queue.clone(),
+                }),
+            },
+        };
+        match target {
+            Ok(cq) => {
+                self.unresolved.remove(&id);
+                let key = self.wl(id).key(id);
+                self.wl_mut(id).cq = Some(cq);
+                self.cqs[cq].pending.insert(key.clone());
+                self.cqs[cq].fresh.insert(key);
+                self.dirty.insert(cq);
+            }
+            Err(reason) => {
+                self.unresolved.insert(id);
+                self.note(id, Explanation::new(reason));
+            }
+        }
+    }
+
+    fn park_unresolved(&mut self, id: WlId) {
+        self.enqueue(id);
+    }
+
+    /// Takes a pending workload out of its queue.
+    fn unqueue(&mut self, id: WlId) {
+        let key = self.wl(id).key(id);
+        if let Some(cq) = self.wl(id).cq {
+            let q = &mut self.cqs[cq];
+            q.pending.remove(&key);
+            q.fresh.remove(&key);
+            if q.spec.strategy == QueueingStrategy::StrictFifo {
+                self.wake_queue(cq);
+            }
+        }
+        self.wl_mut(id).cq = None;
+        self.unresolved.remove(&id);
+    }
+
+    fn resolve_unresolved(&mut self) {
+        if self.unresolved.is_empty() {
+            return;
+        }
+        let ids: Vec<WlId> = self.unresolved.iter().copied().collect();
+        for id in ids {
+            self.enqueue(id);
+        }
+    }
+
+    fn note(&mut self, id: WlId, e: Explanation) {
+        let wl = self.wl_mut(id);
+        if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
+            self.buffered_notes.insert(id);
+        }
+        self.wl_mut(id).explanation = Some(e);
+    }
+
+    fn explain(&mut self, id: WlId, e: Explanation, out: &mut Cycle) {
+        let wl = self.wls[id].as_mut().expect("live workload");
+        let changed = wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e));
+        if changed {
+            out.pending_changed.push((wl.uid.clone(), e.clone()));
+            self.buffered_notes.remove(&id);
+        }
+        wl.explanation = Some(e);
+    }
+
+    fn wake_queue(&mut self, cq: CqId) {
+        self.cqs[cq].woken = true;
+        self.dirty.insert(cq);
+    }
+
+    fn wake_domain(&mut self, cq: CqId) {
+        match self.cqs[cq].cohort {
+            Some(c) => {
+                let members: Vec<CqId> = self.cohorts[c].members.iter().copied().collect();
+                for m in members {
+                    self.wake_queue(m);
+                }
+            }
+            None => self.wake_queue(cq),
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for cq in 0..self.cqs.len() {
+            self.wake_queue(cq);
+        }
+    }
+
+    fn cohort_id(&mut self, name: &str) -> CohortId {
+        if let Some(&id) = self.cohort_by_name.get(name) {
+            return id;
+        }
+        let id = self.cohorts.len();
+        self.cohorts.push(Cohort {
+            members: BTreeSet::new(),
+            pools: Vec::new(),
+            pool_of: HashMap::new(),
+        });
+        self.cohort_by_name.insert(name.to_string(), id);
+        id
+    }
+
+    fn detach_from_cohort(&mut self, cq: CqId) {
+        let Some(c) = self.cqs[cq].cohort else { return };
+        let cohort = &mut self.cohorts[c];
+        cohort.members.remove(&cq);
+        for s in &mut self.cqs[cq].slots {
+            if let Some(p) = s.pool.take() {
+                let pool = &mut cohort.pools[p];
+                pool.capacity -= s.lendable();
+                pool.usage -= ledger::draw(s.effective(), s.guaranteed());
+            }
+        }
+        self.cqs[cq].cohort = None;
+    }
+
+    fn attach_to_cohort(&mut self, cq: CqId) {
+        let Some(c) = self.cqs[cq].cohort else { return };
+        let cohort = &mut self.cohorts[c];
+        cohort.members.insert(cq);
+        for s in &mut self.cqs[cq].slots {
+            let p = *cohort.pool_of.entry(s.fr).or_insert_with(|| {
+                cohort.pools.push(Pool::default());
+                cohort.pools.len() - 1
+            });
+            let pool = &mut cohort.pools[p];
+            pool.capacity += s.lendable();
+            pool.usage += ledger::draw(s.effective(), s.guaranteed());
+            s.pool = Some(p);
+        }
+    }
+
+    /// Builds a queue's groups and slots from its spec, carrying over usage
+    /// and claims by (flavor, resource). Must run while detached from its cohort.
+    fn rebuild_slots(&mut self, cq: CqId, spec: &ClusterQueueSpec) {
+        let old: Vec<Slot> = std::mem::take(&mut self.cqs[cq].slots);
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut slot_of: HashMap<FrKey, usize> = HashMap::new();
+        let mut groups = Vec::with_capacity(spec.resource_groups.len());
+        let mut group_of = HashMap::new();
+        for (gi, g) in spec.resource_groups.iter().enumerate() {
+            let resources: Vec<ResId> = g.covered_resources.iter().map(|r| self.resources.intern(r)).collect();
+            for &r in &resources {
+                group_of.entry(r).or_insert(gi);
+            }
+            let mut flavors = Vec::with_capacity(g.flavors.len());
+            for f in &g.flavors {
+                let flavor = self.flavor_names.intern(&f.flavor);
+                let mut fslots = Vec::with_capacity(resources.len());
+                for &r in &resources {
+                    let fr = (flavor, r);
+                    let quota = f.resources.iter().find(|q| self.resources.get(&q.resource) == Some(r));
+                    let slot = *slot_of.entry(fr).or_insert_with(|| {
+                        let (nominal, b, l) = quota
+                            .map(|q| (q.nominal, q.borrowing_limit, q.lending_limit))
+                            .unwrap_or((0, None, None));
+                        slots.push(Slot::new(
+                            fr,
+                            nominal.max(0),
+                            b.map(|b| b.max(0)),
+                            l.map(|l| l.clamp(0, nominal.max(0))),
+                        ));
+                        slots.len() - 1
+                    });
+                    fslots.push(slot);
+                }
+                flavors.push(GroupFlavor { flavor, slots: fslots });
+            }
+            groups.push(Group { resources, flavors });
+        }
+        for o in old {
+            if o.usage == 0 && o.claimed == 0 {
+                continue;
+            }
+            let slot = *slot_of.entry(o.fr).or_insert_with(|| {
+                // No longer in the spec: keep accounting with no quota.
+                slots.push(Slot::new(o.fr, 0, Some(0), None));
+                slots.len() - 1
+            });
+            slots[slot].usage += o.usage;
+            slots[slot].claimed += o.claimed;
+        }
+        let q = &mut self.cqs[cq];
+        q.slots = slots;
+        q.slot_of = slot_of;
+        q.groups = groups;
+        q.group_of = group_of;
+    }
+
+    /// The slot for (flavor, resource) in a queue, created with no quota when
+    /// the spec does not list it (only for restored admissions).
+    fn slot_for(&mut self, cq: CqId, fr: FrKey) -> usize {
+        if let Some(&s) = self.cqs[cq].slot_of.get(&fr) {
+            return s;
+        }
+        self.detach_from_cohort_keep(cq);
+        let q = &mut self.cqs[cq];
+        q.slots.push(Slot::new(fr, 0, Some(0), None));
+        let s = q.slots.len() - 1;
+        q.slot_of.insert(fr, s);
+        self.attach_to_cohort(cq);
+        s
+    }
+
+    fn detach_from_cohort_keep(&mut self, cq: CqId) {
+        let cohort = self.cqs[cq].cohort;
+        self.detach_from_cohort(cq);
+        self.cqs[cq].cohort = cohort;
+    }
+
+    /// A deleted queue with nothing admitted is forgotten by its cohort.
+    fn collect_deleted(&mut self, cq: CqId) {
+        let q = &self.cqs[cq];
+        if q.deleted && q.admitted.is_empty() && q.preempting == 0 {
+            self.detach_from_cohort(cq);
+            let q = &mut self.cqs[cq];
+            q.slots.clear();
+            q.slot_of.clear();
+            q.groups.clear();
+            q.group_of.clear();
+        }
+    }
+
+    fn id_of(&self, uid: &str) -> Result<WlId, EngineError> {
+        self.by_uid
+            .get(uid)
+            .copied()
+            .ok_or_else(|| EngineError::UnknownWorkload(uid.to_string()))
+    }
+
+    fn wl(&self, id: WlId) -> &Wl {
+        self.wls[id].as_ref().expect("live workload")
+    }
+
+    fn wl_mut(&mut self, id: WlId) -> &mut Wl {
+        self.wls[id].as_mut().expect("live workload")
+    }
+
+    /// Checks the ledger against the workloads (for tests): every slot's usage
+    /// and claim equals the sum over holders, every pool equals the sum of
+    /// draws, and admitted usage respects quota where `strict`.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut usage: HashMap<(CqId, FrKey), Amount> = HashMap::new();
+        let mut claimed: HashMap<(CqId, FrKey), Amount> = HashMap::new();
+        for wl in self.wls.iter().flatten() {
+            match &wl.state {
+                State::Admitted(h) | State::Evicting(h) => {
+                    for &(fr, a) in &h.usage {
+                        *usage.entry((h.cq, fr)).or_default() += a;
+                    }
+                }
+                State::Preempting(h) => {
+                    for &(fr, a) in &h.usage {
+                        *claimed.entry((h.cq, fr)).or_default() += a;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (ci, q) in self.cqs.iter().enumerate() {
+            for s in &q.slots {
+                let u = usage.remove(&(ci, s.fr)).unwrap_or(0);
+                let c = claimed.remove(&(ci, s.fr)).unwrap_or(0);
+                if u != s.usage || c != s.claimed {
+                    return Err(format!(
+                        "queue {} slot {:?}: ledger usage {} claimed {}, workloads hold {} claim {}",
+                        q.name, s.fr, s.usage, s.claimed, u, c
+                    ));
+                }
+            }
+        }
+        if let Some(((cq, fr), a)) = usage.into_iter().chain(claimed).find(|(_, a)| *a != 0) {
+            return Err(format!("queue {} holds {a} of {fr:?} with no slot", self.cqs[cq].name));
+        }
+        for (c, cohort) in self.cohorts.iter().enumerate() {
+            let mut sums = vec![(0, 0); cohort.pools.len()];
+            for &m in &cohort.members {
+                for s in &self.cqs[m].slots {
+                    let p = s
+                        .pool
+                        .ok_or_else(|| format!("queue {} in cohort {c} has a slot without pool", self.cqs[m].name))?;
+                    sums[p].0 += s.lendable();
+                    sums[p].1 += ledger::draw(s.effective(), s.guaranteed());
+                }
+            }
+            for (p, pool) in cohort.pools.iter().enumerate() {
+                if (pool.capacity, pool.usage) != sums[p] {
+                    return Err(format!(
+                        "cohort {c} pool {p}: capacity/usage {}/{} but members sum to {}/{}",
+                        pool.capacity, pool.usage, sums[p].0, sums[p].1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pending_amount(usage: &[(usize, Amount)], slot: usize) -> Amount {
+    usage.iter().find(|(s, _)| *s == slot).map(|(_, a)| *a).unwrap_or(0)
+}
+
+fn add_pending(usage: &mut Vec<(usize, Amount)>, slot: usize, amount: Amount) {
+    match usage.iter_mut().find(|(s, _)| *s == slot) {
+        Some((_, a)) => *a += amount,
+        None => usage.push((slot, amount)),
+    }
+}

@@ -1,0 +1,246 @@
+//! The engine's input types: what the adapter (CRDs) or the simulator (trace
+//! files) hands to the [`Engine`](crate::Engine). They are plain data, owned,
+//! and know nothing of Kubernetes.
+
+use std::collections::BTreeMap;
+
+/// Time, in milliseconds. The engine never reads a clock: callers pass `now`.
+pub type Millis = i64;
+
+/// An amount of a resource in milli-units (`cpu: 500m` is 500, `nvidia.com/gpu: 8`
+/// is 8000, `memory: 1Ki` is 1 024 000).
+pub type Amount = i64;
+
+/// A node taint that a flavor's nodes carry.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Taint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+/// The effect of a taint or toleration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+/// A toleration of a pod set (or of a flavor, which injects it).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates every taint.
+    pub key: Option<String>,
+    pub operator: TolerationOperator,
+    pub value: Option<String>,
+    /// `None` tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+/// How a toleration matches a taint's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TolerationOperator {
+    Exists,
+    Equal,
+}
+
+impl Toleration {
+    /// Kubernetes' rule: keys equal (or the toleration's key empty with
+    /// `Exists`), effects equal (or the toleration's effect empty), and for
+    /// `Equal` the values equal.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect
+            && effect != taint.effect
+        {
+            return false;
+        }
+        match (&self.key, self.operator) {
+            (None, TolerationOperator::Exists) => true,
+            (None, TolerationOperator::Equal) => false,
+            (Some(key), op) => {
+                if *key != taint.key {
+                    return false;
+                }
+                match op {
+                    TolerationOperator::Exists => true,
+                    TolerationOperator::Equal => {
+                        self.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A ResourceFlavor: a kind of node (GPU model, MIG profile, pool).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlavorSpec {
+    pub name: String,
+    /// Labels every node of the flavor carries; a pod set whose node selector
+    /// contradicts them cannot use the flavor.
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints of the flavor's nodes; a pod set must tolerate the
+    /// `NoSchedule`/`NoExecute` ones (its own tolerations or the flavor's).
+    pub taints: Vec<Taint>,
+    /// Tolerations injected into admitted pods.
+    pub tolerations: Vec<Toleration>,
+}
+
+/// How a ClusterQueue orders its pending workloads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueingStrategy {
+    /// The head blocks the queue until it is admitted.
+    StrictFifo,
+    /// A head that does not fit lets later workloads that fit pass it.
+    #[default]
+    BestEffortFifo,
+}
+
+/// Whether a queue admits new work and keeps what it admitted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StopPolicy {
+    #[default]
+    None,
+    /// Admit nothing new; admitted work keeps running.
+    Hold,
+    /// Admit nothing new and evict what is admitted.
+    HoldAndDrain,
+}
+
+/// Preemption among the workloads of one ClusterQueue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WithinClusterQueue {
+    #[default]
+    Never,
+    LowerPriority,
+    /// Lower priority, or equal priority and newer in queue order.
+    LowerOrNewerEqualPriority,
+}
+
+/// Taking back quota that other queues of the cohort borrowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReclaimWithinCohort {
+    #[default]
+    Never,
+    LowerPriority,
+    Any,
+}
+
+/// Preempting in other queues of the cohort in order to borrow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BorrowWithinCohort {
+    #[default]
+    Never,
+    /// Preempt lower-priority workloads of other queues whose priority is
+    /// at most `max_priority_threshold` (no bound when `None`).
+    LowerPriority { max_priority_threshold: Option<i32> },
+}
+
+/// A ClusterQueue's preemption policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PreemptionPolicy {
+    pub within_cluster_queue: WithinClusterQueue,
+    pub reclaim_within_cohort: ReclaimWithinCohort,
+    pub borrow_within_cohort: BorrowWithinCohort,
+}
+
+impl PreemptionPolicy {
+    pub(crate) fn can_preempt(&self) -> bool {
+        self.within_cluster_queue != WithinClusterQueue::Never
+            || self.reclaim_within_cohort != ReclaimWithinCohort::Never
+            || self.borrow_within_cohort != BorrowWithinCohort::Never
+    }
+}
+
+/// Quota of one resource in one flavor of a ClusterQueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceQuotaSpec {
+    pub resource: String,
+    pub nominal: Amount,
+    /// How much more than `nominal` the queue may borrow from its cohort;
+    /// `None` means no limit beyond what the cohort can lend.
+    pub borrowing_limit: Option<Amount>,
+    /// How much of `nominal` the queue lends to its cohort; `None` means all.
+    pub lending_limit: Option<Amount>,
+}
+
+/// One flavor's quotas within a resource group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlavorQuotaSpec {
+    pub flavor: String,
+    pub resources: Vec<ResourceQuotaSpec>,
+}
+
+/// Resources that are assigned together from one flavor (e.g. cpu + memory,
+/// or `nvidia.com/gpu`), with flavors in order of preference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceGroupSpec {
+    pub covered_resources: Vec<String>,
+    pub flavors: Vec<FlavorQuotaSpec>,
+}
+
+/// A ClusterQueue: a pool of quota with its policies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterQueueSpec {
+    pub name: String,
+    pub cohort: Option<String>,
+    pub strategy: QueueingStrategy,
+    pub resource_groups: Vec<ResourceGroupSpec>,
+    pub preemption: PreemptionPolicy,
+    /// Admitted workloads younger than this are never preempted.
+    pub min_runtime: Millis,
+    pub stop_policy: StopPolicy,
+}
+
+/// A LocalQueue: the namespaced name users submit to, pointing at a ClusterQueue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalQueueSpec {
+    /// `namespace/name`.
+    pub key: String,
+    pub cluster_queue: String,
+    pub stop_policy: StopPolicy,
+}
+
+/// A group of identical pods of a workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSetSpec {
+    pub name: String,
+    pub count: u32,
+    /// Requests of one pod, in milli-units.
+    pub requests: BTreeMap<String, Amount>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A unit of admission: all its pod sets are admitted together or not at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadSpec {
+    /// Unique and stable (the Workload's UID).
+    pub uid: String,
+    /// `namespace/name`, for messages.
+    pub name: String,
+    /// `namespace/name` of the LocalQueue.
+    pub local_queue: String,
+    pub priority: i32,
+    /// Position in queue order among equal priorities (creation time).
+    pub queue_order_time: Millis,
+    pub pod_sets: Vec<PodSetSpec>,
+}
+
+/// Where a requeued workload goes among workloads of equal priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequeueOrder {
+    /// Behind everything already waiting: its queue-order time becomes the
+    /// time its eviction completed (Kueue's default).
+    #[default]
+    EvictionTime,
+    /// Keep its original place.
+    CreationTime,
+}
+
+/// Engine-wide settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineConfig {
+    pub requeue_order: RequeueOrder,
+}

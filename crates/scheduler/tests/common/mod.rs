@@ -1,0 +1,294 @@
+//! Builders for engine tests: small, fluent, and close to how an admin
+//! would describe queues. Amounts are whole units unless a helper says
+//! otherwise (`m(500)` is 500 milli-units).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use sluice_scheduler::*;
+
+pub const GPU: &str = "nvidia.com/gpu";
+pub const CPU: &str = "cpu";
+
+/// Whole units to milli-units.
+pub fn u(n: i64) -> Amount {
+    n * 1000
+}
+
+pub fn flavor(name: &str) -> FlavorSpec {
+    FlavorSpec {
+        name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+pub fn tainted_flavor(name: &str, taint_key: &str) -> FlavorSpec {
+    FlavorSpec {
+        name: name.to_string(),
+        taints: vec![Taint {
+            key: taint_key.into(),
+            value: Some("present".into()),
+            effect: TaintEffect::NoSchedule,
+        }],
+        ..Default::default()
+    }
+}
+
+pub fn labelled_flavor(name: &str, key: &str, value: &str) -> FlavorSpec {
+    FlavorSpec {
+        name: name.to_string(),
+        node_labels: BTreeMap::from([(key.to_string(), value.to_string())]),
+        ..Default::default()
+    }
+}
+
+pub fn tolerate(key: &str) -> Toleration {
+    Toleration {
+        key: Some(key.into()),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: None,
+    }
+}
+
+pub struct Quota {
+    pub resource: &'static str,
+    pub nominal: i64,
+    pub borrowing: Option<i64>,
+    pub lending: Option<i64>,
+}
+
+/// `q(GPU, 8)`: 8 nominal, no limits.
+pub fn q(resource: &'static str, nominal: i64) -> Quota {
+    Quota {
+        resource,
+        nominal,
+        borrowing: None,
+        lending: None,
+    }
+}
+
+impl Quota {
+    pub fn borrow(mut self, n: i64) -> Self {
+        self.borrowing = Some(n);
+        self
+    }
+    pub fn lend(mut self, n: i64) -> Self {
+        self.lending = Some(n);
+        self
+    }
+}
+
+pub struct CqBuilder(ClusterQueueSpec);
+
+pub fn cq(name: &str) -> CqBuilder {
+    CqBuilder(ClusterQueueSpec {
+        name: name.to_string(),
+        ..Default::default()
+    })
+}
+
+impl CqBuilder {
+    pub fn cohort(mut self, c: &str) -> Self {
+        self.0.cohort = Some(c.to_string());
+        self
+    }
+    pub fn strict(mut self) -> Self {
+        self.0.strategy = QueueingStrategy::StrictFifo;
+        self
+    }
+    /// A resource group covering the quotas' resources with these flavors in order.
+    pub fn group(mut self, flavors: Vec<(&str, Vec<Quota>)>) -> Self {
+        let covered: Vec<String> = flavors[0].1.iter().map(|q| q.resource.to_string()).collect();
+        self.0.resource_groups.push(ResourceGroupSpec {
+            covered_resources: covered,
+            flavors: flavors
+                .into_iter()
+                .map(|(f, quotas)| FlavorQuotaSpec {
+                    flavor: f.to_string(),
+                    resources: quotas
+                        .into_iter()
+                        .map(|q| ResourceQuotaSpec {
+                            resource: q.resource.to_string(),
+                            nominal: u(q.nominal),
+                            borrowing_limit: q.borrowing.map(u),
+                            lending_limit: q.lending.map(u),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        });
+        self
+    }
+    /// One group, one flavor.
+    pub fn quota(self, flavor: &str, quotas: Vec<Quota>) -> Self {
+        self.group(vec![(flavor, quotas)])
+    }
+    pub fn within(mut self, p: WithinClusterQueue) -> Self {
+        self.0.preemption.within_cluster_queue = p;
+        self
+    }
+    pub fn reclaim(mut self, p: ReclaimWithinCohort) -> Self {
+        self.0.preemption.reclaim_within_cohort = p;
+        self
+    }
+    pub fn borrow_within(mut self, threshold: Option<i32>) -> Self {
+        self.0.preemption.borrow_within_cohort = BorrowWithinCohort::LowerPriority {
+            max_priority_threshold: threshold,
+        };
+        self
+    }
+    pub fn min_runtime(mut self, ms: Millis) -> Self {
+        self.0.min_runtime = ms;
+        self
+    }
+    pub fn stop(mut self, p: StopPolicy) -> Self {
+        self.0.stop_policy = p;
+        self
+    }
+    pub fn build(self) -> ClusterQueueSpec {
+        self.0
+    }
+}
+
+pub struct WlBuilder(WorkloadSpec);
+
+/// A workload in local queue `ns/<uid's queue>` (set with `.queue`), one pod set.
+pub fn wl(uid: &str) -> WlBuilder {
+    WlBuilder(WorkloadSpec {
+        uid: uid.to_string(),
+        name: format!("ns/{uid}"),
+        local_queue: "ns/lq".to_string(),
+        ..Default::default()
+    })
+}
+
+impl WlBuilder {
+    pub fn queue(mut self, lq: &str) -> Self {
+        self.0.local_queue = format!("ns/{lq}");
+        self
+    }
+    pub fn prio(mut self, p: i32) -> Self {
+        self.0.priority = p;
+        self
+    }
+    pub fn at(mut self, t: Millis) -> Self {
+        self.0.queue_order_time = t;
+        self
+    }
+    /// A pod set `main` of `count` pods each requesting `reqs` (whole units).
+    pub fn pods(self, count: u32, reqs: &[(&str, i64)]) -> Self {
+        self.pod_set("main", count, reqs)
+    }
+    pub fn pod_set(mut self, name: &str, count: u32, reqs: &[(&str, i64)]) -> Self {
+        self.0.pod_sets.push(PodSetSpec {
+            name: name.to_string(),
+            count,
+            requests: reqs.iter().map(|(r, n)| (r.to_string(), u(*n))).collect(),
+            ..Default::default()
+        });
+        self
+    }
+    /// Per-pod requests in milli-units.
+    pub fn pods_milli(mut self, count: u32, reqs: &[(&str, i64)]) -> Self {
+        self.0.pod_sets.push(PodSetSpec {
+            name: "main".to_string(),
+            count,
+            requests: reqs.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            ..Default::default()
+        });
+        self
+    }
+    pub fn selector(mut self, k: &str, v: &str) -> Self {
+        for ps in &mut self.0.pod_sets {
+            ps.node_selector.insert(k.to_string(), v.to_string());
+        }
+        self
+    }
+    pub fn tolerating(mut self, key: &str) -> Self {
+        for ps in &mut self.0.pod_sets {
+            ps.tolerations.push(tolerate(key));
+        }
+        self
+    }
+    pub fn build(self) -> WorkloadSpec {
+        self.0
+    }
+}
+
+/// An engine plus shortcuts used by every test.
+pub struct World {
+    pub e: Engine,
+}
+
+impl World {
+    /// Flavors `default`, `a100`, `h100`; local queue `ns/<q>` for each queue `q`.
+    pub fn new(queues: Vec<CqBuilder>) -> Self {
+        let mut e = Engine::new();
+        for f in ["default", "a100", "h100", "l4"] {
+            e.upsert_flavor(flavor(f));
+        }
+        let mut w = Self { e };
+        for q in queues {
+            w.add_queue(q);
+        }
+        w
+    }
+
+    pub fn add_queue(&mut self, q: CqBuilder) {
+        let spec = q.build();
+        let name = spec.name.clone();
+        self.e.upsert_cluster_queue(spec);
+        self.e.upsert_local_queue(LocalQueueSpec {
+            key: format!("ns/{name}"),
+            cluster_queue: name,
+            stop_policy: StopPolicy::None,
+        });
+    }
+
+    pub fn add(&mut self, w: WlBuilder) {
+        self.e.add_workload(w.build()).expect("add workload");
+    }
+
+    pub fn cycle(&mut self, now: Millis) -> Cycle {
+        let c = self.e.schedule(now);
+        self.e.check_consistency().expect("ledger consistent");
+        c
+    }
+
+    pub fn used(&self, queue: &str, flavor: &str, resource: &str) -> i64 {
+        let usage = self.e.cluster_queue_usage(queue).expect("queue exists");
+        usage
+            .resources
+            .iter()
+            .find(|r| r.flavor == flavor && r.resource == resource)
+            .map(|r| r.used / 1000)
+            .unwrap_or(0)
+    }
+
+    pub fn state(&self, uid: &str) -> WorkloadState {
+        self.e.workload_state(uid).expect("known workload")
+    }
+
+    pub fn why(&self, uid: &str) -> String {
+        self.e.explanation(uid).map(|e| e.to_string()).unwrap_or_default()
+    }
+}
+
+pub fn admitted(c: &Cycle) -> Vec<&str> {
+    c.admitted.iter().map(|a| &*a.uid).collect()
+}
+
+pub fn victims(c: &Cycle) -> Vec<&str> {
+    let mut v: Vec<&str> = c.preempted.iter().map(|p| &*p.victim).collect();
+    v.sort();
+    v
+}
+
+pub fn flavor_of(c: &Cycle, uid: &str, resource: &str) -> String {
+    c.admitted
+        .iter()
+        .find(|a| &*a.uid == uid)
+        .and_then(|a| a.pod_sets[0].flavors.get(resource).cloned())
+        .unwrap_or_default()
+}
