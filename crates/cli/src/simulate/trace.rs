@@ -337,6 +337,7 @@ pub fn expand(
     let mut seen: HashMap<String, usize> = HashMap::new();
     // gang name (namespaced) → index into `out`
     let mut gangs: HashMap<String, usize> = HashMap::new();
+    let mut numbering: HashMap<(String, String), u32> = HashMap::new();
 
     let priority = |pc: &Option<Spanned<String>>, path: String, errors: &mut Vec<Diagnostic>| -> i32 {
         match pc {
@@ -543,7 +544,10 @@ pub fn expand(
                     let factor = 1.0 + j.duration * (2.0 * rng.next_f64() - 1.0);
                     duration = (duration as f64 * factor).round().max(0.0) as Millis;
                 }
-                let name = format!("{ns}/{}-{q}-{n}", gen_.class);
+                // Numbered per (class, queue), continuing across generators.
+                let counter = numbering.entry((gen_.class.clone(), target.clone())).or_insert(0);
+                let name = format!("{ns}/{}-{q}-{counter}", gen_.class);
+                *counter += 1;
                 if seen.insert(name.clone(), usize::MAX).is_some() {
                     errors.push(Diagnostic {
                         file: origin.file.into(),

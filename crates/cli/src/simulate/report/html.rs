@@ -113,6 +113,8 @@ impl Plot {
         y_title: &str,
         y_fmt: &dyn Fn(f64) -> String,
     ) {
+        // Never label past the end of the data.
+        let x_ticks: Vec<f64> = x_ticks.iter().copied().filter(|t| *t <= self.x_max * 1.0001).collect();
         let (x0, x1) = (self.left, self.w - self.right);
         let (y0, y1) = (self.h - self.bottom, self.top);
         for &t in y_ticks {
@@ -129,7 +131,7 @@ impl Plot {
                 esc(&y_fmt(t))
             );
         }
-        for &t in x_ticks {
+        for &t in &x_ticks {
             let x = self.x(t);
             let _ = write!(
                 out,
@@ -253,6 +255,14 @@ fn unit_name(resource: &str) -> String {
         "cpu" => "CPU cores".into(),
         "memory" => "GiB".into(),
         other => other.to_string(),
+    }
+}
+
+fn short_label(resource: &str) -> &str {
+    match resource {
+        "nvidia.com/gpu" => "GPU",
+        "cpu" => "CPU",
+        other => other,
     }
 }
 
@@ -564,7 +574,7 @@ fn gantt(out: &mut String, r: &SimResult, unit: TimeUnit) {
         .collect();
     let end = r.end.max(1);
     let row_h = 26.0;
-    let label_w = 300.0;
+    let label_w = 430.0;
     let h = 40.0 + row_h * idx.len() as f64 + 20.0;
     let p = Plot {
         w: 1300.0,
@@ -859,10 +869,7 @@ pub fn render(report: &Report, r: &SimResult) -> String {
         primary
             .and_then(|p| p.utilisation)
             .map_or("—".into(), |u| format!("{:.0}%", u * 100.0)),
-        &format!(
-            "{} utilisation",
-            primary.map_or("quota".to_string(), |p| unit_name(&p.resource))
-        ),
+        &format!("{} utilisation", primary.map_or("quota", |p| short_label(&p.resource))),
     );
     out.push_str("</div>");
 
