@@ -104,13 +104,10 @@ impl GpuConfig {
     /// Whether a resource name counts as a GPU.
     pub fn is_gpu_resource(&self, name: &str) -> bool {
         self.resource_names.iter().any(|n| n == name)
-            || self
-                .resource_patterns
-                .iter()
-                .any(|p| match p.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => p == name,
-                })
+            || self.resource_patterns.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => p == name,
+            })
     }
 }
 
@@ -135,9 +132,7 @@ impl Default for WebhookConfig {
             gpu: GpuConfig::default(),
             excluded_namespaces: vec!["kube-system".to_owned()],
             queue_label: crate::QUEUE_LABEL.to_owned(),
-            admission_writers: vec![
-                "system:serviceaccount:sluice-system:sluice-controller".to_owned(),
-            ],
+            admission_writers: vec!["system:serviceaccount:sluice-system:sluice-controller".to_owned()],
         }
     }
 }
@@ -216,9 +211,7 @@ impl WebhookConfig {
         }
         if let Some(a) = &self.gpu.node_affinity {
             if a.key.is_empty() {
-                return Err(ConfigError::Invalid(
-                    "gpu.nodeAffinity.key is empty".to_owned(),
-                ));
+                return Err(ConfigError::Invalid("gpu.nodeAffinity.key is empty".to_owned()));
             }
             let needs_values = matches!(a.operator.as_str(), "In" | "NotIn" | "Gt" | "Lt");
             let known = needs_values || matches!(a.operator.as_str(), "Exists" | "DoesNotExist");
@@ -269,12 +262,9 @@ mod tests {
     fn bad_config_is_rejected_with_the_field() {
         let err = WebhookConfig::from_yaml("gpu:\n  runtimeClas: x\n", "t").unwrap_err();
         assert!(err.to_string().contains("runtimeClas"), "{err}");
-        let err =
-            WebhookConfig::from_yaml("gpu:\n  tolerations: [{key: a, operator: Maybe}]\n", "t")
-                .unwrap_err();
+        let err = WebhookConfig::from_yaml("gpu:\n  tolerations: [{key: a, operator: Maybe}]\n", "t").unwrap_err();
         assert!(err.to_string().contains("Maybe"), "{err}");
-        let err = WebhookConfig::from_yaml("gpu:\n  nodeAffinity: {key: a, operator: In}\n", "t")
-            .unwrap_err();
+        let err = WebhookConfig::from_yaml("gpu:\n  nodeAffinity: {key: a, operator: In}\n", "t").unwrap_err();
         assert!(err.to_string().contains("nodeAffinity"), "{err}");
     }
 }

@@ -104,21 +104,14 @@ pub struct BadSpec {
 }
 
 /// Applies the GPU rules to one pod spec.
-pub fn fix_pod_spec(
-    cfg: &GpuConfig,
-    spec_json: &Value,
-    at: &SpecLocation,
-) -> Result<Outcome, BadSpec> {
+pub fn fix_pod_spec(cfg: &GpuConfig, spec_json: &Value, at: &SpecLocation) -> Result<Outcome, BadSpec> {
     let spec = PodSpec::deserialize(spec_json).map_err(|e| BadSpec {
         field: at.field.clone(),
         message: e.to_string(),
     })?;
     let mut out = Outcome::default();
     let lists: [(&str, &[Container]); 2] = [
-        (
-            "initContainers",
-            spec.init_containers.as_deref().unwrap_or_default(),
-        ),
+        ("initContainers", spec.init_containers.as_deref().unwrap_or_default()),
         ("containers", &spec.containers),
     ];
 
@@ -159,12 +152,7 @@ fn container_field(at: &SpecLocation, list: &str, i: usize, c: &Container) -> St
     format!("{}.{list}[{i}] ({:?})", at.field, c.name)
 }
 
-fn check_visible_devices(
-    cfg: &GpuConfig,
-    lists: &[(&str, &[Container]); 2],
-    at: &SpecLocation,
-    out: &mut Outcome,
-) {
+fn check_visible_devices(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at: &SpecLocation, out: &mut Outcome) {
     if cfg.visible_devices_policy == VisibleDevicesPolicy::Allow {
         return;
     }
@@ -174,8 +162,8 @@ fn check_visible_devices(
                 continue;
             };
             // `void` and `none` expose no GPU at all.
-            let harmless = var.value_from.is_none()
-                && matches!(var.value.as_deref().map(str::trim), Some("void" | "none"));
+            let harmless =
+                var.value_from.is_none() && matches!(var.value.as_deref().map(str::trim), Some("void" | "none"));
             if harmless || container_requests_gpu(cfg, c) {
                 continue;
             }
@@ -202,12 +190,7 @@ fn gpu_names(cfg: &GpuConfig) -> String {
         .join(", ")
 }
 
-fn fix_limits(
-    cfg: &GpuConfig,
-    lists: &[(&str, &[Container]); 2],
-    at: &SpecLocation,
-    out: &mut Outcome,
-) {
+fn fix_limits(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at: &SpecLocation, out: &mut Outcome) {
     for (list, containers) in lists {
         for (i, c) in containers.iter().enumerate() {
             let Some(res) = &c.resources else { continue };
@@ -242,15 +225,11 @@ fn fix_limits(
                 ));
             }
             if res.limits.is_none() {
-                let map: Map<String, Value> = missing
-                    .into_iter()
-                    .map(|(k, v)| (k, Value::String(v)))
-                    .collect();
+                let map: Map<String, Value> = missing.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
                 out.ops.push(PatchOp::add(&limits_ptr, Value::Object(map)));
             } else {
                 for (name, q) in missing {
-                    out.ops
-                        .push(PatchOp::add(&limits_ptr.key(&name), Value::String(q)));
+                    out.ops.push(PatchOp::add(&limits_ptr.key(&name), Value::String(q)));
                 }
             }
             out.fixes.push(FixKind::GpuLimits);
@@ -332,11 +311,7 @@ fn toleration_json(t: &TolerationSpec) -> Value {
 }
 
 fn describe_toleration(t: &TolerationSpec) -> String {
-    let op = if t.operator.is_empty() {
-        "Equal"
-    } else {
-        &t.operator
-    };
+    let op = if t.operator.is_empty() { "Equal" } else { &t.operator };
     let mut s = format!("{} {op}", if t.key.is_empty() { "*" } else { &t.key });
     if !t.value.is_empty() {
         s.push_str(&format!(" {}", t.value));
@@ -352,9 +327,7 @@ fn fix_tolerations(cfg: &GpuConfig, spec: &PodSpec, at: &SpecLocation, out: &mut
     let mut missing: Vec<&TolerationSpec> = Vec::new();
     for wanted in &cfg.tolerations {
         let covered = existing.iter().any(|e| toleration_covers(e, wanted))
-            || missing
-                .iter()
-                .any(|m| toleration_covers(&to_k8s(m), wanted));
+            || missing.iter().any(|m| toleration_covers(&to_k8s(m), wanted));
         if !covered {
             missing.push(wanted);
         }
@@ -370,8 +343,7 @@ fn fix_tolerations(cfg: &GpuConfig, spec: &PodSpec, at: &SpecLocation, out: &mut
         ));
     } else {
         for t in &missing {
-            out.ops
-                .push(PatchOp::add(&ptr.append(), toleration_json(t)));
+            out.ops.push(PatchOp::add(&ptr.append(), toleration_json(t)));
         }
     }
     for t in &missing {
@@ -409,11 +381,7 @@ pub fn requirement_implies(have: &NodeSelectorRequirement, want: &NodeAffinitySp
         return true;
     }
     match want.operator.as_str() {
-        "In" => {
-            have.operator == "In"
-                && !have_values.is_empty()
-                && have_values.iter().all(|v| want.values.contains(v))
-        }
+        "In" => have.operator == "In" && !have_values.is_empty() && have_values.iter().all(|v| want.values.contains(v)),
         "Exists" => matches!(have.operator.as_str(), "In" | "Exists" | "Gt" | "Lt"),
         _ => false,
     }
@@ -429,13 +397,7 @@ fn requirement_json(r: &NodeAffinitySpec) -> Value {
     Value::Object(m)
 }
 
-fn fix_node_affinity(
-    want: &NodeAffinitySpec,
-    spec: &PodSpec,
-    spec_json: &Value,
-    at: &SpecLocation,
-    out: &mut Outcome,
-) {
+fn fix_node_affinity(want: &NodeAffinitySpec, spec: &PodSpec, spec_json: &Value, at: &SpecLocation, out: &mut Outcome) {
     let req = requirement_json(want);
     let term = json!({ "matchExpressions": [req.clone()] });
     let required = json!({ "nodeSelectorTerms": [term.clone()] });
@@ -443,12 +405,7 @@ fn fix_node_affinity(
     let na_ptr = aff_ptr.key("nodeAffinity");
     let req_ptr = na_ptr.key("requiredDuringSchedulingIgnoredDuringExecution");
     let terms_ptr = req_ptr.key("nodeSelectorTerms");
-    let describe = format!(
-        "{} {} [{}]",
-        want.key,
-        want.operator,
-        want.values.join(", ")
-    );
+    let describe = format!("{} {} [{}]", want.key, want.operator, want.values.join(", "));
     let field = format!(
         "{}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         at.field
@@ -486,9 +443,8 @@ fn fix_node_affinity(
     };
     if selector.node_selector_terms.is_empty() {
         // A JSON `null` or `[]` list: give it the one term.
-        let terms_json = spec_json.pointer(
-            "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
-        );
+        let terms_json = spec_json
+            .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
         let op = if matches!(terms_json, Some(Value::Array(_))) {
             PatchOp::add(&terms_ptr.append(), term)
         } else {

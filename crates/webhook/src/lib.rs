@@ -14,10 +14,15 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod config;
 pub mod gpu;
 pub mod patch;
 pub mod quantity;
+pub mod review;
+#[cfg(test)]
+mod testing;
+pub mod validate;
 
 /// The label that puts a Job in a LocalQueue.
 pub const QUEUE_LABEL: &str = "sluice.dev/queue";

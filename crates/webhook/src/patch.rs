@@ -89,8 +89,7 @@ pub struct BadPointer(pub String);
 pub fn to_json_patch(ops: &[PatchOp]) -> Result<json_patch::Patch, BadPointer> {
     let mut out = Vec::with_capacity(ops.len());
     for op in ops {
-        let path = json_patch::jsonptr::PointerBuf::parse(op.path.clone())
-            .map_err(|_| BadPointer(op.path.clone()))?;
+        let path = json_patch::jsonptr::PointerBuf::parse(op.path.clone()).map_err(|_| BadPointer(op.path.clone()))?;
         out.push(match op.op {
             "replace" => json_patch::PatchOperation::Replace(json_patch::ReplaceOperation {
                 path,
@@ -129,25 +128,16 @@ mod tests {
     fn escaped_paths_apply_to_the_right_member() {
         let mut doc = json!({"limits": {"a~b": 1}});
         let ops = vec![
-            PatchOp::add(
-                &Pointer::root().key("limits").key("nvidia.com/gpu"),
-                json!("1"),
-            ),
+            PatchOp::add(&Pointer::root().key("limits").key("nvidia.com/gpu"), json!("1")),
             PatchOp::add(&Pointer::root().key("limits").key("x~/y"), json!("2")),
         ];
         apply(&mut doc, &ops).unwrap();
-        assert_eq!(
-            doc,
-            json!({"limits": {"a~b": 1, "nvidia.com/gpu": "1", "x~/y": "2"}})
-        );
+        assert_eq!(doc, json!({"limits": {"a~b": 1, "nvidia.com/gpu": "1", "x~/y": "2"}}));
     }
 
     #[test]
     fn serialized_ops_look_like_rfc6902() {
-        let op = PatchOp::add(
-            &Pointer::root().key("spec").key("tolerations").append(),
-            json!({}),
-        );
+        let op = PatchOp::add(&Pointer::root().key("spec").key("tolerations").append(), json!({}));
         assert_eq!(
             serde_json::to_value(&op).unwrap(),
             json!({"op": "add", "path": "/spec/tolerations/-", "value": {}})

@@ -6,14 +6,7 @@
 pub fn nano_units(q: &str) -> Option<i128> {
     let q = q.trim();
     let (number, multiplier_num, multiplier_den): (&str, i128, i128) = {
-        const BIN: [(&str, u32); 6] = [
-            ("Ki", 10),
-            ("Mi", 20),
-            ("Gi", 30),
-            ("Ti", 40),
-            ("Pi", 50),
-            ("Ei", 60),
-        ];
+        const BIN: [(&str, u32); 6] = [("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)];
         const DEC: [(&str, i32); 9] = [
             ("n", -9),
             ("u", -6),
@@ -64,11 +57,7 @@ pub fn nano_units(q: &str) -> Option<i128> {
     {
         return None;
     }
-    let int: i128 = if int_part.is_empty() {
-        0
-    } else {
-        int_part.parse().ok()?
-    };
+    let int: i128 = if int_part.is_empty() { 0 } else { int_part.parse().ok()? };
     let mut frac: i128 = if frac_part.is_empty() {
         0
     } else {

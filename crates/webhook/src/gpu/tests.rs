@@ -42,8 +42,7 @@ fn non_gpu_pod_is_untouched() {
 
 #[test]
 fn zero_gpu_counts_as_no_gpu() {
-    let spec =
-        json!({"containers": [gpu_container("c", Value::Null, json!({"nvidia.com/gpu": "0"}))]});
+    let spec = json!({"containers": [gpu_container("c", Value::Null, json!({"nvidia.com/gpu": "0"}))]});
     let (out, _) = run(&GpuConfig::default(), &spec);
     assert!(out.ops.is_empty());
 }
@@ -101,9 +100,7 @@ fn toleration_cases() {
         ),
         (
             "equal value does not cover exists",
-            Some(
-                json!([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]),
-            ),
+            Some(json!([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}])),
             json!([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}, gpu_tol]),
         ),
         (
@@ -124,10 +121,7 @@ fn toleration_cases() {
         }
         let (out, fixed) = run(&GpuConfig::default(), &spec);
         assert_eq!(fixed["tolerations"], expected, "{name}");
-        let before = spec
-            .get("tolerations")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+        let before = spec.get("tolerations").and_then(Value::as_array).map_or(0, Vec::len);
         let added = out.fixes.contains(&FixKind::Toleration);
         assert_eq!(added, expected.as_array().unwrap().len() > before, "{name}");
     }
@@ -142,16 +136,14 @@ fn toleration_matching_semantics() {
         effect: effect.into(),
         toleration_seconds: secs,
     };
-    let have = |key: Option<&str>,
-                op: Option<&str>,
-                value: Option<&str>,
-                effect: Option<&str>,
-                secs: Option<i64>| Toleration {
-        key: key.map(Into::into),
-        operator: op.map(Into::into),
-        value: value.map(Into::into),
-        effect: effect.map(Into::into),
-        toleration_seconds: secs,
+    let have = |key: Option<&str>, op: Option<&str>, value: Option<&str>, effect: Option<&str>, secs: Option<i64>| {
+        Toleration {
+            key: key.map(Into::into),
+            operator: op.map(Into::into),
+            value: value.map(Into::into),
+            effect: effect.map(Into::into),
+            toleration_seconds: secs,
+        }
     };
     // Equal is the default operator.
     assert!(toleration_covers(
@@ -173,13 +165,7 @@ fn toleration_matching_semantics() {
         &want("k", "Exists", "", "NoExecute", None)
     ));
     assert!(toleration_covers(
-        &have(
-            Some("k"),
-            Some("Exists"),
-            None,
-            Some("NoExecute"),
-            Some(600)
-        ),
+        &have(Some("k"), Some("Exists"), None, Some("NoExecute"), Some(600)),
         &want("k", "Exists", "", "NoExecute", Some(300))
     ));
     // tolerationSeconds is irrelevant for NoSchedule.
@@ -207,13 +193,13 @@ fn affinity_created_when_absent() {
 #[test]
 fn affinity_merge_cases() {
     let req = expected_requirement();
-    let zone =
-        json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]});
+    let zone = json!({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a", "b"]});
     let pool = json!({"key": "pool", "operator": "NotIn", "values": ["spot"]});
     let host_field = json!({"key": "metadata.name", "operator": "In", "values": ["n1"]});
     let pref = json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {"matchExpressions": [zone.clone()]}}]});
     let pod_anti = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}});
-    let required = |terms: Value| json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}});
+    let required =
+        |terms: Value| json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}});
     // (name, affinity before, affinity after)
     let cases: Vec<(&str, Value, Value)> = vec![
         (
@@ -304,20 +290,12 @@ fn requests_only_gpu_copied_to_limits() {
     let cases: Vec<(&str, Value, Value)> = vec![
         (
             "no limits map",
-            gpu_container(
-                "cuda",
-                json!({"nvidia.com/gpu": "1", "cpu": "4"}),
-                Value::Null,
-            ),
+            gpu_container("cuda", json!({"nvidia.com/gpu": "1", "cpu": "4"}), Value::Null),
             json!({"requests": {"nvidia.com/gpu": "1", "cpu": "4"}, "limits": {"nvidia.com/gpu": "1"}}),
         ),
         (
             "limits with other resources kept",
-            gpu_container(
-                "cuda",
-                json!({"nvidia.com/gpu": "2"}),
-                json!({"memory": "1Gi"}),
-            ),
+            gpu_container("cuda", json!({"nvidia.com/gpu": "2"}), json!({"memory": "1Gi"})),
             json!({"requests": {"nvidia.com/gpu": "2"}, "limits": {"memory": "1Gi", "nvidia.com/gpu": "2"}}),
         ),
         (
@@ -356,11 +334,7 @@ fn limits_fix_uses_escaped_paths_and_one_warning_per_resource() {
         &Pointer::from_plain("/spec/containers/0/resources/limits"),
         json!({"nvidia.com/gpu": "1"})
     )));
-    let limit_warnings: Vec<_> = out
-        .warnings
-        .iter()
-        .filter(|w| w.contains("to limits"))
-        .collect();
+    let limit_warnings: Vec<_> = out.warnings.iter().filter(|w| w.contains("to limits")).collect();
     assert_eq!(limit_warnings.len(), 2, "{:?}", out.warnings);
     assert!(limit_warnings[0].contains("spec.initContainers[0] (\"warm\")"));
     for w in &out.warnings {
@@ -380,10 +354,7 @@ fn requests_not_equal_limits_denied_naming_container_and_values() {
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     assert_eq!(out.denials.len(), 1);
     let d = &out.denials[0];
-    assert!(
-        d.contains("spec.template.spec.containers[1] (\"trainer\")"),
-        "{d}"
-    );
+    assert!(d.contains("spec.template.spec.containers[1] (\"trainer\")"), "{d}");
     assert!(d.contains("requests 2") && d.contains("limits 1"), "{d}");
 }
 
@@ -408,11 +379,7 @@ fn visible_devices_without_gpu_by_policy() {
     };
     let (warn, _) = run(&warn_cfg, &spec);
     assert!(warn.denials.is_empty());
-    assert!(
-        warn.warnings
-            .iter()
-            .any(|w| w.contains("NVIDIA_VISIBLE_DEVICES"))
-    );
+    assert!(warn.warnings.iter().any(|w| w.contains("NVIDIA_VISIBLE_DEVICES")));
     assert!(!warn.ops.is_empty(), "other fixes still apply under warn");
 
     let allow_cfg = GpuConfig {
@@ -420,12 +387,7 @@ fn visible_devices_without_gpu_by_policy() {
         ..GpuConfig::default()
     };
     let (allow, _) = run(&allow_cfg, &spec);
-    assert!(
-        allow
-            .warnings
-            .iter()
-            .all(|w| !w.contains("NVIDIA_VISIBLE_DEVICES"))
-    );
+    assert!(allow.warnings.iter().all(|w| !w.contains("NVIDIA_VISIBLE_DEVICES")));
 
     // A pod with no GPU at all is still denied.
     let spec = json!({"containers": [{"name": "escape", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]});
@@ -469,11 +431,7 @@ fn all_fixes_together_on_a_template() {
         ]
     );
     assert_eq!(out.warnings.len(), 4, "{:?}", out.warnings);
-    assert!(
-        out.ops
-            .iter()
-            .all(|o| o.path.starts_with("/spec/template/spec/"))
-    );
+    assert!(out.ops.iter().all(|o| o.path.starts_with("/spec/template/spec/")));
 }
 
 #[test]
@@ -485,8 +443,7 @@ fn undecodable_spec_is_an_error_naming_the_field() {
     )
     .unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("spec.template.spec: not a valid pod spec"),
+        err.to_string().starts_with("spec.template.spec: not a valid pod spec"),
         "{err}"
     );
 }

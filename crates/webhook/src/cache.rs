@@ -1,0 +1,131 @@
+//! What the handlers may know about the cluster: read from in-memory stores
+//! fed by watches, never from an API call on the request path.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::RwLock;
+
+/// Read-only view of the cluster state the handlers need.
+pub trait ClusterView: Send + Sync {
+    /// Whether the stores have finished their initial list (before that,
+    /// "not found" means "not known yet").
+    fn synced(&self) -> bool;
+    /// The labels of a namespace, if the namespace is known.
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
+    /// Whether a LocalQueue exists.
+    fn local_queue_exists(&self, namespace: &str, name: &str) -> bool;
+
+    /// Whether the namespace opted in to default queueing.
+    fn default_queue_enabled(&self, namespace: &str) -> bool {
+        self.namespace_labels(namespace)
+            .and_then(|l| l.get(crate::DEFAULT_QUEUE_NS_LABEL).cloned())
+            .is_some_and(|v| v == crate::DEFAULT_QUEUE_NS_VALUE)
+    }
+}
+
+/// A view held in memory and filled by hand (tests) or by watch events.
+#[derive(Debug, Default)]
+pub struct MemoryView {
+    inner: RwLock<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    synced: bool,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    local_queues: BTreeSet<(String, String)>,
+}
+
+impl MemoryView {
+    /// An empty view that reports itself synced (for tests).
+    pub fn synced_empty() -> Self {
+        let v = Self::default();
+        v.set_synced(true);
+        v
+    }
+
+    pub fn set_synced(&self, synced: bool) {
+        self.write().synced = synced;
+    }
+
+    /// Adds or replaces a namespace and its labels.
+    pub fn upsert_namespace(&self, name: &str, labels: BTreeMap<String, String>) {
+        self.write().namespaces.insert(name.to_owned(), labels);
+    }
+
+    pub fn remove_namespace(&self, name: &str) {
+        self.write().namespaces.remove(name);
+    }
+
+    /// Replaces all namespaces (a re-list).
+    pub fn replace_namespaces(&self, all: BTreeMap<String, BTreeMap<String, String>>) {
+        self.write().namespaces = all;
+    }
+
+    pub fn upsert_local_queue(&self, namespace: &str, name: &str) {
+        self.write()
+            .local_queues
+            .insert((namespace.to_owned(), name.to_owned()));
+    }
+
+    pub fn remove_local_queue(&self, namespace: &str, name: &str) {
+        self.write()
+            .local_queues
+            .remove(&(namespace.to_owned(), name.to_owned()));
+    }
+
+    /// Replaces all LocalQueues (a re-list).
+    pub fn replace_local_queues(&self, all: BTreeSet<(String, String)>) {
+        self.write().local_queues = all;
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
+        // A poisoned lock only means a writer panicked mid-update; the
+        // maps are still usable.
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MemoryState> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ClusterView for MemoryView {
+    fn synced(&self) -> bool {
+        self.read().synced
+    }
+
+    fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.read().namespaces.get(namespace).cloned()
+    }
+
+    fn local_queue_exists(&self, namespace: &str, name: &str) -> bool {
+        self.read()
+            .local_queues
+            .contains(&(namespace.to_owned(), name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_queue_opt_in_needs_the_exact_label_value() {
+        let v = MemoryView::synced_empty();
+        v.upsert_namespace(
+            "ml",
+            BTreeMap::from([(crate::DEFAULT_QUEUE_NS_LABEL.to_owned(), "enabled".to_owned())]),
+        );
+        v.upsert_namespace(
+            "web",
+            BTreeMap::from([(crate::DEFAULT_QUEUE_NS_LABEL.to_owned(), "true".to_owned())]),
+        );
+        assert!(v.default_queue_enabled("ml"));
+        assert!(!v.default_queue_enabled("web"));
+        assert!(!v.default_queue_enabled("unknown"));
+        v.upsert_local_queue("ml", "default");
+        assert!(v.local_queue_exists("ml", "default"));
+        v.remove_local_queue("ml", "default");
+        assert!(!v.local_queue_exists("ml", "default"));
+    }
+}

@@ -1,0 +1,446 @@
+//! AdmissionReview in, AdmissionReview out: decoding, dispatch by endpoint,
+//! and the Job rules. No I/O: the only outside knowledge comes from a
+//! [`ClusterView`] (an informer cache).
+//!
+//! dryRun requests are handled exactly like real ones: the webhook has no
+//! side effects (it declares `sideEffects: None`), so there is nothing to skip.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::{DynamicObject, Status, TypeMeta};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::cache::ClusterView;
+use crate::config::WebhookConfig;
+use crate::gpu::{self, FixKind, SpecLocation};
+use crate::patch::{self, PatchOp, Pointer};
+use crate::validate::{self, SluiceKind};
+
+/// The AdmissionReview version this webhook speaks.
+pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
+
+/// The webhook's endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    MutateJobs,
+    MutatePods,
+    ValidateJobs,
+    Validate(SluiceKind),
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 8] = [
+        Endpoint::MutateJobs,
+        Endpoint::MutatePods,
+        Endpoint::ValidateJobs,
+        Endpoint::Validate(SluiceKind::ClusterQueue),
+        Endpoint::Validate(SluiceKind::LocalQueue),
+        Endpoint::Validate(SluiceKind::ResourceFlavor),
+        Endpoint::Validate(SluiceKind::WorkloadPriorityClass),
+        Endpoint::Validate(SluiceKind::Workload),
+    ];
+
+    /// The URL path the API server posts to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::MutateJobs => "/mutate/jobs",
+            Self::MutatePods => "/mutate/pods",
+            Self::ValidateJobs => "/validate/jobs",
+            Self::Validate(k) => k.path(),
+        }
+    }
+
+    pub fn from_path(path: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.path() == path)
+    }
+
+    /// (group, version, kind) this endpoint handles.
+    pub fn expected_kind(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::MutateJobs | Self::ValidateJobs => ("batch", "v1", "Job"),
+            Self::MutatePods => ("", "v1", "Pod"),
+            Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
+        }
+    }
+}
+
+/// How a review ended, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Allowed unchanged.
+    Allowed,
+    /// Allowed with a patch.
+    Patched,
+    /// Denied.
+    Denied,
+    /// Not a kind or version this endpoint handles: allowed with a warning.
+    Skipped,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Patched => "patched",
+            Self::Denied => "denied",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// A body that is not an AdmissionReview (HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("malformed AdmissionReview: {0}")]
+    Malformed(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("encoding the response: {0}")]
+    Encode(String),
+}
+
+/// A finished review, ready to send.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// The AdmissionReview JSON.
+    pub body: Vec<u8>,
+    pub verdict: Verdict,
+    /// Fixes the patch applies.
+    pub fixes: Vec<FixKind>,
+    /// The response as kube's type (tests, logs).
+    pub response: AdmissionResponse,
+}
+
+/// What the rules decided.
+#[derive(Debug, Default)]
+struct Decision {
+    ops: Vec<PatchOp>,
+    warnings: Vec<String>,
+    denials: Vec<String>,
+    fixes: Vec<FixKind>,
+    skipped: bool,
+}
+
+impl Decision {
+    fn absorb(&mut self, out: gpu::Outcome) {
+        self.ops.extend(out.ops);
+        self.warnings.extend(out.warnings);
+        self.denials.extend(out.denials);
+        self.fixes.extend(out.fixes);
+    }
+}
+
+/// The review handler: configuration plus a view of the cluster.
+#[derive(Clone)]
+pub struct Reviewer {
+    cfg: Arc<WebhookConfig>,
+    view: Arc<dyn ClusterView>,
+}
+
+impl Reviewer {
+    pub fn new(cfg: WebhookConfig, view: Arc<dyn ClusterView>) -> Self {
+        Self {
+            cfg: Arc::new(cfg),
+            view,
+        }
+    }
+
+    pub fn config(&self) -> &WebhookConfig {
+        &self.cfg
+    }
+
+    /// Reviews one request body posted to `endpoint`.
+    pub fn handle(&self, endpoint: Endpoint, body: &[u8]) -> Result<Reply, ReviewError> {
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+        let types = review.types.clone();
+        let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|_| ReviewError::NoRequest)?;
+        let decision = if types.api_version != ADMISSION_V1 || types.kind != "AdmissionReview" {
+            skipped(format!(
+                "sluice: {} does not handle {} {}; allowed unchanged",
+                endpoint.path(),
+                types.api_version,
+                types.kind
+            ))
+        } else {
+            self.decide(endpoint, &request)
+        };
+        finish(&types, &request, decision)
+    }
+
+    fn decide(&self, endpoint: Endpoint, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let (group, version, kind) = endpoint.expected_kind();
+        if req.kind.group != group || req.kind.version != version || req.kind.kind != kind {
+            return skipped(format!(
+                "sluice: {} handles {}, not {}; allowed unchanged",
+                endpoint.path(),
+                gvk_string(group, version, kind),
+                gvk_string(&req.kind.group, &req.kind.version, &req.kind.kind)
+            ));
+        }
+        match endpoint {
+            Endpoint::MutateJobs => self.mutate_job(req),
+            Endpoint::MutatePods => self.mutate_pod(req),
+            Endpoint::ValidateJobs => self.validate_job(req),
+            Endpoint::Validate(k) => {
+                let mut d = Decision::default();
+                match validate::validate_sluice(k, req, &self.cfg) {
+                    Ok(denials) => d.denials = denials,
+                    Err(e) => d.denials.push(e),
+                }
+                d
+            }
+        }
+    }
+
+    fn excluded(&self, req: &AdmissionRequest<DynamicObject>) -> bool {
+        req.namespace.as_deref().is_some_and(|ns| self.cfg.is_excluded(ns))
+    }
+
+    fn mutate_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let mut d = Decision::default();
+        if req.operation != Operation::Create || self.excluded(req) {
+            return d;
+        }
+        let Some(obj) = &req.object else {
+            d.denials.push("object: missing from the CREATE request".to_owned());
+            return d;
+        };
+        let Some(spec) = obj.data.get("spec") else {
+            d.denials.push("spec: missing".to_owned());
+            return d;
+        };
+        match gpu::fix_pod_spec(&self.cfg.gpu, spec, &SpecLocation::pod()) {
+            Ok(out) => d.absorb(out),
+            Err(e) => d.denials.push(e.to_string()),
+        }
+        d
+    }
+
+    fn mutate_job(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let mut d = Decision::default();
+        if req.operation != Operation::Create || self.excluded(req) {
+            return d;
+        }
+        let Some(obj) = &req.object else {
+            d.denials.push("object: missing from the CREATE request".to_owned());
+            return d;
+        };
+        let namespace = req
+            .namespace
+            .clone()
+            .or_else(|| obj.metadata.namespace.clone())
+            .unwrap_or_default();
+        let labels = obj.metadata.labels.as_ref();
+        let label = &self.cfg.queue_label;
+        let queue = match labels.and_then(|l| l.get(label)) {
+            Some(q) if q.is_empty() => {
+                d.denials.push(format!(
+                    "metadata.labels[{label}]: is empty; it must name a LocalQueue in namespace {namespace:?}"
+                ));
+                return d;
+            }
+            Some(q) => {
+                if self.view.synced() && !self.view.local_queue_exists(&namespace, q) {
+                    d.warnings.push(format!(
+                        "sluice: LocalQueue {q:?} does not exist in namespace {namespace:?}; the Job stays suspended until it does"
+                    ));
+                }
+                Some(q.clone())
+            }
+            None if self.view.default_queue_enabled(&namespace) => {
+                let default = crate::DEFAULT_LOCAL_QUEUE;
+                if self.view.local_queue_exists(&namespace, default) {
+                    let labels_ptr = Pointer::from_plain("/metadata/labels");
+                    d.ops.push(if labels.is_none() {
+                        PatchOp::add(&labels_ptr, json!({ label.as_str(): default }))
+                    } else {
+                        PatchOp::add(&labels_ptr.key(label), json!(default))
+                    });
+                    d.warnings.push(format!(
+                        "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
+                    ));
+                    d.fixes.push(FixKind::QueueLabel);
+                    Some(default.to_owned())
+                } else {
+                    d.warnings.push(format!(
+                        "sluice: namespace {namespace:?} opts in to default queueing but has no LocalQueue {default:?}; the Job is not queued"
+                    ));
+                    None
+                }
+            }
+            None => None,
+        };
+        if let Some(q) = queue {
+            let suspended = obj.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+            if !suspended {
+                d.ops
+                    .push(PatchOp::add(&Pointer::from_plain("/spec/suspend"), json!(true)));
+                d.warnings.push(format!(
+                    "sluice: set spec.suspend to true: the Job waits in LocalQueue {q:?} until Sluice admits it"
+                ));
+                d.fixes.push(FixKind::Suspend);
+            }
+        }
+        if let Some(spec) = obj.data.pointer("/spec/template/spec") {
+            match gpu::fix_pod_spec(&self.cfg.gpu, spec, &SpecLocation::template()) {
+                Ok(out) => d.absorb(out),
+                Err(e) => d.denials.push(e.to_string()),
+            }
+        }
+        d
+    }
+
+    fn validate_job(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let mut d = Decision::default();
+        if req.operation != Operation::Update {
+            return d;
+        }
+        let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+            d.denials
+                .push("object, oldObject: both must be present in an UPDATE request".to_owned());
+            return d;
+        };
+        let label = &self.cfg.queue_label;
+        let get = |o: &DynamicObject| o.metadata.labels.as_ref().and_then(|l| l.get(label)).cloned();
+        let (before, after) = (get(old), get(new));
+        if before == after {
+            return d;
+        }
+        let running =
+            |o: &DynamicObject| o.data.pointer("/spec/suspend") != Some(&Value::Bool(true)) && !job_finished(o);
+        if running(old) || running(new) {
+            let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
+            d.denials.push(format!(
+                "metadata.labels[{label}]: cannot change from {} to {} while the Job runs (spec.suspend is not true); suspend the Job first",
+                show(&before),
+                show(&after)
+            ));
+        }
+        d
+    }
+}
+
+fn gvk_string(group: &str, version: &str, kind: &str) -> String {
+    if group.is_empty() {
+        format!("{version} {kind}")
+    } else {
+        format!("{group}/{version} {kind}")
+    }
+}
+
+fn skipped(warning: String) -> Decision {
+    Decision {
+        warnings: vec![warning],
+        skipped: true,
+        ..Decision::default()
+    }
+}
+
+/// Whether a Job has a Complete or Failed condition that is True.
+fn job_finished(o: &DynamicObject) -> bool {
+    o.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+fn finish(types: &TypeMeta, req: &AdmissionRequest<DynamicObject>, d: Decision) -> Result<Reply, ReviewError> {
+    let mut resp = AdmissionResponse::from(req);
+    let verdict;
+    let mut fixes = Vec::new();
+    if !d.denials.is_empty() {
+        resp.allowed = false;
+        resp.result = Status::failure(&d.denials.join("; "), "Forbidden").with_code(403);
+        verdict = Verdict::Denied;
+    } else if !d.ops.is_empty() {
+        let p = patch::to_json_patch(&d.ops).map_err(|e| ReviewError::Encode(e.to_string()))?;
+        resp = resp.with_patch(p).map_err(|e| ReviewError::Encode(e.to_string()))?;
+        fixes = d.fixes;
+        verdict = Verdict::Patched;
+    } else {
+        verdict = if d.skipped { Verdict::Skipped } else { Verdict::Allowed };
+    }
+    if !d.warnings.is_empty() {
+        resp.warnings = Some(d.warnings);
+    }
+    let body = encode(types, &resp)?;
+    Ok(Reply {
+        body,
+        verdict,
+        fixes,
+        response: resp,
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    response: WireResponse<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireResponse<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<WireStatus<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<&'a [String]>,
+}
+
+#[derive(Serialize)]
+struct WireStatus<'a> {
+    code: u16,
+    reason: &'a str,
+    message: &'a str,
+}
+
+/// Serialises the response the way the API server's own clients do: the
+/// patch base64-encoded (kube's `AdmissionResponse` would write a byte
+/// array, which Go accepts but no recorded client sends).
+fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewError> {
+    let api_version = if types.api_version.is_empty() {
+        ADMISSION_V1
+    } else {
+        &types.api_version
+    };
+    let wire = WireReview {
+        api_version,
+        kind: "AdmissionReview",
+        response: WireResponse {
+            uid: &resp.uid,
+            allowed: resp.allowed,
+            status: (!resp.allowed).then(|| WireStatus {
+                code: resp.result.code,
+                reason: &resp.result.reason,
+                message: &resp.result.message,
+            }),
+            patch_type: resp.patch.as_ref().map(|_| "JSONPatch"),
+            patch: resp
+                .patch
+                .as_ref()
+                .map(|p| base64::engine::general_purpose::STANDARD.encode(p)),
+            warnings: resp.warnings.as_deref(),
+        },
+    };
+    serde_json::to_vec(&wire).map_err(|e| ReviewError::Encode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,532 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::cache::MemoryView;
+use crate::testing::{fixture, fixture_bytes, patch_of, reviewer_with};
+
+fn reviewer() -> Reviewer {
+    reviewer_with(Arc::new(MemoryView::synced_empty()))
+}
+
+fn body(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
+fn response_of(reply: &Reply) -> Value {
+    let v: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(v["apiVersion"], ADMISSION_V1);
+    assert_eq!(v["kind"], "AdmissionReview");
+    v["response"].clone()
+}
+
+fn apply_reply(object: &Value, reply: &Reply) -> Value {
+    let mut doc = object.clone();
+    let ops = patch_of(&reply.body);
+    json_patch::patch(&mut doc, &ops).unwrap();
+    doc
+}
+
+/// Checks uid echo, applies the patch to the request object and checks that
+/// reviewing the patched object again yields no patch.
+fn review_applied(r: &Reviewer, endpoint: Endpoint, review: &Value) -> (Reply, Value) {
+    let reply = r.handle(endpoint, &body(review)).unwrap();
+    assert_eq!(response_of(&reply)["uid"], review["request"]["uid"]);
+    let patched = apply_reply(&review["request"]["object"], &reply);
+    let mut again = review.clone();
+    again["request"]["object"] = patched.clone();
+    let second = r.handle(endpoint, &body(&again)).unwrap();
+    assert!(
+        response_of(&second).get("patch").is_none(),
+        "not idempotent: {:?}",
+        patch_of(&second.body)
+    );
+    (reply, patched)
+}
+
+#[test]
+fn recorded_pod_requests_only_gets_the_recorded_limits_patch() {
+    let review = fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json");
+    let (reply, patched) = review_applied(&reviewer(), Endpoint::MutatePods, &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    let ours = serde_json::to_value(patch_of(&reply.body)).unwrap();
+    let recorded = fixture("jsonpatch-pod-gpu-requests-to-limits-decoded.json");
+    for op in recorded.as_array().unwrap() {
+        assert!(
+            ours.as_array().unwrap().contains(op),
+            "recorded op {op} missing from {ours}"
+        );
+    }
+    // The stored Pod after the recorded patch has the same resources as ours.
+    let stored = fixture("webhook-patched-pod-requests-moved-to-limits-create-response.json");
+    assert_eq!(
+        patched["spec"]["containers"][0]["resources"],
+        stored["spec"]["containers"][0]["resources"]
+    );
+    assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
+    let warnings = response_of(&reply)["warnings"].as_array().unwrap().len();
+    assert_eq!(warnings, 4, "one warning per fix");
+}
+
+#[test]
+fn recorded_job_gets_the_recorded_runtimeclass_and_toleration_and_affinity() {
+    let review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
+    let (reply, ours) = review_applied(&reviewer(), Endpoint::MutateJobs, &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    let mut theirs = review["request"]["object"].clone();
+    let recorded: json_patch::Patch =
+        serde_json::from_value(fixture("jsonpatch-job-runtimeclass-toleration-decoded.json")).unwrap();
+    json_patch::patch(&mut theirs, &recorded).unwrap();
+    // Same result as the recorded patch, plus the node affinity this webhook adds.
+    let mut without_affinity = ours.clone();
+    let affinity = without_affinity["spec"]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("affinity")
+        .unwrap();
+    assert_eq!(without_affinity, theirs);
+    assert_eq!(
+        affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+            [0]["key"],
+        "nvidia.com/gpu.present"
+    );
+    // Already suspended: no suspend op.
+    assert!(!reply.fixes.contains(&FixKind::Suspend));
+    // The stored Job kept what the patch set.
+    let stored = fixture("webhook-patched-job-stored.json");
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["tolerations"],
+        ours["spec"]["template"]["spec"]["tolerations"]
+    );
+}
+
+#[test]
+fn recorded_dry_run_job_is_suspended_like_a_real_one() {
+    let review = fixture("admissionreview-request-job-create-dryrun.json");
+    assert_eq!(review["request"]["dryRun"], true);
+    let r = reviewer();
+    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    assert_eq!(patched["spec"]["suspend"], true);
+    assert!(reply.fixes.contains(&FixKind::Suspend));
+    let ops = serde_json::to_value(patch_of(&reply.body)).unwrap();
+    assert_eq!(ops[0], json!({"op": "add", "path": "/spec/suspend", "value": true}));
+    let mut real = review.clone();
+    real["request"]["dryRun"] = json!(false);
+    let real_reply = r.handle(Endpoint::MutateJobs, &body(&real)).unwrap();
+    assert_eq!(real_reply.body, reply.body, "dryRun changes nothing");
+}
+
+#[test]
+fn recorded_requests_only_job_gets_limits_and_suspend() {
+    let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
+    let (reply, patched) = review_applied(&reviewer(), Endpoint::MutateJobs, &review);
+    let c = &patched["spec"]["template"]["spec"]["containers"][0]["resources"];
+    assert_eq!(c["limits"]["nvidia.com/gpu"], c["requests"]["nvidia.com/gpu"]);
+    assert_eq!(patched["spec"]["suspend"], true);
+    let mut kinds = reply.fixes.clone();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        vec![
+            FixKind::RuntimeClass,
+            FixKind::Toleration,
+            FixKind::NodeAffinity,
+            FixKind::GpuLimits,
+            FixKind::Suspend
+        ]
+    );
+}
+
+#[test]
+fn recorded_job_controller_pod_is_fixed() {
+    let review = fixture("admissionreview-request-pod-create-by-job-controller.json");
+    let (reply, patched) = review_applied(&reviewer(), Endpoint::MutatePods, &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    assert_eq!(patched["spec"]["runtimeClassName"], "nvidia");
+    assert_eq!(
+        patched["metadata"]["generateName"],
+        review["request"]["object"]["metadata"]["generateName"]
+    );
+}
+
+#[test]
+fn recorded_update_and_delete_pass_validation() {
+    let r = reviewer();
+    for name in [
+        "admissionreview-request-job-update-unsuspend.json",
+        "admissionreview-request-job-delete.json",
+    ] {
+        let review = fixture(name);
+        for endpoint in [Endpoint::ValidateJobs, Endpoint::MutateJobs] {
+            let reply = r.handle(endpoint, &body(&review)).unwrap();
+            assert_eq!(reply.verdict, Verdict::Allowed, "{name} {endpoint:?}");
+            let resp = response_of(&reply);
+            assert_eq!(
+                resp,
+                json!({"uid": review["request"]["uid"], "allowed": true}),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn queue_label_cannot_change_while_the_job_runs() {
+    let r = reviewer();
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    review["request"]["object"]["metadata"]["labels"]["sluice.dev/queue"] = json!("team-b");
+    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let resp = response_of(&reply);
+    assert_eq!(resp["allowed"], false);
+    assert_eq!(resp["status"]["code"], 403);
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("metadata.labels[sluice.dev/queue]: cannot change from \"team-a\" to \"team-b\""),
+        "{msg}"
+    );
+
+    // Both suspended: allowed.
+    review["request"]["object"]["spec"]["suspend"] = json!(true);
+    review["request"]["oldObject"]["spec"]["suspend"] = json!(true);
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+
+    // Removing the label from a running Job is a change too.
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    review["request"]["object"]["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("sluice.dev/queue");
+    review["request"]["oldObject"]["spec"]["suspend"] = json!(false);
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Denied
+    );
+}
+
+#[test]
+fn malformed_bodies_are_errors_not_panics() {
+    let r = reviewer();
+    for bad in [
+        &b""[..],
+        b"{",
+        b"[]",
+        b"null",
+        b"{\"kind\":\"AdmissionReview\"}",
+        b"\xff\xfe",
+    ] {
+        assert!(
+            matches!(r.handle(Endpoint::MutatePods, bad), Err(ReviewError::Malformed(_))),
+            "{bad:?}"
+        );
+    }
+    let no_request = json!({"apiVersion": ADMISSION_V1, "kind": "AdmissionReview"});
+    assert!(matches!(
+        r.handle(Endpoint::MutatePods, &body(&no_request)),
+        Err(ReviewError::NoRequest)
+    ));
+    // A spec that is not a pod spec is a denial naming the field.
+    let mut review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    review["request"]["object"]["spec"]["containers"] = json!("nope");
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        response_of(&reply)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("spec: not a valid pod spec")
+    );
+}
+
+#[test]
+fn unknown_version_or_kind_is_allowed_with_a_warning() {
+    let r = reviewer();
+    let mut review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    review["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Skipped);
+    let resp: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(resp["apiVersion"], "admission.k8s.io/v1beta1");
+    assert_eq!(resp["response"]["allowed"], true);
+    assert!(
+        resp["response"]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("admission.k8s.io/v1beta1")
+    );
+
+    let review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Skipped);
+    let w = response_of(&reply)["warnings"][0].as_str().unwrap().to_owned();
+    assert!(w.contains("batch/v1 Job") && w.contains("v1 Pod"), "{w}");
+}
+
+#[test]
+fn excluded_namespaces_are_never_touched() {
+    let mut review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    review["request"]["namespace"] = json!("kube-system");
+    let reply = reviewer().handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed);
+    let r = reviewer_with(Arc::new(MemoryView::synced_empty()));
+    let cfg = r.config().clone().with_own_namespace("team-a");
+    let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+    let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
+    assert_eq!(
+        r.handle(Endpoint::MutateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+}
+
+fn unlabelled_job_review(namespace: &str, labels: Option<Value>) -> Value {
+    let mut review = fixture("admissionreview-request-job-create-dryrun.json");
+    review["request"]["namespace"] = json!(namespace);
+    review["request"]["dryRun"] = json!(false);
+    let meta = &mut review["request"]["object"]["metadata"];
+    meta["namespace"] = json!(namespace);
+    match labels {
+        Some(l) => meta["labels"] = l,
+        None => {
+            meta.as_object_mut().unwrap().remove("labels");
+        }
+    }
+    review
+}
+
+#[test]
+fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
+    let view = Arc::new(MemoryView::synced_empty());
+    let opt_in = BTreeMap::from([("sluice.dev/default-queue".to_owned(), "enabled".to_owned())]);
+    view.upsert_namespace("ml", opt_in.clone());
+    view.upsert_namespace("ml-empty", opt_in);
+    view.upsert_namespace("web", BTreeMap::new());
+    view.upsert_local_queue("ml", "default");
+    let r = reviewer_with(view);
+
+    // No labels at all: the labels map is created.
+    let review = unlabelled_job_review("ml", None);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    assert_eq!(patched["metadata"]["labels"], json!({"sluice.dev/queue": "default"}));
+    assert_eq!(patched["spec"]["suspend"], true);
+    assert!(reply.fixes.contains(&FixKind::QueueLabel));
+
+    // Other labels kept, ours added with an escaped path.
+    let review = unlabelled_job_review("ml", Some(json!({"app": "train"})));
+    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    assert_eq!(
+        patched["metadata"]["labels"],
+        json!({"app": "train", "sluice.dev/queue": "default"})
+    );
+    let ops = serde_json::to_value(patch_of(&reply.body)).unwrap();
+    assert_eq!(ops[0]["path"], "/metadata/labels/sluice.dev~1queue");
+
+    // Opted in without a default LocalQueue: not queued, told why.
+    let review = unlabelled_job_review("ml-empty", None);
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let patched = apply_reply(&review["request"]["object"], &reply);
+    assert_eq!(patched["spec"]["suspend"], false);
+    assert!(
+        response_of(&reply)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("no LocalQueue \"default\""))
+    );
+
+    // Not opted in: only GPU fixes.
+    let review = unlabelled_job_review("web", None);
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert!(!reply.fixes.contains(&FixKind::Suspend));
+    assert!(!reply.fixes.contains(&FixKind::QueueLabel));
+}
+
+#[test]
+fn empty_queue_label_is_denied_and_missing_queue_warned() {
+    let r = reviewer();
+    let review = unlabelled_job_review("team-a", Some(json!({"sluice.dev/queue": ""})));
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        response_of(&reply)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("metadata.labels[sluice.dev/queue]: is empty")
+    );
+
+    let review = fixture("admissionreview-request-job-create-dryrun.json");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let warnings = response_of(&reply)["warnings"].clone();
+    assert!(
+        warnings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("LocalQueue \"team-a\" does not exist")),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn gpu_denial_names_container_and_values() {
+    let mut review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
+    review["request"]["object"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] =
+        json!({"nvidia.com/gpu": "2"});
+    let reply = reviewer().handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let resp = response_of(&reply);
+    assert_eq!(resp["allowed"], false);
+    assert!(resp.get("patch").is_none());
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("spec.template.spec.containers[0]") && msg.contains("requests 1") && msg.contains("limits 2"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn response_patch_is_base64_json_patch() {
+    let review = fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json");
+    let reply = reviewer().handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    let resp = response_of(&reply);
+    assert_eq!(resp["patchType"], "JSONPatch");
+    assert!(resp["patch"].is_string());
+    // Same shape as the recorded accepted response.
+    let recorded = fixture("admissionreview-response-jsonpatch-pod-gpu-requests-to-limits.json");
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let mut ours = keys(&resp);
+    ours.retain(|k| k != "warnings");
+    assert_eq!(ours, keys(&recorded["response"]));
+    let _ = fixture_bytes("admissionreview-request-job-delete.json");
+}
+
+mod sluice_kinds {
+    use super::*;
+
+    fn review_of(kind: &str, plural: &str, op: &str, object: Value, old: Value, user: &str) -> Value {
+        json!({
+            "apiVersion": ADMISSION_V1,
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "00000000-0000-0000-0000-000000000001",
+                "kind": {"group": "sluice.dev", "version": "v1alpha1", "kind": kind},
+                "resource": {"group": "sluice.dev", "version": "v1alpha1", "resource": plural},
+                "name": object["metadata"]["name"],
+                "operation": op,
+                "userInfo": {"username": user},
+                "object": object,
+                "oldObject": old,
+                "dryRun": false
+            }
+        })
+    }
+
+    fn local_queue(cq: &str) -> Value {
+        json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue", "metadata": {"name": "team-a", "namespace": "team-a"}, "spec": {"clusterQueue": cq}})
+    }
+
+    #[test]
+    fn local_queue_cluster_queue_is_immutable() {
+        let r = reviewer();
+        let ep = Endpoint::Validate(SluiceKind::LocalQueue);
+        let create = review_of(
+            "LocalQueue",
+            "localqueues",
+            "CREATE",
+            local_queue("gpus"),
+            Value::Null,
+            "alice",
+        );
+        assert_eq!(r.handle(ep, &body(&create)).unwrap().verdict, Verdict::Allowed);
+        let same = review_of(
+            "LocalQueue",
+            "localqueues",
+            "UPDATE",
+            local_queue("gpus"),
+            local_queue("gpus"),
+            "alice",
+        );
+        assert_eq!(r.handle(ep, &body(&same)).unwrap().verdict, Verdict::Allowed);
+        let moved = review_of(
+            "LocalQueue",
+            "localqueues",
+            "UPDATE",
+            local_queue("cpus"),
+            local_queue("gpus"),
+            "alice",
+        );
+        let reply = r.handle(ep, &body(&moved)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Denied);
+        let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.starts_with("spec.clusterQueue: is immutable"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_cluster_queue_is_denied_with_the_field_path() {
+        let r = reviewer();
+        let cq = json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "gpus"}, "spec": {"resourceGroups": [], "minRuntimeSeconds": -5}});
+        let review = review_of("ClusterQueue", "clusterqueues", "CREATE", cq, Value::Null, "admin");
+        let reply = r
+            .handle(Endpoint::Validate(SluiceKind::ClusterQueue), &body(&review))
+            .unwrap();
+        assert_eq!(reply.verdict, Verdict::Denied);
+        let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains("spec.minRuntimeSeconds"), "{msg}");
+    }
+
+    #[test]
+    fn undecodable_sluice_object_is_denied_with_a_reason() {
+        let r = reviewer();
+        let lq = json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue", "metadata": {"name": "x", "namespace": "y"}, "spec": {"clusterQueue": 7}});
+        let review = review_of("LocalQueue", "localqueues", "CREATE", lq, Value::Null, "alice");
+        let reply = r
+            .handle(Endpoint::Validate(SluiceKind::LocalQueue), &body(&review))
+            .unwrap();
+        assert_eq!(reply.verdict, Verdict::Denied);
+        let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains("not a valid sluice.dev/v1alpha1 LocalQueue"), "{msg}");
+    }
+
+    #[test]
+    fn workload_admission_is_immutable_except_for_the_controller() {
+        let r = reviewer();
+        let base = json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "job-train", "namespace": "research"},
+            "spec": {"queueName": "team-a", "podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}]}
+        });
+        let with_admission = |cq: &str| {
+            let mut w = base.clone();
+            w["status"] = json!({"admission": {"clusterQueue": cq, "podSetAssignments": []}});
+            w
+        };
+        let ep = Endpoint::Validate(SluiceKind::Workload);
+        let mut set_once = review_of(
+            "Workload",
+            "workloads",
+            "UPDATE",
+            with_admission("gpus"),
+            base.clone(),
+            "alice",
+        );
+        set_once["request"]["subResource"] = json!("status");
+        // Setting it the first time is not a change of an existing admission.
+        let first = r.handle(ep, &body(&set_once)).unwrap();
+        assert_eq!(first.verdict, Verdict::Allowed, "{:?}", first.response);
+        let mut change = review_of(
+            "Workload",
+            "workloads",
+            "UPDATE",
+            with_admission("other"),
+            with_admission("gpus"),
+            "alice",
+        );
+        change["request"]["subResource"] = json!("status");
+        let reply = r.handle(ep, &body(&change)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Denied);
+        let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.starts_with("status.admission: is immutable once set"), "{msg}");
+        change["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
+        assert_eq!(r.handle(ep, &body(&change)).unwrap().verdict, Verdict::Allowed);
+    }
+}

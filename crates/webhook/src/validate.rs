@@ -1,0 +1,147 @@
+//! Validation of Sluice's own kinds: the api crate's `validate()` (the rule
+//! of record, since CEL rules may be dropped by the API server) plus the
+//! update rules that need the old object.
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+use serde::de::DeserializeOwned;
+use sluice_api::{ClusterQueue, LocalQueue, ResourceFlavor, Validate, Workload, WorkloadPriorityClass};
+
+use crate::config::WebhookConfig;
+
+/// The API group of Sluice's kinds.
+pub const GROUP: &str = "sluice.dev";
+/// Their version.
+pub const VERSION: &str = "v1alpha1";
+
+/// Sluice's kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SluiceKind {
+    ClusterQueue,
+    LocalQueue,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+    Workload,
+}
+
+impl SluiceKind {
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::ClusterQueue => "ClusterQueue",
+            Self::LocalQueue => "LocalQueue",
+            Self::ResourceFlavor => "ResourceFlavor",
+            Self::WorkloadPriorityClass => "WorkloadPriorityClass",
+            Self::Workload => "Workload",
+        }
+    }
+
+    /// The plural resource name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::ClusterQueue => "clusterqueues",
+            Self::LocalQueue => "localqueues",
+            Self::ResourceFlavor => "resourceflavors",
+            Self::WorkloadPriorityClass => "workloadpriorityclasses",
+            Self::Workload => "workloads",
+        }
+    }
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::ClusterQueue => "/validate/clusterqueues",
+            Self::LocalQueue => "/validate/localqueues",
+            Self::ResourceFlavor => "/validate/resourceflavors",
+            Self::WorkloadPriorityClass => "/validate/workloadpriorityclasses",
+            Self::Workload => "/validate/workloads",
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        matches!(self, Self::LocalQueue | Self::Workload)
+    }
+}
+
+/// Decodes the request's objects as `K`.
+fn decode<K: DeserializeOwned>(obj: &DynamicObject, which: &str, kind: SluiceKind) -> Result<K, String> {
+    let value = serde_json::to_value(obj).map_err(|e| format!("{which}: {e}"))?;
+    serde_json::from_value(value).map_err(|e| format!("{which}: not a valid {GROUP}/{VERSION} {}: {e}", kind.kind()))
+}
+
+/// Every reason to deny a CREATE or UPDATE of a Sluice object, each naming
+/// its field. `Err` when the object does not decode.
+pub fn validate_sluice(
+    kind: SluiceKind,
+    req: &AdmissionRequest<DynamicObject>,
+    cfg: &WebhookConfig,
+) -> Result<Vec<String>, String> {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Ok(Vec::new());
+    }
+    let Some(obj) = &req.object else {
+        return Err("object: missing from the request".to_owned());
+    };
+    let old = if req.operation == Operation::Update {
+        req.old_object.as_ref()
+    } else {
+        None
+    };
+    // Writes to the status subresource do not change the spec; only the
+    // update rules apply to them.
+    let status_only = req.sub_resource.as_deref() == Some("status");
+    let mut denials = Vec::new();
+    match kind {
+        SluiceKind::ClusterQueue => {
+            let new: ClusterQueue = decode(obj, "object", kind)?;
+            if !status_only {
+                denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+        }
+        SluiceKind::ResourceFlavor => {
+            let new: ResourceFlavor = decode(obj, "object", kind)?;
+            if !status_only {
+                denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+        }
+        SluiceKind::WorkloadPriorityClass => {
+            let new: WorkloadPriorityClass = decode(obj, "object", kind)?;
+            if !status_only {
+                denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+        }
+        SluiceKind::LocalQueue => {
+            let new: LocalQueue = decode(obj, "object", kind)?;
+            if !status_only {
+                denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+            if let Some(old) = old {
+                let old: LocalQueue = decode(old, "oldObject", kind)?;
+                if old.spec.cluster_queue != new.spec.cluster_queue {
+                    denials.push(format!(
+                        "spec.clusterQueue: is immutable (was {:?}, now {:?}); delete and recreate the LocalQueue to point it elsewhere",
+                        old.spec.cluster_queue, new.spec.cluster_queue
+                    ));
+                }
+            }
+        }
+        SluiceKind::Workload => {
+            let new: Workload = decode(obj, "object", kind)?;
+            if !status_only {
+                denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+            if let Some(old) = old {
+                let old: Workload = decode(old, "oldObject", kind)?;
+                let before = old.status.as_ref().and_then(|s| s.admission.as_ref());
+                let after = new.status.as_ref().and_then(|s| s.admission.as_ref());
+                let user = req.user_info.username.as_deref().unwrap_or("");
+                let trusted = cfg.admission_writers.iter().any(|w| w == user);
+                if before.is_some() && before != after && !trusted {
+                    denials.push(format!(
+                        "status.admission: is immutable once set; only the Sluice controller ({}) may change it, not {user:?}",
+                        cfg.admission_writers.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(denials)
+}
