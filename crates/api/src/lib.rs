@@ -1,1 +1,32 @@
+//! Sluice's Kubernetes API: the `sluice.dev/v1alpha1` custom resources and
+//! everything needed to read them correctly.
+//!
+//! - [`v1alpha1`]: the five kinds — [`ResourceFlavor`], [`ClusterQueue`],
+//!   [`LocalQueue`], [`WorkloadPriorityClass`], [`Workload`] — as kube
+//!   `CustomResource` types, plus condition types and reasons
+//!   ([`v1alpha1::conditions`]).
+//! - [`quantity`]: exact parsing of Kubernetes quantities into integer
+//!   milli-units, and formatting back.
+//! - [`validation`]: the [`Validate`] trait; `validate()` on each kind
+//!   returns every cross-field violation with its field path. This, not the
+//!   CRD's CEL rules, is the rule of record.
+//! - [`labels`]: label and annotation keys (`sluice.dev/queue`, …).
+//! - [`crd`]: the CustomResourceDefinitions, in a stable order.
+//! - [`manifest`]: multi-document YAML into typed objects, for files such as
+//!   `examples/` and `sluice simulate` inputs.
+//!
+//! The crate has no async code and no I/O beyond what callers hand it.
+
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod crd;
+pub mod labels;
+pub mod manifest;
+pub mod quantity;
+pub mod v1alpha1;
+pub mod validation;
+
+pub use manifest::{Document, ManifestError, SluiceObject, parse_manifests};
+pub use v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+pub use validation::{Validate, ValidationError, Violation};

@@ -1,0 +1,76 @@
+//! Label and annotation keys Sluice reads and writes, documented once.
+//!
+//! | key | on | meaning |
+//! |-----|----|---------|
+//! | [`QUEUE`] `sluice.dev/queue` | Job | name of the LocalQueue (in the Job's namespace) the Job is queued in; the webhook only looks at Jobs that carry it |
+//! | [`PRIORITY_CLASS`] `sluice.dev/priority-class` | Job | name of a WorkloadPriorityClass; wins over the pod template's Kubernetes PriorityClass |
+//! | [`GANG`] `sluice.dev/gang` | Job | gang name: Jobs in one namespace with the same value are admitted together or not at all |
+//! | [`GANG_SIZE`] `sluice.dev/gang-size` | Job | number of Jobs in the gang; admission waits until that many have arrived |
+//! | [`DEFAULT_QUEUE`] `sluice.dev/default-queue` | Namespace | set to [`DEFAULT_QUEUE_ENABLED`] to queue unlabelled Jobs into the namespace's LocalQueue named [`DEFAULT_LOCAL_QUEUE_NAME`] |
+//! | [`KUEUE_QUEUE_NAME`] `kueue.x-k8s.io/queue-name` | Job | Kueue's queue label, honoured like [`QUEUE`] only when the compatibility option is on (off by default) |
+
+/// Job label naming the LocalQueue (in the Job's namespace) that the Job is
+/// queued in. Jobs without it are never held by Sluice.
+pub const QUEUE: &str = "sluice.dev/queue";
+
+/// Job label naming a WorkloadPriorityClass. When absent, the priority is the
+/// value of the pod template's Kubernetes PriorityClass, else 0.
+pub const PRIORITY_CLASS: &str = "sluice.dev/priority-class";
+
+/// Job label naming a gang: Jobs in one namespace with the same value are
+/// admitted together, all or nothing.
+pub const GANG: &str = "sluice.dev/gang";
+
+/// Job label with the number of Jobs in the gang (a positive integer written
+/// as a string). The gang is not considered for admission until that many
+/// Jobs with the same [`GANG`] value exist.
+pub const GANG_SIZE: &str = "sluice.dev/gang-size";
+
+/// Namespace label: with the value [`DEFAULT_QUEUE_ENABLED`], Jobs created in
+/// the namespace without a [`QUEUE`] label are queued into the LocalQueue
+/// named [`DEFAULT_LOCAL_QUEUE_NAME`].
+pub const DEFAULT_QUEUE: &str = "sluice.dev/default-queue";
+
+/// The value of [`DEFAULT_QUEUE`] that turns default queueing on.
+pub const DEFAULT_QUEUE_ENABLED: &str = "enabled";
+
+/// Name of the LocalQueue used for Jobs in namespaces labelled with
+/// [`DEFAULT_QUEUE`].
+pub const DEFAULT_LOCAL_QUEUE_NAME: &str = "default";
+
+/// Kueue's queue label. Honoured like [`QUEUE`] only when the compatibility
+/// option is on (off by default), so Kueue users can migrate Job manifests
+/// unchanged. [`QUEUE`] wins when both are present.
+pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+
+/// Returns the queue a Job's labels select: [`QUEUE`], else (when
+/// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].
+pub fn queue_name(labels: &std::collections::BTreeMap<String, String>, kueue_compat: bool) -> Option<&str> {
+    labels
+        .get(QUEUE)
+        .or_else(|| {
+            if kueue_compat {
+                labels.get(KUEUE_QUEUE_NAME)
+            } else {
+                None
+            }
+        })
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn queue_label_precedence() {
+        let mut labels = BTreeMap::new();
+        labels.insert(KUEUE_QUEUE_NAME.to_string(), "kq".to_string());
+        assert_eq!(queue_name(&labels, false), None);
+        assert_eq!(queue_name(&labels, true), Some("kq"));
+        labels.insert(QUEUE.to_string(), "sq".to_string());
+        assert_eq!(queue_name(&labels, true), Some("sq"));
+        assert_eq!(queue_name(&labels, false), Some("sq"));
+    }
+}

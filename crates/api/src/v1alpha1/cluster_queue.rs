@@ -1,0 +1,502 @@
+//! ClusterQueue: a pool of quota, per flavor and resource, shared by the
+//! LocalQueues that point at it and (through a cohort) with other
+//! ClusterQueues.
+
+// kube's `printcolumn(name = .., type_ = ..)` repeats keys once per column,
+// which clippy mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{FlavorUsage, StopPolicy};
+use crate::quantity::non_negative_milli;
+use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, RESOURCE_NAME_PATTERN, Validate, Violation, Violations};
+
+/// At most this many resource groups per ClusterQueue.
+pub const MAX_RESOURCE_GROUPS: usize = 16;
+/// At most this many flavors per resource group.
+pub const MAX_FLAVORS_PER_GROUP: usize = 64;
+/// At most this many resources per resource group (and so per flavor).
+pub const MAX_RESOURCES_PER_GROUP: usize = 16;
+
+/// A ClusterQueue holds quota: for each resource group, how much of each
+/// covered resource each flavor provides. LocalQueues point workloads at it;
+/// a cohort lets ClusterQueues lend unused quota to each other.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "sluice.dev",
+    version = "v1alpha1",
+    kind = "ClusterQueue",
+    plural = "clusterqueues",
+    shortname = "cq",
+    category = "sluice",
+    status = "ClusterQueueStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ClusterQueue holds quota per flavor and resource for the workloads of the LocalQueues that point at it, and shares unused quota with the other ClusterQueues of its cohort.",
+    printcolumn(
+        name = "Cohort",
+        type_ = "string",
+        json_path = ".spec.cohort",
+        description = "Cohort the queue borrows from and lends to"
+    ),
+    printcolumn(
+        name = "Strategy",
+        type_ = "string",
+        json_path = ".spec.queueingStrategy",
+        description = "Queueing strategy"
+    ),
+    printcolumn(
+        name = "Pending",
+        type_ = "integer",
+        json_path = ".status.pendingWorkloads",
+        description = "Workloads waiting for admission"
+    ),
+    printcolumn(
+        name = "Admitted",
+        type_ = "integer",
+        json_path = ".status.admittedWorkloads",
+        description = "Workloads admitted and not finished"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.cohort) || !has(self.resourceGroups) || self.resourceGroups.all(g, g.flavors.all(f, f.resources.all(r, !has(r.borrowingLimit) && !has(r.lendingLimit))))",
+        "message": "borrowingLimit and lendingLimit require spec.cohort"
+    }
+]))]
+pub struct ClusterQueueSpec {
+    /// Quota, grouped by the resources that are assigned a flavor together.
+    /// Within a group, flavors are tried in the order listed (first =
+    /// preferred). A resource may appear in at most one group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Name of the cohort this queue belongs to. Queues in one cohort lend
+    /// unused quota to each other (up to their lendingLimit) and borrow it
+    /// (up to their borrowingLimit). Unset: the queue neither lends nor borrows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253), regex(pattern = DNS1123_SUBDOMAIN_PATTERN))]
+    pub cohort: Option<String>,
+    /// Order in which pending workloads are considered. `BestEffortFIFO`
+    /// (default): by priority, then age; a workload that does not fit lets
+    /// later ones be admitted. `StrictFIFO`: by priority, then age; the head
+    /// blocks everything behind it until it fits.
+    #[serde(default)]
+    pub queueing_strategy: QueueingStrategy,
+    /// Namespaces whose LocalQueues may use this ClusterQueue. Unset or `{}`
+    /// selects every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// When admitted workloads may be preempted to make room. Every policy
+    /// defaults to `Never`.
+    #[serde(default)]
+    pub preemption: Preemption,
+    /// Minimum time, in seconds, an admitted workload runs before it may be
+    /// preempted, so expensive GPU jobs do not thrash. Unset or 0: no
+    /// protection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_runtime_seconds: Option<i64>,
+    /// `None` (default): the queue runs normally. `Hold`: no new admissions,
+    /// admitted workloads keep running. `HoldAndDrain`: no new admissions and
+    /// admitted workloads are evicted.
+    #[serde(default)]
+    pub stop_policy: StopPolicy,
+}
+
+/// How pending workloads of a ClusterQueue are ordered and whether a
+/// workload that does not fit blocks the ones behind it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum QueueingStrategy {
+    /// Priority, then age; the head blocks the queue until it fits.
+    #[serde(rename = "StrictFIFO")]
+    StrictFifo,
+    /// Priority, then age; workloads that fit pass one that does not.
+    #[default]
+    #[serde(rename = "BestEffortFIFO")]
+    BestEffortFifo,
+}
+
+/// Resources that get their flavor assigned together, and the quota each
+/// flavor provides for them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.flavors.all(f, size(f.resources) == size(self.coveredResources))",
+        "message": "each flavor must list exactly the resources in coveredResources"
+    }
+]))]
+pub struct ResourceGroup {
+    /// Resources covered by this group, e.g. `[cpu, memory, nvidia.com/gpu]`.
+    /// Every flavor of the group lists quota for exactly these resources. A
+    /// resource a workload requests but no group covers cannot be admitted.
+    #[schemars(length(min = 1, max = 16), inner(length(max = 317), regex(pattern = RESOURCE_NAME_PATTERN)))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub covered_resources: Vec<String>,
+    /// Flavors in order of preference, each with its quota for the covered
+    /// resources. A workload gets the first flavor where all its requests of
+    /// this group's resources fit.
+    #[schemars(length(min = 1, max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub flavors: Vec<FlavorQuotas>,
+}
+
+/// Quota of one flavor for the resources of a group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorQuotas {
+    /// Name of a ResourceFlavor. Each flavor appears at most once in a
+    /// ClusterQueue.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS1123_SUBDOMAIN_PATTERN))]
+    pub name: String,
+    /// Quota for each covered resource of the group, in any order.
+    #[schemars(length(min = 1, max = 16))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub resources: Vec<ResourceQuota>,
+}
+
+/// Quota of one resource of one flavor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceQuota {
+    /// Resource name, e.g. `cpu`, `memory`, `nvidia.com/gpu`,
+    /// `nvidia.com/mig-1g.10gb`; one of the group's coveredResources.
+    #[schemars(length(min = 1, max = 317), regex(pattern = RESOURCE_NAME_PATTERN))]
+    pub name: String,
+    /// Amount of the resource this queue owns, e.g. `16` GPUs or `512Gi`
+    /// memory. Workloads of the queue may always use it (preempting
+    /// borrowers if the preemption policy allows).
+    pub nominal_quota: Quantity,
+    /// Most this queue may borrow from its cohort on top of nominalQuota.
+    /// Unset: no limit beyond what the cohort can lend. Requires a cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit: Option<Quantity>,
+    /// Most of nominalQuota other queues of the cohort may borrow while this
+    /// queue does not use it; the rest is kept for this queue. Unset: all of
+    /// it may be lent. At most nominalQuota. Requires a cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lending_limit: Option<Quantity>,
+}
+
+/// Preemption policies of a ClusterQueue.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!(has(self.reclaimWithinCohort) && self.reclaimWithinCohort == 'Never' && has(self.borrowWithinCohort) && has(self.borrowWithinCohort.policy) && self.borrowWithinCohort.policy != 'Never')",
+        "message": "borrowWithinCohort requires reclaimWithinCohort other than Never"
+    }
+]))]
+pub struct Preemption {
+    /// Whether a pending workload that fits the queue's nominal quota may
+    /// preempt admitted workloads of the same queue: `Never` (default),
+    /// `LowerPriority`, or `LowerOrNewerEqualPriority` (also equal priority
+    /// admitted more recently than the pending one was created).
+    #[serde(default)]
+    pub within_cluster_queue: WithinClusterQueue,
+    /// Whether a pending workload that fits the queue's nominal quota may
+    /// preempt workloads of other queues in the cohort that borrow from it:
+    /// `Never` (default), `LowerPriority`, or `Any` (any priority).
+    #[serde(default)]
+    pub reclaim_within_cohort: ReclaimWithinCohort,
+    /// Whether a pending workload that needs to borrow may preempt workloads
+    /// of other queues in the cohort. Requires reclaimWithinCohort other than
+    /// `Never`.
+    #[serde(default)]
+    pub borrow_within_cohort: BorrowWithinCohort,
+}
+
+/// Preemption within one ClusterQueue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum WithinClusterQueue {
+    /// Never preempt workloads of the same queue.
+    #[default]
+    Never,
+    /// Preempt lower-priority workloads of the same queue.
+    LowerPriority,
+    /// Preempt lower-priority workloads, and equal-priority ones admitted
+    /// after the pending workload was created.
+    LowerOrNewerEqualPriority,
+}
+
+/// Reclaiming lent quota from other ClusterQueues of the cohort.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ReclaimWithinCohort {
+    /// Never preempt borrowers.
+    #[default]
+    Never,
+    /// Preempt borrowers of lower priority.
+    LowerPriority,
+    /// Preempt borrowers of any priority.
+    Any,
+}
+
+/// Preemption while borrowing from the cohort.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.maxPriorityThreshold) || (has(self.policy) && self.policy != 'Never')",
+        "message": "maxPriorityThreshold requires policy LowerPriority"
+    }
+]))]
+pub struct BorrowWithinCohort {
+    /// `Never` (default): a workload that must borrow never preempts.
+    /// `LowerPriority`: it may preempt lower-priority workloads of other
+    /// queues in the cohort.
+    #[serde(default)]
+    pub policy: BorrowWithinCohortPolicy,
+    /// Only workloads with priority at most this value may be preempted by a
+    /// borrowing workload. Unset: no threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority_threshold: Option<i32>,
+}
+
+/// Preemption policy when borrowing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum BorrowWithinCohortPolicy {
+    /// A borrowing workload never preempts.
+    #[default]
+    Never,
+    /// A borrowing workload may preempt lower-priority workloads.
+    LowerPriority,
+}
+
+/// Observed state of a ClusterQueue, written by the controller.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterQueueStatus {
+    /// Number of workloads waiting for admission in this queue.
+    #[serde(default)]
+    pub pending_workloads: i32,
+    /// Number of workloads admitted and not yet finished.
+    #[serde(default)]
+    pub admitted_workloads: i32,
+    /// Quota in use per flavor and resource, including what is borrowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub flavors_usage: Vec<FlavorUsage>,
+    /// Conditions of the queue; `Active` tells whether it can admit (its
+    /// flavors exist and it is not stopped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+impl ClusterQueueSpec {
+    /// Iterates over `(group index, flavor)` in preference order.
+    pub fn flavors(&self) -> impl Iterator<Item = (usize, &FlavorQuotas)> {
+        self.resource_groups
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| g.flavors.iter().map(move |f| (i, f)))
+    }
+
+    /// Names of all flavors this queue references, without repeats.
+    pub fn flavor_names(&self) -> BTreeSet<&str> {
+        self.flavors().map(|(_, f)| f.name.as_str()).collect()
+    }
+}
+
+impl Validate for ClusterQueue {
+    fn validate(&self) -> Vec<Violation> {
+        let mut v = Violations::default();
+        v.metadata_name(&self.metadata, false);
+        let spec = &self.spec;
+        if let Some(cohort) = &spec.cohort {
+            v.dns1123_subdomain("spec.cohort", cohort);
+        }
+        if let Some(selector) = &spec.namespace_selector {
+            v.label_selector("spec.namespaceSelector", selector);
+        }
+        if let Some(secs) = spec.min_runtime_seconds
+            && secs < 0
+        {
+            v.push("spec.minRuntimeSeconds", "must be at least 0");
+        }
+        validate_preemption(&mut v, &spec.preemption);
+        if spec.resource_groups.len() > MAX_RESOURCE_GROUPS {
+            v.push(
+                "spec.resourceGroups",
+                format!("must have at most {MAX_RESOURCE_GROUPS} items"),
+            );
+        }
+        // Resource → first group that covers it; flavor → first place it appears.
+        let mut covered_by: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut flavor_at: BTreeMap<&str, String> = BTreeMap::new();
+        for (gi, group) in spec.resource_groups.iter().enumerate() {
+            let gpath = format!("spec.resourceGroups[{gi}]");
+            validate_group(
+                &mut v,
+                &gpath,
+                gi,
+                group,
+                spec.cohort.is_some(),
+                &mut covered_by,
+                &mut flavor_at,
+            );
+        }
+        v.0
+    }
+}
+
+fn validate_preemption(v: &mut Violations, p: &Preemption) {
+    if p.reclaim_within_cohort == ReclaimWithinCohort::Never
+        && p.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+    {
+        v.push(
+            "spec.preemption.borrowWithinCohort.policy",
+            "requires spec.preemption.reclaimWithinCohort other than Never",
+        );
+    }
+    if p.borrow_within_cohort.max_priority_threshold.is_some()
+        && p.borrow_within_cohort.policy == BorrowWithinCohortPolicy::Never
+    {
+        v.push(
+            "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
+            "requires spec.preemption.borrowWithinCohort.policy LowerPriority",
+        );
+    }
+}
+
+fn validate_group<'a>(
+    v: &mut Violations,
+    gpath: &str,
+    gi: usize,
+    group: &'a ResourceGroup,
+    has_cohort: bool,
+    covered_by: &mut BTreeMap<&'a str, usize>,
+    flavor_at: &mut BTreeMap<&'a str, String>,
+) {
+    if group.covered_resources.is_empty() {
+        v.push(format!("{gpath}.coveredResources"), "must list at least one resource");
+    } else if group.covered_resources.len() > MAX_RESOURCES_PER_GROUP {
+        v.push(
+            format!("{gpath}.coveredResources"),
+            format!("must have at most {MAX_RESOURCES_PER_GROUP} items"),
+        );
+    }
+    let mut covered_here: BTreeSet<&str> = BTreeSet::new();
+    for (ri, resource) in group.covered_resources.iter().enumerate() {
+        let rpath = format!("{gpath}.coveredResources[{ri}]");
+        v.qualified_name(&rpath, resource);
+        if !covered_here.insert(resource.as_str()) {
+            v.push(rpath, format!("duplicate resource {resource:?}"));
+            continue;
+        }
+        match covered_by.get(resource.as_str()) {
+            Some(&other) if other != gi => v.push(
+                rpath,
+                format!("resource {resource:?} is already covered by spec.resourceGroups[{other}]; a resource may be in at most one group"),
+            ),
+            Some(_) => {}
+            None => {
+                covered_by.insert(resource.as_str(), gi);
+            }
+        }
+    }
+
+    if group.flavors.is_empty() {
+        v.push(format!("{gpath}.flavors"), "must list at least one flavor");
+    } else if group.flavors.len() > MAX_FLAVORS_PER_GROUP {
+        v.push(
+            format!("{gpath}.flavors"),
+            format!("must have at most {MAX_FLAVORS_PER_GROUP} items"),
+        );
+    }
+    for (fi, flavor) in group.flavors.iter().enumerate() {
+        let fpath = format!("{gpath}.flavors[{fi}]");
+        let npath = format!("{fpath}.name");
+        v.dns1123_subdomain(&npath, &flavor.name);
+        if let Some(first) = flavor_at.get(flavor.name.as_str()) {
+            v.push(
+                &npath,
+                format!(
+                    "duplicate flavor {:?}, already used at {first}; a flavor may appear once per ClusterQueue",
+                    flavor.name
+                ),
+            );
+        } else {
+            flavor_at.insert(flavor.name.as_str(), npath);
+        }
+
+        let mut listed: BTreeSet<&str> = BTreeSet::new();
+        for (ri, quota) in flavor.resources.iter().enumerate() {
+            let rpath = format!("{fpath}.resources[{ri}]");
+            validate_quota(v, &rpath, quota, has_cohort);
+            if !listed.insert(quota.name.as_str()) {
+                v.push(format!("{rpath}.name"), format!("duplicate resource {:?}", quota.name));
+            } else if !covered_here.contains(quota.name.as_str()) {
+                v.push(
+                    format!("{rpath}.name"),
+                    format!("resource {:?} is not in {gpath}.coveredResources", quota.name),
+                );
+            }
+        }
+        for missing in covered_here.difference(&listed) {
+            v.push(
+                format!("{fpath}.resources"),
+                format!("missing quota for covered resource {missing:?}; every flavor lists exactly the group's coveredResources"),
+            );
+        }
+    }
+}
+
+fn validate_quota(v: &mut Violations, rpath: &str, quota: &ResourceQuota, has_cohort: bool) {
+    v.qualified_name(&format!("{rpath}.name"), &quota.name);
+    let nominal_path = format!("{rpath}.nominalQuota");
+    let nominal = match non_negative_milli(&nominal_path, &quota.nominal_quota) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            v.push(nominal_path, format!("quantity {:?} {}", e.value, e.kind));
+            None
+        }
+    };
+    if let Some(limit) = &quota.borrowing_limit {
+        let path = format!("{rpath}.borrowingLimit");
+        if let Err(e) = non_negative_milli(&path, limit) {
+            v.push(&path, format!("quantity {:?} {}", e.value, e.kind));
+        }
+        if !has_cohort {
+            v.push(
+                path,
+                "requires spec.cohort: without a cohort there is nothing to borrow",
+            );
+        }
+    }
+    if let Some(limit) = &quota.lending_limit {
+        let path = format!("{rpath}.lendingLimit");
+        match non_negative_milli(&path, limit) {
+            Ok(lending) => {
+                if let Some(nominal) = nominal
+                    && lending > nominal
+                {
+                    v.push(
+                        &path,
+                        format!(
+                            "must be at most nominalQuota ({}), got {}",
+                            quota.nominal_quota.0, limit.0
+                        ),
+                    );
+                }
+            }
+            Err(e) => v.push(&path, format!("quantity {:?} {}", e.value, e.kind)),
+        }
+        if !has_cohort {
+            v.push(
+                path,
+                "requires spec.cohort: without a cohort there is nobody to lend to",
+            );
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Types shared by several kinds: stop policy, usage reports, schema helpers.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Whether a queue accepts new admissions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum StopPolicy {
+    /// The queue runs normally.
+    #[default]
+    None,
+    /// No new workloads are admitted; admitted ones keep running.
+    Hold,
+    /// No new workloads are admitted and admitted ones are evicted.
+    HoldAndDrain,
+}
+
+impl StopPolicy {
+    /// Whether the queue admits new workloads.
+    pub fn admits(self) -> bool {
+        self == StopPolicy::None
+    }
+}
+
+/// Usage of one flavor, per resource.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorUsage {
+    /// Name of the ResourceFlavor.
+    pub name: String,
+    /// Usage of each resource of this flavor.
+    #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub resources: Vec<ResourceUsage>,
+}
+
+/// Usage of one resource of a flavor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUsage {
+    /// Name of the resource, e.g. `nvidia.com/gpu`.
+    pub name: String,
+    /// Amount of the resource held by admitted workloads (quota reserved).
+    pub total: Quantity,
+    /// Part of `total` above the nominal quota, borrowed from the cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowed: Option<Quantity>,
+}
+
+/// Schema for an embedded object kept as-is by the API server (a pod
+/// template): the full PodTemplateSpec schema would make the CRD several
+/// hundred kilobytes, and Kubernetes validates the pods themselves anyway.
+pub(crate) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Schema for a map from resource name to quantity, without repeating the
+/// long Quantity description on every value.
+pub(crate) fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": { "x-kubernetes-int-or-string": true },
+    })
+}
+
+/// Finds a condition by type.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the condition of `type_` is present with status `True`.
+pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
+    find_condition(conditions, type_).is_some_and(|c| c.status == "True")
+}

@@ -1,0 +1,37 @@
+//! The `sluice.dev/v1alpha1` kinds.
+//!
+//! ```text
+//!   Job ──label sluice.dev/queue──▶ LocalQueue (ns) ──spec.clusterQueue──▶ ClusterQueue
+//!    │                                                                      │   │
+//!    └─owns─▶ Workload (ns) ── spec.queueName ─▶ LocalQueue                  │   └─ cohort ─ other ClusterQueues
+//!               │ spec.priorityClassName ─▶ WorkloadPriorityClass            │
+//!               └ status.admission.podSetAssignments[].flavors ─▶ ResourceFlavor ◀─ resourceGroups[].flavors[].name
+//! ```
+
+pub mod cluster_queue;
+pub mod common;
+pub mod conditions;
+pub mod local_queue;
+pub mod priority_class;
+pub mod resource_flavor;
+pub mod workload;
+
+pub use cluster_queue::{
+    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, FlavorQuotas,
+    Preemption, QueueingStrategy, ReclaimWithinCohort, ResourceGroup, ResourceQuota, WithinClusterQueue,
+};
+pub use common::{FlavorUsage, ResourceUsage, StopPolicy, find_condition, is_condition_true};
+pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
+pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
+pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
+pub use workload::{
+    Admission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState, ResourceShortfall,
+    Workload, WorkloadSpec, WorkloadState, WorkloadStatus,
+};
+
+/// API group of every Sluice kind.
+pub const GROUP: &str = "sluice.dev";
+/// API version of this module's kinds.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` value of this module's kinds.
+pub const API_VERSION: &str = "sluice.dev/v1alpha1";
