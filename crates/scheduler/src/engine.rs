@@ -860,9 +860,11 @@ impl Engine {
             }
             let cq = h.cq;
             let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
-            // Check in the state where every eviction under way has completed
-            // and without the preemptor's own claim.
-            let mut ov = self.evictions_overlay(cq);
+            // Check against what is really held now (evictions under way
+            // still count), without the preemptor's own claim. Another
+            // preemptor's claim may delay this one until its victims are
+            // gone too, never the other way round.
+            let mut ov = Overlay::default();
             for &(slot, amount) in &usage {
                 self.overlay_add(&mut ov, cq, slot, -amount);
             }
