@@ -1,3 +1,13 @@
+//! `sluice`: one binary, one subcommand per job.
+//!
+//! Each subcommand lives in its own module with a clap `Args` struct and a
+//! `run` function; adding one means adding a variant to [`Command`] and an
+//! arm to the `match` in `main`.
+
+#![forbid(unsafe_code)]
+
+mod crds;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -10,14 +20,26 @@ struct Cli {
     command: Command,
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the CustomResourceDefinitions of every Sluice kind.
+    Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
     Simulate(sluice_cli::simulate::SimulateArgs),
 }
 
-fn main() -> anyhow::Result<ExitCode> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let Cli { command } = Cli::parse();
+    let result = match command {
+        Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => sluice_cli::simulate::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("sluice: {err:#}");
+            ExitCode::FAILURE
+        }
     }
 }
