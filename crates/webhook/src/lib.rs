@@ -15,13 +15,17 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod certs;
 pub mod config;
 pub mod gpu;
+pub mod metrics;
 pub mod patch;
 pub mod quantity;
 pub mod review;
+pub mod server;
 #[cfg(test)]
 mod testing;
+pub mod tls;
 pub mod validate;
 
 /// The label that puts a Job in a LocalQueue.
@@ -32,3 +36,42 @@ pub const DEFAULT_QUEUE_NS_LABEL: &str = "sluice.dev/default-queue";
 pub const DEFAULT_QUEUE_NS_VALUE: &str = "enabled";
 /// The LocalQueue that unlabelled Jobs go to in opted-in namespaces.
 pub const DEFAULT_LOCAL_QUEUE: &str = "default";
+
+/// Errors of the webhook's I/O paths.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Certs(#[from] certs::CertError),
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// Label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Config(_) => "config",
+            Self::Tls(_) => "tls",
+            Self::Certs(_) => "certs",
+            Self::Bind { .. } => "bind",
+            Self::Kube { .. } => "kube",
+            Self::Other(_) => "other",
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The real server on 127.0.0.1 over real TLS, fed recorded AdmissionReview
+//! bodies and variations.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
+use sluice_webhook::cache::MemoryView;
+use sluice_webhook::certs::{GeneratedCerts, generate};
+use sluice_webhook::config::WebhookConfig;
+use sluice_webhook::metrics::Metrics;
+use sluice_webhook::review::Reviewer;
+use sluice_webhook::server::{self, Running};
+use sluice_webhook::tls::{CertFiles, SwappableCert, certified_key_from_pem};
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("SLUICE_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+fn certs() -> GeneratedCerts {
+    generate(&["127.0.0.1".to_owned(), "localhost".to_owned()], SystemTime::now(), 30).unwrap()
+}
+
+fn client(ca_pem: &str, versions: &[&'static rustls::SupportedProtocolVersion]) -> HttpsClient {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let tls = rustls::ClientConfig::builder_with_provider(sluice_webhook::tls::provider())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Client::builder(TokioExecutor::new()).build(https)
+}
+
+async fn start(cert: Arc<SwappableCert>) -> Running {
+    let view = Arc::new(MemoryView::synced_empty());
+    let reviewer = Reviewer::new(WebhookConfig::default(), view.clone());
+    server::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        reviewer,
+        cert,
+        Some(view),
+        Arc::new(Metrics::new()),
+    )
+    .await
+    .unwrap()
+}
+
+async fn started() -> (Running, HttpsClient) {
+    let g = certs();
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(certified_key_from_pem(g.cert_pem.as_bytes(), g.key_pem.as_bytes(), "test").unwrap());
+    let running = start(cert).await;
+    (running, client(&g.ca_pem, rustls::DEFAULT_VERSIONS))
+}
+
+async fn call(client: &HttpsClient, method: &str, url: String, body: Vec<u8>) -> Result<(u16, Vec<u8>), String> {
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = client.request(req).await.map_err(|e| format!("{e:?}"))?;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok((status, body.to_vec()))
+}
+
+fn patch_ops(body: &[u8]) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(body).unwrap();
+    match v["response"]["patch"].as_str() {
+        None => Vec::new(),
+        Some(p) => serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(p).unwrap()).unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn health_ready_and_metrics() {
+    let (running, c) = started().await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    assert_eq!(
+        call(&c, "GET", format!("{base}/healthz"), vec![]).await.unwrap(),
+        (200, b"ok".to_vec())
+    );
+    assert_eq!(call(&c, "GET", format!("{base}/readyz"), vec![]).await.unwrap().0, 200);
+    let body = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    assert_eq!(
+        call(&c, "POST", format!("{base}/mutate/pods?timeout=5s"), body)
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    let (status, text) = call(&c, "GET", format!("{base}/metrics"), vec![]).await.unwrap();
+    assert_eq!(status, 200);
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("sluice_webhook_requests_total{endpoint=\"/mutate/pods\",result=\"patched\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sluice_webhook_patches_total{fix=\"gpu_limits\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sluice_webhook_request_duration_seconds_bucket"),
+        "{text}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn not_ready_without_a_certificate() {
+    let running = start(Arc::new(SwappableCert::default())).await;
+    assert_eq!(running.state.ready.check(), Err("no serving certificate loaded"));
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn recorded_reviews_over_tls() {
+    let (running, c) = started().await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    // (fixture, endpoint, expect a patch)
+    let cases = [
+        (
+            "admissionreview-request-job-create-suspended.json",
+            "/mutate/jobs",
+            true,
+        ),
+        ("admissionreview-request-job-create-dryrun.json", "/mutate/jobs", true),
+        (
+            "admissionreview-request-job-create-gpu-requests-only.json",
+            "/mutate/jobs",
+            true,
+        ),
+        (
+            "admissionreview-request-job-create-before-jsonpatch.json",
+            "/mutate/jobs",
+            true,
+        ),
+        (
+            "admissionreview-request-pod-create-gpu-requests-only.json",
+            "/mutate/pods",
+            true,
+        ),
+        (
+            "admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json",
+            "/mutate/pods",
+            true,
+        ),
+        (
+            "admissionreview-request-pod-create-by-job-controller.json",
+            "/mutate/pods",
+            true,
+        ),
+        (
+            "admissionreview-request-job-update-unsuspend.json",
+            "/validate/jobs",
+            false,
+        ),
+        ("admissionreview-request-job-delete.json", "/validate/jobs", false),
+        ("admissionreview-request-job-delete.json", "/mutate/jobs", false),
+    ];
+    for (name, path, patched) in cases {
+        let body = fixture(name);
+        let uid = serde_json::from_slice::<Value>(&body).unwrap()["request"]["uid"].clone();
+        let (status, resp) = call(&c, "POST", format!("{base}{path}?timeout=5s"), body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{name}");
+        let v: Value = serde_json::from_slice(&resp).unwrap();
+        assert_eq!(v["response"]["uid"], uid, "{name}");
+        assert_eq!(v["response"]["allowed"], true, "{name}");
+        assert_eq!(!patch_ops(&resp).is_empty(), patched, "{name}");
+    }
+    // The recorded limits patch is part of ours.
+    let (_, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json"),
+    )
+    .await
+    .unwrap();
+    let recorded: Vec<Value> =
+        serde_json::from_slice(&fixture("jsonpatch-pod-gpu-requests-to-limits-decoded.json")).unwrap();
+    let ours = patch_ops(&resp);
+    for op in recorded {
+        assert!(ours.contains(&op), "{op} not in {ours:?}");
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn bad_inputs_get_http_errors_with_messages() {
+    let (running, c) = started().await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    let (status, body) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        b"{\"kind\": \"AdmissionRev".to_vec(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 400);
+    assert!(
+        String::from_utf8(body)
+            .unwrap()
+            .starts_with("malformed AdmissionReview")
+    );
+
+    let mut big = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    big.truncate(big.len() - 1);
+    big.extend_from_slice(b", \"padding\": \"");
+    big.extend(std::iter::repeat_n(b'x', 3 * 1024 * 1024));
+    big.extend_from_slice(b"\"}");
+    let (status, _) = call(&c, "POST", format!("{base}/mutate/pods"), big).await.unwrap();
+    assert_eq!(status, 413);
+
+    let (status, _) = call(&c, "POST", format!("{base}/mutate/deployments"), b"{}".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(status, 404);
+
+    // A wrong kind on an endpoint is allowed with a warning.
+    let body = fixture("admissionreview-request-job-create-suspended.json");
+    let (status, resp) = call(&c, "POST", format!("{base}/mutate/pods"), body).await.unwrap();
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&resp).unwrap();
+    assert_eq!(v["response"]["allowed"], true);
+    assert!(v["response"]["warnings"][0].as_str().unwrap().contains("batch/v1 Job"));
+
+    // A denial: NVIDIA_VISIBLE_DEVICES without a GPU.
+    let mut review: Value =
+        serde_json::from_slice(&fixture("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap();
+    let c0 = &mut review["request"]["object"]["spec"]["containers"][0];
+    c0["resources"] = json!({});
+    c0["env"] = json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]);
+    let (status, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&resp).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["status"]["code"], 403);
+    assert!(
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("env[NVIDIA_VISIBLE_DEVICES]")
+    );
+
+    // The server still serves after all that.
+    assert_eq!(call(&c, "GET", format!("{base}/healthz"), vec![]).await.unwrap().0, 200);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn tls12_and_tls13_clients_both_work() {
+    let g = certs();
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(certified_key_from_pem(g.cert_pem.as_bytes(), g.key_pem.as_bytes(), "t").unwrap());
+    let running = start(cert).await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    for versions in [&[&rustls::version::TLS12][..], &[&rustls::version::TLS13][..]] {
+        let c = client(&g.ca_pem, versions);
+        assert_eq!(call(&c, "GET", format!("{base}/healthz"), vec![]).await.unwrap().0, 200);
+    }
+    running.stop().await;
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sluice-webhook-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[tokio::test]
+async fn certificate_files_are_reloaded_without_dropping_the_server() {
+    let dir = temp_dir("reload");
+    let files = CertFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    };
+    let first = certs();
+    std::fs::write(&files.cert, &first.cert_pem).unwrap();
+    std::fs::write(&files.key, &first.key_pem).unwrap();
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(files.load().unwrap());
+    let watcher = tokio::spawn(files.clone().watch(cert.clone(), Duration::from_millis(50)));
+    let running = start(cert).await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+
+    let old_client = client(&first.ca_pem, rustls::DEFAULT_VERSIONS);
+    assert_eq!(
+        call(&old_client, "GET", format!("{base}/healthz"), vec![])
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    let second = certs();
+    let new_client = client(&second.ca_pem, rustls::DEFAULT_VERSIONS);
+    assert!(
+        call(&new_client, "GET", format!("{base}/healthz"), vec![])
+            .await
+            .is_err(),
+        "new CA not trusted yet"
+    );
+
+    // A half-written rotation (garbage key) keeps the old certificate.
+    std::fs::write(&files.key, b"not a key").unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let fresh_old = client(&first.ca_pem, rustls::DEFAULT_VERSIONS);
+    assert_eq!(
+        call(&fresh_old, "GET", format!("{base}/healthz"), vec![])
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+
+    std::fs::write(&files.cert, &second.cert_pem).unwrap();
+    std::fs::write(&files.key, &second.key_pem).unwrap();
+    let mut ok = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let c = client(&second.ca_pem, rustls::DEFAULT_VERSIONS);
+        if call(&c, "GET", format!("{base}/healthz"), vec![]).await.is_ok() {
+            ok = true;
+            break;
+        }
+    }
+    assert!(ok, "new certificate never served");
+    // The connection made before the rotation still works (keep-alive).
+    assert_eq!(
+        call(&old_client, "GET", format!("{base}/healthz"), vec![])
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    watcher.abort();
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn many_requests_on_keep_alive_connections() {
+    let (running, c) = started().await;
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    let body = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let c = c.clone();
+        let url = format!("{base}/mutate/pods");
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                assert_eq!(call(&c, "POST", url.clone(), body.clone()).await.unwrap().0, 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let text = running.state.metrics.encode();
+    assert!(
+        text.contains("sluice_webhook_requests_total{endpoint=\"/mutate/pods\",result=\"patched\"} 200"),
+        "{text}"
+    );
+    running.stop().await;
+}
