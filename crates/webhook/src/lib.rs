@@ -18,10 +18,13 @@ pub mod cache;
 pub mod certs;
 pub mod config;
 pub mod gpu;
+pub mod kube_view;
+pub mod manifests;
 pub mod metrics;
 pub mod patch;
 pub mod quantity;
 pub mod review;
+pub mod selfsigned;
 pub mod server;
 #[cfg(test)]
 mod testing;

@@ -1,0 +1,302 @@
+//! The MutatingWebhookConfiguration and ValidatingWebhookConfiguration that
+//! register this webhook (`sluice webhook manifests`; the Helm chart is
+//! checked against them).
+//!
+//! | webhook | matches | failurePolicy |
+//! |---------|---------|---------------|
+//! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
+//! | `default-queue-jobs.mutate.sluice.dev` | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
+//! | `pods.mutate.sluice.dev` | Pod CREATE | Ignore (an outage never blocks pods) |
+//! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
+//! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
+//!
+//! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`
+//! (Job and Pod entries), `timeoutSeconds: 5`, `sideEffects: None`,
+//! `admissionReviewVersions: [v1]`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+
+use crate::review::Endpoint;
+use crate::validate::{GROUP, SluiceKind, VERSION};
+
+/// How the API server reaches the webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// An in-cluster Service.
+    Service { namespace: String, name: String, port: i32 },
+    /// A base URL such as `https://127.0.0.1:9443` (endpoint paths appended).
+    Url(String),
+}
+
+/// What the configurations are built from.
+#[derive(Clone, Debug)]
+pub struct ManifestOptions {
+    /// Name of both configuration objects.
+    pub name: String,
+    pub target: Target,
+    /// PEM of the CA that signed the serving certificate (omitted when
+    /// cert-manager's CA injector fills it in).
+    pub ca_bundle: Option<Vec<u8>>,
+    pub excluded_namespaces: Vec<String>,
+    pub queue_label: String,
+    pub timeout_seconds: i32,
+}
+
+impl Default for ManifestOptions {
+    fn default() -> Self {
+        Self {
+            name: "sluice".to_owned(),
+            target: Target::Service {
+                namespace: "sluice-system".to_owned(),
+                name: "sluice-webhook".to_owned(),
+                port: 443,
+            },
+            ca_bundle: None,
+            excluded_namespaces: vec!["kube-system".to_owned(), "sluice-system".to_owned()],
+            queue_label: crate::QUEUE_LABEL.to_owned(),
+            timeout_seconds: 5,
+        }
+    }
+}
+
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+fn client_config(o: &ManifestOptions, ep: Endpoint) -> WebhookClientConfig {
+    let ca_bundle = o.ca_bundle.clone().map(ByteString);
+    match &o.target {
+        Target::Service { namespace, name, port } => WebhookClientConfig {
+            ca_bundle,
+            service: Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(ep.path().to_owned()),
+                port: Some(*port),
+            }),
+            url: None,
+        },
+        Target::Url(base) => WebhookClientConfig {
+            ca_bundle,
+            service: None,
+            url: Some(format!("{}{}", base.trim_end_matches('/'), ep.path())),
+        },
+    }
+}
+
+fn req(key: &str, operator: &str, values: Option<Vec<String>>) -> LabelSelectorRequirement {
+    LabelSelectorRequirement {
+        key: key.to_owned(),
+        operator: operator.to_owned(),
+        values,
+    }
+}
+
+fn not_excluded(o: &ManifestOptions) -> Vec<LabelSelectorRequirement> {
+    if o.excluded_namespaces.is_empty() {
+        return Vec::new();
+    }
+    vec![req(NAMESPACE_NAME_LABEL, "NotIn", Some(o.excluded_namespaces.clone()))]
+}
+
+fn selector(
+    match_labels: Option<BTreeMap<String, String>>,
+    exprs: Vec<LabelSelectorRequirement>,
+) -> Option<LabelSelector> {
+    Some(LabelSelector {
+        match_labels,
+        match_expressions: (!exprs.is_empty()).then_some(exprs),
+    })
+}
+
+fn rule(group: &str, version: &str, resources: &[&str], operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        api_groups: Some(vec![group.to_owned()]),
+        api_versions: Some(vec![version.to_owned()]),
+        resources: Some(resources.iter().map(|s| (*s).to_owned()).collect()),
+        operations: Some(operations.iter().map(|s| (*s).to_owned()).collect()),
+        scope: None,
+    }
+}
+
+/// One mutating entry with the settings every entry shares.
+#[allow(clippy::too_many_arguments)]
+fn mutating(
+    o: &ManifestOptions,
+    name: &str,
+    ep: Endpoint,
+    rules: Vec<RuleWithOperations>,
+    failure_policy: &str,
+    namespace_selector: Option<LabelSelector>,
+    object_selector: Option<LabelSelector>,
+) -> MutatingWebhook {
+    MutatingWebhook {
+        name: name.to_owned(),
+        admission_review_versions: vec!["v1".to_owned()],
+        client_config: client_config(o, ep),
+        failure_policy: Some(failure_policy.to_owned()),
+        match_policy: Some("Equivalent".to_owned()),
+        namespace_selector,
+        object_selector,
+        // The patches are idempotent, so a second pass after other
+        // webhooks changed the object is safe and keeps the fixes right.
+        reinvocation_policy: Some("IfNeeded".to_owned()),
+        rules: Some(rules),
+        side_effects: "None".to_owned(),
+        timeout_seconds: Some(o.timeout_seconds),
+        match_conditions: None,
+    }
+}
+
+fn validating(
+    o: &ManifestOptions,
+    name: &str,
+    ep: Endpoint,
+    rules: Vec<RuleWithOperations>,
+    namespace_selector: Option<LabelSelector>,
+    object_selector: Option<LabelSelector>,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: name.to_owned(),
+        admission_review_versions: vec!["v1".to_owned()],
+        client_config: client_config(o, ep),
+        failure_policy: Some("Fail".to_owned()),
+        match_policy: Some("Equivalent".to_owned()),
+        namespace_selector,
+        object_selector,
+        rules: Some(rules),
+        side_effects: "None".to_owned(),
+        timeout_seconds: Some(o.timeout_seconds),
+        match_conditions: None,
+    }
+}
+
+fn metadata(o: &ManifestOptions) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(o.name.clone()),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/name".to_owned(),
+            "sluice".to_owned(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The MutatingWebhookConfiguration.
+pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfiguration {
+    let jobs_create = || vec![rule("batch", "v1", &["jobs"], &["CREATE"])];
+    let queued = mutating(
+        o,
+        "queued-jobs.mutate.sluice.dev",
+        Endpoint::MutateJobs,
+        jobs_create(),
+        "Fail",
+        selector(None, not_excluded(o)),
+        selector(None, vec![req(&o.queue_label, "Exists", None)]),
+    );
+    let default_queue = mutating(
+        o,
+        "default-queue-jobs.mutate.sluice.dev",
+        Endpoint::MutateJobs,
+        jobs_create(),
+        "Fail",
+        selector(
+            Some(BTreeMap::from([(
+                crate::DEFAULT_QUEUE_NS_LABEL.to_owned(),
+                crate::DEFAULT_QUEUE_NS_VALUE.to_owned(),
+            )])),
+            not_excluded(o),
+        ),
+        // Labelled Jobs are the first entry's; never call twice.
+        selector(None, vec![req(&o.queue_label, "DoesNotExist", None)]),
+    );
+    let pods = mutating(
+        o,
+        "pods.mutate.sluice.dev",
+        Endpoint::MutatePods,
+        vec![rule("", "v1", &["pods"], &["CREATE"])],
+        "Ignore",
+        selector(None, not_excluded(o)),
+        None,
+    );
+    MutatingWebhookConfiguration {
+        metadata: metadata(o),
+        webhooks: Some(vec![queued, default_queue, pods]),
+    }
+}
+
+/// The ValidatingWebhookConfiguration.
+pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfiguration {
+    let mut hooks = vec![validating(
+        o,
+        "jobs.validate.sluice.dev",
+        Endpoint::ValidateJobs,
+        vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
+        selector(None, not_excluded(o)),
+        // Matched against the old and the new object: a label added,
+        // removed or changed is seen either way.
+        selector(None, vec![req(&o.queue_label, "Exists", None)]),
+    )];
+    for kind in [
+        SluiceKind::ResourceFlavor,
+        SluiceKind::ClusterQueue,
+        SluiceKind::LocalQueue,
+        SluiceKind::WorkloadPriorityClass,
+        SluiceKind::Workload,
+    ] {
+        let mut rules = vec![rule(GROUP, VERSION, &[kind.plural()], &["CREATE", "UPDATE"])];
+        if kind == SluiceKind::Workload {
+            rules.push(rule(GROUP, VERSION, &["workloads/status"], &["UPDATE"]));
+        }
+        hooks.push(validating(
+            o,
+            &format!("{}.validate.sluice.dev", kind.plural()),
+            Endpoint::Validate(kind),
+            rules,
+            None,
+            None,
+        ));
+    }
+    ValidatingWebhookConfiguration {
+        metadata: metadata(o),
+        webhooks: Some(hooks),
+    }
+}
+
+/// Both configurations as one multi-document YAML stream.
+pub fn render_yaml(o: &ManifestOptions) -> Result<String, crate::Error> {
+    let m = mutating_configuration(o);
+    let v = validating_configuration(o);
+    let with_type = |kind: &str, value: serde_json::Value| {
+        let mut out = serde_json::Map::new();
+        out.insert("apiVersion".to_owned(), "admissionregistration.k8s.io/v1".into());
+        out.insert("kind".to_owned(), kind.into());
+        if let serde_json::Value::Object(fields) = value {
+            out.extend(fields);
+        }
+        serde_json::Value::Object(out)
+    };
+    let to_json = |r: Result<serde_json::Value, serde_json::Error>| {
+        r.map_err(|e| crate::Error::Other(format!("serialising manifests: {e}")))
+    };
+    let docs = [
+        with_type("MutatingWebhookConfiguration", to_json(serde_json::to_value(&m))?),
+        with_type("ValidatingWebhookConfiguration", to_json(serde_json::to_value(&v))?),
+    ];
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(
+            &serde_saphyr::to_string(&d).map_err(|e| crate::Error::Other(format!("serialising manifests: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+use super::*;
+
+fn names(m: &MutatingWebhookConfiguration) -> Vec<&str> {
+    m.webhooks.iter().flatten().map(|w| w.name.as_str()).collect()
+}
+
+#[test]
+fn mutating_entries_match_the_issue() {
+    let o = ManifestOptions::default();
+    let m = mutating_configuration(&o);
+    assert_eq!(m.metadata.name.as_deref(), Some("sluice"));
+    assert_eq!(
+        names(&m),
+        [
+            "queued-jobs.mutate.sluice.dev",
+            "default-queue-jobs.mutate.sluice.dev",
+            "pods.mutate.sluice.dev"
+        ]
+    );
+    let hooks = m.webhooks.unwrap();
+    for w in &hooks {
+        assert_eq!(w.side_effects, "None");
+        assert_eq!(w.admission_review_versions, ["v1"]);
+        assert_eq!(w.timeout_seconds, Some(5));
+        let ns = w.namespace_selector.as_ref().unwrap();
+        let exprs = ns.match_expressions.as_ref().unwrap();
+        assert_eq!(exprs[0].key, "kubernetes.io/metadata.name");
+        assert_eq!(exprs[0].operator, "NotIn");
+        assert_eq!(exprs[0].values.as_deref().unwrap(), ["kube-system", "sluice-system"]);
+    }
+    let (queued, default_queue, pods) = (&hooks[0], &hooks[1], &hooks[2]);
+    assert_eq!(queued.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(default_queue.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"));
+    let obj = queued
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (obj[0].key.as_str(), obj[0].operator.as_str()),
+        ("sluice.dev/queue", "Exists")
+    );
+    assert_eq!(
+        default_queue
+            .namespace_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()
+            .get("sluice.dev/default-queue")
+            .map(String::as_str),
+        Some("enabled")
+    );
+    let obj = default_queue
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .as_ref()
+        .unwrap();
+    assert_eq!(obj[0].operator, "DoesNotExist");
+    let rule = &queued.rules.as_ref().unwrap()[0];
+    assert_eq!(rule.api_groups.as_deref().unwrap(), ["batch"]);
+    assert_eq!(rule.resources.as_deref().unwrap(), ["jobs"]);
+    assert_eq!(rule.operations.as_deref().unwrap(), ["CREATE"]);
+    let rule = &pods.rules.as_ref().unwrap()[0];
+    assert_eq!(rule.api_groups.as_deref().unwrap(), [""]);
+    assert_eq!(rule.resources.as_deref().unwrap(), ["pods"]);
+    let svc = queued.client_config.service.as_ref().unwrap();
+    assert_eq!(
+        (svc.namespace.as_str(), svc.name.as_str(), svc.path.as_deref(), svc.port),
+        ("sluice-system", "sluice-webhook", Some("/mutate/jobs"), Some(443))
+    );
+    assert!(queued.client_config.ca_bundle.is_none());
+}
+
+#[test]
+fn validating_entries_cover_jobs_and_every_sluice_kind() {
+    let v = validating_configuration(&ManifestOptions::default());
+    let hooks = v.webhooks.unwrap();
+    let paths: Vec<_> = hooks
+        .iter()
+        .map(|w| w.client_config.service.as_ref().unwrap().path.clone().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/validate/jobs",
+            "/validate/resourceflavors",
+            "/validate/clusterqueues",
+            "/validate/localqueues",
+            "/validate/workloadpriorityclasses",
+            "/validate/workloads"
+        ]
+    );
+    for w in &hooks {
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(w.side_effects, "None");
+        assert_eq!(w.timeout_seconds, Some(5));
+    }
+    assert_eq!(
+        hooks[0].rules.as_ref().unwrap()[0].operations.as_deref().unwrap(),
+        ["UPDATE"]
+    );
+    let wl = hooks[5].rules.as_ref().unwrap();
+    assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
+    assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
+    assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
+}
+
+#[test]
+fn url_target_and_ca_bundle() {
+    let o = ManifestOptions {
+        target: Target::Url("https://127.0.0.1:9443/".to_owned()),
+        ca_bundle: Some(b"-----BEGIN CERTIFICATE-----\n".to_vec()),
+        excluded_namespaces: Vec::new(),
+        ..ManifestOptions::default()
+    };
+    let m = mutating_configuration(&o);
+    let pods = &m.webhooks.as_ref().unwrap()[2];
+    assert_eq!(
+        pods.client_config.url.as_deref(),
+        Some("https://127.0.0.1:9443/mutate/pods")
+    );
+    assert!(pods.client_config.service.is_none());
+    assert!(pods.client_config.ca_bundle.is_some());
+    assert!(pods.namespace_selector.as_ref().unwrap().match_expressions.is_none());
+    let json = serde_json::to_value(&m).unwrap();
+    assert_eq!(
+        json["webhooks"][2]["clientConfig"]["caBundle"],
+        "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+    );
+}
+
+#[test]
+fn yaml_has_both_documents_and_round_trips() {
+    let text = render_yaml(&ManifestOptions::default()).unwrap();
+    let docs: Vec<&str> = text.split("---\n").filter(|d| !d.trim().is_empty()).collect();
+    assert_eq!(docs.len(), 2);
+    let m: MutatingWebhookConfiguration = serde_saphyr::from_str(docs[0]).unwrap();
+    assert_eq!(m, mutating_configuration(&ManifestOptions::default()));
+    let v: ValidatingWebhookConfiguration = serde_saphyr::from_str(docs[1]).unwrap();
+    assert_eq!(v, validating_configuration(&ManifestOptions::default()));
+    assert!(docs[0].contains("kind: MutatingWebhookConfiguration"));
+    assert!(docs[1].contains("kind: ValidatingWebhookConfiguration"));
+}
+
+#[test]
+fn recorded_server_defaults_are_what_we_set_or_harmless() {
+    // The API server's reply to a service-ref configuration like ours: the
+    // defaults it fills in must not contradict our explicit settings.
+    let path = crate::testing::fixtures_dir().join("mutatingwebhookconfiguration-service-ref-create-response.json");
+    let mut raw: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    // The recording replaced caBundle with a placeholder that is not base64.
+    for w in raw["webhooks"].as_array_mut().unwrap() {
+        w["clientConfig"].as_object_mut().unwrap().remove("caBundle");
+    }
+    let recorded: MutatingWebhookConfiguration = serde_json::from_value(raw).unwrap();
+    let w = &recorded.webhooks.as_ref().unwrap()[0];
+    assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
+    assert_eq!(w.client_config.service.as_ref().unwrap().port, Some(443));
+}
