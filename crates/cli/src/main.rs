@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod crds;
+mod webhook;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
     Simulate(sluice_cli::simulate::SimulateArgs),
+    /// Serve the admission webhook, or print its configurations (`webhook manifests`).
+    Webhook(Box<webhook::WebhookArgs>),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => sluice_cli::simulate::run(args),
+        Command::Webhook(args) => webhook::run(*args),
     };
     match result {
         Ok(code) => code,

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod patch;
 pub mod quantity;
 pub mod review;
+pub mod run;
 pub mod selfsigned;
 pub mod server;
 #[cfg(test)]
