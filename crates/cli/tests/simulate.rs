@@ -1,0 +1,368 @@
+//! `sluice simulate` end to end: trace parsing with error positions, and
+//! golden summaries of small scenarios whose figures are worked out by hand
+//! in the comments.
+
+use sluice_cli::simulate::report::{self, Report};
+use sluice_cli::simulate::sim::{self, SimOptions, SimResult};
+use sluice_cli::simulate::{scenario, trace::Diagnostic};
+
+const HEADER: &str = "\
+apiVersion: sluice.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: h100}
+spec: {}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+";
+
+fn queue(name: &str, cohort: Option<&str>, nominal: u32, borrowing: Option<u32>, preemption: &str) -> String {
+    format!(
+        "---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  {cohort}preemption: {preemption}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources:
+      - {{name: nvidia.com/gpu, nominalQuota: {nominal}{borrow}}}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {{name: jobs, namespace: {name}}}
+spec: {{clusterQueue: {name}}}
+",
+        cohort = cohort.map(|c| format!("cohort: {c}\n  ")).unwrap_or_default(),
+        borrow = borrowing.map(|b| format!(", borrowingLimit: {b}")).unwrap_or_default(),
+    )
+}
+
+fn job(name: &str, ns: &str, arrival: &str, gpus: u32, duration: &str) -> String {
+    format!(
+        "  - {{name: {name}, namespace: {ns}, queue: jobs, arrival: {arrival}, requests: {{nvidia.com/gpu: {gpus}}}, duration: {duration}, class: {name}}}\n"
+    )
+}
+
+fn trace(jobs: &[String]) -> String {
+    format!(
+        "---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nmetadata: {{name: golden}}\nspec:\n  jobs:\n{}",
+        jobs.concat()
+    )
+}
+
+fn simulate(text: &str, opts: &SimOptions) -> (Report, SimResult) {
+    let s = scenario::load("golden.yaml", text).unwrap_or_else(|e| panic!("scenario does not load: {e:?}"));
+    let result = sim::run(&s, opts, &mut |_| {}).expect("simulation runs");
+    (report::build(&s.name, opts, &result), result)
+}
+
+fn load_errors(text: &str) -> Vec<Diagnostic> {
+    match scenario::load("bad.yaml", text) {
+        Ok(_) => panic!("scenario should not load"),
+        Err(e) => e,
+    }
+}
+
+fn utilisation(r: &Report, queue: &str) -> f64 {
+    let g = if queue == "cluster" {
+        &r.totals
+    } else {
+        r.cluster_queues.iter().find(|g| g.name == queue).unwrap()
+    };
+    g.resources[0].utilisation.unwrap()
+}
+
+/// One queue of 8 GPUs, no preemption, unthrottled.
+/// - a: 8 GPUs at 0 for 10m → runs 0–10m, waits 0.
+/// - b: 4 GPUs at 1m for 5m and c: 4 GPUs at 2m for 5m → both fit once a
+///   finishes: admitted together at 10m (waits 9m and 8m), finish at 15m.
+/// Waits sorted [0, 8m, 9m]: mean 17m/3 = 5m40s, p50 (rank ⌈1.5⌉ = 2) 8m,
+/// p95 (rank ⌈2.85⌉ = 3) 9m, max 9m. Utilisation: 8 GPUs in use for all
+/// 15 minutes = 100 %.
+#[test]
+fn golden_fifo_on_one_queue() {
+    let text = format!(
+        "{HEADER}{}{}",
+        queue("team", None, 8, None, "{}"),
+        trace(&[
+            job("a", "team", "0s", 8, "10m"),
+            job("b", "team", "1m", 4, "5m"),
+            job("c", "team", "2m", 4, "5m")
+        ])
+    );
+    let (r, _) = simulate(
+        &text,
+        &SimOptions {
+            eviction_delay: 0,
+            ..SimOptions::default()
+        },
+    );
+    assert_eq!(r.makespan_ms, 15 * 60_000);
+    let t = &r.totals;
+    assert_eq!((t.workloads, t.admitted, t.finished, t.preemptions), (3, 3, 3, 0));
+    assert_eq!(t.wait.mean_ms, 340_000.0);
+    assert_eq!(
+        (t.wait.p50_ms, t.wait.p95_ms, t.wait.max_ms),
+        (480_000, 540_000, 540_000)
+    );
+    assert!((utilisation(&r, "team") - 1.0).abs() < 1e-9);
+    insta::assert_snapshot!("fifo_on_one_queue", report::table::render(&r));
+}
+
+/// Two queues of 4 GPUs in a cohort; `lender` reclaims (reclaimWithinCohort:
+/// Any), `borrower` may borrow 4. Eviction delay 1m.
+/// - big: 8 GPUs in borrower at 0 for 60m → admitted at 0 (4 own + 4 borrowed).
+/// - small: 4 GPUs in lender at 10m for 10m → its quota is lent out, so it
+///   preempts big at 10m; big's pods are gone at 11m, small is admitted at
+///   11m (wait 1m) and finishes at 21m. big requeues but needs 8 and only 4
+///   are free until 21m: re-admitted at 21m (its wait stays 0: time to
+///   *first* admission), finishes at 81m = the makespan.
+/// Utilisation over 81m: lender 4×10 / (4×81) = 12.3 %; borrower holds 8
+/// over [0,11m] and [21m,81m] = 568 GPU·min / (4×81) = 175.3 %, of which
+/// 4×11 + 4×60 = 284 is above nominal: borrowed share 50 %. Cluster:
+/// (568 + 40) / (8×81) = 93.8 %.
+#[test]
+fn golden_borrow_then_reclaim() {
+    let text = format!(
+        "{HEADER}{}{}{}",
+        queue("lender", Some("pool"), 4, None, "{reclaimWithinCohort: Any}"),
+        queue("borrower", Some("pool"), 4, Some(4), "{}"),
+        trace(&[
+            job("big", "borrower", "0s", 8, "60m"),
+            job("small", "lender", "10m", 4, "10m")
+        ])
+    );
+    let (r, result) = simulate(
+        &text,
+        &SimOptions {
+            eviction_delay: 60_000,
+            ..SimOptions::default()
+        },
+    );
+    assert_eq!(r.makespan_ms, 81 * 60_000);
+    assert_eq!(r.totals.preemptions, 1);
+    let big = &result.records[0];
+    assert_eq!(big.runs.len(), 2, "big runs twice: preempted, then to completion");
+    assert_eq!(big.runs[0].ended_at, Some(10 * 60_000));
+    assert_eq!(big.runs[1].started_at, Some(21 * 60_000));
+    let small = r.classes.iter().find(|g| g.name == "small").unwrap();
+    assert_eq!(small.wait.max_ms, 60_000);
+    assert!((utilisation(&r, "lender") - 40.0 / 324.0).abs() < 1e-9);
+    assert!((utilisation(&r, "borrower") - 568.0 / 324.0).abs() < 1e-9);
+    let borrower = r.cluster_queues.iter().find(|g| g.name == "borrower").unwrap();
+    assert!((borrower.resources[0].borrowed_share.unwrap() - 0.5).abs() < 1e-9);
+    assert!((utilisation(&r, "cluster") - 608.0 / 648.0).abs() < 1e-9);
+    insta::assert_snapshot!("borrow_then_reclaim", report::table::render(&r));
+}
+
+/// Five 1-GPU jobs arrive at 0 on an 8-GPU queue and are all admitted in the
+/// first cycle, but the API allows 2 writes/s (burst 1): the admission
+/// writes go out at 0, 0.5, 1, 1.5 and 2 s, so the waits are exactly those.
+/// Mean 1s, p50 (rank 3) 1s, p95 (rank ⌈4.75⌉ = 5) 2s. Each runs 10s from
+/// its write: the last finishes at 12s. Quota is held from the decision at
+/// 0: 10 + 10.5 + 11 + 11.5 + 12 = 55 GPU·s of 8 × 12 = 96 → 57.3 %.
+#[test]
+fn golden_api_rate_limit_delays_admissions() {
+    let jobs: Vec<String> = (0..5).map(|i| job(&format!("j{i}"), "team", "0s", 1, "10s")).collect();
+    let text = format!("{HEADER}{}{}", queue("team", None, 8, None, "{}"), trace(&jobs));
+    let opts = SimOptions {
+        api_qps: Some(2.0),
+        api_burst: 1,
+        eviction_delay: 0,
+    };
+    let (r, _) = simulate(&text, &opts);
+    assert_eq!(r.api_writes.count, 5);
+    assert_eq!(r.api_writes.max_delay_ms, 2_000);
+    assert_eq!(r.makespan_ms, 12_000);
+    assert_eq!(
+        (r.totals.wait.mean_ms, r.totals.wait.p50_ms, r.totals.wait.p95_ms),
+        (1_000.0, 1_000, 2_000)
+    );
+    assert!((utilisation(&r, "team") - 55.0 / 96.0).abs() < 1e-9);
+    insta::assert_snapshot!("api_rate_limit", report::table::render(&r));
+}
+
+/// The same scenario gives byte-identical output, run after run.
+#[test]
+fn runs_are_deterministic() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/simulate/gpu-teams.yaml"
+    ))
+    .unwrap();
+    let opts = SimOptions::default();
+    let (a, ra) = simulate(&text, &opts);
+    let (b, rb) = simulate(&text, &opts);
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+    assert_eq!(report::html::render(&a, &ra), report::html::render(&b, &rb));
+    // The shipped default scenario shows what it promises.
+    assert!(a.totals.preemptions > 0, "gpu-teams should preempt");
+    assert!(
+        a.cluster_queues
+            .iter()
+            .any(|g| g.resources[0].borrowed_share.unwrap_or(0.0) > 0.0),
+        "and borrow"
+    );
+    assert_eq!(a.totals.finished, a.totals.workloads);
+}
+
+#[test]
+fn gangs_become_one_workload_with_a_pod_set_per_job() {
+    let text = format!(
+        "{HEADER}{}---
+apiVersion: sluice.dev/v1alpha1
+kind: Trace
+spec:
+  jobs:
+  - {{name: learner, gang: rl, namespace: team, queue: jobs, arrival: 0s, requests: {{nvidia.com/gpu: 4}}, duration: 1h}}
+  - {{name: actors, gang: rl, namespace: team, queue: jobs, arrival: 0s, pods: 4, requests: {{nvidia.com/gpu: 1, cpu: 500m}}, duration: 2h}}
+",
+        queue("team", None, 8, None, "{}")
+    );
+    let s = scenario::load("gang.yaml", &text).unwrap();
+    assert_eq!(s.workloads.len(), 1);
+    let w = &s.workloads[0];
+    assert_eq!(w.name, "team/rl");
+    assert_eq!(w.pod_sets.len(), 2);
+    assert_eq!(w.pod_sets[1].count, 4);
+    assert_eq!(w.pod_sets[1].requests["cpu"], 500);
+    assert_eq!(w.total("nvidia.com/gpu"), 8_000);
+    assert_eq!(w.duration, 7_200_000, "a gang runs as long as its longest member");
+}
+
+#[test]
+fn generators_are_deterministic_and_spread_over_queues() {
+    let gen_ = |seed: u32| {
+        format!(
+            "{HEADER}{}{}---
+apiVersion: sluice.dev/v1alpha1
+kind: Trace
+spec:
+  generators:
+  - {{class: exp, count: 3, start: 1m, interval: 10s, duration: 1m, requests: {{nvidia.com/gpu: 1}}, queues: [a/jobs, b/jobs], jitter: {{seed: {seed}, arrival: 0.5, duration: 0.2}}}}
+",
+            queue("a", None, 8, None, "{}"),
+            queue("b", None, 8, None, "{}")
+        )
+    };
+    let one = scenario::load("g.yaml", &gen_(1)).unwrap().workloads;
+    let again = scenario::load("g.yaml", &gen_(1)).unwrap().workloads;
+    let other = scenario::load("g.yaml", &gen_(2)).unwrap().workloads;
+    assert_eq!(one, again);
+    assert_ne!(one, other);
+    assert_eq!(one.len(), 6);
+    assert_eq!(one.iter().filter(|w| w.local_queue == "a/jobs").count(), 3);
+    for w in &one {
+        let n: i64 = w.name.rsplit('-').next().unwrap().parse().unwrap();
+        let base = 60_000 + 10_000 * n;
+        assert!(
+            (base..=base + 5_000).contains(&w.arrival),
+            "{} arrives at {}",
+            w.name,
+            w.arrival
+        );
+        assert!((48_000..=72_000).contains(&w.duration));
+    }
+}
+
+fn one_error(text: &str) -> String {
+    let errors = load_errors(text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors[0].to_string()
+}
+
+#[test]
+fn errors_name_file_line_column_and_field_path() {
+    let q = queue("team", None, 8, None, "{}");
+    // Line numbers: HEADER is 9 lines, the queue documents 17 more.
+    let base = format!("{HEADER}{q}");
+    let first_trace_line = base.lines().count() + 1;
+    let doc = |jobs: &str| format!("{base}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  jobs:\n{jobs}");
+    let jobs_line = first_trace_line + 5; // first line of the first job
+
+    // A bad duration: the line of the value, column of the value.
+    let e = one_error(&doc(
+        "  - name: a\n    namespace: team\n    queue: jobs\n    arrival: 0s\n    requests: {nvidia.com/gpu: 1}\n    duration: 10 minutes\n",
+    ));
+    assert!(
+        e.starts_with(&format!("bad.yaml:{}:15: spec.jobs[0].duration: ", jobs_line + 5)),
+        "{e}"
+    );
+    assert!(e.contains("invalid duration \"10 minutes\""), "{e}");
+
+    // A bad quantity, in the second job.
+    let e = one_error(&doc(&format!(
+        "{}  - {{name: b, namespace: team, queue: jobs, arrival: 1m, requests: {{cpu: 2 cores}}, duration: 1m}}\n",
+        job("a", "team", "0s", 1, "1m")
+    )));
+    assert!(e.starts_with(&format!("bad.yaml:{}:", jobs_line + 1)), "{e}");
+    assert!(e.contains("spec.jobs[1].requests.cpu"), "{e}");
+    assert!(e.contains("2 cores"), "{e}");
+
+    // A misspelt field.
+    let e = one_error(&doc(
+        "  - {name: a, namespace: team, queue: jobs, arival: 0s, requests: {cpu: 1}, duration: 1m}\n",
+    ));
+    assert!(e.starts_with(&format!("bad.yaml:{jobs_line}:")), "{e}");
+    assert!(e.contains("arival"), "{e}");
+
+    // Unknown queue and priority class: the position of the name itself
+    // ("  - {name: a, namespace: team, queue: " is 38 characters).
+    let errors = load_errors(&doc(
+        "  - {name: a, namespace: team, queue: nope, priorityClass: urgent, arrival: 0s, requests: {cpu: 1}, duration: 1m}\n",
+    ));
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 2, "{text:#?}");
+    assert!(
+        text[0].starts_with(&format!(
+            "bad.yaml:{jobs_line}:39: spec.jobs[0].queue: no LocalQueue \"team/nope\""
+        )),
+        "{}",
+        text[0]
+    );
+    assert!(text[1].starts_with(&format!("bad.yaml:{jobs_line}:60: spec.jobs[0].priorityClass: unknown WorkloadPriorityClass \"urgent\" (known: high)")), "{}", text[1]);
+}
+
+#[test]
+fn manifests_are_validated_and_gangs_must_agree() {
+    // A ClusterQueue with a borrowingLimit but no cohort fails its validate().
+    let text = format!(
+        "{HEADER}{}{}",
+        queue("team", None, 8, Some(4), "{}"),
+        trace(&[job("a", "team", "0s", 1, "1m")])
+    );
+    let errors = load_errors(&text);
+    assert!(
+        errors.iter().any(|e| e.path.contains("borrowingLimit") && e.line == 11),
+        "{errors:#?}"
+    );
+
+    // Gang members must arrive together.
+    let text = format!(
+        "{HEADER}{}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  jobs:\n  - {{name: a, gang: g, namespace: team, queue: jobs, arrival: 0s, requests: {{cpu: 1}}, duration: 1m}}\n  - {{name: b, gang: g, namespace: team, queue: jobs, arrival: 5s, requests: {{cpu: 1}}, duration: 1m}}\n",
+        queue("team", None, 8, None, "{}")
+    );
+    let e = one_error(&text);
+    assert!(
+        e.contains("spec.jobs[1].gang: gang \"g\" members must share arrival"),
+        "{e}"
+    );
+
+    // No Trace at all.
+    let e = one_error(HEADER);
+    assert!(e.contains("no Trace document"), "{e}");
+}
+
+#[test]
+fn documents_keep_their_line_numbers() {
+    let docs = scenario::split_documents("# comment\n---\na: 1\n---\n\n--- {b: 2}\nc: 3\n...\n");
+    assert_eq!(docs.len(), 2);
+    assert_eq!((docs[0].text, docs[0].line_offset), ("a: 1\n", 2));
+    assert_eq!((docs[1].text, docs[1].line_offset), (" {b: 2}\nc: 3\n", 5));
+}
