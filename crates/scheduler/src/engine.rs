@@ -58,6 +58,34 @@ pub enum EngineError {
     },
 }
 
+/// A hash map for small integer keys: the engine hashes ids on hot paths,
+/// where SipHash's flood resistance buys nothing (keys are not user input).
+pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Multiply-rotate hashing of integers (the FxHash scheme).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
 /// Queue order: priority descending, then queue-order time, then UID.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct OrderKey {
@@ -109,10 +137,17 @@ struct Cq {
     deleted: bool,
     cohort: Option<CohortId>,
     groups: Vec<Group>,
-    group_of: HashMap<ResId, usize>,
+    group_of: FastMap<ResId, usize>,
     slots: Vec<Slot>,
-    slot_of: HashMap<FrKey, usize>,
+    slot_of: FastMap<FrKey, usize>,
+    /// Every pending workload (also preemptors waiting for victims), in
+    /// queue order: for positions and counts.
     pending: BTreeSet<OrderKey>,
+    /// Pending workloads with an explanation of their own (or none yet).
+    loose: BTreeSet<OrderKey>,
+    /// Pending workloads parked because their shape did not fit: they share
+    /// the (queue, shape) explanation in `Engine::shape_expl`.
+    shaped: BTreeMap<u32, BTreeSet<OrderKey>>,
     /// Pending workloads not yet tried since they (re)entered the queue.
     fresh: BTreeSet<OrderKey>,
     /// Quota may have been freed: retry every pending workload.
@@ -123,10 +158,35 @@ struct Cq {
     preempting: usize,
 }
 
+impl Cq {
+    fn insert_pending(&mut self, key: OrderKey) {
+        self.pending.insert(key.clone());
+        self.loose.insert(key.clone());
+        self.fresh.insert(key);
+    }
+
+    /// Out of the candidate lists (loose, shaped, fresh), still pending.
+    fn take_off_lists(&mut self, key: &OrderKey, shape: u32) {
+        self.loose.remove(key);
+        self.fresh.remove(key);
+        if let Some(set) = self.shaped.get_mut(&shape) {
+            set.remove(key);
+            if set.is_empty() {
+                self.shaped.remove(&shape);
+            }
+        }
+    }
+
+    fn remove_pending(&mut self, key: &OrderKey, shape: u32) {
+        self.pending.remove(key);
+        self.take_off_lists(key, shape);
+    }
+}
+
 struct Cohort {
     members: BTreeSet<CqId>,
     pools: Vec<Pool>,
-    pool_of: HashMap<FrKey, usize>,
+    pool_of: FastMap<FrKey, usize>,
 }
 
 struct PodSet {
@@ -181,7 +241,9 @@ struct Wl {
     state: State,
     /// Resolved cluster queue while pending.
     cq: Option<CqId>,
-    explanation: Option<Explanation>,
+    explanation: Option<Arc<Explanation>>,
+    /// Parked by shape: the explanation is the queue's one for its shape.
+    shaped: bool,
 }
 
 impl Wl {
@@ -228,8 +290,8 @@ enum AssignError {
 /// change of every touched cohort pool.
 #[derive(Clone, Default)]
 struct Overlay {
-    slot: HashMap<(CqId, usize), Amount>,
-    pool: HashMap<(CohortId, usize), Amount>,
+    slot: FastMap<(CqId, usize), Amount>,
+    pool: FastMap<(CohortId, usize), Amount>,
 }
 
 struct Candidate {
@@ -308,7 +370,7 @@ pub struct Engine {
     config: EngineConfig,
     resources: Interner,
     flavor_names: Interner,
-    flavors: HashMap<FlavorId, FlavorSpec>,
+    flavors: FastMap<FlavorId, FlavorSpec>,
     cqs: Vec<Cq>,
     cq_by_name: HashMap<Arc<str>, CqId>,
     cohorts: Vec<Cohort>,
@@ -328,6 +390,16 @@ pub struct Engine {
     /// workloads), reported by the next cycle.
     buffered_evictions: Vec<Eviction>,
     buffered_notes: BTreeSet<WlId>,
+    /// Workloads admitted by the cycle in progress.
+    admitted_now: BTreeSet<WlId>,
+    /// LocalQueues with a stop policy (most clusters have none: fast path).
+    stopped_local_queues: usize,
+    /// Why parked workloads of a (queue, shape) wait.
+    shape_expl: FastMap<(CqId, u32), Arc<Explanation>>,
+    /// Shared explanations for the common per-workload reasons, so that
+    /// re-explaining is a pointer comparison.
+    blocked_expl: Arc<Explanation>,
+    held_expl: [Arc<Explanation>; 2],
 }
 
 /// Per resource group a pod set needs: (group, [(position in group, amount)]).
@@ -353,7 +425,7 @@ impl Engine {
             config,
             resources: Interner::default(),
             flavor_names: Interner::default(),
-            flavors: HashMap::new(),
+            flavors: FastMap::default(),
             cqs: Vec::new(),
             cq_by_name: HashMap::new(),
             cohorts: Vec::new(),
@@ -369,6 +441,14 @@ impl Engine {
             shapes: HashMap::new(),
             buffered_evictions: Vec::new(),
             buffered_notes: BTreeSet::new(),
+            admitted_now: BTreeSet::new(),
+            stopped_local_queues: 0,
+            shape_expl: FastMap::default(),
+            blocked_expl: Arc::new(Explanation::new(PendingReason::BlockedByHead)),
+            held_expl: [
+                Arc::new(Explanation::new(PendingReason::Held { by_local_queue: false })),
+                Arc::new(Explanation::new(PendingReason::Held { by_local_queue: true })),
+            ],
         }
     }
 
@@ -407,10 +487,12 @@ impl Engine {
                     deleted: false,
                     cohort: None,
                     groups: Vec::new(),
-                    group_of: HashMap::new(),
+                    group_of: FastMap::default(),
                     slots: Vec::new(),
-                    slot_of: HashMap::new(),
+                    slot_of: FastMap::default(),
                     pending: BTreeSet::new(),
+                    loose: BTreeSet::new(),
+                    shaped: BTreeMap::new(),
                     fresh: BTreeSet::new(),
                     woken: false,
                     admitted: BTreeSet::new(),
@@ -449,6 +531,11 @@ impl Engine {
         self.cqs[id].deleted = true;
         let pending: Vec<OrderKey> = std::mem::take(&mut self.cqs[id].pending).into_iter().collect();
         self.cqs[id].fresh.clear();
+        self.cqs[id].loose.clear();
+        self.cqs[id].shaped.clear();
+        for key in &pending {
+            self.wl_mut(key.id).shaped = false;
+        }
         for key in pending {
             self.wl_mut(key.id).cq = None;
             self.park_unresolved(key.id);
@@ -462,8 +549,6 @@ impl Engine {
         for key in preempting {
             self.drop_claim(key.id);
             self.wl_mut(key.id).cq = None;
-            self.cqs[id].pending.remove(&key);
-            self.cqs[id].fresh.remove(&key);
             self.park_unresolved(key.id);
         }
         self.collect_deleted(id);
@@ -473,6 +558,8 @@ impl Engine {
     pub fn upsert_local_queue(&mut self, spec: LocalQueueSpec) {
         let key: Arc<str> = Arc::from(spec.key.as_str());
         let old = self.lqs.insert(key.clone(), spec.clone());
+        self.stopped_local_queues += (spec.stop_policy != StopPolicy::None) as usize;
+        self.stopped_local_queues -= old.as_ref().is_some_and(|o| o.stop_policy != StopPolicy::None) as usize;
         let retarget = old.as_ref().is_some_and(|o| o.cluster_queue != spec.cluster_queue);
         if retarget {
             // Pending workloads follow the queue to its new ClusterQueue.
@@ -503,9 +590,8 @@ impl Engine {
     /// Deletes a LocalQueue: its pending workloads wait with reason
     /// `LocalQueueMissing`; admitted ones keep running.
     pub fn remove_local_queue(&mut self, key: &str) {
-        if self.lqs.remove(key).is_none() {
-            return;
-        }
+        let Some(old) = self.lqs.remove(key) else { return };
+        self.stopped_local_queues -= (old.stop_policy != StopPolicy::None) as usize;
         let moving: Vec<WlId> = self
             .cqs
             .iter()
@@ -706,7 +792,7 @@ impl Engine {
     /// The latest explanation of a pending workload, with current numbers.
     pub fn explanation(&self, uid: &str) -> Option<&Explanation> {
         let id = *self.by_uid.get(uid)?;
-        self.wl(id).explanation.as_ref()
+        self.current_explanation(id).map(|e| &**e)
     }
 
     /// Where a pending workload stands in its ClusterQueue and LocalQueue.
@@ -818,10 +904,11 @@ impl Engine {
             if let Some(Some(wl)) = self.wls.get(id)
                 && let Some(e) = &wl.explanation
             {
-                out.pending_changed.push((wl.uid.clone(), e.clone()));
+                out.pending_changed.push((wl.uid.clone(), Explanation::clone(e)));
             }
         }
         out.next_wakeup = self.timers.first().map(|(t, _)| *t);
+        self.admitted_now.clear();
         out
     }
 
@@ -847,123 +934,141 @@ impl Engine {
     fn complete_claims(&mut self, now: Millis, out: &mut Cycle) {
         let keys: Vec<OrderKey> = self.preempting.iter().cloned().collect();
         for key in keys {
-            let id = key.id;
-            let State::Preempting(h) = &self.wl(id).state else {
-                continue;
+            self.try_complete_claim(key, now, out);
+        }
+    }
+
+    fn try_complete_claim(&mut self, key: OrderKey, now: Millis, out: &mut Cycle) {
+        let id = key.id;
+        let State::Preempting(h) = &self.wl(id).state else {
+            return;
+        };
+        let waiting = h
+            .victims
+            .iter()
+            .any(|&v| matches!(self.wls.get(v), Some(Some(w)) if matches!(w.state, State::Evicting(_))));
+        if waiting {
+            return;
+        }
+        let cq = h.cq;
+        let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
+        // Check against what is really held now (evictions under way still
+        // count), without the preemptor's own claim. Another preemptor's
+        // claim may delay this one until its victims are gone too.
+        let mut ov = Overlay::default();
+        for &(slot, amount) in &usage {
+            self.overlay_add(&mut ov, cq, slot, -amount);
+        }
+        if self.fits_overlay(&ov, cq, &usage, false) {
+            let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+                unreachable!("checked above")
             };
-            let waiting = h
-                .victims
-                .iter()
-                .any(|&v| matches!(self.wls.get(v), Some(Some(w)) if matches!(w.state, State::Evicting(_))));
-            if waiting {
-                continue;
-            }
-            let cq = h.cq;
-            let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
-            // Check against what is really held now (evictions under way
-            // still count), without the preemptor's own claim. Another
-            // preemptor's claim may delay this one until its victims are
-            // gone too, never the other way round.
-            let mut ov = Overlay::default();
+            self.preempting.remove(&key);
+            self.cqs[cq].preempting -= 1;
             for &(slot, amount) in &usage {
-                self.overlay_add(&mut ov, cq, slot, -amount);
+                self.add_usage(cq, slot, amount, -amount);
             }
-            if self.fits_overlay(&ov, cq, &usage, false) {
-                let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
-                    unreachable!("checked above")
-                };
-                self.preempting.remove(&key);
-                self.cqs[cq].preempting -= 1;
-                for &(slot, amount) in &usage {
-                    self.add_usage(cq, slot, amount, -amount);
-                }
-                self.cqs[cq].pending.remove(&key);
-                self.cqs[cq].fresh.remove(&key);
-                self.admit_holding(id, *h, now, out);
-                // StrictFIFO queues were blocked behind it.
-                self.wake_queue(cq);
-            } else {
-                // Quota shrank meanwhile: try again from scratch.
-                self.drop_claim(id);
-                self.cqs[cq].fresh.insert(key);
-                self.dirty.insert(cq);
-            }
+            let shape = self.wl(id).shape;
+            self.cqs[cq].remove_pending(&key, shape);
+            self.admit_holding(id, *h, now, out);
+            // StrictFIFO queues were blocked behind it.
+            self.wake_queue(cq);
+        } else {
+            // Quota shrank meanwhile: try again from scratch.
+            self.drop_claim(id);
+            self.dirty.insert(cq);
         }
     }
 
     fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) {
-        // Candidates per queue in queue order: every pending workload of a
-        // woken queue, the fresh ones of the others.
-        let mut lists: Vec<(CqId, Vec<WlId>)> = Vec::with_capacity(members.len());
+        // Candidate lists, each in queue order: for a woken queue, its loose
+        // workloads and one list per parked shape; for the others, only the
+        // fresh ones.
+        let mut lists: Vec<(CqId, Option<u32>, Vec<WlId>)> = Vec::new();
         for &m in members {
             let cq = &mut self.cqs[m];
-            let ids: Vec<WlId> = if cq.woken {
-                cq.pending.iter().map(|k| k.id).collect()
-            } else {
-                cq.fresh.iter().map(|k| k.id).collect()
-            };
+            if cq.woken {
+                if !cq.loose.is_empty() {
+                    lists.push((m, None, cq.loose.iter().map(|k| k.id).collect()));
+                }
+                for (&shape, set) in &cq.shaped {
+                    lists.push((m, Some(shape), set.iter().map(|k| k.id).collect()));
+                }
+            } else if !cq.fresh.is_empty() {
+                lists.push((m, None, cq.fresh.iter().map(|k| k.id).collect()));
+            }
             cq.woken = false;
             cq.fresh.clear();
-            if !ids.is_empty() {
-                lists.push((m, ids));
-            }
         }
         if lists.is_empty() {
             return;
         }
         let mut cursor = vec![0usize; lists.len()];
-        let mut blocked = vec![false; lists.len()];
+        // StrictFIFO queues whose head did not fit this cycle.
+        let mut blocked: BTreeSet<CqId> = BTreeSet::new();
         // Per queue, shapes that failed this cycle: availability only shrinks
         // within a cycle, and later workloads of the same shape have no more
-        // preemption candidates, so they fail the same way.
-        let mut memo: HashMap<(CqId, u32), Explanation> = HashMap::new();
-        // k-way merge of the queues' lists into global order.
+        // preemption candidates, so they fail the same way. The rest of a
+        // failed shape's parked list is skipped without a look.
+        let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
+        // k-way merge of the lists into global order.
         let mut heap: BinaryHeap<Reverse<(OrderKey, usize)>> = BinaryHeap::with_capacity(lists.len());
-        for (i, (_, ids)) in lists.iter().enumerate() {
+        for (i, (_, _, ids)) in lists.iter().enumerate() {
             heap.push(Reverse((self.wl(ids[0]).key(ids[0]), i)));
         }
         while let Some(Reverse((_, i))) = heap.pop() {
-            let id = lists[i].1[cursor[i]];
+            let (cq, list_shape) = (lists[i].0, lists[i].1);
+            let id = lists[i].2[cursor[i]];
             cursor[i] += 1;
-            if let Some(&next) = lists[i].1.get(cursor[i]) {
-                heap.push(Reverse((self.wl(next).key(next), i)));
-            }
-            let cq = lists[i].0;
-            if blocked[i] {
-                self.explain(id, Explanation::new(PendingReason::BlockedByHead), out);
+            let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
+            if let Some(shape) = list_shape
+                && failed.contains(&(cq, shape))
+                && !blocked.contains(&cq)
+            {
+                // Parked under this shape, which failed again: nothing to do
+                // for the rest of the list either.
                 continue;
+            }
+            if let Some(&next) = lists[i].2.get(cursor[i]) {
+                heap.push(Reverse((self.wl(next).key(next), i)));
             }
             // The workload may have left the queue during this cycle.
             if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
                 continue;
             }
-            let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
+            if blocked.contains(&cq) {
+                let e = self.blocked_expl.clone();
+                self.explain(id, e, out);
+                continue;
+            }
             if let Some(held) = self.held(cq, id) {
                 self.explain(id, held, out);
                 continue;
             }
             if strict && self.cqs[cq].preempting > 0 {
-                blocked[i] = true;
-                self.explain(id, Explanation::new(PendingReason::BlockedByHead), out);
+                blocked.insert(cq);
+                let e = self.blocked_expl.clone();
+                self.explain(id, e, out);
                 continue;
             }
             let shape = self.wl(id).shape;
-            if let Some(e) = memo.get(&(cq, shape)) {
-                let e = e.clone();
-                self.explain(id, e, out);
-                blocked[i] = strict;
+            if failed.contains(&(cq, shape)) {
+                self.park_shaped(cq, id, out);
+                if strict {
+                    blocked.insert(cq);
+                }
                 continue;
             }
-            match self.assign(cq, id) {
-                Ok(attempt) => self.admit(cq, id, attempt, now, out),
+            let e = match self.assign(cq, id) {
+                Ok(attempt) => {
+                    self.admit(cq, id, attempt, now, out);
+                    continue;
+                }
                 Err(AssignError::NotCovered { pod_set, resource }) => {
-                    let e = Explanation::new(PendingReason::ResourceNotCovered {
+                    Explanation::new(PendingReason::ResourceNotCovered {
                         pod_set: pod_set.to_string(),
                         resource: self.resources.name(resource).to_string(),
-                    });
-                    memo.insert((cq, shape), e.clone());
-                    self.explain(id, e, out);
-                    blocked[i] = strict;
+                    })
                 }
                 Err(AssignError::NoFit {
                     options,
@@ -978,8 +1083,10 @@ impl Engine {
                     if !never && self.cqs[cq].spec.preemption.can_preempt() {
                         match self.preempt(cq, id, &options, now) {
                             PreemptOutcome::Victims(victims, attempt) => {
-                                self.start_claim(cq, id, victims, attempt, out);
-                                blocked[i] = strict;
+                                self.start_claim(cq, id, victims, attempt, now, out);
+                                if strict {
+                                    blocked.insert(cq);
+                                }
                                 continue;
                             }
                             PreemptOutcome::WaitForEvictions => {
@@ -1005,24 +1112,30 @@ impl Engine {
                             reason = PendingReason::WaitingForEvictions;
                         }
                     }
-                    let e = Explanation {
+                    Explanation {
                         reason,
                         flavors: verdicts,
-                    };
-                    memo.insert((cq, shape), e.clone());
-                    self.explain(id, e, out);
-                    blocked[i] = strict;
+                    }
                 }
+            };
+            failed.insert((cq, shape));
+            self.set_shape_explanation(cq, shape, Arc::new(e), out);
+            self.park_shaped(cq, id, out);
+            if strict {
+                blocked.insert(cq);
             }
         }
     }
 
-    fn held(&self, cq: CqId, id: WlId) -> Option<Explanation> {
+    fn held(&self, cq: CqId, id: WlId) -> Option<Arc<Explanation>> {
         if self.cqs[cq].spec.stop_policy != StopPolicy::None {
-            return Some(Explanation::new(PendingReason::Held { by_local_queue: false }));
+            return Some(self.held_expl[0].clone());
+        }
+        if self.stopped_local_queues == 0 {
+            return None;
         }
         let lq = self.lqs.get(&self.wl(id).lq)?;
-        (lq.stop_policy != StopPolicy::None).then(|| Explanation::new(PendingReason::Held { by_local_queue: true }))
+        (lq.stop_policy != StopPolicy::None).then(|| self.held_expl[1].clone())
     }
 
     // ----- flavor assignment -------------------------------------------------------------
@@ -1318,71 +1431,116 @@ impl Engine {
         choice
     }
 
+    /// Adds the admitted workloads of queue `m` that the preemptor's policy
+    /// allows as victims and that use any of `frs`. Those protected by their
+    /// queue's minimum runtime are counted, with the first expiry.
+    #[allow(clippy::too_many_arguments)]
+    fn collect_candidates(
+        &self,
+        m: CqId,
+        cq: CqId,
+        me: &Wl,
+        frs: &[FrKey],
+        now: Millis,
+        out: &mut Vec<Candidate>,
+        protected: &mut usize,
+        until: &mut Option<Millis>,
+    ) {
+        let policy = self.cqs[cq].spec.preemption;
+        let same = m == cq;
+        let queue_borrowing = self.queue_borrows_any(m, frs, None);
+        let min_runtime = self.cqs[m].spec.min_runtime;
+        for &v in &self.cqs[m].admitted {
+            let w = self.wl(v);
+            let State::Admitted(h) = &w.state else { continue };
+            if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
+                continue;
+            }
+            let (reclaim_ok, borrow_ok, within_ok) = if same {
+                let ok = match policy.within_cluster_queue {
+                    WithinClusterQueue::Never => false,
+                    WithinClusterQueue::LowerPriority => w.priority < me.priority,
+                    WithinClusterQueue::LowerOrNewerEqualPriority => {
+                        w.priority < me.priority || (w.priority == me.priority && w.ts > me.ts)
+                    }
+                };
+                (false, false, ok)
+            } else {
+                let reclaim = match policy.reclaim_within_cohort {
+                    ReclaimWithinCohort::Never => false,
+                    ReclaimWithinCohort::LowerPriority => w.priority < me.priority,
+                    ReclaimWithinCohort::Any => true,
+                };
+                let borrow = match policy.borrow_within_cohort {
+                    BorrowWithinCohort::Never => false,
+                    BorrowWithinCohort::LowerPriority { max_priority_threshold } => {
+                        w.priority < me.priority && max_priority_threshold.is_none_or(|t| w.priority <= t)
+                    }
+                };
+                (reclaim, borrow, false)
+            };
+            if !(within_ok || reclaim_ok || borrow_ok) {
+                continue;
+            }
+            if min_runtime > 0 && h.admitted_at + min_runtime > now {
+                *protected += 1;
+                let t = h.admitted_at + min_runtime;
+                *until = Some(until.map_or(t, |u| u.min(t)));
+                continue;
+            }
+            out.push(Candidate {
+                id: v,
+                cq: m,
+                priority: w.priority,
+                admitted_at: h.admitted_at,
+                uid: w.uid.clone(),
+                in_borrowing_queue: queue_borrowing,
+                reclaim_ok,
+                borrow_ok,
+            });
+        }
+    }
+
     /// Returns victims (or none) and how many candidates were protected by
     /// their queue's minimum runtime.
     fn find_victims(&self, cq: CqId, id: WlId, usage: &[(usize, Amount)], base: &Overlay, now: Millis) -> VictimSearch {
         let me = self.wl(id);
         let policy = self.cqs[cq].spec.preemption;
         let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
-        let members: Vec<CqId> = match self.cqs[cq].cohort {
-            Some(c) => self.cohorts[c].members.iter().copied().collect(),
-            None => vec![cq],
-        };
         let mut protected = 0;
         let mut until: Option<Millis> = None;
         let mut candidates: Vec<Candidate> = Vec::new();
-        for &m in &members {
-            let same = m == cq;
-            let queue_borrowing = self.queue_borrows_any(m, &frs, None);
-            for &v in &self.cqs[m].admitted {
-                let w = self.wl(v);
-                let State::Admitted(h) = &w.state else { continue };
-                if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
-                    continue;
+        // Own queue first: few workloads, and they decide whether looking
+        // at the rest of the cohort can help at all.
+        if policy.within_cluster_queue != WithinClusterQueue::Never {
+            self.collect_candidates(cq, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+        }
+        // Reclaiming needs the preemptor to end within its nominal quota
+        // even after every own-queue candidate is gone; otherwise only
+        // borrowWithinCohort can take from other queues.
+        let q = &self.cqs[cq];
+        let reclaim_feasible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never
+            && usage.iter().all(|&(s, amount)| {
+                let slot = &q.slots[s];
+                let removable: Amount = candidates
+                    .iter()
+                    .filter_map(|c| match &self.wl(c.id).state {
+                        State::Admitted(h) => h.usage.iter().find(|(fr, _)| *fr == slot.fr).map(|(_, a)| *a),
+                        _ => None,
+                    })
+                    .sum();
+                let delta = base.slot.get(&(cq, s)).copied().unwrap_or(0);
+                slot.effective() + delta - removable + amount <= slot.nominal
+            });
+        let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
+        if let Some(c) = q.cohort
+            && (reclaim_feasible || borrow_possible)
+        {
+            for &m in &self.cohorts[c].members {
+                // Only queues that borrow these resources give anything back.
+                if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
+                    self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
                 }
-                let (reclaim_ok, borrow_ok, within_ok) = if same {
-                    let ok = match policy.within_cluster_queue {
-                        WithinClusterQueue::Never => false,
-                        WithinClusterQueue::LowerPriority => w.priority < me.priority,
-                        WithinClusterQueue::LowerOrNewerEqualPriority => {
-                            w.priority < me.priority || (w.priority == me.priority && w.ts > me.ts)
-                        }
-                    };
-                    (false, false, ok)
-                } else {
-                    let reclaim = match policy.reclaim_within_cohort {
-                        ReclaimWithinCohort::Never => false,
-                        ReclaimWithinCohort::LowerPriority => w.priority < me.priority,
-                        ReclaimWithinCohort::Any => true,
-                    };
-                    let borrow = match policy.borrow_within_cohort {
-                        BorrowWithinCohort::Never => false,
-                        BorrowWithinCohort::LowerPriority { max_priority_threshold } => {
-                            w.priority < me.priority && max_priority_threshold.is_none_or(|t| w.priority <= t)
-                        }
-                    };
-                    (reclaim, borrow, false)
-                };
-                if !(within_ok || reclaim_ok || borrow_ok) {
-                    continue;
-                }
-                let min_runtime = self.cqs[m].spec.min_runtime;
-                if min_runtime > 0 && h.admitted_at + min_runtime > now {
-                    protected += 1;
-                    let t = h.admitted_at + min_runtime;
-                    until = Some(until.map_or(t, |u| u.min(t)));
-                    continue;
-                }
-                candidates.push(Candidate {
-                    id: v,
-                    cq: m,
-                    priority: w.priority,
-                    admitted_at: h.admitted_at,
-                    uid: w.uid.clone(),
-                    in_borrowing_queue: queue_borrowing,
-                    reclaim_ok,
-                    borrow_ok,
-                });
             }
         }
         candidates.sort_by(|a, b| {
@@ -1564,8 +1722,8 @@ impl Engine {
             self.add_usage(cq, slot, amount, 0);
         }
         let key = self.wl(id).key(id);
-        self.cqs[cq].pending.remove(&key);
-        self.cqs[cq].fresh.remove(&key);
+        let shape = self.wl(id).shape;
+        self.cqs[cq].remove_pending(&key, shape);
         let holding = self.holding(cq, id, &attempt, now);
         self.admit_holding(id, holding, now, out);
     }
@@ -1619,6 +1777,7 @@ impl Engine {
         holding.borrowing = self.is_borrowing(cq, &holding.usage);
         let wl = self.wls[id].as_mut().expect("live workload");
         wl.explanation = None;
+        wl.shaped = false;
         out.admitted.push(Admission {
             uid: wl.uid.clone(),
             cluster_queue: self.cqs[cq].name.clone(),
@@ -1627,6 +1786,7 @@ impl Engine {
         });
         wl.state = State::Admitted(Box::new(holding));
         self.cqs[cq].admitted.insert(id);
+        self.admitted_now.insert(id);
     }
 
     fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
@@ -1644,6 +1804,7 @@ impl Engine {
         id: WlId,
         victims: Vec<(WlId, PreemptionReason)>,
         attempt: Attempt,
+        now: Millis,
         out: &mut Cycle,
     ) {
         // Admission time is set when the claim completes.
@@ -1657,7 +1818,14 @@ impl Engine {
             (w.uid.clone(), w.name.clone())
         };
         let preemptor_cq = self.cqs[cq].name.clone();
+        let mut retracted = Vec::new();
         for (v, reason) in &victims {
+            if self.admitted_now.remove(v) {
+                // Admitted earlier in this same cycle: nothing was applied
+                // yet, so the admission is withdrawn instead of evicted.
+                retracted.push(*v);
+                continue;
+            }
             let _ = self.start_eviction(*v);
             let w = self.wl(*v);
             let message = match reason {
@@ -1680,16 +1848,27 @@ impl Engine {
                 message,
             });
         }
+        for v in retracted {
+            let uid = self.wl(v).uid.clone();
+            out.admitted.retain(|a| a.uid != uid);
+            self.release(v);
+            self.wl_mut(v).state = State::Pending;
+            self.enqueue(v);
+        }
         let key = self.wl(id).key(id);
+        let shape = self.wl(id).shape;
+        self.cqs[cq].take_off_lists(&key, shape);
+        self.wl_mut(id).shaped = false;
         self.cqs[cq].preempting += 1;
-        self.preempting.insert(key);
-        let n = victims.len();
+        self.preempting.insert(key.clone());
+        let n = out.preempted.iter().filter(|p| p.preemptor == preemptor_uid).count();
         self.wl_mut(id).state = State::Preempting(Box::new(holding));
-        self.explain(
-            id,
-            Explanation::new(PendingReason::WaitingForPreemption { victims: n }),
-            out,
-        );
+        if n == 0 {
+            self.try_complete_claim(key, now, out);
+        } else {
+            let e = Explanation::new(PendingReason::WaitingForPreemption { victims: n });
+            self.explain(id, Arc::new(e), out);
+        }
     }
 
     /// Releases a preemptor's claim; it goes back to plain pending.
@@ -1700,6 +1879,10 @@ impl Engine {
         let key = self.wl(id).key(id);
         self.preempting.remove(&key);
         self.cqs[h.cq].preempting -= 1;
+        if self.cqs[h.cq].pending.contains(&key) {
+            self.cqs[h.cq].loose.insert(key.clone());
+            self.cqs[h.cq].fresh.insert(key.clone());
+        }
         for &(fr, amount) in &h.usage {
             if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
                 self.add_usage(h.cq, slot, 0, -amount);
@@ -1864,6 +2047,7 @@ impl Engine {
             state: State::Pending,
             cq: None,
             explanation: None,
+            shaped: false,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -1898,9 +2082,10 @@ impl Engine {
             Ok(cq) => {
                 self.unresolved.remove(&id);
                 let key = self.wl(id).key(id);
-                self.wl_mut(id).cq = Some(cq);
-                self.cqs[cq].pending.insert(key.clone());
-                self.cqs[cq].fresh.insert(key);
+                let wl = self.wl_mut(id);
+                wl.cq = Some(cq);
+                wl.shaped = false;
+                self.cqs[cq].insert_pending(key);
                 self.dirty.insert(cq);
             }
             Err(reason) => {
@@ -1918,14 +2103,16 @@ impl Engine {
     fn unqueue(&mut self, id: WlId) {
         let key = self.wl(id).key(id);
         if let Some(cq) = self.wl(id).cq {
+            let shape = self.wl(id).shape;
             let q = &mut self.cqs[cq];
-            q.pending.remove(&key);
-            q.fresh.remove(&key);
+            q.remove_pending(&key, shape);
             if q.spec.strategy == QueueingStrategy::StrictFifo {
                 self.wake_queue(cq);
             }
         }
-        self.wl_mut(id).cq = None;
+        let wl = self.wl_mut(id);
+        wl.cq = None;
+        wl.shaped = false;
         self.unresolved.remove(&id);
     }
 
@@ -1941,20 +2128,86 @@ impl Engine {
 
     fn note(&mut self, id: WlId, e: Explanation) {
         let wl = self.wl_mut(id);
-        if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
+        if wl.explanation.as_deref().is_none_or(|old| !old.same_reason(&e)) {
             self.buffered_notes.insert(id);
         }
-        self.wl_mut(id).explanation = Some(e);
+        self.wl_mut(id).explanation = Some(Arc::new(e));
     }
 
-    fn explain(&mut self, id: WlId, e: Explanation, out: &mut Cycle) {
+    /// What a pending workload is told: its own explanation, or its
+    /// queue's for its shape when parked by shape.
+    fn current_explanation(&self, id: WlId) -> Option<&Arc<Explanation>> {
+        let wl = self.wl(id);
+        if wl.shaped {
+            return self.shape_expl.get(&(wl.cq?, wl.shape));
+        }
+        wl.explanation.as_ref()
+    }
+
+    /// Records why a workload waits, and reports it when the reason changed.
+    /// Explanations are shared: re-explaining the same one is a pointer
+    /// comparison.
+    fn explain(&mut self, id: WlId, e: Arc<Explanation>, out: &mut Cycle) {
+        if let Some(old) = self.current_explanation(id) {
+            if Arc::ptr_eq(old, &e) {
+                return;
+            }
+            if old.same_reason(&e) {
+                self.own_explanation(id, e);
+                return;
+            }
+        }
+        out.pending_changed
+            .push((self.wl(id).uid.clone(), Explanation::clone(&e)));
+        self.buffered_notes.remove(&id);
+        self.own_explanation(id, e);
+    }
+
+    fn own_explanation(&mut self, id: WlId, e: Arc<Explanation>) {
         let wl = self.wls[id].as_mut().expect("live workload");
-        let changed = wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e));
-        if changed {
-            out.pending_changed.push((wl.uid.clone(), e.clone()));
+        wl.explanation = Some(e);
+        if wl.shaped {
+            wl.shaped = false;
+            let (key, shape, cq) = (wl.key(id), wl.shape, wl.cq.expect("shaped workloads are queued"));
+            let q = &mut self.cqs[cq];
+            q.take_off_lists(&key, shape);
+            q.loose.insert(key);
+        }
+    }
+
+    /// Sets why workloads of a shape wait in a queue; when the reason
+    /// changed, every workload parked under it is told.
+    fn set_shape_explanation(&mut self, cq: CqId, shape: u32, e: Arc<Explanation>, out: &mut Cycle) {
+        let old = self.shape_expl.insert((cq, shape), e.clone());
+        if old.is_some_and(|o| !o.same_reason(&e))
+            && let Some(members) = self.cqs[cq].shaped.get(&shape)
+        {
+            for key in members {
+                out.pending_changed.push((key.uid.clone(), Explanation::clone(&e)));
+            }
+        }
+    }
+
+    /// Parks a workload under its queue's explanation for its shape.
+    fn park_shaped(&mut self, cq: CqId, id: WlId, out: &mut Cycle) {
+        let wl = self.wl(id);
+        if wl.shaped {
+            return;
+        }
+        let shape = wl.shape;
+        let e = self.shape_expl[&(cq, shape)].clone();
+        if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
+            out.pending_changed.push((wl.uid.clone(), Explanation::clone(&e)));
             self.buffered_notes.remove(&id);
         }
-        wl.explanation = Some(e);
+        let wl = self.wls[id].as_mut().expect("live workload");
+        wl.explanation = None;
+        wl.shaped = true;
+        let key = wl.key(id);
+        let q = &mut self.cqs[cq];
+        q.loose.remove(&key);
+        q.fresh.remove(&key);
+        q.shaped.entry(shape).or_default().insert(key);
     }
 
     fn wake_queue(&mut self, cq: CqId) {
@@ -1988,7 +2241,7 @@ impl Engine {
         self.cohorts.push(Cohort {
             members: BTreeSet::new(),
             pools: Vec::new(),
-            pool_of: HashMap::new(),
+            pool_of: FastMap::default(),
         });
         self.cohort_by_name.insert(name.to_string(), id);
         id
@@ -2029,9 +2282,9 @@ impl Engine {
     fn rebuild_slots(&mut self, cq: CqId, spec: &ClusterQueueSpec) {
         let old: Vec<Slot> = std::mem::take(&mut self.cqs[cq].slots);
         let mut slots: Vec<Slot> = Vec::new();
-        let mut slot_of: HashMap<FrKey, usize> = HashMap::new();
+        let mut slot_of: FastMap<FrKey, usize> = FastMap::default();
         let mut groups = Vec::with_capacity(spec.resource_groups.len());
-        let mut group_of = HashMap::new();
+        let mut group_of = FastMap::default();
         for (gi, g) in spec.resource_groups.iter().enumerate() {
             let resources: Vec<ResId> = g.covered_resources.iter().map(|r| self.resources.intern(r)).collect();
             for &r in &resources {
@@ -2166,6 +2419,45 @@ impl Engine {
         }
         if let Some(((cq, fr), a)) = usage.into_iter().chain(claimed).find(|(_, a)| *a != 0) {
             return Err(format!("queue {} holds {a} of {fr:?} with no slot", self.cqs[cq].name));
+        }
+        for (ci, q) in self.cqs.iter().enumerate() {
+            let shaped: usize = q.shaped.values().map(|s| s.len()).sum();
+            let preempting = q
+                .pending
+                .iter()
+                .filter(|k| matches!(self.wl(k.id).state, State::Preempting(_)))
+                .count();
+            if q.pending.len() != q.loose.len() + shaped + preempting || preempting != q.preempting {
+                return Err(format!(
+                    "queue {}: {} pending but {} loose + {} shaped + {} preempting (counter {})",
+                    q.name,
+                    q.pending.len(),
+                    q.loose.len(),
+                    shaped,
+                    preempting,
+                    q.preempting
+                ));
+            }
+            for k in &q.loose {
+                let wl = self.wl(k.id);
+                if wl.shaped || wl.cq != Some(ci) || !q.pending.contains(k) {
+                    return Err(format!("queue {}: loose {} is shaped or elsewhere", q.name, k.uid));
+                }
+            }
+            for (shape, set) in &q.shaped {
+                for k in set {
+                    let wl = self.wl(k.id);
+                    if !wl.shaped || wl.shape != *shape || !q.pending.contains(k) {
+                        return Err(format!("queue {}: shaped {} inconsistent", q.name, k.uid));
+                    }
+                    if !self.shape_expl.contains_key(&(ci, *shape)) {
+                        return Err(format!(
+                            "queue {}: shape {shape} has members but no explanation",
+                            q.name
+                        ));
+                    }
+                }
+            }
         }
         for (c, cohort) in self.cohorts.iter().enumerate() {
             let mut sums = vec![(0, 0); cohort.pools.len()];

@@ -175,6 +175,8 @@ struct Run {
     /// Admitted and not since released: uid -> (queue, usage by (flavor, resource)).
     holding: HashMap<String, (usize, BTreeMap<(String, String), Amount>)>,
     evicting: BTreeSet<String>,
+    /// The last explanation reported for each workload.
+    reported: HashMap<String, Explanation>,
 }
 
 impl Run {
@@ -204,6 +206,7 @@ impl Run {
             log: Vec::new(),
             holding: HashMap::new(),
             evicting: BTreeSet::new(),
+            reported: HashMap::new(),
         }
     }
 
@@ -417,6 +420,24 @@ impl Run {
         prop_assert!(c.evicted.is_empty(), "no stop policies in this test");
         for (uid, e) in &c.pending_changed {
             self.log.push(format!("pending {uid} {e}"));
+            self.reported.insert(uid.to_string(), e.clone());
+        }
+        // Reporting is complete: whatever a pending workload is told now has
+        // the reason last reported for it.
+        for uid in &self.uids {
+            if self.engine.workload_state(uid) != Some(WorkloadState::Pending) {
+                continue;
+            }
+            if let Some(now) = self.engine.explanation(uid) {
+                let last = self.reported.get(uid);
+                prop_assert!(
+                    last.is_some_and(|l| l.same_reason(now)),
+                    "{} is told '{}' but was last reported '{}'",
+                    uid,
+                    now,
+                    last.map(|l| l.to_string()).unwrap_or_default()
+                );
+            }
         }
         Ok(())
     }

@@ -1074,3 +1074,27 @@ fn moving_a_queue_between_cohorts_moves_its_quota() {
     w.add(wl("c-borrows").queue("c").pods(1, &[(GPU, 8)]));
     assert_eq!(admitted(&w.cycle(1)), ["c-borrows"]);
 }
+
+#[test]
+fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
+    let mut w = World::new(vec![
+        cq("owner")
+            .cohort("co")
+            .quota("a100", vec![q(GPU, 4)])
+            .reclaim(ReclaimWithinCohort::Any),
+        cq("borrower").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    // b-big goes first (higher priority) and borrows owner's 4 GPUs; then
+    // o-small, within owner's nominal quota, reclaims them.
+    w.add(wl("b-big").queue("borrower").prio(100).pods(1, &[(GPU, 8)]));
+    w.add(wl("o-small").queue("owner").prio(50).pods(1, &[(GPU, 4)]));
+    let c = w.cycle(0);
+    assert_eq!(
+        admitted(&c),
+        ["o-small"],
+        "b-big's admission was never applied: withdrawn"
+    );
+    assert!(c.preempted.is_empty(), "nothing to evict");
+    assert_eq!(w.state("b-big"), WorkloadState::Pending);
+    assert_eq!(w.used("borrower", "a100", GPU), 0);
+}

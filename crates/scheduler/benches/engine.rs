@@ -1,0 +1,230 @@
+//! The engine's performance targets (on the 2-core development machine):
+//! 1. Kueue's baseline shape drained to completion: >= 200 000 admissions/s.
+//! 2. A full cycle over 50 000 pending workloads in 1 000 queues: <= 50 ms.
+//! 3. One finish in a full cluster, then the next cycle: <= 1 ms.
+//! 4. A preemption-heavy mix: cost per preemption round.
+//!
+//! `cargo bench -p sluice-scheduler` runs them; figures go in the issue note.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use sluice_scheduler::*;
+
+const CPU: &str = "cpu";
+
+fn queue(name: &str, cohort: &str, nominal: i64, borrowing: Option<i64>) -> ClusterQueueSpec {
+    ClusterQueueSpec {
+        name: name.to_string(),
+        cohort: Some(cohort.to_string()),
+        resource_groups: vec![ResourceGroupSpec {
+            covered_resources: vec![CPU.into()],
+            flavors: vec![FlavorQuotaSpec {
+                flavor: "default".into(),
+                resources: vec![ResourceQuotaSpec {
+                    resource: CPU.into(),
+                    nominal: nominal * 1000,
+                    borrowing_limit: borrowing.map(|b| b * 1000),
+                    lending_limit: None,
+                }],
+            }],
+        }],
+        preemption: PreemptionPolicy {
+            within_cluster_queue: WithinClusterQueue::LowerPriority,
+            reclaim_within_cohort: ReclaimWithinCohort::Any,
+            borrow_within_cohort: BorrowWithinCohort::Never,
+        },
+        ..Default::default()
+    }
+}
+
+fn workload(uid: String, lq: &str, cpu: i64, priority: i32, t: Millis) -> WorkloadSpec {
+    WorkloadSpec {
+        name: uid.clone(),
+        uid,
+        local_queue: lq.to_string(),
+        priority,
+        queue_order_time: t,
+        pod_sets: vec![PodSetSpec {
+            name: "main".into(),
+            count: 1,
+            requests: BTreeMap::from([(CPU.to_string(), cpu * 1000)]),
+            ..Default::default()
+        }],
+    }
+}
+
+/// `cohorts` × `per_cohort` queues of 20 CPU (borrowing limit 100) and, per
+/// queue, Kueue's small/medium/large mix scaled to `per_queue` workloads
+/// (350:100:50).
+fn kueue_world(cohorts: usize, per_cohort: usize, per_queue: usize) -> Engine {
+    let mut e = Engine::new();
+    e.upsert_flavor(FlavorSpec {
+        name: "default".into(),
+        ..Default::default()
+    });
+    let (small, medium) = (per_queue * 350 / 500, per_queue * 100 / 500);
+    let mut t = 0;
+    for c in 0..cohorts {
+        for q in 0..per_cohort {
+            let name = format!("cq-{c}-{q}");
+            e.upsert_cluster_queue(queue(&name, &format!("cohort-{c}"), 20, Some(100)));
+            let lq = format!("ns/{name}");
+            e.upsert_local_queue(LocalQueueSpec {
+                key: lq.clone(),
+                cluster_queue: name.clone(),
+                ..Default::default()
+            });
+            for i in 0..per_queue {
+                let (cpu, prio) = if i < small {
+                    (1, 50)
+                } else if i < small + medium {
+                    (5, 100)
+                } else {
+                    (20, 200)
+                };
+                t += 1;
+                e.add_workload(workload(format!("{name}-{i}"), &lq, cpu, prio, t))
+                    .unwrap();
+            }
+        }
+    }
+    e
+}
+
+/// Admits, finishes everything admitted, repeats until all are done.
+/// Returns the number of admissions.
+fn drain(e: &mut Engine) -> usize {
+    let mut now = 0;
+    let mut total = 0;
+    loop {
+        now += 1;
+        let c = e.schedule(now);
+        if c.admitted.is_empty() && c.preempted.is_empty() {
+            return total;
+        }
+        total += c.admitted.len();
+        for p in &c.preempted {
+            e.eviction_complete(&p.victim, now).unwrap();
+        }
+        for a in &c.admitted {
+            e.finish(&a.uid).unwrap();
+        }
+    }
+}
+
+fn baseline_drain(c: &mut Criterion) {
+    let mut g = c.benchmark_group("kueue_baseline");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(15_000));
+    g.bench_function("drain_15000_admissions", |b| {
+        b.iter_batched(
+            || kueue_world(5, 6, 500),
+            |mut e| assert_eq!(black_box(drain(&mut e)), 15_000),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+fn full_cycle_50k(c: &mut Criterion) {
+    let mut g = c.benchmark_group("large_scale");
+    g.sample_size(10);
+    g.bench_function("first_cycle_50000_pending_1000_queues", |b| {
+        b.iter_batched(
+            || kueue_world(10, 100, 50),
+            |mut e| black_box(e.schedule(1)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+fn incremental_cycle(c: &mut Criterion) {
+    let mut g = c.benchmark_group("incremental");
+    // A full cluster: 1 000 queues, 50 000 workloads, quota exhausted.
+    let mut e = kueue_world(10, 100, 50);
+    let first = e.schedule(1);
+    let mut admitted: Vec<String> = first.admitted.iter().map(|a| a.uid.to_string()).collect();
+    let pending_left = e.workload_count() - admitted.len();
+    eprintln!("incremental: {} admitted, {pending_left} pending", admitted.len());
+    let mut now = 2;
+    g.bench_function("finish_one_then_cycle_in_full_cluster", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                now += 1;
+                let uid = admitted.swap_remove(0);
+                let start = Instant::now();
+                e.finish(&uid).unwrap();
+                let c = e.schedule(now);
+                spent += start.elapsed();
+                admitted.extend(c.admitted.iter().map(|a| a.uid.to_string()));
+                e.remove_workload(&uid).unwrap();
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+fn preemption_heavy(c: &mut Criterion) {
+    let mut g = c.benchmark_group("preemption");
+    g.sample_size(10);
+    // 30 queues in 5 cohorts full of low-priority 1-CPU work (each queue
+    // borrows); 300 high-priority 5-CPU workloads arrive and preempt.
+    g.bench_function("300_preemptors_in_30_full_queues", |b| {
+        b.iter_batched(
+            || {
+                let mut e = kueue_world(5, 6, 0);
+                let mut t = 0;
+                for c in 0..5 {
+                    for q in 0..6 {
+                        let lq = format!("ns/cq-{c}-{q}");
+                        for i in 0..40 {
+                            t += 1;
+                            e.add_workload(workload(format!("low-{c}-{q}-{i}"), &lq, 1, 10, t))
+                                .unwrap();
+                        }
+                    }
+                }
+                let first = e.schedule(1);
+                assert_eq!(first.admitted.len(), 600, "5 cohorts × 120 CPU");
+                for c in 0..5 {
+                    for q in 0..6 {
+                        let lq = format!("ns/cq-{c}-{q}");
+                        for i in 0..10 {
+                            t += 1;
+                            e.add_workload(workload(format!("high-{c}-{q}-{i}"), &lq, 5, 100, t))
+                                .unwrap();
+                        }
+                    }
+                }
+                e
+            },
+            |mut e| {
+                let c = e.schedule(2);
+                let victims = c.preempted.len();
+                for p in &c.preempted {
+                    e.eviction_complete(&p.victim, 3).unwrap();
+                }
+                let c2 = e.schedule(3);
+                assert!(victims > 0 && !c2.admitted.is_empty());
+                black_box((victims, c2.admitted.len()))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    baseline_drain,
+    full_cycle_50k,
+    incremental_cycle,
+    preemption_heavy
+);
+criterion_main!(benches);
