@@ -163,6 +163,9 @@ struct Known {
     admitted_at: Option<Millis>,
 }
 
+/// Usage by (flavor, resource).
+type Usage = BTreeMap<(String, String), Amount>;
+
 struct Run {
     engine: Engine,
     queues: Vec<QueueGen>,
@@ -173,7 +176,7 @@ struct Run {
     /// Every decision, for the determinism check.
     log: Vec<String>,
     /// Admitted and not since released: uid -> (queue, usage by (flavor, resource)).
-    holding: HashMap<String, (usize, BTreeMap<(String, String), Amount>)>,
+    holding: HashMap<String, (usize, Usage)>,
     evicting: BTreeSet<String>,
     /// The last explanation reported for each workload.
     reported: HashMap<String, Explanation>,
