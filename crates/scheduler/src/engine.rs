@@ -390,8 +390,10 @@ pub struct Engine {
     /// workloads), reported by the next cycle.
     buffered_evictions: Vec<Eviction>,
     buffered_notes: BTreeSet<WlId>,
-    /// Workloads admitted by the cycle in progress.
-    admitted_now: BTreeSet<WlId>,
+    /// Workloads admitted by the cycle in progress, with their index in its
+    /// output, and the indices of admissions withdrawn in the same cycle.
+    admitted_now: FastMap<WlId, usize>,
+    withdrawn: Vec<usize>,
     /// LocalQueues with a stop policy (most clusters have none: fast path).
     stopped_local_queues: usize,
     /// Why parked workloads of a (queue, shape) wait.
@@ -441,7 +443,8 @@ impl Engine {
             shapes: HashMap::new(),
             buffered_evictions: Vec::new(),
             buffered_notes: BTreeSet::new(),
-            admitted_now: BTreeSet::new(),
+            admitted_now: FastMap::default(),
+            withdrawn: Vec::new(),
             stopped_local_queues: 0,
             shape_expl: FastMap::default(),
             blocked_expl: Arc::new(Explanation::new(PendingReason::BlockedByHead)),
@@ -909,6 +912,20 @@ impl Engine {
         }
         out.next_wakeup = self.timers.first().map(|(t, _)| *t);
         self.admitted_now.clear();
+        if !self.withdrawn.is_empty() {
+            self.withdrawn.sort_unstable();
+            let mut next = 0;
+            let mut index = 0;
+            out.admitted.retain(|_| {
+                let keep = self.withdrawn.get(next) != Some(&index);
+                if !keep {
+                    next += 1;
+                }
+                index += 1;
+                keep
+            });
+            self.withdrawn.clear();
+        }
         out
     }
 
@@ -1543,14 +1560,6 @@ impl Engine {
                 }
             }
         }
-        candidates.sort_by(|a, b| {
-            (!a.in_borrowing_queue, a.priority, Reverse(a.admitted_at), &a.uid).cmp(&(
-                !b.in_borrowing_queue,
-                b.priority,
-                Reverse(b.admitted_at),
-                &b.uid,
-            ))
-        });
         // First without borrowing (reclaiming what the cohort borrowed), then
         // borrowing (preempting lower-priority work elsewhere to borrow).
         let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal);
@@ -1603,10 +1612,17 @@ impl Engine {
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
         let mut fits = false;
-        for (i, c) in candidates.iter().enumerate() {
-            if !allowed(c) {
-                continue;
-            }
+        // Victim order: borrowing queues first, then lower priority, then most
+        // recently admitted, then UID. The pass usually stops after a few, so
+        // the order comes lazily from a heap instead of a full sort.
+        let mut order: BinaryHeap<Reverse<(bool, i32, Reverse<Millis>, &Arc<str>, usize)>> = candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| allowed(c))
+            .map(|(i, c)| Reverse((!c.in_borrowing_queue, c.priority, Reverse(c.admitted_at), &c.uid, i)))
+            .collect();
+        while let Some(Reverse((.., i))) = order.pop() {
+            let c = &candidates[i];
             // Take from another queue only while it still borrows.
             if c.cq != cq && !self.queue_borrows_any(c.cq, &frs, Some(&ov)) {
                 continue;
@@ -1778,6 +1794,7 @@ impl Engine {
         let wl = self.wls[id].as_mut().expect("live workload");
         wl.explanation = None;
         wl.shaped = false;
+        self.admitted_now.insert(id, out.admitted.len());
         out.admitted.push(Admission {
             uid: wl.uid.clone(),
             cluster_queue: self.cqs[cq].name.clone(),
@@ -1786,7 +1803,6 @@ impl Engine {
         });
         wl.state = State::Admitted(Box::new(holding));
         self.cqs[cq].admitted.insert(id);
-        self.admitted_now.insert(id);
     }
 
     fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
@@ -1820,7 +1836,8 @@ impl Engine {
         let preemptor_cq = self.cqs[cq].name.clone();
         let mut retracted = Vec::new();
         for (v, reason) in &victims {
-            if self.admitted_now.remove(v) {
+            if let Some(index) = self.admitted_now.remove(v) {
+                self.withdrawn.push(index);
                 // Admitted earlier in this same cycle: nothing was applied
                 // yet, so the admission is withdrawn instead of evicted.
                 retracted.push(*v);
@@ -1849,8 +1866,6 @@ impl Engine {
             });
         }
         for v in retracted {
-            let uid = self.wl(v).uid.clone();
-            out.admitted.retain(|a| a.uid != uid);
             self.release(v);
             self.wl_mut(v).state = State::Pending;
             self.enqueue(v);
