@@ -404,6 +404,10 @@ pub struct Engine {
     held_expl: [Arc<Explanation>; 2],
 }
 
+/// Victim order key: not in a borrowing queue, priority, newest admission
+/// first, UID, and the candidate's index.
+type VictimKey<'a> = (bool, i32, Reverse<Millis>, &'a Arc<str>, usize);
+
 /// Per resource group a pod set needs: (group, [(position in group, amount)]).
 type GroupNeeds = Vec<(usize, Vec<(usize, Amount)>)>;
 /// Per (pod set, group): flavors that could hold it, in preference order.
@@ -1615,7 +1619,7 @@ impl Engine {
         // Victim order: borrowing queues first, then lower priority, then most
         // recently admitted, then UID. The pass usually stops after a few, so
         // the order comes lazily from a heap instead of a full sort.
-        let mut order: BinaryHeap<Reverse<(bool, i32, Reverse<Millis>, &Arc<str>, usize)>> = candidates
+        let mut order: BinaryHeap<Reverse<VictimKey<'_>>> = candidates
             .iter()
             .enumerate()
             .filter(|(_, c)| allowed(c))
