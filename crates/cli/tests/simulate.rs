@@ -82,6 +82,7 @@ fn utilisation(r: &Report, queue: &str) -> f64 {
 /// - a: 8 GPUs at 0 for 10m → runs 0–10m, waits 0.
 /// - b: 4 GPUs at 1m for 5m and c: 4 GPUs at 2m for 5m → both fit once a
 ///   finishes: admitted together at 10m (waits 9m and 8m), finish at 15m.
+///
 /// Waits sorted [0, 8m, 9m]: mean 17m/3 = 5m40s, p50 (rank ⌈1.5⌉ = 2) 8m,
 /// p95 (rank ⌈2.85⌉ = 3) 9m, max 9m. Utilisation: 8 GPUs in use for all
 /// 15 minutes = 100 %.
@@ -123,6 +124,7 @@ fn golden_fifo_on_one_queue() {
 ///   11m (wait 1m) and finishes at 21m. big requeues but needs 8 and only 4
 ///   are free until 21m: re-admitted at 21m (its wait stays 0: time to
 ///   *first* admission), finishes at 81m = the makespan.
+///
 /// Utilisation over 81m: lender 4×10 / (4×81) = 12.3 %; borrower holds 8
 /// over [0,11m] and [21m,81m] = 568 GPU·min / (4×81) = 175.3 %, of which
 /// 4×11 + 4×60 = 284 is above nominal: borrowed share 50 %. Cluster:

@@ -134,11 +134,15 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let elapsed = started.elapsed();
     let report = report::build(&scenario.name, &opts, &result);
 
-    if json {
-        let text = serde_json::to_string_pretty(&report).context("serializing the report")?;
-        println!("{text}");
+    let text = if json {
+        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
     } else {
-        print!("{}", report::table::render(&report));
+        report::table::render(&report)
+    };
+    // A closed pipe (`| head`) is not an error worth a panic.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing to stdout"),
+        _ => {}
     }
     if let Some(path) = html {
         std::fs::write(&path, report::html::render(&report, &result))

@@ -615,12 +615,16 @@ fn gantt(out: &mut String, r: &SimResult, unit: TimeUnit) {
         };
         let _ = write!(
             out,
-            r#"<text x="{:.1}" y="{:.1}" class="lane" text-anchor="end">{}<tspan class="muted">{} · {} pods</tspan></text>"#,
+            r#"<text x="{:.1}" y="{:.1}" class="lane" text-anchor="end">{}<tspan class="muted">{} · {}</tspan></text>"#,
             p.left - 8.0,
             y + 13.0,
             esc(short_name(&w.name)),
             esc(&size),
-            w.pods()
+            if w.pods() == 1 {
+                "1 pod".to_string()
+            } else {
+                format!("{} pods", w.pods())
+            }
         );
         let color = queue_color.get(&*rec.cluster_queue).copied().unwrap_or("#4b5563");
         // Waiting from arrival (or the previous eviction) to the next start.
@@ -890,11 +894,28 @@ pub fn render(report: &Report, r: &SimResult) -> String {
 
     let mut resources: Vec<String> = t.resources.iter().map(|x| x.resource.clone()).collect();
     resources.sort_by(|a, b| resource_order(a, b));
-    out.push_str(r#"<h2>Cluster queues</h2><p class="lede">Utilisation is mean use ÷ nominal quota over the run (above 100% means borrowing); borrowed is the share of use above nominal.</p>"#);
+    let by_cohort = report.cluster_queues.len() > 40 && !report.cohorts.is_empty();
+    let _ = write!(
+        out,
+        r#"<h2>{}</h2><p class="lede">Utilisation is mean use ÷ nominal quota over the run (above 100% means borrowing); borrowed is the share of use above nominal.{}</p>"#,
+        if by_cohort { "Cohorts" } else { "Cluster queues" },
+        if by_cohort {
+            format!(
+                " {} cluster queues are grouped by cohort here; per-queue figures are in the JSON output.",
+                report.cluster_queues.len()
+            )
+        } else {
+            String::new()
+        }
+    );
     table(
         &mut out,
-        "cluster queue",
-        &report.cluster_queues,
+        if by_cohort { "cohort" } else { "cluster queue" },
+        if by_cohort {
+            &report.cohorts
+        } else {
+            &report.cluster_queues
+        },
         Some(&report.totals),
         &resources,
     );

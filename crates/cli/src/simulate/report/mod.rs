@@ -37,6 +37,8 @@ pub struct Report {
     pub api_writes: ApiWrites,
     pub totals: Group,
     pub cluster_queues: Vec<Group>,
+    /// Per cohort (queues without a cohort are left out).
+    pub cohorts: Vec<Group>,
     pub classes: Vec<Group>,
 }
 
@@ -222,9 +224,15 @@ impl Tally {
 pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
     let mut by_queue: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut by_class: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut by_cohort: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut total = Tally::default();
+    let mut cohort_of: BTreeMap<&str, &str> = BTreeMap::new();
     for q in &r.queues {
         by_queue.entry(q.name.as_str()).or_default();
+        if let Some(c) = &q.cohort {
+            cohort_of.insert(q.name.as_str(), c.as_str());
+            by_cohort.entry(c.as_str()).or_default();
+        }
     }
     for (w, rec) in r.workloads.iter().zip(&r.records) {
         by_queue.entry(&rec.cluster_queue).or_default();
@@ -248,26 +256,51 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         apply(by_queue.get_mut(&*rec.cluster_queue).expect("inserted above"));
         apply(by_class.get_mut(w.class.as_str()).expect("inserted above"));
         apply(&mut total);
+        if let Some(c) = cohort_of.get(&*rec.cluster_queue) {
+            apply(by_cohort.get_mut(c).expect("inserted above"));
+        }
     }
 
     let mut all: BTreeMap<String, Integrals> = BTreeMap::new();
+    let mut per_cohort: BTreeMap<&str, BTreeMap<String, Integrals>> = BTreeMap::new();
     let mut cluster_queues = Vec::new();
     for q in &r.queues {
         let mut acc = BTreeMap::new();
         queue_integrals(q, r.end, &mut acc);
         for (res, i) in &acc {
-            let e = all.entry(res.clone()).or_default();
-            e.nominal += i.nominal;
-            e.used += i.used;
-            e.borrowed += i.borrowed;
+            let mut targets = vec![all.entry(res.clone()).or_default()];
+            if let Some(c) = &q.cohort {
+                targets.push(
+                    per_cohort
+                        .entry(c.as_str())
+                        .or_default()
+                        .entry(res.clone())
+                        .or_default(),
+                );
+            }
+            for e in targets {
+                e.nominal += i.nominal;
+                e.used += i.used;
+                e.borrowed += i.borrowed;
+            }
         }
         let tally = by_queue.remove(q.name.as_str()).unwrap_or_default();
         cluster_queues.push(tally.into_group(q.name.clone(), q.cohort.clone(), resources_out(&acc, r.end)));
     }
     // Cluster peak per resource: replay all samples in time order.
-    for (res, peak) in cluster_peaks(&r.queues) {
+    for (res, peak) in cluster_peaks(r.queues.iter()) {
         all.entry(res).or_default().peak = peak;
     }
+    let cohorts = by_cohort
+        .into_iter()
+        .map(|(name, t)| {
+            let mut acc = per_cohort.remove(name).unwrap_or_default();
+            for (res, peak) in cluster_peaks(r.queues.iter().filter(|q| q.cohort.as_deref() == Some(name))) {
+                acc.entry(res).or_default().peak = peak;
+            }
+            t.into_group(name.to_string(), None, resources_out(&acc, r.end))
+        })
+        .collect();
     // Borrowing moves quota between queues, so it is not "borrowed" for the
     // cluster as a whole: report the queues' sum, which says how much work
     // ran on lent quota.
@@ -297,12 +330,14 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         },
         totals,
         cluster_queues,
+        cohorts,
         classes,
     }
 }
 
 /// Largest cluster-wide use of each resource at any instant.
-fn cluster_peaks(queues: &[QueueSeries]) -> BTreeMap<String, i64> {
+fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>) -> BTreeMap<String, i64> {
+    let queues: Vec<&QueueSeries> = queues.collect();
     // (time, queue, slot, value) events; replay keeping each slot's value.
     let mut points: Vec<(Millis, usize, usize, i64)> = Vec::new();
     for (qi, q) in queues.iter().enumerate() {

@@ -5,6 +5,9 @@ use std::fmt::Write as _;
 use super::{Group, Report, resource_order};
 use crate::simulate::units::format_duration;
 
+/// Above this many cluster queues the table shows cohorts instead.
+const MAX_QUEUE_ROWS: usize = 40;
+
 /// Right-aligned columns except the first; two spaces between columns.
 struct Table {
     header: Vec<String>,
@@ -129,8 +132,27 @@ pub fn render(r: &Report) -> String {
     let wait_cols = ["wait mean", "p50", "p95", "max"];
     let count_cols = ["workloads", "admitted", "finished", "preempted", "pending"];
 
-    out.push_str("Cluster queues (utilisation = mean use ÷ nominal quota; borrowed = share of use above nominal)\n");
-    let mut header: Vec<String> = vec!["cluster queue".into()];
+    // Hundreds of queues do not make a readable table: show cohorts then.
+    let by_cohort = r.cluster_queues.len() > MAX_QUEUE_ROWS && !r.cohorts.is_empty();
+    let (title, first, groups) = if by_cohort {
+        (
+            format!(
+                "Cohorts ({} cluster queues: per-queue figures are in --json; utilisation = mean use ÷ nominal quota; borrowed = share of use above nominal)\n",
+                r.cluster_queues.len()
+            ),
+            "cohort",
+            &r.cohorts,
+        )
+    } else {
+        (
+            "Cluster queues (utilisation = mean use ÷ nominal quota; borrowed = share of use above nominal)\n"
+                .to_string(),
+            "cluster queue",
+            &r.cluster_queues,
+        )
+    };
+    out.push_str(&title);
+    let mut header: Vec<String> = vec![first.into()];
     header.extend(count_cols.iter().map(|s| s.to_string()));
     header.extend(wait_cols.iter().map(|s| s.to_string()));
     header.extend(resources.iter().map(|s| short_resource(s).to_string()));
@@ -156,7 +178,7 @@ pub fn render(r: &Report) -> String {
         row.push(pct(borrowed));
         row
     };
-    for g in &r.cluster_queues {
+    for g in groups {
         t.rows.push(queue_row(g));
     }
     t.rule();
