@@ -20,7 +20,7 @@ pub struct Cycle {
     /// Pending workloads whose reason for waiting changed (or was first set).
     /// Numbers inside a reason (free quota, deficit) refreshing do not count
     /// as a change, so a controller can write status only for these.
-    pub pending_changed: Vec<(Arc<str>, Explanation)>,
+    pub pending_changed: Vec<(Arc<str>, Arc<Explanation>)>,
     /// When the engine next wants a cycle even if nothing happens
     /// (a preemption protection or a requeue backoff expiring).
     pub next_wakeup: Option<Millis>,

@@ -911,7 +911,7 @@ impl Engine {
             if let Some(Some(wl)) = self.wls.get(id)
                 && let Some(e) = &wl.explanation
             {
-                out.pending_changed.push((wl.uid.clone(), Explanation::clone(e)));
+                out.pending_changed.push((wl.uid.clone(), e.clone()));
             }
         }
         out.next_wakeup = self.timers.first().map(|(t, _)| *t);
@@ -2176,8 +2176,7 @@ impl Engine {
                 return;
             }
         }
-        out.pending_changed
-            .push((self.wl(id).uid.clone(), Explanation::clone(&e)));
+        out.pending_changed.push((self.wl(id).uid.clone(), e.clone()));
         self.buffered_notes.remove(&id);
         self.own_explanation(id, e);
     }
@@ -2202,7 +2201,7 @@ impl Engine {
             && let Some(members) = self.cqs[cq].shaped.get(&shape)
         {
             for key in members {
-                out.pending_changed.push((key.uid.clone(), Explanation::clone(&e)));
+                out.pending_changed.push((key.uid.clone(), e.clone()));
             }
         }
     }
@@ -2216,7 +2215,7 @@ impl Engine {
         let shape = wl.shape;
         let e = self.shape_expl[&(cq, shape)].clone();
         if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
-            out.pending_changed.push((wl.uid.clone(), Explanation::clone(&e)));
+            out.pending_changed.push((wl.uid.clone(), e.clone()));
             self.buffered_notes.remove(&id);
         }
         let wl = self.wls[id].as_mut().expect("live workload");

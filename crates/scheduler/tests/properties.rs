@@ -423,7 +423,7 @@ impl Run {
         prop_assert!(c.evicted.is_empty(), "no stop policies in this test");
         for (uid, e) in &c.pending_changed {
             self.log.push(format!("pending {uid} {e}"));
-            self.reported.insert(uid.to_string(), e.clone());
+            self.reported.insert(uid.to_string(), Explanation::clone(e));
         }
         // Reporting is complete: whatever a pending workload is told now has
         // the reason last reported for it.
