@@ -1,9 +1,14 @@
 //! # sluice-controller
 //!
-//! The Kubernetes side of Sluice. Today it holds the [`adapter`] that turns
-//! `sluice.dev/v1alpha1` objects into the admission engine's model; the
-//! controller loop that watches Jobs and Workloads and applies the engine's
-//! decisions through the API server is being built on top of it.
+//! The Kubernetes side of Sluice: the [`adapter`] that turns
+//! `sluice.dev/v1alpha1` objects into the admission engine's model, the
+//! pure Job ↔ Workload functions in [`job`], and the controller that
+//! watches Jobs and Workloads and applies the engine's decisions through
+//! the API server.
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod job;
+
+#[cfg(test)]
+mod testing;

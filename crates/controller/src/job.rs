@@ -1,0 +1,352 @@
+//! Jobs ↔ Workloads, as pure functions.
+//!
+//! - [`workload_for_job`]: the Workload a queued Job gets (name
+//!   `job-<job>`, controller owner reference, one pod set `main` of
+//!   `parallelism` pods with the Job's template, queue from the label,
+//!   priority resolved by [`resolve_priority`]).
+//! - [`injection_patch`]: the JSON merge patch that puts the admitted
+//!   flavors' node labels and tolerations into a suspended Job's template
+//!   and unsuspends it. The Job's original `nodeSelector`/`tolerations` are
+//!   stored first in the [`ORIGINAL_SCHEDULING`] annotation, so that
+//!   [`restoration_patch`] puts back exactly what the user wrote, even after
+//!   a controller restart.
+//!
+//! Merge patches (RFC 7386) are used for Jobs rather than server-side apply:
+//! `tolerations` is an atomic list owned by the user, and restoring it means
+//! replacing it with the recorded original, which a merge patch says
+//! directly.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sluice_api::labels;
+use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+
+/// Job annotation holding the template's `nodeSelector` and `tolerations`
+/// as they were before Sluice injected a flavor's (JSON of
+/// [`SchedulingDirectives`]). Present exactly while injected directives may
+/// be in the template.
+pub const ORIGINAL_SCHEDULING: &str = "sluice.dev/original-scheduling";
+
+/// Name of the pod set a Job's Workload has.
+pub const MAIN_POD_SET: &str = "main";
+
+/// Why a Job cannot be turned into a Workload or patched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("{field}: must be set")]
+    Missing { field: &'static str },
+    #[error("the Job has no queue label ({})", labels::QUEUE)]
+    NotQueued,
+    #[error("spec.parallelism: {0} must be at least 1 for a queued Job")]
+    Parallelism(i32),
+    #[error("metadata.annotations[{ORIGINAL_SCHEDULING}]: not valid JSON of the original scheduling directives: {0}")]
+    BadAnnotation(String),
+}
+
+impl JobError {
+    /// Short label for metrics and event reasons.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            JobError::Missing { .. } => "job_missing_field",
+            JobError::NotQueued => "job_not_queued",
+            JobError::Parallelism(_) => "job_parallelism",
+            JobError::BadAnnotation(_) => "job_bad_annotation",
+        }
+    }
+}
+
+/// The name of the Workload of Job `job_name`.
+pub fn workload_name(job_name: &str) -> String {
+    format!("job-{job_name}")
+}
+
+/// The Job's priority and the WorkloadPriorityClass it came from:
+/// the `sluice.dev/priority-class` label's WorkloadPriorityClass value;
+/// else the template's `priorityClassName` looked up among
+/// scheduling.k8s.io PriorityClasses; else 0. A named class that does not
+/// exist counts as absent.
+pub fn resolve_priority(
+    job: &Job,
+    workload_class: impl Fn(&str) -> Option<i32>,
+    pod_class: impl Fn(&str) -> Option<i32>,
+) -> (i32, Option<String>) {
+    if let Some(name) = job.metadata.labels.as_ref().and_then(|l| l.get(labels::PRIORITY_CLASS))
+        && let Some(v) = workload_class(name)
+    {
+        return (v, Some(name.clone()));
+    }
+    let template_class = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.priority_class_name.as_deref());
+    (template_class.and_then(pod_class).unwrap_or(0), None)
+}
+
+/// The queue a Job is labelled with, if any.
+pub fn queue_of(job: &Job, kueue_compat: bool) -> Option<&str> {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| labels::queue_name(l, kueue_compat))
+}
+
+/// The Workload for a queued Job (without status).
+pub fn workload_for_job(
+    job: &Job,
+    kueue_compat: bool,
+    workload_class: impl Fn(&str) -> Option<i32>,
+    pod_class: impl Fn(&str) -> Option<i32>,
+) -> Result<Workload, JobError> {
+    let name = job
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(JobError::Missing { field: "metadata.name" })?;
+    let namespace = job.metadata.namespace.as_deref().ok_or(JobError::Missing {
+        field: "metadata.namespace",
+    })?;
+    let uid = job
+        .metadata
+        .uid
+        .as_deref()
+        .ok_or(JobError::Missing { field: "metadata.uid" })?;
+    let queue = queue_of(job, kueue_compat).ok_or(JobError::NotQueued)?;
+    let spec = job.spec.as_ref().ok_or(JobError::Missing { field: "spec" })?;
+    let parallelism = spec.parallelism.unwrap_or(1);
+    if parallelism < 1 {
+        return Err(JobError::Parallelism(parallelism));
+    }
+    let (priority, class) = resolve_priority(job, workload_class, pod_class);
+    let mut template = spec.template.clone();
+    // The template as the user wrote it: injected directives are not part
+    // of what the workload asks for.
+    if let Some(original) = stored_original(job)?
+        && let Some(pod) = template.spec.as_mut()
+    {
+        pod.node_selector = original.node_selector;
+        pod.tolerations = original.tolerations;
+    }
+    Ok(Workload {
+        metadata: ObjectMeta {
+            name: Some(workload_name(name)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: "Job".into(),
+                name: name.to_string(),
+                uid: uid.to_string(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets: vec![PodSet {
+                name: MAIN_POD_SET.into(),
+                count: parallelism,
+                min_count: None,
+                template,
+            }],
+            queue_name: queue.to_string(),
+            priority: Some(priority),
+            priority_class_name: class,
+            active: true,
+        },
+        status: None,
+    })
+}
+
+/// The name and uid of the Job that controls a Workload, if one does.
+pub fn owning_job(wl: &Workload) -> Option<(&str, &str)> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+        .map(|o| (o.name.as_str(), o.uid.as_str()))
+}
+
+/// A template's scheduling directives, as recorded in [`ORIGINAL_SCHEDULING`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingDirectives {
+    #[serde(default)]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+fn current_directives(job: &Job) -> SchedulingDirectives {
+    let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    SchedulingDirectives {
+        node_selector: pod.and_then(|p| p.node_selector.clone()),
+        tolerations: pod.and_then(|p| p.tolerations.clone()),
+    }
+}
+
+fn stored_original(job: &Job) -> Result<Option<SchedulingDirectives>, JobError> {
+    match job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+    {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str(raw)
+            .map(Some)
+            .map_err(|e| JobError::BadAnnotation(e.to_string())),
+    }
+}
+
+/// The directives the user wrote: from the annotation when Sluice already
+/// injected, else the template as it is.
+pub fn original_directives(job: &Job) -> Result<SchedulingDirectives, JobError> {
+    Ok(stored_original(job)?.unwrap_or_else(|| current_directives(job)))
+}
+
+/// The merge patch that admits a suspended Job onto `flavors`: records the
+/// original directives (unless already recorded), sets the template's
+/// nodeSelector to the original plus every flavor's node labels and its
+/// tolerations to the original plus the flavors' tolerations (no
+/// duplicates), and `spec.suspend: false`. Idempotent: applying it twice,
+/// or computing it again from the patched Job, gives the same Job.
+pub fn injection_patch(job: &Job, flavors: &[&ResourceFlavor]) -> Result<Value, JobError> {
+    let original = original_directives(job)?;
+    let current = current_directives(job);
+    let mut selector = original.node_selector.clone().unwrap_or_default();
+    let mut tolerations = original.tolerations.clone().unwrap_or_default();
+    for f in flavors {
+        for (k, v) in &f.spec.node_labels {
+            selector.insert(k.clone(), v.clone());
+        }
+        for t in &f.spec.tolerations {
+            if !tolerations.contains(t) {
+                tolerations.push(t.clone());
+            }
+        }
+    }
+    let recorded = serde_json::to_string(&original).expect("directives serialise");
+    let mut pod = serde_json::Map::new();
+    pod.insert(
+        "nodeSelector".into(),
+        selector_patch(current.node_selector.as_ref(), &selector),
+    );
+    pod.insert(
+        "tolerations".into(),
+        if tolerations.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_value(&tolerations).expect("tolerations serialise")
+        },
+    );
+    Ok(json!({
+        "metadata": {"annotations": {ORIGINAL_SCHEDULING: recorded}},
+        "spec": {"suspend": false, "template": {"spec": pod}},
+    }))
+}
+
+/// The merge patch that puts back the recorded original directives and
+/// drops the annotation; `None` when nothing was injected. It must be sent
+/// while the Job is suspended and has no `status.startTime` (the template
+/// is immutable otherwise).
+pub fn restoration_patch(job: &Job) -> Result<Option<Value>, JobError> {
+    let Some(original) = stored_original(job)? else {
+        return Ok(None);
+    };
+    let current = current_directives(job);
+    let target = original.node_selector.clone().unwrap_or_default();
+    let mut pod = serde_json::Map::new();
+    pod.insert(
+        "nodeSelector".into(),
+        selector_patch(current.node_selector.as_ref(), &target),
+    );
+    pod.insert(
+        "tolerations".into(),
+        match &original.tolerations {
+            Some(t) => serde_json::to_value(t).expect("tolerations serialise"),
+            None => Value::Null,
+        },
+    );
+    Ok(Some(json!({
+        "metadata": {"annotations": {ORIGINAL_SCHEDULING: null}},
+        "spec": {"template": {"spec": pod}},
+    })))
+}
+
+/// Merge patch of a map: `target`'s entries, and `null` for every current
+/// key that `target` lacks (the whole map is `null` when `target` is empty).
+fn selector_patch(current: Option<&BTreeMap<String, String>>, target: &BTreeMap<String, String>) -> Value {
+    if target.is_empty() {
+        return Value::Null;
+    }
+    let mut m = serde_json::Map::new();
+    for k in current.into_iter().flat_map(|c| c.keys()) {
+        if !target.contains_key(k) {
+            m.insert(k.clone(), Value::Null);
+        }
+    }
+    for (k, v) in target {
+        m.insert(k.clone(), Value::String(v.clone()));
+    }
+    Value::Object(m)
+}
+
+/// The merge patch that suspends a Job.
+pub fn suspend_patch() -> Value {
+    json!({"spec": {"suspend": true}})
+}
+
+/// The merge patch (for the `status` subresource) that clears a suspended
+/// Job's `startTime`, which makes its template mutable again.
+pub fn clear_start_time_patch() -> Value {
+    json!({"status": {"startTime": null}})
+}
+
+/// Whether the Job is suspended (an unset `suspend` means running).
+pub fn is_suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+}
+
+/// Whether the Job has started (`status.startTime` set): its template is
+/// immutable until that is cleared.
+pub fn has_started(job: &Job) -> bool {
+    job.status.as_ref().and_then(|s| s.start_time.as_ref()).is_some()
+}
+
+/// How a Job ended, if it did: `Some(true)` Complete, `Some(false)` Failed.
+pub fn finished(job: &Job) -> Option<bool> {
+    let conds = job.status.as_ref()?.conditions.as_ref()?;
+    for c in conds {
+        if c.status == "True" {
+            match c.type_.as_str() {
+                "Complete" => return Some(true),
+                "Failed" => return Some(false),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Number of the Job's pods that are ready (`status.ready`).
+pub fn ready_pods(job: &Job) -> i32 {
+    job.status.as_ref().and_then(|s| s.ready).unwrap_or(0)
+}
+
+/// Number of the Job's pods that still exist and are not terminated
+/// (`status.active`, which counts terminating pods until they are gone,
+/// plus `status.terminating` where the server reports it).
+pub fn live_pods(job: &Job) -> i32 {
+    let s = job.status.as_ref();
+    s.and_then(|s| s.active).unwrap_or(0) + s.and_then(|s| s.terminating).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+use super::*;
+use crate::testing::{fixture, job_fixture};
+use sluice_api::v1alpha1::ResourceFlavorSpec;
+
+fn flavor(name: &str, labels: &[(&str, &str)], tolerations: Value) -> ResourceFlavor {
+    ResourceFlavor {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: ResourceFlavorSpec {
+            node_labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            tolerations: serde_json::from_value(tolerations).unwrap(),
+            ..Default::default()
+        },
+    }
+}
+
+/// Applies a merge patch the way the API server does, and reads the Job back.
+fn patched(job: &Job, patch: &Value) -> Job {
+    let mut v = serde_json::to_value(job).unwrap();
+    json_patch::merge(&mut v, patch);
+    serde_json::from_value(v).unwrap()
+}
+
+fn template_spec(job: &Job) -> Value {
+    serde_json::to_value(job.spec.as_ref().unwrap().template.spec.as_ref().unwrap()).unwrap()
+}
+
+fn no_class(_: &str) -> Option<i32> {
+    None
+}
+
+#[test]
+fn recorded_suspended_job_becomes_one_owned_workload_of_parallelism_pods() {
+    let job = job_fixture("job-suspended-create-response.json");
+    let wl = workload_for_job(&job, false, no_class, no_class).unwrap();
+    assert_eq!(wl.metadata.name.as_deref(), Some("job-train-research"));
+    assert_eq!(wl.metadata.namespace.as_deref(), Some("research"));
+    let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        serde_json::to_value(owner).unwrap(),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "name": "train-research",
+               "uid": "b21e282e-4c15-4a08-a4c6-a30c1f7b7773", "controller": true, "blockOwnerDeletion": true})
+    );
+    assert_eq!(
+        owning_job(&wl),
+        Some(("train-research", "b21e282e-4c15-4a08-a4c6-a30c1f7b7773"))
+    );
+    assert_eq!(wl.spec.queue_name, "team-a");
+    assert_eq!(wl.spec.priority, Some(0));
+    assert_eq!(wl.spec.pod_sets.len(), 1);
+    let ps = &wl.spec.pod_sets[0];
+    assert_eq!((ps.name.as_str(), ps.count), ("main", 4));
+    assert_eq!(&ps.template, &job.spec.as_ref().unwrap().template);
+    assert_eq!(ps.pod_requests("spec.podSets[0]").unwrap()["nvidia.com/gpu"], 2000);
+}
+
+#[test]
+fn init_containers_and_overhead_count_as_kubernetes_counts_them() {
+    let mut job = job_fixture("job-suspended-create-response.json");
+    let pod = job.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod.containers[0].resources.as_mut().unwrap().requests = Some(BTreeMap::from([(
+        "cpu".to_string(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+    )]));
+    pod.init_containers = Some(vec![
+        serde_json::from_value(json!({
+            "name": "prep", "image": "x", "resources": {"requests": {"cpu": "3"}}
+        }))
+        .unwrap(),
+    ]);
+    pod.overhead = Some(BTreeMap::from([(
+        "cpu".to_string(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("250m".into()),
+    )]));
+    let wl = workload_for_job(&job, false, no_class, no_class).unwrap();
+    // max(containers 2, init 3) + overhead 0.25
+    assert_eq!(wl.spec.pod_sets[0].pod_requests("p").unwrap()["cpu"], 3250);
+}
+
+#[test]
+fn jobs_that_cannot_be_queued_say_why() {
+    let job = job_fixture("job-suspended-create-response.json");
+    let mut unlabelled = job.clone();
+    unlabelled.metadata.labels = None;
+    assert_eq!(
+        workload_for_job(&unlabelled, false, no_class, no_class).unwrap_err(),
+        JobError::NotQueued
+    );
+    let mut kueue = unlabelled.clone();
+    kueue.metadata.labels = Some(BTreeMap::from([(
+        labels::KUEUE_QUEUE_NAME.to_string(),
+        "kq".to_string(),
+    )]));
+    assert_eq!(
+        workload_for_job(&kueue, false, no_class, no_class).unwrap_err(),
+        JobError::NotQueued
+    );
+    assert_eq!(
+        workload_for_job(&kueue, true, no_class, no_class)
+            .unwrap()
+            .spec
+            .queue_name,
+        "kq"
+    );
+    let mut zero = job.clone();
+    zero.spec.as_mut().unwrap().parallelism = Some(0);
+    assert_eq!(
+        workload_for_job(&zero, false, no_class, no_class).unwrap_err(),
+        JobError::Parallelism(0)
+    );
+    let mut no_uid = job;
+    no_uid.metadata.uid = None;
+    assert_eq!(
+        workload_for_job(&no_uid, false, no_class, no_class)
+            .unwrap_err()
+            .to_string(),
+        "metadata.uid: must be set"
+    );
+}
+
+#[test]
+fn priority_label_then_template_class_then_zero() {
+    let base = job_fixture("job-suspended-create-response.json");
+    let wpc = |n: &str| match n {
+        "urgent" => Some(1000),
+        _ => None,
+    };
+    let pc = |n: &str| match n {
+        "high" => Some(50),
+        _ => None,
+    };
+    // (label, template class, expected priority, expected class name)
+    let cases: &[(Option<&str>, Option<&str>, i32, Option<&str>)] = &[
+        (None, None, 0, None),
+        (Some("urgent"), None, 1000, Some("urgent")),
+        (Some("urgent"), Some("high"), 1000, Some("urgent")),
+        (None, Some("high"), 50, None),
+        (Some("missing"), Some("high"), 50, None),
+        (Some("missing"), None, 0, None),
+        (None, Some("missing"), 0, None),
+    ];
+    for &(label, class, want, want_class) in cases {
+        let mut job = base.clone();
+        if let Some(l) = label {
+            job.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(labels::PRIORITY_CLASS.into(), l.into());
+        }
+        job.spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .priority_class_name = class.map(String::from);
+        assert_eq!(
+            resolve_priority(&job, wpc, pc),
+            (want, want_class.map(String::from)),
+            "label {label:?} class {class:?}"
+        );
+        let wl = workload_for_job(&job, false, wpc, pc).unwrap();
+        assert_eq!(wl.spec.priority, Some(want));
+        assert_eq!(wl.spec.priority_class_name.as_deref(), want_class);
+    }
+}
+
+#[test]
+fn injection_adds_flavor_directives_and_restoration_is_exact() {
+    // The never-started suspended Job whose template the server let us patch.
+    let job = job_fixture("job-suspended-create-response.json");
+    let original = template_spec(&job);
+    let a100 = flavor(
+        "a100",
+        &[("nvidia.com/gpu.product", "A100"), ("pool", "gpu")],
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+               {"key": "pool", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]),
+    );
+    let patch = injection_patch(&job, &[&a100]).unwrap();
+    assert_eq!(patch["spec"]["suspend"], json!(false));
+    let admitted = patched(&job, &patch);
+    assert!(!is_suspended(&admitted));
+    let pod = admitted.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(
+        pod.node_selector.as_ref().unwrap(),
+        &BTreeMap::from([
+            ("nvidia.com/gpu.product".to_string(), "A100".to_string()),
+            ("pool".to_string(), "gpu".to_string())
+        ])
+    );
+    // The existing GPU toleration is not duplicated; the pool one is added.
+    let tols = pod.tolerations.as_ref().unwrap();
+    assert_eq!(tols.len(), 2);
+    assert_eq!(tols[1].key.as_deref(), Some("pool"));
+    // Injecting again (a retry after a crash) changes nothing.
+    assert_eq!(
+        patched(&admitted, &injection_patch(&admitted, &[&a100]).unwrap()),
+        admitted
+    );
+    // The Workload of the injected Job asks for what the user wrote.
+    let wl = workload_for_job(&admitted, false, no_class, no_class).unwrap();
+    assert_eq!(
+        serde_json::to_value(wl.spec.pod_sets[0].template.spec.as_ref().unwrap()).unwrap(),
+        original
+    );
+
+    let suspended = patched(&admitted, &suspend_patch());
+    let restore = restoration_patch(&suspended).unwrap().expect("something to restore");
+    let restored = patched(&suspended, &restore);
+    assert_eq!(template_spec(&restored), original, "exact restoration");
+    assert!(
+        !restored
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(ORIGINAL_SCHEDULING),
+        "annotation dropped"
+    );
+    assert_eq!(restoration_patch(&restored).unwrap(), None, "nothing left to restore");
+}
+
+#[test]
+fn a_users_own_node_selector_survives_injection_and_restoration() {
+    let mut job = job_fixture("job-suspended-create-response.json");
+    let pod = job.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod.node_selector = Some(BTreeMap::from([
+        ("zone".to_string(), "a".to_string()),
+        ("pool".to_string(), "mine".to_string()),
+    ]));
+    pod.tolerations = None;
+    let original = template_spec(&job);
+    let flavor_b = flavor("b", &[("pool", "gpu"), ("gpu", "h100")], json!([]));
+    let admitted = patched(&job, &injection_patch(&job, &[&flavor_b]).unwrap());
+    let sel = admitted
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+        .unwrap();
+    assert_eq!(sel.get("zone").map(String::as_str), Some("a"));
+    assert_eq!(
+        sel.get("pool").map(String::as_str),
+        Some("gpu"),
+        "the flavor's label wins"
+    );
+    assert_eq!(sel.get("gpu").map(String::as_str), Some("h100"));
+    // Restored after a "restart": only the Job (with its annotation) is known.
+    let reread: Job = serde_json::from_value(serde_json::to_value(&admitted).unwrap()).unwrap();
+    let restored = patched(&reread, &restoration_patch(&reread).unwrap().unwrap());
+    assert_eq!(template_spec(&restored), original);
+}
+
+#[test]
+fn a_corrupt_annotation_is_an_error_not_a_guess() {
+    let mut job = job_fixture("job-suspended-create-response.json");
+    job.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ORIGINAL_SCHEDULING.into(), "{not json".into());
+    assert!(matches!(restoration_patch(&job), Err(JobError::BadAnnotation(_))));
+    assert!(matches!(injection_patch(&job, &[]), Err(JobError::BadAnnotation(_))));
+}
+
+#[test]
+fn recorded_job_states_read_correctly() {
+    let cases = [
+        ("job-suspended-create-response.json", true, false, None),
+        ("job-unsuspended-pods-created.json", false, true, None),
+        ("job-running-pods-ready.json", false, true, None),
+        ("job-complete.json", false, true, Some(true)),
+        ("job-failed-backofflimitexceeded.json", false, true, Some(false)),
+        // Re-suspended after running: startTime kept, so the template is immutable.
+        ("job-resuspended-after-running.json", true, true, None),
+    ];
+    for (file, suspended, started, done) in cases {
+        let job = job_fixture(file);
+        assert_eq!(is_suspended(&job), suspended, "{file}");
+        assert_eq!(has_started(&job), started, "{file}");
+        assert_eq!(finished(&job), done, "{file}");
+    }
+    assert_eq!(live_pods(&job_fixture("job-running-pods-ready.json")), 4);
+    assert_eq!(live_pods(&job_fixture("job-resuspended-after-running.json")), 0);
+    // Clearing startTime is what makes the template patchable again.
+    let resuspended = job_fixture("job-resuspended-after-running.json");
+    assert!(!has_started(&patched(&resuspended, &clear_start_time_patch())));
+    let err = fixture("job-resuspended-template-nodeselector-patch-error-422.json");
+    assert_eq!(err["code"], 422);
+}
