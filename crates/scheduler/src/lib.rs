@@ -66,9 +66,19 @@
 //!
 //!    Within a cycle, availability only shrinks. So when a workload of some
 //!    *shape* (pod sets, requests, selectors, tolerations) fails in a queue,
-//!    later workloads of the same shape in that queue fail too, and are
-//!    parked without recomputation. This keeps a woken queue of thousands
-//!    of look-alike workloads cheap.
+//!    later workloads of the same shape in that queue fail too. They are
+//!    *parked by shape*: they share one explanation per (queue, shape), and
+//!    a woken queue keeps its parked workloads in one list per shape. Once a
+//!    shape fails again, the rest of its list is skipped without a look.
+//!    A cycle therefore costs about (admissions + queues × shapes), not the
+//!    number of pending workloads. Parked workloads are told a new
+//!    explanation only when their shape's *reason* changes.
+//!
+//!    A workload admitted earlier in a cycle can be chosen as a victim later
+//!    in the same cycle, e.g. a borrower that an owner's queue reclaims under
+//!    `reclaimWithinCohort: Any`. Such an admission is *withdrawn*: nothing
+//!    was applied yet, so it is dropped from the cycle's output and its quota
+//!    released, instead of being admitted and evicted.
 //!
 //! ## Waking (event-driven requeue)
 //! A parked workload can only start to fit when quota is freed. So
