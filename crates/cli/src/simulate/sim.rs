@@ -97,7 +97,8 @@ pub struct WorkloadRecord {
 impl WorkloadRecord {
     /// Time of the first admission write (pods first started).
     pub fn first_start(&self) -> Option<Millis> {
-        self.runs.first().and_then(|r| r.started_at)
+        // A run preempted before its admission write went through never started.
+        self.runs.iter().find_map(|r| r.started_at)
     }
 
     pub fn finished_at(&self) -> Option<Millis> {
