@@ -8,7 +8,9 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod index;
 pub mod job;
+pub mod plan;
 
 #[cfg(test)]
 mod testing;

@@ -132,7 +132,8 @@ fn priority_label_then_template_class_then_zero() {
         _ => None,
     };
     // (label, template class, expected priority, expected class name)
-    let cases: &[(Option<&str>, Option<&str>, i32, Option<&str>)] = &[
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, i32, Option<&'a str>);
+    let cases: &[Case] = &[
         (None, None, 0, None),
         (Some("urgent"), None, 1000, Some("urgent")),
         (Some("urgent"), Some("high"), 1000, Some("urgent")),

@@ -1,0 +1,1300 @@
+//! The controller's state: an in-memory index fed by watch events, driving
+//! the engine. No API calls here: every change the cluster needs comes out
+//! as a [`Plan`] for the writer.
+//!
+//! ```text
+//!  watch events ──► Index::apply_* / delete_*  ──► Engine (ledger)
+//!                        │   ▲                         │
+//!                        │   └─ admission_failed ◄──┐  │ schedule(now)
+//!                        ▼                          │  ▼
+//!                  Vec<Plan> ───────────────────► writer (server-side apply,
+//!                                                  merge patches, Events)
+//! ```
+//!
+//! ## Restart safety
+//! A Workload seen with `status.admission` and `QuotaReserved=True` is put
+//! back in the engine with [`Engine::restore_admitted`] (and `evict`ed
+//! again if it carries `Evicted=True`), never added as pending. If its
+//! ClusterQueue is not known yet it is kept out of the engine entirely
+//! (so it can never be admitted a second time) and retried whenever a
+//! ClusterQueue changes. [`Index::cycle`] does nothing until every watched
+//! kind reported its initial list ([`Index::mark_synced`]), so the ledger is
+//! rebuilt before anything is admitted.
+//!
+//! ## Malformed objects
+//! Objects that fail `validate()` or the adapter are recorded in
+//! [`Index::errors`] with the reason, reported once (log, Event, metric by
+//! the caller) and skipped. A ClusterQueue that turns invalid keeps its last
+//! valid version in the engine, so admitted work is not disturbed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use sluice_api::Validate;
+use sluice_api::v1alpha1::{
+    ClusterQueue, FlavorPendingReason, LocalQueue, PendingExplanation, RequeueState, ResourceFlavor, Workload,
+    WorkloadPriorityClass, WorkloadStatus, conditions as cond,
+};
+use sluice_scheduler::{self as eng, Engine, Explanation, WorkloadState};
+
+use crate::adapter;
+use crate::job;
+use crate::plan::{EventSpec, ObjKey, Plan, Purpose, Step};
+
+/// Kinds the index must have listed before it admits anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+    WorkloadPriorityClass,
+    PriorityClass,
+    Workload,
+    Job,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::ResourceFlavor,
+        Kind::ClusterQueue,
+        Kind::LocalQueue,
+        Kind::WorkloadPriorityClass,
+        Kind::PriorityClass,
+        Kind::Workload,
+        Kind::Job,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ResourceFlavor => "ResourceFlavor",
+            Kind::ClusterQueue => "ClusterQueue",
+            Kind::LocalQueue => "LocalQueue",
+            Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::Workload => "Workload",
+            Kind::Job => "Job",
+        }
+    }
+}
+
+/// Options of the index.
+#[derive(Clone, Debug)]
+pub struct IndexConfig {
+    /// Honour `kueue.x-k8s.io/queue-name` on Jobs.
+    pub kueue_compat: bool,
+    /// Evict a Job-owned workload whose pods are not all ready this long
+    /// after admission; `None` disables the check.
+    pub pods_ready_timeout_ms: Option<i64>,
+    /// First requeue backoff after a pods-ready timeout; doubles per
+    /// eviction.
+    pub backoff_base_ms: i64,
+    /// Largest requeue backoff.
+    pub backoff_max_ms: i64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            kueue_compat: false,
+            pods_ready_timeout_ms: Some(10 * 60 * 1000),
+            backoff_base_ms: 60_000,
+            backoff_max_ms: 3_600_000,
+        }
+    }
+}
+
+/// A malformed or unusable object, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectError {
+    /// Machine-readable reason (event reason, metric label).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+struct WlEntry {
+    obj: Workload,
+    uid: String,
+    /// The status as last written by us or observed, whichever is later.
+    status: WorkloadStatus,
+    /// Known to the engine (pending, admitted, evicting or finished).
+    in_engine: bool,
+    /// Admission time (epoch ms) while admitted.
+    admitted_at: Option<i64>,
+    /// All pods were ready at least once since admission.
+    pods_ready_seen: bool,
+}
+
+/// Counts an observer can read (metrics).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CycleStats {
+    pub admitted: usize,
+    pub preempted: usize,
+    /// Evictions by reason.
+    pub evicted: Vec<&'static str>,
+    /// Seconds each admitted workload waited since creation.
+    pub wait_seconds: Vec<f64>,
+}
+
+/// The index. See the module documentation.
+pub struct Index {
+    config: IndexConfig,
+    engine: Engine,
+    flavors: BTreeMap<String, ResourceFlavor>,
+    cluster_queues: BTreeMap<String, ClusterQueue>,
+    local_queues: BTreeMap<ObjKey, LocalQueue>,
+    workload_classes: BTreeMap<String, i32>,
+    pod_classes: BTreeMap<String, i32>,
+    jobs: BTreeMap<ObjKey, Job>,
+    workloads: BTreeMap<ObjKey, WlEntry>,
+    by_uid: HashMap<String, ObjKey>,
+    /// Admitted workloads whose ClusterQueue is unknown: kept out of the
+    /// engine until it appears.
+    unrestored: BTreeSet<ObjKey>,
+    errors: BTreeMap<(Kind, String), ObjectError>,
+    synced: BTreeSet<Kind>,
+    /// Writes in flight or done whose effect has not been observed yet, so
+    /// that repeated events do not repeat them.
+    creating: BTreeSet<ObjKey>,
+    suspending: BTreeSet<ObjKey>,
+    starting: BTreeSet<ObjKey>,
+    /// Workloads being evicted (checked for "pods gone" on every tick).
+    evicting: BTreeSet<String>,
+    /// Plans produced by event handlers, drained by [`Index::take_plans`].
+    plans: Vec<Plan>,
+    stats: CycleStats,
+}
+
+fn ms(t: &Time) -> i64 {
+    t.0.as_millisecond()
+}
+
+fn time_of(now_ms: i64) -> Time {
+    Time(Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Sets a condition, keeping `lastTransitionTime` when the status does not change.
+pub fn set_condition(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now_ms: i64,
+    generation: Option<i64>,
+) {
+    let now = time_of(now_ms);
+    match conds.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now;
+            }
+            c.status = status.to_string();
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            c.observed_generation = generation;
+        }
+        None => conds.push(Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            last_transition_time: now,
+            observed_generation: generation,
+        }),
+    }
+}
+
+fn is_true(status: &WorkloadStatus, type_: &str) -> bool {
+    status.condition(type_).is_some_and(|c| c.status == cond::status::TRUE)
+}
+
+fn key_of(ns: Option<&str>, name: Option<&str>) -> Option<ObjKey> {
+    Some(ObjKey::new(ns?, name?))
+}
+
+fn reference(api_version: &str, kind: &str, key: &ObjKey, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid: uid.map(String::from),
+        ..Default::default()
+    }
+}
+
+impl Index {
+    pub fn new(config: IndexConfig) -> Self {
+        Self {
+            config,
+            engine: Engine::new(),
+            flavors: BTreeMap::new(),
+            cluster_queues: BTreeMap::new(),
+            local_queues: BTreeMap::new(),
+            workload_classes: BTreeMap::new(),
+            pod_classes: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            workloads: BTreeMap::new(),
+            by_uid: HashMap::new(),
+            unrestored: BTreeSet::new(),
+            errors: BTreeMap::new(),
+            synced: BTreeSet::new(),
+            creating: BTreeSet::new(),
+            suspending: BTreeSet::new(),
+            starting: BTreeSet::new(),
+            evicting: BTreeSet::new(),
+            plans: Vec::new(),
+            stats: CycleStats::default(),
+        }
+    }
+
+    // ----- queries ---------------------------------------------------------------
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Malformed or unusable objects, by (kind, key).
+    pub fn errors(&self) -> &BTreeMap<(Kind, String), ObjectError> {
+        &self.errors
+    }
+
+    /// Every kind listed and the ledger rebuilt from it.
+    pub fn is_ready(&self) -> bool {
+        Kind::ALL.iter().all(|k| self.synced.contains(k))
+    }
+
+    /// The key of the workload with this uid.
+    pub fn workload_key(&self, uid: &str) -> Option<&ObjKey> {
+        self.by_uid.get(uid)
+    }
+
+    /// The status the index believes a workload has.
+    pub fn workload_status(&self, key: &ObjKey) -> Option<&WorkloadStatus> {
+        self.workloads.get(key).map(|e| &e.status)
+    }
+
+    /// Admitted workloads kept out of the engine until their ClusterQueue appears.
+    pub fn unrestored(&self) -> usize {
+        self.unrestored.len()
+    }
+
+    /// Counts of the last cycle(s) since the last call, for metrics.
+    pub fn take_stats(&mut self) -> CycleStats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// Plans produced by event handlers since the last call.
+    pub fn take_plans(&mut self) -> Vec<Plan> {
+        std::mem::take(&mut self.plans)
+    }
+
+    /// Names of the ClusterQueues and keys of the LocalQueues the index
+    /// knows, for queue status.
+    pub fn queue_names(&self) -> (Vec<String>, Vec<ObjKey>) {
+        (
+            self.cluster_queues.keys().cloned().collect(),
+            self.local_queues.keys().cloned().collect(),
+        )
+    }
+
+    /// Pending and admitted counts of a LocalQueue (O(workloads)).
+    pub fn local_queue_counts(&self, key: &ObjKey) -> (usize, usize) {
+        let mut pending = 0;
+        let mut admitted = 0;
+        for (k, e) in &self.workloads {
+            if k.namespace != key.namespace || e.obj.spec.queue_name != key.name || !e.in_engine {
+                continue;
+            }
+            match self.engine.workload_state(&e.uid) {
+                Some(WorkloadState::Pending | WorkloadState::Preempting) => pending += 1,
+                Some(WorkloadState::Admitted | WorkloadState::Evicting) => admitted += 1,
+                _ => {}
+            }
+        }
+        (pending, admitted)
+    }
+
+    fn record_error(&mut self, kind: Kind, key: String, reason: &'static str, message: String) -> bool {
+        let e = ObjectError { reason, message };
+        let fresh = self.errors.get(&(kind, key.clone())) != Some(&e);
+        if fresh {
+            tracing::warn!(kind = kind.as_str(), object = %key, reason, message = %e.message, "skipping object");
+        }
+        self.errors.insert((kind, key), e);
+        fresh
+    }
+
+    fn clear_error(&mut self, kind: Kind, key: &str) {
+        self.errors.remove(&(kind, key.to_string()));
+    }
+
+    /// A kind finished its initial list.
+    pub fn mark_synced(&mut self, kind: Kind) {
+        self.synced.insert(kind);
+    }
+
+    // ----- configuration objects ----------------------------------------------------
+
+    pub fn apply_flavor(&mut self, rf: ResourceFlavor) {
+        let Some(name) = rf.metadata.name.clone() else { return };
+        match rf
+            .check()
+            .map_err(|e| e.to_string())
+            .and_then(|()| adapter::flavor(&rf).map_err(|e| e.to_string()))
+        {
+            Ok(spec) => {
+                self.clear_error(Kind::ResourceFlavor, &name);
+                self.engine.upsert_flavor(spec);
+                self.flavors.insert(name, rf);
+            }
+            Err(m) => {
+                self.record_error(Kind::ResourceFlavor, name, "InvalidResourceFlavor", m);
+            }
+        }
+    }
+
+    pub fn delete_flavor(&mut self, name: &str) {
+        self.clear_error(Kind::ResourceFlavor, name);
+        if self.flavors.remove(name).is_some() {
+            self.engine.remove_flavor(name);
+        }
+    }
+
+    pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
+        let Some(name) = cq.metadata.name.clone() else { return };
+        match cq
+            .check()
+            .map_err(|e| e.to_string())
+            .and_then(|()| adapter::cluster_queue(&cq).map_err(|e| e.to_string()))
+        {
+            Ok(spec) => {
+                self.clear_error(Kind::ClusterQueue, &name);
+                self.engine.upsert_cluster_queue(spec);
+                self.cluster_queues.insert(name, cq);
+                self.retry_unrestored();
+            }
+            Err(m) => {
+                self.record_error(Kind::ClusterQueue, name, "InvalidClusterQueue", m);
+            }
+        }
+    }
+
+    pub fn delete_cluster_queue(&mut self, name: &str) {
+        self.clear_error(Kind::ClusterQueue, name);
+        if self.cluster_queues.remove(name).is_some() {
+            self.engine.remove_cluster_queue(name);
+        }
+    }
+
+    pub fn apply_local_queue(&mut self, lq: LocalQueue) {
+        let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
+            return;
+        };
+        match lq
+            .check()
+            .map_err(|e| e.to_string())
+            .and_then(|()| adapter::local_queue(&lq).map_err(|e| e.to_string()))
+        {
+            Ok(spec) => {
+                self.clear_error(Kind::LocalQueue, &key.to_string());
+                self.engine.upsert_local_queue(spec);
+                self.local_queues.insert(key, lq);
+            }
+            Err(m) => {
+                self.record_error(Kind::LocalQueue, key.to_string(), "InvalidLocalQueue", m);
+            }
+        }
+    }
+
+    pub fn delete_local_queue(&mut self, key: &ObjKey) {
+        self.clear_error(Kind::LocalQueue, &key.to_string());
+        if self.local_queues.remove(key).is_some() {
+            self.engine
+                .remove_local_queue(&adapter::local_queue_key(&key.namespace, &key.name));
+        }
+    }
+
+    pub fn apply_workload_priority_class(&mut self, wpc: WorkloadPriorityClass) {
+        let Some(name) = wpc.metadata.name.clone() else { return };
+        match wpc.check() {
+            Ok(()) => {
+                self.clear_error(Kind::WorkloadPriorityClass, &name);
+                self.workload_classes.insert(name, wpc.spec.value);
+            }
+            Err(e) => {
+                self.record_error(
+                    Kind::WorkloadPriorityClass,
+                    name,
+                    "InvalidWorkloadPriorityClass",
+                    e.to_string(),
+                );
+            }
+        }
+    }
+
+    pub fn delete_workload_priority_class(&mut self, name: &str) {
+        self.workload_classes.remove(name);
+    }
+
+    /// A scheduling.k8s.io PriorityClass (name and value).
+    pub fn apply_priority_class(&mut self, name: &str, value: i32) {
+        self.pod_classes.insert(name.to_string(), value);
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.pod_classes.remove(name);
+    }
+
+    // ----- workloads ----------------------------------------------------------------------
+
+    pub fn apply_workload(&mut self, wl: Workload, now_ms: i64) {
+        let Some(key) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) else {
+            return;
+        };
+        let Some(uid) = wl.metadata.uid.clone() else { return };
+        self.creating.remove(&key);
+        if let Some(old) = self.workloads.get(&key)
+            && old.uid != uid
+        {
+            // Deleted and recreated under the same name while we looked away.
+            self.delete_workload(&key, now_ms);
+        }
+        let observed = wl.status.clone().unwrap_or_default();
+        match self.workloads.get_mut(&key) {
+            Some(e) => {
+                e.obj = wl;
+                e.status = observed;
+            }
+            None => {
+                self.by_uid.insert(uid.clone(), key.clone());
+                self.workloads.insert(
+                    key.clone(),
+                    WlEntry {
+                        obj: wl,
+                        uid,
+                        status: observed,
+                        in_engine: false,
+                        admitted_at: None,
+                        pods_ready_seen: false,
+                    },
+                );
+            }
+        }
+        self.sync_workload(&key, now_ms);
+        if let Some(job_key) = self.job_key_of(&key) {
+            self.reconcile_job(&job_key, now_ms);
+        }
+    }
+
+    fn job_key_of(&self, wl: &ObjKey) -> Option<ObjKey> {
+        let e = self.workloads.get(wl)?;
+        let (name, _) = job::owning_job(&e.obj)?;
+        Some(ObjKey::new(wl.namespace.clone(), name))
+    }
+
+    fn engine_spec(&self, e: &WlEntry) -> Result<eng::WorkloadSpec, String> {
+        e.obj.check().map_err(|v| v.to_string())?;
+        let prio = adapter::priority(&e.obj, |n| self.workload_classes.get(n).copied());
+        let created = e.obj.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(0);
+        adapter::workload(&e.obj, prio, created).map_err(|err| err.to_string())
+    }
+
+    /// Puts a workload into the engine in the state its status says.
+    fn sync_workload(&mut self, key: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get(key) else { return };
+        let uid = e.uid.clone();
+        let finished = is_true(&e.status, cond::FINISHED);
+        if e.in_engine {
+            // Its owner (a Job, or whoever created it) marked it finished.
+            if finished
+                && matches!(
+                    self.engine.workload_state(&uid),
+                    Some(WorkloadState::Admitted | WorkloadState::Evicting)
+                )
+            {
+                let _ = self.engine.finish(&uid);
+                self.evicting.remove(&uid);
+            } else if finished {
+                let _ = self.engine.remove_workload(&uid);
+                self.workloads.get_mut(key).expect("present").in_engine = false;
+            }
+            return;
+        }
+        if finished {
+            return;
+        }
+        let spec = match self.engine_spec(e) {
+            Ok(s) => s,
+            Err(m) => {
+                self.record_error(Kind::Workload, key.to_string(), "InvalidWorkload", m);
+                return;
+            }
+        };
+        let holds = e.status.holds_quota() && e.status.admission.is_some();
+        let evicted = is_true(&e.status, cond::EVICTED);
+        let admitted_at = e
+            .status
+            .condition(cond::QUOTA_RESERVED)
+            .map(|c| ms(&c.last_transition_time))
+            .unwrap_or(now_ms);
+        let result = if holds {
+            let adm = e.status.admission.as_ref().expect("checked");
+            match adapter::admission(adm) {
+                Err(err) => Err(("InvalidAdmission", err.to_string())),
+                Ok(assignments) => self
+                    .engine
+                    .restore_admitted(spec, &adm.cluster_queue, &assignments, admitted_at)
+                    .map_err(|err| ("RestoreFailed", err.to_string())),
+            }
+        } else if e.obj.spec.active {
+            self.engine
+                .add_workload(spec)
+                .map_err(|err| ("InvalidWorkload", err.to_string()))
+        } else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                self.unrestored.remove(key);
+                self.clear_error(Kind::Workload, &key.to_string());
+                let e = self.workloads.get_mut(key).expect("present");
+                e.in_engine = true;
+                if holds {
+                    e.admitted_at = Some(admitted_at);
+                    if evicted {
+                        let _ = self.engine.evict(&uid);
+                        self.evicting.insert(uid);
+                    }
+                }
+            }
+            Err((reason, m)) => {
+                if holds {
+                    self.unrestored.insert(key.clone());
+                }
+                self.record_error(Kind::Workload, key.to_string(), reason, m);
+            }
+        }
+    }
+
+    fn retry_unrestored(&mut self) {
+        let keys: Vec<ObjKey> = self.unrestored.iter().cloned().collect();
+        for k in keys {
+            // Time only matters for fresh admissions, which these are not.
+            self.sync_workload(&k, 0);
+        }
+    }
+
+    pub fn delete_workload(&mut self, key: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.remove(key) else { return };
+        self.by_uid.remove(&e.uid);
+        self.unrestored.remove(key);
+        self.evicting.remove(&e.uid);
+        self.clear_error(Kind::Workload, &key.to_string());
+        if e.in_engine {
+            let _ = self.engine.remove_workload(&e.uid);
+        }
+        // The Job still wants a Workload: recreate it.
+        if let Some((name, _)) = job::owning_job(&e.obj) {
+            let jk = ObjKey::new(key.namespace.clone(), name);
+            self.reconcile_job(&jk, now_ms);
+        }
+    }
+
+    // ----- jobs ---------------------------------------------------------------------------
+
+    pub fn apply_job(&mut self, j: Job, now_ms: i64) {
+        let Some(key) = key_of(j.metadata.namespace.as_deref(), j.metadata.name.as_deref()) else {
+            return;
+        };
+        if job::is_suspended(&j) {
+            self.suspending.remove(&key);
+        } else {
+            self.starting.remove(&key);
+        }
+        self.jobs.insert(key.clone(), j);
+        self.reconcile_job(&key, now_ms);
+    }
+
+    pub fn delete_job(&mut self, key: &ObjKey, now_ms: i64) {
+        self.jobs.remove(key);
+        self.suspending.remove(key);
+        self.starting.remove(key);
+        let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
+        // Quota is released now; the Workload goes with its owner (garbage
+        // collector) and is forgotten when its deletion is observed.
+        if let Some(e) = self.workloads.get_mut(&wk)
+            && e.in_engine
+        {
+            let _ = self.engine.remove_workload(&e.uid);
+            e.in_engine = false;
+            self.evicting.remove(&e.uid);
+        }
+        let _ = now_ms;
+    }
+
+    /// Level-triggered: what a Job needs given its Workload's state.
+    fn reconcile_job(&mut self, key: &ObjKey, now_ms: i64) {
+        let Some(j) = self.jobs.get(key) else { return };
+        let Some(queue) = job::queue_of(j, self.config.kueue_compat) else {
+            return;
+        };
+        let _ = queue;
+        let job_uid = j.metadata.uid.clone().unwrap_or_default();
+        let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
+        let owned = self
+            .workloads
+            .get(&wk)
+            .filter(|e| job::owning_job(&e.obj).is_some_and(|(_, u)| u == job_uid));
+        let Some(e) = owned else {
+            if self.workloads.contains_key(&wk) {
+                self.record_error(
+                    Kind::Job,
+                    key.to_string(),
+                    "WorkloadNameTaken",
+                    format!("Workload {wk} exists but is not owned by this Job"),
+                );
+                return;
+            }
+            if job::finished(j).is_some() {
+                return;
+            }
+            // No Workload yet: create it, and hold the Job if it runs.
+            if !job::is_suspended(j) && self.suspending.insert(key.clone()) {
+                self.plans.push(Plan {
+                    purpose: Purpose::SuspendJob,
+                    steps: vec![Step::PatchJob {
+                        key: key.clone(),
+                        patch: job::suspend_patch(),
+                    }],
+                });
+            }
+            if !self.creating.contains(&wk) {
+                let wcs = &self.workload_classes;
+                let pcs = &self.pod_classes;
+                match job::workload_for_job(
+                    j,
+                    self.config.kueue_compat,
+                    |n| wcs.get(n).copied(),
+                    |n| pcs.get(n).copied(),
+                ) {
+                    Ok(wl) => {
+                        self.creating.insert(wk);
+                        self.plans.push(Plan {
+                            purpose: Purpose::CreateWorkload,
+                            steps: vec![Step::ApplyWorkload(Box::new(wl))],
+                        });
+                    }
+                    Err(err) => {
+                        self.record_error(Kind::Job, key.to_string(), err.metric_label(), err.to_string());
+                    }
+                }
+            }
+            return;
+        };
+        let uid = e.uid.clone();
+        let count = e.obj.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
+        let state = if e.in_engine {
+            self.engine.workload_state(&uid)
+        } else {
+            None
+        };
+        let finished_status = is_true(&e.status, cond::FINISHED);
+        let unrestored = self.unrestored.contains(&wk);
+        if let Some(ok) = job::finished(j) {
+            if !finished_status {
+                self.finish(&wk, ok, now_ms);
+            }
+            return;
+        }
+        if finished_status || unrestored {
+            return;
+        }
+        let suspended = job::is_suspended(j);
+        match state {
+            Some(WorkloadState::Admitted) => {
+                if job::ready_pods(j) >= count {
+                    self.workloads.get_mut(&wk).expect("present").pods_ready_seen = true;
+                }
+                if suspended && !self.starting.contains(key) {
+                    // Admitted but the Job never started (e.g. a crash between
+                    // the status write and the Job patch): start it.
+                    if let Some(adm) = self.engine.admission(&uid) {
+                        let steps = self.start_job_steps(key, &adm.pod_sets);
+                        if !steps.is_empty() {
+                            self.starting.insert(key.clone());
+                            self.plans.push(Plan {
+                                purpose: Purpose::StartJob { uid },
+                                steps,
+                            });
+                        }
+                    }
+                }
+            }
+            Some(WorkloadState::Evicting) => {
+                if !suspended {
+                    if self.suspending.insert(key.clone()) {
+                        self.plans.push(Plan {
+                            purpose: Purpose::SuspendJob,
+                            steps: vec![Step::PatchJob {
+                                key: key.clone(),
+                                patch: job::suspend_patch(),
+                            }],
+                        });
+                    }
+                } else if job::live_pods(j) == 0 {
+                    self.complete_eviction(&wk, now_ms);
+                }
+            }
+            Some(WorkloadState::Pending | WorkloadState::Preempting) | None => {
+                if !suspended && self.suspending.insert(key.clone()) {
+                    self.plans.push(Plan {
+                        purpose: Purpose::SuspendJob,
+                        steps: vec![Step::PatchJob {
+                            key: key.clone(),
+                            patch: job::suspend_patch(),
+                        }],
+                    });
+                }
+            }
+            Some(WorkloadState::Finished) => {}
+        }
+    }
+
+    /// The steps that start an admitted workload's suspended Job on its flavors.
+    fn start_job_steps(&mut self, key: &ObjKey, pod_sets: &[eng::PodSetAssignment]) -> Vec<Step> {
+        let Some(j) = self.jobs.get(key) else { return Vec::new() };
+        let names: BTreeSet<&String> = pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
+        let flavors: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.flavors.get(*n)).collect();
+        let patch = match job::injection_patch(j, &flavors) {
+            Ok(p) => p,
+            Err(err) => {
+                self.record_error(Kind::Job, key.to_string(), err.metric_label(), err.to_string());
+                return Vec::new();
+            }
+        };
+        let mut steps = Vec::new();
+        if job::has_started(j) {
+            steps.push(Step::PatchJobStatus {
+                key: key.clone(),
+                patch: job::clear_start_time_patch(),
+            });
+        }
+        steps.push(Step::PatchJob {
+            key: key.clone(),
+            patch,
+        });
+        steps
+    }
+
+    fn job_reference(&self, wk: &ObjKey) -> Option<ObjectReference> {
+        let jk = self.job_key_of(wk)?;
+        let j = self.jobs.get(&jk)?;
+        Some(reference("batch/v1", "Job", &jk, j.metadata.uid.as_deref()))
+    }
+
+    fn events(&self, wk: &ObjKey, type_: &'static str, reason: &str, action: &'static str, note: &str) -> Vec<Step> {
+        let mut out = Vec::new();
+        if let Some(e) = self.workloads.get(wk) {
+            out.push(Step::Event(EventSpec {
+                regarding: reference("sluice.dev/v1alpha1", "Workload", wk, Some(&e.uid)),
+                type_,
+                reason: reason.to_string(),
+                action,
+                note: note.to_string(),
+            }));
+        }
+        if let Some(r) = self.job_reference(wk) {
+            out.push(Step::Event(EventSpec {
+                regarding: r,
+                type_,
+                reason: reason.to_string(),
+                action,
+                note: note.to_string(),
+            }));
+        }
+        out
+    }
+
+    fn finish(&mut self, wk: &ObjKey, succeeded: bool, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        if e.in_engine {
+            match self.engine.workload_state(&uid) {
+                Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    let _ = self.engine.finish(&uid);
+                }
+                _ => {
+                    let _ = self.engine.remove_workload(&uid);
+                    e.in_engine = false;
+                }
+            }
+        }
+        self.evicting.remove(&uid);
+        let (reason, message) = if succeeded {
+            (cond::reasons::SUCCEEDED, "Job finished successfully")
+        } else {
+            (cond::reasons::FAILED, "Job failed")
+        };
+        let generation = e.obj.metadata.generation;
+        set_condition(
+            &mut e.status.conditions,
+            cond::FINISHED,
+            cond::status::TRUE,
+            reason,
+            message,
+            now_ms,
+            generation,
+        );
+        e.status.pending = None;
+        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        let status = e.status.clone();
+        let mut steps = vec![Step::ApplyWorkloadStatus {
+            key: wk.clone(),
+            status: Box::new(status),
+        }];
+        steps.extend(
+            self.events(wk, "Normal", "Finished", "Finish", message)
+                .into_iter()
+                .take(1),
+        );
+        self.plans.push(Plan {
+            purpose: Purpose::Finish { uid },
+            steps,
+        });
+    }
+
+    fn complete_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        let not_before = e
+            .status
+            .requeue_state
+            .as_ref()
+            .and_then(|r| r.requeue_at.as_ref())
+            .map(ms)
+            .filter(|t| *t > now_ms);
+        if self
+            .engine
+            .eviction_complete_with_backoff(&uid, now_ms, not_before)
+            .is_err()
+        {
+            return;
+        }
+        self.evicting.remove(&uid);
+        e.admitted_at = None;
+        e.pods_ready_seen = false;
+        let generation = e.obj.metadata.generation;
+        let c = &mut e.status.conditions;
+        set_condition(
+            c,
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            cond::reasons::PENDING,
+            "Quota released after eviction",
+            now_ms,
+            generation,
+        );
+        set_condition(
+            c,
+            cond::ADMITTED,
+            cond::status::FALSE,
+            cond::reasons::PENDING,
+            "Evicted; waiting in the queue again",
+            now_ms,
+            generation,
+        );
+        let (status, reason, message) = match not_before {
+            Some(_) => (cond::status::FALSE, cond::reasons::BACKOFF, "Requeue after backoff"),
+            None => (cond::status::TRUE, cond::reasons::PENDING, "Requeued after eviction"),
+        };
+        set_condition(c, cond::REQUEUED, status, reason, message, now_ms, generation);
+        e.status.admission = None;
+        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        let status = e.status.clone();
+        let mut steps = vec![Step::ApplyWorkloadStatus {
+            key: wk.clone(),
+            status: Box::new(status),
+        }];
+        if let Some(jk) = self.job_key_of(wk)
+            && let Some(j) = self.jobs.get(&jk)
+        {
+            match job::restoration_patch(j) {
+                Ok(Some(patch)) => {
+                    if job::has_started(j) {
+                        steps.push(Step::PatchJobStatus {
+                            key: jk.clone(),
+                            patch: job::clear_start_time_patch(),
+                        });
+                    }
+                    steps.push(Step::PatchJob { key: jk, patch });
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    self.record_error(Kind::Job, jk.to_string(), err.metric_label(), err.to_string());
+                }
+            }
+        }
+        steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
+        self.plans.push(Plan {
+            purpose: Purpose::Requeue { uid },
+            steps,
+        });
+    }
+
+    // ----- cycles ---------------------------------------------------------------------------
+
+    /// Runs the engine once (if ready) and returns every plan due: those
+    /// from events since the last call, admissions, preemptions,
+    /// evictions, requeues and changed explanations. Also returns when the
+    /// engine next wants to run.
+    pub fn cycle(&mut self, now_ms: i64) -> (Vec<Plan>, Option<i64>) {
+        if !self.is_ready() {
+            return (self.take_plans(), None);
+        }
+        self.tick(now_ms);
+        let cycle = self.engine.schedule(now_ms);
+        for adm in &cycle.admitted {
+            self.on_admitted(adm, now_ms);
+        }
+        for p in &cycle.preempted {
+            let preemptor = self
+                .by_uid
+                .get(&*p.preemptor)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| p.preemptor.to_string());
+            let message = format!("Preempted to accommodate {preemptor}: {}", p.message);
+            self.on_evicted(
+                &p.victim,
+                cond::reasons::PREEMPTED,
+                Some(p.reason.as_str()),
+                &message,
+                now_ms,
+            );
+            self.stats.preempted += 1;
+        }
+        for ev in &cycle.evicted {
+            self.on_evicted(&ev.uid, ev.reason.as_str(), None, &ev.message, now_ms);
+        }
+        for (uid, expl) in &cycle.pending_changed {
+            self.on_pending(uid, expl, now_ms);
+        }
+        let mut wake = cycle.next_wakeup;
+        if let Some(t) = self.next_pods_ready_deadline() {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
+        (self.take_plans(), wake)
+    }
+
+    /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
+    fn tick(&mut self, now_ms: i64) {
+        let evicting: Vec<String> = self.evicting.iter().cloned().collect();
+        for uid in evicting {
+            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+                continue;
+            };
+            match self.job_key_of(&wk) {
+                // No Job: nobody we know runs its pods.
+                None => self.complete_eviction(&wk, now_ms),
+                Some(jk) => self.reconcile_job(&jk, now_ms),
+            }
+        }
+        let Some(timeout) = self.config.pods_ready_timeout_ms else {
+            return;
+        };
+        let mut expired = Vec::new();
+        for (wk, e) in &self.workloads {
+            if e.pods_ready_seen || !e.in_engine || job::owning_job(&e.obj).is_none() {
+                continue;
+            }
+            if let Some(at) = e.admitted_at
+                && at + timeout <= now_ms
+                && self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted)
+            {
+                expired.push(wk.clone());
+            }
+        }
+        for wk in expired {
+            let e = self.workloads.get_mut(&wk).expect("present");
+            let n = e.status.requeue_state.as_ref().map_or(0, |r| r.count) + 1;
+            let backoff = self
+                .config
+                .backoff_base_ms
+                .saturating_mul(1i64 << (n - 1).clamp(0, 30))
+                .min(self.config.backoff_max_ms);
+            e.status.requeue_state = Some(RequeueState {
+                count: n,
+                requeue_at: Some(time_of(now_ms + backoff)),
+            });
+            let uid = e.uid.clone();
+            if self.engine.evict(&uid).is_ok() {
+                let msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
+                self.on_evicted(&uid, cond::reasons::PODS_READY_TIMEOUT, None, &msg, now_ms);
+            }
+        }
+    }
+
+    fn next_pods_ready_deadline(&self) -> Option<i64> {
+        let timeout = self.config.pods_ready_timeout_ms?;
+        self.workloads
+            .values()
+            .filter(|e| !e.pods_ready_seen && e.in_engine && job::owning_job(&e.obj).is_some())
+            .filter_map(|e| e.admitted_at)
+            .map(|t| t + timeout)
+            .min()
+    }
+
+    fn on_admitted(&mut self, adm: &eng::Admission, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(&*adm.uid).cloned() else {
+            return;
+        };
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        let generation = e.obj.metadata.generation;
+        let msg = format!("Quota reserved in ClusterQueue {}", adm.cluster_queue);
+        let c = &mut e.status.conditions;
+        set_condition(
+            c,
+            cond::QUOTA_RESERVED,
+            cond::status::TRUE,
+            cond::reasons::QUOTA_RESERVED,
+            &msg,
+            now_ms,
+            generation,
+        );
+        set_condition(
+            c,
+            cond::ADMITTED,
+            cond::status::TRUE,
+            cond::reasons::ADMITTED,
+            "The workload is admitted",
+            now_ms,
+            generation,
+        );
+        for t in [cond::EVICTED, cond::PREEMPTED] {
+            if let Some(x) = c.iter_mut().find(|x| x.type_ == t && x.status == cond::status::TRUE) {
+                x.status = cond::status::FALSE.into();
+                x.last_transition_time = time_of(now_ms);
+                x.reason = cond::reasons::ADMITTED.into();
+                x.message = "Admitted again".into();
+            }
+        }
+        e.status.admission = Some(adapter::admission_status(adm));
+        e.status.pending = None;
+        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.admitted_at = Some(now_ms);
+        e.pods_ready_seen = false;
+        let created = e.obj.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
+        self.stats
+            .wait_seconds
+            .push(((now_ms - created).max(0)) as f64 / 1000.0);
+        self.stats.admitted += 1;
+        let status = e.status.clone();
+        let mut steps = vec![Step::ApplyWorkloadStatus {
+            key: wk.clone(),
+            status: Box::new(status),
+        }];
+        if let Some(jk) = self.job_key_of(&wk) {
+            let job_steps = self.start_job_steps(&jk, &adm.pod_sets);
+            if !job_steps.is_empty() {
+                self.starting.insert(jk);
+            }
+            steps.extend(job_steps);
+        }
+        let flavors: BTreeSet<&String> = adm.pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
+        let pods: u32 = adm.pod_sets.iter().map(|p| p.count).sum();
+        let note = format!(
+            "Admitted by ClusterQueue {}: {pods} pods on flavor(s) {}",
+            adm.cluster_queue,
+            flavors.into_iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        steps.extend(self.events(&wk, "Normal", "Admitted", "Admit", &note));
+        self.plans.push(Plan {
+            purpose: Purpose::Admit {
+                uid: adm.uid.to_string(),
+            },
+            steps,
+        });
+    }
+
+    fn on_evicted(&mut self, uid: &str, reason: &str, preempted: Option<&str>, message: &str, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        let generation = e.obj.metadata.generation;
+        set_condition(
+            &mut e.status.conditions,
+            cond::EVICTED,
+            cond::status::TRUE,
+            reason,
+            message,
+            now_ms,
+            generation,
+        );
+        if let Some(p) = preempted {
+            set_condition(
+                &mut e.status.conditions,
+                cond::PREEMPTED,
+                cond::status::TRUE,
+                p,
+                message,
+                now_ms,
+                generation,
+            );
+        }
+        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        let status = e.status.clone();
+        self.evicting.insert(uid.to_string());
+        self.stats.evicted.push(match reason {
+            cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
+            cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
+            _ => "Other",
+        });
+        let mut steps = vec![Step::ApplyWorkloadStatus {
+            key: wk.clone(),
+            status: Box::new(status),
+        }];
+        if let Some(jk) = self.job_key_of(&wk)
+            && self.jobs.contains_key(&jk)
+        {
+            self.suspending.insert(jk.clone());
+            steps.push(Step::PatchJob {
+                key: jk,
+                patch: job::suspend_patch(),
+            });
+        }
+        steps.extend(self.events(&wk, "Normal", reason, "Evict", message));
+        self.plans.push(Plan {
+            purpose: Purpose::Evict { uid: uid.to_string() },
+            steps,
+        });
+    }
+
+    fn on_pending(&mut self, uid: &str, expl: &Explanation, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        let pos = self.engine.position(uid);
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        if self.engine.workload_state(uid) != Some(WorkloadState::Pending)
+            && self.engine.workload_state(uid) != Some(WorkloadState::Preempting)
+        {
+            return;
+        }
+        let mut message = expl.to_string();
+        if let Some(p) = pos {
+            message.push_str(&format!(
+                " (position {} in ClusterQueue, {} in LocalQueue)",
+                p.in_cluster_queue, p.in_local_queue
+            ));
+        }
+        let pending = pending_explanation(expl, &message, pos);
+        if e.status.pending.as_ref() == Some(&pending) {
+            return;
+        }
+        let generation = e.obj.metadata.generation;
+        set_condition(
+            &mut e.status.conditions,
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            expl.reason_code(),
+            &message,
+            now_ms,
+            generation,
+        );
+        e.status.pending = Some(pending);
+        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        let status = e.status.clone();
+        self.plans.push(Plan {
+            purpose: Purpose::Pending { uid: uid.to_string() },
+            steps: vec![Step::ApplyWorkloadStatus {
+                key: wk,
+                status: Box::new(status),
+            }],
+        });
+    }
+
+    /// The status write of an admission failed: undo the admission in the
+    /// engine (it waits again), and forget the optimistic status.
+    pub fn admission_failed(&mut self, uid: &str, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        if self.engine.workload_state(uid) == Some(WorkloadState::Admitted) {
+            let _ = self.engine.evict(uid);
+            let _ = self.engine.eviction_complete(uid, now_ms);
+        }
+        let jk = self.job_key_of(&wk);
+        if let Some(jk) = jk {
+            self.starting.remove(&jk);
+        }
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        e.admitted_at = None;
+        e.status = e.obj.status.clone().unwrap_or_default();
+    }
+
+    /// A plan failed at some step other than an admission's status write:
+    /// forget that its effect is expected, so the next event retries it.
+    pub fn plan_failed(&mut self, plan: &Plan) {
+        for s in &plan.steps {
+            match s {
+                Step::ApplyWorkload(wl) => {
+                    if let Some(k) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) {
+                        self.creating.remove(&k);
+                    }
+                }
+                Step::PatchJob { key, .. } => {
+                    self.suspending.remove(key);
+                    self.starting.remove(key);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn pending_explanation(expl: &Explanation, message: &str, pos: Option<eng::QueuePosition>) -> PendingExplanation {
+    PendingExplanation {
+        reason: expl.reason_code().to_string(),
+        message: message.to_string(),
+        flavors: expl
+            .flavors
+            .iter()
+            .map(|f| FlavorPendingReason {
+                name: f.flavor.clone(),
+                reason: verdict_reason(&f.verdict).to_string(),
+                message: format!("pod set {}: {}", f.pod_set, f.verdict),
+                resources: Vec::new(),
+            })
+            .fold(Vec::new(), |mut acc: Vec<FlavorPendingReason>, f| {
+                // The list is keyed by flavor name: one entry per flavor.
+                match acc.iter_mut().find(|x| x.name == f.name) {
+                    Some(x) => {
+                        x.message.push_str("; ");
+                        x.message.push_str(&f.message);
+                    }
+                    None => acc.push(f),
+                }
+                acc
+            }),
+        position_in_cluster_queue: pos.map(|p| p.in_cluster_queue as i32),
+        position_in_local_queue: pos.map(|p| p.in_local_queue as i32),
+    }
+}
+
+fn verdict_reason(v: &eng::Verdict) -> &'static str {
+    match v {
+        eng::Verdict::FlavorNotFound => "FlavorNotFound",
+        eng::Verdict::UntoleratedTaint { .. } => "UntoleratedTaint",
+        eng::Verdict::NodeLabelMismatch { .. } => "NodeLabelMismatch",
+        eng::Verdict::InsufficientQuota { .. } => "InsufficientQuota",
+        eng::Verdict::ExceedsMaxQuota { .. } => "ExceedsMaxQuota",
+        eng::Verdict::PreemptionNotPossible { .. } => "PreemptionNotPossible",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,493 @@
+//! The index, driven with tiny builders and no API: events in, plans and
+//! engine state out.
+
+use super::*;
+use serde_json::{Value, json};
+
+const NS: &str = "research";
+const T0: i64 = 1_800_000_000_000;
+
+fn flavor(name: &str) -> ResourceFlavor {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name},
+        "spec": {"nodeLabels": {"gpu": name},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    }))
+    .unwrap()
+}
+
+fn cq(name: &str, gpus: u32) -> ClusterQueue {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                     {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus.to_string()}]}]}]}
+    }))
+    .unwrap()
+}
+
+fn lq(name: &str, cluster_queue: &str) -> LocalQueue {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": NS}, "spec": {"clusterQueue": cluster_queue}
+    }))
+    .unwrap()
+}
+
+fn mk_job(name: &str, queue: &str, pods: i32, gpus: u32) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("job-uid-{name}"),
+                     "labels": {"sluice.dev/queue": queue}, "creationTimestamp": "2027-01-15T08:00:00Z"},
+        "spec": {"parallelism": pods, "suspend": true, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}},
+        "status": {}
+    }))
+    .unwrap()
+}
+
+/// The Workload the API server would hold after the controller created it.
+fn stored_workload(j: &Job, priority: i32, created_s: i64) -> Workload {
+    let mut wl = job::workload_for_job(j, false, |_| None, |_| None).unwrap();
+    wl.spec.priority = Some(priority);
+    wl.metadata.uid = Some(format!("wl-uid-{}", j.metadata.name.as_deref().unwrap()));
+    wl.metadata.generation = Some(1);
+    wl.metadata.creation_timestamp = Some(time_of(T0 + created_s * 1000));
+    wl
+}
+
+fn ready_index() -> Index {
+    let mut ix = Index::new(IndexConfig::default());
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    ix
+}
+
+fn wkey(job: &str) -> ObjKey {
+    ObjKey::new(NS, format!("job-{job}"))
+}
+
+fn status_step(plan: &Plan) -> &WorkloadStatus {
+    match &plan.steps[0] {
+        Step::ApplyWorkloadStatus { status, .. } => status,
+        other => panic!("first step is not a status write: {other:?}"),
+    }
+}
+
+fn condition<'a>(s: &'a WorkloadStatus, t: &str) -> (&'a str, &'a str, &'a str) {
+    let c = s.condition(t).unwrap_or_else(|| panic!("no {t} condition"));
+    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+}
+
+fn job_patches(plan: &Plan) -> Vec<(&'static str, &Value)> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::PatchJob { patch, .. } => Some(("job", patch)),
+            Step::PatchJobStatus { patch, .. } => Some(("status", patch)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn purposes(plans: &[Plan]) -> Vec<&'static str> {
+    plans.iter().map(|p| p.purpose.label()).collect()
+}
+
+/// Stores the Workload as the API server would after a status write.
+fn observe_status(ix: &mut Index, j: &Job, priority: i32, created_s: i64, now: i64) {
+    let key = wkey(j.metadata.name.as_deref().unwrap());
+    let mut wl = stored_workload(j, priority, created_s);
+    wl.status = ix.workload_status(&key).cloned();
+    ix.apply_workload(wl, now);
+}
+
+#[test]
+fn a_queued_job_gets_one_workload_and_a_running_one_is_suspended_first() {
+    let mut ix = ready_index();
+    let mut j = mk_job("train", "team-a", 2, 1);
+    j.spec.as_mut().unwrap().suspend = Some(false);
+    ix.apply_job(j.clone(), T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["suspend_job", "create_workload"]);
+    assert_eq!(job_patches(&plans[0]), [("job", &json!({"spec": {"suspend": true}}))]);
+    match &plans[1].steps[0] {
+        Step::ApplyWorkload(wl) => {
+            assert_eq!(wl.metadata.name.as_deref(), Some("job-train"));
+            assert_eq!(wl.spec.pod_sets[0].count, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same Job seen again before the writes land: nothing repeated.
+    ix.apply_job(j, T0);
+    assert!(ix.take_plans().is_empty());
+}
+
+#[test]
+fn nothing_is_admitted_before_every_kind_is_listed() {
+    let mut ix = Index::new(IndexConfig::default());
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    let j = mk_job("train", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.take_plans();
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    for k in &Kind::ALL[..6] {
+        ix.mark_synced(*k);
+    }
+    assert!(!ix.is_ready());
+    assert!(ix.cycle(T0).0.is_empty());
+    ix.mark_synced(Kind::Job);
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+}
+
+#[test]
+fn admission_writes_status_first_then_the_job_then_events() {
+    let mut ix = ready_index();
+    let j = mk_job("train", "team-a", 4, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.take_plans();
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(purposes(&plans), ["admit"]);
+    let p = &plans[0];
+    assert_eq!(
+        p.purpose,
+        Purpose::Admit {
+            uid: "wl-uid-train".into()
+        }
+    );
+    let kinds: Vec<_> = p.steps.iter().map(Step::kind).collect();
+    assert_eq!(kinds, ["workload_status", "job", "event", "event"]);
+    let s = status_step(p);
+    assert_eq!(
+        condition(s, cond::QUOTA_RESERVED),
+        ("True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-gpu")
+    );
+    assert_eq!(condition(s, cond::ADMITTED).0, "True");
+    let adm = s.admission.as_ref().unwrap();
+    assert_eq!(adm.cluster_queue, "cluster-gpu");
+    assert_eq!(adm.pod_set_assignments[0].flavors["nvidia.com/gpu"], "a100");
+    assert_eq!(adm.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "8");
+    let patch = job_patches(p)[0].1;
+    assert_eq!(patch["spec"]["suspend"], json!(false));
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["nodeSelector"],
+        json!({"gpu": "a100"})
+    );
+    match &p.steps[2] {
+        Step::Event(e) => {
+            assert_eq!(e.regarding.kind.as_deref(), Some("Workload"));
+            assert_eq!(e.reason, "Admitted");
+            assert!(e.note.contains("ClusterQueue cluster-gpu"), "{}", e.note);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &p.steps[3] {
+        Step::Event(e) => assert_eq!(e.regarding.kind.as_deref(), Some("Job")),
+        other => panic!("{other:?}"),
+    }
+    // Observing the written status and the unsuspended Job changes nothing.
+    observe_status(&mut ix, &j, 0, 0, T0 + 6000);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    ix.apply_job(running, T0 + 6000);
+    assert!(ix.cycle(T0 + 7000).0.is_empty());
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 1);
+}
+
+#[test]
+fn a_failed_status_write_rolls_the_admission_back_and_it_is_retried() {
+    let mut ix = ready_index();
+    let j = mk_job("train", "team-a", 4, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.take_plans();
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    ix.admission_failed("wl-uid-train", T0 + 1);
+    assert_eq!(ix.engine().workload_state("wl-uid-train"), Some(WorkloadState::Pending));
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+    assert!(ix.workload_status(&wkey("train")).unwrap().admission.is_none());
+    let (plans, _) = ix.cycle(T0 + 2);
+    assert_eq!(purposes(&plans), ["admit"], "admitted again once");
+}
+
+#[test]
+fn restart_restores_admitted_workloads_before_any_cycle_and_never_admits_twice() {
+    // First life: admit "first" (8 of 8 GPUs).
+    let mut ix = ready_index();
+    let first = mk_job("first", "team-a", 4, 2);
+    ix.apply_job(first.clone(), T0);
+    ix.apply_workload(stored_workload(&first, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let persisted = ix.workload_status(&wkey("first")).cloned();
+
+    // Second life: the Workloads are listed before the ClusterQueue.
+    let mut ix = Index::new(IndexConfig::default());
+    let second = mk_job("second", "team-a", 1, 1);
+    let mut wl = stored_workload(&first, 0, 0);
+    wl.status = persisted;
+    ix.apply_workload(wl, T0 + 10);
+    ix.apply_workload(stored_workload(&second, 0, 5), T0 + 10);
+    assert_eq!(ix.unrestored(), 1, "its ClusterQueue is not known yet");
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    assert_eq!(ix.unrestored(), 0);
+    let mut running = first.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    ix.apply_job(running, T0 + 10);
+    ix.apply_job(second, T0 + 10);
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    assert!(ix.take_plans().is_empty(), "the running admitted Job is left alone");
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-first"),
+        Some(WorkloadState::Admitted)
+    );
+    let (plans, _) = ix.cycle(T0 + 20);
+    // "second" does not fit beside the restored "first": it is explained, not admitted.
+    assert_eq!(purposes(&plans), ["pending"]);
+    assert_eq!(
+        plans[0].purpose,
+        Purpose::Pending {
+            uid: "wl-uid-second".into()
+        }
+    );
+    let s = status_step(&plans[0]);
+    assert_eq!(condition(s, cond::QUOTA_RESERVED).1, "InsufficientQuota");
+    assert_eq!(s.pending.as_ref().unwrap().position_in_cluster_queue, Some(0));
+    // Explanations are written once per reason.
+    observe_status(&mut ix, &mk_job("second", "team-a", 1, 1), 0, 5, T0 + 21);
+    assert!(ix.cycle(T0 + 30).0.is_empty());
+}
+
+#[test]
+fn an_admitted_workload_whose_job_never_started_is_started_after_a_restart() {
+    let mut ix = ready_index();
+    let j = mk_job("train", "team-a", 1, 1);
+    let mut wl = stored_workload(&j, 0, 0);
+    let mut status = WorkloadStatus::default();
+    set_condition(
+        &mut status.conditions,
+        cond::QUOTA_RESERVED,
+        "True",
+        "QuotaReserved",
+        "",
+        T0,
+        Some(1),
+    );
+    set_condition(
+        &mut status.conditions,
+        cond::ADMITTED,
+        "True",
+        "Admitted",
+        "",
+        T0,
+        Some(1),
+    );
+    status.admission = Some(serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
+        {"name": "main", "count": 1, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "1"}}]}))
+    .unwrap());
+    wl.status = Some(status);
+    ix.apply_workload(wl, T0);
+    ix.apply_job(j, T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["start_job"]);
+    assert_eq!(job_patches(&plans[0])[0].1["spec"]["suspend"], json!(false));
+    assert!(ix.cycle(T0).0.is_empty(), "not admitted a second time");
+}
+
+#[test]
+fn preemption_evicts_names_the_preemptor_and_requeues_once_pods_are_gone() {
+    let mut ix = ready_index();
+    let low = mk_job("low", "team-a", 4, 2);
+    ix.apply_job(low.clone(), T0);
+    ix.apply_workload(stored_workload(&low, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    observe_status(&mut ix, &low, 0, 0, T0);
+    // It ran: started, pods active.
+    let mut running = low.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"startTime": "2027-01-15T08:00:01Z", "active": 4})).unwrap();
+    let mut annotated = running.clone();
+    let inject = job::injection_patch(&low, &[&flavor("a100")]).unwrap();
+    let mut v = serde_json::to_value(&annotated).unwrap();
+    json_patch::merge(&mut v, &inject);
+    annotated = serde_json::from_value(v).unwrap();
+    ix.apply_job(annotated.clone(), T0 + 1000);
+
+    let high = mk_job("high", "team-a", 2, 2);
+    ix.apply_job(high.clone(), T0 + 2000);
+    ix.apply_workload(stored_workload(&high, 100, 2), T0 + 2000);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0 + 3000);
+    let evict = plans
+        .iter()
+        .find(|p| p.purpose.label() == "evict")
+        .expect("an eviction");
+    let s = status_step(evict);
+    let (st, reason, msg) = condition(s, cond::EVICTED);
+    assert_eq!((st, reason), ("True", "Preempted"));
+    assert!(msg.contains("research/job-high"), "{msg}");
+    assert_eq!(condition(s, cond::PREEMPTED).1, "InClusterQueue");
+    assert_eq!(job_patches(evict), [("job", &json!({"spec": {"suspend": true}}))]);
+    // The victim keeps its quota until its pods are gone.
+    assert_eq!(ix.engine().workload_state("wl-uid-low"), Some(WorkloadState::Evicting));
+    let mut suspended = annotated.clone();
+    suspended.spec.as_mut().unwrap().suspend = Some(true);
+    suspended.status.as_mut().unwrap().active = Some(2);
+    ix.apply_job(suspended.clone(), T0 + 4000);
+    assert!(ix.take_plans().is_empty(), "pods still terminating");
+    suspended.status.as_mut().unwrap().active = None;
+    ix.apply_job(suspended, T0 + 5000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["requeue"]);
+    let s = status_step(&plans[0]);
+    assert!(s.admission.is_none());
+    assert_eq!(condition(s, cond::REQUEUED).0, "True");
+    assert_eq!(condition(s, cond::QUOTA_RESERVED).0, "False");
+    // Started Job: clear startTime through /status, then restore the template.
+    let patches = job_patches(&plans[0]);
+    assert_eq!(patches[0], ("status", &json!({"status": {"startTime": null}})));
+    assert_eq!(patches[1].0, "job");
+    assert_eq!(patches[1].1["spec"]["template"]["spec"]["nodeSelector"], Value::Null);
+    assert_eq!(
+        patches[1].1["metadata"]["annotations"][job::ORIGINAL_SCHEDULING],
+        Value::Null
+    );
+    // Now the preemptor is admitted.
+    let (plans, _) = ix.cycle(T0 + 6000);
+    assert!(
+        plans.iter().any(|p| p.purpose
+            == Purpose::Admit {
+                uid: "wl-uid-high".into()
+            }),
+        "{:?}",
+        purposes(&plans)
+    );
+}
+
+#[test]
+fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
+    let mut ix = ready_index();
+    let a = mk_job("a", "team-a", 4, 2);
+    let b = mk_job("b", "team-a", 4, 2);
+    for (j, t) in [(&a, 0), (&b, 1)] {
+        ix.apply_job(j.clone(), T0);
+        ix.apply_workload(stored_workload(j, 0, t), T0);
+    }
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit", "pending"]);
+    let mut done = a.clone();
+    done.status = serde_json::from_value(json!({"conditions": [{"type": "Complete", "status": "True"}]})).unwrap();
+    ix.apply_job(done, T0 + 10);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::FINISHED),
+        ("True", "Succeeded", "Job finished successfully")
+    );
+    let (plans, _) = ix.cycle(T0 + 20);
+    assert!(
+        plans
+            .iter()
+            .any(|p| p.purpose == Purpose::Admit { uid: "wl-uid-b".into() })
+    );
+    // b is deleted while admitted: quota released at once.
+    ix.delete_job(&ObjKey::new(NS, "b"), T0 + 30);
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+}
+
+#[test]
+fn a_deleted_workload_of_a_live_job_is_recreated() {
+    let mut ix = ready_index();
+    let j = mk_job("train", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    ix.delete_workload(&wkey("train"), T0 + 1);
+    assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
+}
+
+#[test]
+fn malformed_objects_are_recorded_and_skipped_and_missing_queues_explained() {
+    let mut ix = ready_index();
+    let mut bad = cq("broken", 4);
+    bad.spec.cohort = None;
+    bad.spec.resource_groups[0].flavors[0].resources[0].borrowing_limit =
+        Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()));
+    ix.apply_cluster_queue(bad);
+    let err = &ix.errors()[&(Kind::ClusterQueue, "broken".to_string())];
+    assert_eq!(err.reason, "InvalidClusterQueue");
+    assert!(!ix.engine().cluster_queue_names().iter().any(|n| &**n == "broken"));
+    // A Workload whose pod set has a bad quantity.
+    let j = mk_job("odd", "team-a", 1, 1);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.spec.pod_sets[0].template.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(json!({"requests": {"cpu": "lots"}})).unwrap());
+    ix.apply_workload(wl, T0);
+    assert!(
+        ix.errors()
+            .contains_key(&(Kind::Workload, "research/job-odd".to_string()))
+    );
+    // Missing LocalQueue: pending with that reason.
+    let lost = mk_job("lost", "nowhere", 1, 1);
+    ix.apply_job(lost.clone(), T0);
+    ix.apply_workload(stored_workload(&lost, 0, 0), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["pending"]);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::QUOTA_RESERVED).1,
+        "LocalQueueMissing"
+    );
+}
+
+#[test]
+fn pods_not_ready_in_time_are_evicted_with_exponential_backoff() {
+    let mut ix = ready_index();
+    let j = mk_job("slow", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    let (plans, wake) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    assert_eq!(wake, Some(T0 + 600_000), "wakes at the pods-ready deadline");
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+    ix.apply_job(running.clone(), T0 + 1000);
+    assert!(ix.cycle(T0 + 599_000).0.is_empty());
+    let (plans, _) = ix.cycle(T0 + 600_000);
+    assert_eq!(purposes(&plans), ["evict"]);
+    let s = status_step(&plans[0]);
+    assert_eq!(condition(s, cond::EVICTED).1, "PodsReadyTimeout");
+    let rq = s.requeue_state.as_ref().unwrap();
+    assert_eq!(rq.count, 1);
+    assert_eq!(ms(rq.requeue_at.as_ref().unwrap()), T0 + 600_000 + 60_000);
+    // Pods gone: requeued with backoff (Requeued=False until it ends).
+    running.spec.as_mut().unwrap().suspend = Some(true);
+    running.status = Some(Default::default());
+    ix.apply_job(running, T0 + 601_000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["requeue"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::REQUEUED).0, "False");
+    assert_eq!(ix.engine().workload_state("wl-uid-slow"), Some(WorkloadState::Pending));
+}

@@ -1,0 +1,126 @@
+//! What the controller wants done through the API: [`Plan`]s of
+//! [`Step`]s, produced by the [`crate::index::Index`] (which never calls
+//! the API) and applied in order by the [`crate::writer`].
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use serde_json::Value;
+use sluice_api::v1alpha1::{Workload, WorkloadStatus};
+
+/// A namespaced object's key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One API call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Server-side apply of a Workload's metadata and spec (creates it).
+    ApplyWorkload(Box<Workload>),
+    /// Server-side apply of a Workload's whole status (the fields Sluice
+    /// owns: omitted ones are removed) through `/status`.
+    ApplyWorkloadStatus { key: ObjKey, status: Box<WorkloadStatus> },
+    /// JSON merge patch of a Job.
+    PatchJob { key: ObjKey, patch: Value },
+    /// JSON merge patch of a Job's `/status`.
+    PatchJobStatus { key: ObjKey, patch: Value },
+    /// An events.k8s.io/v1 Event.
+    Event(EventSpec),
+}
+
+impl Step {
+    /// Label for `sluice_api_writes_total{kind}`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::ApplyWorkload(_) => "workload",
+            Step::ApplyWorkloadStatus { .. } => "workload_status",
+            Step::PatchJob { .. } => "job",
+            Step::PatchJobStatus { .. } => "job_status",
+            Step::Event(_) => "event",
+        }
+    }
+}
+
+/// An Event to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventSpec {
+    pub regarding: ObjectReference,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    pub reason: String,
+    pub action: &'static str,
+    pub note: String,
+}
+
+/// Why a plan exists; decides how failures are handled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// Create the Workload of a Job.
+    CreateWorkload,
+    /// Admission of the workload with this uid (assumed in the engine):
+    /// if the first step (the status write) fails, the admission is rolled
+    /// back.
+    Admit { uid: String },
+    /// Preemption or eviction of a workload.
+    Evict { uid: String },
+    /// Eviction done: quota released, workload requeued, Job restored.
+    Requeue { uid: String },
+    /// The workload finished.
+    Finish { uid: String },
+    /// A pending explanation changed.
+    Pending { uid: String },
+    /// A queued Job that ran without admission is suspended.
+    SuspendJob,
+    /// An admitted workload's suspended Job is started (restart recovery).
+    StartJob { uid: String },
+    /// A report about a malformed object.
+    Report,
+}
+
+impl Purpose {
+    /// Label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Purpose::CreateWorkload => "create_workload",
+            Purpose::Admit { .. } => "admit",
+            Purpose::Evict { .. } => "evict",
+            Purpose::Requeue { .. } => "requeue",
+            Purpose::Finish { .. } => "finish",
+            Purpose::Pending { .. } => "pending",
+            Purpose::SuspendJob => "suspend_job",
+            Purpose::StartJob { .. } => "start_job",
+            Purpose::Report => "report",
+        }
+    }
+
+    /// Admissions and evictions go before everything else.
+    pub fn is_urgent(&self) -> bool {
+        matches!(
+            self,
+            Purpose::Admit { .. } | Purpose::Evict { .. } | Purpose::Requeue { .. } | Purpose::SuspendJob
+        )
+    }
+}
+
+/// API calls applied in order; the first failure stops the plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub purpose: Purpose,
+    pub steps: Vec<Step>,
+}
