@@ -10,7 +10,9 @@
 pub mod adapter;
 pub mod index;
 pub mod job;
+pub mod metrics;
 pub mod plan;
+pub mod writer;
 
 #[cfg(test)]
 mod testing;

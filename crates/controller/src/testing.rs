@@ -21,3 +21,35 @@ pub fn fixture(name: &str) -> Value {
 pub fn job_fixture(name: &str) -> Job {
     serde_json::from_value(fixture(name)).unwrap()
 }
+
+use serde_json::json;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor};
+
+/// A GPU flavor labelled `gpu: <name>` that tolerates the GPU taint.
+pub fn flavor(name: &str) -> ResourceFlavor {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name},
+        "spec": {"nodeLabels": {"gpu": name},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    }))
+    .unwrap()
+}
+
+/// A ClusterQueue with `gpus` GPUs of flavor `a100`, preempting lower priorities.
+pub fn cq(name: &str, gpus: u32) -> ClusterQueue {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                     {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus.to_string()}]}]}]}
+    }))
+    .unwrap()
+}
+
+pub fn lq(namespace: &str, name: &str, cluster_queue: &str) -> LocalQueue {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}
+    }))
+    .unwrap()
+}

@@ -2,36 +2,14 @@
 //! engine state out.
 
 use super::*;
+use crate::testing::{cq, flavor};
 use serde_json::{Value, json};
 
 const NS: &str = "research";
 const T0: i64 = 1_800_000_000_000;
 
-fn flavor(name: &str) -> ResourceFlavor {
-    serde_json::from_value(json!({
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name},
-        "spec": {"nodeLabels": {"gpu": name},
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
-    }))
-    .unwrap()
-}
-
-fn cq(name: &str, gpus: u32) -> ClusterQueue {
-    serde_json::from_value(json!({
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"},
-                 "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                     {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus.to_string()}]}]}]}
-    }))
-    .unwrap()
-}
-
 fn lq(name: &str, cluster_queue: &str) -> LocalQueue {
-    serde_json::from_value(json!({
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": NS}, "spec": {"clusterQueue": cluster_queue}
-    }))
-    .unwrap()
+    crate::testing::lq(NS, name, cluster_queue)
 }
 
 fn mk_job(name: &str, queue: &str, pods: i32, gpus: u32) -> Job {

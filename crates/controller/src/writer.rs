@@ -1,0 +1,263 @@
+//! The one writer: applies [`Plan`]s through the API server, in order.
+//!
+//! - Workloads: server-side apply with field manager [`FIELD_MANAGER`]
+//!   (`force`), the status through `/status` with every status field
+//!   Sluice owns (re-applying fewer fields removes the omitted ones).
+//! - Jobs: JSON merge patches (see [`crate::job`]), the same field manager.
+//! - Events: events.k8s.io/v1 with `eventTime` (required by the API
+//!   server), `reportingController` [`REPORTING_CONTROLLER`].
+//!
+//! A failed step stops its plan (Events excepted: a lost Event is logged
+//! and the plan goes on). [`apply_plans`] feeds failures back to the
+//! index: a failed admission status write rolls the admission back in the
+//! engine (assume, then commit); other failures are forgotten so the next
+//! event retries them.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sluice_api::v1alpha1::Workload;
+
+use crate::index::Index;
+use crate::metrics::Metrics;
+use crate::plan::{EventSpec, Plan, Purpose, Step};
+
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "sluice-controller";
+/// `reportingController` of Events.
+pub const REPORTING_CONTROLLER: &str = "sluice.dev/controller";
+/// Time limit of one API call.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{kind} write failed: {source}")]
+    Api {
+        kind: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{kind} write timed out after {secs}s", secs = CALL_TIMEOUT.as_secs())]
+    Timeout { kind: &'static str },
+}
+
+impl WriteError {
+    /// Label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            WriteError::Api { source, .. } => match source {
+                kube::Error::Api(s) if s.code == 409 => "conflict",
+                kube::Error::Api(s) if s.code == 404 => "not_found",
+                kube::Error::Api(s) if s.code == 422 => "invalid",
+                kube::Error::Api(s) if s.code >= 500 => "server_error",
+                kube::Error::Api(_) => "api_error",
+                _ => "transport",
+            },
+            WriteError::Timeout { .. } => "timeout",
+        }
+    }
+
+    /// The HTTP status code, if the server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            WriteError::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+/// A plan that stopped at step `step`.
+#[derive(Debug, thiserror::Error)]
+#[error("plan {purpose} stopped at step {step}: {error}")]
+pub struct PlanError {
+    pub purpose: &'static str,
+    pub step: usize,
+    #[source]
+    pub error: WriteError,
+}
+
+/// Applies plans with one client.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    /// `reportingInstance` of Events (the pod name).
+    instance: String,
+}
+
+impl Writer {
+    pub fn new(client: Client, instance: impl Into<String>) -> Self {
+        Self {
+            client,
+            instance: instance.into(),
+        }
+    }
+
+    /// Workloads untyped: a reply that our types cannot read (another
+    /// version's fields) must not make a successful write look failed.
+    fn workloads(&self, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, &ApiResource::erase::<Workload>(&()))
+    }
+
+    /// Applies the steps in order; stops at the first failed non-Event step.
+    pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<(), PlanError> {
+        for (i, step) in plan.steps.iter().enumerate() {
+            let result = self.step(step).await;
+            if let Some(m) = metrics {
+                m.write(step.kind(), result.is_ok());
+            }
+            match result {
+                Ok(()) => {}
+                Err(error) if matches!(step, Step::Event(_)) => {
+                    tracing::warn!(%error, purpose = plan.purpose.label(), "event not recorded");
+                }
+                Err(error) => {
+                    return Err(PlanError {
+                        purpose: plan.purpose.label(),
+                        step: i,
+                        error,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One API call.
+    pub async fn step(&self, step: &Step) -> Result<(), WriteError> {
+        let kind = step.kind();
+        let call = async {
+            match step {
+                Step::ApplyWorkload(wl) => {
+                    let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = wl.metadata.name.as_deref().unwrap_or_default();
+                    self.workloads(ns)
+                        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(wl))
+                        .await
+                        .map(drop)
+                }
+                Step::ApplyWorkloadStatus { key, status } => {
+                    let body = json!({
+                        "apiVersion": "sluice.dev/v1alpha1",
+                        "kind": "Workload",
+                        "metadata": {"name": key.name, "namespace": key.namespace},
+                        "status": status,
+                    });
+                    self.workloads(&key.namespace)
+                        .patch_status(
+                            &key.name,
+                            &PatchParams::apply(FIELD_MANAGER).force(),
+                            &Patch::Apply(body),
+                        )
+                        .await
+                        .map(drop)
+                }
+                Step::PatchJob { key, patch } => {
+                    let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
+                    api.patch(&key.name, &merge_params(), &Patch::Merge(patch))
+                        .await
+                        .map(drop)
+                }
+                Step::PatchJobStatus { key, patch } => {
+                    let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
+                    api.patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
+                        .await
+                        .map(drop)
+                }
+                Step::Event(spec) => {
+                    let ns = spec.regarding.namespace.clone().unwrap_or_default();
+                    let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+                    let pp = PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..Default::default()
+                    };
+                    api.create(&pp, &event(spec, &self.instance, Timestamp::now()))
+                        .await
+                        .map(drop)
+                }
+            }
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(source)) => Err(WriteError::Api { kind, source }),
+            Err(_) => Err(WriteError::Timeout { kind }),
+        }
+    }
+}
+
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// The Event object for `spec` at `now`.
+pub fn event(spec: &EventSpec, instance: &str, now: Timestamp) -> Event {
+    let about = spec.regarding.name.as_deref().unwrap_or("object");
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{about}.{:x}", now.as_nanosecond())),
+            namespace: spec.regarding.namespace.clone(),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some(spec.action.to_string()),
+        reason: Some(spec.reason.clone()),
+        note: Some(truncate(&spec.note, 1024)),
+        regarding: Some(spec.regarding.clone()),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(instance.to_string()),
+        type_: Some(spec.type_.to_string()),
+        ..Default::default()
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Applies plans in order (urgent ones first) and reports failures back to
+/// the index. Returns how many plans failed.
+pub async fn apply_plans(
+    writer: &Writer,
+    index: &tokio::sync::Mutex<Index>,
+    mut plans: Vec<Plan>,
+    metrics: Option<&Metrics>,
+    now_ms: impl Fn() -> i64,
+) -> usize {
+    // Stable: admissions and evictions keep their engine order.
+    plans.sort_by_key(|p| !p.purpose.is_urgent());
+    let mut failed = 0;
+    for plan in &plans {
+        if let Err(e) = writer.apply(plan, metrics).await {
+            failed += 1;
+            tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
+            let mut ix = index.lock().await;
+            match &plan.purpose {
+                Purpose::Admit { uid } if e.step == 0 => ix.admission_failed(uid, now_ms()),
+                _ => ix.plan_failed(plan),
+            }
+        }
+    }
+    failed
+}
+
+#[cfg(test)]
+mod tests;

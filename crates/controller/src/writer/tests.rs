@@ -1,0 +1,360 @@
+//! Every API interaction of the writer against a mocked API server: each
+//! expected call is checked (method, path, query, content type, body) and
+//! answered with a payload recorded from a real API server
+//! (ApiServerVerifier pattern). A call that never comes fails after 2 s; a
+//! call that should not come is caught by `no_more_requests`.
+
+use std::collections::BTreeMap;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+use sluice_api::v1alpha1::WorkloadStatus;
+use sluice_scheduler::WorkloadState;
+use tokio::sync::Mutex;
+
+use super::*;
+use crate::index::{IndexConfig, Kind};
+use crate::job;
+use crate::plan::ObjKey;
+use crate::testing::{cq, fixture, flavor, job_fixture, lq};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Reply = tower_test::mock::SendResponse<Response<Body>>;
+
+const T0: i64 = 1_800_000_000_000;
+const WL_STATUS: &str = "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-train-research/status";
+const JOB: &str = "/apis/batch/v1/namespaces/research/jobs/train-research";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/research/events";
+
+fn mock() -> (Writer, Handle) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (Writer::new(Client::new(svc, "default"), "sluice-controller-0"), handle)
+}
+
+struct Call {
+    query: BTreeMap<String, String>,
+    content_type: String,
+    body: Value,
+    reply: Reply,
+}
+
+/// Waits for the next request; checks method and path, returns the rest.
+async fn expect(handle: &mut Handle, method: Method, path: &str) -> Call {
+    let (req, reply) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request came for {method} {path}"))
+        .expect("service dropped");
+    assert_eq!(req.method(), method, "{}", req.uri());
+    assert_eq!(req.uri().path(), path);
+    let query = req
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let content_type = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    Call {
+        query,
+        content_type,
+        body,
+        reply,
+    }
+}
+
+fn respond(reply: Reply, status: StatusCode, body: &Value) {
+    reply.send_response(
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap(),
+    );
+}
+
+fn query(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+async fn no_more_requests(handle: &mut Handle) {
+    if let Ok(Some((req, _))) = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await {
+        panic!("unexpected request {} {}", req.method(), req.uri());
+    }
+}
+
+/// An index that has just admitted the recorded Job `research/train-research`
+/// (4 pods × 2 GPUs) onto flavor a100, and that admission's plan.
+fn admitted() -> (Index, Plan) {
+    let mut ix = Index::new(IndexConfig::default());
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("research", "team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    let j = job_fixture("job-suspended-create-response.json");
+    let mut wl = job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    wl.metadata.uid = Some("wl-uid".into());
+    wl.metadata.generation = Some(1);
+    ix.apply_job(j, T0);
+    ix.take_plans();
+    ix.apply_workload(wl, T0);
+    let (mut plans, _) = ix.cycle(T0);
+    assert_eq!(plans.len(), 1);
+    (ix, plans.remove(0))
+}
+
+#[tokio::test]
+async fn admission_applies_status_then_unsuspends_the_job_then_records_events() {
+    let (writer, mut handle) = mock();
+    let (ix, plan) = admitted();
+    let ix = Mutex::new(ix);
+    let task = tokio::spawn(async move { apply_plans(&writer, &ix, vec![plan], None, || T0).await });
+
+    let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+    assert_eq!(
+        call.query,
+        query(&[("fieldManager", "sluice-controller"), ("force", "true")])
+    );
+    assert_eq!(call.content_type, "application/apply-patch+yaml");
+    assert_eq!(call.body["apiVersion"], "sluice.dev/v1alpha1");
+    assert_eq!(call.body["kind"], "Workload");
+    assert_eq!(
+        call.body["metadata"],
+        json!({"name": "job-train-research", "namespace": "research"})
+    );
+    let status: WorkloadStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
+    assert_eq!(status.admission.as_ref().unwrap().cluster_queue, "cluster-gpu");
+    assert_eq!(
+        call.body["status"]["admission"]["podSetAssignments"][0],
+        json!({"name": "main", "count": 4, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "8"}})
+    );
+    let types: Vec<_> = status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(types, [("QuotaReserved", "True"), ("Admitted", "True")]);
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("workload-status-apply-force-response.json"),
+    );
+
+    let call = expect(&mut handle, Method::PATCH, JOB).await;
+    assert_eq!(call.query, query(&[("fieldManager", "sluice-controller")]));
+    assert_eq!(call.content_type, "application/merge-patch+json");
+    assert_eq!(call.body["spec"]["suspend"], json!(false));
+    assert_eq!(
+        call.body["spec"]["template"]["spec"]["nodeSelector"],
+        json!({"gpu": "a100"})
+    );
+    assert_eq!(
+        call.body["spec"]["template"]["spec"]["tolerations"],
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+        "the Job's own GPU toleration, not duplicated"
+    );
+    let recorded: job::SchedulingDirectives = serde_json::from_str(
+        call.body["metadata"]["annotations"][job::ORIGINAL_SCHEDULING]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(recorded.node_selector, None);
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("job-unsuspend-merge-patch-response.json"),
+    );
+
+    for kind in ["Workload", "Job"] {
+        let call = expect(&mut handle, Method::POST, EVENTS).await;
+        assert_eq!(call.query, query(&[("fieldManager", "sluice-controller")]));
+        let b = &call.body;
+        assert_eq!(b["apiVersion"], "events.k8s.io/v1");
+        assert!(b["eventTime"].is_string(), "eventTime is required: {b}");
+        assert_eq!(b["reportingController"], "sluice.dev/controller");
+        assert_eq!(b["reportingInstance"], "sluice-controller-0");
+        assert_eq!(
+            (b["reason"].as_str(), b["action"].as_str()),
+            (Some("Admitted"), Some("Admit"))
+        );
+        assert_eq!(b["regarding"]["kind"], kind);
+        assert!(b["note"].as_str().unwrap().contains("cluster-gpu"));
+        respond(
+            call.reply,
+            StatusCode::CREATED,
+            &fixture("event-events.k8s.io-v1-about-job-create-response.json"),
+        );
+    }
+    assert_eq!(task.await.unwrap(), 0);
+    no_more_requests(&mut handle).await;
+}
+
+#[tokio::test]
+async fn a_conflicting_status_write_rolls_the_admission_back_and_touches_nothing_else() {
+    let (writer, mut handle) = mock();
+    let (ix, plan) = admitted();
+    let ix = std::sync::Arc::new(Mutex::new(ix));
+    let ix2 = ix.clone();
+    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0 + 1).await });
+    let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+    respond(
+        call.reply,
+        StatusCode::CONFLICT,
+        &fixture("error-409-workload-status-apply-conflict.json"),
+    );
+    assert_eq!(task.await.unwrap(), 1);
+    no_more_requests(&mut handle).await;
+    let mut ix = ix.lock().await;
+    assert_eq!(ix.engine().workload_state("wl-uid"), Some(WorkloadState::Pending));
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
+    // Retried by the next cycle, once.
+    let (plans, _) = ix.cycle(T0 + 2);
+    assert_eq!(plans.len(), 1);
+    assert_eq!(plans[0].purpose, Purpose::Admit { uid: "wl-uid".into() });
+}
+
+#[tokio::test]
+async fn a_server_error_on_the_status_write_is_rolled_back_too() {
+    let (writer, mut handle) = mock();
+    let (ix, plan) = admitted();
+    let ix = std::sync::Arc::new(Mutex::new(ix));
+    let ix2 = ix.clone();
+    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0 + 1).await });
+    let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+    respond(
+        call.reply,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "etcdserver: request timed out", "reason": "InternalError", "code": 500}),
+    );
+    assert_eq!(task.await.unwrap(), 1);
+    assert_eq!(
+        ix.lock().await.engine().workload_state("wl-uid"),
+        Some(WorkloadState::Pending)
+    );
+}
+
+#[tokio::test]
+async fn restoring_a_started_job_suspends_clears_start_time_then_patches_the_template() {
+    let (writer, mut handle) = mock();
+    let key = ObjKey::new("research", "train-research");
+    let resuspended = job_fixture("job-resuspended-after-running.json");
+    let plan = Plan {
+        purpose: Purpose::Requeue { uid: "u".into() },
+        steps: vec![
+            Step::PatchJob {
+                key: key.clone(),
+                patch: job::suspend_patch(),
+            },
+            Step::PatchJobStatus {
+                key: key.clone(),
+                patch: job::clear_start_time_patch(),
+            },
+            Step::PatchJob {
+                key: key.clone(),
+                patch: json!({"spec": {"template": {"spec": {"nodeSelector": null}}}}),
+            },
+        ],
+    };
+    let metrics = Metrics::new();
+    let task = tokio::spawn(async move {
+        writer
+            .apply(&plan, Some(&metrics))
+            .await
+            .map_err(|e| (e.step, e.error.code()))
+    });
+    let call = expect(&mut handle, Method::PATCH, JOB).await;
+    assert_eq!(call.body, json!({"spec": {"suspend": true}}));
+    respond(call.reply, StatusCode::OK, &serde_json::to_value(&resuspended).unwrap());
+    let call = expect(&mut handle, Method::PATCH, &format!("{JOB}/status")).await;
+    assert_eq!(call.content_type, "application/merge-patch+json");
+    assert_eq!(call.body, json!({"status": {"startTime": null}}));
+    respond(call.reply, StatusCode::OK, &serde_json::to_value(&resuspended).unwrap());
+    // Had startTime still been set, the server refuses the template patch (recorded 422).
+    let call = expect(&mut handle, Method::PATCH, JOB).await;
+    assert_eq!(call.body["spec"]["template"]["spec"]["nodeSelector"], Value::Null);
+    respond(
+        call.reply,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &fixture("job-resuspended-template-nodeselector-patch-error-422.json"),
+    );
+    assert_eq!(task.await.unwrap(), Err((2, Some(422))));
+}
+
+#[tokio::test]
+async fn workloads_are_created_by_server_side_apply() {
+    let (writer, mut handle) = mock();
+    let j = job_fixture("job-suspended-create-response.json");
+    let wl = job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    let task = tokio::spawn(async move { writer.step(&Step::ApplyWorkload(Box::new(wl))).await.is_ok() });
+    let call = expect(
+        &mut handle,
+        Method::PATCH,
+        "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-train-research",
+    )
+    .await;
+    assert_eq!(
+        call.query,
+        query(&[("fieldManager", "sluice-controller"), ("force", "true")])
+    );
+    assert_eq!(call.content_type, "application/apply-patch+yaml");
+    assert_eq!(call.body["kind"], "Workload");
+    assert_eq!(call.body["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(call.body["spec"]["podSets"][0]["count"], 4);
+    assert_eq!(call.body["spec"]["queueName"], "team-a");
+    assert!(call.body.get("status").is_none() || call.body["status"].is_null());
+    respond(
+        call.reply,
+        StatusCode::CREATED,
+        &fixture("workload-apply-create-response.json"),
+    );
+    assert!(task.await.unwrap());
+}
+
+#[tokio::test]
+async fn a_lost_event_does_not_stop_the_plan() {
+    let (writer, mut handle) = mock();
+    let (_, plan) = admitted();
+    let task = tokio::spawn(async move { writer.apply(&plan, None).await.is_ok() });
+    let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("workload-status-apply-force-response.json"),
+    );
+    let call = expect(&mut handle, Method::PATCH, JOB).await;
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("job-unsuspend-merge-patch-response.json"),
+    );
+    let call = expect(&mut handle, Method::POST, EVENTS).await;
+    respond(
+        call.reply,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &fixture("error-422-event-missing-eventtime.json"),
+    );
+    let call = expect(&mut handle, Method::POST, EVENTS).await;
+    respond(
+        call.reply,
+        StatusCode::CREATED,
+        &fixture("event-events.k8s.io-v1-about-job-create-response.json"),
+    );
+    assert!(task.await.unwrap());
+}
