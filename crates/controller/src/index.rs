@@ -136,6 +136,8 @@ pub struct CycleStats {
     pub evicted: Vec<&'static str>,
     /// Seconds each admitted workload waited since creation.
     pub wait_seconds: Vec<f64>,
+    /// Newly recorded malformed objects: (kind, reason).
+    pub errors: Vec<(&'static str, &'static str)>,
 }
 
 /// The index. See the module documentation.
@@ -165,6 +167,7 @@ pub struct Index {
     /// Plans produced by event handlers, drained by [`Index::take_plans`].
     plans: Vec<Plan>,
     stats: CycleStats,
+    retry_soon: bool,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -248,6 +251,7 @@ impl Index {
             evicting: BTreeSet::new(),
             plans: Vec::new(),
             stats: CycleStats::default(),
+            retry_soon: false,
         }
     }
 
@@ -322,10 +326,22 @@ impl Index {
         let e = ObjectError { reason, message };
         let fresh = self.errors.get(&(kind, key.clone())) != Some(&e);
         if fresh {
+            self.stats.errors.push((kind.as_str(), reason));
             tracing::warn!(kind = kind.as_str(), object = %key, reason, message = %e.message, "skipping object");
         }
         self.errors.insert((kind, key), e);
         fresh
+    }
+
+    /// An object that could not be decoded at all.
+    pub fn report_malformed(&mut self, kind: Kind, key: &str, message: &str) {
+        self.record_error(kind, key.to_string(), "Malformed", message.to_string());
+    }
+
+    /// Whether a cycle should run soon even without new events (an
+    /// admission was rolled back and waits to be retried).
+    pub fn wants_cycle(&self) -> bool {
+        self.retry_soon || !self.plans.is_empty()
     }
 
     fn clear_error(&mut self, kind: Kind, key: &str) {
@@ -955,6 +971,7 @@ impl Index {
         if !self.is_ready() {
             return (self.take_plans(), None);
         }
+        self.retry_soon = false;
         self.tick(now_ms);
         let cycle = self.engine.schedule(now_ms);
         for adm in &cycle.admitted {
@@ -1234,6 +1251,7 @@ impl Index {
         let e = self.workloads.get_mut(&wk).expect("indexed");
         e.admitted_at = None;
         e.status = e.obj.status.clone().unwrap_or_default();
+        self.retry_soon = true;
     }
 
     /// A plan failed at some step other than an admission's status write:

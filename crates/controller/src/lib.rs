@@ -12,6 +12,7 @@ pub mod index;
 pub mod job;
 pub mod metrics;
 pub mod plan;
+pub mod run;
 pub mod writer;
 
 #[cfg(test)]

@@ -13,7 +13,10 @@
 //! engine (assume, then commit); other failures are forgotten so the next
 //! event retries them.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
@@ -46,6 +49,8 @@ pub enum WriteError {
     },
     #[error("{kind} write timed out after {secs}s", secs = CALL_TIMEOUT.as_secs())]
     Timeout { kind: &'static str },
+    #[error("{kind} write dropped: this replica does not hold the lease")]
+    NotLeader { kind: &'static str },
 }
 
 impl WriteError {
@@ -61,6 +66,7 @@ impl WriteError {
                 _ => "transport",
             },
             WriteError::Timeout { .. } => "timeout",
+            WriteError::NotLeader { .. } => "not_leader",
         }
     }
 
@@ -86,12 +92,38 @@ pub struct PlanError {
     pub error: WriteError,
 }
 
+/// A token bucket: `qps` writes per second sustained, `burst` at once.
+#[derive(Debug)]
+struct Bucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    /// Takes a token, or says how long to wait for one.
+    fn take(&mut self, now: Instant) -> Option<Duration> {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.qps;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            None
+        } else {
+            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
+        }
+    }
+}
+
 /// Applies plans with one client.
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
     /// `reportingInstance` of Events (the pod name).
     instance: String,
+    limiter: Option<Arc<Mutex<Bucket>>>,
+    leader: Option<watch::Receiver<bool>>,
 }
 
 impl Writer {
@@ -99,6 +131,39 @@ impl Writer {
         Self {
             client,
             instance: instance.into(),
+            limiter: None,
+            leader: None,
+        }
+    }
+
+    /// Client-side rate limit of writes (`--kube-qps`, `--kube-burst`).
+    pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        if qps > 0.0 {
+            let burst = f64::from(burst.max(1));
+            self.limiter = Some(Arc::new(Mutex::new(Bucket {
+                qps,
+                burst,
+                tokens: burst,
+                last: Instant::now(),
+            })));
+        }
+        self
+    }
+
+    /// Writes only while the receiver says this replica leads.
+    pub fn with_leader(mut self, leader: watch::Receiver<bool>) -> Self {
+        self.leader = Some(leader);
+        self
+    }
+
+    async fn throttle(&self) {
+        let Some(b) = &self.limiter else { return };
+        loop {
+            let wait = b.lock().unwrap_or_else(|e| e.into_inner()).take(Instant::now());
+            match wait {
+                None => return,
+                Some(d) => tokio::time::sleep(d).await,
+            }
         }
     }
 
@@ -135,6 +200,12 @@ impl Writer {
     /// One API call.
     pub async fn step(&self, step: &Step) -> Result<(), WriteError> {
         let kind = step.kind();
+        self.throttle().await;
+        if let Some(l) = &self.leader
+            && !*l.borrow()
+        {
+            return Err(WriteError::NotLeader { kind });
+        }
         let call = async {
             match step {
                 Step::ApplyWorkload(wl) => {
@@ -249,6 +320,12 @@ pub async fn apply_plans(
         if let Err(e) = writer.apply(plan, metrics).await {
             failed += 1;
             tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
+            if matches!(e.error, WriteError::NotLeader { .. }) {
+                if let Some(m) = metrics {
+                    m.dropped_writes.inc();
+                }
+                continue;
+            }
             let mut ix = index.lock().await;
             match &plan.purpose {
                 Purpose::Admit { uid } if e.step == 0 => ix.admission_failed(uid, now_ms()),

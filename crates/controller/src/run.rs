@@ -1,0 +1,619 @@
+//! The run loop of `sluice controller`.
+//!
+//! ```text
+//!  watchers (kube-runtime; bookmarks and 410 relists handled there)
+//!     │ Msg
+//!     ▼
+//!  cache (every object, every replica: warm followers)
+//!     │  leader only
+//!     ▼
+//!  Index ──cycle (coalesced events, next_wakeup, 1 s tick)──► plans ──► Writer ──► API server
+//!     ▲                                                                    │
+//!     └──────────────── rollback on a failed admission write ◄────────────┘
+//! ```
+//!
+//! Leadership (`--leader-elect`, a coordination.k8s.io Lease): every replica
+//! watches and caches; the holder builds an [`Index`] from the cache (which
+//! restores the ledger from Workload statuses before the first cycle) and
+//! writes. Losing the lease drops the index and stops writes at once (the
+//! writer checks the lease before every call). If the lease task dies, the
+//! loop ends with an error.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use sluice_api::v1alpha1::{
+    ClusterQueue, FlavorUsage, LocalQueue, ResourceFlavor, ResourceUsage, Workload, WorkloadPriorityClass,
+};
+use tokio::sync::{Mutex, watch};
+
+use crate::index::{Index, IndexConfig, Kind};
+use crate::metrics::Metrics;
+use crate::plan::ObjKey;
+use crate::writer::{self, FIELD_MANAGER, Writer};
+
+/// Settings of the run loop (one field per command-line flag).
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Sustained API writes per second.
+    pub kube_qps: f64,
+    /// Burst of API writes above `kube_qps`.
+    pub kube_burst: u32,
+    pub index: IndexConfig,
+    /// `None`: this replica always writes (no leader election).
+    pub lease: Option<LeaseConfig>,
+    /// Name of this replica (Event `reportingInstance`, Lease holder).
+    pub identity: String,
+    pub metrics_addr: SocketAddr,
+    /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
+    pub queue_status_interval: Duration,
+}
+
+/// Leader election settings.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+    pub duration_seconds: u64,
+    pub grace_seconds: u64,
+}
+
+/// Why the loop stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Lease(String),
+}
+
+/// Readiness and metrics, shared with the HTTP server.
+pub struct Shared {
+    pub metrics: Metrics,
+    /// Every watch listed once.
+    pub synced: AtomicBool,
+    /// Ready to work: synced, and (as leader) the ledger rebuilt.
+    pub ready: AtomicBool,
+}
+
+/// A decoded watch event.
+enum Msg {
+    Apply(Obj),
+    Delete(Kind, String),
+    Init(Kind),
+    InitDone(Kind),
+}
+
+#[derive(Clone)]
+enum Obj {
+    Flavor(Box<ResourceFlavor>),
+    ClusterQueue(Box<ClusterQueue>),
+    LocalQueue(Box<LocalQueue>),
+    WorkloadClass(Box<WorkloadPriorityClass>),
+    PodClass(String, i32),
+    Workload(Box<Workload>),
+    Job(Box<Job>),
+    /// Could not be decoded: kept so that it is reported, never applied.
+    Malformed(Kind, String, String),
+}
+
+fn kind_of(o: &Obj) -> Kind {
+    match o {
+        Obj::Flavor(_) => Kind::ResourceFlavor,
+        Obj::ClusterQueue(_) => Kind::ClusterQueue,
+        Obj::LocalQueue(_) => Kind::LocalQueue,
+        Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
+        Obj::PodClass(..) => Kind::PriorityClass,
+        Obj::Workload(_) => Kind::Workload,
+        Obj::Job(_) => Kind::Job,
+        Obj::Malformed(k, ..) => *k,
+    }
+}
+
+fn name_key(ns: Option<&str>, name: Option<&str>) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{}", name.unwrap_or_default()),
+        None => name.unwrap_or_default().to_string(),
+    }
+}
+
+fn split_key(key: &str) -> ObjKey {
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    ObjKey::new(ns, name)
+}
+
+type MsgStream = Pin<Box<dyn Stream<Item = Msg> + Send>>;
+
+/// A watch of a Sluice kind, decoded per object (a malformed object is
+/// reported instead of breaking the watch).
+fn sluice_watch<K>(client: &Client, kind: Kind, wrap: fn(K) -> Obj) -> MsgStream
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + 'static,
+{
+    let ar = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let decode = move |o: DynamicObject| -> (String, Obj) {
+        let key = name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref());
+        let value = serde_json::to_value(&o).unwrap_or_default();
+        match serde_json::from_value::<K>(value) {
+            Ok(k) => (key, wrap(k)),
+            Err(e) => (key.clone(), Obj::Malformed(kind, key, e.to_string())),
+        }
+    };
+    Box::pin(events(
+        watcher(api, watcher::Config::default()),
+        kind,
+        move |o| decode(o).1,
+        |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
+    ))
+}
+
+fn events<K, S>(
+    stream: S,
+    kind: Kind,
+    decode: impl Fn(K) -> Obj + Send + 'static,
+    key: impl Fn(&K) -> String + Send + 'static,
+) -> impl Stream<Item = Msg> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    stream.default_backoff().filter_map(move |ev| {
+        let msg = match ev {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Msg::Apply(decode(o))),
+            Ok(watcher::Event::Delete(o)) => Some(Msg::Delete(kind, key(&o))),
+            Ok(watcher::Event::Init) => Some(Msg::Init(kind)),
+            Ok(watcher::Event::InitDone) => Some(Msg::InitDone(kind)),
+            Err(e) => {
+                tracing::warn!(kind = kind.as_str(), error = %e, "watch error; retrying");
+                None
+            }
+        };
+        futures::future::ready(msg)
+    })
+}
+
+fn strip_job(mut j: Job) -> Obj {
+    j.metadata.managed_fields = None;
+    Obj::Job(Box::new(j))
+}
+
+fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
+    let jobs: Api<Job> = Api::all(client.clone());
+    let job_cfg = if cfg.index.kueue_compat {
+        watcher::Config::default()
+    } else {
+        // Only queued Jobs: unlabelled ones are none of Sluice's business.
+        watcher::Config::default().labels(sluice_api::labels::QUEUE)
+    };
+    let pcs: Api<PriorityClass> = Api::all(client.clone());
+    let streams: Vec<MsgStream> = vec![
+        sluice_watch::<ResourceFlavor>(client, Kind::ResourceFlavor, |o| Obj::Flavor(Box::new(o))),
+        sluice_watch::<ClusterQueue>(client, Kind::ClusterQueue, |o| Obj::ClusterQueue(Box::new(o))),
+        sluice_watch::<LocalQueue>(client, Kind::LocalQueue, |o| Obj::LocalQueue(Box::new(o))),
+        sluice_watch::<WorkloadPriorityClass>(client, Kind::WorkloadPriorityClass, |o| Obj::WorkloadClass(Box::new(o))),
+        sluice_watch::<Workload>(client, Kind::Workload, |mut o| {
+            o.metadata.managed_fields = None;
+            Obj::Workload(Box::new(o))
+        }),
+        Box::pin(events(watcher(jobs, job_cfg), Kind::Job, strip_job, |o: &Job| {
+            name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref())
+        })),
+        Box::pin(events(
+            watcher(pcs, watcher::Config::default()),
+            Kind::PriorityClass,
+            |o: PriorityClass| Obj::PodClass(o.metadata.name.unwrap_or_default(), o.value),
+            |o: &PriorityClass| o.metadata.name.clone().unwrap_or_default(),
+        )),
+    ];
+    Box::pin(futures::stream::select_all(streams))
+}
+
+/// Every object seen, by kind and key; what a new leader builds its index from.
+#[derive(Default)]
+struct Cache {
+    objects: BTreeMap<Kind, BTreeMap<String, Obj>>,
+    synced: BTreeSet<Kind>,
+    /// Keys seen since a (re)list started, per kind.
+    relisting: HashMap<Kind, BTreeSet<String>>,
+}
+
+fn key_of_obj(o: &Obj) -> String {
+    match o {
+        Obj::Flavor(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::ClusterQueue(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::LocalQueue(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::WorkloadClass(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::PodClass(n, _) => n.clone(),
+        Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::Malformed(_, k, _) => k.clone(),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
+    match o {
+        Obj::Flavor(x) => ix.apply_flavor((**x).clone()),
+        Obj::ClusterQueue(x) => ix.apply_cluster_queue((**x).clone()),
+        Obj::LocalQueue(x) => ix.apply_local_queue((**x).clone()),
+        Obj::WorkloadClass(x) => ix.apply_workload_priority_class((**x).clone()),
+        Obj::PodClass(n, v) => ix.apply_priority_class(n, *v),
+        Obj::Workload(x) => ix.apply_workload((**x).clone(), now),
+        Obj::Job(x) => ix.apply_job((**x).clone(), now),
+        Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
+    }
+}
+
+fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64) {
+    match kind {
+        Kind::ResourceFlavor => ix.delete_flavor(key),
+        Kind::ClusterQueue => ix.delete_cluster_queue(key),
+        Kind::LocalQueue => ix.delete_local_queue(&split_key(key)),
+        Kind::WorkloadPriorityClass => ix.delete_workload_priority_class(key),
+        Kind::PriorityClass => ix.delete_priority_class(key),
+        Kind::Workload => ix.delete_workload(&split_key(key), now),
+        Kind::Job => ix.delete_job(&split_key(key), now),
+    }
+}
+
+/// A new index from the cache: configuration first, then Workloads (the
+/// ledger is restored from their statuses), then Jobs.
+fn build_index(cache: &Cache, cfg: &IndexConfig) -> Index {
+    let mut ix = Index::new(cfg.clone());
+    let now = now_ms();
+    for kind in Kind::ALL {
+        for o in cache.objects.get(&kind).into_iter().flat_map(|m| m.values()) {
+            apply_to_index(&mut ix, o, now);
+        }
+    }
+    for k in &cache.synced {
+        ix.mark_synced(*k);
+    }
+    ix
+}
+
+/// Runs the controller until `shutdown` completes.
+pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let shared = Arc::new(Shared {
+        metrics: Metrics::new(),
+        synced: AtomicBool::new(false),
+        ready: AtomicBool::new(false),
+    });
+    let listener = tokio::net::TcpListener::bind(cfg.metrics_addr)
+        .await
+        .map_err(|source| RunError::Metrics {
+            addr: cfg.metrics_addr,
+            source,
+        })?;
+    let server = tokio::spawn(serve_http(listener, shared.clone()));
+
+    let (leader_rx, lease_task) = match &cfg.lease {
+        None => (watch::channel(true).1, None),
+        Some(l) => {
+            let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &l.name)
+                .with_namespace(&l.namespace)
+                .with_identity(&cfg.identity)
+                .with_duration(l.duration_seconds)
+                .with_grace(l.grace_seconds)
+                .with_field_manager(format!("{FIELD_MANAGER}-lease"))
+                .build()
+                .await
+                .map_err(|e| RunError::Lease(e.to_string()))?;
+            let (rx, task) = manager.watch().await;
+            (rx, Some(task))
+        }
+    };
+    let writer = Writer::new(client.clone(), cfg.identity.clone())
+        .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
+        .with_leader(leader_rx.clone());
+    let result = event_loop(client, &cfg, writer, leader_rx, lease_task, &shared, shutdown).await;
+    server.abort();
+    result
+}
+
+async fn serve_http(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let m = shared.clone();
+    let r = shared.clone();
+    let app = axum::Router::new()
+        .route("/metrics", get(move || async move { m.metrics.encode() }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if r.ready.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "ready")
+                } else {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "caches not synced or ledger not rebuilt",
+                    )
+                }
+            }),
+        );
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "metrics server stopped");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn event_loop(
+    client: Client,
+    cfg: &RunConfig,
+    writer: Writer,
+    mut leader_rx: watch::Receiver<bool>,
+    mut lease_task: Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
+    shared: &Shared,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let mut stream = all_watches(&client, cfg);
+    let mut cache = Cache::default();
+    let mut index: Option<Mutex<Index>> = None;
+    let mut cycle_at: Option<Instant> = None;
+    let mut queue_tick = tokio::time::interval(cfg.queue_status_interval);
+    queue_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut queue_status = QueueStatusWriter::default();
+    let coalesce = Duration::from_millis(50);
+    tokio::pin!(shutdown);
+    loop {
+        let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            () = &mut shutdown => {
+                tracing::info!("shutting down");
+                return Ok(());
+            }
+            msg = stream.next() => {
+                let Some(msg) = msg else { return Ok(()) };
+                let mut batch = vec![msg];
+                // Take whatever else is ready: one cycle for a burst of events.
+                while batch.len() < 1024 {
+                    match futures::FutureExt::now_or_never(stream.next()) {
+                        Some(Some(m)) => batch.push(m),
+                        _ => break,
+                    }
+                }
+                let mut ix = match &index { Some(m) => Some(m.lock().await), None => None };
+                for m in batch {
+                    handle(&mut cache, ix.as_deref_mut(), m, now_ms());
+                }
+                drop(ix);
+                let all_synced = Kind::ALL.iter().all(|k| cache.synced.contains(k));
+                shared.synced.store(all_synced, Ordering::Relaxed);
+                let soon = Instant::now() + coalesce;
+                cycle_at = Some(cycle_at.map_or(soon, |t| t.min(soon)));
+            }
+            _ = tokio::time::sleep_until(sleep_until.into()) => {}
+            _ = queue_tick.tick() => {
+                if let Some(ix) = &index {
+                    let ix = ix.lock().await;
+                    queue_status.write(&client, &ix, &shared.metrics, cfg).await;
+                }
+                continue;
+            }
+            changed = leader_rx.changed() => {
+                if changed.is_err() {
+                    return Err(RunError::Lease("lease task ended".into()));
+                }
+                let leading = *leader_rx.borrow();
+                tracing::info!(leading, "leadership changed");
+                if !leading {
+                    index = None;
+                    queue_status = QueueStatusWriter::default();
+                }
+            }
+            done = async { match &mut lease_task { Some(t) => t.await, None => std::future::pending().await } } => {
+                return Err(RunError::Lease(match done {
+                    Ok(Ok(_)) => "lease task ended".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                }));
+            }
+        }
+        let leading = *leader_rx.borrow();
+        let synced = shared.synced.load(Ordering::Relaxed);
+        if leading && synced && index.is_none() {
+            let ix = build_index(&cache, &cfg.index);
+            tracing::info!(
+                workloads = ix.engine().workload_count(),
+                unrestored = ix.unrestored(),
+                "leading: ledger rebuilt from Workload statuses"
+            );
+            index = Some(Mutex::new(ix));
+            cycle_at = Some(Instant::now());
+        }
+        shared
+            .ready
+            .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
+        let due = cycle_at.is_some_and(|t| t <= Instant::now());
+        if let Some(m) = &index
+            && due
+        {
+            let started = Instant::now();
+            let (plans, wake) = {
+                let mut ix = m.lock().await;
+                let out = ix.cycle(now_ms());
+                record_stats(&mut ix, &shared.metrics);
+                out
+            };
+            shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+            writer::apply_plans(&writer, m, plans, Some(&shared.metrics), now_ms).await;
+            cycle_at = wake.map(|w| Instant::now() + Duration::from_millis((w - now_ms()).max(0) as u64));
+            // Rolled-back admissions are retried a little later.
+            if m.lock().await.wants_cycle() {
+                let retry = Instant::now() + Duration::from_secs(1);
+                cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+            }
+        }
+    }
+}
+
+fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
+    match msg {
+        Msg::Init(kind) => {
+            cache.relisting.insert(kind, BTreeSet::new());
+        }
+        Msg::InitDone(kind) => {
+            // Objects gone while we were not watching get no Delete event.
+            if let Some(seen) = cache.relisting.remove(&kind) {
+                let known = cache.objects.entry(kind).or_default();
+                let gone: Vec<String> = known.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                for k in &gone {
+                    known.remove(k);
+                }
+                if let Some(ix) = ix {
+                    for k in &gone {
+                        delete_from_index(ix, kind, k, now);
+                    }
+                    ix.mark_synced(kind);
+                }
+            }
+            cache.synced.insert(kind);
+        }
+        Msg::Apply(o) => {
+            let kind = kind_of(&o);
+            let key = key_of_obj(&o);
+            if let Some(seen) = cache.relisting.get_mut(&kind) {
+                seen.insert(key.clone());
+            }
+            if let Some(ix) = ix {
+                apply_to_index(ix, &o, now);
+            }
+            cache.objects.entry(kind).or_default().insert(key, o);
+        }
+        Msg::Delete(kind, key) => {
+            cache.objects.entry(kind).or_default().remove(&key);
+            if let Some(ix) = ix {
+                delete_from_index(ix, kind, &key, now);
+            }
+        }
+    }
+}
+
+fn record_stats(ix: &mut Index, m: &Metrics) {
+    let stats = ix.take_stats();
+    m.admitted.inc_by(stats.admitted as u64);
+    m.preempted.inc_by(stats.preempted as u64);
+    for r in stats.evicted {
+        m.evicted.get_or_create(&vec![("reason", r.to_string())]).inc();
+    }
+    for w in stats.wait_seconds {
+        m.wait_time.observe(w);
+    }
+    for (kind, reason) in stats.errors {
+        m.reconcile_errors
+            .get_or_create(&vec![("kind", kind.to_string()), ("reason", reason.to_string())])
+            .inc();
+    }
+    m.unrestored.set(ix.unrestored() as i64);
+}
+
+/// ClusterQueue and LocalQueue status: written when changed, at most once
+/// per tick per object, and at most ~10 % of the write budget per tick
+/// (the rest waits for the next tick; latest value wins, no backlog).
+#[derive(Default)]
+struct QueueStatusWriter {
+    last: HashMap<(bool, String), serde_json::Value>,
+}
+
+impl QueueStatusWriter {
+    async fn write(&mut self, client: &Client, ix: &Index, m: &Metrics, cfg: &RunConfig) {
+        let budget = ((cfg.kube_qps * 0.1 * cfg.queue_status_interval.as_secs_f64()).floor() as usize).max(1);
+        let mut wanted: Vec<((bool, String), Option<String>, serde_json::Value)> = Vec::new();
+        let (cqs, lqs) = ix.queue_names();
+        for name in cqs {
+            let Some(u) = ix.engine().cluster_queue_usage(&name) else {
+                continue;
+            };
+            let labels = |f: &str, r: &str| {
+                vec![
+                    ("cluster_queue", name.clone()),
+                    ("flavor", f.to_string()),
+                    ("resource", r.to_string()),
+                ]
+            };
+            m.pending
+                .get_or_create(&vec![("cluster_queue", name.clone()), ("status", "active".into())])
+                .set(u.pending as i64);
+            let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+            for r in &u.resources {
+                m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
+                m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
+                flavors.entry(r.flavor.clone()).or_default().push(ResourceUsage {
+                    name: r.resource.clone(),
+                    total: sluice_api::quantity::to_quantity(&r.resource, i128::from(r.used)),
+                    borrowed: (r.borrowed > 0)
+                        .then(|| sluice_api::quantity::to_quantity(&r.resource, i128::from(r.borrowed))),
+                });
+            }
+            let status = json!({
+                "pendingWorkloads": u.pending,
+                "admittedWorkloads": u.admitted,
+                "flavorsUsage": flavors.into_iter().map(|(name, resources)| FlavorUsage { name, resources }).collect::<Vec<_>>(),
+            });
+            wanted.push(((true, name), None, status));
+        }
+        for key in lqs {
+            let (pending, admitted) = ix.local_queue_counts(&key);
+            let status = json!({"pendingWorkloads": pending, "admittedWorkloads": admitted});
+            wanted.push(((false, key.name.clone()), Some(key.namespace.clone()), status));
+        }
+        let mut written = 0;
+        for ((cluster, name), ns, status) in wanted {
+            let id = (cluster, ns.as_ref().map_or(name.clone(), |n| format!("{n}/{name}")));
+            if self.last.get(&id) == Some(&status) {
+                continue;
+            }
+            if written >= budget {
+                break;
+            }
+            written += 1;
+            let (ar, api) = if cluster {
+                let ar = ApiResource::erase::<ClusterQueue>(&());
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+                (ar, api)
+            } else {
+                let ar = ApiResource::erase::<LocalQueue>(&());
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.as_deref().unwrap_or(""), &ar);
+                (ar, api)
+            };
+            let mut meta = json!({"name": name});
+            if let Some(ns) = &ns {
+                meta["namespace"] = json!(ns);
+            }
+            let body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
+            let patch = Patch::Apply(body);
+            let call = api.patch_status(&name, &pp, &patch);
+            let ok = matches!(tokio::time::timeout(writer::CALL_TIMEOUT, call).await, Ok(Ok(_)));
+            m.write("queue_status", ok);
+            if ok {
+                self.last.insert(id, status);
+            }
+        }
+    }
+}
