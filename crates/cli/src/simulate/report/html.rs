@@ -680,7 +680,7 @@ fn bar(out: &mut String, p: &Plot, unit: TimeUnit, from: Millis, to: Millis, y: 
 fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>, resources: &[String]) {
     let _ = write!(
         out,
-        r#"<table><thead><tr><th class="l">{}</th><th>workloads</th><th>admitted</th><th>finished</th><th>preempted</th><th>pending</th><th>wait mean</th><th>p50</th><th>p95</th><th>max</th>"#,
+        r#"<div class="tablewrap"><table><thead><tr><th class="l">{}</th><th>workloads</th><th>admitted</th><th>finished</th><th>preempted</th><th>pending</th><th>wait mean</th><th>p50</th><th>p95</th><th>max</th>"#,
         esc(first)
     );
     for res in resources {
@@ -755,7 +755,7 @@ fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>
     if let Some(t) = totals {
         row(out, t, "total");
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table></div>");
 }
 
 const CSS: &str = r#"
@@ -777,12 +777,13 @@ p.lede{color:var(--muted);margin:0 0 12px;max-width:900px}
 figcaption{font-size:14px;margin-bottom:6px}
 .grid2{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 .pill{display:inline-block;font-size:11px;color:#1e40af;background:#dbeafe;border-radius:99px;padding:1px 8px;margin-left:6px;vertical-align:1px}
-table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);border-radius:10px;overflow:hidden;font-variant-numeric:tabular-nums}
-th,td{padding:7px 10px;text-align:right;border-bottom:1px solid var(--line);white-space:nowrap}
+.tablewrap{overflow-x:auto;border:1px solid var(--line);border-radius:10px}
+table{border-collapse:collapse;width:100%;background:#fff;font-variant-numeric:tabular-nums}
+th,td{padding:7px 9px;text-align:right;border-bottom:1px solid var(--line);white-space:nowrap}
 th{font-size:12px;color:var(--muted);font-weight:600;background:#f9fafb}
 .l{text-align:left}
 tr.total td{font-weight:600;background:#f9fafb}
-.meter{display:inline-block;width:46px;height:6px;border-radius:3px;background:#e5e7eb;margin-right:8px;vertical-align:2px;overflow:hidden}
+.meter{display:inline-block;width:32px;height:6px;border-radius:3px;background:#e5e7eb;margin-right:8px;vertical-align:2px;overflow:hidden}
 .meter i{display:block;height:100%;background:#2563eb}
 .legend{color:#374151;font-size:13px;margin:8px 2px 0}
 .sw{display:inline-block;width:14px;height:10px;border-radius:2px;margin:0 5px 0 12px;vertical-align:0}

@@ -214,13 +214,27 @@ pub fn render(r: &Report) -> String {
     for x in &r.totals.resources {
         t.rows.push(vec![
             x.resource.clone(),
-            trim_num(x.nominal),
-            trim_num(x.peak),
+            amount(&x.resource, x.nominal),
+            amount(&x.resource, x.peak),
             pct(x.utilisation),
         ]);
     }
     t.render(&mut out);
     out
+}
+
+/// An amount in a resource's units for people: bytes as Gi/Ti, the rest as numbers.
+fn amount(resource: &str, units: f64) -> String {
+    use sluice_api::quantity::{Format, format_for_resource};
+    if format_for_resource(resource) == Format::BinarySi {
+        let gi = units / (1u64 << 30) as f64;
+        return if gi >= 1024.0 {
+            format!("{}Ti", trim_num((gi / 1024.0 * 10.0).round() / 10.0))
+        } else {
+            format!("{}Gi", trim_num((gi * 10.0).round() / 10.0))
+        };
+    }
+    trim_num(units)
 }
 
 fn trim_num(v: f64) -> String {
