@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod controller;
 mod crds;
 mod webhook;
 
@@ -24,6 +25,8 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the controller: queue Jobs, admit them through the engine, apply decisions.
+    Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions of every Sluice kind.
     Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
@@ -35,6 +38,7 @@ enum Command {
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let result = match command {
+        Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => sluice_cli::simulate::run(args),
         Command::Webhook(args) => webhook::run(*args),

@@ -296,7 +296,10 @@ fn errors_name_file_line_column_and_field_path() {
         e.starts_with(&format!("bad.yaml:{}:15: spec.jobs[0].duration: ", jobs_line + 5)),
         "{e}"
     );
-    assert!(e.contains("invalid duration \"10 minutes\""), "{e}");
+    assert!(
+        e.contains("invalid duration \"10 minutes\": write it without spaces"),
+        "{e}"
+    );
 
     // A bad quantity, in the second job.
     let e = one_error(&doc(&format!(
@@ -401,5 +404,20 @@ fn counts_add_up_under_heavy_throttling() {
                 assert!(s >= run.admitted_at);
             }
         }
+    }
+}
+
+/// The default scenario simulates the cluster of `examples/`, copied in
+/// unchanged: keep them in step.
+#[test]
+fn gpu_teams_carries_the_example_cluster_verbatim() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let scenario = std::fs::read_to_string(format!("{root}/simulate/gpu-teams.yaml")).unwrap();
+    for file in ["flavors", "priority-classes", "cluster-queues", "local-queues"] {
+        let text = std::fs::read_to_string(format!("{root}/{file}.yaml")).unwrap();
+        assert!(
+            scenario.contains(&text),
+            "examples/{file}.yaml changed: paste it again into examples/simulate/gpu-teams.yaml"
+        );
     }
 }

@@ -18,6 +18,11 @@ pub fn parse_duration(text: &str) -> Result<Millis, String> {
     if let Ok(ms) = s.parse::<f64>() {
         return ms_from_f64(ms, text);
     }
+    if s.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid duration {text:?}: write it without spaces, with units ms, s, m, h, d (e.g. 90s, 2h30m)"
+        ));
+    }
     let bytes = s.as_bytes();
     let mut i = 0;
     let mut total = 0.0f64;
@@ -126,6 +131,7 @@ mod tests {
         assert!(parse_duration("-5s").unwrap_err().contains("expected a number"));
         assert!(parse_duration("-5").unwrap_err().contains("non-negative"));
         assert!(parse_duration("5m3").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("6 hours").unwrap_err().contains("without spaces"));
     }
 
     #[test]

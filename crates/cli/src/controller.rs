@@ -1,0 +1,179 @@
+//! `sluice controller`: watch Jobs and Sluice objects, admit through the
+//! engine, apply decisions through the API server. One config struct;
+//! every flag is also an environment variable.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{ArgAction, Args, ValueEnum};
+use sluice_controller::index::IndexConfig;
+use sluice_controller::run::{LeaseConfig, RunConfig};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Plain,
+}
+
+/// Run the controller.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Sustained API writes per second (client-side rate limit).
+    #[arg(long, env = "SLUICE_KUBE_QPS", default_value_t = 50.0)]
+    kube_qps: f64,
+    /// API writes allowed in a burst above --kube-qps.
+    #[arg(long, env = "SLUICE_KUBE_BURST", default_value_t = 100)]
+    kube_burst: u32,
+    /// Evict and requeue an admitted Job whose pods are not all ready within
+    /// this time (e.g. 10m, 90s, 1h; 0 turns the check off).
+    #[arg(long, env = "SLUICE_PODS_READY_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    pods_ready_timeout: Duration,
+    /// First requeue backoff after a pods-ready timeout (doubles each time).
+    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_BASE", default_value = "60s", value_parser = parse_duration)]
+    requeue_backoff_base: Duration,
+    /// Longest requeue backoff.
+    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_MAX", default_value = "1h", value_parser = parse_duration)]
+    requeue_backoff_max: Duration,
+    /// Elect a leader with a coordination.k8s.io Lease; only the holder writes.
+    #[arg(long, env = "SLUICE_LEADER_ELECT", default_value_t = true, action = ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "sluice-system")]
+    lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, env = "SLUICE_LEASE_NAME", default_value = "sluice-controller")]
+    lease_name: String,
+    /// Seconds a Lease stays valid without renewal.
+    #[arg(long, env = "SLUICE_LEASE_DURATION_SECONDS", default_value_t = 15)]
+    lease_duration_seconds: u64,
+    /// Name of this replica (Lease holder, Event reportingInstance); defaults to the host name.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "SLUICE_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
+    /// Also queue Jobs labelled kueue.x-k8s.io/queue-name.
+    #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
+    kueue_compat: bool,
+    /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
+    #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    queue_status_interval: Duration,
+}
+
+/// `90`, `90s`, `10m`, `1h`, `500ms`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number with a unit (s, m, h, ms)"))?;
+    Ok(match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        other => return Err(format!("{s:?}: unknown unit {other:?} (s, m, h, ms)")),
+    })
+}
+
+pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let ControllerArgs {
+        kube_qps,
+        kube_burst,
+        pods_ready_timeout,
+        requeue_backoff_base,
+        requeue_backoff_max,
+        leader_elect,
+        lease_namespace,
+        lease_name,
+        lease_duration_seconds,
+        identity,
+        metrics_addr,
+        log_format,
+        kueue_compat,
+        queue_status_interval,
+    } = args;
+    match log_format {
+        LogFormat::Json => tracing_subscriber::fmt().json().with_writer(std::io::stderr).init(),
+        LogFormat::Plain => tracing_subscriber::fmt().with_writer(std::io::stderr).init(),
+    }
+    let identity = identity
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("sluice-controller-{}", std::process::id()));
+    let cfg = RunConfig {
+        kube_qps,
+        kube_burst,
+        index: IndexConfig {
+            kueue_compat,
+            pods_ready_timeout_ms: (!pods_ready_timeout.is_zero()).then_some(pods_ready_timeout.as_millis() as i64),
+            backoff_base_ms: requeue_backoff_base.as_millis() as i64,
+            backoff_max_ms: requeue_backoff_max.as_millis() as i64,
+        },
+        lease: leader_elect.then(|| LeaseConfig {
+            namespace: lease_namespace,
+            name: lease_name,
+            duration_seconds: lease_duration_seconds.max(2),
+            grace_seconds: (lease_duration_seconds / 3).max(1),
+        }),
+        identity,
+        metrics_addr,
+        queue_status_interval: queue_status_interval.max(Duration::from_millis(100)),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the API server")?;
+        sluice_controller::run::run(client, cfg, terminated())
+            .await
+            .context("controller")
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}
