@@ -1035,7 +1035,18 @@ impl Index {
             }
         }
         for wk in expired {
+            // A server that does not report `status.ready` (JobReadyPods off)
+            // cannot tell us: give up the check rather than evict running work.
+            let measurable = self
+                .job_key_of(&wk)
+                .and_then(|jk| self.jobs.get(&jk))
+                .is_some_and(|j| j.status.as_ref().and_then(|s| s.ready).is_some());
             let e = self.workloads.get_mut(&wk).expect("present");
+            if !measurable {
+                tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
+                e.pods_ready_seen = true;
+                continue;
+            }
             let n = e.status.requeue_state.as_ref().map_or(0, |r| r.count) + 1;
             let backoff = self
                 .config

@@ -617,3 +617,118 @@ impl QueueStatusWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{cq, flavor, job_fixture, lq};
+    use sluice_api::v1alpha1::WorkloadStatus;
+    use sluice_scheduler::WorkloadState;
+
+    fn admitted_workload() -> Workload {
+        let j = job_fixture("job-suspended-create-response.json");
+        let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+        wl.metadata.uid = Some("wl-uid".into());
+        let mut status = WorkloadStatus::default();
+        for t in ["QuotaReserved", "Admitted"] {
+            crate::index::set_condition(&mut status.conditions, t, "True", t, "", 0, None);
+        }
+        status.admission = Some(
+            serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
+                {"name": "main", "count": 4, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "8"}}]}))
+            .unwrap(),
+        );
+        wl.status = Some(status);
+        wl
+    }
+
+    fn listed(cache: &mut Cache, objs: Vec<Obj>) {
+        for k in Kind::ALL {
+            handle(cache, None, Msg::Init(k), 0);
+        }
+        for o in objs {
+            handle(cache, None, Msg::Apply(o), 0);
+        }
+        for k in Kind::ALL {
+            handle(cache, None, Msg::InitDone(k), 0);
+        }
+    }
+
+    #[test]
+    fn a_new_leader_rebuilds_the_ledger_from_the_cache_before_any_cycle() {
+        let mut cache = Cache::default();
+        // Workloads listed before the queues: order in the cache does not matter.
+        listed(
+            &mut cache,
+            vec![
+                Obj::Workload(Box::new(admitted_workload())),
+                Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+                Obj::Flavor(Box::new(flavor("a100"))),
+                Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+            ],
+        );
+        let mut ix = build_index(&cache, &IndexConfig::default());
+        assert!(ix.is_ready());
+        assert_eq!(ix.engine().workload_state("wl-uid"), Some(WorkloadState::Admitted));
+        assert_eq!(
+            ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+            8000
+        );
+        let (plans, _) = ix.cycle(now_ms());
+        assert!(
+            plans.iter().all(|p| p.purpose.label() != "admit"),
+            "never admitted twice"
+        );
+    }
+
+    #[test]
+    fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
+        let mut cache = Cache::default();
+        listed(
+            &mut cache,
+            vec![
+                Obj::Flavor(Box::new(flavor("a100"))),
+                Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+                Obj::ClusterQueue(Box::new(cq("gone", 8))),
+            ],
+        );
+        let mut ix = build_index(&cache, &IndexConfig::default());
+        assert_eq!(ix.engine().cluster_queue_names().len(), 2);
+        // 410 Gone: the watcher lists again; "gone" is not in the new list.
+        handle(&mut cache, Some(&mut ix), Msg::Init(Kind::ClusterQueue), 0);
+        handle(
+            &mut cache,
+            Some(&mut ix),
+            Msg::Apply(Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8)))),
+            0,
+        );
+        handle(&mut cache, Some(&mut ix), Msg::InitDone(Kind::ClusterQueue), 0);
+        let names: Vec<String> = ix
+            .engine()
+            .cluster_queue_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(names, ["cluster-gpu"]);
+        assert_eq!(cache.objects[&Kind::ClusterQueue].len(), 1);
+    }
+
+    #[test]
+    fn a_malformed_object_is_reported_not_fatal() {
+        let mut cache = Cache::default();
+        listed(
+            &mut cache,
+            vec![Obj::Malformed(
+                Kind::ClusterQueue,
+                "bad".into(),
+                "spec: missing field".into(),
+            )],
+        );
+        let ix = build_index(&cache, &IndexConfig::default());
+        assert_eq!(
+            ix.errors()[&(Kind::ClusterQueue, "bad".to_string())].reason,
+            "Malformed"
+        );
+        assert!(ix.is_ready());
+    }
+}

@@ -469,3 +469,25 @@ fn pods_not_ready_in_time_are_evicted_with_exponential_backoff() {
     assert_eq!(condition(status_step(&plans[0]), cond::REQUEUED).0, "False");
     assert_eq!(ix.engine().workload_state("wl-uid-slow"), Some(WorkloadState::Pending));
 }
+
+#[test]
+fn no_eviction_when_the_server_does_not_report_ready_pods() {
+    let mut ix = ready_index();
+    let j = mk_job("old-server", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    // As recorded from a 1.24 alpha server: `active` but no `ready`.
+    running.status = serde_json::from_value(json!({"active": 2})).unwrap();
+    ix.apply_job(running, T0 + 1000);
+    let (plans, wake) = ix.cycle(T0 + 600_000);
+    assert!(plans.is_empty());
+    assert_eq!(wake, None, "no deadline left to wake for");
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-old-server"),
+        Some(WorkloadState::Admitted)
+    );
+}
