@@ -1,2 +1,4 @@
 //! Sluice end-to-end test support. The tests themselves live in `tests/tests/`.
 #![forbid(unsafe_code)]
+
+pub mod cluster;
