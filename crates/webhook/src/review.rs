@@ -229,6 +229,16 @@ impl Reviewer {
             d.denials.push("object: missing from the CREATE request".to_owned());
             return d;
         };
+        // The API server always sends these; patches below assume them.
+        if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
+            d.denials
+                .push("metadata.name: required (or metadata.generateName)".to_owned());
+            return d;
+        }
+        if !obj.data.get("spec").is_some_and(Value::is_object) {
+            d.denials.push("spec: missing or not an object".to_owned());
+            return d;
+        }
         let namespace = req
             .namespace
             .clone()

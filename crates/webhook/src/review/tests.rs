@@ -530,3 +530,36 @@ mod sluice_kinds {
         assert_eq!(r.handle(ep, &body(&change)).unwrap().verdict, Verdict::Allowed);
     }
 }
+
+#[test]
+fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
+    // Found by fuzzing: patches must only target paths that exist.
+    let view = Arc::new(MemoryView::synced_empty());
+    view.upsert_namespace(
+        "ml",
+        BTreeMap::from([("sluice.dev/default-queue".to_owned(), "enabled".to_owned())]),
+    );
+    view.upsert_local_queue("ml", "default");
+    let r = reviewer_with(view);
+    let mut review = unlabelled_job_review("ml", None);
+    review["request"]["object"].as_object_mut().unwrap().remove("metadata");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        response_of(&reply)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("metadata.name: required")
+    );
+
+    let mut review = fixture("admissionreview-request-job-create-dryrun.json");
+    review["request"]["object"]["spec"] = json!(7);
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        response_of(&reply)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("spec: missing or not an object")
+    );
+}
