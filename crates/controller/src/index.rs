@@ -28,6 +28,7 @@
 //! valid version in the engine, so admitted work is not disturbed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -115,7 +116,8 @@ pub struct ObjectError {
 }
 
 struct WlEntry {
-    obj: Workload,
+    /// As observed (shared with the run loop's cache).
+    obj: Arc<Workload>,
     uid: String,
     /// The status as last written by us or observed, whichever is later.
     status: WorkloadStatus,
@@ -149,7 +151,7 @@ pub struct Index {
     local_queues: BTreeMap<ObjKey, LocalQueue>,
     workload_classes: BTreeMap<String, i32>,
     pod_classes: BTreeMap<String, i32>,
-    jobs: BTreeMap<ObjKey, Job>,
+    jobs: BTreeMap<ObjKey, Arc<Job>>,
     workloads: BTreeMap<ObjKey, WlEntry>,
     by_uid: HashMap<String, ObjKey>,
     /// Admitted workloads whose ClusterQueue is unknown: kept out of the
@@ -467,7 +469,8 @@ impl Index {
 
     // ----- workloads ----------------------------------------------------------------------
 
-    pub fn apply_workload(&mut self, wl: Workload, now_ms: i64) {
+    pub fn apply_workload(&mut self, wl: impl Into<Arc<Workload>>, now_ms: i64) {
+        let wl: Arc<Workload> = wl.into();
         let Some(key) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) else {
             return;
         };
@@ -537,9 +540,25 @@ impl Index {
             } else if finished {
                 let _ = self.engine.remove_workload(&uid);
                 self.workloads.get_mut(key).expect("present").in_engine = false;
+                return;
+            } else if e.status.holds_quota()
+                && e.status.admission.is_some()
+                && matches!(
+                    self.engine.workload_state(&uid),
+                    Some(WorkloadState::Pending | WorkloadState::Preempting)
+                )
+            {
+                // Admitted by someone else (a previous leader writing during
+                // the hand-over): take its admission as it is, never admit it
+                // a second time.
+                let _ = self.engine.remove_workload(&uid);
+                self.workloads.get_mut(key).expect("present").in_engine = false;
+                tracing::warn!(workload = %key, "adopting an admission made by another writer");
+            } else {
+                return;
             }
-            return;
         }
+        let Some(e) = self.workloads.get(key) else { return };
         if finished {
             return;
         }
@@ -622,7 +641,8 @@ impl Index {
 
     // ----- jobs ---------------------------------------------------------------------------
 
-    pub fn apply_job(&mut self, j: Job, now_ms: i64) {
+    pub fn apply_job(&mut self, j: impl Into<Arc<Job>>, now_ms: i64) {
+        let j: Arc<Job> = j.into();
         let Some(key) = key_of(j.metadata.namespace.as_deref(), j.metadata.name.as_deref()) else {
             return;
         };

@@ -108,8 +108,8 @@ enum Obj {
     LocalQueue(Box<LocalQueue>),
     WorkloadClass(Box<WorkloadPriorityClass>),
     PodClass(String, i32),
-    Workload(Box<Workload>),
-    Job(Box<Job>),
+    Workload(Arc<Workload>),
+    Job(Arc<Job>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -192,7 +192,7 @@ where
 
 fn strip_job(mut j: Job) -> Obj {
     j.metadata.managed_fields = None;
-    Obj::Job(Box::new(j))
+    Obj::Job(Arc::new(j))
 }
 
 fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
@@ -211,7 +211,7 @@ fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         sluice_watch::<WorkloadPriorityClass>(client, Kind::WorkloadPriorityClass, |o| Obj::WorkloadClass(Box::new(o))),
         sluice_watch::<Workload>(client, Kind::Workload, |mut o| {
             o.metadata.managed_fields = None;
-            Obj::Workload(Box::new(o))
+            Obj::Workload(Arc::new(o))
         }),
         Box::pin(events(watcher(jobs, job_cfg), Kind::Job, strip_job, |o: &Job| {
             name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref())
@@ -262,8 +262,8 @@ fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::LocalQueue(x) => ix.apply_local_queue((**x).clone()),
         Obj::WorkloadClass(x) => ix.apply_workload_priority_class((**x).clone()),
         Obj::PodClass(n, v) => ix.apply_priority_class(n, *v),
-        Obj::Workload(x) => ix.apply_workload((**x).clone(), now),
-        Obj::Job(x) => ix.apply_job((**x).clone(), now),
+        Obj::Workload(x) => ix.apply_workload(x.clone(), now),
+        Obj::Job(x) => ix.apply_job(x.clone(), now),
         Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
     }
 }
@@ -537,78 +537,114 @@ fn record_stats(ix: &mut Index, m: &Metrics) {
 /// (the rest waits for the next tick; latest value wins, no backlog).
 #[derive(Default)]
 struct QueueStatusWriter {
-    last: HashMap<(bool, String), serde_json::Value>,
+    last: HashMap<QueueId, serde_json::Value>,
+    /// When each ClusterQueue's Active condition last changed: (status, time).
+    active_since: HashMap<String, (bool, String)>,
 }
 
+/// (cluster-scoped, namespace, name)
+type QueueId = (bool, Option<String>, String);
+
 impl QueueStatusWriter {
-    async fn write(&mut self, client: &Client, ix: &Index, m: &Metrics, cfg: &RunConfig) {
-        let budget = ((cfg.kube_qps * 0.1 * cfg.queue_status_interval.as_secs_f64()).floor() as usize).max(1);
-        let mut wanted: Vec<((bool, String), Option<String>, serde_json::Value)> = Vec::new();
+    /// The status every queue should have now; updates the usage metrics.
+    fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, serde_json::Value)> {
+        let mut wanted = Vec::new();
         let (cqs, lqs) = ix.queue_names();
-        for name in cqs {
-            let Some(u) = ix.engine().cluster_queue_usage(&name) else {
-                continue;
-            };
-            let labels = |f: &str, r: &str| {
-                vec![
-                    ("cluster_queue", name.clone()),
-                    ("flavor", f.to_string()),
-                    ("resource", r.to_string()),
-                ]
-            };
-            m.pending
-                .get_or_create(&vec![("cluster_queue", name.clone()), ("status", "active".into())])
-                .set(u.pending as i64);
-            let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
-            for r in &u.resources {
-                m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
-                m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
-                flavors.entry(r.flavor.clone()).or_default().push(ResourceUsage {
-                    name: r.resource.clone(),
-                    total: sluice_api::quantity::to_quantity(&r.resource, i128::from(r.used)),
-                    borrowed: (r.borrowed > 0)
-                        .then(|| sluice_api::quantity::to_quantity(&r.resource, i128::from(r.borrowed))),
-                });
+        let invalid: BTreeMap<&str, &str> = ix
+            .errors()
+            .iter()
+            .filter(|((k, _), _)| *k == Kind::ClusterQueue)
+            .map(|((_, name), e)| (name.as_str(), e.message.as_str()))
+            .collect();
+        let mut names: BTreeSet<String> = cqs.into_iter().collect();
+        names.extend(invalid.keys().map(|n| n.to_string()));
+        for name in names {
+            let problem = invalid.get(name.as_str()).copied();
+            let active = problem.is_none();
+            let since = self
+                .active_since
+                .entry(name.clone())
+                .or_insert_with(|| (active, now.to_string()));
+            if since.0 != active {
+                *since = (active, now.to_string());
             }
-            let status = json!({
-                "pendingWorkloads": u.pending,
-                "admittedWorkloads": u.admitted,
-                "flavorsUsage": flavors.into_iter().map(|(name, resources)| FlavorUsage { name, resources }).collect::<Vec<_>>(),
-            });
-            wanted.push(((true, name), None, status));
+            let condition = json!([{
+                "type": "Active",
+                "status": if active { "True" } else { "False" },
+                "reason": if active { "Ready" } else { "InvalidClusterQueue" },
+                "message": problem.map_or("Can admit workloads".to_string(), |p| format!("Ignored by the controller: {p}")),
+                "lastTransitionTime": since.1,
+            }]);
+            let mut status = json!({"conditions": condition});
+            if let Some(u) = ix.engine().cluster_queue_usage(&name) {
+                let labels = |f: &str, r: &str| {
+                    vec![
+                        ("cluster_queue", name.clone()),
+                        ("flavor", f.to_string()),
+                        ("resource", r.to_string()),
+                    ]
+                };
+                m.pending
+                    .get_or_create(&vec![("cluster_queue", name.clone()), ("status", "active".into())])
+                    .set(u.pending as i64);
+                let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+                for r in &u.resources {
+                    m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
+                    m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
+                    flavors.entry(r.flavor.clone()).or_default().push(ResourceUsage {
+                        name: r.resource.clone(),
+                        total: sluice_api::quantity::to_quantity(&r.resource, i128::from(r.used)),
+                        borrowed: (r.borrowed > 0)
+                            .then(|| sluice_api::quantity::to_quantity(&r.resource, i128::from(r.borrowed))),
+                    });
+                }
+                status["pendingWorkloads"] = json!(u.pending);
+                status["admittedWorkloads"] = json!(u.admitted);
+                status["flavorsUsage"] = serde_json::to_value(
+                    flavors
+                        .into_iter()
+                        .map(|(name, resources)| FlavorUsage { name, resources })
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or_default();
+            }
+            wanted.push(((true, None, name), status));
         }
         for key in lqs {
             let (pending, admitted) = ix.local_queue_counts(&key);
             let status = json!({"pendingWorkloads": pending, "admittedWorkloads": admitted});
-            wanted.push(((false, key.name.clone()), Some(key.namespace.clone()), status));
+            wanted.push(((false, Some(key.namespace), key.name), status));
         }
-        let mut written = 0;
-        for ((cluster, name), ns, status) in wanted {
-            let id = (cluster, ns.as_ref().map_or(name.clone(), |n| format!("{n}/{name}")));
-            if self.last.get(&id) == Some(&status) {
-                continue;
-            }
-            if written >= budget {
-                break;
-            }
-            written += 1;
-            let (ar, api) = if cluster {
-                let ar = ApiResource::erase::<ClusterQueue>(&());
-                let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-                (ar, api)
+        wanted.retain(|(id, status)| self.last.get(id) != Some(status));
+        wanted
+    }
+
+    async fn write(&mut self, client: &Client, ix: &Index, m: &Metrics, cfg: &RunConfig) {
+        let budget = ((cfg.kube_qps * 0.1 * cfg.queue_status_interval.as_secs_f64()).floor() as usize).max(1);
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .round(k8s_openapi::jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let wanted = self.wanted(ix, m, &now);
+        for (id, status) in wanted.into_iter().take(budget) {
+            let (cluster, ns, name) = &id;
+            let ar = if *cluster {
+                ApiResource::erase::<ClusterQueue>(&())
             } else {
-                let ar = ApiResource::erase::<LocalQueue>(&());
-                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.as_deref().unwrap_or(""), &ar);
-                (ar, api)
+                ApiResource::erase::<LocalQueue>(&())
+            };
+            let api: Api<DynamicObject> = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
             };
             let mut meta = json!({"name": name});
-            if let Some(ns) = &ns {
+            if let Some(ns) = ns {
                 meta["namespace"] = json!(ns);
             }
             let body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
             let pp = PatchParams::apply(FIELD_MANAGER).force();
             let patch = Patch::Apply(body);
-            let call = api.patch_status(&name, &pp, &patch);
+            let call = api.patch_status(name, &pp, &patch);
             let ok = matches!(tokio::time::timeout(writer::CALL_TIMEOUT, call).await, Ok(Ok(_)));
             m.write("queue_status", ok);
             if ok {
@@ -661,7 +697,7 @@ mod tests {
         listed(
             &mut cache,
             vec![
-                Obj::Workload(Box::new(admitted_workload())),
+                Obj::Workload(Arc::new(admitted_workload())),
                 Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
                 Obj::Flavor(Box::new(flavor("a100"))),
                 Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
@@ -711,6 +747,52 @@ mod tests {
             .collect();
         assert_eq!(names, ["cluster-gpu"]);
         assert_eq!(cache.objects[&Kind::ClusterQueue].len(), 1);
+    }
+
+    #[test]
+    fn queue_status_is_wanted_only_when_it_changes_and_invalid_queues_say_why() {
+        let mut cache = Cache::default();
+        let mut bad = cq("bad", 4);
+        bad.spec.resource_groups[0].flavors[0].resources[0].borrowing_limit =
+            Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()));
+        listed(
+            &mut cache,
+            vec![
+                Obj::Flavor(Box::new(flavor("a100"))),
+                Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+                Obj::ClusterQueue(Box::new(bad)),
+                Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+            ],
+        );
+        let ix = build_index(&cache, &IndexConfig::default());
+        let m = Metrics::new();
+        let mut w = QueueStatusWriter::default();
+        let wanted = w.wanted(&ix, &m, "2027-01-01T00:00:00Z");
+        let ids: Vec<_> = wanted.iter().map(|(id, _)| id.clone()).collect();
+        assert_eq!(
+            ids,
+            [
+                (true, None, "bad".to_string()),
+                (true, None, "cluster-gpu".to_string()),
+                (false, Some("research".to_string()), "team-a".to_string())
+            ]
+        );
+        let bad_status = &wanted[0].1;
+        assert_eq!(bad_status["conditions"][0]["status"], "False");
+        assert_eq!(bad_status["conditions"][0]["reason"], "InvalidClusterQueue");
+        let good = &wanted[1].1;
+        assert_eq!(good["conditions"][0]["status"], "True");
+        assert_eq!(
+            (good["pendingWorkloads"].as_u64(), good["admittedWorkloads"].as_u64()),
+            (Some(0), Some(0))
+        );
+        assert_eq!(good["flavorsUsage"][0]["resources"][0]["total"], "0");
+        // Written: nothing is wanted again until something changes.
+        for (id, status) in wanted {
+            w.last.insert(id, status);
+        }
+        assert!(w.wanted(&ix, &m, "2027-01-01T00:00:05Z").is_empty());
+        assert!(m.encode().contains("sluice_cluster_queue_nominal_quota{cluster_queue=\"cluster-gpu\",flavor=\"a100\",resource=\"nvidia.com/gpu\"} 8000"));
     }
 
     #[test]

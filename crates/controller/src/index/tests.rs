@@ -491,3 +491,58 @@ fn no_eviction_when_the_server_does_not_report_ready_pods() {
         Some(WorkloadState::Admitted)
     );
 }
+
+#[test]
+fn an_admission_written_by_another_leader_is_adopted_not_repeated() {
+    let mut ix = ready_index();
+    let j = mk_job("handover", "team-a", 4, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-handover"),
+        Some(WorkloadState::Pending)
+    );
+    // The old leader's status write arrives before our first cycle.
+    let mut wl = stored_workload(&j, 0, 0);
+    let mut status = WorkloadStatus::default();
+    set_condition(
+        &mut status.conditions,
+        cond::QUOTA_RESERVED,
+        "True",
+        "QuotaReserved",
+        "",
+        T0,
+        Some(1),
+    );
+    set_condition(
+        &mut status.conditions,
+        cond::ADMITTED,
+        "True",
+        "Admitted",
+        "",
+        T0,
+        Some(1),
+    );
+    status.admission = Some(
+        serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
+            {"name": "main", "count": 4, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "8"}}]}))
+        .unwrap(),
+    );
+    wl.status = Some(status);
+    ix.apply_workload(wl, T0 + 1);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-handover"),
+        Some(WorkloadState::Admitted)
+    );
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        8000
+    );
+    let (plans, _) = ix.cycle(T0 + 2);
+    assert!(
+        plans.iter().all(|p| p.purpose.label() != "admit"),
+        "{:?}",
+        purposes(&plans)
+    );
+}
