@@ -31,39 +31,15 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::{Client, Config};
 use serde_json::{Value, json};
+use sluice_e2e::cluster::{client, kubeconfig_path, sluice_bin};
 use sluice_webhook::certs::generate;
 use sluice_webhook::manifests::{ManifestOptions, Target, mutating_configuration, validating_configuration};
 
 const RUN_LABEL: &str = "sluice.dev/e2e-webhook";
-
-fn kubeconfig_path() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("SLUICE_E2E_KUBECONFIG").expect("set SLUICE_E2E_KUBECONFIG to run the end-to-end tests"),
-    )
-}
-
-async fn client() -> Result<Client> {
-    let kc = Kubeconfig::read_from(kubeconfig_path())?;
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(cfg)?)
-}
-
-fn sluice_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLUICE_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/webhook-HASH → target/<profile>/sluice
-    let exe = std::env::current_exe().expect("current exe");
-    exe.parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("sluice"))
-        .expect("target directory")
-}
 
 fn suffix() -> String {
     let n = SystemTime::now()
