@@ -651,8 +651,11 @@ impl Index {
         } else {
             self.starting.remove(&key);
         }
-        self.jobs.insert(key.clone(), j);
+        // The full Job while its Workload may be created from it; then the
+        // slim copy that is kept.
+        self.jobs.insert(key.clone(), j.clone());
         self.reconcile_job(&key, now_ms);
+        self.jobs.insert(key, Arc::new(job::slim_job(&j)));
     }
 
     pub fn delete_job(&mut self, key: &ObjKey, now_ms: i64) {

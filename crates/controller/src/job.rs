@@ -309,6 +309,44 @@ pub fn clear_start_time_patch() -> Value {
     json!({"status": {"startTime": null}})
 }
 
+/// Reduces a pod template, in place, to what Sluice reads from it:
+/// containers' and init containers' names and resources (and init
+/// containers' restartPolicy, for sidecars), overhead, nodeSelector,
+/// tolerations and priorityClassName. Objects kept in memory are slimmed
+/// so that tens of thousands of Jobs and Workloads fit in a small
+/// footprint; requests computed from a slim template are the same.
+pub fn slim_template(t: &mut k8s_openapi::api::core::v1::PodTemplateSpec) {
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    t.metadata = None;
+    if let Some(spec) = t.spec.take() {
+        let slim = |c: Container| Container {
+            name: c.name,
+            resources: c.resources,
+            restart_policy: c.restart_policy,
+            ..Default::default()
+        };
+        t.spec = Some(PodSpec {
+            containers: spec.containers.into_iter().map(slim).collect(),
+            init_containers: spec.init_containers.map(|cs| cs.into_iter().map(slim).collect()),
+            overhead: spec.overhead,
+            node_selector: spec.node_selector,
+            tolerations: spec.tolerations,
+            priority_class_name: spec.priority_class_name,
+            ..Default::default()
+        });
+    }
+}
+
+/// A Job as kept in memory: slim template, no managed fields.
+pub fn slim_job(j: &Job) -> Job {
+    let mut j = j.clone();
+    j.metadata.managed_fields = None;
+    if let Some(spec) = j.spec.as_mut() {
+        slim_template(&mut spec.template);
+    }
+    j
+}
+
 /// Whether the Job is suspended (an unset `suspend` means running).
 pub fn is_suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)

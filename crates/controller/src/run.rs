@@ -190,8 +190,7 @@ where
     })
 }
 
-fn strip_job(mut j: Job) -> Obj {
-    j.metadata.managed_fields = None;
+fn full_job(j: Job) -> Obj {
     Obj::Job(Arc::new(j))
 }
 
@@ -211,9 +210,12 @@ fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         sluice_watch::<WorkloadPriorityClass>(client, Kind::WorkloadPriorityClass, |o| Obj::WorkloadClass(Box::new(o))),
         sluice_watch::<Workload>(client, Kind::Workload, |mut o| {
             o.metadata.managed_fields = None;
+            for ps in &mut o.spec.pod_sets {
+                crate::job::slim_template(&mut ps.template);
+            }
             Obj::Workload(Arc::new(o))
         }),
-        Box::pin(events(watcher(jobs, job_cfg), Kind::Job, strip_job, |o: &Job| {
+        Box::pin(events(watcher(jobs, job_cfg), Kind::Job, full_job, |o: &Job| {
             name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref())
         })),
         Box::pin(events(
@@ -503,6 +505,11 @@ fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
             if let Some(ix) = ix {
                 apply_to_index(ix, &o, now);
             }
+            // Jobs are kept slim (the index had the full one to create a Workload from).
+            let o = match o {
+                Obj::Job(j) => Obj::Job(Arc::new(crate::job::slim_job(&j))),
+                other => other,
+            };
             cache.objects.entry(kind).or_default().insert(key, o);
         }
         Msg::Delete(kind, key) => {
@@ -812,5 +819,66 @@ mod tests {
             "Malformed"
         );
         assert!(ix.is_ready());
+    }
+
+    fn rss_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+            })
+            .unwrap_or(0)
+    }
+
+    /// The memory budget: RSS at most 100 MiB with 15 000 Workloads
+    /// (and their Jobs) and 30 ClusterQueues cached and indexed. Run with
+    /// `cargo test -p sluice-controller --release -- --ignored memory --nocapture`.
+    #[test]
+    #[ignore = "measurement; run alone"]
+    fn memory_with_15000_workloads_and_30_cluster_queues() {
+        let before = rss_kib();
+        let mut objs = vec![Obj::Flavor(Box::new(flavor("a100")))];
+        for q in 0..30 {
+            objs.push(Obj::ClusterQueue(Box::new(cq(&format!("cq-{q}"), 64))));
+            objs.push(Obj::LocalQueue(Box::new(lq(
+                "research",
+                &format!("lq-{q}"),
+                &format!("cq-{q}"),
+            ))));
+        }
+        let template = job_fixture("job-suspended-create-response.json");
+        for i in 0..15_000 {
+            let mut j = template.clone();
+            j.metadata.name = Some(format!("job-{i}"));
+            j.metadata.uid = Some(format!("job-uid-{i}"));
+            j.metadata.managed_fields = None;
+            j.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(sluice_api::labels::QUEUE.into(), format!("lq-{}", i % 30));
+            let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+            wl.metadata.uid = Some(format!("wl-uid-{i}"));
+            crate::job::slim_template(&mut wl.spec.pod_sets[0].template);
+            objs.push(Obj::Job(Arc::new(j)));
+            objs.push(Obj::Workload(Arc::new(wl)));
+        }
+        eprintln!("objects built: {} MiB", rss_kib() / 1024);
+        let mut cache = Cache::default();
+        listed(&mut cache, objs);
+        eprintln!("cached: {} MiB", rss_kib() / 1024);
+        let mut ix = build_index(&cache, &IndexConfig::default());
+        eprintln!("indexed: {} MiB", rss_kib() / 1024);
+        let (plans, _) = ix.cycle(now_ms());
+        let admitted = plans.iter().filter(|p| p.purpose.label() == "admit").count();
+        drop(plans);
+        let after = rss_kib();
+        eprintln!(
+            "RSS {} MiB (grew {} MiB) with 15000 Workloads + Jobs, 30 ClusterQueues, {admitted} admitted",
+            after / 1024,
+            after.saturating_sub(before) / 1024
+        );
+        assert!(after <= 100 * 1024, "RSS {after} KiB");
     }
 }
