@@ -14,6 +14,8 @@ use sluice_webhook::run::{CertSource, ServeOptions};
 use sluice_webhook::selfsigned::SelfSignedOptions;
 use sluice_webhook::tls::CertFiles;
 
+use crate::controller::LogFormat;
+
 /// Serve the admission webhook (HTTPS), or print its configurations.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -65,6 +67,11 @@ struct ServeArgs {
     /// Do not watch Namespaces and LocalQueues (turns off default-queue opt-in).
     #[arg(long, env = "SLUICE_WEBHOOK_NO_WATCH")]
     no_watch: bool,
+    /// Also queue Jobs labelled kueue.x-k8s.io/queue-name (as the controller's flag).
+    #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
+    kueue_compat: bool,
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +95,9 @@ struct ManifestArgs {
     /// Namespaces never sent to the webhook (besides --namespace).
     #[arg(long = "exclude-namespace", default_value = "kube-system")]
     exclude_namespaces: Vec<String>,
+    /// Add entries for Jobs labelled kueue.x-k8s.io/queue-name.
+    #[arg(long)]
+    kueue_compat: bool,
 }
 
 pub fn run(args: WebhookArgs) -> anyhow::Result<ExitCode> {
@@ -107,6 +117,7 @@ fn manifests(args: ManifestArgs) -> anyhow::Result<ExitCode> {
         service_port,
         ca_bundle_file,
         exclude_namespaces,
+        kueue_compat,
     } = args;
     let target = match url {
         Some(u) => Target::Url(u),
@@ -128,6 +139,7 @@ fn manifests(args: ManifestArgs) -> anyhow::Result<ExitCode> {
         target,
         ca_bundle,
         excluded_namespaces: excluded,
+        kueue_compat,
         ..ManifestOptions::default()
     };
     print!("{}", sluice_webhook::manifests::render_yaml(&opts)?);
@@ -147,7 +159,13 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         configuration_name,
         cert_reload_seconds,
         no_watch,
+        kueue_compat,
+        log_format,
     } = args;
+    match log_format {
+        LogFormat::Json => tracing_subscriber::fmt().json().with_writer(std::io::stderr).init(),
+        LogFormat::Plain => tracing_subscriber::fmt().with_writer(std::io::stderr).init(),
+    }
     let certs = if self_signed {
         CertSource::SelfSigned(SelfSignedOptions {
             names: service_dns_names(&service_name, &namespace),
@@ -171,6 +189,7 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         certs,
         reload_every: Duration::from_secs(cert_reload_seconds.max(1)),
         watch_cluster: !no_watch,
+        kueue_compat,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

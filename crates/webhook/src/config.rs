@@ -121,6 +121,9 @@ pub struct WebhookConfig {
     pub excluded_namespaces: Vec<String>,
     /// The label that puts a Job in a LocalQueue.
     pub queue_label: String,
+    /// Also honour Kueue's `kueue.x-k8s.io/queue-name` (the queue label wins
+    /// when both are set), as the controller does with `--kueue-compat`.
+    pub kueue_compat: bool,
     /// Users allowed to change a Workload's admission once set (the
     /// controller's service account).
     pub admission_writers: Vec<String>,
@@ -132,6 +135,7 @@ impl Default for WebhookConfig {
             gpu: GpuConfig::default(),
             excluded_namespaces: vec!["kube-system".to_owned()],
             queue_label: crate::QUEUE_LABEL.to_owned(),
+            kueue_compat: false,
             admission_writers: vec!["system:serviceaccount:sluice-system:sluice-controller".to_owned()],
         }
     }
@@ -182,6 +186,22 @@ impl WebhookConfig {
             self.excluded_namespaces.push(namespace.to_owned());
         }
         self
+    }
+
+    /// The label that names a Job's queue, if any: the queue label, else
+    /// (with `kueueCompat`) Kueue's.
+    pub fn queue_label_of<'a>(
+        &'a self,
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> Option<&'a str> {
+        let labels = labels?;
+        if labels.contains_key(&self.queue_label) {
+            Some(&self.queue_label)
+        } else if self.kueue_compat && labels.contains_key(crate::KUEUE_QUEUE_LABEL) {
+            Some(crate::KUEUE_QUEUE_LABEL)
+        } else {
+            None
+        }
     }
 
     /// Whether objects in this namespace are left alone.

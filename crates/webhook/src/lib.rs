@@ -34,6 +34,8 @@ pub mod validate;
 
 /// The label that puts a Job in a LocalQueue.
 pub const QUEUE_LABEL: &str = "sluice.dev/queue";
+/// Kueue's queue label, honoured with `kueueCompat`.
+pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// The namespace label that opts a namespace in to default queueing.
 pub const DEFAULT_QUEUE_NS_LABEL: &str = "sluice.dev/default-queue";
 /// The value of [`DEFAULT_QUEUE_NS_LABEL`] that opts in.

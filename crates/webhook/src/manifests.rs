@@ -7,6 +7,7 @@
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
 //! | `default-queue-jobs.mutate.sluice.dev` | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE | Ignore (an outage never blocks pods) |
+//! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
@@ -46,6 +47,9 @@ pub struct ManifestOptions {
     pub ca_bundle: Option<Vec<u8>>,
     pub excluded_namespaces: Vec<String>,
     pub queue_label: String,
+    /// Also send Jobs labelled `kueue.x-k8s.io/queue-name` (the webhook's
+    /// `kueueCompat`).
+    pub kueue_compat: bool,
     pub timeout_seconds: i32,
 }
 
@@ -61,6 +65,7 @@ impl Default for ManifestOptions {
             ca_bundle: None,
             excluded_namespaces: vec!["kube-system".to_owned(), "sluice-system".to_owned()],
             queue_label: crate::QUEUE_LABEL.to_owned(),
+            kueue_compat: false,
             timeout_seconds: 5,
         }
     }
@@ -213,8 +218,31 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
             not_excluded(o),
         ),
         // Labelled Jobs are the first entry's; never call twice.
-        selector(None, vec![req(&o.queue_label, "DoesNotExist", None)]),
+        selector(None, {
+            let mut exprs = vec![req(&o.queue_label, "DoesNotExist", None)];
+            if o.kueue_compat {
+                exprs.push(req(crate::KUEUE_QUEUE_LABEL, "DoesNotExist", None));
+            }
+            exprs
+        }),
     );
+    let kueue = o.kueue_compat.then(|| {
+        mutating(
+            o,
+            "kueue-jobs.mutate.sluice.dev",
+            Endpoint::MutateJobs,
+            jobs_create(),
+            "Fail",
+            selector(None, not_excluded(o)),
+            selector(
+                None,
+                vec![
+                    req(crate::KUEUE_QUEUE_LABEL, "Exists", None),
+                    req(&o.queue_label, "DoesNotExist", None),
+                ],
+            ),
+        )
+    });
     let pods = mutating(
         o,
         "pods.mutate.sluice.dev",
@@ -224,9 +252,11 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         selector(None, not_excluded(o)),
         None,
     );
+    let mut webhooks = vec![queued, default_queue, pods];
+    webhooks.extend(kueue);
     MutatingWebhookConfiguration {
         metadata: metadata(o),
-        webhooks: Some(vec![queued, default_queue, pods]),
+        webhooks: Some(webhooks),
     }
 }
 
@@ -242,6 +272,16 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
         // removed or changed is seen either way.
         selector(None, vec![req(&o.queue_label, "Exists", None)]),
     )];
+    if o.kueue_compat {
+        hooks.push(validating(
+            o,
+            "kueue-jobs.validate.sluice.dev",
+            Endpoint::ValidateJobs,
+            vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
+            selector(None, not_excluded(o)),
+            selector(None, vec![req(crate::KUEUE_QUEUE_LABEL, "Exists", None)]),
+        ));
+    }
     for kind in [
         SluiceKind::ResourceFlavor,
         SluiceKind::ClusterQueue,

@@ -245,7 +245,7 @@ impl Reviewer {
             .or_else(|| obj.metadata.namespace.clone())
             .unwrap_or_default();
         let labels = obj.metadata.labels.as_ref();
-        let label = &self.cfg.queue_label;
+        let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
         let queue = match labels.and_then(|l| l.get(label)) {
             Some(q) if q.is_empty() => {
                 d.denials.push(format!(
@@ -266,7 +266,10 @@ impl Reviewer {
                 if self.view.local_queue_exists(&namespace, default) {
                     let labels_ptr = Pointer::from_plain("/metadata/labels");
                     d.ops.push(if labels.is_none() {
-                        PatchOp::add(&labels_ptr, json!({ label.as_str(): default }))
+                        PatchOp::add(
+                            &labels_ptr,
+                            Value::Object(serde_json::Map::from_iter([(label.to_owned(), json!(default))])),
+                        )
                     } else {
                         PatchOp::add(&labels_ptr.key(label), json!(default))
                     });
@@ -314,8 +317,13 @@ impl Reviewer {
                 .push("object, oldObject: both must be present in an UPDATE request".to_owned());
             return d;
         };
-        let label = &self.cfg.queue_label;
-        let get = |o: &DynamicObject| o.metadata.labels.as_ref().and_then(|l| l.get(label)).cloned();
+        let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
+        let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
+        let get = |o: &DynamicObject| {
+            let labels = o.metadata.labels.as_ref();
+            let key = self.cfg.queue_label_of(labels)?;
+            labels.and_then(|l| l.get(key)).cloned()
+        };
         let (before, after) = (get(old), get(new));
         if before == after {
             return d;

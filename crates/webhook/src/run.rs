@@ -38,6 +38,8 @@ pub struct ServeOptions {
     /// Watch Namespaces and LocalQueues (default-queue opt-in, queue
     /// existence warnings). Without it those features are off.
     pub watch_cluster: bool,
+    /// Honour Kueue's queue label (ORed with the config file's `kueueCompat`).
+    pub kueue_compat: bool,
 }
 
 /// Serves until `shutdown` completes.
@@ -49,12 +51,14 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
         certs,
         reload_every,
         watch_cluster,
+        kueue_compat,
     } = opts;
-    let cfg = match &config {
+    let mut cfg = match &config {
         Some(path) => WebhookConfig::from_file(path)?,
         None => WebhookConfig::default(),
     }
     .with_own_namespace(&namespace);
+    cfg.kueue_compat |= kueue_compat;
 
     let needs_client = watch_cluster || matches!(certs, CertSource::SelfSigned(_));
     let client = if needs_client {

@@ -164,3 +164,54 @@ fn recorded_server_defaults_are_what_we_set_or_harmless() {
     assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
     assert_eq!(w.client_config.service.as_ref().unwrap().port, Some(443));
 }
+
+#[test]
+fn kueue_compat_adds_entries_for_the_kueue_label() {
+    let o = ManifestOptions {
+        kueue_compat: true,
+        ..ManifestOptions::default()
+    };
+    let m = mutating_configuration(&o);
+    assert_eq!(names(&m).last().copied(), Some("kueue-jobs.mutate.sluice.dev"));
+    let hooks = m.webhooks.unwrap();
+    let kueue = hooks.last().unwrap();
+    assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
+    let exprs = kueue
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (exprs[0].key.as_str(), exprs[0].operator.as_str()),
+        ("kueue.x-k8s.io/queue-name", "Exists")
+    );
+    assert_eq!(
+        (exprs[1].key.as_str(), exprs[1].operator.as_str()),
+        ("sluice.dev/queue", "DoesNotExist")
+    );
+    let default_queue = hooks[1]
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .clone()
+        .unwrap();
+    assert_eq!(default_queue.len(), 2);
+    let v = validating_configuration(&o);
+    assert!(
+        v.webhooks
+            .unwrap()
+            .iter()
+            .any(|w| w.name == "kueue-jobs.validate.sluice.dev")
+    );
+    // Off by default.
+    assert_eq!(
+        mutating_configuration(&ManifestOptions::default())
+            .webhooks
+            .unwrap()
+            .len(),
+        3
+    );
+}

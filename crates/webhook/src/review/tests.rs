@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::cache::MemoryView;
+use crate::config::WebhookConfig;
 use crate::testing::{fixture, fixture_bytes, patch_of, reviewer_with};
 
 fn reviewer() -> Reviewer {
@@ -561,5 +562,37 @@ fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
             .as_str()
             .unwrap()
             .starts_with("spec: missing or not an object")
+    );
+}
+
+#[test]
+fn kueue_label_is_honoured_only_with_kueue_compat() {
+    let review = unlabelled_job_review("team-a", Some(json!({"kueue.x-k8s.io/queue-name": "team-a"})));
+    let off = reviewer();
+    let reply = off.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert!(!reply.fixes.contains(&FixKind::Suspend));
+
+    let cfg = WebhookConfig {
+        kueue_compat: true,
+        ..WebhookConfig::default()
+    };
+    let on = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+    let (reply, patched) = review_applied(&on, Endpoint::MutateJobs, &review);
+    assert!(reply.fixes.contains(&FixKind::Suspend));
+    assert_eq!(patched["spec"]["suspend"], true);
+
+    // Changing it on a running Job is denied like the Sluice label.
+    let mut update = fixture("admissionreview-request-job-update-unsuspend.json");
+    for which in ["object", "oldObject"] {
+        update["request"][which]["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "team-a"});
+    }
+    update["request"]["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("team-b");
+    assert_eq!(
+        on.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        Verdict::Denied
+    );
+    assert_eq!(
+        off.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        Verdict::Allowed
     );
 }
