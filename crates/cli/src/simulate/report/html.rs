@@ -929,3 +929,34 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_are_time_weighted_means_of_the_steps() {
+        // 4 from 0 to 25, 0 from 25 to 100 ms: over 4 bins of 25 ms the first
+        // bin is 4, the rest 0; 2 held over [60, 90) covers 15 of the 25 ms of
+        // both the third and the fourth bin: 2 × 15/25 = 1.2 each.
+        assert_eq!(bin_steps(&[(0, 4.0), (25, 0.0)], 100, 4), vec![4.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            bin_steps(&[(0, 0.0), (60, 2.0), (90, 0.0)], 100, 4),
+            vec![0.0, 0.0, 1.2, 1.2]
+        );
+        // The last value holds until the end.
+        assert_eq!(bin_steps(&[(50, 3.0)], 100, 2), vec![0.0, 3.0]);
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(nice_ticks(10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(nice_ticks(23.3, 4), vec![0.0, 10.0, 20.0, 30.0]);
+        assert_eq!(nice_ticks(0.9, 4), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(esc(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
+    }
+}
