@@ -1243,7 +1243,17 @@ impl Index {
             ));
         }
         let pending = pending_explanation(expl, &message, pos);
-        if e.status.pending.as_ref() == Some(&pending) {
+        // Same reason (per flavor too) as what is written: nothing to write,
+        // even if the numbers or the position moved (e.g. after a restart).
+        let same = |a: &PendingExplanation, b: &PendingExplanation| {
+            a.reason == b.reason
+                && a.flavors.len() == b.flavors.len()
+                && a.flavors
+                    .iter()
+                    .zip(&b.flavors)
+                    .all(|(x, y)| x.name == y.name && x.reason == y.reason)
+        };
+        if e.status.pending.as_ref().is_some_and(|p| same(p, &pending)) {
             return;
         }
         let generation = e.obj.metadata.generation;

@@ -546,3 +546,38 @@ fn an_admission_written_by_another_leader_is_adopted_not_repeated() {
         purposes(&plans)
     );
 }
+
+#[test]
+fn a_restart_does_not_rewrite_explanations_whose_reason_is_unchanged() {
+    let mut ix = ready_index();
+    let big = mk_job("big", "team-a", 4, 4);
+    ix.apply_job(big.clone(), T0);
+    let mut wl = stored_workload(&big, 0, 0);
+    let mut status = WorkloadStatus::default();
+    set_condition(
+        &mut status.conditions,
+        cond::QUOTA_RESERVED,
+        "False",
+        "ExceedsQuota",
+        "old numbers",
+        T0,
+        Some(1),
+    );
+    status.pending = Some(PendingExplanation {
+        reason: "ExceedsQuota".into(),
+        message: "needs 16, had 6 (position 3)".into(),
+        flavors: vec![FlavorPendingReason {
+            name: "a100".into(),
+            reason: "ExceedsMaxQuota".into(),
+            message: "old".into(),
+            resources: vec![],
+        }],
+        position_in_cluster_queue: Some(3),
+        position_in_local_queue: Some(3),
+    });
+    wl.status = Some(status);
+    ix.apply_workload(wl, T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0 + 1);
+    assert!(plans.is_empty(), "{:?}", purposes(&plans));
+}
