@@ -399,3 +399,83 @@ async fn many_requests_on_keep_alive_connections() {
     );
     running.stop().await;
 }
+
+#[tokio::test]
+async fn run_wires_config_file_certificate_files_and_own_namespace() {
+    use sluice_webhook::run::{CertSource, ServeOptions, run};
+    let dir = temp_dir("run");
+    let g = certs();
+    std::fs::write(dir.join("tls.crt"), &g.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), &g.key_pem).unwrap();
+    std::fs::write(dir.join("config.yaml"), "gpu:\n  runtimeClassName: nvidia-cdi\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = ServeOptions {
+        listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        config: Some(dir.join("config.yaml")),
+        namespace: "team-b".to_owned(),
+        certs: CertSource::Files(CertFiles {
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        }),
+        reload_every: Duration::from_secs(1),
+        watch_cluster: false,
+        kueue_compat: false,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(run(opts, async move {
+        let _ = rx.await;
+    }));
+    let c = client(&g.ca_pem, rustls::DEFAULT_VERSIONS);
+    let base = format!("https://127.0.0.1:{port}");
+    let mut up = false;
+    for _ in 0..100 {
+        if matches!(call(&c, "GET", format!("{base}/readyz"), vec![]).await, Ok((200, _))) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(up, "never ready");
+    // The configured runtime class is used...
+    let (_, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        fixture("admissionreview-request-pod-create-gpu-requests-only.json"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        patch_ops(&resp)
+            .iter()
+            .any(|op| op["path"] == "/spec/runtimeClassName" && op["value"] == "nvidia-cdi")
+    );
+    // ...and the namespace Sluice runs in (team-b here) is never mutated.
+    let (_, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json"),
+    )
+    .await
+    .unwrap();
+    assert!(patch_ops(&resp).is_empty());
+    tx.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    assert!(
+        call(
+            &client(&g.ca_pem, rustls::DEFAULT_VERSIONS),
+            "GET",
+            format!("{base}/healthz"),
+            vec![]
+        )
+        .await
+        .is_err(),
+        "stopped"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
