@@ -28,7 +28,6 @@
 //! valid version in the engine, so admitted work is not disturbed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -115,10 +114,21 @@ pub struct ObjectError {
     pub message: String,
 }
 
+/// What the index keeps of a Workload: a few fields and the status, not
+/// the object (its pod templates are what the engine already holds).
 struct WlEntry {
-    /// As observed (shared with the run loop's cache).
-    obj: Arc<Workload>,
     uid: String,
+    /// Name and uid of the controlling Job.
+    owner: Option<(String, String)>,
+    generation: Option<i64>,
+    active: bool,
+    queue_name: String,
+    /// Pods of the first pod set (a Job's parallelism).
+    count: i32,
+    created_ms: i64,
+    /// The engine's view of it, kept only while it is not in the engine
+    /// (waiting for its ClusterQueue).
+    spec: Option<Box<eng::WorkloadSpec>>,
     /// The status as last written by us or observed, whichever is later.
     status: WorkloadStatus,
     /// Known to the engine (pending, admitted, evicting or finished).
@@ -151,7 +161,9 @@ pub struct Index {
     local_queues: BTreeMap<ObjKey, LocalQueue>,
     workload_classes: BTreeMap<String, i32>,
     pod_classes: BTreeMap<String, i32>,
-    jobs: BTreeMap<ObjKey, Arc<Job>>,
+    jobs: BTreeMap<ObjKey, job::JobView>,
+    /// Jobs whose full object is needed (to create their Workload) but not held.
+    refetch: BTreeSet<ObjKey>,
     workloads: BTreeMap<ObjKey, WlEntry>,
     by_uid: HashMap<String, ObjKey>,
     /// Admitted workloads whose ClusterQueue is unknown: kept out of the
@@ -170,6 +182,8 @@ pub struct Index {
     plans: Vec<Plan>,
     stats: CycleStats,
     retry_soon: bool,
+    /// Status before an admission whose write is in flight (for rollback).
+    prior: HashMap<String, WorkloadStatus>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -242,6 +256,7 @@ impl Index {
             workload_classes: BTreeMap::new(),
             pod_classes: BTreeMap::new(),
             jobs: BTreeMap::new(),
+            refetch: BTreeSet::new(),
             workloads: BTreeMap::new(),
             by_uid: HashMap::new(),
             unrestored: BTreeSet::new(),
@@ -254,6 +269,7 @@ impl Index {
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
+            prior: HashMap::new(),
         }
     }
 
@@ -312,7 +328,7 @@ impl Index {
         let mut pending = 0;
         let mut admitted = 0;
         for (k, e) in &self.workloads {
-            if k.namespace != key.namespace || e.obj.spec.queue_name != key.name || !e.in_engine {
+            if k.namespace != key.namespace || e.queue_name != key.name || !e.in_engine {
                 continue;
             }
             match self.engine.workload_state(&e.uid) {
@@ -469,8 +485,8 @@ impl Index {
 
     // ----- workloads ----------------------------------------------------------------------
 
-    pub fn apply_workload(&mut self, wl: impl Into<Arc<Workload>>, now_ms: i64) {
-        let wl: Arc<Workload> = wl.into();
+    pub fn apply_workload(&mut self, wl: impl std::borrow::Borrow<Workload>, now_ms: i64) {
+        let wl: &Workload = wl.borrow();
         let Some(key) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) else {
             return;
         };
@@ -483,9 +499,20 @@ impl Index {
             self.delete_workload(&key, now_ms);
         }
         let observed = wl.status.clone().unwrap_or_default();
+        self.prior.remove(&uid);
+        let owner = job::owning_job(wl).map(|(n, u)| (n.to_string(), u.to_string()));
+        let generation = wl.metadata.generation;
+        let active = wl.spec.active;
+        let queue_name = wl.spec.queue_name.clone();
+        let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
+        let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
         match self.workloads.get_mut(&key) {
             Some(e) => {
-                e.obj = wl;
+                e.owner = owner;
+                e.generation = generation;
+                e.active = active;
+                e.queue_name = queue_name;
+                e.count = count;
                 e.status = observed;
             }
             None => {
@@ -493,8 +520,14 @@ impl Index {
                 self.workloads.insert(
                     key.clone(),
                     WlEntry {
-                        obj: wl,
                         uid,
+                        owner,
+                        generation,
+                        active,
+                        queue_name,
+                        count,
+                        created_ms,
+                        spec: None,
                         status: observed,
                         in_engine: false,
                         admitted_at: None,
@@ -503,7 +536,7 @@ impl Index {
                 );
             }
         }
-        self.sync_workload(&key, now_ms);
+        self.sync_workload(&key, Some(wl), now_ms);
         if let Some(job_key) = self.job_key_of(&key) {
             self.reconcile_job(&job_key, now_ms);
         }
@@ -511,19 +544,21 @@ impl Index {
 
     fn job_key_of(&self, wl: &ObjKey) -> Option<ObjKey> {
         let e = self.workloads.get(wl)?;
-        let (name, _) = job::owning_job(&e.obj)?;
-        Some(ObjKey::new(wl.namespace.clone(), name))
+        let (name, _) = e.owner.as_ref()?;
+        Some(ObjKey::new(wl.namespace.clone(), name.clone()))
     }
 
-    fn engine_spec(&self, e: &WlEntry) -> Result<eng::WorkloadSpec, String> {
-        e.obj.check().map_err(|v| v.to_string())?;
-        let prio = adapter::priority(&e.obj, |n| self.workload_classes.get(n).copied());
-        let created = e.obj.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(0);
-        adapter::workload(&e.obj, prio, created).map_err(|err| err.to_string())
+    fn engine_spec(&self, wl: &Workload) -> Result<eng::WorkloadSpec, String> {
+        wl.check().map_err(|v| v.to_string())?;
+        let prio = adapter::priority(wl, |n| self.workload_classes.get(n).copied());
+        let created = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(0);
+        adapter::workload(wl, prio, created).map_err(|err| err.to_string())
     }
 
-    /// Puts a workload into the engine in the state its status says.
-    fn sync_workload(&mut self, key: &ObjKey, now_ms: i64) {
+    /// Puts a workload into the engine in the state its status says. `wl`
+    /// is the object when it was just observed; without it, the spec kept
+    /// while it waited is used.
+    fn sync_workload(&mut self, key: &ObjKey, wl: Option<&Workload>, now_ms: i64) {
         let Some(e) = self.workloads.get(key) else { return };
         let uid = e.uid.clone();
         let finished = is_true(&e.status, cond::FINISHED);
@@ -558,17 +593,21 @@ impl Index {
                 return;
             }
         }
-        let Some(e) = self.workloads.get(key) else { return };
         if finished {
             return;
         }
-        let spec = match self.engine_spec(e) {
-            Ok(s) => s,
-            Err(m) => {
+        let spec = match wl.map(|w| self.engine_spec(w)) {
+            Some(Ok(s)) => s,
+            Some(Err(m)) => {
                 self.record_error(Kind::Workload, key.to_string(), "InvalidWorkload", m);
                 return;
             }
+            None => match self.workloads.get_mut(key).and_then(|e| e.spec.take()) {
+                Some(s) => *s,
+                None => return,
+            },
         };
+        let Some(e) = self.workloads.get(key) else { return };
         let holds = e.status.holds_quota() && e.status.admission.is_some();
         let evicted = is_true(&e.status, cond::EVICTED);
         let admitted_at = e
@@ -582,12 +621,12 @@ impl Index {
                 Err(err) => Err(("InvalidAdmission", err.to_string())),
                 Ok(assignments) => self
                     .engine
-                    .restore_admitted(spec, &adm.cluster_queue, &assignments, admitted_at)
+                    .restore_admitted(spec.clone(), &adm.cluster_queue, &assignments, admitted_at)
                     .map_err(|err| ("RestoreFailed", err.to_string())),
             }
-        } else if e.obj.spec.active {
+        } else if e.active {
             self.engine
-                .add_workload(spec)
+                .add_workload(spec.clone())
                 .map_err(|err| ("InvalidWorkload", err.to_string()))
         } else {
             return;
@@ -609,6 +648,9 @@ impl Index {
             Err((reason, m)) => {
                 if holds {
                     self.unrestored.insert(key.clone());
+                    if let Some(e) = self.workloads.get_mut(key) {
+                        e.spec = Some(Box::new(spec));
+                    }
                 }
                 self.record_error(Kind::Workload, key.to_string(), reason, m);
             }
@@ -619,7 +661,7 @@ impl Index {
         let keys: Vec<ObjKey> = self.unrestored.iter().cloned().collect();
         for k in keys {
             // Time only matters for fresh admissions, which these are not.
-            self.sync_workload(&k, 0);
+            self.sync_workload(&k, None, 0);
         }
     }
 
@@ -633,33 +675,47 @@ impl Index {
             let _ = self.engine.remove_workload(&e.uid);
         }
         // The Job still wants a Workload: recreate it.
-        if let Some((name, _)) = job::owning_job(&e.obj) {
-            let jk = ObjKey::new(key.namespace.clone(), name);
+        if let Some((name, _)) = &e.owner {
+            let jk = ObjKey::new(key.namespace.clone(), name.clone());
             self.reconcile_job(&jk, now_ms);
         }
     }
 
     // ----- jobs ---------------------------------------------------------------------------
 
-    pub fn apply_job(&mut self, j: impl Into<Arc<Job>>, now_ms: i64) {
-        let j: Arc<Job> = j.into();
-        let Some(key) = key_of(j.metadata.namespace.as_deref(), j.metadata.name.as_deref()) else {
+    /// A Job as observed (the full object: its Workload may be created from it).
+    pub fn apply_job(&mut self, j: impl std::borrow::Borrow<Job>, now_ms: i64) {
+        let j: &Job = j.borrow();
+        let view = job::JobView::of(j, self.config.kueue_compat);
+        self.apply_job_view(view, Some(j), now_ms);
+    }
+
+    /// A Job known only by its view (a new leader building its index from
+    /// the cache). If its Workload must be created, the Job is listed in
+    /// [`Index::take_refetch`] so that the caller reads it again.
+    pub fn apply_job_view(&mut self, view: job::JobView, full: Option<&Job>, now_ms: i64) {
+        let key = ObjKey::new(view.namespace.clone(), view.name.clone());
+        if view.name.is_empty() {
             return;
-        };
-        if job::is_suspended(&j) {
+        }
+        if view.suspended {
             self.suspending.remove(&key);
         } else {
             self.starting.remove(&key);
         }
-        // The full Job while its Workload may be created from it; then the
-        // slim copy that is kept.
-        self.jobs.insert(key.clone(), j.clone());
-        self.reconcile_job(&key, now_ms);
-        self.jobs.insert(key, Arc::new(job::slim_job(&j)));
+        self.refetch.remove(&key);
+        self.jobs.insert(key.clone(), view);
+        self.reconcile(&key, full, now_ms);
+    }
+
+    /// Jobs to read again from the API server and pass to [`Index::apply_job`].
+    pub fn take_refetch(&mut self) -> Vec<ObjKey> {
+        std::mem::take(&mut self.refetch).into_iter().collect()
     }
 
     pub fn delete_job(&mut self, key: &ObjKey, now_ms: i64) {
         self.jobs.remove(key);
+        self.refetch.remove(key);
         self.suspending.remove(key);
         self.starting.remove(key);
         let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
@@ -675,19 +731,22 @@ impl Index {
         let _ = now_ms;
     }
 
-    /// Level-triggered: what a Job needs given its Workload's state.
     fn reconcile_job(&mut self, key: &ObjKey, now_ms: i64) {
+        self.reconcile(key, None, now_ms);
+    }
+
+    /// Level-triggered: what a Job needs given its Workload's state.
+    fn reconcile(&mut self, key: &ObjKey, full: Option<&Job>, now_ms: i64) {
         let Some(j) = self.jobs.get(key) else { return };
-        let Some(queue) = job::queue_of(j, self.config.kueue_compat) else {
+        if j.queue.is_none() {
             return;
-        };
-        let _ = queue;
-        let job_uid = j.metadata.uid.clone().unwrap_or_default();
+        }
+        let job_uid = j.uid.clone();
         let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
         let owned = self
             .workloads
             .get(&wk)
-            .filter(|e| job::owning_job(&e.obj).is_some_and(|(_, u)| u == job_uid));
+            .filter(|e| e.owner.as_ref().is_some_and(|(_, u)| *u == job_uid));
         let Some(e) = owned else {
             if self.workloads.contains_key(&wk) {
                 self.record_error(
@@ -698,11 +757,11 @@ impl Index {
                 );
                 return;
             }
-            if job::finished(j).is_some() {
+            if j.finished.is_some() {
                 return;
             }
             // No Workload yet: create it, and hold the Job if it runs.
-            if !job::is_suspended(j) && self.suspending.insert(key.clone()) {
+            if !j.suspended && self.suspending.insert(key.clone()) {
                 self.plans.push(Plan {
                     purpose: Purpose::SuspendJob,
                     steps: vec![Step::PatchJob {
@@ -712,10 +771,14 @@ impl Index {
                 });
             }
             if !self.creating.contains(&wk) {
+                let Some(full) = full else {
+                    self.refetch.insert(key.clone());
+                    return;
+                };
                 let wcs = &self.workload_classes;
                 let pcs = &self.pod_classes;
                 match job::workload_for_job(
-                    j,
+                    full,
                     self.config.kueue_compat,
                     |n| wcs.get(n).copied(),
                     |n| pcs.get(n).copied(),
@@ -735,7 +798,7 @@ impl Index {
             return;
         };
         let uid = e.uid.clone();
-        let count = e.obj.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
+        let count = e.count;
         let state = if e.in_engine {
             self.engine.workload_state(&uid)
         } else {
@@ -743,7 +806,7 @@ impl Index {
         };
         let finished_status = is_true(&e.status, cond::FINISHED);
         let unrestored = self.unrestored.contains(&wk);
-        if let Some(ok) = job::finished(j) {
+        if let Some(ok) = j.finished {
             if !finished_status {
                 self.finish(&wk, ok, now_ms);
             }
@@ -752,10 +815,11 @@ impl Index {
         if finished_status || unrestored {
             return;
         }
-        let suspended = job::is_suspended(j);
+        let suspended = j.suspended;
+        let live = j.live;
         match state {
             Some(WorkloadState::Admitted) => {
-                if job::ready_pods(j) >= count {
+                if j.ready.unwrap_or(0) >= count {
                     self.workloads.get_mut(&wk).expect("present").pods_ready_seen = true;
                 }
                 if suspended && !self.starting.contains(key) {
@@ -784,7 +848,7 @@ impl Index {
                             }],
                         });
                     }
-                } else if job::live_pods(j) == 0 {
+                } else if live == 0 {
                     self.complete_eviction(&wk, now_ms);
                 }
             }
@@ -808,7 +872,8 @@ impl Index {
         let Some(j) = self.jobs.get(key) else { return Vec::new() };
         let names: BTreeSet<&String> = pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
         let flavors: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.flavors.get(*n)).collect();
-        let patch = match job::injection_patch(j, &flavors) {
+        let base = j.patch_base();
+        let patch = match job::injection_patch(&base, &flavors) {
             Ok(p) => p,
             Err(err) => {
                 self.record_error(Kind::Job, key.to_string(), err.metric_label(), err.to_string());
@@ -816,7 +881,7 @@ impl Index {
             }
         };
         let mut steps = Vec::new();
-        if job::has_started(j) {
+        if j.started {
             steps.push(Step::PatchJobStatus {
                 key: key.clone(),
                 patch: job::clear_start_time_patch(),
@@ -832,7 +897,7 @@ impl Index {
     fn job_reference(&self, wk: &ObjKey) -> Option<ObjectReference> {
         let jk = self.job_key_of(wk)?;
         let j = self.jobs.get(&jk)?;
-        Some(reference("batch/v1", "Job", &jk, j.metadata.uid.as_deref()))
+        Some(reference("batch/v1", "Job", &jk, Some(&j.uid)))
     }
 
     fn events(&self, wk: &ObjKey, type_: &'static str, reason: &str, action: &'static str, note: &str) -> Vec<Step> {
@@ -878,7 +943,7 @@ impl Index {
         } else {
             (cond::reasons::FAILED, "Job failed")
         };
-        let generation = e.obj.metadata.generation;
+        let generation = e.generation;
         set_condition(
             &mut e.status.conditions,
             cond::FINISHED,
@@ -889,7 +954,7 @@ impl Index {
             generation,
         );
         e.status.pending = None;
-        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
@@ -926,7 +991,7 @@ impl Index {
         self.evicting.remove(&uid);
         e.admitted_at = None;
         e.pods_ready_seen = false;
-        let generation = e.obj.metadata.generation;
+        let generation = e.generation;
         let c = &mut e.status.conditions;
         set_condition(
             c,
@@ -952,7 +1017,7 @@ impl Index {
         };
         set_condition(c, cond::REQUEUED, status, reason, message, now_ms, generation);
         e.status.admission = None;
-        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
@@ -961,9 +1026,10 @@ impl Index {
         if let Some(jk) = self.job_key_of(wk)
             && let Some(j) = self.jobs.get(&jk)
         {
-            match job::restoration_patch(j) {
+            let started = j.started;
+            match job::restoration_patch(&j.patch_base()) {
                 Ok(Some(patch)) => {
-                    if job::has_started(j) {
+                    if started {
                         steps.push(Step::PatchJobStatus {
                             key: jk.clone(),
                             patch: job::clear_start_time_patch(),
@@ -1047,7 +1113,7 @@ impl Index {
         };
         let mut expired = Vec::new();
         for (wk, e) in &self.workloads {
-            if e.pods_ready_seen || !e.in_engine || job::owning_job(&e.obj).is_none() {
+            if e.pods_ready_seen || !e.in_engine || e.owner.is_none() {
                 continue;
             }
             if let Some(at) = e.admitted_at
@@ -1063,7 +1129,7 @@ impl Index {
             let measurable = self
                 .job_key_of(&wk)
                 .and_then(|jk| self.jobs.get(&jk))
-                .is_some_and(|j| j.status.as_ref().and_then(|s| s.ready).is_some());
+                .is_some_and(|j| j.ready.is_some());
             let e = self.workloads.get_mut(&wk).expect("present");
             if !measurable {
                 tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
@@ -1092,7 +1158,7 @@ impl Index {
         let timeout = self.config.pods_ready_timeout_ms?;
         self.workloads
             .values()
-            .filter(|e| !e.pods_ready_seen && e.in_engine && job::owning_job(&e.obj).is_some())
+            .filter(|e| !e.pods_ready_seen && e.in_engine && e.owner.is_some())
             .filter_map(|e| e.admitted_at)
             .map(|t| t + timeout)
             .min()
@@ -1103,7 +1169,8 @@ impl Index {
             return;
         };
         let e = self.workloads.get_mut(&wk).expect("indexed");
-        let generation = e.obj.metadata.generation;
+        self.prior.insert(adm.uid.to_string(), e.status.clone());
+        let generation = e.generation;
         let msg = format!("Quota reserved in ClusterQueue {}", adm.cluster_queue);
         let c = &mut e.status.conditions;
         set_condition(
@@ -1134,10 +1201,10 @@ impl Index {
         }
         e.status.admission = Some(adapter::admission_status(adm));
         e.status.pending = None;
-        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.status.state = Some(e.status.derive_state(e.active));
         e.admitted_at = Some(now_ms);
         e.pods_ready_seen = false;
-        let created = e.obj.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
+        let created = e.created_ms;
         self.stats
             .wait_seconds
             .push(((now_ms - created).max(0)) as f64 / 1000.0);
@@ -1175,7 +1242,7 @@ impl Index {
             return;
         };
         let e = self.workloads.get_mut(&wk).expect("indexed");
-        let generation = e.obj.metadata.generation;
+        let generation = e.generation;
         set_condition(
             &mut e.status.conditions,
             cond::EVICTED,
@@ -1196,7 +1263,7 @@ impl Index {
                 generation,
             );
         }
-        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         self.evicting.insert(uid.to_string());
         self.stats.evicted.push(match reason {
@@ -1256,7 +1323,7 @@ impl Index {
         if e.status.pending.as_ref().is_some_and(|p| same(p, &pending)) {
             return;
         }
-        let generation = e.obj.metadata.generation;
+        let generation = e.generation;
         set_condition(
             &mut e.status.conditions,
             cond::QUOTA_RESERVED,
@@ -1267,7 +1334,7 @@ impl Index {
             generation,
         );
         e.status.pending = Some(pending);
-        e.status.state = Some(e.status.derive_state(e.obj.spec.active));
+        e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         self.plans.push(Plan {
             purpose: Purpose::Pending { uid: uid.to_string() },
@@ -1294,7 +1361,9 @@ impl Index {
         }
         let e = self.workloads.get_mut(&wk).expect("indexed");
         e.admitted_at = None;
-        e.status = e.obj.status.clone().unwrap_or_default();
+        if let Some(prior) = self.prior.remove(uid) {
+            e.status = prior;
+        }
         self.retry_soon = true;
     }
 

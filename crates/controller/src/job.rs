@@ -347,6 +347,92 @@ pub fn slim_job(j: &Job) -> Job {
     j
 }
 
+/// What Sluice keeps of a Job in memory: the few fields it decides on,
+/// and the template's scheduling directives and original-scheduling
+/// annotation for the patches. (The full Job is needed only to create its
+/// Workload, which happens when the Job is observed.)
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The LocalQueue it is queued in (label, with the Kueue label when enabled).
+    pub queue: Option<String>,
+    pub suspended: bool,
+    /// `Some(true)` Complete, `Some(false)` Failed.
+    pub finished: Option<bool>,
+    /// `status.ready`, when the server reports it.
+    pub ready: Option<i32>,
+    /// Pods not yet gone ([`live_pods`]).
+    pub live: i32,
+    /// `status.startTime` is set.
+    pub started: bool,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub tolerations: Option<Vec<Toleration>>,
+    /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
+    pub original: Option<String>,
+}
+
+impl JobView {
+    pub fn of(job: &Job, kueue_compat: bool) -> Self {
+        let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        JobView {
+            namespace: job.metadata.namespace.clone().unwrap_or_default(),
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            queue: queue_of(job, kueue_compat).map(String::from),
+            suspended: is_suspended(job),
+            finished: finished(job),
+            ready: job.status.as_ref().and_then(|s| s.ready),
+            live: live_pods(job),
+            started: has_started(job),
+            node_selector: pod.and_then(|p| p.node_selector.clone()),
+            tolerations: pod.and_then(|p| p.tolerations.clone()),
+            original: job
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+                .cloned(),
+        }
+    }
+
+    /// A Job holding just what [`injection_patch`] and [`restoration_patch`] read.
+    pub fn patch_base(&self) -> Job {
+        use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
+        use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+        Job {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                annotations: self
+                    .original
+                    .as_ref()
+                    .map(|o| BTreeMap::from([(ORIGINAL_SCHEDULING.to_string(), o.clone())])),
+                ..Default::default()
+            },
+            spec: Some(JobSpec {
+                suspend: Some(self.suspended),
+                template: PodTemplateSpec {
+                    metadata: None,
+                    spec: Some(PodSpec {
+                        node_selector: self.node_selector.clone(),
+                        tolerations: self.tolerations.clone(),
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+            status: self.started.then(|| JobStatus {
+                start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                )),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
 /// Whether the Job is suspended (an unset `suspend` means running).
 pub fn is_suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)

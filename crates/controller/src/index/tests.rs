@@ -401,7 +401,13 @@ fn a_deleted_workload_of_a_live_job_is_recreated() {
     ix.apply_workload(stored_workload(&j, 0, 0), T0);
     ix.take_plans();
     ix.delete_workload(&wkey("train"), T0 + 1);
+    // The index keeps only a view of the Job: it asks for the Job again...
+    assert!(ix.take_plans().is_empty());
+    assert_eq!(ix.take_refetch(), [ObjKey::new(NS, "train")]);
+    // ...and recreates the Workload from it.
+    ix.apply_job(j, T0 + 2);
     assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
+    assert!(ix.take_refetch().is_empty());
 }
 
 #[test]
