@@ -139,6 +139,14 @@ struct WlEntry {
     pods_ready_seen: bool,
 }
 
+/// A LocalQueue's counts and usage (milli-units per (flavor, resource)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalQueueStats {
+    pub pending: usize,
+    pub admitted: usize,
+    pub usage: BTreeMap<(String, String), i64>,
+}
+
 /// Counts an observer can read (metrics).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CycleStats {
@@ -314,30 +322,42 @@ impl Index {
         std::mem::take(&mut self.plans)
     }
 
-    /// Names of the ClusterQueues and keys of the LocalQueues the index
-    /// knows, for queue status.
-    pub fn queue_names(&self) -> (Vec<String>, Vec<ObjKey>) {
-        (
-            self.cluster_queues.keys().cloned().collect(),
-            self.local_queues.keys().cloned().collect(),
-        )
+    /// Names of the ClusterQueues the index holds (valid ones).
+    pub fn cluster_queue_names(&self) -> Vec<String> {
+        self.cluster_queues.keys().cloned().collect()
     }
 
-    /// Pending and admitted counts of a LocalQueue (O(workloads)).
-    pub fn local_queue_counts(&self, key: &ObjKey) -> (usize, usize) {
-        let mut pending = 0;
-        let mut admitted = 0;
+    /// Pending and admitted counts and usage per (flavor, resource) of
+    /// every LocalQueue, in one pass over the workloads.
+    pub fn local_queue_stats(&self) -> BTreeMap<ObjKey, LocalQueueStats> {
+        let mut out: BTreeMap<ObjKey, LocalQueueStats> = self
+            .local_queues
+            .keys()
+            .map(|k| (k.clone(), LocalQueueStats::default()))
+            .collect();
         for (k, e) in &self.workloads {
-            if k.namespace != key.namespace || e.queue_name != key.name || !e.in_engine {
+            if !e.in_engine {
                 continue;
             }
+            let Some(st) = out.get_mut(&ObjKey::new(k.namespace.clone(), e.queue_name.clone())) else {
+                continue;
+            };
             match self.engine.workload_state(&e.uid) {
-                Some(WorkloadState::Pending | WorkloadState::Preempting) => pending += 1,
-                Some(WorkloadState::Admitted | WorkloadState::Evicting) => admitted += 1,
+                Some(WorkloadState::Pending | WorkloadState::Preempting) => st.pending += 1,
+                Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    st.admitted += 1;
+                    for ps in self.engine.admission(&e.uid).iter().flat_map(|a| a.pod_sets.iter()) {
+                        for (res, amount) in &ps.usage {
+                            if let Some(fl) = ps.flavors.get(res) {
+                                *st.usage.entry((fl.clone(), res.clone())).or_default() += amount;
+                            }
+                        }
+                    }
+                }
                 _ => {}
             }
         }
-        (pending, admitted)
+        out
     }
 
     fn record_error(&mut self, kind: Kind, key: String, reason: &'static str, message: String) -> bool {

@@ -337,16 +337,6 @@ pub fn slim_template(t: &mut k8s_openapi::api::core::v1::PodTemplateSpec) {
     }
 }
 
-/// A Job as kept in memory: slim template, no managed fields.
-pub fn slim_job(j: &Job) -> Job {
-    let mut j = j.clone();
-    j.metadata.managed_fields = None;
-    if let Some(spec) = j.spec.as_mut() {
-        slim_template(&mut spec.template);
-    }
-    j
-}
-
 /// What Sluice keeps of a Job in memory: the few fields it decides on,
 /// and the template's scheduling directives and original-scheduling
 /// annotation for the patches. (The full Job is needed only to create its

@@ -591,7 +591,7 @@ impl QueueStatusWriter {
     /// The status every queue should have now; updates the usage metrics.
     fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, serde_json::Value)> {
         let mut wanted = Vec::new();
-        let (cqs, lqs) = ix.queue_names();
+        let cqs = ix.cluster_queue_names();
         let invalid: BTreeMap<&str, &str> = ix
             .errors()
             .iter()
@@ -652,9 +652,24 @@ impl QueueStatusWriter {
             }
             wanted.push(((true, None, name), status));
         }
-        for key in lqs {
-            let (pending, admitted) = ix.local_queue_counts(&key);
-            let status = json!({"pendingWorkloads": pending, "admittedWorkloads": admitted});
+        for (key, st) in ix.local_queue_stats() {
+            let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+            for ((flavor, resource), used) in &st.usage {
+                flavors.entry(flavor.clone()).or_default().push(ResourceUsage {
+                    name: resource.clone(),
+                    total: sluice_api::quantity::to_quantity(resource, i128::from(*used)),
+                    borrowed: None,
+                });
+            }
+            let usage: Vec<FlavorUsage> = flavors
+                .into_iter()
+                .map(|(name, resources)| FlavorUsage { name, resources })
+                .collect();
+            let status = json!({
+                "pendingWorkloads": st.pending,
+                "admittedWorkloads": st.admitted,
+                "flavorsUsage": usage,
+            });
             wanted.push(((false, Some(key.namespace), key.name), status));
         }
         wanted.retain(|(id, status)| self.last.get(id) != Some(status));

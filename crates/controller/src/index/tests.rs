@@ -178,6 +178,12 @@ fn admission_writes_status_first_then_the_job_then_events() {
     ix.apply_job(running, T0 + 6000);
     assert!(ix.cycle(T0 + 7000).0.is_empty());
     assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 1);
+    let lq_stats = &ix.local_queue_stats()[&ObjKey::new(NS, "team-a")];
+    assert_eq!((lq_stats.pending, lq_stats.admitted), (0, 1));
+    assert_eq!(
+        lq_stats.usage[&("a100".to_string(), "nvidia.com/gpu".to_string())],
+        8000
+    );
 }
 
 #[test]
