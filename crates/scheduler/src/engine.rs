@@ -1165,6 +1165,15 @@ impl Engine {
     /// in the queue's flavor order, the first flavor that fits without
     /// borrowing, else the first that fits by borrowing.
     fn assign(&self, cq_id: CqId, id: WlId) -> Result<Attempt, AssignError> {
+        // Most calls succeed: a quick pass builds no explanation, and only a
+        // failure is worked out again with verdicts and preemption options.
+        match self.assign_with(cq_id, id, false) {
+            Err(AssignError::NoFit { .. }) => self.assign_with(cq_id, id, true),
+            other => other,
+        }
+    }
+
+    fn assign_with(&self, cq_id: CqId, id: WlId, explain: bool) -> Result<Attempt, AssignError> {
         let cq = &self.cqs[cq_id];
         let wl = self.wl(id);
         let pools = cq.cohort.map(|c| &self.cohorts[c].pools);
@@ -1191,7 +1200,9 @@ impl Engine {
                 let mut possible = Vec::new();
                 for (fi, gf) in group.flavors.iter().enumerate() {
                     if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
-                        verdicts.push(self.verdict(ps, gf.flavor, v));
+                        if explain {
+                            verdicts.push(self.verdict(ps, gf.flavor, v));
+                        }
                         continue;
                     }
                     let mut kind = Fit::Fits;
@@ -1203,6 +1214,14 @@ impl Engine {
                         match ledger::check(s, pool, 0, 0, extra) {
                             Fit::Fits => {}
                             Fit::Borrows => kind = Fit::Borrows,
+                            Fit::NotNow { available } if !explain => {
+                                kind = Fit::NotNow { available };
+                                break;
+                            }
+                            Fit::Never { max } if !explain => {
+                                kind = Fit::Never { max };
+                                break;
+                            }
                             Fit::NotNow { available } => {
                                 let free_nominal = (s.nominal - s.effective()).clamp(0, available);
                                 verdicts.push(self.verdict(
@@ -1250,7 +1269,17 @@ impl Engine {
                         Fit::Never { .. } => {}
                     }
                 }
-                options.push((pi, g, possible.clone()));
+                if best.is_none() && !explain {
+                    // Not assignable: the caller asks again with explain.
+                    return Err(AssignError::NoFit {
+                        options: Vec::new(),
+                        verdicts: Vec::new(),
+                        never: false,
+                    });
+                }
+                if explain {
+                    options.push((pi, g, possible.clone()));
+                }
                 match best {
                     Some((fi, b)) if failure.is_none() => {
                         let gf = &group.flavors[fi];
