@@ -325,8 +325,11 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
         })?;
     let server = tokio::spawn(serve_http(listener, shared.clone()));
 
+    // Without leader election this replica always leads; the sender lives
+    // as long as the loop, so the receiver never reports a closed channel.
+    let (_always_leader, always) = watch::channel(true);
     let (leader_rx, lease_task) = match &cfg.lease {
-        None => (watch::channel(true).1, None),
+        None => (always, None),
         Some(l) => {
             let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &l.name)
                 .with_namespace(&l.namespace)
@@ -938,5 +941,241 @@ mod tests {
         // most of it the first cycle's transient plans (one pending
         // explanation per workload). A guard against regressions, not the target.
         assert!(after <= 160 * 1024, "RSS {after} KiB");
+    }
+
+    // ----- the whole loop against a mocked API server ---------------------------------
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use tokio::sync::mpsc;
+
+    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    fn http_get(port: u16, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, out)
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn list(kind: &str, items: Vec<serde_json::Value>) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": format!("{kind}List"), "metadata": {"resourceVersion": "7"}, "items": items})
+    }
+
+    /// Serves lists from `lists` (by path), leaves watches open, echoes
+    /// writes back, and reports every write (method, path, body).
+    async fn serve(
+        mut handle: Handle,
+        lists: BTreeMap<&'static str, serde_json::Value>,
+        writes: mpsc::UnboundedSender<(String, String, serde_json::Value)>,
+    ) {
+        let mut open_watches = Vec::new();
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let query = req.uri().query().unwrap_or_default().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let reply = |v: &serde_json::Value| {
+                Response::builder()
+                    .status(200)
+                    .body(Body::from(serde_json::to_vec(v).unwrap()))
+                    .unwrap()
+            };
+            if method == "GET" && query.contains("watch=true") {
+                open_watches.push(send);
+            } else if method == "GET" {
+                let v = lists
+                    .get(path.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| panic!("unexpected list {path}"));
+                send.send_response(reply(&v));
+            } else {
+                let answer = if path.starts_with("/apis/batch/v1/") {
+                    crate::testing::fixture("job-unsuspend-merge-patch-response.json")
+                } else {
+                    body.clone()
+                };
+                send.send_response(reply(&answer));
+                let _ = writes.send((method, path, body));
+            }
+        }
+    }
+
+    async fn start(
+        lists: BTreeMap<&'static str, serde_json::Value>,
+    ) -> (
+        mpsc::UnboundedReceiver<(String, String, serde_json::Value)>,
+        u16,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<Result<(), RunError>>,
+    ) {
+        let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(svc, "default");
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(serve(handle, lists, tx));
+        let port = free_port();
+        let cfg = RunConfig {
+            kube_qps: 1000.0,
+            kube_burst: 1000,
+            index: IndexConfig::default(),
+            lease: None,
+            identity: "test-0".into(),
+            metrics_addr: ([127, 0, 0, 1], port).into(),
+            queue_status_interval: Duration::from_secs(1),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run(client, cfg, async move {
+            let _ = stopped.await;
+        }));
+        (rx, port, stop, task)
+    }
+
+    fn config_lists(
+        workloads: Vec<serde_json::Value>,
+        jobs: Vec<serde_json::Value>,
+    ) -> BTreeMap<&'static str, serde_json::Value> {
+        BTreeMap::from([
+            (
+                "/apis/sluice.dev/v1alpha1/resourceflavors",
+                list("ResourceFlavor", vec![serde_json::to_value(flavor("a100")).unwrap()]),
+            ),
+            (
+                "/apis/sluice.dev/v1alpha1/clusterqueues",
+                list(
+                    "ClusterQueue",
+                    vec![serde_json::to_value(cq("cluster-gpu", 8)).unwrap()],
+                ),
+            ),
+            (
+                "/apis/sluice.dev/v1alpha1/localqueues",
+                list(
+                    "LocalQueue",
+                    vec![serde_json::to_value(lq("research", "team-a", "cluster-gpu")).unwrap()],
+                ),
+            ),
+            (
+                "/apis/sluice.dev/v1alpha1/workloadpriorityclasses",
+                list("WorkloadPriorityClass", vec![]),
+            ),
+            ("/apis/sluice.dev/v1alpha1/workloads", list("Workload", workloads)),
+            ("/apis/batch/v1/jobs", list("Job", jobs)),
+            (
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                list("PriorityClass", vec![]),
+            ),
+        ])
+    }
+
+    async fn next_write(
+        rx: &mut mpsc::UnboundedReceiver<(String, String, serde_json::Value)>,
+    ) -> (String, String, serde_json::Value) {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a write within 5 s")
+            .expect("server running")
+    }
+
+    #[tokio::test]
+    async fn the_loop_lists_everything_becomes_ready_and_admits_through_the_api() {
+        let job = crate::testing::fixture("job-suspended-create-response.json");
+        let mut wl = crate::job::workload_for_job(
+            &job_fixture("job-suspended-create-response.json"),
+            false,
+            |_| None,
+            |_| None,
+        )
+        .unwrap();
+        wl.metadata.uid = Some("wl-uid".into());
+        let (mut writes, port, stop, task) =
+            start(config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job])).await;
+        let (method, path, body) = next_write(&mut writes).await;
+        assert_eq!(
+            (method.as_str(), path.as_str()),
+            (
+                "PATCH",
+                "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-train-research/status"
+            )
+        );
+        assert_eq!(body["status"]["admission"]["clusterQueue"], "cluster-gpu");
+        let (method, path, body) = next_write(&mut writes).await;
+        assert_eq!(
+            (method.as_str(), path.as_str()),
+            ("PATCH", "/apis/batch/v1/namespaces/research/jobs/train-research")
+        );
+        assert_eq!(body["spec"]["suspend"], false);
+        let (code, _) = tokio::task::spawn_blocking(move || http_get(port, "/readyz"))
+            .await
+            .unwrap();
+        assert_eq!(code, 200);
+        let (_, metrics) = tokio::task::spawn_blocking(move || http_get(port, "/metrics"))
+            .await
+            .unwrap();
+        assert!(metrics.contains("sluice_admitted_workloads_total 1"), "{metrics}");
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("graceful stop")
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_the_loop_restores_admissions_and_admits_nothing_twice() {
+        let first = admitted_workload();
+        let mut second_job = job_fixture("job-suspended-create-response.json");
+        second_job.metadata.name = Some("second".into());
+        second_job.metadata.uid = Some("job-uid-second".into());
+        let mut second = crate::job::workload_for_job(&second_job, false, |_| None, |_| None).unwrap();
+        second.metadata.uid = Some("wl-uid-second".into());
+        let mut running = job_fixture("job-running-pods-ready.json");
+        running.metadata.namespace = Some("research".into());
+        let lists = config_lists(
+            vec![
+                serde_json::to_value(&first).unwrap(),
+                serde_json::to_value(&second).unwrap(),
+            ],
+            vec![
+                serde_json::to_value(&running).unwrap(),
+                serde_json::to_value(&second_job).unwrap(),
+            ],
+        );
+        let (mut writes, _port, stop, task) = start(lists).await;
+        // The only Workload write: "second" explained (it does not fit beside the restored one).
+        loop {
+            let (method, path, body) = next_write(&mut writes).await;
+            if path.contains("clusterqueues") || path.contains("localqueues") {
+                continue;
+            }
+            assert_eq!(method, "PATCH");
+            assert_eq!(
+                path,
+                "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-second/status"
+            );
+            assert!(body["status"].get("admission").is_none(), "{body}");
+            assert_eq!(body["status"]["pending"]["reason"], "InsufficientQuota");
+            break;
+        }
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("graceful stop")
+            .unwrap()
+            .unwrap();
+        // Nothing else was written for the workloads.
+        while let Ok(w) = writes.try_recv() {
+            assert!(!w.1.contains("/workloads/"), "unexpected write {w:?}");
+        }
     }
 }
