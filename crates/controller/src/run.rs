@@ -328,7 +328,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     // Without leader election this replica always leads; the sender lives
     // as long as the loop, so the receiver never reports a closed channel.
     let (_always_leader, always) = watch::channel(true);
-    let (leader_rx, lease_task) = match &cfg.lease {
+    let (leader_rx, mut lease_task) = match &cfg.lease {
         None => (always, None),
         Some(l) => {
             let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &l.name)
@@ -347,7 +347,24 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     let writer = Writer::new(client.clone(), cfg.identity.clone())
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
         .with_leader(leader_rx.clone());
-    let result = event_loop(client, &cfg, writer, leader_rx, lease_task, &shared, shutdown).await;
+    let result = event_loop(client, &cfg, writer, leader_rx, &mut lease_task, &shared, shutdown).await;
+    // Every receiver is gone with the loop: the lease task stops and hands
+    // the manager back, and the Lease is released so that another replica
+    // takes over now rather than when it expires.
+    if result.is_ok()
+        && let Some(task) = lease_task
+    {
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(manager))) => {
+                if let Err(e) = manager.release().await {
+                    tracing::warn!(error = %e, "could not release the Lease");
+                } else {
+                    tracing::info!("Lease released");
+                }
+            }
+            _ => tracing::warn!("the lease task did not stop; the Lease will expire"),
+        }
+    }
     server.abort();
     result
 }
@@ -384,7 +401,7 @@ async fn event_loop(
     cfg: &RunConfig,
     writer: Writer,
     mut leader_rx: watch::Receiver<bool>,
-    mut lease_task: Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
+    lease_task: &mut Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
     shared: &Shared,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
@@ -446,7 +463,8 @@ async fn event_loop(
                     queue_status = QueueStatusWriter::default();
                 }
             }
-            done = async { match &mut lease_task { Some(t) => t.await, None => std::future::pending().await } } => {
+            done = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
+                *lease_task = None;
                 return Err(RunError::Lease(match done {
                     Ok(Ok(_)) => "lease task ended".to_string(),
                     Ok(Err(e)) => e.to_string(),
