@@ -1,10 +1,22 @@
 //! # sluice-controller
 //!
-//! The Kubernetes side of Sluice: the [`adapter`] that turns
-//! `sluice.dev/v1alpha1` objects into the admission engine's model, the
-//! pure Job ↔ Workload functions in [`job`], and the controller that
-//! watches Jobs and Workloads and applies the engine's decisions through
-//! the API server.
+//! The Kubernetes side of Sluice (`sluice controller`):
+//!
+//! ```text
+//!  watchers ─► cache ─► index (engine, no API calls) ─► plans ─► writer ─► API server
+//! ```
+//!
+//! - [`adapter`]: `sluice.dev/v1alpha1` objects → the engine's model;
+//! - [`job`]: Job ↔ Workload as pure functions (construction, priority,
+//!   flavor injection and exact restoration);
+//! - [`index`]: state fed by watch events, driving the engine, producing
+//!   [`plan::Plan`]s; restart restore, rollback;
+//! - [`writer`]: applies plans (server-side apply, merge patches, Events);
+//! - [`run`]: watchers, cache, leader election, cycles, queue status,
+//!   `/metrics`, `/healthz`, `/readyz`;
+//! - [`metrics`]: the Prometheus registry.
+//!
+//! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
 pub mod adapter;
