@@ -36,7 +36,9 @@ def scenario(name, title, cohorts, queues, classes):
             w("---\napiVersion: sluice.dev/v1alpha1\nkind: LocalQueue\n"
               f"metadata: {{name: lq-{q}, namespace: cohort-{co}}}\nspec: {{clusterQueue: {cq}}}\n")
             lqs.append(f"cohort-{co}/lq-{q}")
-    w(f"---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nmetadata: {{name: {name}}}\nspec:\n  generators:\n")
+    w(f"---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nmetadata: {{name: {name}}}\nspec:\n"
+      "  # Like Kueue's performance runner (no real pods), evictions complete at once.\n"
+      "  evictionDelay: 0s\n  generators:\n")
     for c in classes:
         w(f"  - class: {c['name']}\n    count: {c['count']}\n    interval: {c['interval']}\n"
           f"    duration: {c['duration']}\n    requests: {{cpu: {c['cpu']}}}\n    priorityClass: {c['name']}\n"

@@ -421,3 +421,19 @@ fn gpu_teams_carries_the_example_cluster_verbatim() {
         );
     }
 }
+
+#[test]
+fn a_trace_may_set_the_eviction_delay() {
+    let text = format!(
+        "{HEADER}{}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  evictionDelay: 2m\n  jobs:\n{}",
+        queue("team", None, 8, None, "{}"),
+        job("a", "team", "0s", 1, "1m")
+    );
+    assert_eq!(scenario::load("d.yaml", &text).unwrap().eviction_delay, Some(120_000));
+    let without = format!(
+        "{HEADER}{}{}",
+        queue("team", None, 8, None, "{}"),
+        trace(&[job("a", "team", "0s", 1, "1m")])
+    );
+    assert_eq!(scenario::load("d.yaml", &without).unwrap().eviction_delay, None);
+}

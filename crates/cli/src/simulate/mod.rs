@@ -45,13 +45,18 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "N", default_value_t = 1, requires = "api_qps")]
     pub api_burst: u32,
     /// Time for a preempted workload's pods to terminate before its quota
-    /// is free (e.g. 30s, 2m, 0).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
-    pub eviction_delay: units::Millis,
+    /// is free (e.g. 30s, 2m, 0). Default: the Trace's `spec.evictionDelay`,
+    /// else 30s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub eviction_delay: Option<units::Millis>,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
 }
+
+/// Time for a GPU job's pods to terminate, when neither the command line nor
+/// the scenario says.
+pub const DEFAULT_EVICTION_DELAY: units::Millis = 30_000;
 
 fn parse_duration_arg(s: &str) -> Result<units::Millis, String> {
     units::parse_duration(s)
@@ -94,7 +99,9 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let opts = sim::SimOptions {
         api_qps,
         api_burst,
-        eviction_delay,
+        eviction_delay: eviction_delay
+            .or(scenario.eviction_delay)
+            .unwrap_or(DEFAULT_EVICTION_DELAY),
     };
 
     let show_progress = !quiet && std::io::stderr().is_terminal();

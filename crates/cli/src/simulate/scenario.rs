@@ -241,6 +241,7 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
     if !errors.is_empty() {
         return Err(errors);
     }
+    let eviction_delay = trace_doc.spec.eviction_delay.map(|d| d.0);
     let name = trace_doc.metadata.and_then(|m| m.name).unwrap_or_else(|| {
         std::path::Path::new(file)
             .file_stem()
@@ -253,5 +254,6 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
         cluster_queues,
         local_queues,
         workloads,
+        eviction_delay,
     })
 }

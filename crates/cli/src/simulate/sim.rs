@@ -34,6 +34,8 @@ pub struct Scenario {
     pub cluster_queues: Vec<ClusterQueueSpec>,
     pub local_queues: Vec<LocalQueueSpec>,
     pub workloads: Vec<TraceWorkload>,
+    /// The Trace's `spec.evictionDelay`, if it sets one.
+    pub eviction_delay: Option<Millis>,
 }
 
 #[derive(Debug, Clone)]

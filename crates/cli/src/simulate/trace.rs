@@ -157,6 +157,9 @@ pub struct TraceSpec {
     pub jobs: Vec<JobEntry>,
     #[serde(default)]
     pub generators: Vec<GeneratorEntry>,
+    /// Default for `--eviction-delay` in this scenario.
+    #[serde(default)]
+    pub eviction_delay: Option<Duration>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
