@@ -360,12 +360,46 @@ impl Index {
         out
     }
 
+    /// A Warning Event on a skipped object, so `kubectl describe` shows why.
+    fn report(&mut self, kind: Kind, key: &str, e: &ObjectError) {
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
+            None => (None, key.to_string()),
+        };
+        let api_version = match kind {
+            Kind::Job => "batch/v1",
+            Kind::PriorityClass => "scheduling.k8s.io/v1",
+            _ => "sluice.dev/v1alpha1",
+        };
+        self.plans.push(Plan {
+            purpose: Purpose::Report,
+            steps: vec![Step::Event(EventSpec {
+                regarding: ObjectReference {
+                    api_version: Some(api_version.into()),
+                    kind: Some(kind.as_str().into()),
+                    namespace,
+                    name: Some(name),
+                    ..Default::default()
+                },
+                type_: "Warning",
+                reason: e.reason.to_string(),
+                action: "Skip",
+                note: format!("Ignored by Sluice: {}", e.message),
+            })],
+        });
+    }
+
     fn record_error(&mut self, kind: Kind, key: String, reason: &'static str, message: String) -> bool {
         let e = ObjectError { reason, message };
         let fresh = self.errors.get(&(kind, key.clone())) != Some(&e);
         if fresh {
             self.stats.errors.push((kind.as_str(), reason));
             tracing::warn!(kind = kind.as_str(), object = %key, reason, message = %e.message, "skipping object");
+            // Reported once everything is listed: before that, a
+            // Workload listed before its ClusterQueue is not an error.
+            if self.is_ready() {
+                self.report(kind, &key, &e);
+            }
         }
         self.errors.insert((kind, key), e);
         fresh
@@ -388,7 +422,18 @@ impl Index {
 
     /// A kind finished its initial list.
     pub fn mark_synced(&mut self, kind: Kind) {
+        let was_ready = self.is_ready();
         self.synced.insert(kind);
+        if !was_ready && self.is_ready() {
+            let errors: Vec<_> = self
+                .errors
+                .iter()
+                .map(|((k, key), e)| (*k, key.clone(), e.clone()))
+                .collect();
+            for (k, key, e) in errors {
+                self.report(k, &key, &e);
+            }
+        }
     }
 
     // ----- configuration objects ----------------------------------------------------

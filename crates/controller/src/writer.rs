@@ -245,7 +245,8 @@ impl Writer {
                         .map(drop)
                 }
                 Step::Event(spec) => {
-                    let ns = spec.regarding.namespace.clone().unwrap_or_default();
+                    // Events about cluster-scoped objects live in `default`.
+                    let ns = spec.regarding.namespace.clone().unwrap_or_else(|| "default".into());
                     let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
                     let pp = PostParams {
                         field_manager: Some(FIELD_MANAGER.into()),
@@ -278,7 +279,7 @@ pub fn event(spec: &EventSpec, instance: &str, now: Timestamp) -> Event {
     Event {
         metadata: ObjectMeta {
             name: Some(format!("{about}.{:x}", now.as_nanosecond())),
-            namespace: spec.regarding.namespace.clone(),
+            namespace: Some(spec.regarding.namespace.clone().unwrap_or_else(|| "default".into())),
             ..Default::default()
         },
         event_time: Some(MicroTime(now)),

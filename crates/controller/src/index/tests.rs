@@ -426,6 +426,22 @@ fn malformed_objects_are_recorded_and_skipped_and_missing_queues_explained() {
     ix.apply_cluster_queue(bad);
     let err = &ix.errors()[&(Kind::ClusterQueue, "broken".to_string())];
     assert_eq!(err.reason, "InvalidClusterQueue");
+    // Reported once with a Warning Event on the object.
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["report"]);
+    match &plans[0].steps[0] {
+        Step::Event(e) => {
+            assert_eq!((e.type_, e.reason.as_str()), ("Warning", "InvalidClusterQueue"));
+            assert_eq!(e.regarding.name.as_deref(), Some("broken"));
+            assert!(e.note.contains("borrowingLimit"), "{}", e.note);
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut again = cq("broken", 4);
+    again.spec.resource_groups[0].flavors[0].resources[0].borrowing_limit =
+        Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()));
+    ix.apply_cluster_queue(again);
+    assert!(ix.take_plans().is_empty(), "not reported twice");
     assert!(!ix.engine().cluster_queue_names().iter().any(|n| &**n == "broken"));
     // A Workload whose pod set has a bad quantity.
     let j = mk_job("odd", "team-a", 1, 1);

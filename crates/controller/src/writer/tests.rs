@@ -384,3 +384,30 @@ async fn a_follower_makes_no_calls() {
     assert!(matches!(err.error, WriteError::NotLeader { .. }));
     no_more_requests(&mut handle).await;
 }
+
+#[test]
+fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
+    let spec = EventSpec {
+        regarding: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("sluice.dev/v1alpha1".into()),
+            kind: Some("ClusterQueue".into()),
+            name: Some("broken".into()),
+            ..Default::default()
+        },
+        type_: "Warning",
+        reason: "InvalidClusterQueue".into(),
+        action: "Skip",
+        note: "x".repeat(2000),
+    };
+    let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let ev = event(&spec, "sluice-0", now);
+    assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
+    assert!(ev.metadata.name.as_deref().unwrap().starts_with("broken."));
+    assert_eq!(
+        ev.note.as_ref().unwrap().len(),
+        1024,
+        "notes are capped at the API's 1 kB"
+    );
+    let v = serde_json::to_value(&ev).unwrap();
+    assert_eq!(v["eventTime"], "2027-01-15T08:00:00.000000Z");
+}
