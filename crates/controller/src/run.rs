@@ -347,7 +347,17 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     let writer = Writer::new(client.clone(), cfg.identity.clone())
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
         .with_leader(leader_rx.clone());
-    let result = event_loop(client, &cfg, writer, leader_rx, &mut lease_task, &shared, shutdown).await;
+    let queue = Arc::new(writer::WriteQueue::default());
+    let (failed_tx, failed_rx) = tokio::sync::mpsc::unbounded_channel();
+    let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
+    let io = LoopIo {
+        queue,
+        failed: failed_rx,
+    };
+    let result = event_loop(client, &cfg, io, leader_rx, &mut lease_task, &shared, shutdown).await;
+    // The writer holds a lease receiver too.
+    drainer.abort();
+    let _ = drainer.await;
     // Every receiver is gone with the loop: the lease task stops and hands
     // the manager back, and the Lease is released so that another replica
     // takes over now rather than when it expires.
@@ -395,11 +405,23 @@ async fn serve_http(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
     }
 }
 
+impl AsRef<Metrics> for Shared {
+    fn as_ref(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// The loop's side of the writer: where plans go, and what comes back.
+struct LoopIo {
+    queue: Arc<writer::WriteQueue>,
+    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, writer::PlanError)>,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn event_loop(
     client: Client,
     cfg: &RunConfig,
-    writer: Writer,
+    mut io: LoopIo,
     mut leader_rx: watch::Receiver<bool>,
     lease_task: &mut Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
     shared: &Shared,
@@ -452,6 +474,15 @@ async fn event_loop(
                 }
                 continue;
             }
+            Some((plan, error)) = io.failed.recv() => {
+                if let Some(m) = &index {
+                    writer::report_failure(&mut *m.lock().await, &plan, &error, now_ms());
+                    // A rolled-back admission is retried a little later.
+                    let retry = Instant::now() + Duration::from_secs(1);
+                    cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+                }
+                continue;
+            }
             changed = leader_rx.changed() => {
                 if changed.is_err() {
                     return Err(RunError::Lease("lease task ended".into()));
@@ -460,6 +491,7 @@ async fn event_loop(
                 tracing::info!(leading, "leadership changed");
                 if !leading {
                     index = None;
+                    io.queue.clear();
                     queue_status = QueueStatusWriter::default();
                 }
             }
@@ -499,7 +531,9 @@ async fn event_loop(
                 out
             };
             shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
-            writer::apply_plans(&writer, m, plans, Some(&shared.metrics), now_ms).await;
+            for plan in plans {
+                io.queue.push(plan);
+            }
             // Jobs whose Workload must be (re)created: read them again.
             let refetch = m.lock().await.take_refetch();
             if !refetch.is_empty() {
@@ -997,6 +1031,7 @@ mod tests {
         mut handle: Handle,
         lists: BTreeMap<&'static str, serde_json::Value>,
         writes: mpsc::UnboundedSender<(String, String, serde_json::Value)>,
+        mut conflicts: usize,
     ) {
         let mut open_watches = Vec::new();
         while let Some((req, send)) = handle.next_request().await {
@@ -1019,6 +1054,17 @@ mod tests {
                     .cloned()
                     .unwrap_or_else(|| panic!("unexpected list {path}"));
                 send.send_response(reply(&v));
+            } else if conflicts > 0 && path.ends_with("/status") && path.contains("/workloads/") {
+                // The recorded 409 of a conflicting status apply.
+                conflicts -= 1;
+                let conflict = crate::testing::fixture("error-409-workload-status-apply-conflict.json");
+                send.send_response(
+                    Response::builder()
+                        .status(409)
+                        .body(Body::from(serde_json::to_vec(&conflict).unwrap()))
+                        .unwrap(),
+                );
+                let _ = writes.send(("409".into(), path, body));
             } else {
                 let answer = if path.starts_with("/apis/batch/v1/") {
                     crate::testing::fixture("job-unsuspend-merge-patch-response.json")
@@ -1033,6 +1079,7 @@ mod tests {
 
     async fn start(
         lists: BTreeMap<&'static str, serde_json::Value>,
+        conflicts: usize,
     ) -> (
         mpsc::UnboundedReceiver<(String, String, serde_json::Value)>,
         u16,
@@ -1042,7 +1089,7 @@ mod tests {
         let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(svc, "default");
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(serve(handle, lists, tx));
+        tokio::spawn(serve(handle, lists, tx, conflicts));
         let port = free_port();
         let cfg = RunConfig {
             kube_qps: 1000.0,
@@ -1099,10 +1146,16 @@ mod tests {
     async fn next_write(
         rx: &mut mpsc::UnboundedReceiver<(String, String, serde_json::Value)>,
     ) -> (String, String, serde_json::Value) {
-        tokio::time::timeout(Duration::from_secs(5), rx.recv())
-            .await
-            .expect("a write within 5 s")
-            .expect("server running")
+        // Queue status writes come on their own schedule: not what these tests look at.
+        loop {
+            let w = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .expect("a write within 5 s")
+                .expect("server running");
+            if !w.1.contains("/clusterqueues/") && !w.1.contains("/localqueues/") {
+                return w;
+            }
+        }
     }
 
     #[tokio::test]
@@ -1117,7 +1170,7 @@ mod tests {
         .unwrap();
         wl.metadata.uid = Some("wl-uid".into());
         let (mut writes, port, stop, task) =
-            start(config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job])).await;
+            start(config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]), 0).await;
         let (method, path, body) = next_write(&mut writes).await;
         assert_eq!(
             (method.as_str(), path.as_str()),
@@ -1169,7 +1222,7 @@ mod tests {
                 serde_json::to_value(&second_job).unwrap(),
             ],
         );
-        let (mut writes, _port, stop, task) = start(lists).await;
+        let (mut writes, _port, stop, task) = start(lists, 0).await;
         // The only Workload write: "second" explained (it does not fit beside the restored one).
         loop {
             let (method, path, body) = next_write(&mut writes).await;
@@ -1195,5 +1248,43 @@ mod tests {
         while let Ok(w) = writes.try_recv() {
             assert!(!w.1.contains("/workloads/"), "unexpected write {w:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_admission_write_is_rolled_back_and_retried_by_the_loop() {
+        let job = crate::testing::fixture("job-suspended-create-response.json");
+        let mut wl = crate::job::workload_for_job(
+            &job_fixture("job-suspended-create-response.json"),
+            false,
+            |_| None,
+            |_| None,
+        )
+        .unwrap();
+        wl.metadata.uid = Some("wl-uid".into());
+        let lists = config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]);
+        let (mut writes, _port, stop, task) = start(lists, 1).await;
+        let (code, path, body) = next_write(&mut writes).await;
+        assert_eq!(code, "409");
+        assert!(path.ends_with("/workloads/job-train-research/status"));
+        assert_eq!(body["status"]["admission"]["clusterQueue"], "cluster-gpu");
+        // Rolled back, and not followed by the Job patch: the retry comes next.
+        let (method, path, body) = next_write(&mut writes).await;
+        assert_eq!(
+            (method.as_str(), path.as_str()),
+            (
+                "PATCH",
+                "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-train-research/status"
+            )
+        );
+        assert_eq!(body["status"]["admission"]["clusterQueue"], "cluster-gpu");
+        let (_, path, body) = next_write(&mut writes).await;
+        assert_eq!(path, "/apis/batch/v1/namespaces/research/jobs/train-research");
+        assert_eq!(body["spec"]["suspend"], false);
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("graceful stop")
+            .unwrap()
+            .unwrap();
     }
 }

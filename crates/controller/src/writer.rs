@@ -305,6 +305,16 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
+/// Tells the index that a plan failed: a failed admission status write
+/// rolls the admission back; other failures are forgotten so that the next
+/// event retries them.
+pub fn report_failure(index: &mut Index, plan: &Plan, error: &PlanError, now_ms: i64) {
+    match &plan.purpose {
+        Purpose::Admit { uid } if error.step == 0 => index.admission_failed(uid, now_ms),
+        _ => index.plan_failed(plan),
+    }
+}
+
 /// Applies plans in order (urgent ones first) and reports failures back to
 /// the index. Returns how many plans failed.
 pub async fn apply_plans(
@@ -327,14 +337,133 @@ pub async fn apply_plans(
                 }
                 continue;
             }
-            let mut ix = index.lock().await;
-            match &plan.purpose {
-                Purpose::Admit { uid } if e.step == 0 => ix.admission_failed(uid, now_ms()),
-                _ => ix.plan_failed(plan),
-            }
+            report_failure(&mut *index.lock().await, plan, &e, now_ms());
         }
     }
     failed
+}
+
+/// Plans waiting to be written, so that the loop never waits on the API:
+/// state changes (admissions, evictions, requeues, finishes, Job patches,
+/// Workload creation) first, in order; pending explanations and reports
+/// after them, one per workload (latest wins). Queuing a state change of a
+/// workload drops its queued explanation, which the state change supersedes.
+#[derive(Default)]
+pub struct WriteQueue {
+    state: Mutex<QueueState>,
+    ready: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct QueueState {
+    urgent: std::collections::VecDeque<Plan>,
+    lazy: std::collections::BTreeMap<String, Plan>,
+    lazy_order: std::collections::VecDeque<String>,
+    reports: u64,
+}
+
+fn plan_uid(p: &Plan) -> Option<&str> {
+    match &p.purpose {
+        Purpose::Admit { uid }
+        | Purpose::Evict { uid }
+        | Purpose::Requeue { uid }
+        | Purpose::Finish { uid }
+        | Purpose::Pending { uid }
+        | Purpose::StartJob { uid } => Some(uid),
+        Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report => None,
+    }
+}
+
+impl WriteQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn push(&self, plan: Plan) {
+        {
+            let mut q = self.lock();
+            match &plan.purpose {
+                Purpose::Pending { uid } => {
+                    let uid = uid.clone();
+                    if q.lazy.insert(uid.clone(), plan).is_none() {
+                        q.lazy_order.push_back(uid);
+                    }
+                }
+                Purpose::Report => {
+                    q.reports += 1;
+                    let key = format!("\u{0}report-{}", q.reports);
+                    q.lazy.insert(key.clone(), plan);
+                    q.lazy_order.push_back(key);
+                }
+                _ => {
+                    if let Some(uid) = plan_uid(&plan) {
+                        q.lazy.remove(uid);
+                    }
+                    q.urgent.push_back(plan);
+                }
+            }
+        }
+        self.ready.notify_one();
+    }
+
+    /// The next plan to write, state changes first.
+    pub fn pop(&self) -> Option<Plan> {
+        let mut q = self.lock();
+        if let Some(p) = q.urgent.pop_front() {
+            return Some(p);
+        }
+        while let Some(key) = q.lazy_order.pop_front() {
+            if let Some(p) = q.lazy.remove(&key) {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Forgets everything queued (leadership lost).
+    pub fn clear(&self) {
+        *self.lock() = QueueState::default();
+    }
+
+    pub fn len(&self) -> usize {
+        let q = self.lock();
+        q.urgent.len() + q.lazy.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until something may have been queued.
+    pub async fn wait(&self) {
+        self.ready.notified().await;
+    }
+}
+
+/// Writes queued plans forever; failures (other than "not the leader")
+/// are sent back for the index.
+pub async fn drain(
+    writer: Writer,
+    queue: Arc<WriteQueue>,
+    failures: tokio::sync::mpsc::UnboundedSender<(Plan, PlanError)>,
+    metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
+) {
+    loop {
+        let Some(plan) = queue.pop() else {
+            queue.wait().await;
+            continue;
+        };
+        if let Err(e) = writer.apply(&plan, Some((*metrics).as_ref())).await {
+            if matches!(e.error, WriteError::NotLeader { .. }) {
+                (*metrics).as_ref().dropped_writes.inc();
+                continue;
+            }
+            tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
+            if failures.send((plan, e)).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -411,3 +411,34 @@ fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
     let v = serde_json::to_value(&ev).unwrap();
     assert_eq!(v["eventTime"], "2027-01-15T08:00:00.000000Z");
 }
+
+#[test]
+fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
+    let plan = |purpose: Purpose| Plan { purpose, steps: vec![] };
+    let q = WriteQueue::default();
+    q.push(plan(Purpose::Pending { uid: "a".into() }));
+    q.push(plan(Purpose::Report));
+    q.push(plan(Purpose::Pending { uid: "b".into() }));
+    q.push(plan(Purpose::Pending { uid: "b".into() }));
+    q.push(plan(Purpose::Admit { uid: "a".into() }));
+    q.push(plan(Purpose::Evict { uid: "c".into() }));
+    q.push(plan(Purpose::Report));
+    assert_eq!(q.len(), 5);
+    let order: Vec<String> = std::iter::from_fn(|| q.pop())
+        .map(|p| format!("{:?}", p.purpose))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "Admit { uid: \"a\" }",
+            "Evict { uid: \"c\" }",
+            "Report",
+            "Pending { uid: \"b\" }",
+            "Report"
+        ]
+    );
+    assert!(q.is_empty());
+    q.push(plan(Purpose::Pending { uid: "x".into() }));
+    q.clear();
+    assert!(q.pop().is_none());
+}
