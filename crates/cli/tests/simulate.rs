@@ -437,3 +437,23 @@ fn a_trace_may_set_the_eviction_delay() {
     );
     assert_eq!(scenario::load("d.yaml", &without).unwrap().eviction_delay, None);
 }
+
+/// A gang bigger than the queue's whole quota is never admitted: it is
+/// reported as pending with the engine's explanation, and the run still ends.
+#[test]
+fn workloads_that_never_fit_are_reported_with_a_reason() {
+    let text = format!(
+        "{HEADER}{}{}",
+        queue("team", None, 8, None, "{}"),
+        trace(&[job("fits", "team", "0s", 4, "1m"), job("huge", "team", "0s", 16, "1m")])
+    );
+    let (r, _) = simulate(&text, &SimOptions::default());
+    assert_eq!((r.totals.admitted, r.totals.never_admitted), (1, 1));
+    assert_eq!(r.pending_at_end.len(), 1);
+    let p = &r.pending_at_end[0];
+    assert_eq!((p.name.as_str(), p.cluster_queue.as_str()), ("team/huge", "team"));
+    let reason = p.reason.as_deref().expect("the engine explains why");
+    assert!(reason.contains("nvidia.com/gpu"), "{reason}");
+    let table = report::table::render(&r);
+    assert!(table.contains("1 workload was never admitted"), "{table}");
+}

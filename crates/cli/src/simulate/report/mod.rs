@@ -40,6 +40,20 @@ pub struct Report {
     /// Per cohort (queues without a cohort are left out).
     pub cohorts: Vec<Group>,
     pub classes: Vec<Group>,
+    /// Workloads still waiting when the run ended (they can never be
+    /// admitted with this quota), with the engine's last explanation.
+    pub pending_at_end: Vec<PendingOut>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingOut {
+    /// `namespace/name`.
+    pub name: String,
+    pub class: String,
+    pub cluster_queue: String,
+    /// Why it waits, as the engine explains it (`null` if it never said).
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -332,6 +346,18 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         cluster_queues,
         cohorts,
         classes,
+        pending_at_end: r
+            .workloads
+            .iter()
+            .zip(&r.records)
+            .filter(|(_, rec)| rec.rejected.is_none() && rec.first_start().is_none())
+            .map(|(w, rec)| PendingOut {
+                name: w.name.clone(),
+                class: w.class.clone(),
+                cluster_queue: rec.cluster_queue.to_string(),
+                reason: rec.last_pending.clone(),
+            })
+            .collect(),
     }
 }
 

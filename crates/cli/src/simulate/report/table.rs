@@ -220,8 +220,36 @@ pub fn render(r: &Report) -> String {
         ]);
     }
     t.render(&mut out);
+
+    if !r.pending_at_end.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} workload{} never admitted (the run ended with nothing left to free quota for them):",
+            r.pending_at_end.len(),
+            if r.pending_at_end.len() == 1 { " was" } else { "s were" }
+        );
+        for p in r.pending_at_end.iter().take(MAX_PENDING_LINES) {
+            let _ = writeln!(
+                out,
+                "  {} ({}): {}",
+                p.name,
+                p.cluster_queue,
+                p.reason.as_deref().unwrap_or("no explanation")
+            );
+        }
+        if r.pending_at_end.len() > MAX_PENDING_LINES {
+            let _ = writeln!(
+                out,
+                "  … and {} more (all are in --json)",
+                r.pending_at_end.len() - MAX_PENDING_LINES
+            );
+        }
+    }
     out
 }
+
+/// Never-admitted workloads listed by name in the table.
+const MAX_PENDING_LINES: usize = 10;
 
 /// An amount in a resource's units for people: bytes as Gi/Ti, the rest as numbers.
 fn amount(resource: &str, units: f64) -> String {
