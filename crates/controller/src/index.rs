@@ -654,6 +654,23 @@ impl Index {
                 let _ = self.engine.remove_workload(&uid);
                 self.workloads.get_mut(key).expect("present").in_engine = false;
                 tracing::warn!(workload = %key, "adopting an admission made by another writer");
+            } else if !e.active {
+                // Deactivated (spec.active: false): evicted if admitted, out
+                // of the queue otherwise, until it is activated again.
+                match self.engine.workload_state(&uid) {
+                    Some(WorkloadState::Admitted) => {
+                        if self.engine.evict(&uid).is_ok() {
+                            let msg = "The workload was deactivated (spec.active: false)";
+                            self.on_evicted(&uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
+                        }
+                    }
+                    Some(WorkloadState::Pending | WorkloadState::Preempting) => {
+                        let _ = self.engine.remove_workload(&uid);
+                        self.workloads.get_mut(key).expect("present").in_engine = false;
+                    }
+                    _ => {}
+                }
+                return;
             } else {
                 return;
             }
@@ -1056,6 +1073,11 @@ impl Index {
         self.evicting.remove(&uid);
         e.admitted_at = None;
         e.pods_ready_seen = false;
+        let deactivated = !e.active;
+        if deactivated {
+            let _ = self.engine.remove_workload(&uid);
+            e.in_engine = false;
+        }
         let generation = e.generation;
         let c = &mut e.status.conditions;
         set_condition(
@@ -1077,6 +1099,11 @@ impl Index {
             generation,
         );
         let (status, reason, message) = match not_before {
+            _ if deactivated => (
+                cond::status::FALSE,
+                cond::reasons::DEACTIVATED,
+                "Deactivated; not requeued until spec.active is true",
+            ),
             Some(_) => (cond::status::FALSE, cond::reasons::BACKOFF, "Requeue after backoff"),
             None => (cond::status::TRUE, cond::reasons::PENDING, "Requeued after eviction"),
         };
@@ -1334,6 +1361,7 @@ impl Index {
         self.stats.evicted.push(match reason {
             cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
             cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
+            cond::reasons::DEACTIVATED => cond::reasons::DEACTIVATED,
             _ => "Other",
         });
         let mut steps = vec![Step::ApplyWorkloadStatus {

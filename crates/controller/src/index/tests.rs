@@ -609,3 +609,50 @@ fn a_restart_does_not_rewrite_explanations_whose_reason_is_unchanged() {
     let (plans, _) = ix.cycle(T0 + 1);
     assert!(plans.is_empty(), "{:?}", purposes(&plans));
 }
+
+#[test]
+fn a_deactivated_workload_is_evicted_not_requeued_and_comes_back_when_activated() {
+    let mut ix = ready_index();
+    let j = mk_job("paused", "team-a", 4, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 4, "ready": 4})).unwrap();
+    ix.apply_job(running.clone(), T0 + 1);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = ix.workload_status(&wkey("paused")).cloned();
+    wl.spec.active = false;
+    ix.apply_workload(wl.clone(), T0 + 2);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["evict"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::EVICTED).1, "Deactivated");
+    assert_eq!(job_patches(&plans[0]), [("job", &json!({"spec": {"suspend": true}}))]);
+    // Pods gone: quota released, not requeued.
+    running.spec.as_mut().unwrap().suspend = Some(true);
+    running.status = Some(Default::default());
+    ix.apply_job(running, T0 + 3);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["requeue"]);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::REQUEUED),
+        (
+            "False",
+            "Deactivated",
+            "Deactivated; not requeued until spec.active is true"
+        )
+    );
+    assert_eq!(ix.engine().workload_state("wl-uid-paused"), None);
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+    // Activated again: queued and admitted.
+    wl.status = ix.workload_status(&wkey("paused")).cloned();
+    wl.spec.active = true;
+    ix.apply_workload(wl, T0 + 4);
+    let (plans, _) = ix.cycle(T0 + 5);
+    assert_eq!(purposes(&plans), ["admit"]);
+}
