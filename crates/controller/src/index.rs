@@ -658,11 +658,9 @@ impl Index {
                 // Deactivated (spec.active: false): evicted if admitted, out
                 // of the queue otherwise, until it is activated again.
                 match self.engine.workload_state(&uid) {
-                    Some(WorkloadState::Admitted) => {
-                        if self.engine.evict(&uid).is_ok() {
-                            let msg = "The workload was deactivated (spec.active: false)";
-                            self.on_evicted(&uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
-                        }
+                    Some(WorkloadState::Admitted) if self.engine.evict(&uid).is_ok() => {
+                        let msg = "The workload was deactivated (spec.active: false)";
+                        self.on_evicted(&uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
                     }
                     Some(WorkloadState::Pending | WorkloadState::Preempting) => {
                         let _ = self.engine.remove_workload(&uid);
