@@ -331,12 +331,14 @@ async fn a_missing_local_queue_is_explained() -> Result<()> {
 async fn a_malformed_cluster_queue_does_not_stop_the_controller() -> Result<()> {
     let (mut c, f) = simple(8).await?;
     let result = async {
-        // Valid for the schema, invalid for validate(): borrowingLimit without a cohort.
+        // Valid for the schema (and its CEL rules, where the server runs
+        // them), invalid for validate(): a lendingLimit above nominalQuota.
+        let cohort = c.name("lonely");
         let bad = c
             .cluster_queue(
                 "bad",
-                json!({"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                    {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "2"}]}]}]}),
+                json!({"cohort": cohort, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                    {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4", "lendingLimit": "6"}]}]}]}),
             )
             .await?;
         c.local_queue("bad-team", &bad).await?;

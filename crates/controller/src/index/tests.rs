@@ -656,3 +656,61 @@ fn a_deactivated_workload_is_evicted_not_requeued_and_comes_back_when_activated(
     let (plans, _) = ix.cycle(T0 + 5);
     assert_eq!(purposes(&plans), ["admit"]);
 }
+
+#[test]
+fn a_lending_limit_above_nominal_is_skipped_as_the_e2e_test_expects() {
+    // The malformed ClusterQueue of the end-to-end test: schema- and
+    // CEL-valid, rejected by validate().
+    let mut ix = ready_index();
+    let bad: ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "bad"},
+        "spec": {"cohort": "lonely", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4", "lendingLimit": "6"}]}]}]}
+    }))
+    .unwrap();
+    ix.apply_cluster_queue(bad);
+    assert_eq!(
+        ix.errors()[&(Kind::ClusterQueue, "bad".to_string())].reason,
+        "InvalidClusterQueue"
+    );
+    ix.apply_local_queue(lq("bad-team", "bad"));
+    let stuck = mk_job("stuck", "bad-team", 1, 1);
+    ix.apply_job(stuck.clone(), T0);
+    ix.apply_workload(stored_workload(&stuck, 0, 0), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::QUOTA_RESERVED).1,
+        "ClusterQueueMissing"
+    );
+}
+
+#[test]
+fn a_lender_reclaims_what_a_cohort_peer_borrowed() {
+    let mut ix = ready_index();
+    let cohort_queue = |name: &str| -> ClusterQueue {
+        serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": {"cohort": "pool", "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                     "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                         {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]}
+        }))
+        .unwrap()
+    };
+    ix.apply_cluster_queue(cohort_queue("a"));
+    ix.apply_cluster_queue(cohort_queue("b"));
+    ix.apply_local_queue(lq("qa", "a"));
+    ix.apply_local_queue(lq("qb", "b"));
+    let borrower = mk_job("borrower", "qa", 4, 2);
+    ix.apply_job(borrower.clone(), T0);
+    ix.apply_workload(stored_workload(&borrower, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"], "8 GPUs: 4 own + 4 borrowed");
+    let owner = mk_job("owner", "qb", 2, 2);
+    ix.apply_job(owner.clone(), T0 + 1);
+    ix.apply_workload(stored_workload(&owner, 0, 1), T0 + 1);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0 + 2);
+    let evict = plans.iter().find(|p| p.purpose.label() == "evict").expect("reclaim");
+    assert_eq!(condition(status_step(evict), cond::PREEMPTED).1, "InCohortReclamation");
+}
