@@ -687,6 +687,20 @@ impl Index {
                 None => return,
             },
         };
+        // Its Job is not (or no longer) there: once Jobs are listed, it must
+        // not take quota (a deleted Job's Workload is about to be garbage
+        // collected). Kept aside; its Job's arrival brings it in.
+        if let Some(e) = self.workloads.get_mut(key)
+            && let Some((job_name, job_uid)) = &e.owner
+            && self.synced.contains(&Kind::Job)
+            && self
+                .jobs
+                .get(&ObjKey::new(key.namespace.clone(), job_name.clone()))
+                .is_none_or(|j| j.uid != *job_uid)
+        {
+            e.spec = Some(Box::new(spec));
+            return;
+        }
         let Some(e) = self.workloads.get(key) else { return };
         let holds = e.status.holds_quota() && e.status.admission.is_some();
         let evicted = is_true(&e.status, cond::EVICTED);
@@ -785,6 +799,15 @@ impl Index {
         }
         self.refetch.remove(&key);
         self.jobs.insert(key.clone(), view);
+        // Its Workload, seen first and kept aside, can come in now.
+        let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
+        if self
+            .workloads
+            .get(&wk)
+            .is_some_and(|e| !e.in_engine && e.spec.is_some())
+        {
+            self.sync_workload(&wk, None, now_ms);
+        }
         self.reconcile(&key, full, now_ms);
     }
 

@@ -397,6 +397,13 @@ fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
         ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
         0
     );
+    // Its Workload, updated before the garbage collector deletes it, does not take quota again.
+    observe_status(&mut ix, &b, 0, 1, T0 + 31);
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+    assert_eq!(ix.engine().workload_state("wl-uid-b"), None);
 }
 
 #[test]
