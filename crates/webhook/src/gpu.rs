@@ -168,7 +168,7 @@ fn check_visible_devices(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at:
                 continue;
             }
             let msg = format!(
-                "{}.env[{VISIBLE_DEVICES}]: set without requesting a GPU ({}); this bypasses the device plugin's allocation and can reach GPUs assigned to other pods: request a GPU in resources.limits or remove the variable",
+                "{}.env[{VISIBLE_DEVICES}]: set without requesting a GPU ({}): bypasses device allocation and can reach other pods' GPUs; request a GPU in limits or remove it",
                 container_field(at, list, i, c),
                 gpu_names(cfg)
             );

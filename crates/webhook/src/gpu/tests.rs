@@ -432,6 +432,17 @@ fn all_fixes_together_on_a_template() {
     );
     assert_eq!(out.warnings.len(), 4, "{:?}", out.warnings);
     assert!(out.ops.iter().all(|o| o.path.starts_with("/spec/template/spec/")));
+    // The API server may truncate warnings over 256 characters.
+    for w in &out.warnings {
+        assert!(w.len() <= 256, "{} chars: {w}", w.len());
+    }
+    let warn_cfg = GpuConfig {
+        visible_devices_policy: VisibleDevicesPolicy::Warn,
+        ..GpuConfig::default()
+    };
+    let spec = json!({"containers": [{"name": "a-long-sidecar-name", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]});
+    let out = fix_pod_spec(&warn_cfg, &spec, &SpecLocation::template()).unwrap();
+    assert!(out.warnings[0].len() <= 256, "{}", out.warnings[0]);
 }
 
 #[test]
