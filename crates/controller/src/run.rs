@@ -114,6 +114,9 @@ enum Obj {
     WorkloadJson(Arc<[u8]>),
     /// How the cache keeps a Job: what the index needs of it.
     JobView(Box<crate::job::JobView>),
+    /// A Job without a Workload yet: compact JSON of the whole Job, which
+    /// its Workload is created from.
+    JobJson(Arc<[u8]>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -126,7 +129,7 @@ fn kind_of(o: &Obj) -> Kind {
         Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
         Obj::PodClass(..) => Kind::PriorityClass,
         Obj::Workload(_) | Obj::WorkloadJson(_) => Kind::Workload,
-        Obj::Job(_) | Obj::JobView(_) => Kind::Job,
+        Obj::Job(_) | Obj::JobView(_) | Obj::JobJson(_) => Kind::Job,
         Obj::Malformed(k, ..) => *k,
     }
 }
@@ -253,7 +256,7 @@ fn key_of_obj(o: &Obj) -> String {
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
-        Obj::WorkloadJson(_) | Obj::Malformed(..) => String::new(),
+        Obj::WorkloadJson(_) | Obj::JobJson(_) | Obj::Malformed(..) => String::new(),
     }
 }
 
@@ -274,6 +277,10 @@ fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::Workload(x) => ix.apply_workload(x.clone(), now),
         Obj::Job(x) => ix.apply_job(&**x, now),
         Obj::JobView(v) => ix.apply_job_view((**v).clone(), None, now),
+        Obj::JobJson(bytes) => match serde_json::from_slice::<Job>(bytes) {
+            Ok(j) => ix.apply_job(j, now),
+            Err(e) => ix.report_malformed(Kind::Job, "(cached)", &e.to_string()),
+        },
         Obj::WorkloadJson(bytes) => match serde_json::from_slice::<Workload>(bytes) {
             Ok(wl) => ix.apply_workload(wl, now),
             Err(e) => ix.report_malformed(Kind::Workload, "(cached)", &e.to_string()),
@@ -593,11 +600,44 @@ fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
             }
             // Kept compact (the index had the full Job to create a Workload from).
             let o = match o {
-                Obj::Job(j) => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
-                Obj::Workload(w) => match serde_json::to_vec(&*w) {
-                    Ok(bytes) => Obj::WorkloadJson(bytes.into()),
-                    Err(_) => Obj::Workload(w),
-                },
+                Obj::Job(j) => {
+                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                    let wl_key = format!("{ns}/{}", crate::job::workload_name(name));
+                    let has_workload = cache
+                        .objects
+                        .get(&Kind::Workload)
+                        .is_some_and(|m| m.contains_key(&wl_key));
+                    match has_workload {
+                        true => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                        // Its Workload is still to be created from it.
+                        false => {
+                            let mut slim = (*j).clone();
+                            slim.metadata.managed_fields = None;
+                            match serde_json::to_vec(&slim) {
+                                Ok(bytes) => Obj::JobJson(bytes.into()),
+                                Err(_) => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                            }
+                        }
+                    }
+                }
+                Obj::Workload(w) => {
+                    // Its Job no longer needs to be kept whole.
+                    if let Some((job_name, _)) = crate::job::owning_job(&w) {
+                        let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+                        let compat = cache.kueue_compat;
+                        if let Some(jobs) = cache.objects.get_mut(&Kind::Job)
+                            && let Some(cached) = jobs.get_mut(&format!("{ns}/{job_name}"))
+                            && let Obj::JobJson(bytes) = cached
+                            && let Ok(j) = serde_json::from_slice::<Job>(bytes)
+                        {
+                            *cached = Obj::JobView(Box::new(crate::job::JobView::of(&j, compat)));
+                        }
+                    }
+                    match serde_json::to_vec(&*w) {
+                        Ok(bytes) => Obj::WorkloadJson(bytes.into()),
+                        Err(_) => Obj::Workload(w),
+                    }
+                }
                 other => other,
             };
             cache.objects.entry(kind).or_default().insert(key, o);
@@ -905,6 +945,24 @@ mod tests {
         }
         assert!(w.wanted(&ix, &m, "2027-01-01T00:00:05Z").is_empty());
         assert!(m.encode().contains("sluice_cluster_queue_nominal_quota{cluster_queue=\"cluster-gpu\",flavor=\"a100\",resource=\"nvidia.com/gpu\"} 8000"));
+    }
+
+    #[test]
+    fn the_cache_keeps_a_job_whole_only_until_its_workload_exists() {
+        let mut cache = Cache::default();
+        let j = job_fixture("job-suspended-create-response.json");
+        let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+        wl.metadata.uid = Some("wl-uid".into());
+        handle(&mut cache, None, Msg::Apply(Obj::Job(Arc::new(j.clone()))), 0);
+        let key = "research/train-research".to_string();
+        assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobJson(_)));
+        // A new leader would create the Workload from the cached Job.
+        let mut ix = build_index(&cache, &IndexConfig::default());
+        assert!(ix.take_refetch().is_empty());
+        handle(&mut cache, None, Msg::Apply(Obj::Workload(Arc::new(wl))), 0);
+        assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobView(_)));
+        handle(&mut cache, None, Msg::Apply(Obj::Job(Arc::new(j))), 0);
+        assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobView(_)));
     }
 
     #[test]
