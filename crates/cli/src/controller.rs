@@ -114,6 +114,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             pods_ready_timeout_ms: (!pods_ready_timeout.is_zero()).then_some(pods_ready_timeout.as_millis() as i64),
             backoff_base_ms: requeue_backoff_base.as_millis() as i64,
             backoff_max_ms: requeue_backoff_max.as_millis() as i64,
+            ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {
             namespace: lease_namespace,

@@ -93,6 +93,8 @@ pub struct IndexConfig {
     pub backoff_base_ms: i64,
     /// Largest requeue backoff.
     pub backoff_max_ms: i64,
+    /// Most explanation writes a cycle hands out (the rest follow later).
+    pub explanations_per_cycle: usize,
 }
 
 impl Default for IndexConfig {
@@ -102,6 +104,7 @@ impl Default for IndexConfig {
             pods_ready_timeout_ms: Some(10 * 60 * 1000),
             backoff_base_ms: 60_000,
             backoff_max_ms: 3_600_000,
+            explanations_per_cycle: 500,
         }
     }
 }
@@ -192,6 +195,8 @@ pub struct Index {
     retry_soon: bool,
     /// Status before an admission whose write is in flight (for rollback).
     prior: HashMap<String, WorkloadStatus>,
+    /// Workloads whose explanation changed and is not written yet.
+    explain: BTreeSet<String>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -278,6 +283,7 @@ impl Index {
             stats: CycleStats::default(),
             retry_soon: false,
             prior: HashMap::new(),
+            explain: BTreeSet::new(),
         }
     }
 
@@ -1205,7 +1211,9 @@ impl Index {
         if let Some(t) = self.next_pods_ready_deadline() {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
-        (self.take_plans(), wake)
+        let mut plans = self.take_plans();
+        plans.extend(self.take_explanations(self.config.explanations_per_cycle));
+        (plans, wake)
     }
 
     /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
@@ -1416,14 +1424,20 @@ impl Index {
         {
             return;
         }
-        let mut message = expl.to_string();
-        if let Some(p) = pos {
-            message.push_str(&format!(
-                " (position {} in ClusterQueue, {} in LocalQueue)",
-                p.in_cluster_queue, p.in_local_queue
-            ));
-        }
-        let pending = pending_explanation(expl, &message, pos);
+        let full = expl.to_string();
+        let position = pos
+            .map(|p| {
+                format!(
+                    " (position {} in ClusterQueue, {} in LocalQueue)",
+                    p.in_cluster_queue, p.in_local_queue
+                )
+            })
+            .unwrap_or_default();
+        // The condition says it all; `status.pending` has the summary, and
+        // the per-flavor detail in its own list (not repeated).
+        let message = format!("{full}{position}");
+        let summary = full.split("; pod set").next().unwrap_or(&full);
+        let pending = pending_explanation(expl, &format!("{summary}{position}"), pos);
         // Same reason (per flavor too) as what is written: nothing to write,
         // even if the numbers or the position moved (e.g. after a restart).
         let same = |a: &PendingExplanation, b: &PendingExplanation| {
@@ -1449,14 +1463,42 @@ impl Index {
         );
         e.status.pending = Some(pending);
         e.status.state = Some(e.status.derive_state(e.active));
-        let status = e.status.clone();
-        self.plans.push(Plan {
-            purpose: Purpose::Pending { uid: uid.to_string() },
-            steps: vec![Step::ApplyWorkloadStatus {
-                key: wk,
-                status: Box::new(status),
-            }],
-        });
+        // Written by `take_explanations`, with whatever is current then.
+        self.explain.insert(uid.to_string());
+    }
+
+    /// Plans writing at most `max` changed explanations (the status as it
+    /// is now; workloads no longer pending are skipped). The rest stay
+    /// marked for later calls: memory and the write queue stay bounded,
+    /// and the latest explanation is what gets written.
+    pub fn take_explanations(&mut self, max: usize) -> Vec<Plan> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(uid) = self.explain.pop_first() else { break };
+            if !matches!(
+                self.engine.workload_state(&uid),
+                Some(WorkloadState::Pending | WorkloadState::Preempting)
+            ) {
+                continue;
+            }
+            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+                continue;
+            };
+            let Some(e) = self.workloads.get(&wk) else { continue };
+            out.push(Plan {
+                purpose: Purpose::Pending { uid },
+                steps: vec![Step::ApplyWorkloadStatus {
+                    key: wk,
+                    status: Box::new(e.status.clone()),
+                }],
+            });
+        }
+        out
+    }
+
+    /// Explanations changed but not yet handed out.
+    pub fn explanations_due(&self) -> usize {
+        self.explain.len()
     }
 
     /// The status write of an admission failed: undo the admission in the

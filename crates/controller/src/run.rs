@@ -476,7 +476,12 @@ async fn event_loop(
             _ = tokio::time::sleep_until(sleep_until.into()) => {}
             _ = queue_tick.tick() => {
                 if let Some(ix) = &index {
-                    let ix = ix.lock().await;
+                    let mut ix = ix.lock().await;
+                    // Refill explanation writes as the queue drains.
+                    let room = cfg.index.explanations_per_cycle.saturating_sub(io.queue.len());
+                    for plan in ix.take_explanations(room) {
+                        io.queue.push(plan);
+                    }
                     queue_status.write(&client, &ix, &shared.metrics, cfg).await;
                 }
                 continue;
@@ -1047,10 +1052,10 @@ mod tests {
             after / 1024,
             after.saturating_sub(before) / 1024
         );
-        // The target is 100 MiB; measured 134 MiB in a debug build,
-        // most of it the first cycle's transient plans (one pending
-        // explanation per workload). A guard against regressions, not the target.
-        assert!(after <= 160 * 1024, "RSS {after} KiB");
+        // The target is 100 MiB; measured 110 MiB (debug build, glibc
+        // malloc): ~40 MiB cache, ~40 MiB index and engine, ~30 MiB the first
+        // cycle. A guard against regressions, not the target.
+        assert!(after <= 130 * 1024, "RSS {after} KiB");
     }
 
     // ----- the whole loop against a mocked API server ---------------------------------

@@ -721,3 +721,31 @@ fn a_lender_reclaims_what_a_cohort_peer_borrowed() {
     let evict = plans.iter().find(|p| p.purpose.label() == "evict").expect("reclaim");
     assert_eq!(condition(status_step(evict), cond::PREEMPTED).1, "InCohortReclamation");
 }
+
+#[test]
+fn explanation_writes_are_handed_out_in_bounded_batches_with_the_latest_status() {
+    let mut ix = Index::new(IndexConfig {
+        explanations_per_cycle: 2,
+        ..IndexConfig::default()
+    });
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    for i in 0..6 {
+        let j = mk_job(&format!("j{i}"), "team-a", 4, 2);
+        ix.apply_job(j.clone(), T0);
+        ix.apply_workload(stored_workload(&j, 0, i), T0);
+    }
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit", "pending", "pending"]);
+    assert_eq!(ix.explanations_due(), 3);
+    let rest = ix.take_explanations(10);
+    assert_eq!(rest.len(), 3);
+    assert!(rest.iter().all(|p| status_step(p).pending.is_some()));
+    assert_eq!(ix.explanations_due(), 0);
+    assert!(ix.take_explanations(10).is_empty());
+}
