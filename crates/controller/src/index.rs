@@ -126,6 +126,8 @@ struct WlEntry {
     generation: Option<i64>,
     active: bool,
     queue_name: String,
+    /// `spec.priority` as observed.
+    priority: Option<i32>,
     /// Pods of the first pod set (a Job's parallelism).
     count: i32,
     created_ms: i64,
@@ -577,12 +579,23 @@ impl Index {
         let queue_name = wl.spec.queue_name.clone();
         let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
         let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
+        let priority = wl.spec.priority;
         match self.workloads.get_mut(&key) {
             Some(e) => {
+                // Moved to another queue or reprioritised while it waits:
+                // queued again with its new spec.
+                if e.in_engine
+                    && (e.queue_name != queue_name || e.priority != priority)
+                    && matches!(self.engine.workload_state(&uid), Some(WorkloadState::Pending))
+                {
+                    let _ = self.engine.remove_workload(&uid);
+                    e.in_engine = false;
+                }
                 e.owner = owner;
                 e.generation = generation;
                 e.active = active;
                 e.queue_name = queue_name;
+                e.priority = priority;
                 e.count = count;
                 e.status = observed;
             }
@@ -592,6 +605,7 @@ impl Index {
                     key.clone(),
                     WlEntry {
                         uid,
+                        priority,
                         owner,
                         generation,
                         active,

@@ -749,3 +749,29 @@ fn explanation_writes_are_handed_out_in_bounded_batches_with_the_latest_status()
     assert_eq!(ix.explanations_due(), 0);
     assert!(ix.take_explanations(10).is_empty());
 }
+
+#[test]
+fn a_pending_workload_moved_to_another_queue_is_queued_there() {
+    let mut ix = ready_index();
+    ix.apply_cluster_queue(cq("other", 8));
+    ix.apply_local_queue(lq("team-b", "other"));
+    let j = mk_job("mover", "nowhere", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    ix.apply_workload(wl.clone(), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::QUOTA_RESERVED).1,
+        "LocalQueueMissing"
+    );
+    wl.spec.queue_name = "team-b".into();
+    wl.status = ix.workload_status(&wkey("mover")).cloned();
+    ix.apply_workload(wl, T0 + 1);
+    let (plans, _) = ix.cycle(T0 + 2);
+    assert_eq!(purposes(&plans), ["admit"]);
+    assert_eq!(
+        status_step(&plans[0]).admission.as_ref().unwrap().cluster_queue,
+        "other"
+    );
+}
