@@ -684,7 +684,8 @@ fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>
         esc(first)
     );
     for res in resources {
-        let _ = write!(out, "<th>{}</th>", esc(res));
+        let short = res.strip_prefix("nvidia.com/").unwrap_or(res);
+        let _ = write!(out, r#"<th title="{}">{}</th>"#, esc(res), esc(short));
     }
     if !resources.is_empty() {
         out.push_str("<th>borrowed</th>");
@@ -713,13 +714,17 @@ fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>
                 format_duration(g.wait.max_ms)
             );
         }
-        for res in resources {
+        for (k, res) in resources.iter().enumerate() {
             let u = g
                 .resources
                 .iter()
                 .find(|x| &x.resource == res)
                 .and_then(|x| x.utilisation);
             match u {
+                // A meter for the first (GPU) resource only keeps the table narrow.
+                Some(u) if k > 0 => {
+                    let _ = write!(out, "<td>{:.0}%</td>", u * 100.0);
+                }
                 Some(u) => {
                     let w = (u * 100.0).clamp(0.0, 100.0);
                     let _ = write!(
