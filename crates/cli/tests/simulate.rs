@@ -457,3 +457,33 @@ fn workloads_that_never_fit_are_reported_with_a_reason() {
     let table = report::table::render(&r);
     assert!(table.contains("1 workload was never admitted"), "{table}");
 }
+
+/// The Kueue shapes as issue 4 states them: 5 × 6 queues with 350/100/50
+/// workloads each; 10 × 100 queues with 35/11/4 each.
+#[test]
+fn kueue_scenarios_have_the_published_shapes() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/simulate");
+    for (file, queues, per_queue) in [
+        ("kueue-baseline", 30, [350, 100, 50]),
+        ("kueue-large-scale", 1000, [35, 11, 4]),
+    ] {
+        let text = std::fs::read_to_string(format!("{root}/{file}.yaml")).unwrap();
+        let s = scenario::load(file, &text).unwrap_or_else(|e| panic!("{file}: {e:?}"));
+        assert_eq!(s.cluster_queues.len(), queues, "{file}");
+        assert_eq!(s.eviction_delay, Some(0), "{file}");
+        for (class, n) in ["small", "medium", "large"].iter().zip(per_queue) {
+            let count = s.workloads.iter().filter(|w| w.class == *class).count();
+            assert_eq!(count, n * queues, "{file}: {class}");
+        }
+        for cq in &s.cluster_queues {
+            let quota = &cq.resource_groups[0].flavors[0].resources[0];
+            assert_eq!(
+                (quota.nominal, quota.borrowing_limit),
+                (20_000, Some(100_000)),
+                "{}",
+                cq.name
+            );
+            assert!(cq.cohort.is_some());
+        }
+    }
+}
