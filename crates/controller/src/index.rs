@@ -52,17 +52,19 @@ pub enum Kind {
     LocalQueue,
     WorkloadPriorityClass,
     PriorityClass,
+    Namespace,
     Workload,
     Job,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::ResourceFlavor,
         Kind::ClusterQueue,
         Kind::LocalQueue,
         Kind::WorkloadPriorityClass,
         Kind::PriorityClass,
+        Kind::Namespace,
         Kind::Workload,
         Kind::Job,
     ];
@@ -74,6 +76,7 @@ impl Kind {
             Kind::LocalQueue => "LocalQueue",
             Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
             Kind::PriorityClass => "PriorityClass",
+            Kind::Namespace => "Namespace",
             Kind::Workload => "Workload",
             Kind::Job => "Job",
         }
@@ -199,6 +202,11 @@ pub struct Index {
     prior: HashMap<String, WorkloadStatus>,
     /// Workloads whose explanation changed and is not written yet.
     explain: BTreeSet<String>,
+    /// Namespace labels (for ClusterQueue namespaceSelectors).
+    namespaces: HashMap<String, BTreeMap<String, String>>,
+    /// Pending workloads held out of the engine: their namespace is not
+    /// selected by their ClusterQueue.
+    not_selected: BTreeSet<ObjKey>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -286,6 +294,8 @@ impl Index {
             retry_soon: false,
             prior: HashMap::new(),
             explain: BTreeSet::new(),
+            namespaces: HashMap::new(),
+            not_selected: BTreeSet::new(),
         }
     }
 
@@ -377,6 +387,7 @@ impl Index {
         let api_version = match kind {
             Kind::Job => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
+            Kind::Namespace => "v1",
             _ => "sluice.dev/v1alpha1",
         };
         self.plans.push(Plan {
@@ -483,6 +494,7 @@ impl Index {
                 self.engine.upsert_cluster_queue(spec);
                 self.cluster_queues.insert(name, cq);
                 self.retry_unrestored();
+                self.retry_not_selected(0);
             }
             Err(m) => {
                 self.record_error(Kind::ClusterQueue, name, "InvalidClusterQueue", m);
@@ -510,6 +522,7 @@ impl Index {
                 self.clear_error(Kind::LocalQueue, &key.to_string());
                 self.engine.upsert_local_queue(spec);
                 self.local_queues.insert(key, lq);
+                self.retry_not_selected(0);
             }
             Err(m) => {
                 self.record_error(Kind::LocalQueue, key.to_string(), "InvalidLocalQueue", m);
@@ -545,6 +558,40 @@ impl Index {
 
     pub fn delete_workload_priority_class(&mut self, name: &str) {
         self.workload_classes.remove(name);
+    }
+
+    /// A Namespace's labels.
+    pub fn apply_namespace(&mut self, name: &str, labels: BTreeMap<String, String>, now_ms: i64) {
+        if self.namespaces.get(name) != Some(&labels) {
+            self.namespaces.insert(name.to_string(), labels);
+            self.retry_not_selected(now_ms);
+        }
+    }
+
+    pub fn delete_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// The ClusterQueue whose namespaceSelector leaves out the namespace of
+    /// LocalQueue `ns/lq`, if that is the case. Unknown namespaces are not
+    /// held back before Namespaces are listed.
+    fn unselected_by(&self, ns: &str, lq: &str) -> Option<String> {
+        let lq = self.local_queues.get(&ObjKey::new(ns, lq))?;
+        let cq = self.cluster_queues.get(&lq.spec.cluster_queue)?;
+        let selector = cq.spec.namespace_selector.as_ref()?;
+        let labels = match self.namespaces.get(ns) {
+            Some(l) => l.clone(),
+            None if self.synced.contains(&Kind::Namespace) => BTreeMap::new(),
+            None => return None,
+        };
+        (!selects(selector, &labels)).then(|| lq.spec.cluster_queue.clone())
+    }
+
+    fn retry_not_selected(&mut self, now_ms: i64) {
+        let keys: Vec<ObjKey> = self.not_selected.iter().cloned().collect();
+        for k in keys {
+            self.sync_workload(&k, None, now_ms);
+        }
     }
 
     /// A scheduling.k8s.io PriorityClass (name and value).
@@ -738,7 +785,13 @@ impl Index {
                     .restore_admitted(spec.clone(), &adm.cluster_queue, &assignments, admitted_at)
                     .map_err(|err| ("RestoreFailed", err.to_string())),
             }
+        } else if e.active
+            && let Some(cq) = self.unselected_by(&key.namespace, &e.queue_name)
+        {
+            self.hold_unselected(key, spec, &cq, now_ms);
+            return;
         } else if e.active {
+            self.not_selected.remove(key);
             self.engine
                 .add_workload(spec.clone())
                 .map_err(|err| ("InvalidWorkload", err.to_string()))
@@ -771,6 +824,49 @@ impl Index {
         }
     }
 
+    /// Keeps a pending workload out of the engine because its namespace is
+    /// not selected, and says so in its status (once).
+    fn hold_unselected(&mut self, key: &ObjKey, spec: eng::WorkloadSpec, cq: &str, now_ms: i64) {
+        self.not_selected.insert(key.clone());
+        let Some(e) = self.workloads.get_mut(key) else { return };
+        e.spec = Some(Box::new(spec));
+        if e.status
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.reason == cond::reasons::NAMESPACE_NOT_SELECTED)
+        {
+            return;
+        }
+        let message = format!(
+            "namespace {} is not selected by the namespaceSelector of ClusterQueue {cq}",
+            key.namespace
+        );
+        set_condition(
+            &mut e.status.conditions,
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            cond::reasons::NAMESPACE_NOT_SELECTED,
+            &message,
+            now_ms,
+            e.generation,
+        );
+        e.status.pending = Some(PendingExplanation {
+            reason: cond::reasons::NAMESPACE_NOT_SELECTED.into(),
+            message,
+            ..Default::default()
+        });
+        e.status.state = Some(e.status.derive_state(e.active));
+        let status = e.status.clone();
+        let uid = e.uid.clone();
+        self.plans.push(Plan {
+            purpose: Purpose::Pending { uid },
+            steps: vec![Step::ApplyWorkloadStatus {
+                key: key.clone(),
+                status: Box::new(status),
+            }],
+        });
+    }
+
     fn retry_unrestored(&mut self) {
         let keys: Vec<ObjKey> = self.unrestored.iter().cloned().collect();
         for k in keys {
@@ -781,6 +877,7 @@ impl Index {
 
     pub fn delete_workload(&mut self, key: &ObjKey, now_ms: i64) {
         let Some(e) = self.workloads.remove(key) else { return };
+        self.not_selected.remove(key);
         self.by_uid.remove(&e.uid);
         self.unrestored.remove(key);
         self.evicting.remove(&e.uid);
@@ -1584,6 +1681,26 @@ fn pending_explanation(expl: &Explanation, message: &str, pos: Option<eng::Queue
         position_in_cluster_queue: pos.map(|p| p.in_cluster_queue as i32),
         position_in_local_queue: pos.map(|p| p.in_local_queue as i32),
     }
+}
+
+/// Whether a label selector selects these labels (empty selects all).
+pub fn selects(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        let have = labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => have.is_some_and(|v| values.contains(v)),
+            "NotIn" => have.is_none_or(|v| !values.contains(v)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
 }
 
 fn verdict_reason(v: &eng::Verdict) -> &'static str {

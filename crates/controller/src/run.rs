@@ -108,6 +108,8 @@ enum Obj {
     LocalQueue(Box<LocalQueue>),
     WorkloadClass(Box<WorkloadPriorityClass>),
     PodClass(String, i32),
+    /// A Namespace: its name and labels.
+    Namespace(String, BTreeMap<String, String>),
     Workload(Arc<Workload>),
     Job(Arc<Job>),
     /// How the cache keeps a Workload: compact JSON (slim templates).
@@ -128,6 +130,7 @@ fn kind_of(o: &Obj) -> Kind {
         Obj::LocalQueue(_) => Kind::LocalQueue,
         Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
         Obj::PodClass(..) => Kind::PriorityClass,
+        Obj::Namespace(..) => Kind::Namespace,
         Obj::Workload(_) | Obj::WorkloadJson(_) => Kind::Workload,
         Obj::Job(_) | Obj::JobView(_) | Obj::JobJson(_) => Kind::Job,
         Obj::Malformed(k, ..) => *k,
@@ -210,6 +213,7 @@ fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         watcher::Config::default().labels(sluice_api::labels::QUEUE)
     };
     let pcs: Api<PriorityClass> = Api::all(client.clone());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let streams: Vec<MsgStream> = vec![
         sluice_watch::<ResourceFlavor>(client, Kind::ResourceFlavor, |o| Obj::Flavor(Box::new(o))),
         sluice_watch::<ClusterQueue>(client, Kind::ClusterQueue, |o| Obj::ClusterQueue(Box::new(o))),
@@ -230,6 +234,18 @@ fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             Kind::PriorityClass,
             |o: PriorityClass| Obj::PodClass(o.metadata.name.unwrap_or_default(), o.value),
             |o: &PriorityClass| o.metadata.name.clone().unwrap_or_default(),
+        )),
+        // Labels only, for ClusterQueue namespaceSelectors.
+        Box::pin(events(
+            watcher(namespaces, watcher::Config::default()),
+            Kind::Namespace,
+            |o: k8s_openapi::api::core::v1::Namespace| {
+                Obj::Namespace(
+                    o.metadata.name.unwrap_or_default(),
+                    o.metadata.labels.unwrap_or_default(),
+                )
+            },
+            |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
         )),
     ];
     Box::pin(futures::stream::select_all(streams))
@@ -252,7 +268,7 @@ fn key_of_obj(o: &Obj) -> String {
         Obj::ClusterQueue(x) => name_key(None, x.metadata.name.as_deref()),
         Obj::LocalQueue(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::WorkloadClass(x) => name_key(None, x.metadata.name.as_deref()),
-        Obj::PodClass(n, _) => n.clone(),
+        Obj::PodClass(n, _) | Obj::Namespace(n, _) => n.clone(),
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
@@ -274,6 +290,7 @@ fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::LocalQueue(x) => ix.apply_local_queue((**x).clone()),
         Obj::WorkloadClass(x) => ix.apply_workload_priority_class((**x).clone()),
         Obj::PodClass(n, v) => ix.apply_priority_class(n, *v),
+        Obj::Namespace(n, labels) => ix.apply_namespace(n, labels.clone(), now),
         Obj::Workload(x) => ix.apply_workload(x.clone(), now),
         Obj::Job(x) => ix.apply_job(&**x, now),
         Obj::JobView(v) => ix.apply_job_view((**v).clone(), None, now),
@@ -296,6 +313,7 @@ fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64) {
         Kind::LocalQueue => ix.delete_local_queue(&split_key(key)),
         Kind::WorkloadPriorityClass => ix.delete_workload_priority_class(key),
         Kind::PriorityClass => ix.delete_priority_class(key),
+        Kind::Namespace => ix.delete_namespace(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Job => ix.delete_job(&split_key(key), now),
     }
@@ -1202,6 +1220,10 @@ mod tests {
             (
                 "/apis/scheduling.k8s.io/v1/priorityclasses",
                 list("PriorityClass", vec![]),
+            ),
+            (
+                "/api/v1/namespaces",
+                list("Namespace", vec![json!({"metadata": {"name": "research"}})]),
             ),
         ])
     }
