@@ -487,3 +487,19 @@ fn kueue_scenarios_have_the_published_shapes() {
         }
     }
 }
+
+#[test]
+fn generator_errors_point_at_the_generator() {
+    let base = format!("{HEADER}{}", queue("team", None, 8, None, "{}"));
+    let line = base.lines().count() + 6; // apiVersion, kind, spec, generators, then the entry
+    let text = format!(
+        "{base}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  generators:\n  - class: exp\n    count: 2\n    interval: 1s\n    duration: 1s\n    requests: {{cpu: 1}}\n    namespace: team\n    queue: jobs\n    jitter: {{seed: 1, arrival: 2}}\n"
+    );
+    let e = one_error(&text);
+    assert!(
+        e.starts_with(&format!(
+            "bad.yaml:{line}:12: spec.generators[0].jitter: jitter fractions must be between 0 and 1"
+        )),
+        "{e}"
+    );
+}

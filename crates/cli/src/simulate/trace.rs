@@ -190,7 +190,8 @@ pub struct JobEntry {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GeneratorEntry {
-    pub class: String,
+    /// Its position locates errors about the generator as a whole.
+    pub class: Spanned<String>,
     pub count: u32,
     #[serde(default)]
     pub start: Option<Duration>,
@@ -499,35 +500,25 @@ pub fn expand(
             }
         }
         if targets.is_empty() && gen_.queue.is_none() {
-            errors.push(Diagnostic {
-                file: origin.file.into(),
-                line: origin.line_offset + 1,
-                column: 1,
-                path: p.clone(),
-                message: format!("generator {:?} needs queue + namespace or queues", gen_.class),
-            });
+            errors.push(origin.at(
+                gen_.class.referenced,
+                p.clone(),
+                format!("generator {:?} needs queue + namespace or queues", gen_.class.value),
+            ));
         }
         if gen_.pods == 0 {
-            errors.push(Diagnostic {
-                file: origin.file.into(),
-                line: origin.line_offset + 1,
-                column: 1,
-                path: format!("{p}.pods"),
-                message: "pods must be at least 1".into(),
-            });
+            errors.push(origin.at(gen_.class.referenced, format!("{p}.pods"), "pods must be at least 1"));
         }
         let jitter_ok = gen_
             .jitter
             .as_ref()
             .is_none_or(|j| (0.0..=1.0).contains(&j.arrival) && (0.0..=1.0).contains(&j.duration));
         if !jitter_ok {
-            errors.push(Diagnostic {
-                file: origin.file.into(),
-                line: origin.line_offset + 1,
-                column: 1,
-                path: format!("{p}.jitter"),
-                message: "jitter fractions must be between 0 and 1".into(),
-            });
+            errors.push(origin.at(
+                gen_.class.referenced,
+                format!("{p}.jitter"),
+                "jitter fractions must be between 0 and 1",
+            ));
         }
         let requests: BTreeMap<String, i64> = gen_.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect();
         let start = gen_.start.map_or(0, |d| d.0);
@@ -548,22 +539,20 @@ pub fn expand(
                     duration = (duration as f64 * factor).round().max(0.0) as Millis;
                 }
                 // Numbered per (class, queue), continuing across generators.
-                let counter = numbering.entry((gen_.class.clone(), target.clone())).or_insert(0);
-                let name = format!("{ns}/{}-{q}-{counter}", gen_.class);
+                let counter = numbering.entry((gen_.class.value.clone(), target.clone())).or_insert(0);
+                let name = format!("{ns}/{}-{q}-{counter}", gen_.class.value);
                 *counter += 1;
                 if seen.insert(name.clone(), usize::MAX).is_some() {
-                    errors.push(Diagnostic {
-                        file: origin.file.into(),
-                        line: origin.line_offset + 1,
-                        column: 1,
-                        path: p.clone(),
-                        message: format!("generated job name {name:?} collides with another job"),
-                    });
+                    errors.push(origin.at(
+                        gen_.class.referenced,
+                        p.clone(),
+                        format!("generated job name {name:?} collides with another job"),
+                    ));
                     break;
                 }
                 out.push(TraceWorkload {
                     name,
-                    class: gen_.class.clone(),
+                    class: gen_.class.value.clone(),
                     local_queue: target.clone(),
                     priority: prio,
                     arrival,
