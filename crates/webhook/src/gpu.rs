@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorRequirement, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{Container, EnvVar, NodeSelectorRequirement, PodSpec, Toleration};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -152,19 +152,34 @@ fn container_field(at: &SpecLocation, list: &str, i: usize, c: &Container) -> St
     format!("{}.{list}[{i}] ({:?})", at.field, c.name)
 }
 
+/// Whether an `env` list sets `NVIDIA_VISIBLE_DEVICES` to something that can
+/// expose a GPU. Every entry with that name counts: the API server keeps
+/// duplicates and the kubelet uses the last one, so checking only the first
+/// would let a harmless first entry hide a harmful second. `void`, `none`
+/// and the empty string expose no GPU; a `valueFrom` can say anything.
+pub fn sets_visible_devices(env: &[EnvVar]) -> bool {
+    env.iter().filter(|e| e.name == VISIBLE_DEVICES).any(|var| {
+        let harmless =
+            var.value_from.is_none() && matches!(var.value.as_deref().map_or("", str::trim), "" | "void" | "none");
+        !harmless
+    })
+}
+
+fn visible_devices_finding(cfg: &GpuConfig, msg: String, out: &mut Outcome) {
+    match cfg.visible_devices_policy {
+        VisibleDevicesPolicy::Deny => out.denials.push(msg),
+        VisibleDevicesPolicy::Warn => out.warnings.push(msg),
+        VisibleDevicesPolicy::Allow => {}
+    }
+}
+
 fn check_visible_devices(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at: &SpecLocation, out: &mut Outcome) {
     if cfg.visible_devices_policy == VisibleDevicesPolicy::Allow {
         return;
     }
     for (list, containers) in lists {
         for (i, c) in containers.iter().enumerate() {
-            let Some(var) = c.env.iter().flatten().find(|e| e.name == VISIBLE_DEVICES) else {
-                continue;
-            };
-            // `void` and `none` expose no GPU at all.
-            let harmless =
-                var.value_from.is_none() && matches!(var.value.as_deref().map(str::trim), Some("void" | "none"));
-            if harmless || container_requests_gpu(cfg, c) {
+            if !sets_visible_devices(c.env.as_deref().unwrap_or_default()) || container_requests_gpu(cfg, c) {
                 continue;
             }
             let msg = format!(
@@ -172,11 +187,7 @@ fn check_visible_devices(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at:
                 container_field(at, list, i, c),
                 gpu_names(cfg)
             );
-            match cfg.visible_devices_policy {
-                VisibleDevicesPolicy::Deny => out.denials.push(msg),
-                VisibleDevicesPolicy::Warn => out.warnings.push(msg),
-                VisibleDevicesPolicy::Allow => {}
-            }
+            visible_devices_finding(cfg, msg, out);
         }
     }
 }

@@ -406,6 +406,32 @@ fn visible_devices_allowed_with_gpu_or_void() {
 }
 
 #[test]
+fn visible_devices_checks_every_duplicate_entry() {
+    // The API server keeps duplicate env names and the kubelet uses the
+    // last: a harmless first entry must not hide a harmful later one.
+    for env in [
+        json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+        json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}]),
+        json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]),
+        json!([{"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+    ] {
+        let spec = json!({"containers": [{"name": "c", "image": "x", "env": env}]});
+        let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+        assert_eq!(out.denials.len(), 1, "{env}: {:?}", out.denials);
+    }
+    // Only harmless values (including "" and no value): allowed.
+    let env = json!([
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": ""},
+        {"name": "NVIDIA_VISIBLE_DEVICES"},
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": " none "},
+    ]);
+    let spec = json!({"containers": [{"name": "c", "image": "x", "env": env}]});
+    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+    assert!(out.denials.is_empty(), "{:?}", out.denials);
+}
+
+#[test]
 fn every_violation_is_reported() {
     let spec = json!({"containers": [
         gpu_container("a", json!({"nvidia.com/gpu": "2"}), json!({"nvidia.com/gpu": "1"})),
