@@ -70,6 +70,11 @@ struct ServeArgs {
     /// Also queue Jobs labelled kueue.x-k8s.io/queue-name (as the controller's flag).
     #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
     kueue_compat: bool,
+    /// The controller's service account in --namespace; only it (and the
+    /// config file's admissionWriters) may set a Workload's status.admission.
+    /// Default: the config file's controllerServiceAccount (sluice-controller).
+    #[arg(long, env = "SLUICE_CONTROLLER_SERVICE_ACCOUNT")]
+    controller_service_account: Option<String>,
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
 }
@@ -160,6 +165,7 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         cert_reload_seconds,
         no_watch,
         kueue_compat,
+        controller_service_account,
         log_format,
     } = args;
     match log_format {
@@ -190,6 +196,7 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         reload_every: Duration::from_secs(cert_reload_seconds.max(1)),
         watch_cluster: !no_watch,
         kueue_compat,
+        controller_service_account,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -124,9 +124,14 @@ pub struct WebhookConfig {
     /// Also honour Kueue's `kueue.x-k8s.io/queue-name` (the queue label wins
     /// when both are set), as the controller does with `--kueue-compat`.
     pub kueue_compat: bool,
-    /// Users allowed to change a Workload's admission once set (the
-    /// controller's service account).
+    /// Users allowed to set or change a Workload's `status.admission`,
+    /// besides the controller's service account, which
+    /// [`WebhookConfig::with_own_namespace`] adds as
+    /// `system:serviceaccount:<namespace>:<controllerServiceAccount>`.
     pub admission_writers: Vec<String>,
+    /// Name of the controller's service account in the namespace Sluice
+    /// runs in; empty trusts only `admissionWriters`.
+    pub controller_service_account: String,
 }
 
 impl Default for WebhookConfig {
@@ -136,7 +141,8 @@ impl Default for WebhookConfig {
             excluded_namespaces: vec!["kube-system".to_owned()],
             queue_label: crate::QUEUE_LABEL.to_owned(),
             kueue_compat: false,
-            admission_writers: vec!["system:serviceaccount:sluice-system:sluice-controller".to_owned()],
+            admission_writers: Vec::new(),
+            controller_service_account: crate::CONTROLLER_SERVICE_ACCOUNT.to_owned(),
         }
     }
 }
@@ -180,12 +186,27 @@ impl WebhookConfig {
         Self::from_yaml(&text, &path.display().to_string())
     }
 
-    /// Adds the namespace Sluice runs in to the excluded namespaces.
+    /// Adds the namespace Sluice runs in to the excluded namespaces, and the
+    /// controller's service account in it to the admission writers.
     pub fn with_own_namespace(mut self, namespace: &str) -> Self {
-        if !namespace.is_empty() && !self.excluded_namespaces.iter().any(|n| n == namespace) {
+        if namespace.is_empty() {
+            return self;
+        }
+        if !self.excluded_namespaces.iter().any(|n| n == namespace) {
             self.excluded_namespaces.push(namespace.to_owned());
         }
+        if !self.controller_service_account.is_empty() {
+            let user = format!("system:serviceaccount:{namespace}:{}", self.controller_service_account);
+            if !self.admission_writers.contains(&user) {
+                self.admission_writers.push(user);
+            }
+        }
         self
+    }
+
+    /// Whether this user may set or change a Workload's admission.
+    pub fn is_admission_writer(&self, user: &str) -> bool {
+        !user.is_empty() && self.admission_writers.iter().any(|w| w == user)
     }
 
     /// The label that names a Job's queue, if any: the queue label, else
@@ -276,6 +297,24 @@ mod tests {
         assert!(cfg.is_excluded("gpu-operator"));
         let cfg = cfg.with_own_namespace("sluice-system");
         assert!(cfg.is_excluded("sluice-system"));
+    }
+
+    #[test]
+    fn admission_writers_follow_the_namespace_and_service_account() {
+        let cfg = WebhookConfig::default();
+        assert!(!cfg.is_admission_writer("system:serviceaccount:sluice-system:sluice-controller"));
+        let cfg = cfg.with_own_namespace("queues");
+        assert!(cfg.is_admission_writer("system:serviceaccount:queues:sluice-controller"));
+        assert!(!cfg.is_admission_writer("system:serviceaccount:sluice-system:sluice-controller"));
+        assert!(!cfg.is_admission_writer(""));
+
+        let yaml = "controllerServiceAccount: sluice\nadmissionWriters: [ops-admin]\n";
+        let cfg = WebhookConfig::from_yaml(yaml, "t")
+            .unwrap()
+            .with_own_namespace("queues");
+        assert!(cfg.is_admission_writer("system:serviceaccount:queues:sluice"));
+        assert!(cfg.is_admission_writer("ops-admin"));
+        assert!(!cfg.is_admission_writer("system:serviceaccount:queues:sluice-controller"));
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub const DEFAULT_QUEUE_NS_VALUE: &str = "enabled";
 /// The LocalQueue that unlabelled Jobs go to in opted-in namespaces.
 pub const DEFAULT_LOCAL_QUEUE: &str = "default";
 
+/// The controller's service account, in the namespace Sluice runs in.
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "sluice-controller";
+
 /// Errors of the webhook's I/O paths.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -40,6 +40,9 @@ pub struct ServeOptions {
     pub watch_cluster: bool,
     /// Honour Kueue's queue label (ORed with the config file's `kueueCompat`).
     pub kueue_compat: bool,
+    /// The controller's service account name (overrides the config file's
+    /// `controllerServiceAccount`); it may write Workload admissions.
+    pub controller_service_account: Option<String>,
 }
 
 /// Serves until `shutdown` completes.
@@ -52,12 +55,16 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
         reload_every,
         watch_cluster,
         kueue_compat,
+        controller_service_account,
     } = opts;
     let mut cfg = match &config {
         Some(path) => WebhookConfig::from_file(path)?,
         None => WebhookConfig::default(),
+    };
+    if let Some(sa) = controller_service_account {
+        cfg.controller_service_account = sa;
     }
-    .with_own_namespace(&namespace);
+    let mut cfg = cfg.with_own_namespace(&namespace);
     cfg.kueue_compat |= kueue_compat;
 
     let needs_client = watch_cluster || matches!(certs, CertSource::SelfSigned(_));

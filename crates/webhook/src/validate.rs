@@ -128,18 +128,28 @@ pub fn validate_sluice(
             if !status_only {
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
-            if let Some(old) = old {
-                let old: Workload = decode(old, "oldObject", kind)?;
-                let before = old.status.as_ref().and_then(|s| s.admission.as_ref());
-                let after = new.status.as_ref().and_then(|s| s.admission.as_ref());
-                let user = req.user_info.username.as_deref().unwrap_or("");
-                let trusted = cfg.admission_writers.iter().any(|w| w == user);
-                if before.is_some() && before != after && !trusted {
-                    denials.push(format!(
-                        "status.admission: is immutable once set; only the Sluice controller ({}) may change it, not {user:?}",
+            // Any change of the admission (set, changed or cleared) admits a
+            // Workload past quota or takes it away: only the controller may.
+            // Compared as JSON so an old object that no longer decodes
+            // cannot block the check.
+            let admission = |o: &DynamicObject| o.data.pointer("/status/admission").filter(|v| !v.is_null()).cloned();
+            let before = old.and_then(admission);
+            let after = admission(obj);
+            let user = req.user_info.username.as_deref().unwrap_or("");
+            if before != after && !cfg.is_admission_writer(user) {
+                let what = match (&before, &after) {
+                    (None, _) => "cannot be set",
+                    (_, None) => "cannot be removed",
+                    _ => "cannot be changed",
+                };
+                denials.push(format!(
+                    "status.admission: {what} by {user:?}; only the Sluice controller ({}) admits Workloads",
+                    if cfg.admission_writers.is_empty() {
+                        "no admission writers configured".to_owned()
+                    } else {
                         cfg.admission_writers.join(", ")
-                    ));
-                }
+                    }
+                ));
             }
         }
     }

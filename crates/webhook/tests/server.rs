@@ -424,6 +424,7 @@ async fn run_wires_config_file_certificate_files_and_own_namespace() {
         reload_every: Duration::from_secs(1),
         watch_cluster: false,
         kueue_compat: false,
+        controller_service_account: None,
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(run(opts, async move {

@@ -489,8 +489,10 @@ mod sluice_kinds {
     }
 
     #[test]
-    fn workload_admission_is_immutable_except_for_the_controller() {
-        let r = reviewer();
+    fn workload_admission_is_written_only_by_the_controller() {
+        let cfg = WebhookConfig::default().with_own_namespace("queues");
+        let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+        let controller = "system:serviceaccount:queues:sluice-controller";
         let base = json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
             "metadata": {"name": "job-train", "namespace": "research"},
@@ -502,33 +504,59 @@ mod sluice_kinds {
             w
         };
         let ep = Endpoint::Validate(SluiceKind::Workload);
-        let mut set_once = review_of(
-            "Workload",
-            "workloads",
-            "UPDATE",
-            with_admission("gpus"),
-            base.clone(),
-            "alice",
-        );
-        set_once["request"]["subResource"] = json!("status");
-        // Setting it the first time is not a change of an existing admission.
-        let first = r.handle(ep, &body(&set_once)).unwrap();
-        assert_eq!(first.verdict, Verdict::Allowed, "{:?}", first.response);
-        let mut change = review_of(
-            "Workload",
-            "workloads",
-            "UPDATE",
-            with_admission("other"),
-            with_admission("gpus"),
-            "alice",
-        );
-        change["request"]["subResource"] = json!("status");
-        let reply = r.handle(ep, &body(&change)).unwrap();
-        assert_eq!(reply.verdict, Verdict::Denied);
+        let status_update = |new: Value, old: Value, user: &str| {
+            let mut rv = review_of("Workload", "workloads", "UPDATE", new, old, user);
+            rv["request"]["subResource"] = json!("status");
+            rv
+        };
+        let verdict = |rv: &Value| r.handle(ep, &body(rv)).unwrap();
+
+        // A user admitting their own Workload (None -> Some) is denied.
+        let set_once = status_update(with_admission("gpus"), base.clone(), "alice");
+        let reply = verdict(&set_once);
+        assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
         let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
-        assert!(msg.starts_with("status.admission: is immutable once set"), "{msg}");
-        change["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
-        assert_eq!(r.handle(ep, &body(&change)).unwrap().verdict, Verdict::Allowed);
+        assert!(msg.starts_with("status.admission: cannot be set by \"alice\""), "{msg}");
+        assert!(msg.contains(controller), "{msg}");
+        // So is changing or clearing it.
+        for (new, old, what) in [
+            (with_admission("other"), with_admission("gpus"), "cannot be changed"),
+            (base.clone(), with_admission("gpus"), "cannot be removed"),
+        ] {
+            let rv = status_update(new, old, "alice");
+            let reply = verdict(&rv);
+            assert_eq!(reply.verdict, Verdict::Denied);
+            let msg = response_of(&reply)["status"]["message"].as_str().unwrap().to_owned();
+            assert!(msg.starts_with(&format!("status.admission: {what}")), "{msg}");
+            // The controller of this namespace may; the old hard-coded
+            // sluice-system account may not.
+            let mut rv = rv;
+            rv["request"]["userInfo"]["username"] = json!(controller);
+            assert_eq!(verdict(&rv).verdict, Verdict::Allowed);
+            rv["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
+            assert_eq!(verdict(&rv).verdict, Verdict::Denied);
+        }
+        let mut rv = set_once.clone();
+        rv["request"]["userInfo"]["username"] = json!(controller);
+        assert_eq!(verdict(&rv).verdict, Verdict::Allowed);
+        // Also through the main resource, and on CREATE.
+        let mut rv = status_update(with_admission("gpus"), base.clone(), "alice");
+        rv["request"]["subResource"] = Value::Null;
+        assert_eq!(verdict(&rv).verdict, Verdict::Denied);
+        let rv = review_of(
+            "Workload",
+            "workloads",
+            "CREATE",
+            with_admission("gpus"),
+            Value::Null,
+            "alice",
+        );
+        assert_eq!(verdict(&rv).verdict, Verdict::Denied);
+        // Unchanged admission: anyone may update other fields.
+        let mut relabelled = with_admission("gpus");
+        relabelled["metadata"]["labels"] = json!({"a": "b"});
+        let rv = status_update(relabelled, with_admission("gpus"), "alice");
+        assert_eq!(verdict(&rv).verdict, Verdict::Allowed);
     }
 }
 
