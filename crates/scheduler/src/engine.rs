@@ -545,7 +545,7 @@ impl Engine {
         }
         for key in pending {
             self.wl_mut(key.id).cq = None;
-            self.park_unresolved(key.id);
+            self.enqueue(key.id);
         }
         let preempting: Vec<OrderKey> = self
             .preempting
@@ -556,7 +556,7 @@ impl Engine {
         for key in preempting {
             self.drop_claim(key.id);
             self.wl_mut(key.id).cq = None;
-            self.park_unresolved(key.id);
+            self.enqueue(key.id);
         }
         self.collect_deleted(id);
     }
@@ -570,18 +570,7 @@ impl Engine {
         let retarget = old.as_ref().is_some_and(|o| o.cluster_queue != spec.cluster_queue);
         if retarget {
             // Pending workloads follow the queue to its new ClusterQueue.
-            let moving: Vec<WlId> = self
-                .cqs
-                .iter()
-                .flat_map(|cq| cq.pending.iter())
-                .filter(|k| self.wl(k.id).lq == key)
-                .map(|k| k.id)
-                .collect();
-            for id in moving {
-                self.drop_claim(id);
-                self.unqueue(id);
-                self.park_unresolved(id);
-            }
+            self.requeue_local_queue(&key);
         }
         if let Some(&cq) = self.cq_by_name.get(spec.cluster_queue.as_str()) {
             self.wake_queue(cq);
@@ -599,6 +588,13 @@ impl Engine {
     pub fn remove_local_queue(&mut self, key: &str) {
         let Some(old) = self.lqs.remove(key) else { return };
         self.stopped_local_queues -= (old.stop_policy != StopPolicy::None) as usize;
+        self.requeue_local_queue(key);
+    }
+
+    /// Takes every pending workload of a LocalQueue out of its ClusterQueue
+    /// and queues it again where the LocalQueue now points (or parks it with
+    /// the reason it cannot be queued).
+    fn requeue_local_queue(&mut self, key: &str) {
         let moving: Vec<WlId> = self
             .cqs
             .iter()
@@ -609,7 +605,7 @@ impl Engine {
         for id in moving {
             self.drop_claim(id);
             self.unqueue(id);
-            self.park_unresolved(id);
+            self.enqueue(id);
         }
     }
 
@@ -2141,10 +2137,6 @@ impl Engine {
                 self.note(id, Explanation::new(reason));
             }
         }
-    }
-
-    fn park_unresolved(&mut self, id: WlId) {
-        self.enqueue(id);
     }
 
     /// Takes a pending workload out of its queue.

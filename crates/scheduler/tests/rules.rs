@@ -1098,3 +1098,41 @@ fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
     assert_eq!(w.state("b-big"), WorkloadState::Pending);
     assert_eq!(w.used("borrower", "a100", GPU), 0);
 }
+
+#[test]
+fn deleting_a_local_queue_parks_its_work_and_recreating_it_elsewhere_moves_it() {
+    let mut w = World::new(vec![
+        cq("full").quota("a100", vec![q(GPU, 1)]),
+        cq("roomy").quota("a100", vec![q(GPU, 8)]),
+    ]);
+    w.e.upsert_local_queue(LocalQueueSpec {
+        key: "ns/team".into(),
+        cluster_queue: "full".into(),
+        ..Default::default()
+    });
+    w.add(wl("running").queue("team").at(0).pods(1, &[(GPU, 1)]));
+    w.add(wl("waiting").queue("team").at(1).pods(1, &[(GPU, 4)]));
+    assert_eq!(admitted(&w.cycle(0)), ["running"]);
+    w.e.remove_local_queue("ns/team");
+    let c = w.cycle(1);
+    assert_eq!(
+        w.e.explanation("waiting").unwrap().reason,
+        PendingReason::LocalQueueMissing {
+            local_queue: "ns/team".into()
+        }
+    );
+    assert!(c.pending_changed.iter().any(|(uid, _)| &**uid == "waiting"));
+    assert_eq!(
+        w.state("running"),
+        WorkloadState::Admitted,
+        "admitted work keeps running"
+    );
+    w.e.upsert_local_queue(LocalQueueSpec {
+        key: "ns/team".into(),
+        cluster_queue: "roomy".into(),
+        ..Default::default()
+    });
+    let c = w.cycle(2);
+    assert_eq!(admitted(&c), ["waiting"]);
+    assert_eq!(&*c.admitted[0].cluster_queue, "roomy");
+}
