@@ -325,17 +325,27 @@ impl Reviewer {
             labels.and_then(|l| l.get(key)).cloned()
         };
         let (before, after) = (get(old), get(new));
-        if before == after {
-            return d;
-        }
-        let running =
-            |o: &DynamicObject| o.data.pointer("/spec/suspend") != Some(&Value::Bool(true)) && !job_finished(o);
-        if running(old) || running(new) {
-            let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
+        let suspended = |o: &DynamicObject| o.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        let running = |o: &DynamicObject| !suspended(o) && !job_finished(o);
+        let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
+        if before != after && (running(old) || running(new)) {
             d.denials.push(format!(
                 "metadata.labels[{label}]: cannot change from {} to {} while the Job runs (spec.suspend is not true); suspend the Job first",
                 show(&before),
                 show(&after)
+            ));
+        }
+        // A queued Job starts only when Sluice admits it: only the
+        // controller (an admission writer) may unsuspend it.
+        let queued = before.as_ref().or(after.as_ref());
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        if let Some(q) = queued
+            && suspended(old)
+            && !suspended(new)
+            && !self.cfg.is_admission_writer(user)
+        {
+            d.denials.push(format!(
+                "spec.suspend: cannot be changed from true to false by {user:?}: the Job waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the Job is admitted; leave spec.suspend true"
             ));
         }
         d

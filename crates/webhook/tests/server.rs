@@ -175,11 +175,6 @@ async fn recorded_reviews_over_tls() {
             "/mutate/pods",
             true,
         ),
-        (
-            "admissionreview-request-job-update-unsuspend.json",
-            "/validate/jobs",
-            false,
-        ),
         ("admissionreview-request-job-delete.json", "/validate/jobs", false),
         ("admissionreview-request-job-delete.json", "/mutate/jobs", false),
     ];
@@ -195,6 +190,23 @@ async fn recorded_reviews_over_tls() {
         assert_eq!(v["response"]["allowed"], true, "{name}");
         assert_eq!(!patch_ops(&resp).is_empty(), patched, "{name}");
     }
+    // Fixture (d): alice unsuspends a queued Job; only the controller may.
+    let (status, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/validate/jobs"),
+        fixture("admissionreview-request-job-update-unsuspend.json"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&resp).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("spec.suspend: cannot be changed from true to false"),
+        "{msg}"
+    );
     // The recorded limits patch is part of ours.
     let (_, resp) = call(
         &c,

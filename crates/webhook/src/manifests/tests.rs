@@ -106,6 +106,19 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         hooks[0].rules.as_ref().unwrap()[0].operations.as_deref().unwrap(),
         ["UPDATE"]
     );
+    // Every UPDATE of a queued Job (label on the old or the new object)
+    // reaches /validate/jobs, where unsuspending is checked.
+    assert_eq!(
+        hooks[0].rules.as_ref().unwrap()[0].resources.as_deref().unwrap(),
+        ["jobs"]
+    );
+    let sel = hooks[0].object_selector.as_ref().unwrap();
+    let exprs = sel.match_expressions.as_ref().unwrap();
+    assert!(
+        exprs
+            .iter()
+            .any(|e| e.key == "sluice.dev/queue" && e.operator == "Exists")
+    );
     let wl = hooks[5].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);

@@ -150,24 +150,82 @@ fn recorded_job_controller_pod_is_fixed() {
 }
 
 #[test]
-fn recorded_update_and_delete_pass_validation() {
+fn recorded_delete_and_non_queue_updates_pass_validation() {
     let r = reviewer();
-    for name in [
-        "admissionreview-request-job-update-unsuspend.json",
-        "admissionreview-request-job-delete.json",
-    ] {
-        let review = fixture(name);
-        for endpoint in [Endpoint::ValidateJobs, Endpoint::MutateJobs] {
-            let reply = r.handle(endpoint, &body(&review)).unwrap();
-            assert_eq!(reply.verdict, Verdict::Allowed, "{name} {endpoint:?}");
-            let resp = response_of(&reply);
-            assert_eq!(
-                resp,
-                json!({"uid": review["request"]["uid"], "allowed": true}),
-                "{name}"
-            );
-        }
+    let review = fixture("admissionreview-request-job-delete.json");
+    for endpoint in [Endpoint::ValidateJobs, Endpoint::MutateJobs] {
+        let reply = r.handle(endpoint, &body(&review)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Allowed, "{endpoint:?}");
+        assert_eq!(
+            response_of(&reply),
+            json!({"uid": review["request"]["uid"], "allowed": true})
+        );
     }
+    // The mutating endpoint ignores UPDATEs.
+    let review = fixture("admissionreview-request-job-update-unsuspend.json");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed);
+}
+
+#[test]
+fn queued_job_is_unsuspended_only_by_the_controller() {
+    // Fixture (d): alice flips spec.suspend true -> false on a Job in
+    // LocalQueue team-a. The Job would start before Sluice admitted it.
+    let r = Reviewer::new(
+        WebhookConfig::default().with_own_namespace("sluice-system"),
+        Arc::new(MemoryView::synced_empty()),
+    );
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    assert_eq!(review["request"]["oldObject"]["spec"]["suspend"], true);
+    assert_eq!(review["request"]["object"]["spec"]["suspend"], false);
+    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let resp = response_of(&reply);
+    assert_eq!(resp["status"]["code"], 403);
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("spec.suspend: cannot be changed from true to false by \"alice@example.com\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("LocalQueue \"team-a\"") && msg.contains("only the Sluice controller"),
+        "{msg}"
+    );
+
+    // The controller may.
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+    // Staying suspended, or a Job that is not queued: allowed.
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    review["request"]["object"]["spec"]["suspend"] = json!(true);
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    for which in ["object", "oldObject"] {
+        review["request"][which]["metadata"]["labels"] = json!({"app": "x"});
+    }
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+    // Removing the label in the same update does not get around it.
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    review["request"]["object"]["metadata"]["labels"] = json!({});
+    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    assert!(
+        reply
+            .response
+            .result
+            .message
+            .contains("spec.suspend: cannot be changed"),
+        "{:?}",
+        reply.response
+    );
 }
 
 #[test]
