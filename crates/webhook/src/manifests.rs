@@ -5,7 +5,7 @@
 //! | webhook | matches | failurePolicy |
 //! |---------|---------|---------------|
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
-//! | `default-queue-jobs.mutate.sluice.dev` | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
+//! | `default-queue-jobs.mutate.sluice.dev` (`/mutate/jobs/default-queue`) | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE | Ignore (an outage never blocks pods) |
 //! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
@@ -207,7 +207,8 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
     let default_queue = mutating(
         o,
         "default-queue-jobs.mutate.sluice.dev",
-        Endpoint::MutateJobs,
+        // Its own path: requests on it come only from opted-in namespaces.
+        Endpoint::MutateJobsDefaultQueue,
         jobs_create(),
         "Fail",
         selector(

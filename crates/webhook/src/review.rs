@@ -26,14 +26,19 @@ pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     MutateJobs,
+    /// Jobs from namespaces that opted in to default queueing: the API
+    /// server only calls this path for them (namespaceSelector), so the
+    /// opt-in is trusted without the cache.
+    MutateJobsDefaultQueue,
     MutatePods,
     ValidateJobs,
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 8] = [
+    pub const ALL: [Endpoint; 9] = [
         Endpoint::MutateJobs,
+        Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
         Endpoint::ValidateJobs,
         Endpoint::Validate(SluiceKind::ClusterQueue),
@@ -47,6 +52,7 @@ impl Endpoint {
     pub fn path(self) -> &'static str {
         match self {
             Self::MutateJobs => "/mutate/jobs",
+            Self::MutateJobsDefaultQueue => "/mutate/jobs/default-queue",
             Self::MutatePods => "/mutate/pods",
             Self::ValidateJobs => "/validate/jobs",
             Self::Validate(k) => k.path(),
@@ -60,7 +66,7 @@ impl Endpoint {
     /// (group, version, kind) this endpoint handles.
     pub fn expected_kind(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Self::MutateJobs | Self::ValidateJobs => ("batch", "v1", "Job"),
+            Self::MutateJobs | Self::MutateJobsDefaultQueue | Self::ValidateJobs => ("batch", "v1", "Job"),
             Self::MutatePods => ("", "v1", "Pod"),
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
@@ -182,7 +188,8 @@ impl Reviewer {
             ));
         }
         match endpoint {
-            Endpoint::MutateJobs => self.mutate_job(req),
+            Endpoint::MutateJobs => self.mutate_job(req, false),
+            Endpoint::MutateJobsDefaultQueue => self.mutate_job(req, true),
             Endpoint::MutatePods => self.mutate_pod(req),
             Endpoint::ValidateJobs => self.validate_job(req),
             Endpoint::Validate(k) => {
@@ -220,7 +227,10 @@ impl Reviewer {
         d
     }
 
-    fn mutate_job(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+    /// `opted_in`: the request came through the default-queue entry, whose
+    /// namespaceSelector already matched `sluice.dev/default-queue: enabled`;
+    /// otherwise the opt-in is read from the cache.
+    fn mutate_job(&self, req: &AdmissionRequest<DynamicObject>, opted_in: bool) -> Decision {
         let mut d = Decision::default();
         if req.operation != Operation::Create || self.excluded(req) {
             return d;
@@ -261,9 +271,13 @@ impl Reviewer {
                 }
                 Some(q.clone())
             }
-            None if self.view.default_queue_enabled(&namespace) => {
+            None if opted_in || self.view.default_queue_enabled(&namespace) => {
                 let default = crate::DEFAULT_LOCAL_QUEUE;
-                if self.view.local_queue_exists(&namespace, default) {
+                // Until the cache has listed, "no LocalQueue default" is not
+                // known: queue the Job anyway (fail closed); it waits
+                // suspended until the LocalQueue exists.
+                let synced = self.view.synced();
+                if !synced || self.view.local_queue_exists(&namespace, default) {
                     let labels_ptr = Pointer::from_plain("/metadata/labels");
                     d.ops.push(if labels.is_none() {
                         PatchOp::add(
@@ -276,6 +290,11 @@ impl Reviewer {
                     d.warnings.push(format!(
                         "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
                     ));
+                    if !synced {
+                        d.warnings.push(format!(
+                            "sluice: the webhook has not yet listed LocalQueues, so it could not check that LocalQueue {default:?} exists in namespace {namespace:?}; the Job stays suspended until it does"
+                        ));
+                    }
                     d.fixes.push(FixKind::QueueLabel);
                     Some(default.to_owned())
                 } else {

@@ -76,6 +76,10 @@ fn mutating_entries_match_the_issue() {
         ("sluice-system", "sluice-webhook", Some("/mutate/jobs"), Some(443))
     );
     assert!(queued.client_config.ca_bundle.is_none());
+    // The default-queue entry has its own path: requests on it are trusted
+    // to come from opted-in namespaces.
+    let svc = default_queue.client_config.service.as_ref().unwrap();
+    assert_eq!(svc.path.as_deref(), Some("/mutate/jobs/default-queue"));
 }
 
 #[test]

@@ -402,6 +402,59 @@ fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
 }
 
 #[test]
+fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
+    // The API server only sends Jobs of opted-in namespaces to this path, so
+    // it must queue them even when the cache cannot say so (unsynced,
+    // namespace not seen yet, --no-watch): failing open would start the Job.
+    for view in [MemoryView::default(), MemoryView::synced_empty()] {
+        let synced = view.synced();
+        if synced {
+            // Synced, namespace unknown to the cache, LocalQueue present.
+            view.upsert_local_queue("ml", "default");
+        }
+        let r = reviewer_with(Arc::new(view));
+        let review = unlabelled_job_review("ml", Some(json!({"app": "train"})));
+        let (reply, patched) = review_applied(&r, Endpoint::MutateJobsDefaultQueue, &review);
+        assert_eq!(patched["spec"]["suspend"], true, "synced={synced}");
+        assert_eq!(
+            patched["metadata"]["labels"],
+            json!({"app": "train", "sluice.dev/queue": "default"}),
+            "synced={synced}"
+        );
+        assert!(reply.fixes.contains(&FixKind::QueueLabel));
+        let warned = response_of(&reply)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("has not yet listed LocalQueues"));
+        assert_eq!(warned, !synced, "unsynced cache is warned about");
+
+        // The plain path still trusts only the cache.
+        let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+        assert!(!reply.fixes.contains(&FixKind::Suspend));
+    }
+    // Synced and known to have no LocalQueue default: not queued, told why.
+    let r = reviewer();
+    let review = unlabelled_job_review("ml", None);
+    let reply = r.handle(Endpoint::MutateJobsDefaultQueue, &body(&review)).unwrap();
+    assert!(!reply.fixes.contains(&FixKind::Suspend));
+    let warnings = reply.response.warnings.clone().unwrap_or_default();
+    assert!(
+        warnings.iter().any(|w| w.contains("no LocalQueue \"default\"")),
+        "{warnings:?}"
+    );
+    // A labelled Job on this path is handled like on /mutate/jobs.
+    let review = fixture("admissionreview-request-job-create-dryrun.json");
+    let a = r.handle(Endpoint::MutateJobsDefaultQueue, &body(&review)).unwrap();
+    let b = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(a.body, b.body);
+    assert_eq!(
+        Endpoint::from_path("/mutate/jobs/default-queue"),
+        Some(Endpoint::MutateJobsDefaultQueue)
+    );
+}
+
+#[test]
 fn empty_queue_label_is_denied_and_missing_queue_warned() {
     let r = reviewer();
     let review = unlabelled_job_review("team-a", Some(json!({"sluice.dev/queue": ""})));
