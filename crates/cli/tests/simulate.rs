@@ -343,10 +343,14 @@ fn manifests_are_validated_and_gangs_must_agree() {
         trace(&[job("a", "team", "0s", 1, "1m")])
     );
     let errors = load_errors(&text);
-    assert!(
-        errors.iter().any(|e| e.path.contains("borrowingLimit") && e.line == 11),
-        "{errors:#?}"
-    );
+    // It points at the key: line 21 is
+    // `      - {name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}`.
+    let e = errors
+        .iter()
+        .find(|e| e.path.ends_with("borrowingLimit"))
+        .expect("a borrowingLimit violation");
+    assert_eq!(e.path, "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit");
+    assert_eq!((e.line, e.column), (21, 49), "{e}");
 
     // Gang members must arrive together.
     let text = format!(
