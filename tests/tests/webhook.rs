@@ -13,9 +13,14 @@
 //! `SLUICE_E2E_WEBHOOK_HOST` to an address of this machine that the API
 //! server can reach otherwise (e.g. the docker bridge IP for kind).
 //!
-//! Each test uses a fresh namespace labelled with a per-run label, and the
-//! Job/Pod webhooks only select namespaces carrying that label, so nothing
-//! else in the cluster is affected. Everything created is deleted at the end.
+//! Each test uses a fresh namespace labelled with a per-run label; the
+//! Job/Pod webhooks only select namespaces carrying that label and the
+//! Sluice-kind webhooks only objects carrying it (the tests label theirs), so
+//! nothing else in the cluster is affected, even by a dead test webhook. The
+//! configurations are registered only after the webhook's `/readyz` answers
+//! 200 over TLS. The RuntimeClass `nvidia` (which the webhook sets on GPU
+//! pods) is created when missing. Everything created is deleted at the end,
+//! also when a test fails or panics (`Drop`).
 //! The Sluice CRDs are applied (server-side) when missing, so the validation
 //! test can create a ClusterQueue.
 
@@ -29,6 +34,7 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
@@ -40,6 +46,8 @@ use sluice_webhook::certs::generate;
 use sluice_webhook::manifests::{ManifestOptions, Target, mutating_configuration, validating_configuration};
 
 const RUN_LABEL: &str = "sluice.dev/e2e-webhook";
+/// The RuntimeClass the webhook sets on GPU pods by default.
+const RUNTIME_CLASS: &str = "nvidia";
 
 fn suffix() -> String {
     let n = SystemTime::now()
@@ -49,7 +57,20 @@ fn suffix() -> String {
     format!("{:x}", n & 0xff_ffff_ffff)
 }
 
+/// What a harness created in the cluster, so teardown deletes exactly that.
+#[derive(Clone, Debug, Default)]
+struct Created {
+    namespace: Option<String>,
+    configuration: Option<String>,
+    runtime_class: bool,
+}
+
 /// A running `sluice webhook`, its registration and a test namespace.
+///
+/// Built right after the child process is spawned, so every later failure
+/// of [`Harness::start`] drops it: the process is killed and whatever was
+/// registered or created is deleted (on a helper thread with its own
+/// runtime and client, since `Drop` cannot await).
 struct Harness {
     client: Client,
     child: Option<Child>,
@@ -57,6 +78,8 @@ struct Harness {
     namespace: String,
     configuration: String,
     dir: PathBuf,
+    created: Created,
+    cleaned: bool,
 }
 
 impl Harness {
@@ -79,6 +102,7 @@ impl Harness {
 
         let bin = sluice_bin();
         if !bin.exists() {
+            let _ = std::fs::remove_dir_all(&dir);
             bail!(
                 "{} not found: run `cargo build -p sluice-cli` or set SLUICE_BIN",
                 bin.display()
@@ -86,6 +110,7 @@ impl Harness {
         }
         let child = Command::new(&bin)
             .args(["webhook", "--listen", &listen, "--namespace", "sluice-e2e-system"])
+            .args(["--log-format", "plain"])
             .arg("--tls-cert")
             .arg(dir.join("tls.crt"))
             .arg("--tls-key")
@@ -94,66 +119,89 @@ impl Harness {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+            .with_context(|| format!("starting {}", bin.display()));
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        // From here on, an early return drops `h`: the child is killed and
+        // everything in `h.created` is deleted.
+        let mut h = Self {
+            client,
+            child: Some(child),
+            namespace: format!("sluice-e2e-wh-{run_id}"),
+            configuration: format!("sluice-e2e-{run_id}"),
+            run_id,
+            dir,
+            created: Created::default(),
+            cleaned: false,
+        };
 
-        let namespace = format!("sluice-e2e-wh-{run_id}");
-        let mut labels = BTreeMap::from([(RUN_LABEL.to_owned(), run_id.clone())]);
+        h.ensure_runtime_class().await?;
+
+        let mut labels = BTreeMap::from([(RUN_LABEL.to_owned(), h.run_id.clone())]);
         if default_queue_namespace {
             labels.insert("sluice.dev/default-queue".to_owned(), "enabled".to_owned());
         }
         let ns: Namespace = serde_json::from_value(json!({
-            "metadata": {"name": namespace, "labels": labels}
+            "metadata": {"name": h.namespace, "labels": labels}
         }))?;
-        Api::<Namespace>::all(client.clone())
+        Api::<Namespace>::all(h.client.clone())
             .create(&PostParams::default(), &ns)
             .await?;
+        h.created.namespace = Some(h.namespace.clone());
 
-        let configuration = format!("sluice-e2e-{run_id}");
+        // Register only once the webhook answers: a registered but dead
+        // webhook with failurePolicy Fail blocks what it matches.
+        wait_ready(port, &certs.ca_pem, Duration::from_secs(60)).await?;
+
         let opts = ManifestOptions {
-            name: configuration.clone(),
+            name: h.configuration.clone(),
             target: Target::Url(format!("https://{host}:{port}")),
             ca_bundle: Some(certs.ca_pem.into_bytes()),
             excluded_namespaces: vec!["kube-system".to_owned()],
             ..ManifestOptions::default()
         };
-        // Scope the Job and Pod webhooks to this run's namespaces.
-        let scope = |sel: &mut Option<LabelSelector>| {
-            let s = sel.get_or_insert_with(LabelSelector::default);
-            s.match_labels
-                .get_or_insert_with(BTreeMap::new)
-                .insert(RUN_LABEL.to_owned(), run_id.clone());
-        };
-        let mut m = mutating_configuration(&opts);
-        for w in m.webhooks.iter_mut().flatten() {
-            scope(&mut w.namespace_selector);
-        }
-        let mut v = validating_configuration(&opts);
-        for w in v.webhooks.iter_mut().flatten() {
-            if w.name.starts_with("jobs.") {
-                scope(&mut w.namespace_selector);
-            }
-        }
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
+        let (m, v) = scoped_configurations(&opts, &h.run_id);
+        h.created.configuration = Some(h.configuration.clone());
+        Api::<MutatingWebhookConfiguration>::all(h.client.clone())
             .create(&PostParams::default(), &m)
             .await?;
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        Api::<ValidatingWebhookConfiguration>::all(h.client.clone())
             .create(&PostParams::default(), &v)
             .await?;
-
-        let h = Self {
-            client,
-            child: Some(child),
-            run_id,
-            namespace,
-            configuration,
-            dir,
-        };
         h.wait_until_mutating().await?;
         Ok(h)
     }
 
-    /// Polls a dry-run GPU Pod create until it comes back mutated (the
-    /// webhook is up and the API server uses the new configuration).
+    /// The RuntimeClass admission plugin rejects pods that name a missing
+    /// RuntimeClass, and the webhook sets `runtimeClassName: nvidia`.
+    async fn ensure_runtime_class(&mut self) -> Result<()> {
+        let api: Api<RuntimeClass> = Api::all(self.client.clone());
+        if api.get_opt(RUNTIME_CLASS).await?.is_some() {
+            return Ok(());
+        }
+        let rc: RuntimeClass = serde_json::from_value(json!({
+            "metadata": {"name": RUNTIME_CLASS, "labels": {RUN_LABEL: self.run_id}},
+            "handler": RUNTIME_CLASS
+        }))?;
+        match api.create(&PostParams::default(), &rc).await {
+            Ok(_) => {
+                self.created.runtime_class = true;
+                Ok(())
+            }
+            // Created meanwhile by someone else: theirs to delete.
+            Err(e) if api_error(&e).is_some_and(|(code, _)| code == 409) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Polls a dry-run GPU Pod create until it comes back mutated: the
+    /// webhook is ready already; this waits for the API server to use the
+    /// new configuration. Dry-run: nothing is stored.
     async fn wait_until_mutating(&self) -> Result<()> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let probe = gpu_pod("probe", json!({"limits": {"nvidia.com/gpu": "1"}}), None);
@@ -161,17 +209,17 @@ impl Harness {
             dry_run: true,
             ..PostParams::default()
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(p) = pods.create(&pp, &probe).await
-                && p.spec.as_ref().and_then(|s| s.runtime_class_name.as_deref()) == Some("nvidia")
+                && p.spec.as_ref().and_then(|s| s.runtime_class_name.as_deref()) == Some(RUNTIME_CLASS)
             {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("the webhook never mutated a dry-run GPU pod within 60 s");
+                bail!("the API server never called the registered webhook for a dry-run GPU pod within 30 s");
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
@@ -184,18 +232,16 @@ impl Harness {
 
     async fn cleanup(mut self) -> Result<()> {
         self.stop_webhook();
-        let dp = DeleteParams::default();
-        let _ = Api::<MutatingWebhookConfiguration>::all(self.client.clone())
-            .delete(&self.configuration, &dp)
-            .await;
-        let _ = Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-            .delete(&self.configuration, &dp)
-            .await;
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.namespace, &dp)
-            .await;
+        let created = std::mem::take(&mut self.created);
+        self.cleaned = true;
+        let res = delete_created(&self.client, &created).await;
         let _ = std::fs::remove_dir_all(&self.dir);
-        Ok(())
+        res
+    }
+
+    /// Labels that put an object in this run's webhook scope.
+    fn run_labels(&self) -> Value {
+        json!({RUN_LABEL: self.run_id})
     }
 
     fn jobs(&self) -> Api<Job> {
@@ -209,15 +255,169 @@ impl Harness {
 
 impl Drop for Harness {
     fn drop(&mut self) {
-        // Never leave the webhook process behind, even when a test panics.
+        // Never leave the webhook process or its registration behind, even
+        // when a test panics or `start` fails half-way.
         self.stop_webhook();
-        if std::thread::panicking() {
+        if self.cleaned {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let created = std::mem::take(&mut self.created);
+        // The test's runtime is not polled while Drop runs, and the client
+        // belongs to it: use a fresh runtime and client on another thread.
+        let done = std::thread::spawn(move || -> Result<()> {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(async {
+                let client = client().await?;
+                tokio::time::timeout(Duration::from_secs(30), delete_created(&client, &created))
+                    .await
+                    .context("timed out deleting")?
+            })
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
             eprintln!(
-                "webhook e2e run {} failed; namespace {} and configurations {} may need deleting",
+                "webhook e2e run {}: cleanup failed; namespace {} and configurations {} may need deleting",
                 self.run_id, self.namespace, self.configuration
             );
         }
     }
+}
+
+/// Deletes the webhook configurations first (so nothing waits on a dead
+/// webhook), then the namespace and a RuntimeClass the run created.
+async fn delete_created(client: &Client, created: &Created) -> Result<()> {
+    let dp = DeleteParams::default();
+    let mut failed = Vec::new();
+    let mut note = |what: &str, r: Result<(), kube::Error>| match r {
+        Err(e) if api_error(&e).is_none_or(|(code, _)| code != 404) => failed.push(format!("{what}: {e}")),
+        _ => {}
+    };
+    if let Some(name) = &created.configuration {
+        let r = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete(name, &dp)
+            .await
+            .map(drop);
+        note("MutatingWebhookConfiguration", r);
+        let r = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(name, &dp)
+            .await
+            .map(drop);
+        note("ValidatingWebhookConfiguration", r);
+    }
+    if let Some(ns) = &created.namespace {
+        let r = Api::<Namespace>::all(client.clone()).delete(ns, &dp).await.map(drop);
+        note("Namespace", r);
+    }
+    if created.runtime_class {
+        let r = Api::<RuntimeClass>::all(client.clone())
+            .delete(RUNTIME_CLASS, &dp)
+            .await
+            .map(drop);
+        note("RuntimeClass", r);
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("{}", failed.join("; "))
+    }
+}
+
+/// The configurations of `opts`, scoped to this run: Job and Pod entries to
+/// namespaces with the run label, Sluice-kind entries to objects with it
+/// (so a dead test webhook never blocks anyone else's Sluice objects).
+fn scoped_configurations(
+    opts: &ManifestOptions,
+    run_id: &str,
+) -> (MutatingWebhookConfiguration, ValidatingWebhookConfiguration) {
+    let scope = |sel: &mut Option<LabelSelector>| {
+        let s = sel.get_or_insert_with(LabelSelector::default);
+        s.match_labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(RUN_LABEL.to_owned(), run_id.to_owned());
+    };
+    let mut m = mutating_configuration(opts);
+    for w in m.webhooks.iter_mut().flatten() {
+        scope(&mut w.namespace_selector);
+    }
+    let mut v = validating_configuration(opts);
+    for w in v.webhooks.iter_mut().flatten() {
+        let is_job = w.rules.iter().flatten().any(|r| {
+            r.resources
+                .iter()
+                .flatten()
+                .any(|res| res == "jobs" || res.starts_with("jobs/"))
+        });
+        if is_job {
+            scope(&mut w.namespace_selector);
+        } else {
+            scope(&mut w.object_selector);
+        }
+    }
+    (m, v)
+}
+
+/// Waits until `GET https://127.0.0.1:<port>/readyz`, verified against
+/// `ca_pem`, answers 200.
+async fn wait_ready(port: u16, ca_pem: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ca = ca_pem.to_owned();
+        let last = match tokio::task::spawn_blocking(move || https_get(port, &ca, "/readyz")).await? {
+            Ok(200) => return Ok(()),
+            Ok(code) => format!("HTTP {code}"),
+            Err(e) => format!("{e:#}"),
+        };
+        if Instant::now() > deadline {
+            bail!(
+                "the webhook's /readyz did not answer 200 within {} s (last: {last})",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One blocking HTTPS GET on 127.0.0.1 (certificate checked for the name
+/// 127.0.0.1 against `ca_pem`); the status code.
+fn https_get(port: u16, ca_pem: &str, path: &str) -> Result<u16> {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes())?)?;
+    let cfg = rustls::ClientConfig::builder_with_provider(sluice_webhook::tls::provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1")?;
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name)?;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+    tcp.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    while !head.windows(2).any(|w| w == b"\r\n") {
+        let n = tls.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&head);
+    let line = line.lines().next().unwrap_or_default();
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("no HTTP status line in {line:?}"))
 }
 
 async fn ensure_crds(client: &Client) -> Result<()> {
@@ -381,7 +581,7 @@ async fn invalid_cluster_queue_is_denied_with_the_field_path() -> Result<()> {
     let name = format!("e2e-invalid-{}", h.run_id);
     let cq: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": h.run_labels()},
         "spec": {"resourceGroups": [
             {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]},
             {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}
@@ -434,27 +634,31 @@ async fn default_queue_namespace_labels_and_suspends_unlabelled_jobs() -> Result
     let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
     let lq: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
-        "metadata": {"name": "default"}, "spec": {"clusterQueue": "gpus"}
+        "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
     }))?;
     lqs.create(&PostParams::default(), &lq).await?;
-    // The webhook's informer sees the LocalQueue shortly after.
+    // The webhook's informer sees the LocalQueue shortly after: probe with
+    // dry-run creates (nothing stored), then create the Job for real.
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let j = job("auto", json!({"app": "etl"}), json!({"limits": {"cpu": "100m"}}));
     let deadline = Instant::now() + Duration::from_secs(30);
-    let created = loop {
-        let name = format!("auto-{}", suffix());
-        let j = job(&name, json!({"app": "etl"}), json!({"limits": {"cpu": "100m"}}));
-        let created = h.jobs().create(&PostParams::default(), &j).await?;
-        if created
+    loop {
+        let probe = h.jobs().create(&dry, &j).await?;
+        let labelled = probe
             .metadata
             .labels
             .as_ref()
             .and_then(|l| l.get("sluice.dev/queue"))
-            .is_some()
-            || Instant::now() > deadline
-        {
-            break created;
+            .is_some();
+        if labelled || Instant::now() > deadline {
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let created = h.jobs().create(&PostParams::default(), &j).await?;
     assert_eq!(
         created
             .metadata
@@ -467,4 +671,74 @@ async fn default_queue_namespace_labels_and_suspends_unlabelled_jobs() -> Result
     );
     assert_eq!(created.spec.as_ref().unwrap().suspend, Some(true));
     h.cleanup().await
+}
+
+// Harness checks that need no cluster (not ignored).
+
+#[test]
+fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
+    let (m, v) = scoped_configurations(&ManifestOptions::default(), "run1");
+    let has_run = |sel: &Option<LabelSelector>| {
+        sel.as_ref()
+            .and_then(|s| s.match_labels.as_ref())
+            .and_then(|l| l.get(RUN_LABEL))
+            .map(String::as_str)
+            == Some("run1")
+    };
+    for w in m.webhooks.iter().flatten() {
+        assert!(has_run(&w.namespace_selector), "{}", w.name);
+    }
+    let mut sluice_kinds = 0;
+    for w in v.webhooks.iter().flatten() {
+        if w.name.starts_with("jobs.") {
+            assert!(has_run(&w.namespace_selector), "{}", w.name);
+        } else {
+            // Cluster-scoped kinds ignore namespaceSelector: only an
+            // objectSelector keeps a dead test webhook out of the way.
+            assert!(has_run(&w.object_selector), "{}", w.name);
+            sluice_kinds += 1;
+        }
+    }
+    assert_eq!(sluice_kinds, 5);
+}
+
+#[tokio::test]
+async fn wait_ready_checks_readyz_over_tls() -> Result<()> {
+    use std::sync::Arc;
+
+    use sluice_webhook::cache::MemoryView;
+    use sluice_webhook::config::WebhookConfig;
+    use sluice_webhook::metrics::Metrics;
+    use sluice_webhook::review::Reviewer;
+    use sluice_webhook::tls::{SwappableCert, certified_key_from_pem};
+
+    let certs = generate(&["127.0.0.1".to_owned()], SystemTime::now(), 2)?;
+    let view = Arc::new(MemoryView::default());
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(certified_key_from_pem(
+        certs.cert_pem.as_bytes(),
+        certs.key_pem.as_bytes(),
+        "t",
+    )?);
+    let running = sluice_webhook::server::spawn(
+        "127.0.0.1:0".parse()?,
+        Reviewer::new(WebhookConfig::default(), view.clone()),
+        cert,
+        Some(view.clone()),
+        Arc::new(Metrics::new()),
+    )
+    .await?;
+    let port = running.addr.port();
+    // Cache not synced: not ready, and wait_ready says so.
+    let err = wait_ready(port, &certs.ca_pem, Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("HTTP 503"), "{err:#}");
+    // A different CA is refused.
+    let other = generate(&["127.0.0.1".to_owned()], SystemTime::now(), 2)?;
+    assert!(https_get(port, &other.ca_pem, "/readyz").is_err());
+    view.set_synced(true);
+    wait_ready(port, &certs.ca_pem, Duration::from_secs(5)).await?;
+    running.stop().await;
+    Ok(())
 }

@@ -507,3 +507,19 @@ fn generator_errors_point_at_the_generator() {
         "{e}"
     );
 }
+
+#[test]
+fn a_local_queue_needs_a_namespace() {
+    let text = format!(
+        "{HEADER}{}---\napiVersion: sluice.dev/v1alpha1\nkind: LocalQueue\nmetadata:\n  name: orphan\nspec: {{clusterQueue: team}}\n{}",
+        queue("team", None, 8, None, "{}"),
+        trace(&[job("a", "team", "0s", 1, "1m")])
+    );
+    let errors = load_errors(&text);
+    let e = errors
+        .iter()
+        .find(|e| e.to_string().contains("namespace"))
+        .unwrap_or_else(|| panic!("{errors:#?}"));
+    // The document starts on line 28; its `metadata:` key is line 30.
+    assert_eq!(e.line, 30, "{e}");
+}

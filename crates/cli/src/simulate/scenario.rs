@@ -299,12 +299,29 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
         }
         // The controller's adapter turns a valid object into the engine's
         // spec, so a scenario means exactly what the cluster would.
-        let adapted = |kind: &str, e: adapter::AdapterError| Diagnostic {
-            file: file.into(),
-            line: doc.line_offset + 1,
-            column: 1,
-            path: String::new(),
-            message: format!("{kind}: {e}"),
+        let adapted = |kind: &str, e: adapter::AdapterError| {
+            use adapter::AdapterError as E;
+            let field = match &e {
+                E::Quantity(q) => Some(q.field.as_str()),
+                E::OutOfRange { field, .. }
+                | E::TaintEffect { field, .. }
+                | E::TolerationOperator { field, .. }
+                | E::Missing { field }
+                | E::Count { field, .. } => Some(field.as_str()),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            };
+            let location = field.and_then(|f| {
+                let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
+                tree.locate(f)
+            });
+            Diagnostic {
+                file: file.into(),
+                line: location.map_or(doc.line_offset + 1, |l| l.line() as u32 + doc.line_offset),
+                column: location.map_or(1, |l| l.column() as u32),
+                path: String::new(),
+                message: format!("{kind}: {e}"),
+            }
         };
         match head.kind.as_deref().unwrap_or("") {
             "ResourceFlavor" => {
