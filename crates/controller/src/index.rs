@@ -1158,6 +1158,7 @@ impl Index {
             }
         }
         self.evicting.remove(&uid);
+        e.admitted_at = None;
         let (reason, message) = if succeeded {
             (cond::reasons::SUCCEEDED, "Job finished successfully")
         } else {
@@ -1349,7 +1350,7 @@ impl Index {
                 continue;
             }
             if let Some(at) = e.admitted_at
-                && at + timeout <= now_ms
+                && at.saturating_add(timeout) <= now_ms
                 && self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted)
             {
                 expired.push(wk.clone());
@@ -1391,8 +1392,11 @@ impl Index {
         self.workloads
             .values()
             .filter(|e| !e.pods_ready_seen && e.in_engine && e.owner.is_some())
+            // Same rule as `tick`: only an admitted workload has a deadline
+            // (a finished or evicting one would wake the loop at once, forever).
+            .filter(|e| self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted))
             .filter_map(|e| e.admitted_at)
-            .map(|t| t + timeout)
+            .map(|t| t.saturating_add(timeout))
             .min()
     }
 
@@ -1474,6 +1478,8 @@ impl Index {
             return;
         };
         let e = self.workloads.get_mut(&wk).expect("indexed");
+        // No pods-ready deadline while it is evicted (set again on admission).
+        e.admitted_at = None;
         let generation = e.generation;
         set_condition(
             &mut e.status.conditions,

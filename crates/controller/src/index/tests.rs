@@ -847,3 +847,38 @@ fn label_selectors_follow_kubernetes_semantics() {
         assert_eq!(selects(&sel(s.clone()), &labels), want, "{s}");
     }
 }
+
+#[test]
+fn a_finished_or_evicting_workload_leaves_no_pods_ready_deadline() {
+    let mut ix = ready_index();
+    let j = mk_job("done", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    assert_eq!(ix.next_pods_ready_deadline(), Some(T0 + 600_000));
+    // Finished before its pods were ever seen ready: no deadline left, so
+    // the loop does not wake at a past deadline over and over.
+    let mut done = j.clone();
+    done.status = serde_json::from_value(json!({"conditions": [{"type": "Complete", "status": "True"}]})).unwrap();
+    ix.apply_job(done, T0 + 10);
+    assert_eq!(purposes(&ix.take_plans()), ["finish"]);
+    assert_eq!(ix.next_pods_ready_deadline(), None);
+    let (_, wake) = ix.cycle(T0 + 700_000);
+    assert_eq!(wake, None);
+
+    // Evicted (pods-ready timeout) while its pods are still there: no
+    // deadline while it waits for them to go.
+    let k = mk_job("slow", "team-a", 2, 1);
+    ix.apply_job(k.clone(), T0);
+    ix.apply_workload(stored_workload(&k, 0, 1), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0 + 700_000).0), ["admit"]);
+    let mut running = k.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+    ix.apply_job(running, T0 + 701_000);
+    assert_eq!(purposes(&ix.cycle(T0 + 1_300_000).0), ["evict"]);
+    assert_eq!(ix.engine().workload_state("wl-uid-slow"), Some(WorkloadState::Evicting));
+    assert_eq!(ix.next_pods_ready_deadline(), None);
+}
