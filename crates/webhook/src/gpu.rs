@@ -116,6 +116,7 @@ pub fn fix_pod_spec(cfg: &GpuConfig, spec_json: &Value, at: &SpecLocation) -> Re
     ];
 
     check_visible_devices(cfg, &lists, at, &mut out);
+    check_ephemeral_visible_devices(cfg, &spec, &[], at, &mut out);
     let finding_warnings = out.warnings.len();
     let requests_gpus = lists
         .iter()
@@ -189,6 +190,49 @@ fn check_visible_devices(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at:
             );
             visible_devices_finding(cfg, msg, out);
         }
+    }
+}
+
+/// The `NVIDIA_VISIBLE_DEVICES` check for ephemeral containers added to a
+/// running pod (`pods/ephemeralcontainers` UPDATE): they cannot request
+/// resources, so any value that exposes a GPU is a finding. Containers
+/// named in `existing` were there before and are not checked again.
+pub fn check_ephemeral_containers(
+    cfg: &GpuConfig,
+    spec_json: &Value,
+    existing: &[String],
+    at: &SpecLocation,
+) -> Result<Outcome, BadSpec> {
+    let spec = PodSpec::deserialize(spec_json).map_err(|e| BadSpec {
+        field: at.field.clone(),
+        message: e.to_string(),
+    })?;
+    let mut out = Outcome::default();
+    check_ephemeral_visible_devices(cfg, &spec, existing, at, &mut out);
+    Ok(out)
+}
+
+fn check_ephemeral_visible_devices(
+    cfg: &GpuConfig,
+    spec: &PodSpec,
+    existing: &[String],
+    at: &SpecLocation,
+    out: &mut Outcome,
+) {
+    if cfg.visible_devices_policy == VisibleDevicesPolicy::Allow {
+        return;
+    }
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        if existing.contains(&c.name) || !sets_visible_devices(c.env.as_deref().unwrap_or_default()) {
+            continue;
+        }
+        let msg = format!(
+            "{}.ephemeralContainers[{i}] ({:?}).env[{VISIBLE_DEVICES}]: set in an ephemeral container, which cannot request a GPU ({}): bypasses device allocation and can reach the node's GPUs; remove it",
+            at.field,
+            c.name,
+            gpu_names(cfg)
+        );
+        visible_devices_finding(cfg, msg, out);
     }
 }
 

@@ -6,7 +6,7 @@
 //! |---------|---------|---------------|
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
 //! | `default-queue-jobs.mutate.sluice.dev` (`/mutate/jobs/default-queue`) | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
-//! | `pods.mutate.sluice.dev` | Pod CREATE | Ignore (an outage never blocks pods) |
+//! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
 //! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
@@ -248,7 +248,12 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         o,
         "pods.mutate.sluice.dev",
         Endpoint::MutatePods,
-        vec![rule("", "v1", &["pods"], &["CREATE"])],
+        vec![
+            rule("", "v1", &["pods"], &["CREATE"]),
+            // `kubectl debug`: ephemeral containers are checked for the
+            // NVIDIA_VISIBLE_DEVICES escape.
+            rule("", "v1", &["pods/ephemeralcontainers"], &["UPDATE"]),
+        ],
         "Ignore",
         selector(None, not_excluded(o)),
         None,

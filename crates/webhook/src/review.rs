@@ -209,7 +209,13 @@ impl Reviewer {
 
     fn mutate_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
         let mut d = Decision::default();
-        if req.operation != Operation::Create || self.excluded(req) {
+        if self.excluded(req) {
+            return d;
+        }
+        if req.operation == Operation::Update && req.sub_resource.as_deref() == Some("ephemeralcontainers") {
+            return self.check_ephemeral(req);
+        }
+        if req.operation != Operation::Create {
             return d;
         }
         let Some(obj) = &req.object else {
@@ -230,6 +236,37 @@ impl Reviewer {
     /// `opted_in`: the request came through the default-queue entry, whose
     /// namespaceSelector already matched `sluice.dev/default-queue: enabled`;
     /// otherwise the opt-in is read from the cache.
+    /// `kubectl debug` adds ephemeral containers through the
+    /// `pods/ephemeralcontainers` subresource: check the new ones for the
+    /// `NVIDIA_VISIBLE_DEVICES` escape (nothing is patched).
+    fn check_ephemeral(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let mut d = Decision::default();
+        let Some(obj) = &req.object else {
+            d.denials.push("object: missing from the UPDATE request".to_owned());
+            return d;
+        };
+        let Some(spec) = obj.data.get("spec") else {
+            d.denials.push("spec: missing".to_owned());
+            return d;
+        };
+        let existing: Vec<String> = req
+            .old_object
+            .as_ref()
+            .and_then(|o| o.data.pointer("/spec/ephemeralContainers"))
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match gpu::check_ephemeral_containers(&self.cfg.gpu, spec, &existing, &SpecLocation::pod()) {
+            Ok(out) => d.absorb(out),
+            Err(e) => d.denials.push(e.to_string()),
+        }
+        d
+    }
+
     fn mutate_job(&self, req: &AdmissionRequest<DynamicObject>, opted_in: bool) -> Decision {
         let mut d = Decision::default();
         if req.operation != Operation::Create || self.excluded(req) {

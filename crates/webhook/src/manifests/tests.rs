@@ -70,6 +70,10 @@ fn mutating_entries_match_the_issue() {
     let rule = &pods.rules.as_ref().unwrap()[0];
     assert_eq!(rule.api_groups.as_deref().unwrap(), [""]);
     assert_eq!(rule.resources.as_deref().unwrap(), ["pods"]);
+    // kubectl debug adds containers through the subresource.
+    let rule = &pods.rules.as_ref().unwrap()[1];
+    assert_eq!(rule.resources.as_deref().unwrap(), ["pods/ephemeralcontainers"]);
+    assert_eq!(rule.operations.as_deref().unwrap(), ["UPDATE"]);
     let svc = queued.client_config.service.as_ref().unwrap();
     assert_eq!(
         (svc.namespace.as_str(), svc.name.as_str(), svc.path.as_deref(), svc.port),

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::cache::MemoryView;
 use crate::config::WebhookConfig;
-use crate::testing::{fixture, fixture_bytes, patch_of, reviewer_with};
+use crate::testing::{fixture, patch_of, reviewer_with};
 
 fn reviewer() -> Reviewer {
     reviewer_with(Arc::new(MemoryView::synced_empty()))
@@ -497,6 +497,46 @@ fn gpu_denial_names_container_and_values() {
 }
 
 #[test]
+fn ephemeral_containers_are_checked_for_the_visible_devices_escape() {
+    let r = reviewer();
+    let mut review = fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json");
+    let req = &mut review["request"];
+    req["operation"] = json!("UPDATE");
+    req["subResource"] = json!("ephemeralcontainers");
+    req["oldObject"] = req["object"].clone();
+    let debug = |name: &str, value: &str| json!({"name": name, "image": "busybox", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]});
+    req["object"]["spec"]["ephemeralContainers"] = json!([debug("debugger", "all")]);
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let msg = reply.response.result.message.clone();
+    assert!(
+        msg.starts_with("spec.ephemeralContainers[0] (\"debugger\").env[NVIDIA_VISIBLE_DEVICES]"),
+        "{msg}"
+    );
+    assert!(response_of(&reply).get("patch").is_none());
+
+    // Harmless values, or one that was already there: allowed, unpatched.
+    review["request"]["object"]["spec"]["ephemeralContainers"] = json!([debug("debugger", "void")]);
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
+    review["request"]["oldObject"]["spec"]["ephemeralContainers"] = json!([debug("old", "all")]);
+    review["request"]["object"]["spec"]["ephemeralContainers"] = json!([debug("old", "all"), debug("new", "none")]);
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
+    // A new harmful one next to an old one is still found.
+    review["request"]["object"]["spec"]["ephemeralContainers"] = json!([debug("old", "all"), debug("new", "0")]);
+    let reply = r.handle(Endpoint::MutatePods, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        reply
+            .response
+            .result
+            .message
+            .contains("ephemeralContainers[1] (\"new\")")
+    );
+}
+
+#[test]
 fn response_patch_is_base64_json_patch() {
     let review = fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json");
     let reply = reviewer().handle(Endpoint::MutatePods, &body(&review)).unwrap();
@@ -509,7 +549,6 @@ fn response_patch_is_base64_json_patch() {
     let mut ours = keys(&resp);
     ours.retain(|k| k != "warnings");
     assert_eq!(ours, keys(&recorded["response"]));
-    let _ = fixture_bytes("admissionreview-request-job-delete.json");
 }
 
 mod sluice_kinds {
