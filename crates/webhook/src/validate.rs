@@ -5,6 +5,7 @@
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use sluice_api::{ClusterQueue, LocalQueue, ResourceFlavor, Validate, Workload, WorkloadPriorityClass};
 
 use crate::config::WebhookConfig;
@@ -67,6 +68,20 @@ fn decode<K: DeserializeOwned>(obj: &DynamicObject, which: &str, kind: SluiceKin
     serde_json::from_value(value).map_err(|e| format!("{which}: not a valid {GROUP}/{VERSION} {}: {e}", kind.kind()))
 }
 
+/// The object's fields other than metadata (which `data` never holds) and
+/// status: what a user writes.
+fn without_status(data: &Value) -> Value {
+    match data {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "status")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Every reason to deny a CREATE or UPDATE of a Sluice object, each naming
 /// its field. `Err` when the object does not decode.
 pub fn validate_sluice(
@@ -85,47 +100,55 @@ pub fn validate_sluice(
     } else {
         None
     };
-    // Writes to the status subresource do not change the spec; only the
-    // update rules apply to them.
+    // validate() checks what the user wrote. It runs on CREATE and on an
+    // UPDATE that changes it; not on writes to the status subresource, not
+    // when only metadata or status changed (finalizer removal, labels), and
+    // not once the object is being deleted: a stored object that a newer
+    // rule (or a newer schema) rejects must still be able to go away.
     let status_only = req.sub_resource.as_deref() == Some("status");
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let written_changed = old.is_none_or(|o| without_status(&o.data) != without_status(&obj.data));
+    let run_validate = !status_only && !deleting && written_changed;
     let mut denials = Vec::new();
     match kind {
         SluiceKind::ClusterQueue => {
-            let new: ClusterQueue = decode(obj, "object", kind)?;
-            if !status_only {
+            if run_validate {
+                let new: ClusterQueue = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
         }
         SluiceKind::ResourceFlavor => {
-            let new: ResourceFlavor = decode(obj, "object", kind)?;
-            if !status_only {
+            if run_validate {
+                let new: ResourceFlavor = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
         }
         SluiceKind::WorkloadPriorityClass => {
-            let new: WorkloadPriorityClass = decode(obj, "object", kind)?;
-            if !status_only {
+            if run_validate {
+                let new: WorkloadPriorityClass = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
         }
         SluiceKind::LocalQueue => {
-            let new: LocalQueue = decode(obj, "object", kind)?;
-            if !status_only {
+            if run_validate {
+                let new: LocalQueue = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
+            // Compared as JSON: an old object that no longer decodes must
+            // not block the update.
             if let Some(old) = old {
-                let old: LocalQueue = decode(old, "oldObject", kind)?;
-                if old.spec.cluster_queue != new.spec.cluster_queue {
+                let field = |o: &DynamicObject| o.data.pointer("/spec/clusterQueue").cloned().unwrap_or(Value::Null);
+                let (was, now) = (field(old), field(obj));
+                if was != now {
                     denials.push(format!(
-                        "spec.clusterQueue: is immutable (was {:?}, now {:?}); delete and recreate the LocalQueue to point it elsewhere",
-                        old.spec.cluster_queue, new.spec.cluster_queue
+                        "spec.clusterQueue: is immutable (was {was}, now {now}); delete and recreate the LocalQueue to point it elsewhere"
                     ));
                 }
             }
         }
         SluiceKind::Workload => {
-            let new: Workload = decode(obj, "object", kind)?;
-            if !status_only {
+            if run_validate {
+                let new: Workload = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
             }
             // Any change of the admission (set, changed or cleared) admits a

@@ -626,6 +626,65 @@ mod sluice_kinds {
     }
 
     #[test]
+    fn stored_invalid_objects_can_lose_finalizers_and_be_deleted() {
+        let r = reviewer();
+        let ep = Endpoint::Validate(SluiceKind::ClusterQueue);
+        // Stored before a rule existed: validate() rejects it now.
+        let invalid = json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "gpus", "finalizers": ["sluice.dev/cleanup"]}, "spec": {"resourceGroups": [], "minRuntimeSeconds": -5}});
+        let update = |new: Value| review_of("ClusterQueue", "clusterqueues", "UPDATE", new, invalid.clone(), "admin");
+        // Metadata-only change (a label, the finalizer removed): allowed.
+        let mut relabelled = invalid.clone();
+        relabelled["metadata"]["labels"] = json!({"team": "a"});
+        assert_eq!(
+            r.handle(ep, &body(&update(relabelled))).unwrap().verdict,
+            Verdict::Allowed
+        );
+        let mut deleting = invalid.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-11-21T00:00:00Z");
+        deleting["metadata"]["finalizers"] = json!([]);
+        assert_eq!(
+            r.handle(ep, &body(&update(deleting.clone()))).unwrap().verdict,
+            Verdict::Allowed
+        );
+        // Even a spec change while deleting does not get stuck on validate().
+        deleting["spec"]["minRuntimeSeconds"] = json!(-6);
+        assert_eq!(
+            r.handle(ep, &body(&update(deleting))).unwrap().verdict,
+            Verdict::Allowed
+        );
+        // A spec change of a live object is validated.
+        let mut changed = invalid.clone();
+        changed["spec"]["minRuntimeSeconds"] = json!(-6);
+        assert_eq!(r.handle(ep, &body(&update(changed))).unwrap().verdict, Verdict::Denied);
+
+        // A LocalQueue whose stored form no longer decodes: the finalizer
+        // can still be removed, and clusterQueue is compared as JSON.
+        let ep = Endpoint::Validate(SluiceKind::LocalQueue);
+        let broken = json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue", "metadata": {"name": "x", "namespace": "y", "finalizers": ["f"]}, "spec": {"clusterQueue": 7}});
+        let mut released = broken.clone();
+        released["metadata"]["finalizers"] = json!([]);
+        released["metadata"]["deletionTimestamp"] = json!("2026-11-21T00:00:00Z");
+        let rv = review_of("LocalQueue", "localqueues", "UPDATE", released, broken.clone(), "alice");
+        let reply = r.handle(ep, &body(&rv)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
+        let rv = review_of(
+            "LocalQueue",
+            "localqueues",
+            "UPDATE",
+            local_queue("gpus"),
+            broken,
+            "alice",
+        );
+        let reply = r.handle(ep, &body(&rv)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Denied);
+        let msg = reply.response.result.message.clone();
+        assert!(
+            msg.starts_with("spec.clusterQueue: is immutable (was 7, now \"gpus\")"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn undecodable_sluice_object_is_denied_with_a_reason() {
         let r = reviewer();
         let lq = json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue", "metadata": {"name": "x", "namespace": "y"}, "spec": {"clusterQueue": 7}});
