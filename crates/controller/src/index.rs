@@ -806,6 +806,8 @@ impl Index {
                 e.in_engine = true;
                 if holds {
                     e.admitted_at = Some(admitted_at);
+                    // Its pods were seen ready before a restart: no deadline.
+                    e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
                     if evicted {
                         let _ = self.engine.evict(&uid);
                         self.evicting.insert(uid);
@@ -1039,8 +1041,8 @@ impl Index {
         let live = j.live;
         match state {
             Some(WorkloadState::Admitted) => {
-                if j.ready.unwrap_or(0) >= count {
-                    self.workloads.get_mut(&wk).expect("present").pods_ready_seen = true;
+                if j.all_pods_ready(count) {
+                    self.pods_ready(&wk, now_ms);
                 }
                 if suspended && !self.starting.contains(key) {
                     // Admitted but the Job never started (e.g. a crash between
@@ -1085,6 +1087,40 @@ impl Index {
             }
             Some(WorkloadState::Finished) => {}
         }
+    }
+
+    /// All pods of an admitted workload were seen ready: no pods-ready
+    /// deadline any more, and `PodsReady=True` persisted so that a
+    /// restarted controller knows it too.
+    fn pods_ready(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        if e.pods_ready_seen {
+            return;
+        }
+        e.pods_ready_seen = true;
+        if is_true(&e.status, cond::PODS_READY) {
+            return;
+        }
+        let generation = e.generation;
+        set_condition(
+            &mut e.status.conditions,
+            cond::PODS_READY,
+            cond::status::TRUE,
+            cond::reasons::PODS_READY,
+            "All pods were ready or succeeded",
+            now_ms,
+            generation,
+        );
+        e.status.state = Some(e.status.derive_state(e.active));
+        let status = e.status.clone();
+        let uid = e.uid.clone();
+        self.plans.push(Plan {
+            purpose: Purpose::PodsReady { uid },
+            steps: vec![Step::ApplyWorkloadStatus {
+                key: wk.clone(),
+                status: Box::new(status),
+            }],
+        });
     }
 
     /// The steps that start an admitted workload's suspended Job on its flavors.
@@ -1434,6 +1470,16 @@ impl Index {
                 x.reason = cond::reasons::ADMITTED.into();
                 x.message = "Admitted again".into();
             }
+        }
+        // Readiness of a previous admission does not carry over.
+        if let Some(x) = c
+            .iter_mut()
+            .find(|x| x.type_ == cond::PODS_READY && x.status == cond::status::TRUE)
+        {
+            x.status = cond::status::FALSE.into();
+            x.last_transition_time = time_of(now_ms);
+            x.reason = cond::reasons::WAIT_FOR_START.into();
+            x.message = "Admitted again; waiting for its pods".into();
         }
         e.status.admission = Some(adapter::admission_status(adm));
         e.status.pending = None;

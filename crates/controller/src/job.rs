@@ -2,7 +2,7 @@
 //!
 //! - [`workload_for_job`]: the Workload a queued Job gets (name
 //!   `job-<job>`, controller owner reference, one pod set `main` of
-//!   `parallelism` pods with the Job's template, queue from the label,
+//!   `min(parallelism, completions)` pods ([`pods_count`]) with the Job's template, queue from the label,
 //!   priority resolved by [`resolve_priority`]).
 //! - [`injection_patch`]: the JSON merge patch that puts the admitted
 //!   flavors' node labels and tolerations into a suspended Job's template
@@ -122,6 +122,7 @@ pub fn workload_for_job(
     if parallelism < 1 {
         return Err(JobError::Parallelism(parallelism));
     }
+    let count = pods_count(spec.parallelism, spec.completions);
     let (priority, class) = resolve_priority(job, workload_class, pod_class);
     let mut template = spec.template.clone();
     // The template as the user wrote it: injected directives are not part
@@ -150,7 +151,7 @@ pub fn workload_for_job(
         spec: WorkloadSpec {
             pod_sets: vec![PodSet {
                 name: MAIN_POD_SET.into(),
-                count: parallelism,
+                count,
                 min_count: None,
                 template,
             }],
@@ -353,6 +354,10 @@ pub struct JobView {
     pub finished: Option<bool>,
     /// `status.ready`, when the server reports it.
     pub ready: Option<i32>,
+    /// `status.succeeded`.
+    pub succeeded: i32,
+    /// Pods that run at once: [`pods_count`] of the spec.
+    pub pods: i32,
     /// Pods not yet gone ([`live_pods`]).
     pub live: i32,
     /// `status.startTime` is set.
@@ -374,6 +379,11 @@ impl JobView {
             suspended: is_suspended(job),
             finished: finished(job),
             ready: job.status.as_ref().and_then(|s| s.ready),
+            succeeded: job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
+            pods: job
+                .spec
+                .as_ref()
+                .map_or(1, |s| pods_count(s.parallelism, s.completions)),
             live: live_pods(job),
             started: has_started(job),
             node_selector: pod.and_then(|p| p.node_selector.clone()),
@@ -447,6 +457,24 @@ pub fn finished(job: &Job) -> Option<bool> {
         }
     }
     None
+}
+
+/// How many pods of a Job run at once, as Kueue counts them:
+/// `min(parallelism, completions)` (`parallelism` defaults to 1; no
+/// `completions` means `parallelism`), at least 1.
+pub fn pods_count(parallelism: Option<i32>, completions: Option<i32>) -> i32 {
+    let p = parallelism.unwrap_or(1);
+    completions.map_or(p, |c| p.min(c)).max(1)
+}
+
+impl JobView {
+    /// All its pods are, or were, ready: `ready + succeeded >= pods`
+    /// (Kueue's rule: pods that already succeeded count as ready), with
+    /// `pods` at most `admitted` (the Workload's pod count).
+    pub fn all_pods_ready(&self, admitted: i32) -> bool {
+        let needed = self.pods.min(admitted).max(1);
+        self.ready.unwrap_or(0).saturating_add(self.succeeded) >= needed
+    }
 }
 
 /// Number of the Job's pods that are ready (`status.ready`).

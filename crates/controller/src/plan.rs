@@ -83,6 +83,8 @@ pub enum Purpose {
     Requeue { uid: String },
     /// The workload finished.
     Finish { uid: String },
+    /// All pods of an admitted workload were seen ready (`PodsReady=True`).
+    PodsReady { uid: String },
     /// A pending explanation changed.
     Pending { uid: String },
     /// A queued Job that ran without admission is suspended.
@@ -102,6 +104,7 @@ impl Purpose {
             Purpose::Evict { .. } => "evict",
             Purpose::Requeue { .. } => "requeue",
             Purpose::Finish { .. } => "finish",
+            Purpose::PodsReady { .. } => "pods_ready",
             Purpose::Pending { .. } => "pending",
             Purpose::SuspendJob => "suspend_job",
             Purpose::StartJob { .. } => "start_job",

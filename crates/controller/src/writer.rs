@@ -368,6 +368,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::Evict { uid }
         | Purpose::Requeue { uid }
         | Purpose::Finish { uid }
+        | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }
         | Purpose::StartJob { uid } => Some(uid),
         Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report => None,

@@ -629,6 +629,7 @@ fn a_deactivated_workload_is_evicted_not_requeued_and_comes_back_when_activated(
     running.spec.as_mut().unwrap().suspend = Some(false);
     running.status = serde_json::from_value(json!({"active": 4, "ready": 4})).unwrap();
     ix.apply_job(running.clone(), T0 + 1);
+    assert_eq!(purposes(&ix.take_plans()), ["pods_ready"]);
     let mut wl = stored_workload(&j, 0, 0);
     wl.status = ix.workload_status(&wkey("paused")).cloned();
     wl.spec.active = false;
@@ -662,6 +663,8 @@ fn a_deactivated_workload_is_evicted_not_requeued_and_comes_back_when_activated(
     ix.apply_workload(wl, T0 + 4);
     let (plans, _) = ix.cycle(T0 + 5);
     assert_eq!(purposes(&plans), ["admit"]);
+    // The readiness of the first admission does not carry over.
+    assert_eq!(condition(status_step(&plans[0]), cond::PODS_READY).0, "False");
 }
 
 #[test]
@@ -881,4 +884,95 @@ fn a_finished_or_evicting_workload_leaves_no_pods_ready_deadline() {
     assert_eq!(purposes(&ix.cycle(T0 + 1_300_000).0), ["evict"]);
     assert_eq!(ix.engine().workload_state("wl-uid-slow"), Some(WorkloadState::Evicting));
     assert_eq!(ix.next_pods_ready_deadline(), None);
+}
+
+fn with_completions(mut j: Job, completions: i32) -> Job {
+    j.spec.as_mut().unwrap().completions = Some(completions);
+    j
+}
+
+fn admitted_and_running(ix: &mut Index, j: &Job, status: Value, now: i64) {
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(status).unwrap();
+    ix.apply_job(running, now);
+}
+
+#[test]
+fn the_pod_count_is_min_of_parallelism_and_completions() {
+    let count = |p: Option<i32>, c: Option<i32>| {
+        let mut j = mk_job("n", "team-a", 1, 1);
+        j.spec.as_mut().unwrap().parallelism = p;
+        j.spec.as_mut().unwrap().completions = c;
+        job::workload_for_job(&j, false, |_| None, |_| None)
+            .unwrap()
+            .spec
+            .pod_sets[0]
+            .count
+    };
+    assert_eq!(count(Some(4), Some(2)), 2);
+    assert_eq!(count(Some(4), Some(10)), 4);
+    assert_eq!(count(Some(4), None), 4);
+    assert_eq!(count(None, None), 1);
+    assert_eq!(count(None, Some(3)), 1);
+}
+
+#[test]
+fn pods_ready_counts_min_of_parallelism_and_completions() {
+    // parallelism 4, completions 2: only 2 pods ever run at once.
+    let mut ix = ready_index();
+    let j = with_completions(mk_job("few", "team-a", 4, 1), 2);
+    admitted_and_running(&mut ix, &j, json!({"active": 2, "ready": 2}), T0 + 1000);
+    assert_eq!(purposes(&ix.take_plans()), ["pods_ready"]);
+    assert!(ix.cycle(T0 + 600_000).0.is_empty(), "not evicted");
+    assert_eq!(ix.engine().workload_state("wl-uid-few"), Some(WorkloadState::Admitted));
+}
+
+#[test]
+fn pods_that_succeeded_count_as_ready() {
+    let mut ix = ready_index();
+    let j = mk_job("quick", "team-a", 2, 1);
+    admitted_and_running(&mut ix, &j, json!({"active": 1, "ready": 1, "succeeded": 1}), T0 + 1000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["pods_ready"]);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::PODS_READY),
+        ("True", "PodsReady", "All pods were ready or succeeded")
+    );
+    assert_eq!(ix.next_pods_ready_deadline(), None);
+    assert!(ix.cycle(T0 + 600_000).0.is_empty(), "not evicted");
+    // Seen again: written once.
+    let mut again = j.clone();
+    again.spec.as_mut().unwrap().suspend = Some(false);
+    again.status = serde_json::from_value(json!({"active": 2, "ready": 2})).unwrap();
+    ix.apply_job(again, T0 + 2000);
+    assert!(ix.take_plans().is_empty());
+}
+
+#[test]
+fn a_restarted_controller_remembers_pods_were_ready_and_does_not_evict() {
+    let mut ix = ready_index();
+    let j = mk_job("long", "team-a", 2, 1);
+    admitted_and_running(&mut ix, &j, json!({"active": 2, "ready": 2}), T0 + 1000);
+    assert_eq!(purposes(&ix.take_plans()), ["pods_ready"]);
+    let persisted = ix.workload_status(&wkey("long")).cloned();
+
+    // Restart hours later; a pod is restarting, so not all are ready now.
+    let later = T0 + 5 * 3_600_000;
+    let mut ix = ready_index();
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = persisted;
+    ix.apply_workload(wl, later);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+    ix.apply_job(running, later);
+    ix.take_plans();
+    assert_eq!(ix.next_pods_ready_deadline(), None);
+    assert!(ix.cycle(later + 1000).0.is_empty(), "long-running Job not evicted");
+    assert_eq!(ix.engine().workload_state("wl-uid-long"), Some(WorkloadState::Admitted));
 }
