@@ -75,6 +75,10 @@ struct ServeArgs {
     /// Default: the config file's controllerServiceAccount (sluice-controller).
     #[arg(long, env = "SLUICE_CONTROLLER_SERVICE_ACCOUNT")]
     controller_service_account: Option<String>,
+    /// On SIGTERM, keep serving this long with /readyz failing (so the
+    /// endpoints drop this pod first), then drain open connections.
+    #[arg(long, env = "SLUICE_WEBHOOK_SHUTDOWN_GRACE_SECONDS", default_value_t = 5)]
+    shutdown_grace_seconds: u64,
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     log_format: LogFormat,
 }
@@ -166,6 +170,7 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         no_watch,
         kueue_compat,
         controller_service_account,
+        shutdown_grace_seconds,
         log_format,
     } = args;
     match log_format {
@@ -197,6 +202,7 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         watch_cluster: !no_watch,
         kueue_compat,
         controller_service_account,
+        shutdown_grace: Duration::from_secs(shutdown_grace_seconds),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

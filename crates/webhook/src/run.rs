@@ -43,6 +43,9 @@ pub struct ServeOptions {
     /// The controller's service account name (overrides the config file's
     /// `controllerServiceAccount`); it may write Workload admissions.
     pub controller_service_account: Option<String>,
+    /// After the shutdown signal: how long to keep serving with `/readyz`
+    /// failing before the listener closes and connections drain.
+    pub shutdown_grace: Duration,
 }
 
 /// Serves until `shutdown` completes.
@@ -56,6 +59,7 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
         watch_cluster,
         kueue_compat,
         controller_service_account,
+        shutdown_grace,
     } = opts;
     let mut cfg = match &config {
         Some(path) => WebhookConfig::from_file(path)?,
@@ -118,7 +122,7 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
     tracing::info!(addr = %running.addr, "webhook serving");
     shutdown.await;
     tracing::info!("shutting down");
-    running.stop().await;
+    running.shutdown(shutdown_grace).await;
     for task in background {
         task.abort();
     }

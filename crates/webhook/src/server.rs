@@ -42,6 +42,9 @@ pub struct Readiness {
     pub cert: Arc<SwappableCert>,
     pub listening: AtomicBool,
     pub view: Option<Arc<dyn ClusterView>>,
+    /// Set when shutdown starts: not ready, so endpoints drop this pod
+    /// while it still serves.
+    pub draining: AtomicBool,
 }
 
 impl Readiness {
@@ -50,11 +53,15 @@ impl Readiness {
             cert,
             listening: AtomicBool::new(false),
             view,
+            draining: AtomicBool::new(false),
         }
     }
 
     /// `Ok` when ready, else what is missing.
     pub fn check(&self) -> Result<(), &'static str> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err("shutting down");
+        }
         if !self.cert.is_loaded() {
             return Err("no serving certificate loaded");
         }
@@ -245,6 +252,22 @@ impl Running {
             let _ = tx.send(());
         }
         let _ = (&mut self.task).await;
+    }
+
+    /// Graceful shutdown for a SIGTERM: `/readyz` turns 503 at once, the
+    /// server keeps answering reviews for `grace` (so the API server and
+    /// Service endpoints stop sending here before the listener closes),
+    /// then stops accepting and drains open connections.
+    pub async fn shutdown(self, grace: Duration) {
+        self.state.ready.draining.store(true, Ordering::Release);
+        if !grace.is_zero() {
+            tracing::info!(
+                grace_seconds = grace.as_secs_f64(),
+                "not ready; serving until the grace period ends"
+            );
+            tokio::time::sleep(grace).await;
+        }
+        self.stop().await;
     }
 
     /// Waits until the server ends (it ends when `stop` is called or the

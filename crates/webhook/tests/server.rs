@@ -97,6 +97,48 @@ fn patch_ops(body: &[u8]) -> Vec<Value> {
 }
 
 #[tokio::test]
+async fn shutdown_fails_readyz_but_keeps_serving_for_the_grace_period() {
+    let (running, c) = started().await;
+    let addr = running.addr;
+    let base = format!("https://127.0.0.1:{}", addr.port());
+    assert_eq!(call(&c, "GET", format!("{base}/readyz"), vec![]).await.unwrap().0, 200);
+    let state = running.state.clone();
+    let stopping = tokio::spawn(running.shutdown(Duration::from_millis(800)));
+    // Not ready at once, but reviews are still answered.
+    let mut saw = false;
+    for _ in 0..50 {
+        if state.ready.draining.load(std::sync::atomic::Ordering::Acquire) {
+            saw = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(saw, "draining was never set");
+    let (status, body) = call(&c, "GET", format!("{base}/readyz"), vec![]).await.unwrap();
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).into_owned()),
+        (503, "shutting down".to_owned())
+    );
+    let (status, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        fixture("admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    assert!(!patch_ops(&resp).is_empty());
+    assert!(!stopping.is_finished(), "stopped before the grace period ended");
+    tokio::time::timeout(Duration::from_secs(15), stopping)
+        .await
+        .unwrap()
+        .unwrap();
+    // Then the listener is closed.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+#[tokio::test]
 async fn health_ready_and_metrics() {
     let (running, c) = started().await;
     let base = format!("https://127.0.0.1:{}", running.addr.port());
@@ -437,6 +479,7 @@ async fn run_wires_config_file_certificate_files_and_own_namespace() {
         watch_cluster: false,
         kueue_compat: false,
         controller_service_account: None,
+        shutdown_grace: Duration::ZERO,
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(run(opts, async move {
