@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::decision::{
@@ -196,6 +197,16 @@ struct PodSet {
     total: Vec<(ResId, Amount)>,
     node_selector: BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
+}
+
+/// Where a cycle's candidate list comes from.
+enum Source {
+    /// A queue's fresh workloads, taken out for this cycle.
+    Owned(BTreeSet<OrderKey>),
+    /// A woken queue's workloads with their own explanation.
+    Loose,
+    /// A woken queue's workloads parked under one shape.
+    Shape(u32),
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
@@ -1001,26 +1012,27 @@ impl Engine {
         // Candidate lists, each in queue order: for a woken queue, its loose
         // workloads and one list per parked shape; for the others, only the
         // fresh ones.
-        let mut lists: Vec<(CqId, Option<u32>, Vec<WlId>)> = Vec::new();
+        // A woken queue's lists are read lazily from its live sets (a
+        // skipped shape costs one look, not one per member); a non-woken
+        // queue's fresh set is moved out, so workloads requeued during this
+        // cycle stay fresh for the next.
+        let mut lists: Vec<(CqId, Source)> = Vec::new();
         for &m in members {
             let cq = &mut self.cqs[m];
             if cq.woken {
+                cq.fresh.clear();
                 if !cq.loose.is_empty() {
-                    lists.push((m, None, cq.loose.iter().map(|k| k.id).collect()));
+                    lists.push((m, Source::Loose));
                 }
-                for (&shape, set) in &cq.shaped {
-                    lists.push((m, Some(shape), set.iter().map(|k| k.id).collect()));
-                }
+                lists.extend(cq.shaped.keys().map(|&shape| (m, Source::Shape(shape))));
             } else if !cq.fresh.is_empty() {
-                lists.push((m, None, cq.fresh.iter().map(|k| k.id).collect()));
+                lists.push((m, Source::Owned(std::mem::take(&mut cq.fresh))));
             }
             cq.woken = false;
-            cq.fresh.clear();
         }
         if lists.is_empty() {
             return;
         }
-        let mut cursor = vec![0usize; lists.len()];
         // StrictFIFO queues whose head did not fit this cycle.
         let mut blocked: BTreeSet<CqId> = BTreeSet::new();
         // Per queue, shapes that failed this cycle: availability only shrinks
@@ -1030,13 +1042,18 @@ impl Engine {
         let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
         // k-way merge of the lists into global order.
         let mut heap: BinaryHeap<Reverse<(OrderKey, usize)>> = BinaryHeap::with_capacity(lists.len());
-        for (i, (_, _, ids)) in lists.iter().enumerate() {
-            heap.push(Reverse((self.wl(ids[0]).key(ids[0]), i)));
+        for (i, (cq, source)) in lists.iter().enumerate() {
+            if let Some(first) = self.list_next(*cq, source, None) {
+                heap.push(Reverse((first, i)));
+            }
         }
-        while let Some(Reverse((_, i))) = heap.pop() {
-            let (cq, list_shape) = (lists[i].0, lists[i].1);
-            let id = lists[i].2[cursor[i]];
-            cursor[i] += 1;
+        while let Some(Reverse((key, i))) = heap.pop() {
+            let cq = lists[i].0;
+            let list_shape = match lists[i].1 {
+                Source::Shape(shape) => Some(shape),
+                _ => None,
+            };
+            let id = key.id;
             let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
             if let Some(shape) = list_shape
                 && failed.contains(&(cq, shape))
@@ -1046,8 +1063,8 @@ impl Engine {
                 // for the rest of the list either.
                 continue;
             }
-            if let Some(&next) = lists[i].2.get(cursor[i]) {
-                heap.push(Reverse((self.wl(next).key(next), i)));
+            if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
+                heap.push(Reverse((next, i)));
             }
             // The workload may have left the queue during this cycle.
             if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
@@ -1141,6 +1158,20 @@ impl Engine {
             if strict {
                 blocked.insert(cq);
             }
+        }
+    }
+
+    /// The next candidate of a list after `after` (the first if `None`).
+    fn list_next(&self, cq: CqId, source: &Source, after: Option<&OrderKey>) -> Option<OrderKey> {
+        let q = &self.cqs[cq];
+        let set = match source {
+            Source::Owned(set) => set,
+            Source::Loose => &q.loose,
+            Source::Shape(shape) => q.shaped.get(shape)?,
+        };
+        match after {
+            None => set.first().cloned(),
+            Some(k) => set.range((Bound::Excluded(k), Bound::Unbounded)).next().cloned(),
         }
     }
 
