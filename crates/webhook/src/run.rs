@@ -110,8 +110,9 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
             )?);
             background.push(tokio::spawn(selfsigned::keep_ca_bundles(
                 client,
-                ss.configuration_name.clone(),
-                g.ca_pem.into_bytes(),
+                ss,
+                cert.clone(),
+                g,
                 Duration::from_secs(60),
             )));
         }

@@ -4,6 +4,7 @@
 //! sticks and re-checked periodically (a Helm upgrade may reset it).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::ByteString;
@@ -15,6 +16,7 @@ use kube::api::{Api, PostParams};
 
 use crate::Error;
 use crate::certs::{self, GeneratedCerts};
+use crate::tls::SwappableCert;
 
 /// Annotation listing the names the stored certificate covers.
 pub const NAMES_ANNOTATION: &str = "sluice.dev/certificate-names";
@@ -148,8 +150,16 @@ pub async fn ensure_secret(client: &Client, opts: &SelfSignedOptions) -> Result<
     }
 }
 
-/// Sets `caBundle` on every webhook of both configurations named `name`.
-/// Returns how many objects were updated (0 when already right).
+/// Whether a caBundle already holds `ca_pem` (it may hold other CAs too,
+/// e.g. one an operator added for a rotation).
+fn bundle_trusts(bundle: Option<&ByteString>, ca_pem: &[u8]) -> bool {
+    let want = ca_pem.trim_ascii();
+    bundle.is_some_and(|b| !want.is_empty() && b.0.windows(want.len()).any(|w| w == want))
+}
+
+/// Sets `caBundle` on every webhook of both configurations named `name`
+/// unless it already holds `ca_pem`. Returns how many objects were updated
+/// (0 when already right).
 pub async fn patch_ca_bundles(client: &Client, name: &str, ca_pem: &[u8]) -> Result<usize, Error> {
     let mut updated = 0;
     let pp = PostParams {
@@ -163,7 +173,7 @@ pub async fn patch_ca_bundles(client: &Client, name: &str, ca_pem: &[u8]) -> Res
         .map_err(kube_err(format!("reading MutatingWebhookConfiguration {name}")))?;
     let mut changed = false;
     for w in m.webhooks.iter_mut().flatten() {
-        if w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem) {
+        if !bundle_trusts(w.client_config.ca_bundle.as_ref(), ca_pem) {
             w.client_config.ca_bundle = Some(ByteString(ca_pem.to_vec()));
             changed = true;
         }
@@ -182,7 +192,7 @@ pub async fn patch_ca_bundles(client: &Client, name: &str, ca_pem: &[u8]) -> Res
         .map_err(kube_err(format!("reading ValidatingWebhookConfiguration {name}")))?;
     let mut changed = false;
     for w in v.webhooks.iter_mut().flatten() {
-        if w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(ca_pem) {
+        if !bundle_trusts(w.client_config.ca_bundle.as_ref(), ca_pem) {
             w.client_config.ca_bundle = Some(ByteString(ca_pem.to_vec()));
             changed = true;
         }
@@ -197,21 +207,59 @@ pub async fn patch_ca_bundles(client: &Client, name: &str, ca_pem: &[u8]) -> Res
     Ok(updated)
 }
 
-/// Keeps the caBundles right forever: retries failures with backoff (1 s
-/// doubling to 60 s) and re-checks every `every` after a success.
-pub async fn keep_ca_bundles(client: Client, name: String, ca_pem: Vec<u8>, every: Duration) {
+/// One pass of [`keep_ca_bundles`]. The Secret is the source of truth:
+/// when it holds another certificate than `serving` (another replica
+/// renewed it, or lost a race and wrote its own), that certificate is
+/// adopted and served; when it is missing or expiring, it is renewed. Only
+/// then is the caBundle written, with the Secret's CA, so no replica ever
+/// writes a caBundle without the CA stored in the Secret (and replicas
+/// stop overwriting each other's CA). Nothing is written when the Secret
+/// cannot be read.
+pub async fn sync_once(
+    client: &Client,
+    opts: &SelfSignedOptions,
+    cert: &SwappableCert,
+    serving: &mut GeneratedCerts,
+) -> Result<usize, Error> {
+    let stored = ensure_secret(client, opts).await?;
+    if stored != *serving {
+        let key = crate::tls::certified_key_from_pem(
+            stored.cert_pem.as_bytes(),
+            stored.key_pem.as_bytes(),
+            &opts.secret_name,
+        )?;
+        cert.set(key);
+        tracing::info!(
+            secret = %format!("{}/{}", opts.namespace, opts.secret_name),
+            "serving the certificate now stored in the Secret"
+        );
+        *serving = stored;
+    }
+    patch_ca_bundles(client, &opts.configuration_name, serving.ca_pem.as_bytes()).await
+}
+
+/// Keeps the serving certificate and the caBundles right forever (see
+/// [`sync_once`]): retries failures with backoff (1 s doubling to 60 s) and
+/// re-checks every `every` after a success.
+pub async fn keep_ca_bundles(
+    client: Client,
+    opts: SelfSignedOptions,
+    cert: Arc<SwappableCert>,
+    mut serving: GeneratedCerts,
+    every: Duration,
+) {
     let mut backoff = Duration::from_secs(1);
     loop {
-        match patch_ca_bundles(&client, &name, &ca_pem).await {
+        match sync_once(&client, &opts, &cert, &mut serving).await {
             Ok(n) => {
                 if n > 0 {
-                    tracing::info!(configuration = %name, updated = n, "caBundle written");
+                    tracing::info!(configuration = %opts.configuration_name, updated = n, "caBundle written");
                 }
                 backoff = Duration::from_secs(1);
                 tokio::time::sleep(every).await;
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "could not write caBundle; retrying");
+                tracing::warn!(error = %e, retry_in = ?backoff, "could not sync the certificate Secret or caBundle; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use axum::http::{Method, Request, Response, StatusCode};
+use base64::Engine as _;
 use kube::client::Body;
 use serde_json::{Value, json};
 
@@ -220,7 +221,6 @@ async fn ca_bundle_is_written_into_every_webhook_of_both_configurations() {
 
 #[tokio::test]
 async fn missing_configuration_is_an_error_that_keep_retries() {
-    let ca = b"ca".to_vec();
     let (client, mut handle) = mock();
     let c2 = client.clone();
     let err = {
@@ -243,24 +243,113 @@ async fn missing_configuration_is_an_error_that_keep_retries() {
     );
 
     // keep_ca_bundles retries after a failure instead of giving up.
+    let serving = certs::generate(&opts().names, SystemTime::now(), 365).unwrap();
+    let stored = serde_json::to_value(secret_for(&opts(), &serving)).unwrap();
     tokio::time::pause();
     let keeper = tokio::spawn(keep_ca_bundles(
         client,
-        "sluice".to_owned(),
-        ca,
+        opts(),
+        Arc::new(SwappableCert::default()),
+        serving,
         Duration::from_secs(300),
     ));
     let mpath = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sluice";
-    let (_, send) = expect(&mut handle, Method::GET, mpath).await;
-    send.send_response(reply(
-        StatusCode::NOT_FOUND,
-        &not_found("mutatingwebhookconfigurations", "sluice"),
-    ));
-    // Second attempt after the 1 s backoff.
-    let (_, send) = expect(&mut handle, Method::GET, mpath).await;
-    send.send_response(reply(
-        StatusCode::NOT_FOUND,
-        &not_found("mutatingwebhookconfigurations", "sluice"),
-    ));
+    for _ in 0..2 {
+        // Second round after the 1 s backoff.
+        let (_, send) = expect(&mut handle, Method::GET, SECRET_PATH).await;
+        send.send_response(reply(StatusCode::OK, &stored));
+        let (_, send) = expect(&mut handle, Method::GET, mpath).await;
+        send.send_response(reply(
+            StatusCode::NOT_FOUND,
+            &not_found("mutatingwebhookconfigurations", "sluice"),
+        ));
+    }
     keeper.abort();
+}
+
+#[tokio::test]
+async fn a_replica_adopts_the_certificate_another_replica_stored() {
+    // This replica serves A; another replica renewed the Secret to B. The
+    // configurations hold A's CA (mutating) and B's CA plus an extra one
+    // (validating).
+    let a = certs::generate(&opts().names, SystemTime::now(), 365).unwrap();
+    let b = certs::generate(&opts().names, SystemTime::now(), 365).unwrap();
+    assert_ne!(a.ca_pem, b.ca_pem);
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(crate::tls::certified_key_from_pem(a.cert_pem.as_bytes(), a.key_pem.as_bytes(), "a").unwrap());
+    let (client, mut handle) = mock();
+    let (cert2, a2) = (cert.clone(), a.clone());
+    let task = tokio::spawn(async move {
+        let mut serving = a2;
+        let n = sync_once(&client, &opts(), &cert2, &mut serving).await;
+        (n, serving)
+    });
+    let (_, send) = expect(&mut handle, Method::GET, SECRET_PATH).await;
+    send.send_response(reply(
+        StatusCode::OK,
+        &serde_json::to_value(secret_for(&opts(), &b)).unwrap(),
+    ));
+    let mpath = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sluice";
+    let vpath = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/sluice";
+    let with_bundle = |mut v: Value, pem: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+        for w in v["webhooks"].as_array_mut().unwrap() {
+            w["clientConfig"]["caBundle"] = json!(b64);
+        }
+        v["metadata"]["resourceVersion"] = json!("7");
+        v
+    };
+    let (_, send) = expect(&mut handle, Method::GET, mpath).await;
+    send.send_response(reply(StatusCode::OK, &with_bundle(recorded_mutating(), &a.ca_pem)));
+    let (body, send) = expect(
+        &mut handle,
+        Method::PUT,
+        &format!("{mpath}?&fieldManager=sluice-webhook"),
+    )
+    .await;
+    for w in body["webhooks"].as_array().unwrap() {
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(w["clientConfig"]["caBundle"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(
+            pem,
+            b.ca_pem.as_bytes(),
+            "the Secret's CA, not the one this replica had"
+        );
+    }
+    send.send_response(reply(StatusCode::OK, &body));
+    let validating = serde_json::to_value(crate::manifests::validating_configuration(&Default::default())).unwrap();
+    let (_, send) = expect(&mut handle, Method::GET, vpath).await;
+    send.send_response(reply(
+        StatusCode::OK,
+        &with_bundle(validating, &format!("{}{}", a.ca_pem, b.ca_pem)),
+    ));
+    let (n, serving) = task.await.unwrap();
+    assert_eq!(n.unwrap(), 1, "the validating configuration already trusts B");
+    assert_eq!(serving, b);
+    let now = cert.get().unwrap();
+    let want = crate::tls::certified_key_from_pem(b.cert_pem.as_bytes(), b.key_pem.as_bytes(), "b").unwrap();
+    assert_eq!(now.cert, want.cert, "the serving certificate was swapped to B");
+}
+
+#[tokio::test]
+async fn no_ca_bundle_is_written_when_the_secret_cannot_be_read() {
+    let a = certs::generate(&opts().names, SystemTime::now(), 365).unwrap();
+    let (client, mut handle) = mock();
+    let task = tokio::spawn(async move {
+        let mut serving = a;
+        sync_once(&client, &opts(), &SwappableCert::default(), &mut serving).await
+    });
+    let (_, send) = expect(&mut handle, Method::GET, SECRET_PATH).await;
+    send.send_response(reply(
+        StatusCode::FORBIDDEN,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "forbidden", "reason": "Forbidden", "code": 403}),
+    ));
+    assert!(task.await.unwrap().is_err());
+    // No configuration was read or written.
+    let next = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
+    assert!(
+        !matches!(next, Ok(Some(_))),
+        "unexpected request after the Secret read failed"
+    );
 }
