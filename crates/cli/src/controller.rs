@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Args, ValueEnum};
+use sluice_controller::duration::{millis, parse_duration};
 use sluice_controller::index::IndexConfig;
 use sluice_controller::run::{LeaseConfig, RunConfig};
 
@@ -65,23 +66,6 @@ pub struct ControllerArgs {
     queue_status_interval: Duration,
 }
 
-/// `90`, `90s`, `10m`, `1h`, `500ms`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number with a unit (s, m, h, ms)"))?;
-    Ok(match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        other => return Err(format!("{s:?}: unknown unit {other:?} (s, m, h, ms)")),
-    })
-}
-
 pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let ControllerArgs {
         kube_qps,
@@ -111,9 +95,9 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         kube_burst,
         index: IndexConfig {
             kueue_compat,
-            pods_ready_timeout_ms: (!pods_ready_timeout.is_zero()).then_some(pods_ready_timeout.as_millis() as i64),
-            backoff_base_ms: requeue_backoff_base.as_millis() as i64,
-            backoff_max_ms: requeue_backoff_max.as_millis() as i64,
+            pods_ready_timeout_ms: (!pods_ready_timeout.is_zero()).then_some(millis(pods_ready_timeout)),
+            backoff_base_ms: millis(requeue_backoff_base),
+            backoff_max_ms: millis(requeue_backoff_max),
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {

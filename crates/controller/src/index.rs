@@ -209,6 +209,13 @@ pub struct Index {
     not_selected: BTreeSet<ObjKey>,
 }
 
+/// The requeue backoff after the `n`th eviction: `base × 2^(n-1)`, at most
+/// `max` (saturating: any `n`, any durations).
+pub fn backoff_ms(base: i64, max: i64, n: i32) -> i64 {
+    let exp = n.saturating_sub(1).clamp(0, 62) as u32;
+    base.max(0).saturating_mul(1i64 << exp).min(max.max(0))
+}
+
 fn ms(t: &Time) -> i64 {
     t.0.as_millisecond()
 }
@@ -1405,15 +1412,17 @@ impl Index {
                 e.pods_ready_seen = true;
                 continue;
             }
-            let n = e.status.requeue_state.as_ref().map_or(0, |r| r.count) + 1;
-            let backoff = self
-                .config
-                .backoff_base_ms
-                .saturating_mul(1i64 << (n - 1).clamp(0, 30))
-                .min(self.config.backoff_max_ms);
+            // The count comes from the API (anyone may write it): no overflow.
+            let n = e
+                .status
+                .requeue_state
+                .as_ref()
+                .map_or(0, |r| r.count.max(0))
+                .saturating_add(1);
+            let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
             e.status.requeue_state = Some(RequeueState {
                 count: n,
-                requeue_at: Some(time_of(now_ms + backoff)),
+                requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
             });
             let uid = e.uid.clone();
             if self.engine.evict(&uid).is_ok() {

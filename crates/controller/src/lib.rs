@@ -14,12 +14,14 @@
 //! - [`writer`]: applies plans (server-side apply, merge patches, Events);
 //! - [`run`]: watchers, cache, leader election, cycles, queue status,
 //!   `/metrics`, `/healthz`, `/readyz`;
-//! - [`metrics`]: the Prometheus registry.
+//! - [`metrics`]: the Prometheus registry;
+//! - [`duration`]: flag durations (`10m`, `1h`), overflow-checked.
 //!
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod duration;
 pub mod index;
 pub mod job;
 pub mod metrics;

@@ -577,7 +577,7 @@ async fn event_loop(
                     }
                 }
             }
-            cycle_at = wake.map(|w| Instant::now() + Duration::from_millis((w - now_ms()).max(0) as u64));
+            cycle_at = wake.and_then(|w| wake_instant(Instant::now(), now_ms(), w));
             // Rolled-back admissions are retried a little later.
             if m.lock().await.wants_cycle() {
                 let retry = Instant::now() + Duration::from_secs(1);
@@ -585,6 +585,13 @@ async fn event_loop(
             }
         }
     }
+}
+
+/// When to run the next cycle for a wake-up at `wake_ms`: never an
+/// overflowing `Instant` (a far deadline saturates; the 1 s tick still runs).
+fn wake_instant(now: Instant, now_ms: i64, wake_ms: i64) -> Option<Instant> {
+    let wait = wake_ms.saturating_sub(now_ms).max(0) as u64;
+    now.checked_add(Duration::from_millis(wait))
 }
 
 fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
@@ -835,6 +842,16 @@ mod tests {
     use crate::testing::{cq, flavor, job_fixture, lq};
     use sluice_api::v1alpha1::WorkloadStatus;
     use sluice_scheduler::WorkloadState;
+
+    #[test]
+    fn a_far_wake_up_never_overflows_an_instant() {
+        let now = Instant::now();
+        assert_eq!(wake_instant(now, 1_000, 3_000), Some(now + Duration::from_secs(2)));
+        assert_eq!(wake_instant(now, 5_000, 3_000), Some(now), "past: at once");
+        // i64::MAX ms from now does not fit an Instant: no panic.
+        let _ = wake_instant(now, 0, i64::MAX);
+        let _ = wake_instant(now, i64::MIN, i64::MAX);
+    }
 
     fn admitted_workload() -> Workload {
         let j = job_fixture("job-suspended-create-response.json");

@@ -976,3 +976,66 @@ fn a_restarted_controller_remembers_pods_were_ready_and_does_not_evict() {
     assert!(ix.cycle(later + 1000).0.is_empty(), "long-running Job not evicted");
     assert_eq!(ix.engine().workload_state("wl-uid-long"), Some(WorkloadState::Admitted));
 }
+
+#[test]
+fn backoff_saturates_at_its_cap_for_any_count() {
+    assert_eq!(backoff_ms(60_000, 3_600_000, 1), 60_000);
+    assert_eq!(backoff_ms(60_000, 3_600_000, 3), 240_000);
+    assert_eq!(backoff_ms(60_000, 3_600_000, 7), 3_600_000);
+    assert_eq!(backoff_ms(60_000, 3_600_000, i32::MAX), 3_600_000);
+    assert_eq!(backoff_ms(60_000, 3_600_000, i32::MIN), 60_000);
+    assert_eq!(backoff_ms(i64::MAX, i64::MAX, 40), i64::MAX);
+}
+
+#[test]
+fn a_huge_requeue_count_from_the_api_does_not_overflow() {
+    let mut ix = ready_index();
+    let j = mk_job("again", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = Some(WorkloadStatus {
+        requeue_state: Some(RequeueState {
+            count: i32::MAX,
+            requeue_at: None,
+        }),
+        ..Default::default()
+    });
+    ix.apply_workload(wl, T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 0})).unwrap();
+    ix.apply_job(running, T0 + 1000);
+    let (plans, _) = ix.cycle(T0 + 600_000);
+    assert_eq!(purposes(&plans), ["evict"]);
+    let rq = status_step(&plans[0]).requeue_state.as_ref().unwrap();
+    assert_eq!(rq.count, i32::MAX);
+    assert_eq!(
+        ms(rq.requeue_at.as_ref().unwrap()),
+        T0 + 600_000 + 3_600_000,
+        "capped at 1 h"
+    );
+}
+
+#[test]
+fn a_huge_pods_ready_timeout_does_not_overflow() {
+    let mut ix = Index::new(IndexConfig {
+        pods_ready_timeout_ms: Some(i64::MAX),
+        ..IndexConfig::default()
+    });
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    let j = mk_job("patient", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    let (plans, wake) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    assert_eq!(wake, Some(i64::MAX));
+    assert!(ix.cycle(T0 + 1_000_000).0.is_empty());
+}
