@@ -1136,3 +1136,46 @@ fn deleting_a_local_queue_parks_its_work_and_recreating_it_elsewhere_moves_it() 
     assert_eq!(admitted(&c), ["waiting"]);
     assert_eq!(&*c.admitted[0].cluster_queue, "roomy");
 }
+
+#[test]
+fn deleting_a_cluster_queue_parks_its_work_and_keeps_running_work_accounted() {
+    let mut w = World::new(vec![
+        cq("doomed").cohort("co").quota("a100", vec![q(GPU, 4)]),
+        cq("peer").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("running").queue("doomed").at(0).pods(1, &[(GPU, 4)]));
+    w.add(wl("waiting").queue("doomed").at(1).pods(1, &[(GPU, 4)]));
+    w.add(wl("peer-job").queue("peer").at(2).pods(1, &[(GPU, 4)]));
+    assert_eq!(
+        admitted(&w.cycle(0)),
+        ["running", "waiting"],
+        "waiting borrows peer's idle 4"
+    );
+    w.e.finish("waiting").unwrap();
+    w.add(wl("waiting-2").queue("doomed").at(3).pods(1, &[(GPU, 1)]));
+    w.e.remove_cluster_queue("doomed");
+    let c = w.cycle(1);
+    assert_eq!(admitted(&c), ["peer-job"]);
+    assert_eq!(
+        w.e.explanation("waiting-2").unwrap().reason,
+        PendingReason::ClusterQueueMissing {
+            cluster_queue: "doomed".into()
+        }
+    );
+    // The running workload still holds its quota; finishing it releases it.
+    assert_eq!(w.state("running"), WorkloadState::Admitted);
+    w.e.finish("running").unwrap();
+    w.e.upsert_cluster_queue(cq("doomed").cohort("co").quota("a100", vec![q(GPU, 4)]).build());
+    assert_eq!(admitted(&w.cycle(2)), ["waiting-2"]);
+}
+
+#[test]
+fn removing_a_flavor_stops_admissions_into_it() {
+    let mut w = World::new(vec![
+        cq("a").group(vec![("a100", vec![q(GPU, 8)]), ("h100", vec![q(GPU, 8)])]),
+    ]);
+    w.e.remove_flavor("a100");
+    w.add(wl("job").queue("a").pods(1, &[(GPU, 1)]));
+    let c = w.cycle(0);
+    assert_eq!(flavor_of(&c, "job", GPU), "h100");
+}
