@@ -98,9 +98,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             ),
         );
     }
-    r.fallback(|| async { (StatusCode::NOT_FOUND, "no such endpoint\n") })
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(state)
+    r.fallback(|State(s): State<Arc<AppState>>| async move {
+        // Every unknown path under one label, so scanners cannot grow the
+        // metric families.
+        s.metrics.request("(unknown)", "not_found", 0.0);
+        (StatusCode::NOT_FOUND, "no such endpoint\n")
+    })
+    .layer(DefaultBodyLimit::max(MAX_BODY))
+    .with_state(state)
 }
 
 async fn readyz(State(s): State<Arc<AppState>>) -> Response {

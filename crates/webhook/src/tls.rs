@@ -146,8 +146,22 @@ impl CertFiles {
     /// Polls the files every `every` and swaps the certificate in when they
     /// changed and load cleanly; a bad pair is logged and the old one kept.
     /// Runs until the task is dropped.
+    ///
+    /// It starts by taking the files' stamps and then loading them into
+    /// `target`, in that order: a rotation that lands between a caller's
+    /// own initial load and the start of this watch (or during this load)
+    /// shows up as a stamp change instead of being missed until the next
+    /// rotation.
     pub async fn watch(self, target: Arc<SwappableCert>, every: Duration) {
         let mut last = self.stamps();
+        match self.load() {
+            Ok(key) => target.set(key),
+            Err(e) => {
+                tracing::warn!(error = %e, "certificate files do not load yet; retrying");
+                // Retry on the next tick even if the stamps stay put.
+                last = (None, None);
+            }
+        }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

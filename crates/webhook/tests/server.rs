@@ -298,6 +298,12 @@ async fn bad_inputs_get_http_errors_with_messages() {
         .await
         .unwrap();
     assert_eq!(status, 404);
+    let (_, metrics) = call(&c, "GET", format!("{base}/metrics"), vec![]).await.unwrap();
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains("sluice_webhook_requests_total{endpoint=\"(unknown)\",result=\"not_found\"} 1"),
+        "{metrics}"
+    );
 
     // A wrong kind on an endpoint is allowed with a warning.
     let body = fixture("admissionreview-request-job-create-suspended.json");
@@ -355,6 +361,37 @@ fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sluice-webhook-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+#[tokio::test]
+async fn a_rotation_before_the_watch_starts_is_not_missed() {
+    let dir = temp_dir("stamps");
+    let files = CertFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    };
+    let first = certs();
+    std::fs::write(&files.cert, &first.cert_pem).unwrap();
+    std::fs::write(&files.key, &first.key_pem).unwrap();
+    let cert = Arc::new(SwappableCert::default());
+    cert.set(files.load().unwrap());
+    // Rotated after the initial load, before the watch takes its stamps.
+    let second = certs();
+    std::fs::write(&files.cert, &second.cert_pem).unwrap();
+    std::fs::write(&files.key, &second.key_pem).unwrap();
+    let watcher = tokio::spawn(files.clone().watch(cert.clone(), Duration::from_secs(3600)));
+    let want = certified_key_from_pem(second.cert_pem.as_bytes(), second.key_pem.as_bytes(), "t").unwrap();
+    let mut served = false;
+    for _ in 0..100 {
+        if cert.get().is_some_and(|k| k.cert == want.cert) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    watcher.abort();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(served, "the rotated certificate was never loaded");
 }
 
 #[tokio::test]
