@@ -181,9 +181,40 @@ fn recorded_server_defaults_are_what_we_set_or_harmless() {
         w["clientConfig"].as_object_mut().unwrap().remove("caBundle");
     }
     let recorded: MutatingWebhookConfiguration = serde_json::from_value(raw).unwrap();
-    let w = &recorded.webhooks.as_ref().unwrap()[0];
-    assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
-    assert_eq!(w.client_config.service.as_ref().unwrap().port, Some(443));
+    let recorded = recorded.webhooks.unwrap();
+    let ours = mutating_configuration(&ManifestOptions::default()).webhooks.unwrap();
+    let by_name = |name: &str| ours.iter().find(|w| w.name == name).unwrap();
+    // The recording's job entry (queue label objectSelector) and pod entry
+    // are the shapes of our queued-jobs and pods entries.
+    for (theirs, mine) in [
+        (&recorded[0], by_name("queued-jobs.mutate.sluice.dev")),
+        (&recorded[1], by_name("pods.mutate.sluice.dev")),
+    ] {
+        // Server defaults we set explicitly must be what the server fills in.
+        assert_eq!(mine.match_policy, theirs.match_policy, "{}", mine.name);
+        assert_eq!(mine.side_effects, theirs.side_effects, "{}", mine.name);
+        assert_eq!(mine.admission_review_versions, theirs.admission_review_versions);
+        assert_eq!(mine.failure_policy, theirs.failure_policy, "{}", mine.name);
+        let (ms, ts) = (
+            mine.client_config.service.as_ref().unwrap(),
+            theirs.client_config.service.as_ref().unwrap(),
+        );
+        assert_eq!((&ms.namespace, &ms.name, ms.port), (&ts.namespace, &ts.name, ts.port));
+        // Our first rule is theirs, up to the scope the server defaults to "*".
+        let (mr, tr) = (&mine.rules.as_ref().unwrap()[0], &theirs.rules.as_ref().unwrap()[0]);
+        assert_eq!(tr.scope.as_deref(), Some("*"));
+        assert!(mr.scope.is_none() || mr.scope == tr.scope);
+        assert_eq!(
+            (&mr.api_groups, &mr.api_versions, &mr.resources, &mr.operations),
+            (&tr.api_groups, &tr.api_versions, &tr.resources, &tr.operations),
+            "{}",
+            mine.name
+        );
+    }
+    assert_eq!(
+        by_name("queued-jobs.mutate.sluice.dev").object_selector,
+        recorded[0].object_selector
+    );
 }
 
 #[test]
