@@ -17,6 +17,9 @@
 //!   Terminating after a Job is suspended. The job controller
 //!   (kube-controller-manager) must run: it creates the pods and sets the
 //!   Job's status.
+//! - Test bodies return errors ([`anyhow::ensure!`], [`ensure_eq!`])
+//!   rather than panic; if one panics anyway, dropping the [`Cluster`]
+//!   deletes what it created (a blocking cleanup on its own runtime).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,12 +33,27 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+
+/// `assert_eq!` that returns an error instead of panicking, so that the
+/// test's cleanup runs.
+#[macro_export]
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr $(,)?) => {{
+        let (l, r) = (&$left, &$right);
+        anyhow::ensure!(*l == *r, "{} == {}: {:?} != {:?}", stringify!($left), stringify!($right), l, r);
+    }};
+    ($left:expr, $right:expr, $($msg:tt)+) => {{
+        let (l, r) = (&$left, &$right);
+        anyhow::ensure!(*l == *r, "{:?} != {:?}: {}", l, r, format!($($msg)+));
+    }};
+}
 
 /// GPU resource name used by the tests.
 pub const GPU: &str = "nvidia.com/gpu";
@@ -110,11 +128,28 @@ impl Controller {
         http_get(self.metrics_port, path)
     }
 
+    /// The value of an unlabelled sample of `/metrics` (e.g.
+    /// `sluice_admitted_workloads_total`), if present.
+    pub fn metric(&self, sample: &str) -> Result<Option<f64>> {
+        let (code, body) = self.get("/metrics")?;
+        if code != 200 {
+            bail!("/metrics answered {code}");
+        }
+        Ok(metric_value(&body, sample))
+    }
+
     /// Kills the process at once (SIGKILL: no graceful shutdown).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The value of sample `name` (no labels) in a Prometheus text exposition.
+pub fn metric_value(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
@@ -376,6 +411,23 @@ impl Cluster {
             .is_some_and(|c| c.status == "True"))
     }
 
+    /// How many events.k8s.io Events with `reason` regard the object
+    /// `kind`/`name` of the test namespace.
+    pub async fn events_about(&self, kind: &str, name: &str, reason: &str) -> Result<usize> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = api.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding
+                        .as_ref()
+                        .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
+            })
+            .count())
+    }
+
     pub async fn job_suspended(&self, job: &str) -> Result<bool> {
         let j = self.jobs().get(job).await?;
         Ok(j.spec.and_then(|s| s.suspend).unwrap_or(false))
@@ -465,41 +517,60 @@ impl Cluster {
         for c in &mut self.controllers {
             c.kill();
         }
-        let bg = DeleteParams::background();
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.namespace, &bg)
-            .await;
-        for (plural, name) in std::mem::take(&mut self.cluster_objects) {
-            let res = match plural {
-                "resourceflavors" => Api::<ResourceFlavor>::all(self.client.clone())
-                    .delete(&name, &bg)
-                    .await
-                    .map(drop),
-                "clusterqueues" => Api::<ClusterQueue>::all(self.client.clone())
-                    .delete(&name, &bg)
-                    .await
-                    .map(drop),
-                _ => Api::<WorkloadPriorityClass>::all(self.client.clone())
-                    .delete(&name, &bg)
-                    .await
-                    .map(drop),
-            };
-            let _ = res;
-        }
+        delete_all(&self.client, &self.namespace, std::mem::take(&mut self.cluster_objects)).await;
         Ok(())
+    }
+}
+
+/// Best-effort deletion of a test's namespace and cluster-scoped objects.
+async fn delete_all(client: &Client, namespace: &str, objects: Vec<(&'static str, String)>) {
+    let bg = DeleteParams::background();
+    let _ = Api::<Namespace>::all(client.clone()).delete(namespace, &bg).await;
+    for (plural, name) in objects {
+        let res = match plural {
+            "resourceflavors" => Api::<ResourceFlavor>::all(client.clone())
+                .delete(&name, &bg)
+                .await
+                .map(drop),
+            "clusterqueues" => Api::<ClusterQueue>::all(client.clone())
+                .delete(&name, &bg)
+                .await
+                .map(drop),
+            _ => Api::<WorkloadPriorityClass>::all(client.clone())
+                .delete(&name, &bg)
+                .await
+                .map(drop),
+        };
+        let _ = res;
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // Stop child processes even when a test fails; API objects are
-        // deleted by `cleanup` (tests call it on success and failure).
+        // Stop child processes even when a test fails.
         for c in &mut self.controllers {
             c.kill();
         }
-        if !self.cleaned {
+        if self.cleaned {
+            return;
+        }
+        // A test that panicked (or returned before `cleanup`): delete its
+        // objects anyway, on a runtime of our own (drop cannot await, and
+        // the test's runtime may be the one unwinding).
+        let namespace = self.namespace.clone();
+        let objects = std::mem::take(&mut self.cluster_objects);
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(async {
+                let client = client().await?;
+                tokio::time::timeout(Duration::from_secs(30), delete_all(&client, &namespace, objects)).await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+        if !matches!(done, Ok(Ok(()))) {
             eprintln!(
-                "e2e: namespace {} and objects suffixed -{} were left behind",
+                "e2e: namespace {} and objects suffixed -{} may be left behind",
                 self.namespace, self.suffix
             );
         }

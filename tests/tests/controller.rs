@@ -13,11 +13,18 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result, ensure};
 use serde_json::json;
+use sluice_api::v1alpha1::{Workload, WorkloadStatus};
 use sluice_e2e::cluster::{Cluster, wait_for};
+use sluice_e2e::ensure_eq;
 
 const T: Duration = Duration::from_secs(60);
+
+/// A Workload's status (an error, not a panic, when there is none).
+fn status(wl: &Workload) -> Result<&WorkloadStatus> {
+    wl.status.as_ref().context("Workload has no status")
+}
 
 fn lower_priority() -> serde_json::Value {
     json!({"withinClusterQueue": "LowerPriority"})
@@ -40,15 +47,24 @@ async fn admits_a_job_that_fits_onto_its_flavor() -> Result<()> {
     let result = async {
         c.job("train", "team", 4, 2, &[], true).await?;
         let wl = c.wait_condition("train", "Admitted", "True", T).await?;
-        let adm = wl.status.as_ref().unwrap().admission.as_ref().unwrap();
-        assert_eq!(adm.pod_set_assignments[0].flavors["nvidia.com/gpu"], flavor);
-        assert_eq!(adm.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "8");
+        let adm = status(&wl)?.admission.as_ref().context("no admission")?;
+        ensure_eq!(adm.pod_set_assignments[0].flavors["nvidia.com/gpu"], flavor);
+        ensure_eq!(adm.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "8");
         // Owned by the Job (deleting the Job deletes it).
-        let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
+        let owner = wl
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first())
+            .context("no owner")?;
+        ensure_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
         let job = c.wait_suspended("train", false, T).await?;
-        let sel = job.spec.unwrap().template.spec.unwrap().node_selector.unwrap();
-        assert_eq!(sel.get("sluice.dev/e2e-gpu"), Some(&flavor));
+        let sel = job
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.node_selector)
+            .context("no nodeSelector")?;
+        ensure_eq!(sel.get("sluice.dev/e2e-gpu"), Some(&flavor));
         c.mark_pods("train", 4, "Running").await?;
         Ok::<_, anyhow::Error>(())
     }
@@ -66,7 +82,7 @@ async fn a_queued_job_created_unsuspended_is_suspended_then_admitted() -> Result
         c.job("eager", "team", 2, 1, &[], false).await?;
         c.wait_suspended("eager", true, T).await?;
         let wl = c.workload_of("eager").await?;
-        assert_eq!(wl.spec.pod_sets[0].count, 2);
+        ensure_eq!(wl.spec.pod_sets[0].count, 2);
         c.wait_condition("eager", "QuotaReserved", "False", T).await?;
         Ok::<_, anyhow::Error>(())
     }
@@ -84,9 +100,9 @@ async fn queues_when_full_and_admits_when_the_first_finishes() -> Result<()> {
         c.wait_condition("first", "Admitted", "True", T).await?;
         c.job("second", "team", 4, 2, &[], true).await?;
         let wl = c.wait_condition("second", "QuotaReserved", "False", T).await?;
-        let pending = wl.status.as_ref().unwrap().pending.as_ref().expect("explained");
-        assert_eq!(pending.reason, "InsufficientQuota");
-        assert!(c.job_suspended("second").await?);
+        let pending = status(&wl)?.pending.as_ref().context("not explained")?;
+        ensure_eq!(pending.reason, "InsufficientQuota");
+        ensure!(c.job_suspended("second").await?);
         c.wait_suspended("first", false, T).await?;
         c.mark_pods("first", 4, "Succeeded").await?;
         c.wait_condition("first", "Finished", "True", T).await?;
@@ -107,13 +123,13 @@ async fn a_gang_is_admitted_whole_or_not_at_all() -> Result<()> {
     let result = async {
         c.job("gang", "team", 4, 2, &[], true).await?;
         let wl = c.wait_condition("gang", "QuotaReserved", "False", T).await?;
-        assert_eq!(
-            wl.status.as_ref().unwrap().pending.as_ref().unwrap().reason,
+        ensure_eq!(
+            status(&wl)?.pending.as_ref().context("not explained")?.reason,
             "ExceedsQuota"
         );
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert!(c.job_suspended("gang").await?, "no part of the gang runs");
-        assert!(c.job_pods("gang").await?.is_empty());
+        ensure!(c.job_suspended("gang").await?, "no part of the gang runs");
+        ensure!(c.job_pods("gang").await?.is_empty());
         // A 3-pod gang fits in 6.
         c.job("small", "team", 3, 2, &[], true).await?;
         c.wait_condition("small", "Admitted", "True", T).await?;
@@ -143,9 +159,9 @@ async fn a_higher_priority_job_preempts_within_its_queue() -> Result<()> {
         )
         .await?;
         let low = c.wait_condition("low", "Preempted", "True", T).await?;
-        let evicted = low.status.as_ref().unwrap().condition("Evicted").unwrap();
-        assert_eq!(evicted.reason, "Preempted");
-        assert!(evicted.message.contains("job-high"), "{}", evicted.message);
+        let evicted = status(&low)?.condition("Evicted").context("no Evicted")?;
+        ensure_eq!(evicted.reason, "Preempted");
+        ensure!(evicted.message.contains("job-high"), "{}", evicted.message);
         c.wait_suspended("low", true, T).await?;
         // No kubelet: finish the pods the job controller deleted.
         wait_for("low's pods gone", T, || async {
@@ -159,10 +175,18 @@ async fn a_higher_priority_job_preempts_within_its_queue() -> Result<()> {
         .await?;
         c.wait_condition("high", "Admitted", "True", T).await?;
         let low = c.wait_condition("low", "Requeued", "True", T).await?;
-        assert!(low.status.as_ref().unwrap().admission.is_none());
-        // The original template is back (no flavor node selector).
-        let job = c.jobs().get("low").await?;
-        assert!(job.spec.unwrap().template.spec.unwrap().node_selector.is_none());
+        ensure!(status(&low)?.admission.is_none(), "admission kept after requeue");
+        // The original template is back (no flavor node selector). The
+        // restore patch follows the Requeued status write: poll for it.
+        wait_for("low's template restored", T, || async {
+            let job = c.jobs().get("low").await?;
+            let restored = job
+                .spec
+                .and_then(|s| s.template.spec)
+                .is_some_and(|p| p.node_selector.is_none());
+            Ok(restored.then_some(()))
+        })
+        .await?;
         Ok::<_, anyhow::Error>(())
     }
     .await;
@@ -189,8 +213,8 @@ async fn borrowing_in_a_cohort_and_reclaim() -> Result<()> {
         // b wants its own 4 back.
         c.job("owner", "qb", 2, 2, &[], true).await?;
         let wl = c.wait_condition("borrower", "Preempted", "True", T).await?;
-        assert_eq!(
-            wl.status.as_ref().unwrap().condition("Preempted").unwrap().reason,
+        ensure_eq!(
+            status(&wl)?.condition("Preempted").context("no Preempted")?.reason,
             "InCohortReclamation"
         );
         wait_for("borrower's pods gone", T, || async {
@@ -236,7 +260,7 @@ async fn a_killed_and_restarted_controller_neither_admits_twice_nor_loses_work()
     let (mut c, _) = simple(8).await?;
     let result = async {
         c.job("running", "team", 4, 2, &[], true).await?;
-        let before = c.wait_condition("running", "Admitted", "True", T).await?;
+        c.wait_condition("running", "Admitted", "True", T).await?;
         c.wait_suspended("running", false, T).await?;
         c.mark_pods("running", 4, "Running").await?;
         c.job("waiting", "team", 2, 2, &[], true).await?;
@@ -244,21 +268,37 @@ async fn a_killed_and_restarted_controller_neither_admits_twice_nor_loses_work()
         // SIGKILL: no graceful anything. Then a new process (new identity)
         // takes the Lease once it expires.
         c.controllers[0].kill();
-        c.start_controller(&[]).await?;
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        let i = c.start_controller(&[]).await?;
+        let identity = c.controllers[i].identity.clone();
+        wait_for("the new process holds the lease", T, || async {
+            Ok(c.lease_holder().await?.filter(|h| *h == identity))
+        })
+        .await?;
+        // Leading, its ledger rebuilt (/readyz) and at least one admission
+        // cycle run: whatever it would admit, it has admitted by now.
+        wait_for("a cycle of the new leader", T, || async {
+            let (code, _) = c.controllers[i].get("/readyz")?;
+            let cycles = c.controllers[i].metric("sluice_admission_cycle_duration_seconds_count")?;
+            Ok((code == 200 && cycles.is_some_and(|n| n >= 1.0)).then_some(()))
+        })
+        .await?;
+        ensure_eq!(
+            c.controllers[i].metric("sluice_admitted_workloads_total")?,
+            Some(0.0),
+            "the new process admitted nothing"
+        );
+        ensure_eq!(
+            c.events_about("Workload", "job-running", "Admitted").await?,
+            1,
+            "one Admitted Event: not admitted a second time"
+        );
         let after = c.workloads().get("job-running").await?;
-        let t = |w: &sluice_api::v1alpha1::Workload| {
-            w.status
-                .as_ref()
-                .unwrap()
-                .condition("Admitted")
-                .unwrap()
-                .last_transition_time
-                .clone()
-        };
-        assert_eq!(t(&before), t(&after), "not admitted a second time");
-        assert!(!c.job_suspended("running").await?, "still running");
-        assert!(
+        ensure!(
+            after.status.as_ref().is_some_and(|s| s.admission.is_some()),
+            "still admitted"
+        );
+        ensure!(!c.job_suspended("running").await?, "still running");
+        ensure!(
             !c.has_condition("waiting", "Admitted").await?,
             "the ledger counts the running one"
         );
@@ -288,7 +328,7 @@ async fn when_the_leader_dies_the_other_replica_takes_over() -> Result<()> {
             .controllers
             .iter()
             .position(|x| x.identity == holder)
-            .expect("holder is ours");
+            .context("the holder is not one of ours")?;
         c.controllers[leader].kill();
         let other = c.controllers[1 - leader].identity.clone();
         wait_for("the other replica holds the lease", T, || async {
@@ -299,8 +339,8 @@ async fn when_the_leader_dies_the_other_replica_takes_over() -> Result<()> {
         c.wait_condition("two", "Admitted", "True", T).await?;
         // The survivor's metrics show it wrote.
         let (code, metrics) = c.controllers[1 - leader].get("/metrics")?;
-        assert_eq!(code, 200);
-        assert!(metrics.contains("sluice_api_writes_total"), "{metrics}");
+        ensure_eq!(code, 200);
+        ensure!(metrics.contains("sluice_api_writes_total"), "{metrics}");
         Ok::<_, anyhow::Error>(())
     }
     .await;
@@ -315,10 +355,13 @@ async fn a_missing_local_queue_is_explained() -> Result<()> {
     let result = async {
         c.job("lost", "nowhere", 1, 1, &[], true).await?;
         let wl = c.wait_condition("lost", "QuotaReserved", "False", T).await?;
-        let cond = wl.status.as_ref().unwrap().condition("QuotaReserved").unwrap().clone();
-        assert_eq!(cond.reason, "LocalQueueMissing");
-        assert!(cond.message.contains("nowhere"), "{}", cond.message);
-        assert!(c.job_suspended("lost").await?);
+        let cond = status(&wl)?
+            .condition("QuotaReserved")
+            .context("no QuotaReserved")?
+            .clone();
+        ensure_eq!(cond.reason, "LocalQueueMissing");
+        ensure!(cond.message.contains("nowhere"), "{}", cond.message);
+        ensure!(c.job_suspended("lost").await?);
         Ok::<_, anyhow::Error>(())
     }
     .await;
@@ -346,14 +389,14 @@ async fn a_malformed_cluster_queue_does_not_stop_the_controller() -> Result<()> 
         c.wait_condition("fine", "Admitted", "True", T).await?;
         c.job("stuck", "bad-team", 1, 1, &[], true).await?;
         let wl = c.wait_condition("stuck", "QuotaReserved", "False", T).await?;
-        assert_eq!(
-            wl.status.as_ref().unwrap().condition("QuotaReserved").unwrap().reason,
+        ensure_eq!(
+            status(&wl)?.condition("QuotaReserved").context("no QuotaReserved")?.reason,
             "ClusterQueueMissing"
         );
         let (code, _) = c.controllers[0].get("/readyz")?;
-        assert_eq!(code, 200, "still serving");
+        ensure_eq!(code, 200, "still serving");
         let (_, metrics) = c.controllers[0].get("/metrics")?;
-        assert!(
+        ensure!(
             metrics.contains("sluice_reconcile_errors_total{kind=\"ClusterQueue\",reason=\"InvalidClusterQueue\"}"),
             "{metrics}"
         );
