@@ -395,6 +395,16 @@ impl Reviewer {
         // controller (an admission writer) may unsuspend it.
         let queued = before.as_ref().or(after.as_ref());
         let user = req.user_info.username.as_deref().unwrap_or("");
+        // Taking the label off a suspended Job would make it unmanaged, free
+        // to be unsuspended by its owner: the same bypass in two steps.
+        if let (Some(q), None) = (&before, &after)
+            && suspended(old)
+            && !self.cfg.is_admission_writer(user)
+        {
+            d.denials.push(format!(
+                "metadata.labels[{label}]: cannot be removed by {user:?}: the Job waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the Job instead, or move it to another LocalQueue"
+            ));
+        }
         if let Some(q) = queued
             && suspended(old)
             && !suspended(new)

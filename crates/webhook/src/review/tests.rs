@@ -213,6 +213,23 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
         r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
         Verdict::Allowed
     );
+    // Nor does removing the label first, while the Job is suspended.
+    let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
+    review["request"]["object"]["spec"]["suspend"] = json!(true);
+    review["request"]["object"]["metadata"]["labels"] = json!({"app": "x"});
+    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let msg = reply.response.result.message.clone();
+    assert!(
+        msg.starts_with("metadata.labels[sluice.dev/queue]: cannot be removed by \"alice@example.com\""),
+        "{msg}"
+    );
+    // Moving it to another LocalQueue while suspended stays allowed.
+    review["request"]["object"]["metadata"]["labels"] = json!({"sluice.dev/queue": "team-b"});
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
     // Removing the label in the same update does not get around it.
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     review["request"]["object"]["metadata"]["labels"] = json!({});
