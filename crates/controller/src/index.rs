@@ -126,6 +126,9 @@ struct WlEntry {
     uid: String,
     /// Name and uid of the controlling Job.
     owner: Option<(String, String)>,
+    /// The [`job::JOB_UID_LABEL`]: made by Sluice for that Job (kept when
+    /// the owner reference is stripped by an orphaning delete).
+    job_uid: Option<String>,
     generation: Option<i64>,
     active: bool,
     queue_name: String,
@@ -207,6 +210,8 @@ pub struct Index {
     /// Pending workloads held out of the engine: their namespace is not
     /// selected by their ClusterQueue.
     not_selected: BTreeSet<ObjKey>,
+    /// Jobs were (re)listed: look for orphaned Workloads in the next cycle.
+    orphan_scan_due: bool,
 }
 
 /// The requeue backoff after the `n`th eviction: `base × 2^(n-1)`, at most
@@ -303,6 +308,7 @@ impl Index {
             explain: BTreeSet::new(),
             namespaces: HashMap::new(),
             not_selected: BTreeSet::new(),
+            orphan_scan_due: false,
         }
     }
 
@@ -450,6 +456,11 @@ impl Index {
     pub fn mark_synced(&mut self, kind: Kind) {
         let was_ready = self.is_ready();
         self.synced.insert(kind);
+        if kind == Kind::Job {
+            // Workloads listed before the Jobs: orphans are finished by
+            // the first cycle (before it admits anything).
+            self.orphan_scan_due = true;
+        }
         if !was_ready && self.is_ready() {
             let errors: Vec<_> = self
                 .errors
@@ -628,6 +639,12 @@ impl Index {
         let observed = wl.status.clone().unwrap_or_default();
         self.prior.remove(&uid);
         let owner = job::owning_job(wl).map(|(n, u)| (n.to_string(), u.to_string()));
+        let job_uid = wl
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(job::JOB_UID_LABEL))
+            .cloned();
         let generation = wl.metadata.generation;
         let active = wl.spec.active;
         let queue_name = wl.spec.queue_name.clone();
@@ -646,6 +663,7 @@ impl Index {
                     e.in_engine = false;
                 }
                 e.owner = owner;
+                e.job_uid = job_uid;
                 e.generation = generation;
                 e.active = active;
                 e.queue_name = queue_name;
@@ -661,6 +679,7 @@ impl Index {
                         uid,
                         priority,
                         owner,
+                        job_uid,
                         generation,
                         active,
                         queue_name,
@@ -701,6 +720,10 @@ impl Index {
         let Some(e) = self.workloads.get(key) else { return };
         let uid = e.uid.clone();
         let finished = is_true(&e.status, cond::FINISHED);
+        if !finished && self.is_orphan(key) {
+            self.finish_orphan(key, now_ms);
+            return;
+        }
         if e.in_engine {
             // Its owner (a Job, or whoever created it) marked it finished.
             if finished
@@ -1186,7 +1209,62 @@ impl Index {
         out
     }
 
+    /// A Workload Sluice made for a Job ([`job::JOB_UID_LABEL`]) that has
+    /// lost its owner reference (an orphaning delete) while that Job is
+    /// gone (once Jobs are listed): nobody will ever finish it.
+    fn is_orphan(&self, wk: &ObjKey) -> bool {
+        let Some(e) = self.workloads.get(wk) else { return false };
+        let Some(job_uid) = &e.job_uid else { return false };
+        if e.owner.is_some() || !self.synced.contains(&Kind::Job) {
+            return false;
+        }
+        let job_name = wk.name.strip_prefix("job-").unwrap_or(&wk.name);
+        self.jobs
+            .get(&ObjKey::new(wk.namespace.clone(), job_name))
+            .is_none_or(|j| j.uid != *job_uid)
+    }
+
+    /// Finishes an orphaned Workload (JobDeleted): its quota is released
+    /// and a restart never takes it again.
+    fn finish_orphan(&mut self, wk: &ObjKey, now_ms: i64) {
+        self.unrestored.remove(wk);
+        self.not_selected.remove(wk);
+        if let Some(e) = self.workloads.get_mut(wk) {
+            e.spec = None;
+        }
+        tracing::info!(workload = %wk, "its Job was deleted (Workload orphaned): finished");
+        self.finish_with(
+            wk,
+            cond::reasons::JOB_DELETED,
+            "The Job was deleted; its Workload was orphaned",
+            now_ms,
+        );
+    }
+
+    /// Orphaned Workloads seen before Jobs were listed.
+    fn finish_orphans(&mut self, now_ms: i64) {
+        let orphans: Vec<ObjKey> = self
+            .workloads
+            .iter()
+            .filter(|(_, e)| e.job_uid.is_some() && e.owner.is_none() && !is_true(&e.status, cond::FINISHED))
+            .map(|(k, _)| k.clone())
+            .filter(|k| self.is_orphan(k))
+            .collect();
+        for k in orphans {
+            self.finish_orphan(&k, now_ms);
+        }
+    }
+
     fn finish(&mut self, wk: &ObjKey, succeeded: bool, now_ms: i64) {
+        let (reason, message) = if succeeded {
+            (cond::reasons::SUCCEEDED, "Job finished successfully")
+        } else {
+            (cond::reasons::FAILED, "Job failed")
+        };
+        self.finish_with(wk, reason, message, now_ms);
+    }
+
+    fn finish_with(&mut self, wk: &ObjKey, reason: &str, message: &str, now_ms: i64) {
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
         if e.in_engine {
@@ -1202,11 +1280,6 @@ impl Index {
         }
         self.evicting.remove(&uid);
         e.admitted_at = None;
-        let (reason, message) = if succeeded {
-            (cond::reasons::SUCCEEDED, "Job finished successfully")
-        } else {
-            (cond::reasons::FAILED, "Job failed")
-        };
         let generation = e.generation;
         set_condition(
             &mut e.status.conditions,
@@ -1335,6 +1408,9 @@ impl Index {
             return (self.take_plans(), None);
         }
         self.retry_soon = false;
+        if std::mem::take(&mut self.orphan_scan_due) {
+            self.finish_orphans(now_ms);
+        }
         self.tick(now_ms);
         let cycle = self.engine.schedule(now_ms);
         for adm in &cycle.admitted {

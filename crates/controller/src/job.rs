@@ -32,6 +32,12 @@ use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
 /// be in the template.
 pub const ORIGINAL_SCHEDULING: &str = "sluice.dev/original-scheduling";
 
+/// Label on a Workload Sluice created for a Job: the Job's uid. It
+/// outlives the owner reference (deleting a batch/v1 Job with the default
+/// `orphan` propagation strips that), so an orphaned Workload is still
+/// known to be a Job's, and is finished once that Job is gone.
+pub const JOB_UID_LABEL: &str = "sluice.dev/job-uid";
+
 /// Name of the pod set a Job's Workload has.
 pub const MAIN_POD_SET: &str = "main";
 
@@ -137,7 +143,10 @@ pub fn workload_for_job(
         metadata: ObjectMeta {
             name: Some(workload_name(name)),
             namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
+            labels: Some(BTreeMap::from([
+                (labels::QUEUE.to_string(), queue.to_string()),
+                (JOB_UID_LABEL.to_string(), uid.to_string()),
+            ])),
             owner_references: Some(vec![OwnerReference {
                 api_version: "batch/v1".into(),
                 kind: "Job".into(),

@@ -1039,3 +1039,83 @@ fn a_huge_pods_ready_timeout_does_not_overflow() {
     assert_eq!(wake, Some(i64::MAX));
     assert!(ix.cycle(T0 + 1_000_000).0.is_empty());
 }
+
+#[test]
+fn sluice_made_workloads_carry_the_job_uid_label() {
+    let j = mk_job("train", "team-a", 1, 1);
+    let wl = job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    assert_eq!(
+        wl.metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get(job::JOB_UID_LABEL)
+            .map(String::as_str),
+        Some("job-uid-train")
+    );
+}
+
+/// The Workload as it is after an orphaning delete of its Job: the garbage
+/// collector stripped the owner reference; the label stays.
+fn orphaned(mut wl: Workload) -> Workload {
+    wl.metadata.owner_references = None;
+    wl
+}
+
+#[test]
+fn an_orphaned_workload_of_a_deleted_job_is_finished_and_never_takes_quota_again() {
+    let mut ix = ready_index();
+    let j = mk_job("gone", "team-a", 4, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let admitted = ix.workload_status(&wkey("gone")).cloned();
+    // `DELETE` of a batch/v1 Job without a propagation policy orphans.
+    ix.delete_job(&ObjKey::new(NS, "gone"), T0 + 10);
+    let mut wl = orphaned(stored_workload(&j, 0, 0));
+    wl.status = admitted.clone();
+    ix.apply_workload(wl, T0 + 11);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(
+        condition(status_step(&plans[0]), cond::FINISHED),
+        ("True", "JobDeleted", "The Job was deleted; its Workload was orphaned")
+    );
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+
+    // A restart before that write landed: listed with its admission, no
+    // owner, and no Job. It is finished, not restored.
+    let mut ix = Index::new(IndexConfig::default());
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    let mut wl = orphaned(stored_workload(&j, 0, 0));
+    wl.status = admitted;
+    ix.apply_workload(wl, T0 + 20);
+    let next = mk_job("next", "team-a", 4, 2);
+    ix.apply_job(next.clone(), T0 + 20);
+    ix.apply_workload(stored_workload(&next, 0, 5), T0 + 20);
+    ix.take_plans();
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    let (plans, _) = ix.cycle(T0 + 30);
+    assert_eq!(purposes(&plans), ["finish", "admit"], "its quota goes to the next one");
+    assert_eq!(condition(status_step(&plans[0]), cond::FINISHED).1, "JobDeleted");
+    assert_eq!(ix.engine().workload_state("wl-uid-gone"), Some(WorkloadState::Finished));
+}
+
+#[test]
+fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
+    let mut ix = ready_index();
+    let j = mk_job("tool", "team-a", 1, 1);
+    let mut wl = orphaned(stored_workload(&j, 0, 0));
+    wl.metadata.labels.as_mut().unwrap().remove(job::JOB_UID_LABEL);
+    ix.apply_workload(wl, T0);
+    assert!(ix.take_plans().is_empty());
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+}
