@@ -148,6 +148,8 @@ struct WlEntry {
     admitted_at: Option<i64>,
     /// All pods were ready at least once since admission.
     pods_ready_seen: bool,
+    /// The `PodsReady=True` write failed: retried on the next Job event.
+    pods_ready_unwritten: bool,
 }
 
 /// A LocalQueue's counts and usage (milli-units per (flavor, resource)).
@@ -690,6 +692,7 @@ impl Index {
                         in_engine: false,
                         admitted_at: None,
                         pods_ready_seen: false,
+                        pods_ready_unwritten: false,
                     },
                 );
             }
@@ -1124,11 +1127,12 @@ impl Index {
     /// restarted controller knows it too.
     fn pods_ready(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.workloads.get_mut(wk) else { return };
-        if e.pods_ready_seen {
+        let retry = std::mem::take(&mut e.pods_ready_unwritten);
+        if e.pods_ready_seen && !retry {
             return;
         }
         e.pods_ready_seen = true;
-        if is_true(&e.status, cond::PODS_READY) {
+        if !retry && is_true(&e.status, cond::PODS_READY) {
             return;
         }
         let generation = e.generation;
@@ -1774,6 +1778,13 @@ impl Index {
     /// A plan failed at some step other than an admission's status write:
     /// forget that its effect is expected, so the next event retries it.
     pub fn plan_failed(&mut self, plan: &Plan) {
+        if let Purpose::PodsReady { uid } = &plan.purpose
+            && let Some(wk) = self.by_uid.get(uid)
+            && let Some(e) = self.workloads.get_mut(wk)
+        {
+            // Still known to be ready here; written again on the next event.
+            e.pods_ready_unwritten = true;
+        }
         for s in &plan.steps {
             match s {
                 Step::ApplyWorkload(wl) => {

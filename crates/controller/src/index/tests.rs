@@ -1119,3 +1119,24 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     assert!(ix.take_plans().is_empty());
     assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
 }
+
+#[test]
+fn a_failed_pods_ready_write_is_retried_on_the_next_job_event() {
+    let mut ix = ready_index();
+    let j = mk_job("retry", "team-a", 2, 1);
+    admitted_and_running(&mut ix, &j, json!({"active": 2, "ready": 2}), T0 + 1000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["pods_ready"]);
+    ix.plan_failed(&plans[0]);
+    // Still not evicted meanwhile.
+    assert_eq!(ix.next_pods_ready_deadline(), None);
+    let mut again = j.clone();
+    again.spec.as_mut().unwrap().suspend = Some(false);
+    again.status = serde_json::from_value(json!({"active": 2, "ready": 2})).unwrap();
+    ix.apply_job(again.clone(), T0 + 2000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["pods_ready"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::PODS_READY).0, "True");
+    ix.apply_job(again, T0 + 3000);
+    assert!(ix.take_plans().is_empty(), "once written, not again");
+}
