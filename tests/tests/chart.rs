@@ -64,7 +64,7 @@ fn rendered() -> Result<Option<BTreeMap<String, String>>> {
             out.insert(stem, std::fs::read_to_string(&path)?);
         }
     }
-    for expected in ["default", "ha", "cert-manager"] {
+    for expected in ["default", "ha", "cert-manager", "kueue-compat"] {
         ensure!(out.contains_key(expected), "{} has no {expected}.yaml", dir.display());
     }
     Ok(Some(out))
@@ -658,9 +658,14 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
         excluded_namespaces: vec!["kube-system".to_owned(), RELEASE_NAMESPACE.to_owned()],
         ..ManifestOptions::default()
     };
-    let want_m = mutating_configuration(&opts);
-    let want_v = validating_configuration(&opts);
     for (set, o) in &sets {
+        // `--kueue-compat` for the value set that turns it on.
+        let opts = ManifestOptions {
+            kueue_compat: set == "kueue-compat",
+            ..opts.clone()
+        };
+        let want_m = mutating_configuration(&opts);
+        let want_v = validating_configuration(&opts);
         let (mdoc, m) = &o.mutating[0];
         let (vdoc, v) = &o.validating[0];
         ensure!(m.metadata.name == want_m.metadata.name, "{}: name", mdoc.source);
