@@ -711,6 +711,15 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
         );
         // Certificates: cert-manager injects the CA, or the webhook patches it itself.
         let wargs = args(&pod_spec(deployment(o, "webhook")?).containers[0]);
+        for (doc, d) in &o.deployments {
+            let flag = args(&pod_spec(d).containers[0]).iter().any(|a| a == "--kueue-compat");
+            ensure!(
+                flag == opts.kueue_compat,
+                "{}: --kueue-compat is {flag}, the webhook entries say {}",
+                doc.source,
+                opts.kueue_compat
+            );
+        }
         let inject = m
             .metadata
             .annotations
