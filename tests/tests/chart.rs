@@ -299,6 +299,40 @@ fn every_rendered_document_parses_into_its_type() -> Result<()> {
     Ok(())
 }
 
+/// Every flag the chart passes is one the `sluice` subcommand declares (a clap
+/// field of that name in crates/cli/src/<subcommand>.rs), so a renamed or
+/// misspelt flag fails here rather than in a crash-looping pod.
+#[test]
+fn rendered_flags_exist_in_the_cli() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        for (doc, d) in &o.deployments {
+            for c in &pod_spec(d).containers {
+                let a = args(c);
+                let sub = a.first().with_context(|| format!("{}: no subcommand", doc.source))?;
+                ensure!(
+                    sub == "controller" || sub == "webhook",
+                    "{set}: unknown subcommand {sub}"
+                );
+                let source = std::fs::read_to_string(repo_root().join(format!("crates/cli/src/{sub}.rs")))?;
+                for arg in &a[1..] {
+                    let flag = arg
+                        .strip_prefix("--")
+                        .with_context(|| format!("{}: argument {arg} is not a flag", doc.source))?;
+                    let name = flag.split('=').next().unwrap_or_default().replace('-', "_");
+                    ensure!(
+                        source.contains(&format!("    {name}: ")),
+                        "{}: `sluice {sub}` has no flag --{}",
+                        doc.source,
+                        name.replace('_', "-")
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn pods_are_hardened_and_probed() -> Result<()> {
     let Some(sets) = all_sets()? else { return Ok(()) };
