@@ -463,8 +463,26 @@ fn pods_are_hardened_and_probed() -> Result<()> {
             .iter()
             .find_map(|c| c.data.as_ref().and_then(|d| d.get("config.yaml")))
             .with_context(|| format!("{set}: no webhook ConfigMap"))?;
-        sluice_webhook::config::WebhookConfig::from_yaml(config, "chart ConfigMap")
+        let config = sluice_webhook::config::WebhookConfig::from_yaml(config, "chart ConfigMap")
             .map_err(|e| anyhow::anyhow!("{set}: the webhook refuses the chart's config.yaml: {e}"))?;
+        ensure!(
+            config.controller_service_account == "sluice-controller",
+            "{set}: controllerServiceAccount"
+        );
+        ensure!(
+            config.kueue_compat == (set == "kueue-compat"),
+            "{set}: kueueCompat in config.yaml"
+        );
+        // kueue-compat.yaml also turns GPU fixes off through values (null survives Helm).
+        let defaults = set != "kueue-compat";
+        ensure!(
+            config.gpu.node_affinity.is_some() == defaults,
+            "{set}: gpu.nodeAffinity"
+        );
+        ensure!(
+            (config.gpu.runtime_class_name == "nvidia") == defaults,
+            "{set}: gpu.runtimeClassName"
+        );
         // Every ServiceAccount a pod runs as exists; every Service selects a Deployment's pods.
         let sas: BTreeSet<_> = o
             .service_accounts

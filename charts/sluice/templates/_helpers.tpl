@@ -81,6 +81,10 @@ seccompProfile:
 {{/* The webhook configuration file. */}}
 {{- define "sluice.webhookConfig" -}}
 {{- $c := deepCopy .Values.webhook.config -}}
+{{- /* Helm drops keys set to null; the webhook reads `nodeAffinity: null` as "off". */ -}}
+{{- if and (hasKey $c "gpu") (not (hasKey $c.gpu "nodeAffinity")) -}}
+{{- $_ := set $c.gpu "nodeAffinity" nil -}}
+{{- end -}}
 {{- $_ := set $c "kueueCompat" .Values.kueueCompat -}}
 {{- $_ := set $c "controllerServiceAccount" (include "sluice.controllerName" .) -}}
 {{- toYaml $c -}}
