@@ -4,7 +4,8 @@
 #
 #   docker build -t ghcr.io/sluice-dev/sluice:0.1.0 .
 
-FROM rust:1.91-bookworm AS build
+# The toolchain the project is developed and tested with.
+FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
