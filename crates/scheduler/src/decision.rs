@@ -352,6 +352,12 @@ impl fmt::Display for Explanation {
         }
         let mut pod_set: Option<&str> = None;
         for v in &self.flavors {
+            if v.pod_set.is_empty() {
+                // Not about one pod set (e.g. why preemption could not help).
+                write!(f, "; {}: {}", v.flavor, v.verdict)?;
+                pod_set = None;
+                continue;
+            }
             if pod_set != Some(v.pod_set.as_str()) {
                 write!(f, "; pod set {}:", v.pod_set)?;
                 pod_set = Some(&v.pod_set);

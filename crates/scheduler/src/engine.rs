@@ -216,7 +216,8 @@ struct Holding {
     assignment: Vec<PodSetAssignment>,
     borrowing: bool,
     admitted_at: Millis,
-    victims: Vec<WlId>,
+    /// Victims still to go, by id and uid (ids are reused after removal).
+    victims: Vec<(WlId, Arc<str>)>,
 }
 
 enum State {
@@ -670,6 +671,9 @@ impl Engine {
                         .get(res)
                         .copied()
                         .unwrap_or(per_pod.saturating_mul(a.count as i64));
+                    if amount <= 0 {
+                        continue;
+                    }
                     let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
                     match usage.iter_mut().find(|(k, _)| *k == fr) {
                         Some((_, v)) => *v += amount,
@@ -921,7 +925,13 @@ impl Engine {
                 out.pending_changed.push((wl.uid.clone(), e.clone()));
             }
         }
-        out.next_wakeup = self.timers.first().map(|(t, _)| *t);
+        out.next_wakeup = if self.dirty.is_empty() {
+            self.timers.first().map(|(t, _)| *t)
+        } else {
+            // Work arrived during the cycle (a withdrawn admission requeued,
+            // a claim dropped): cycle again right away.
+            Some(now)
+        };
         self.admitted_now.clear();
         if !self.withdrawn.is_empty() {
             self.withdrawn.sort_unstable();
@@ -974,11 +984,17 @@ impl Engine {
         let waiting = h
             .victims
             .iter()
-            .any(|&v| matches!(self.wls.get(v), Some(Some(w)) if matches!(w.state, State::Evicting(_))));
+            .any(|(v, uid)| matches!(self.wls.get(*v), Some(Some(w)) if w.uid == *uid && matches!(w.state, State::Evicting(_))));
         if waiting {
             return;
         }
         let cq = h.cq;
+        if let Some(held) = self.held(cq, id) {
+            // Hold admits nothing new, preemptors included.
+            self.drop_claim(id);
+            self.explain(id, held, out);
+            return;
+        }
         let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
         // Check against what is really held now (evictions under way still
         // count), without the preemptor's own claim. Another preemptor's
@@ -1464,7 +1480,7 @@ impl Engine {
                 (a, b) => a.or(b),
             };
             if let Some(victims) = search.victims {
-                let choice = self.choice_from_pick(options, &pick);
+                let choice = self.choice_from_pick(self.wl(id).pod_sets.len(), options, &pick);
                 return PreemptOutcome::Victims(
                     victims,
                     Attempt {
@@ -1497,12 +1513,15 @@ impl Engine {
         }
     }
 
-    fn choice_from_pick(&self, options: &FlavorOptions, pick: &[usize]) -> Vec<Vec<(usize, FlavorId)>> {
-        let mut choice: Vec<Vec<(usize, FlavorId)>> = Vec::new();
+    fn choice_from_pick(
+        &self,
+        pod_sets: usize,
+        options: &FlavorOptions,
+        pick: &[usize],
+    ) -> Vec<Vec<(usize, FlavorId)>> {
+        // One entry per pod set, also for pod sets that request nothing.
+        let mut choice: Vec<Vec<(usize, FlavorId)>> = vec![Vec::new(); pod_sets];
         for ((pi, g, flavors), &k) in options.iter().zip(pick) {
-            while choice.len() <= *pi {
-                choice.push(Vec::new());
-            }
             choice[*pi].push((*g, flavors[k]));
         }
         choice
@@ -1583,7 +1602,14 @@ impl Engine {
     fn find_victims(&self, cq: CqId, id: WlId, usage: &[(usize, Amount)], base: &Overlay, now: Millis) -> VictimSearch {
         let me = self.wl(id);
         let policy = self.cqs[cq].spec.preemption;
-        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
+        // Only the (flavor, resource) pairs that are short decide who can be
+        // a victim and whose queue counts as borrowing (as in Kueue): a queue
+        // borrowing cpu is no victim for a shortage of GPUs.
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect();
         let mut protected = 0;
         let mut until: Option<Millis> = None;
         let mut candidates: Vec<Candidate> = Vec::new();
@@ -1622,7 +1648,11 @@ impl Engine {
         }
         // First without borrowing (reclaiming what the cohort borrowed), then
         // borrowing (preempting lower-priority work elsewhere to borrow).
-        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal);
+        // Reclaiming (ending within nominal) is tried first only when there is
+        // someone to reclaim from; with own-queue candidates alone, requiring
+        // the preemptor to end within nominal would evict more than needed.
+        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal)
+            && candidates.iter().any(|c| c.cq != cq && c.reclaim_ok);
         for within_nominal in [true, false] {
             if within_nominal && !within_nominal_possible {
                 continue;
@@ -1668,7 +1698,11 @@ impl Engine {
         allowed: &dyn Fn(&Candidate) -> bool,
         within_nominal: bool,
     ) -> Option<Vec<usize>> {
-        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect();
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
         let mut fits = false;
@@ -1885,7 +1919,7 @@ impl Engine {
     ) {
         // Admission time is set when the claim completes.
         let mut holding = self.holding(cq, id, &attempt, 0);
-        holding.victims = victims.iter().map(|(v, _)| *v).collect();
+        holding.victims = victims.iter().map(|(v, _)| (*v, self.wl(*v).uid.clone())).collect();
         for &(slot, amount) in &attempt.usage {
             self.add_usage(cq, slot, 0, amount);
         }
@@ -2036,8 +2070,9 @@ impl Engine {
             self.cqs[cq].evicting -= 1;
         }
         for &(fr, amount) in &h.usage {
-            let slot = self.cqs[cq].slot_of[&fr];
-            self.add_usage(cq, slot, -amount, 0);
+            if let Some(&slot) = self.cqs[cq].slot_of.get(&fr) {
+                self.add_usage(cq, slot, -amount, 0);
+            }
         }
         self.cqs[cq].admitted.remove(&id);
         self.wake_domain(cq);
@@ -2104,6 +2139,18 @@ impl Engine {
                 tolerations,
             });
         }
+        // Totals across pod sets must fit as well (they add up on a flavor).
+        let mut sums: BTreeMap<ResId, Amount> = BTreeMap::new();
+        for ps in &pod_sets {
+            for &(res, amount) in &ps.total {
+                let sum = sums.entry(res).or_default();
+                *sum = sum.checked_add(amount).ok_or_else(|| EngineError::Overflow {
+                    uid: spec.uid.clone(),
+                    pod_set: ps.name.to_string(),
+                    resource: self.resources.name(res).to_string(),
+                })?;
+            }
+        }
         let shape_key: ShapeKey = pod_sets
             .iter()
             .map(|p| (p.count, p.total.clone(), p.node_selector.clone(), p.tolerations.clone()))
@@ -2162,6 +2209,11 @@ impl Engine {
                 wl.shaped = false;
                 self.cqs[cq].insert_pending(key);
                 self.dirty.insert(cq);
+                if self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo {
+                    // The head may be parked: it must be looked at (and block)
+                    // before a newcomer behind it.
+                    self.cqs[cq].woken = true;
+                }
             }
             Err(reason) => {
                 self.unresolved.insert(id);

@@ -61,10 +61,14 @@
 //!      workload is *parked* with an explanation and is not looked at again
 //!      until something wakes its queue;
 //!    - StrictFIFO: once a queue's candidate fails, the rest of that queue
-//!      waits behind it this cycle (`BlockedByHead`). BestEffortFIFO: later
-//!      workloads may pass.
+//!      waits behind it this cycle (`BlockedByHead`); a newcomer wakes a
+//!      StrictFIFO queue so its parked head is looked at (and blocks) first.
+//!      BestEffortFIFO: later workloads may pass.
 //!
-//!    Within a cycle, availability only shrinks. So when a workload of some
+//!    Within a cycle, availability only shrinks (a withdrawn admission,
+//!    below, gives back only what its preemptor claims; anything left over
+//!    is offered in the next cycle, which the cycle asks for at once through
+//!    `next_wakeup`). So when a workload of some
 //!    *shape* (pod sets, requests, selectors, tolerations) fails in a queue,
 //!    later workloads of the same shape in that queue fail too. They are
 //!    *parked by shape*: they share one explanation per (queue, shape), and
@@ -98,8 +102,9 @@
 //!   - `withinClusterQueue`: in its own queue, lower priority, or
 //!     equal-and-newer priority;
 //!   - `reclaimWithinCohort`: in other queues of the cohort, only while those
-//!     queues borrow, when the preemptor then fits within its own nominal
-//!     quota;
+//!     queues borrow the (flavor, resource) pairs the preemptor is short of,
+//!     when the preemptor then fits within its own nominal quota (tried
+//!     first, and only when such a victim exists);
 //!   - `borrowWithinCohort`: lower priority in other queues (up to a
 //!     threshold) so that the preemptor can borrow.
 //!

@@ -559,7 +559,7 @@ fn lower_or_newer_equal_priority_preempts_a_newer_equal_but_not_an_older_one() {
 }
 
 #[test]
-fn the_victim_set_is_minimal() {
+fn the_victim_set_is_greedy_minimal() {
     let mut w = single_queue(WithinClusterQueue::LowerPriority);
     w.add(wl("v1").queue("a").prio(1).at(0).pods(1, &[(GPU, 2)]));
     w.add(wl("v2").queue("a").prio(1).at(1).pods(1, &[(GPU, 2)]));
@@ -637,13 +637,20 @@ fn reclaim_never_preempts_a_queue_that_is_within_its_nominal_quota() {
             .quota("a100", vec![q(GPU, 8)])
             .reclaim(ReclaimWithinCohort::Any),
         cq("other").cohort("co").quota("a100", vec![q(GPU, 8)]),
+        cq("hog").cohort("co").quota("a100", vec![q(GPU, 0)]),
     ]);
-    w.add(wl("owner-running").queue("owner").pods(1, &[(GPU, 8)]));
-    w.add(wl("other-running").queue("other").pods(1, &[(GPU, 8)]));
+    // other runs within its own 8; hog borrows owner's 8 at high priority.
+    w.add(wl("other-running").queue("other").prio(0).pods(1, &[(GPU, 8)]));
+    w.add(wl("hog-borrowed").queue("hog").prio(1000).pods(1, &[(GPU, 8)]));
     w.cycle(0);
-    w.add(wl("owner-more").queue("owner").prio(1000).pods(1, &[(GPU, 4)]));
+    // owner has room within its nominal quota; only hog is borrowing.
+    w.add(wl("owner-job").queue("owner").prio(0).pods(1, &[(GPU, 4)]));
     let c = w.cycle(1);
-    assert!(c.preempted.is_empty(), "other uses only its own quota");
+    assert_eq!(
+        victims(&c),
+        ["hog-borrowed"],
+        "reclaim takes from the borrower, never from other"
+    );
 }
 
 #[test]
@@ -714,7 +721,6 @@ fn a_preemptors_claim_keeps_freed_capacity_from_others() {
         cq("a")
             .quota("a100", vec![q(GPU, 8)])
             .within(WithinClusterQueue::LowerPriority),
-        // Same cohort so that others could in principle use the freed GPUs.
     ]);
     w.add(wl("low1").queue("a").prio(0).at(0).pods(1, &[(GPU, 4)]));
     w.add(wl("low2").queue("a").prio(0).at(1).pods(1, &[(GPU, 4)]));
@@ -1178,4 +1184,173 @@ fn removing_a_flavor_stops_admissions_into_it() {
     w.add(wl("job").queue("a").pods(1, &[(GPU, 1)]));
     let c = w.cycle(0);
     assert_eq!(flavor_of(&c, "job", GPU), "h100");
+}
+
+// ----- fixes from review -------------------------------------------------------------
+
+#[test]
+fn strict_fifo_head_parked_earlier_still_blocks_a_newcomer() {
+    let mut w = World::new(vec![cq("a").strict().quota("default", vec![q(CPU, 4)])]);
+    w.add(wl("running").queue("a").at(0).pods(1, &[(CPU, 3)]));
+    w.cycle(0);
+    w.add(wl("big-head").queue("a").at(1).pods(1, &[(CPU, 2)]));
+    assert!(w.cycle(1).admitted.is_empty());
+    w.add(wl("small").queue("a").at(2).pods(1, &[(CPU, 1)]));
+    assert!(
+        w.cycle(2).admitted.is_empty(),
+        "small arrived later: it must wait behind big-head"
+    );
+    assert_eq!(w.e.explanation("small").unwrap().reason, PendingReason::BlockedByHead);
+}
+
+#[test]
+fn own_queue_preemption_may_borrow_instead_of_evicting_more() {
+    let mut w = World::new(vec![
+        cq("a")
+            .cohort("co")
+            .quota("a100", vec![q(GPU, 4)])
+            .within(WithinClusterQueue::LowerPriority),
+        cq("b").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("b-job").queue("b").at(0).pods(1, &[(GPU, 2)]));
+    w.add(wl("l1").queue("a").prio(0).at(1).pods(1, &[(GPU, 2)]));
+    w.add(wl("l2").queue("a").prio(0).at(2).pods(1, &[(GPU, 2)]));
+    w.cycle(0);
+    // Cohort: 8, in use 6. P needs 4: evicting one of a's jobs and borrowing
+    // b's free 2 is enough.
+    w.add(wl("p").queue("a").prio(10).at(3).pods(1, &[(GPU, 4)]));
+    let c = w.cycle(1);
+    assert_eq!(c.preempted.len(), 1, "{:?}", victims(&c));
+}
+
+#[test]
+fn a_queue_borrowing_another_resource_is_no_victim_for_a_gpu_shortage() {
+    let mut w = World::new(vec![
+        cq("a")
+            .cohort("co")
+            .quota("a100", vec![q(GPU, 4), q(CPU, 8)])
+            .reclaim(ReclaimWithinCohort::LowerPriority),
+        cq("b").cohort("co").quota("a100", vec![q(GPU, 4), q(CPU, 0)]),
+        cq("c").cohort("co").quota("a100", vec![q(GPU, 0), q(CPU, 0)]),
+    ]);
+    // b is within its GPU quota but borrows cpu; c borrows a's 4 GPUs.
+    w.add(wl("bj").queue("b").prio(0).pods(1, &[(GPU, 4), (CPU, 4)]));
+    w.add(wl("cj").queue("c").prio(100).pods(1, &[(GPU, 4)]));
+    w.cycle(0);
+    w.add(wl("w").queue("a").prio(10).pods(1, &[(GPU, 4), (CPU, 1)]));
+    let c = w.cycle(1);
+    assert!(
+        !victims(&c).contains(&"bj"),
+        "b is within its GPU quota: {:?}",
+        victims(&c)
+    );
+}
+
+#[test]
+fn a_held_queue_admits_no_preemptor_either() {
+    let spec = || {
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .within(WithinClusterQueue::LowerPriority)
+    };
+    let mut w = World::new(vec![spec()]);
+    w.add(wl("low").queue("a").prio(0).pods(1, &[(GPU, 8)]));
+    w.cycle(0);
+    w.add(wl("high").queue("a").prio(100).pods(1, &[(GPU, 8)]));
+    assert_eq!(victims(&w.cycle(1)), ["low"]);
+    w.e.upsert_cluster_queue(spec().stop(StopPolicy::Hold).build());
+    w.e.eviction_complete("low", 2).unwrap();
+    let c = w.cycle(2);
+    assert!(c.admitted.is_empty(), "Hold admits nothing new");
+    assert_eq!(
+        w.e.explanation("high").unwrap().reason,
+        PendingReason::Held { by_local_queue: false }
+    );
+    assert_eq!(
+        w.e.cluster_queue_usage("a").unwrap().resources[0].reserved,
+        0,
+        "the claim is dropped"
+    );
+}
+
+#[test]
+fn preemption_admits_every_pod_set_even_ones_that_request_nothing() {
+    let mut w = single_queue(WithinClusterQueue::LowerPriority);
+    w.add(wl("low").queue("a").prio(0).pods(1, &[(GPU, 8)]));
+    w.cycle(0);
+    w.add(
+        wl("high")
+            .queue("a")
+            .prio(100)
+            .pod_set("workers", 1, &[(GPU, 8)])
+            .pod_set("launcher", 1, &[]),
+    );
+    w.cycle(1);
+    w.e.eviction_complete("low", 2).unwrap();
+    let c = w.cycle(2);
+    assert_eq!(admitted(&c), ["high"]);
+    assert_eq!(c.admitted[0].pod_sets.len(), 2);
+}
+
+#[test]
+fn a_preemptor_does_not_wait_on_an_unrelated_workload_that_reused_its_victims_slot() {
+    let mut w = World::new(vec![
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .within(WithinClusterQueue::LowerPriority),
+        cq("b").quota("a100", vec![q(GPU, 8)]),
+    ]);
+    w.add(wl("low1").queue("a").prio(0).at(0).pods(1, &[(GPU, 4)]));
+    w.add(wl("low2").queue("a").prio(0).at(1).pods(1, &[(GPU, 4)]));
+    w.cycle(0);
+    w.add(wl("high").queue("a").prio(100).pods(1, &[(GPU, 8)]));
+    assert_eq!(victims(&w.cycle(1)), ["low1", "low2"]);
+    // low1 is deleted; a newcomer elsewhere takes its internal slot, is
+    // admitted, and is being evicted while low2 is still going.
+    w.e.remove_workload("low1").unwrap();
+    w.add(wl("newcomer").queue("b").pods(1, &[(GPU, 1)]));
+    assert_eq!(admitted(&w.cycle(2)), ["newcomer"]);
+    w.e.evict("newcomer").unwrap();
+    w.e.eviction_complete("low2", 3).unwrap();
+    assert_eq!(admitted(&w.cycle(3)), ["high"], "high's victims are both gone");
+}
+
+#[test]
+fn a_cycle_that_leaves_work_behind_asks_for_another_at_once() {
+    let mut w = World::new(vec![
+        cq("owner")
+            .cohort("co")
+            .quota("a100", vec![q(GPU, 4)])
+            .reclaim(ReclaimWithinCohort::Any),
+        cq("borrower").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("b-big").queue("borrower").prio(100).pods(1, &[(GPU, 8)]));
+    w.add(wl("o-small").queue("owner").prio(50).pods(1, &[(GPU, 4)]));
+    let c = w.cycle(5);
+    assert_eq!(admitted(&c), ["o-small"]);
+    assert_eq!(c.next_wakeup, Some(5), "b-big was requeued during the cycle");
+}
+
+#[test]
+fn workload_totals_that_overflow_across_pod_sets_are_rejected() {
+    let mut w = World::new(vec![]);
+    let mut spec = wl("huge").pod_set("a", 1, &[]).pod_set("b", 1, &[]).build();
+    spec.pod_sets[0].requests.insert(CPU.into(), i64::MAX);
+    spec.pod_sets[1].requests.insert(CPU.into(), i64::MAX);
+    assert!(matches!(w.e.add_workload(spec), Err(EngineError::Overflow { .. })));
+    assert_eq!(w.e.workload_count(), 0);
+}
+
+#[test]
+fn why_preemption_could_not_help_reads_as_a_sentence() {
+    let mut w = single_queue(WithinClusterQueue::LowerPriority);
+    w.add(wl("old").queue("a").prio(5).pods(1, &[(GPU, 8)]));
+    w.cycle(0);
+    w.add(wl("new").queue("a").prio(5).pods(1, &[(GPU, 8)]));
+    w.cycle(1);
+    assert_eq!(
+        w.why("new"),
+        "insufficient quota; pod set main: a100: needs 8 nvidia.com/gpu, 0 free of 8 nominal, 0 borrowable; \
+         preemption: insufficient quota and no workloads the preemption policy allows to preempt"
+    );
 }

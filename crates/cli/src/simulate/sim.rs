@@ -446,8 +446,10 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                     records[i].last_pending = Some(explanation.to_string());
                 }
             }
+            // `w == t`: work was requeued during the cycle; one more cycle at
+            // the same instant (the set keeps it to one).
             if let Some(w) = cycle.next_wakeup
-                && w > t
+                && w >= t
                 && wakeups.insert(w)
             {
                 events.push(w, Event::Wakeup);
