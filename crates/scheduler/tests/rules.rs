@@ -1096,6 +1096,11 @@ fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
     w.add(wl("o-small").queue("owner").prio(50).pods(1, &[(GPU, 4)]));
     let c = w.cycle(0);
     assert_eq!(
+        c.next_wakeup,
+        Some(0),
+        "b-big was requeued during the cycle: cycle again at once"
+    );
+    assert_eq!(
         admitted(&c),
         ["o-small"],
         "b-big's admission was never applied: withdrawn"
@@ -1313,22 +1318,6 @@ fn a_preemptor_does_not_wait_on_an_unrelated_workload_that_reused_its_victims_sl
     w.e.evict("newcomer").unwrap();
     w.e.eviction_complete("low2", 3).unwrap();
     assert_eq!(admitted(&w.cycle(3)), ["high"], "high's victims are both gone");
-}
-
-#[test]
-fn a_cycle_that_leaves_work_behind_asks_for_another_at_once() {
-    let mut w = World::new(vec![
-        cq("owner")
-            .cohort("co")
-            .quota("a100", vec![q(GPU, 4)])
-            .reclaim(ReclaimWithinCohort::Any),
-        cq("borrower").cohort("co").quota("a100", vec![q(GPU, 4)]),
-    ]);
-    w.add(wl("b-big").queue("borrower").prio(100).pods(1, &[(GPU, 8)]));
-    w.add(wl("o-small").queue("owner").prio(50).pods(1, &[(GPU, 4)]));
-    let c = w.cycle(5);
-    assert_eq!(admitted(&c), ["o-small"]);
-    assert_eq!(c.next_wakeup, Some(5), "b-big was requeued during the cycle");
 }
 
 #[test]
