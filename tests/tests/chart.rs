@@ -811,11 +811,23 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
             "{set}: both configurations inject the same CA"
         );
         if set == "cert-manager" {
+            // The serving certificate (not the chart's CA, which has isCA).
             let cert = o
                 .raw
                 .iter()
-                .find(|d| d.kind == "Certificate")
-                .context("cert-manager: no Certificate")?;
+                .find(|d| d.kind == "Certificate" && d.value["spec"]["isCA"].as_bool() != Some(true))
+                .context("cert-manager: no serving Certificate")?;
+            // Its issuer is a CA Issuer, so renewals keep the injected CA.
+            let issuer = cert.value["spec"]["issuerRef"]["name"].as_str().unwrap_or_default();
+            let ca_issuer = o
+                .raw
+                .iter()
+                .find(|d| d.kind == "Issuer" && d.name == issuer)
+                .with_context(|| format!("cert-manager: no Issuer {issuer}"))?;
+            ensure!(
+                ca_issuer.value["spec"]["ca"]["secretName"].is_string(),
+                "cert-manager: the serving certificate's Issuer {issuer} is not a CA Issuer (a self-signed leaf changes the CA at every renewal)"
+            );
             ensure!(
                 inject.as_deref() == Some(&format!("{RELEASE_NAMESPACE}/{}", cert.name)),
                 "cert-manager: inject-ca-from {inject:?} does not name the Certificate {}",
