@@ -76,7 +76,7 @@ done
 
 # Values that must be refused by values.schema.json.
 echo "--- values.schema.json refuses bad values"
-for bad in certificates.mode=letsencrypt webhook.config.gpu.visibleDevicesPolicy=sometimes controller.podsReadyTimeout=ten-minutes noSuchKey=1; do
+for bad in certificates.mode=letsencrypt webhook.config.gpu.visibleDevicesPolicy=sometimes controller.podsReadyTimeout=ten-minutes noSuchKey=1 webhook.port=443; do
     if "$helm" template "${release[@]}" --set "$bad" >/dev/null 2>"$work/bad.log"; then
         fail "helm template accepted the bad value $bad"
     fi
@@ -94,3 +94,9 @@ fi
 grep -q "needs controller.leaderElect=true" "$work/bad.log" ||
     fail "two replicas without leader election failed for another reason: $(head -n3 "$work/bad.log")"
 echo "refused controller.replicas=2 with leaderElect=false"
+if "$helm" template "${release[@]}" --set webhook.replicas=1 >/dev/null 2>"$work/bad.log"; then
+    fail "helm template accepted one webhook replica with a PodDisruptionBudget of minAvailable 1"
+fi
+grep -q "minAvailable must be below webhook.replicas" "$work/bad.log" ||
+    fail "one webhook replica failed for another reason: $(head -n3 "$work/bad.log")"
+echo "refused webhook.replicas=1 with the default PodDisruptionBudget"
