@@ -425,7 +425,16 @@ type GroupNeeds = Vec<(usize, Vec<(usize, Amount)>)>;
 /// Per (pod set, group): flavors that could hold it, in preference order.
 type FlavorOptions = [(usize, usize, Vec<FlavorId>)];
 
-type ShapeKey = Vec<(u32, Vec<(ResId, Amount)>, BTreeMap<String, String>, Vec<Toleration>)>;
+/// What makes two workloads fail the same way, with the same explanation:
+/// per pod set its name (explanations name pod sets), count, requests,
+/// node selector and tolerations.
+type ShapeKey = Vec<(
+    Arc<str>,
+    u32,
+    Vec<(ResId, Amount)>,
+    BTreeMap<String, String>,
+    Vec<Toleration>,
+)>;
 
 impl Default for Engine {
     fn default() -> Self {
@@ -1095,7 +1104,9 @@ impl Engine {
                 self.explain(id, held, out);
                 continue;
             }
-            if strict && self.cqs[cq].preempting > 0 {
+            // A StrictFIFO queue waits behind a preemptor that is ahead in
+            // order; a newcomer ahead of it (higher priority) is tried.
+            if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, &key) {
                 blocked.insert(cq);
                 let e = self.blocked_expl.clone();
                 self.explain(id, e, out);
@@ -1175,6 +1186,13 @@ impl Engine {
                 blocked.insert(cq);
             }
         }
+    }
+
+    /// Whether a preemptor of `cq` waiting for its victims is ahead of `key`.
+    fn preemptor_ahead(&self, cq: CqId, key: &OrderKey) -> bool {
+        self.preempting
+            .range(..key)
+            .any(|k| matches!(&self.wl(k.id).state, State::Preempting(h) if h.cq == cq))
     }
 
     /// The next candidate of a list after `after` (the first if `None`).
@@ -2153,7 +2171,15 @@ impl Engine {
         }
         let shape_key: ShapeKey = pod_sets
             .iter()
-            .map(|p| (p.count, p.total.clone(), p.node_selector.clone(), p.tolerations.clone()))
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    p.count,
+                    p.total.clone(),
+                    p.node_selector.clone(),
+                    p.tolerations.clone(),
+                )
+            })
             .collect();
         let next_shape = self.shapes.len() as u32;
         let shape = *self.shapes.entry(shape_key).or_insert(next_shape);

@@ -1343,3 +1343,36 @@ fn why_preemption_could_not_help_reads_as_a_sentence() {
          preemption: insufficient quota and no workloads the preemption policy allows to preempt"
     );
 }
+
+#[test]
+fn a_strict_fifo_preemptor_does_not_block_higher_priority_newcomers() {
+    let mut w = World::new(vec![
+        cq("a")
+            .strict()
+            .quota("a100", vec![q(GPU, 8)])
+            .quota("default", vec![q(CPU, 4)])
+            .within(WithinClusterQueue::LowerPriority),
+    ]);
+    w.add(wl("low").queue("a").prio(0).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("mid").queue("a").prio(50).pods(1, &[(GPU, 8)]));
+    assert_eq!(victims(&w.cycle(1)), ["low"], "mid waits for low's pods");
+    // vip is ahead of mid in queue order, so StrictFIFO does not hold it
+    // behind mid; it needs only cpu, which nobody claimed.
+    w.add(wl("vip").queue("a").prio(100).pods(1, &[(CPU, 1)]));
+    assert_eq!(admitted(&w.cycle(2)), ["vip"]);
+    // A newcomer behind mid waits, whatever it needs.
+    w.add(wl("late").queue("a").prio(10).pods(1, &[(CPU, 1)]));
+    assert!(w.cycle(3).admitted.is_empty());
+    assert_eq!(w.e.explanation("late").unwrap().reason, PendingReason::BlockedByHead);
+}
+
+#[test]
+fn look_alike_workloads_are_told_about_their_own_pod_sets() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 1)])]);
+    w.add(wl("first").queue("a").at(0).pod_set("trainer", 1, &[(GPU, 4)]));
+    w.add(wl("second").queue("a").at(1).pod_set("worker", 1, &[(GPU, 4)]));
+    w.cycle(0);
+    assert!(w.why("first").contains("pod set trainer"), "{}", w.why("first"));
+    assert!(w.why("second").contains("pod set worker"), "{}", w.why("second"));
+}
