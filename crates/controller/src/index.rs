@@ -479,11 +479,7 @@ impl Index {
 
     pub fn apply_flavor(&mut self, rf: ResourceFlavor) {
         let Some(name) = rf.metadata.name.clone() else { return };
-        match rf
-            .check()
-            .map_err(|e| e.to_string())
-            .and_then(|()| adapter::flavor(&rf).map_err(|e| e.to_string()))
-        {
+        match admissible(&rf, adapter::flavor) {
             Ok(spec) => {
                 self.clear_error(Kind::ResourceFlavor, &name);
                 self.engine.upsert_flavor(spec);
@@ -504,11 +500,7 @@ impl Index {
 
     pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
         let Some(name) = cq.metadata.name.clone() else { return };
-        match cq
-            .check()
-            .map_err(|e| e.to_string())
-            .and_then(|()| adapter::cluster_queue(&cq).map_err(|e| e.to_string()))
-        {
+        match admissible(&cq, adapter::cluster_queue) {
             Ok(spec) => {
                 self.clear_error(Kind::ClusterQueue, &name);
                 self.engine.upsert_cluster_queue(spec);
@@ -533,11 +525,7 @@ impl Index {
         let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
             return;
         };
-        match lq
-            .check()
-            .map_err(|e| e.to_string())
-            .and_then(|()| adapter::local_queue(&lq).map_err(|e| e.to_string()))
-        {
+        match admissible(&lq, adapter::local_queue) {
             Ok(spec) => {
                 self.clear_error(Kind::LocalQueue, &key.to_string());
                 self.engine.upsert_local_queue(spec);
@@ -1864,3 +1852,13 @@ fn verdict_reason(v: &eng::Verdict) -> &'static str {
 
 #[cfg(test)]
 mod tests;
+
+/// `validate()`, then the adapter: the engine only ever sees objects that
+/// pass both; the error is what the object's Warning Event and condition say.
+fn admissible<T: Validate, S>(
+    obj: &T,
+    adapt: impl FnOnce(&T) -> Result<S, adapter::AdapterError>,
+) -> Result<S, String> {
+    obj.check().map_err(|e| e.to_string())?;
+    adapt(obj).map_err(|e| e.to_string())
+}
