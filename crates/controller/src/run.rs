@@ -1260,8 +1260,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_loop_lists_everything_becomes_ready_and_admits_through_the_api() {
+    /// The recorded suspended Job (as the API returns it) and the Workload
+    /// the controller makes for it, with a UID as the API server would set.
+    fn recorded_job_and_workload() -> (serde_json::Value, Workload) {
         let job = crate::testing::fixture("job-suspended-create-response.json");
         let mut wl = crate::job::workload_for_job(
             &job_fixture("job-suspended-create-response.json"),
@@ -1271,6 +1272,12 @@ mod tests {
         )
         .unwrap();
         wl.metadata.uid = Some("wl-uid".into());
+        (job, wl)
+    }
+
+    #[tokio::test]
+    async fn the_loop_lists_everything_becomes_ready_and_admits_through_the_api() {
+        let (job, wl) = recorded_job_and_workload();
         let (mut writes, port, stop, task) =
             start(config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]), 0).await;
         let (method, path, body) = next_write(&mut writes).await;
@@ -1354,15 +1361,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_conflicting_admission_write_is_rolled_back_and_retried_by_the_loop() {
-        let job = crate::testing::fixture("job-suspended-create-response.json");
-        let mut wl = crate::job::workload_for_job(
-            &job_fixture("job-suspended-create-response.json"),
-            false,
-            |_| None,
-            |_| None,
-        )
-        .unwrap();
-        wl.metadata.uid = Some("wl-uid".into());
+        let (job, wl) = recorded_job_and_workload();
         let lists = config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]);
         let (mut writes, _port, stop, task) = start(lists, 1).await;
         let (code, path, body) = next_write(&mut writes).await;
