@@ -393,7 +393,7 @@ mod tests {
         );
         let status = admission_status(&cycle.admitted[0]);
         assert_eq!(status.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "2");
-        assert_eq!(admission(&status).unwrap(), cycle.admitted[0].pod_sets);
+        assert_eq!(admission(&status).unwrap(), &cycle.admitted[0].pod_sets[..]);
     }
 
     #[test]

@@ -41,7 +41,9 @@ impl Cycle {
 pub struct Admission {
     pub uid: Arc<str>,
     pub cluster_queue: Arc<str>,
-    pub pod_sets: Vec<PodSetAssignment>,
+    /// Shared with the engine's record (and with other workloads of the
+    /// same shape admitted to the same flavors): cloning is a pointer copy.
+    pub pod_sets: Arc<[PodSetAssignment]>,
     /// Whether the admission uses quota borrowed from the cohort.
     pub borrowing: bool,
 }

@@ -213,7 +213,7 @@ enum Source {
 struct Holding {
     cq: CqId,
     usage: Vec<(FrKey, Amount)>,
-    assignment: Vec<PodSetAssignment>,
+    assignment: Arc<[PodSetAssignment]>,
     borrowing: bool,
     admitted_at: Millis,
     /// Victims still to go, by id and uid (ids are reused after removal).
@@ -280,7 +280,7 @@ struct Attempt {
     /// Aggregated request per slot of the queue.
     usage: Vec<(usize, Amount)>,
     /// Per pod set: (group index, flavor).
-    choice: Vec<Vec<(usize, FlavorId)>>,
+    choice: Choice,
     borrowing: bool,
 }
 
@@ -306,12 +306,12 @@ struct Overlay {
     pool: FastMap<(CohortId, usize), Amount>,
 }
 
-struct Candidate {
+struct Candidate<'a> {
     id: WlId,
     cq: CqId,
     priority: i32,
     admitted_at: Millis,
-    uid: Arc<str>,
+    uid: &'a str,
     in_borrowing_queue: bool,
     reclaim_ok: bool,
     borrow_ok: bool,
@@ -410,6 +410,10 @@ pub struct Engine {
     stopped_local_queues: usize,
     /// Why parked workloads of a (queue, shape) wait.
     shape_expl: FastMap<(CqId, u32), Arc<Explanation>>,
+    /// Admissions already built, per (queue, shape) and flavor choice:
+    /// workloads of one shape admitted to the same flavors share one.
+    /// Cleared whenever a queue or flavor changes.
+    assignments: FastMap<(CqId, u32), Vec<(Choice, SharedAssignment)>>,
     /// Shared explanations for the common per-workload reasons, so that
     /// re-explaining is a pointer comparison.
     blocked_expl: Arc<Explanation>,
@@ -418,7 +422,12 @@ pub struct Engine {
 
 /// Victim order key: not in a borrowing queue, priority, newest admission
 /// first, UID, and the candidate's index.
-type VictimKey<'a> = (bool, i32, Reverse<Millis>, &'a Arc<str>, usize);
+type VictimKey<'a> = (bool, i32, Reverse<Millis>, &'a str, usize);
+
+/// Per pod set: (resource group index, flavor).
+type Choice = Vec<Vec<(usize, FlavorId)>>;
+/// An admission's pod set assignments, shared rather than copied.
+type SharedAssignment = Arc<[PodSetAssignment]>;
 
 /// Per resource group a pod set needs: (group, [(position in group, amount)]).
 type GroupNeeds = Vec<(usize, Vec<(usize, Amount)>)>;
@@ -472,6 +481,7 @@ impl Engine {
             withdrawn: Vec::new(),
             stopped_local_queues: 0,
             shape_expl: FastMap::default(),
+            assignments: FastMap::default(),
             blocked_expl: Arc::new(Explanation::new(PendingReason::BlockedByHead)),
             held_expl: [
                 Arc::new(Explanation::new(PendingReason::Held { by_local_queue: false })),
@@ -700,7 +710,7 @@ impl Engine {
         let holding = Holding {
             cq,
             usage,
-            assignment: pod_sets.to_vec(),
+            assignment: pod_sets.into(),
             borrowing,
             admitted_at,
             victims: Vec::new(),
@@ -1072,8 +1082,30 @@ impl Engine {
                 heap.push(Reverse((first, i)));
             }
         }
-        while let Some(Reverse((key, i))) = heap.pop() {
+        // Two passes, as in Kueue: workloads that fit within their queue's
+        // nominal quota go first; one that could only be admitted by
+        // borrowing waits for the second pass, and its queue with it (so a
+        // queue's own order is never inverted). Borrowed quota is what a
+        // peer may reclaim: handing it out before every peer had its
+        // guaranteed share would be undone within the same cycle.
+        let mut deferring = lists.iter().any(|(c, _)| *c != lists[0].0);
+        let mut paused: Vec<CqId> = Vec::new();
+        let mut deferred: Vec<Reverse<(OrderKey, usize)>> = Vec::new();
+        loop {
+            let Some(Reverse((key, i))) = heap.pop() else {
+                if deferred.is_empty() {
+                    break;
+                }
+                deferring = false;
+                heap.extend(deferred.drain(..));
+                continue;
+            };
             let cq = lists[i].0;
+            if deferring && paused.contains(&cq) {
+                // The list resumes from here in the second pass.
+                deferred.push(Reverse((key, i)));
+                continue;
+            }
             let list_shape = match lists[i].1 {
                 Source::Shape(shape) => Some(shape),
                 _ => None,
@@ -1121,6 +1153,11 @@ impl Engine {
                 continue;
             }
             let e = match self.assign(cq, id) {
+                Ok(attempt) if deferring && attempt.borrowing && self.peers_have_idle_quota(cq, &attempt) => {
+                    paused.push(cq);
+                    deferred.push(Reverse((key, i)));
+                    continue;
+                }
                 Ok(attempt) => {
                     self.admit(cq, id, attempt, now, out);
                     continue;
@@ -1193,6 +1230,19 @@ impl Engine {
         self.preempting
             .range(..key)
             .any(|k| matches!(&self.wl(k.id).state, State::Preempting(h) if h.cq == cq))
+    }
+
+    /// Whether, on a resource this attempt borrows, another queue of the
+    /// cohort has nominal quota it does not use: only then could deferring
+    /// the borrower let someone admit within nominal quota.
+    fn peers_have_idle_quota(&self, cq: CqId, attempt: &Attempt) -> bool {
+        let q = &self.cqs[cq];
+        let Some(c) = q.cohort else { return false };
+        attempt.usage.iter().any(|&(slot, amount)| {
+            let s = &q.slots[slot];
+            s.effective() + amount > s.nominal
+                && s.pool.is_some_and(|p| self.cohorts[c].pools[p].idle > ledger::idle(s))
+        })
     }
 
     /// The next candidate of a list after `after` (the first if `None`).
@@ -1531,14 +1581,9 @@ impl Engine {
         }
     }
 
-    fn choice_from_pick(
-        &self,
-        pod_sets: usize,
-        options: &FlavorOptions,
-        pick: &[usize],
-    ) -> Vec<Vec<(usize, FlavorId)>> {
+    fn choice_from_pick(&self, pod_sets: usize, options: &FlavorOptions, pick: &[usize]) -> Choice {
         // One entry per pod set, also for pod sets that request nothing.
-        let mut choice: Vec<Vec<(usize, FlavorId)>> = vec![Vec::new(); pod_sets];
+        let mut choice: Choice = vec![Vec::new(); pod_sets];
         for ((pi, g, flavors), &k) in options.iter().zip(pick) {
             choice[*pi].push((*g, flavors[k]));
         }
@@ -1549,14 +1594,14 @@ impl Engine {
     /// allows as victims and that use any of `frs`. Those protected by their
     /// queue's minimum runtime are counted, with the first expiry.
     #[allow(clippy::too_many_arguments)]
-    fn collect_candidates(
-        &self,
+    fn collect_candidates<'a>(
+        &'a self,
         m: CqId,
         cq: CqId,
         me: &Wl,
         frs: &[FrKey],
         now: Millis,
-        out: &mut Vec<Candidate>,
+        out: &mut Vec<Candidate<'a>>,
         protected: &mut usize,
         until: &mut Option<Millis>,
     ) {
@@ -1607,7 +1652,7 @@ impl Engine {
                 cq: m,
                 priority: w.priority,
                 admitted_at: h.admitted_at,
-                uid: w.uid.clone(),
+                uid: &w.uid,
                 in_borrowing_queue: queue_borrowing,
                 reclaim_ok,
                 borrow_ok,
@@ -1630,7 +1675,8 @@ impl Engine {
             .collect();
         let mut protected = 0;
         let mut until: Option<Millis> = None;
-        let mut candidates: Vec<Candidate> = Vec::new();
+        let domain_admitted: usize = self.domain(cq).map(|m| self.cqs[m].admitted.len()).sum();
+        let mut candidates: Vec<Candidate> = Vec::with_capacity(domain_admitted);
         // Own queue first: few workloads, and they decide whether looking
         // at the rest of the cohort can help at all.
         if policy.within_cluster_queue != WithinClusterQueue::Never {
@@ -1712,8 +1758,8 @@ impl Engine {
         cq: CqId,
         usage: &[(usize, Amount)],
         base: &Overlay,
-        candidates: &[Candidate],
-        allowed: &dyn Fn(&Candidate) -> bool,
+        candidates: &[Candidate<'_>],
+        allowed: &dyn Fn(&Candidate<'_>) -> bool,
         within_nominal: bool,
     ) -> Option<Vec<usize>> {
         let frs: Vec<FrKey> = usage
@@ -1727,12 +1773,15 @@ impl Engine {
         // Victim order: borrowing queues first, then lower priority, then most
         // recently admitted, then UID. The pass usually stops after a few, so
         // the order comes lazily from a heap instead of a full sort.
-        let mut order: BinaryHeap<Reverse<VictimKey<'_>>> = candidates
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| allowed(c))
-            .map(|(i, c)| Reverse((!c.in_borrowing_queue, c.priority, Reverse(c.admitted_at), &c.uid, i)))
-            .collect();
+        let mut keys: Vec<Reverse<VictimKey<'_>>> = Vec::with_capacity(candidates.len());
+        keys.extend(
+            candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| allowed(c))
+                .map(|(i, c)| Reverse((!c.in_borrowing_queue, c.priority, Reverse(c.admitted_at), c.uid, i))),
+        );
+        let mut order = BinaryHeap::from(keys);
         while let Some(Reverse((.., i))) = order.pop() {
             let c = &candidates[i];
             // Take from another queue only while it still borrows.
@@ -1856,14 +1905,45 @@ impl Engine {
         self.admit_holding(id, holding, now, out);
     }
 
-    fn holding(&self, cq: CqId, id: WlId, attempt: &Attempt, now: Millis) -> Holding {
+    fn holding(&mut self, cq: CqId, id: WlId, attempt: &Attempt, now: Millis) -> Holding {
         let q = &self.cqs[cq];
-        let wl = self.wl(id);
         let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
-        let assignment = wl
+        let shape = self.wl(id).shape;
+        let cached = self
+            .assignments
+            .get(&(cq, shape))
+            .and_then(|list| list.iter().find(|(c, _)| *c == attempt.choice))
+            .map(|(_, a)| a.clone());
+        let assignment = match cached {
+            Some(a) => a,
+            None => {
+                let a = self.build_assignment(cq, id, &attempt.choice);
+                self.assignments
+                    .entry((cq, shape))
+                    .or_default()
+                    .push((attempt.choice.clone(), a.clone()));
+                a
+            }
+        };
+        Holding {
+            cq,
+            usage,
+            assignment,
+            borrowing: attempt.borrowing,
+            admitted_at: now,
+            victims: Vec::new(),
+        }
+    }
+
+    /// The reported assignment of a flavor choice: per pod set, the flavor
+    /// and total of every resource it requests. It depends only on the
+    /// queue, the workload's shape and the choice.
+    fn build_assignment(&self, cq: CqId, id: WlId, choice: &Choice) -> SharedAssignment {
+        let q = &self.cqs[cq];
+        self.wl(id)
             .pod_sets
             .iter()
-            .zip(&attempt.choice)
+            .zip(choice)
             .map(|(ps, choice)| {
                 let mut flavors = BTreeMap::new();
                 let mut ps_usage = BTreeMap::new();
@@ -1887,15 +1967,7 @@ impl Engine {
                     usage: ps_usage,
                 }
             })
-            .collect();
-        Holding {
-            cq,
-            usage,
-            assignment,
-            borrowing: attempt.borrowing,
-            admitted_at: now,
-            victims: Vec::new(),
-        }
+            .collect()
     }
 
     fn admit_holding(&mut self, id: WlId, mut holding: Holding, now: Millis, out: &mut Cycle) {
@@ -2102,12 +2174,14 @@ impl Engine {
         let q = &mut self.cqs[cq];
         let s = &mut q.slots[slot];
         let g = s.guaranteed();
-        let before = ledger::draw(s.effective(), g);
+        let (before, idle_before) = (ledger::draw(s.effective(), g), ledger::idle(s));
         s.usage += usage;
         s.claimed += claimed;
-        let after = ledger::draw(s.effective(), g);
+        let (after, idle_after) = (ledger::draw(s.effective(), g), ledger::idle(s));
         if let (Some(p), Some(c)) = (s.pool, q.cohort) {
-            self.cohorts[c].pools[p].usage += after - before;
+            let pool = &mut self.cohorts[c].pools[p];
+            pool.usage += after - before;
+            pool.idle += idle_after - idle_before;
         }
     }
 
@@ -2404,6 +2478,7 @@ impl Engine {
                 let pool = &mut cohort.pools[p];
                 pool.capacity -= s.lendable();
                 pool.usage -= ledger::draw(s.effective(), s.guaranteed());
+                pool.idle -= ledger::idle(s);
             }
         }
         self.cqs[cq].cohort = None;
@@ -2421,6 +2496,7 @@ impl Engine {
             let pool = &mut cohort.pools[p];
             pool.capacity += s.lendable();
             pool.usage += ledger::draw(s.effective(), s.guaranteed());
+            pool.idle += ledger::idle(s);
             s.pool = Some(p);
         }
     }
@@ -2428,6 +2504,8 @@ impl Engine {
     /// Builds a queue's groups and slots from its spec, carrying over usage
     /// and claims by (flavor, resource). Must run while detached from its cohort.
     fn rebuild_slots(&mut self, cq: CqId, spec: &ClusterQueueSpec) {
+        // Group indices change meaning: cached assignments are stale.
+        self.assignments.retain(|&(c, _), _| c != cq);
         let old: Vec<Slot> = std::mem::take(&mut self.cqs[cq].slots);
         let mut slots: Vec<Slot> = Vec::new();
         let mut slot_of: FastMap<FrKey, usize> = FastMap::default();
@@ -2608,7 +2686,7 @@ impl Engine {
             }
         }
         for (c, cohort) in self.cohorts.iter().enumerate() {
-            let mut sums = vec![(0, 0); cohort.pools.len()];
+            let mut sums = vec![(0, 0, 0); cohort.pools.len()];
             for &m in &cohort.members {
                 for s in &self.cqs[m].slots {
                     let p = s
@@ -2616,13 +2694,14 @@ impl Engine {
                         .ok_or_else(|| format!("queue {} in cohort {c} has a slot without pool", self.cqs[m].name))?;
                     sums[p].0 += s.lendable();
                     sums[p].1 += ledger::draw(s.effective(), s.guaranteed());
+                    sums[p].2 += ledger::idle(s);
                 }
             }
             for (p, pool) in cohort.pools.iter().enumerate() {
-                if (pool.capacity, pool.usage) != sums[p] {
+                if (pool.capacity, pool.usage, pool.idle) != sums[p] {
                     return Err(format!(
-                        "cohort {c} pool {p}: capacity/usage {}/{} but members sum to {}/{}",
-                        pool.capacity, pool.usage, sums[p].0, sums[p].1
+                        "cohort {c} pool {p}: capacity/usage/idle {}/{}/{} but members sum to {}/{}/{}",
+                        pool.capacity, pool.usage, pool.idle, sums[p].0, sums[p].1, sums[p].2
                     ));
                 }
             }

@@ -85,6 +85,13 @@ pub(crate) struct Pool {
     pub capacity: Amount,
     /// Σ draw over member slots (effective usage beyond guaranteed).
     pub usage: Amount,
+    /// Σ idle over member slots: nominal quota its owners do not use yet.
+    pub idle: Amount,
+}
+
+/// Nominal quota a slot's queue does not use.
+pub(crate) fn idle(slot: &Slot) -> Amount {
+    (slot.nominal - slot.effective()).max(0)
 }
 
 pub(crate) fn draw(effective: Amount, guaranteed: Amount) -> Amount {

@@ -24,7 +24,8 @@
 //! the lendable part of their quota (`lendingLimit`, or all of nominal) into
 //! a cohort *pool* per (flavor, resource); the part they keep back is
 //! guaranteed to them. A queue's draw on the pool is its usage beyond its
-//! guaranteed part, and the pool keeps the sum of draws. A request fits a
+//! guaranteed part, and the pool keeps the sum of draws (and of the nominal
+//! quota its members leave unused, for the ordering below). A request fits a
 //! slot when
 //! - the queue stays within `nominal + borrowingLimit` (within `nominal`
 //!   outside a cohort), and
@@ -60,6 +61,15 @@
 //!    - if it does not fit, preemption is tried (below); failing that, the
 //!      workload is *parked* with an explanation and is not looked at again
 //!      until something wakes its queue;
+//!    - **within nominal quota before borrowing** (as Kueue orders a
+//!      cycle): a candidate that fits only by borrowing, while another queue
+//!      of the cohort leaves nominal quota unused on a resource it would
+//!      borrow, is deferred to a second pass over the domain, and the rest
+//!      of its queue with it (a queue's own order is never inverted). Every
+//!      queue thus gets its guaranteed share before anyone borrows it;
+//!      otherwise the borrower would be reclaimed within the same cycle
+//!      under `reclaimWithinCohort`, or keep the owner out under `Never`.
+//!      The second pass resumes all deferred queues in the global order;
 //!    - StrictFIFO: once a queue's candidate fails, the rest of that queue
 //!      waits behind it this cycle (`BlockedByHead`); a newcomer wakes a
 //!      StrictFIFO queue so its parked head is looked at (and blocks) first.

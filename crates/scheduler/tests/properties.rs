@@ -348,7 +348,7 @@ impl Run {
             prop_assert_eq!(a.pod_sets.len(), k.pod_sets, "gang: every pod set admitted");
             let mut usage: BTreeMap<(String, String), Amount> = BTreeMap::new();
             let mut by_resource: BTreeMap<String, Amount> = BTreeMap::new();
-            for ps in &a.pod_sets {
+            for ps in a.pod_sets.iter() {
                 for (r, amount) in &ps.usage {
                     *usage.entry((ps.flavors[r].clone(), r.clone())).or_default() += amount;
                     *by_resource.entry(r.clone()).or_default() += amount;

@@ -1090,10 +1090,13 @@ fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
             .reclaim(ReclaimWithinCohort::Any),
         cq("borrower").cohort("co").quota("a100", vec![q(GPU, 4)]),
     ]);
-    // b-big goes first (higher priority) and borrows owner's 4 GPUs; then
-    // o-small, within owner's nominal quota, reclaims them.
+    // Both queues' heads must borrow, so both wait for the second pass.
+    // There b-big goes first (higher priority) and borrows owner's 4 GPUs;
+    // o-big does not fit; o-small (BestEffortFIFO passes o-big), within
+    // owner's nominal quota, reclaims them.
     w.add(wl("b-big").queue("borrower").prio(100).pods(1, &[(GPU, 8)]));
-    w.add(wl("o-small").queue("owner").prio(50).pods(1, &[(GPU, 4)]));
+    w.add(wl("o-big").queue("owner").prio(10).at(1).pods(1, &[(GPU, 6)]));
+    w.add(wl("o-small").queue("owner").prio(5).at(2).pods(1, &[(GPU, 4)]));
     let c = w.cycle(0);
     assert_eq!(
         c.next_wakeup,
@@ -1108,6 +1111,41 @@ fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
     assert!(c.preempted.is_empty(), "nothing to evict");
     assert_eq!(w.state("b-big"), WorkloadState::Pending);
     assert_eq!(w.used("borrower", "a100", GPU), 0);
+}
+
+#[test]
+fn work_within_nominal_quota_goes_before_work_that_borrows_in_the_same_cycle() {
+    // As in Kueue: a peer's guaranteed share is handed out before anyone
+    // borrows it, whatever the priorities (no reclaim policy is needed).
+    let mut w = World::new(vec![
+        cq("owner").cohort("co").quota("a100", vec![q(GPU, 4)]),
+        cq("borrower").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("b-big").queue("borrower").prio(100).at(0).pods(1, &[(GPU, 8)]));
+    w.add(wl("o-low").queue("owner").prio(1).at(1).pods(1, &[(GPU, 4)]));
+    let c = w.cycle(0);
+    assert_eq!(admitted(&c), ["o-low"]);
+    assert!(c.preempted.is_empty());
+    assert_eq!(w.state("b-big"), WorkloadState::Pending);
+    // Once nobody else needs it, borrowing proceeds.
+    w.e.finish("o-low").unwrap();
+    assert_eq!(admitted(&w.cycle(1)), ["b-big"]);
+}
+
+#[test]
+fn a_queue_waiting_to_borrow_keeps_its_own_order() {
+    // a-first must borrow, so queue a waits for the second pass; a-second
+    // would fit within a's nominal quota but may not pass a-first.
+    let mut w = World::new(vec![
+        cq("a").cohort("co").quota("a100", vec![q(GPU, 4)]),
+        cq("b").cohort("co").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("a-first").queue("a").prio(10).at(0).pods(1, &[(GPU, 6)]));
+    w.add(wl("a-second").queue("a").prio(5).at(1).pods(1, &[(GPU, 2)]));
+    w.add(wl("b-one").queue("b").prio(1).at(2).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(0);
+    assert_eq!(admitted(&c), ["b-one", "a-first"]);
+    assert_eq!(w.state("a-second"), WorkloadState::Pending);
 }
 
 #[test]
@@ -1156,12 +1194,12 @@ fn deleting_a_cluster_queue_parks_its_work_and_keeps_running_work_accounted() {
     ]);
     w.add(wl("running").queue("doomed").at(0).pods(1, &[(GPU, 4)]));
     w.add(wl("waiting").queue("doomed").at(1).pods(1, &[(GPU, 4)]));
-    w.add(wl("peer-job").queue("peer").at(2).pods(1, &[(GPU, 4)]));
     assert_eq!(
         admitted(&w.cycle(0)),
         ["running", "waiting"],
         "waiting borrows peer's idle 4"
     );
+    w.add(wl("peer-job").queue("peer").at(2).pods(1, &[(GPU, 4)]));
     w.e.finish("waiting").unwrap();
     w.add(wl("waiting-2").queue("doomed").at(3).pods(1, &[(GPU, 1)]));
     w.e.remove_cluster_queue("doomed");

@@ -387,7 +387,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                 qs.pending = qs.pending.saturating_sub(1);
                 qs.admitted += 1;
                 let mut flavors: Vec<String> = Vec::new();
-                for ps in &a.pod_sets {
+                for ps in a.pod_sets.iter() {
                     for (resource, amount) in &ps.usage {
                         let Some(flavor) = ps.flavors.get(resource) else {
                             continue;
