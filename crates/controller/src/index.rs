@@ -360,6 +360,52 @@ impl Index {
         self.cluster_queues.keys().cloned().collect()
     }
 
+    /// Why a ClusterQueue cannot admit new workloads, if it cannot: it
+    /// failed validation (kept out of the engine), or it names
+    /// ResourceFlavors that do not exist. `(reason, message)`.
+    pub fn cluster_queue_problem(&self, name: &str) -> Option<(&'static str, String)> {
+        if let Some(e) = self.errors.get(&(Kind::ClusterQueue, name.to_string())) {
+            return Some((
+                "InvalidClusterQueue",
+                format!("Ignored by the controller: {}", e.message),
+            ));
+        }
+        let cq = self.cluster_queues.get(name)?;
+        let missing: BTreeSet<&str> = cq
+            .spec
+            .resource_groups
+            .iter()
+            .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
+            .filter(|f| !self.flavors.contains_key(*f))
+            .collect();
+        (!missing.is_empty()).then(|| {
+            let list: Vec<&str> = missing.into_iter().collect();
+            (
+                "FlavorNotFound",
+                format!(
+                    "Cannot admit into ResourceFlavor(s) that do not exist: {}",
+                    list.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Why a LocalQueue cannot admit new workloads, if it cannot:
+    /// `(reason, message)`.
+    pub fn local_queue_problem(&self, key: &ObjKey) -> Option<(&'static str, String)> {
+        let lq = self.local_queues.get(key)?;
+        let cq = &lq.spec.cluster_queue;
+        if !self.cluster_queues.contains_key(cq) && !self.errors.contains_key(&(Kind::ClusterQueue, cq.clone())) {
+            return Some(("ClusterQueueDoesNotExist", format!("ClusterQueue {cq} does not exist")));
+        }
+        self.cluster_queue_problem(cq).map(|(_, why)| {
+            (
+                "ClusterQueueIsInactive",
+                format!("ClusterQueue {cq} is inactive: {why}"),
+            )
+        })
+    }
+
     /// Pending and admitted counts and usage per (flavor, resource) of
     /// every LocalQueue, in one pass over the workloads.
     pub fn local_queue_stats(&self) -> BTreeMap<ObjKey, LocalQueueStats> {

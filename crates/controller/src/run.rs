@@ -705,43 +705,56 @@ fn record_stats(ix: &mut Index, m: &Metrics) {
 #[derive(Default)]
 struct QueueStatusWriter {
     last: HashMap<QueueId, serde_json::Value>,
-    /// When each ClusterQueue's Active condition last changed: (status, time).
-    active_since: HashMap<String, (bool, String)>,
+    /// When each queue's Active condition last changed: (status, time).
+    active_since: HashMap<QueueId, (bool, String)>,
 }
 
 /// (cluster-scoped, namespace, name)
 type QueueId = (bool, Option<String>, String);
 
 impl QueueStatusWriter {
+    /// A queue's `Active` condition, keeping its transition time while the
+    /// status stays the same.
+    fn active_condition(
+        &mut self,
+        id: QueueId,
+        problem: Option<(&'static str, String)>,
+        ok: &str,
+        now: &str,
+    ) -> serde_json::Value {
+        let active = problem.is_none();
+        let since = self.active_since.entry(id).or_insert_with(|| (active, now.to_string()));
+        if since.0 != active {
+            *since = (active, now.to_string());
+        }
+        let (reason, message) = problem.unwrap_or(("Ready", ok.to_string()));
+        json!([{
+            "type": "Active",
+            "status": if active { "True" } else { "False" },
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since.1,
+        }])
+    }
+
     /// The status every queue should have now; updates the usage metrics.
     fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, serde_json::Value)> {
         let mut wanted = Vec::new();
         let cqs = ix.cluster_queue_names();
-        let invalid: BTreeMap<&str, &str> = ix
-            .errors()
-            .iter()
-            .filter(|((k, _), _)| *k == Kind::ClusterQueue)
-            .map(|((_, name), e)| (name.as_str(), e.message.as_str()))
-            .collect();
         let mut names: BTreeSet<String> = cqs.into_iter().collect();
-        names.extend(invalid.keys().map(|n| n.to_string()));
+        names.extend(
+            ix.errors()
+                .keys()
+                .filter(|(k, _)| *k == Kind::ClusterQueue)
+                .map(|(_, name)| name.clone()),
+        );
         for name in names {
-            let problem = invalid.get(name.as_str()).copied();
-            let active = problem.is_none();
-            let since = self
-                .active_since
-                .entry(name.clone())
-                .or_insert_with(|| (active, now.to_string()));
-            if since.0 != active {
-                *since = (active, now.to_string());
-            }
-            let condition = json!([{
-                "type": "Active",
-                "status": if active { "True" } else { "False" },
-                "reason": if active { "Ready" } else { "InvalidClusterQueue" },
-                "message": problem.map_or("Can admit workloads".to_string(), |p| format!("Ignored by the controller: {p}")),
-                "lastTransitionTime": since.1,
-            }]);
+            let condition = self.active_condition(
+                (true, None, name.clone()),
+                ix.cluster_queue_problem(&name),
+                "Can admit workloads",
+                now,
+            );
             let mut status = json!({"conditions": condition});
             if let Some(u) = ix.engine().cluster_queue_usage(&name) {
                 let labels = |f: &str, r: &str| {
@@ -790,12 +803,20 @@ impl QueueStatusWriter {
                 .into_iter()
                 .map(|(name, resources)| FlavorUsage { name, resources })
                 .collect();
+            let id = (false, Some(key.namespace.clone()), key.name.clone());
+            let condition = self.active_condition(
+                id.clone(),
+                ix.local_queue_problem(&key),
+                "Can submit new workloads to its ClusterQueue",
+                now,
+            );
             let status = json!({
+                "conditions": condition,
                 "pendingWorkloads": st.pending,
                 "admittedWorkloads": st.admitted,
                 "flavorsUsage": usage,
             });
-            wanted.push(((false, Some(key.namespace), key.name), status));
+            wanted.push((id, status));
         }
         wanted.retain(|(id, status)| self.last.get(id) != Some(status));
         wanted
@@ -985,6 +1006,58 @@ mod tests {
         }
         assert!(w.wanted(&ix, &m, "2027-01-01T00:00:05Z").is_empty());
         assert!(m.encode().contains("sluice_cluster_queue_nominal_quota{cluster_queue=\"cluster-gpu\",flavor=\"a100\",resource=\"nvidia.com/gpu\"} 8000"));
+    }
+
+    #[test]
+    fn queues_are_inactive_while_a_flavor_or_their_cluster_queue_is_missing() {
+        let mut cache = Cache::default();
+        listed(
+            &mut cache,
+            vec![
+                Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+                Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+                Obj::LocalQueue(Box::new(lq("research", "orphan", "nowhere"))),
+            ],
+        );
+        let m = Metrics::new();
+        let mut w = QueueStatusWriter::default();
+        let ix = build_index(&cache, &IndexConfig::default());
+        let wanted: BTreeMap<_, _> = w.wanted(&ix, &m, "2027-01-01T00:00:00Z").into_iter().collect();
+        let cond = |id: (bool, Option<&str>, &str)| {
+            wanted[&(id.0, id.1.map(String::from), id.2.to_string())]["conditions"][0].clone()
+        };
+        let c = cond((true, None, "cluster-gpu"));
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str()),
+            (Some("False"), Some("FlavorNotFound"))
+        );
+        assert!(c["message"].as_str().unwrap().contains("a100"), "{c}");
+        let l = cond((false, Some("research"), "team-a"));
+        assert_eq!(
+            (l["status"].as_str(), l["reason"].as_str()),
+            (Some("False"), Some("ClusterQueueIsInactive"))
+        );
+        let o = cond((false, Some("research"), "orphan"));
+        assert_eq!(o["reason"], "ClusterQueueDoesNotExist");
+        assert_eq!(o["message"], "ClusterQueue nowhere does not exist");
+        for (id, status) in wanted {
+            w.last.insert(id, status);
+        }
+        // The flavor appears: both become active, with a new transition time.
+        handle(&mut cache, None, Msg::Apply(Obj::Flavor(Box::new(flavor("a100")))), 0);
+        let ix = build_index(&cache, &IndexConfig::default());
+        let again: BTreeMap<_, _> = w.wanted(&ix, &m, "2027-01-01T00:01:00Z").into_iter().collect();
+        let c = &again[&(true, None, "cluster-gpu".to_string())]["conditions"][0];
+        assert_eq!(
+            (c["status"].as_str(), c["lastTransitionTime"].as_str()),
+            (Some("True"), Some("2027-01-01T00:01:00Z"))
+        );
+        let l = &again[&(false, Some("research".to_string()), "team-a".to_string())]["conditions"][0];
+        assert_eq!(l["status"], "True");
+        assert!(
+            !again.contains_key(&(false, Some("research".to_string()), "orphan".to_string())),
+            "unchanged: not written again"
+        );
     }
 
     #[test]
