@@ -251,7 +251,53 @@ impl Node {
 
 /// Reads a scenario; every problem found is returned, none is skipped.
 pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
+    load_with(file, text, &LoadOptions::default()).map(|(scenario, _)| scenario)
+}
+
+/// How [`load_with`] reads a scenario.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadOptions {
+    /// Multiplies every generator's `count` (see [`scaled_count`]); explicit
+    /// `jobs` are kept as written. 1.0 reads the file as it is.
+    pub scale: f64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { scale: 1.0 }
+    }
+}
+
+/// The Sluice objects of a scenario as written (each one valid), in file
+/// order: what a cluster gets when the scenario is applied to it.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    pub flavors: Vec<ResourceFlavor>,
+    pub cluster_queues: Vec<ClusterQueue>,
+    pub local_queues: Vec<LocalQueue>,
+    pub priority_classes: Vec<WorkloadPriorityClass>,
+}
+
+/// A generator's `count` at `scale`: `round(count × scale)`, but at least 1
+/// when `count` is not 0, so that every class of the scenario still arrives
+/// in every queue. `scale` must be positive and finite.
+pub fn scaled_count(count: u32, scale: f64) -> u32 {
+    if count == 0 {
+        return 0;
+    }
+    let scaled = (f64::from(count) * scale).round();
+    if scaled >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        (scaled as u32).max(1)
+    }
+}
+
+/// [`load`], with generator counts scaled, also returning the objects as
+/// written (for `sluice bench`, which creates them in a cluster).
+pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario, Manifests), Vec<Diagnostic>> {
     let mut errors = Vec::new();
+    let mut manifests = Manifests::default();
     let mut flavors: Vec<sluice_scheduler::FlavorSpec> = Vec::new();
     let mut cluster_queues: Vec<sluice_scheduler::ClusterQueueSpec> = Vec::new();
     let mut local_queues: Vec<sluice_scheduler::LocalQueueSpec> = Vec::new();
@@ -327,7 +373,10 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
             "ResourceFlavor" => {
                 if let Some(rf) = sluice_kind!(ResourceFlavor, "ResourceFlavor") {
                     match adapter::flavor(&rf) {
-                        Ok(f) => flavors.push(f),
+                        Ok(f) => {
+                            flavors.push(f);
+                            manifests.flavors.push(rf);
+                        }
                         Err(e) => errors.push(adapted("ResourceFlavor", e)),
                     }
                 }
@@ -335,7 +384,10 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
             "ClusterQueue" => {
                 if let Some(cq) = sluice_kind!(ClusterQueue, "ClusterQueue") {
                     match adapter::cluster_queue(&cq) {
-                        Ok(c) => cluster_queues.push(c),
+                        Ok(c) => {
+                            cluster_queues.push(c);
+                            manifests.cluster_queues.push(cq);
+                        }
                         Err(e) => errors.push(adapted("ClusterQueue", e)),
                     }
                 }
@@ -343,7 +395,10 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
             "LocalQueue" => {
                 if let Some(lq) = sluice_kind!(LocalQueue, "LocalQueue") {
                     match adapter::local_queue(&lq) {
-                        Ok(l) => local_queues.push(l),
+                        Ok(l) => {
+                            local_queues.push(l);
+                            manifests.local_queues.push(lq);
+                        }
                         Err(e) => errors.push(adapted("LocalQueue", e)),
                     }
                 }
@@ -351,6 +406,7 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
             "WorkloadPriorityClass" => {
                 if let Some(pc) = sluice_kind!(WorkloadPriorityClass, "WorkloadPriorityClass") {
                     priority_classes.insert(pc.metadata.name.clone().unwrap_or_default(), pc.spec.value);
+                    manifests.priority_classes.push(pc);
                 }
             }
             "Trace" => match trace::parse_trace(doc.text, origin) {
@@ -370,7 +426,7 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
     }
 
     let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.key.clone()).collect();
-    let Some((trace_doc, trace_offset)) = trace_doc else {
+    let Some((mut trace_doc, trace_offset)) = trace_doc else {
         if errors.is_empty() {
             errors.push(Diagnostic {
                 file: file.into(),
@@ -390,6 +446,11 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
         local_queues: &lq_keys,
         priority_classes: &priority_classes,
     };
+    if opts.scale != 1.0 {
+        for g in &mut trace_doc.spec.generators {
+            g.count = scaled_count(g.count, opts.scale);
+        }
+    }
     let workloads = match trace::expand(&trace_doc, &names, origin) {
         Ok(w) => w,
         Err(e) => {
@@ -407,12 +468,92 @@ pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    Ok(Scenario {
+    let scenario = Scenario {
         name,
         flavors,
         cluster_queues,
         local_queues,
         workloads,
         eviction_delay,
-    })
+    };
+    Ok((scenario, manifests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_counts_round_and_keep_every_class() {
+        assert_eq!(scaled_count(350, 0.1), 35);
+        assert_eq!(scaled_count(350, 0.02), 7);
+        // 50 × 0.02 = 1; 4 × 0.1 = 0.4 rounds to 0 but a class never vanishes.
+        assert_eq!(scaled_count(50, 0.02), 1);
+        assert_eq!(scaled_count(4, 0.1), 1);
+        // 11 × 0.25 = 2.75 → 3; 0 stays 0; scaling up works too.
+        assert_eq!(scaled_count(11, 0.25), 3);
+        assert_eq!(scaled_count(0, 10.0), 0);
+        assert_eq!(scaled_count(100, 2.5), 250);
+        assert_eq!(scaled_count(u32::MAX, 2.0), u32::MAX);
+    }
+
+    const SMALL: &str = "\
+apiVersion: sluice.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: f}
+spec: {}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq}
+spec: {resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4}]}]}]}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 9
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Trace
+spec:
+  jobs:
+  - {name: once, namespace: ns, queue: lq, arrival: 0s, requests: {cpu: 1}, duration: 1s}
+  generators:
+  - {class: g, count: 20, interval: 1s, duration: 1s, requests: {cpu: 1}, priorityClass: high, namespace: ns, queue: lq}
+";
+
+    #[test]
+    fn load_with_scales_generators_and_keeps_the_objects() {
+        let (plain, m) = load_with("s.yaml", SMALL, &LoadOptions::default()).expect("loads");
+        assert_eq!(plain.workloads.len(), 21);
+        assert_eq!(
+            (
+                m.flavors.len(),
+                m.cluster_queues.len(),
+                m.local_queues.len(),
+                m.priority_classes.len()
+            ),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(m.local_queues[0].spec.cluster_queue, "cq");
+        // × 0.25: 20 → 5 generated; the explicit job stays.
+        let (scaled, _) = load_with("s.yaml", SMALL, &LoadOptions { scale: 0.25 }).expect("loads");
+        assert_eq!(scaled.workloads.len(), 6);
+        assert_eq!(scaled.workloads.iter().filter(|w| w.class == "g").count(), 5);
+        assert!(
+            scaled
+                .workloads
+                .iter()
+                .filter(|w| w.class == "g")
+                .all(|w| w.priority == 9)
+        );
+        // `load` is `load_with` at scale 1.
+        let loaded = load("s.yaml", SMALL).expect("loads");
+        assert_eq!(loaded.workloads, plain.workloads);
+    }
 }

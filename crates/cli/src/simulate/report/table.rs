@@ -9,15 +9,16 @@ use crate::simulate::units::format_duration;
 const MAX_QUEUE_ROWS: usize = 40;
 
 /// Right-aligned columns except the first; two spaces between columns.
-struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
+/// (Also used by `sluice bench`'s terminal report.)
+pub(crate) struct Table {
+    pub(crate) header: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
     /// Index of rows after which a rule is drawn.
     rules: Vec<usize>,
 }
 
 impl Table {
-    fn new(header: Vec<String>) -> Self {
+    pub(crate) fn new(header: Vec<String>) -> Self {
         Self {
             header,
             rows: Vec::new(),
@@ -25,11 +26,11 @@ impl Table {
         }
     }
 
-    fn rule(&mut self) {
+    pub(crate) fn rule(&mut self) {
         self.rules.push(self.rows.len());
     }
 
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let cols = self.header.len();
         let mut widths = vec![0usize; cols];
         for row in std::iter::once(&self.header).chain(&self.rows) {
