@@ -25,6 +25,9 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Drive a running controller through Kueue's performance scenarios on a
+    /// real API server (`bench run`), measure the write floor (`bench floor`).
+    Bench(sluice_cli::bench::BenchArgs),
     /// Run the controller: queue Jobs, admit them through the engine, apply decisions.
     Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions of every Sluice kind.
@@ -38,6 +41,7 @@ enum Command {
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let result = match command {
+        Command::Bench(args) => sluice_cli::bench::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => sluice_cli::simulate::run(args),

@@ -1,0 +1,329 @@
+//! The harness's API calls: server-side apply with field manager
+//! [`FIELD_MANAGER`], a time limit on every call, retries of what may pass
+//! on a second try, and cleanup by label.
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use sluice_controller::writer::CALL_TIMEOUT;
+
+use super::plan::{FIELD_MANAGER, Object, Plan, RUN_LABEL};
+
+/// Tries of a call that failed in a way worth retrying.
+const TRIES: u32 = 5;
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    Api(kube::Error),
+    Timeout,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Api(e) => e.fmt(f),
+            CallError::Timeout => write!(f, "no answer within {}s", CALL_TIMEOUT.as_secs()),
+        }
+    }
+}
+
+impl std::error::Error for CallError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Api(e) => e.source(),
+            CallError::Timeout => None,
+        }
+    }
+}
+
+impl CallError {
+    /// Worth another try: a timeout, a transport error, 429, 5xx, or a 409
+    /// (a conflict an apply with force does not have, but an object being
+    /// deleted and re-created may).
+    pub fn transient(&self) -> bool {
+        match self {
+            CallError::Timeout => true,
+            CallError::Api(kube::Error::Api(s)) => s.code == 429 || s.code == 409 || s.code >= 500,
+            CallError::Api(_) => true,
+        }
+    }
+
+    /// The HTTP status, if the server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            CallError::Api(kube::Error::Api(s)) => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+/// One call with the controller's time limit.
+pub async fn call<T>(f: impl Future<Output = Result<T, kube::Error>>) -> Result<T, CallError> {
+    match tokio::time::timeout(CALL_TIMEOUT, f).await {
+        Ok(r) => r.map_err(CallError::Api),
+        Err(_) => Err(CallError::Timeout),
+    }
+}
+
+/// `f` until it succeeds, fails for good, or [`TRIES`] tries (backoff 200 ms,
+/// doubling).
+pub async fn retry<T, F, Fut>(mut f: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, CallError>>,
+{
+    let mut wait = Duration::from_millis(200);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.transient() && tries < TRIES => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// Untyped API of a Sluice kind: the server's answer need not fit our types.
+fn dynamic<K: Resource<DynamicType = ()>>(client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = ApiResource::erase::<K>(&());
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Server-side apply of `obj` (the whole object, as ours).
+pub async fn apply(api: &Api<DynamicObject>, name: &str, obj: &Value) -> Result<(), CallError> {
+    let (params, patch) = (apply_params(), Patch::Apply(obj));
+    retry(|| call(api.patch(name, &params, &patch))).await.map(drop)
+}
+
+/// Server-side apply of `status` on `/status`.
+pub async fn apply_status(api: &Api<DynamicObject>, name: &str, body: &Value) -> Result<(), CallError> {
+    call(api.patch_status(name, &apply_params(), &Patch::Apply(body)))
+        .await
+        .map(drop)
+}
+
+/// The run's Namespace object.
+pub fn namespace_object(run_id: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {RUN_LABEL: run_id}},
+    })
+}
+
+/// Applies a namespace.
+pub async fn apply_namespace(client: &Client, run_id: &str, name: &str) -> Result<()> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<Namespace>(&()));
+    apply(&api, name, &namespace_object(run_id, name))
+        .await
+        .with_context(|| format!("creating namespace {name}"))
+}
+
+/// Applies the run's namespaces, flavors, cluster queues and local queues,
+/// in that order (each kind after the ones it refers to).
+pub async fn apply_setup(client: &Client, plan: &Plan) -> Result<()> {
+    for ns in &plan.namespaces {
+        apply_namespace(client, &plan.run_id, ns).await?;
+    }
+    let each = |kind: &'static str, objects: &'static str| {
+        move |o: &Object, e: CallError| {
+            anyhow::Error::new(e).context(format!("creating {kind} {} (one of the run's {objects})", o.name))
+        }
+    };
+    let flavors = dynamic::<ResourceFlavor>(client, None);
+    for o in &plan.flavors {
+        apply(&flavors, &o.name, &o.body)
+            .await
+            .map_err(|e| each("ResourceFlavor", "flavors")(o, e))?;
+    }
+    let queues = dynamic::<ClusterQueue>(client, None);
+    for o in &plan.cluster_queues {
+        apply(&queues, &o.name, &o.body)
+            .await
+            .map_err(|e| each("ClusterQueue", "cluster queues")(o, e))?;
+    }
+    for o in &plan.local_queues {
+        let api = dynamic::<LocalQueue>(client, o.namespace.as_deref());
+        apply(&api, &o.name, &o.body)
+            .await
+            .map_err(|e| each("LocalQueue", "local queues")(o, e))?;
+    }
+    Ok(())
+}
+
+/// The API of Workloads in `namespace`.
+pub fn workloads(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    dynamic::<Workload>(client, Some(namespace))
+}
+
+/// The API of Workloads in every namespace (for the watch).
+pub fn all_workloads(client: &Client) -> Api<DynamicObject> {
+    dynamic::<Workload>(client, None)
+}
+
+/// Waits until the controller has written the `Active` condition of one of
+/// the run's ClusterQueues: it runs, leads, and watches them.
+pub async fn wait_for_controller(client: &Client, plan: &Plan, timeout: Duration) -> Result<()> {
+    let api = dynamic::<ClusterQueue>(client, None);
+    let lp = ListParams::default().labels(&selector(Some(&plan.run_id)));
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let list = call(api.list(&lp)).await;
+        if let Ok(list) = &list {
+            let active = list.items.iter().any(|cq| {
+                cq.data["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Active" && c["status"] == "True"))
+            });
+            if active {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let last = list.err().map(|e| format!(" (last error: {e})")).unwrap_or_default();
+            bail!(
+                "no ClusterQueue of this run became Active within {}s{last}: is `sluice controller` running against this cluster (and holding its Lease)?",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The label selector of a run's objects (of every run without an id).
+pub fn selector(run_id: Option<&str>) -> String {
+    match run_id {
+        Some(id) => format!("{RUN_LABEL}={id}"),
+        None => RUN_LABEL.to_string(),
+    }
+}
+
+/// What [`delete_run`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub namespaces: usize,
+    pub cluster_queues: usize,
+    pub flavors: usize,
+}
+
+/// Deletes a run's objects (every run's without an id) by label:
+/// namespaces first (their Workloads and LocalQueues go with them), then
+/// ClusterQueues, then ResourceFlavors. Deletion is not awaited: namespaces
+/// finish terminating in the background.
+pub async fn delete_run(client: &Client, run_id: Option<&str>) -> Result<Deleted> {
+    let lp = ListParams::default().labels(&selector(run_id));
+    let bg = DeleteParams::background();
+    let mut deleted = Deleted::default();
+    let mut errors = Vec::new();
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match retry(|| call(namespaces.list(&lp))).await {
+        Ok(list) => {
+            for ns in list.items {
+                let Some(name) = ns.metadata.name else { continue };
+                if ns.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                match retry(|| call(namespaces.delete(&name, &bg))).await {
+                    Ok(_) => deleted.namespaces += 1,
+                    Err(e) if e.code() == Some(404) => {}
+                    Err(e) => errors.push(format!("namespace {name}: {e}")),
+                }
+            }
+        }
+        Err(e) => errors.push(format!("listing namespaces: {e}")),
+    }
+    for (kind, api, count) in [
+        (
+            "ClusterQueue",
+            dynamic::<ClusterQueue>(client, None),
+            &mut deleted.cluster_queues,
+        ),
+        (
+            "ResourceFlavor",
+            dynamic::<ResourceFlavor>(client, None),
+            &mut deleted.flavors,
+        ),
+    ] {
+        match retry(|| call(api.list_metadata(&lp))).await {
+            Ok(list) => {
+                for o in list.items {
+                    let Some(name) = o.metadata.name else { continue };
+                    match retry(|| call(api.delete(&name, &bg))).await {
+                        Ok(_) => *count += 1,
+                        Err(e) if e.code() == Some(404) => {}
+                        Err(e) => errors.push(format!("{kind} {name}: {e}")),
+                    }
+                }
+            }
+            Err(e) => errors.push(format!("listing {kind}s: {e}")),
+        }
+    }
+    if !errors.is_empty() {
+        bail!(
+            "could not delete everything labelled {}: {}; run `sluice bench cleanup{}` again",
+            selector(run_id),
+            errors.join("; "),
+            run_id.map(|id| format!(" --run-id {id}")).unwrap_or_default()
+        );
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_pick_one_run_or_all() {
+        assert_eq!(selector(Some("sb-1")), "sluice.dev/bench-run=sb-1");
+        assert_eq!(selector(None), "sluice.dev/bench-run");
+        let ns = namespace_object("sb-1", "sb-1-team");
+        assert_eq!(ns["metadata"]["labels"][RUN_LABEL], "sb-1");
+    }
+
+    #[tokio::test]
+    async fn retries_only_what_may_pass_later() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let status = |code: u16| {
+            CallError::Api(kube::Error::Api(
+                kube::core::Status::failure("x", "y").with_code(code).boxed(),
+            ))
+        };
+        // A 500 twice, then fine: three tries.
+        let tries = AtomicU32::new(0);
+        let r = retry(|| async {
+            let n = tries.fetch_add(1, Ordering::SeqCst);
+            if n < 2 { Err(status(500)) } else { Ok(n) }
+        })
+        .await;
+        assert_eq!(r.ok(), Some(2));
+        // A 422 is final at once.
+        let tries = AtomicU32::new(0);
+        let r: Result<(), _> = retry(|| async {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err(status(422))
+        })
+        .await;
+        assert_eq!(r.err().and_then(|e| e.code()), Some(422));
+        assert_eq!(tries.load(Ordering::SeqCst), 1);
+    }
+}

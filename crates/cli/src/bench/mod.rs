@@ -1,0 +1,236 @@
+//! `sluice bench`: Kueue's scheduler performance scenarios against a real API
+//! server and a running `sluice controller`, and the write floor beside them.
+//!
+//! ```text
+//!  --scenario (built-in or file) ──plan::build──▶ Plan: objects and Workloads named with the run id,
+//!                                                  arrival and run times, quotas            [pure]
+//!       │
+//!  run::execute ── apply flavors, queues, namespaces ──▶ API server ◀──── sluice controller
+//!       │          create Workloads on schedule ────────▶     │              (admits them)
+//!       │          watch them (label sluice.dev/bench-run) ◀──┘
+//!       │          mark each one Finished after its run time ─▶
+//!       ▼
+//!  track::Tracker: the admitted set as observed — times, usage integrals,
+//!                  quota checks at every change                                             [pure]
+//!       ▼
+//!  report::build ──▶ RunReport ──▶ table (terminal) or --json
+//!
+//!  floor::measure: N inactive Workloads, status patches (server-side apply)
+//!                  under the controller's client rate limit ──▶ patches/s, p50/p95
+//! ```
+//!
+//! Figures are computed from recorded observations only (`track`, `report`),
+//! so that they are unit-tested without a cluster. The user-facing reference
+//! is `docs/benchmarks.md`.
+
+pub mod cluster;
+pub mod floor;
+pub mod limiter;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod scrape;
+pub mod track;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use sluice_controller::duration::parse_duration;
+
+/// Arguments of `sluice bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The `sluice bench` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Run a scenario against the cluster's controller and report Kueue's figures.
+    Run(Box<RunArgs>),
+    /// Measure how fast the API server takes Workload status patches under the
+    /// controller's client rate limit (the floor for admissions).
+    Floor(FloorArgs),
+    /// Delete what bench runs left behind, by their label.
+    Cleanup(CleanupArgs),
+}
+
+/// The client rate limit of the controller being compared against.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// Sustained writes per second, as the controller's --kube-qps (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = limiter::DEFAULT_KUBE_QPS)]
+    pub kube_qps: f64,
+    /// Writes allowed in a burst above --kube-qps, as the controller's --kube-burst.
+    #[arg(long, value_name = "N", default_value_t = limiter::DEFAULT_KUBE_BURST)]
+    pub kube_burst: u32,
+}
+
+/// Arguments of `sluice bench run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// A built-in scenario (kueue-baseline, kueue-large-scale) or a scenario
+    /// file in `sluice simulate`'s format.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub scenario: String,
+    /// Multiply every generator's workload count by this (rounded, at least 1);
+    /// queues, quotas, intervals and run times are kept.
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+    /// Stop waiting after this long (e.g. 30m, 90s), and report what was seen.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// The controller's Prometheus endpoint (http://HOST:PORT/metrics), scraped
+    /// before and after to count its API writes.
+    #[arg(long, value_name = "URL")]
+    pub controller_metrics: Option<String>,
+    /// The controller's process id on this machine, for its peak RSS (/proc).
+    #[arg(long, value_name = "PID")]
+    pub controller_pid: Option<u32>,
+    /// Measure the write floor first, in the same run, and report admissions/s
+    /// as a ratio of it.
+    #[arg(long)]
+    pub with_floor: bool,
+    /// Workloads patched by the floor measurement of --with-floor.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub floor_count: u32,
+    /// Patches in flight at once in the floor measurement (1: like the
+    /// controller's writer).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub floor_concurrency: u32,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The harness's own API calls in flight at once (Workload creations, and
+    /// Finished marks, each).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub concurrency: u32,
+    /// Pause between creating the queues and the first Workload, so that the
+    /// controller has seen every queue.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Names and label value of this run (default: sb-<random hex>).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Leave the objects in the cluster (delete them later with `sluice bench cleanup`).
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the figures as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Arguments of `sluice bench floor`.
+#[derive(Debug, clap::Args)]
+pub struct FloorArgs {
+    /// Workloads to create and then patch once each.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub count: u32,
+    /// Patches in flight at once (1: like the controller's writer, which has
+    /// one write in flight at a time).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub concurrency: u32,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Names and label value of this run (default: sb-<random hex>).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Leave the namespace and its Workloads in the cluster.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the figures as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Arguments of `sluice bench cleanup`.
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    /// Only this run's objects (default: every bench run's).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+}
+
+fn parse_scale(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("must be a positive number, got {s}"));
+    }
+    Ok(v)
+}
+
+/// Exit code of a run whose figures were printed but that did not finish
+/// every workload, or saw a quota violation.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// Runs `sluice bench`.
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async {
+        match args.command {
+            BenchCommand::Run(a) => run::command(*a).await,
+            BenchCommand::Floor(a) => floor::command(a).await,
+            BenchCommand::Cleanup(a) => cleanup_command(a).await,
+        }
+    })
+}
+
+/// The API client, from the kubeconfig in the usual places (`KUBECONFIG`,
+/// `~/.kube/config`, or the pod's service account).
+pub async fn client() -> Result<kube::Client> {
+    kube::Client::try_default()
+        .await
+        .context("connecting to the API server (kubeconfig from KUBECONFIG, ~/.kube/config or in-cluster)")
+}
+
+async fn cleanup_command(args: CleanupArgs) -> Result<ExitCode> {
+    let CleanupArgs { run_id } = args;
+    if let Some(id) = &run_id {
+        plan::check_run_id(id).map_err(|e| anyhow::anyhow!("--run-id: {e}"))?;
+    }
+    let client = client().await?;
+    let deleted = cluster::delete_run(&client, run_id.as_deref()).await?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "deleted {} namespace(s), {} cluster queue(s) and {} resource flavor(s) labelled {}",
+        deleted.namespaces,
+        deleted.cluster_queues,
+        deleted.flavors,
+        cluster::selector(run_id.as_deref()),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn print(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_must_be_positive_and_finite() {
+        assert_eq!(parse_scale("0.1"), Ok(0.1));
+        assert_eq!(parse_scale("2"), Ok(2.0));
+        assert!(parse_scale("0").unwrap_err().contains("positive"));
+        assert!(parse_scale("-1").unwrap_err().contains("positive"));
+        assert!(parse_scale("inf").unwrap_err().contains("positive"));
+        assert!(parse_scale("a tenth").unwrap_err().contains("not a number"));
+    }
+}

@@ -1,0 +1,584 @@
+//! What a bench run creates, worked out before anything is sent.
+//!
+//! A scenario (`sluice simulate`'s format, read by
+//! [`crate::simulate::scenario::load_with`], counts scaled there) becomes a
+//! [`Plan`]: every name carries the run id (`<run>-<name>`), every object the
+//! label [`RUN_LABEL`]`=<run>`, so that runs never share objects with each
+//! other or with real queues, and cleanup finds everything by label.
+//!
+//! | scenario | in the cluster |
+//! |----------|----------------|
+//! | ResourceFlavor `f` | ResourceFlavor `<run>-f` |
+//! | ClusterQueue `cq`, cohort `c`, flavor `f` | ClusterQueue `<run>-cq`, cohort `<run>-c`, flavor `<run>-f` |
+//! | LocalQueue `ns/lq` → `cq` | Namespace `<run>-ns`, LocalQueue `<run>-ns/lq` → `<run>-cq` |
+//! | WorkloadPriorityClass | not created: each Workload gets its `spec.priority` directly, as Kueue's runner does |
+//! | Trace workload `ns/name` | Workload `<run>-ns/name`, created at its arrival time |
+//!
+//! Workloads have one pod set per trace pod set (`main` for generated ones)
+//! whose single container requests the trace's per-pod amounts; no pods are
+//! ever made from them (there is no Job). A namespaceSelector of a
+//! ClusterQueue is kept as written: the run's namespaces carry only the run
+//! label.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde_json::Value;
+use sluice_api::quantity::{format_for_resource, format_milli};
+use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
+use sluice_api::validation::{Validate, Violation};
+
+use super::track::{Limit, QueueQuota, QuotaModel};
+use crate::simulate::scenario::Manifests;
+use crate::simulate::sim::Scenario;
+use crate::simulate::trace::{SplitMix64, TracePodSet};
+use crate::simulate::units::Millis;
+
+/// Label on everything a run creates; its value is the run id.
+pub const RUN_LABEL: &str = "sluice.dev/bench-run";
+/// Annotation on a Workload: its workload class.
+pub const CLASS_ANNOTATION: &str = "sluice.dev/bench-class";
+/// Annotation on a Workload: its run time once admitted, milliseconds.
+pub const RUNTIME_ANNOTATION: &str = "sluice.dev/bench-runtime-ms";
+/// Field manager of every write the harness makes.
+pub const FIELD_MANAGER: &str = "sluice-bench";
+/// Longest run id: names get `<run>-` in front and must stay valid.
+pub const MAX_RUN_ID_LEN: usize = 20;
+/// Image of the (never started) container of a bench Workload.
+pub const IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// Scenarios shipped in the binary, by name: the same files `sluice simulate`
+/// reads from `examples/simulate/`.
+pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
+    (
+        "kueue-baseline",
+        include_str!("../../../../examples/simulate/kueue-baseline.yaml"),
+    ),
+    (
+        "kueue-large-scale",
+        include_str!("../../../../examples/simulate/kueue-large-scale.yaml"),
+    ),
+];
+
+/// The text of a scenario and what to call it in error messages.
+#[derive(Debug, Clone)]
+pub struct ScenarioText {
+    pub file: String,
+    pub text: Cow<'static, str>,
+}
+
+/// `--scenario`: a built-in name, else a file path.
+pub fn scenario_text(arg: &str) -> Result<ScenarioText, String> {
+    if let Some((name, text)) = BUILTIN_SCENARIOS.iter().find(|(n, _)| *n == arg) {
+        return Ok(ScenarioText {
+            file: format!("examples/simulate/{name}.yaml"),
+            text: Cow::Borrowed(text),
+        });
+    }
+    let builtins: Vec<&str> = BUILTIN_SCENARIOS.iter().map(|(n, _)| *n).collect();
+    match std::fs::read_to_string(arg) {
+        Ok(text) => Ok(ScenarioText {
+            file: arg.to_string(),
+            text: Cow::Owned(text),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "--scenario {arg:?}: no such file, and not a built-in scenario ({})",
+            builtins.join(", ")
+        )),
+        Err(e) => Err(format!("--scenario {arg:?}: cannot read the file: {e}")),
+    }
+}
+
+/// A fresh run id, `sb-` and 8 hex digits.
+pub fn new_run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut rng = SplitMix64::new(nanos ^ (u64::from(std::process::id()) << 40));
+    format!("sb-{:08x}", rng.next_u64() as u32)
+}
+
+/// A run id must be a DNS label of at most [`MAX_RUN_ID_LEN`] characters.
+pub fn check_run_id(id: &str) -> Result<(), String> {
+    let ok_chars = id
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_ends =
+        id.starts_with(|c: char| c.is_ascii_alphanumeric()) && id.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if id.is_empty() || id.len() > MAX_RUN_ID_LEN || !ok_chars || !ok_ends {
+        return Err(format!(
+            "{id:?} is not a run id: 1 to {MAX_RUN_ID_LEN} lower-case letters, digits and '-', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// One Workload of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedWorkload {
+    /// In the cluster (`<run>-<scenario namespace>`).
+    pub namespace: String,
+    pub name: String,
+    pub class: String,
+    /// LocalQueue name (in `namespace`).
+    pub queue: String,
+    pub priority: i32,
+    /// When to create it, from the start of the run.
+    pub arrival: Millis,
+    /// How long it runs once admitted before the harness marks it Finished.
+    pub runtime: Millis,
+    pub pod_sets: Vec<TracePodSet>,
+}
+
+impl PlannedWorkload {
+    /// `namespace/name`, as the watch reports it.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The Workload object to apply.
+    pub fn object(&self, run_id: &str) -> Workload {
+        let pod_sets = self
+            .pod_sets
+            .iter()
+            .map(|ps| {
+                let requests: BTreeMap<String, Quantity> = ps
+                    .requests
+                    .iter()
+                    .map(|(r, milli)| {
+                        let q = format_milli(i128::from(*milli), format_for_resource(r));
+                        (r.clone(), Quantity(q))
+                    })
+                    .collect();
+                PodSet {
+                    name: ps.name.clone(),
+                    count: i32::try_from(ps.count).unwrap_or(i32::MAX),
+                    min_count: None,
+                    template: PodTemplateSpec {
+                        metadata: None,
+                        spec: Some(PodSpec {
+                            restart_policy: Some("Never".into()),
+                            containers: vec![Container {
+                                name: "main".into(),
+                                image: Some(IMAGE.into()),
+                                resources: Some(ResourceRequirements {
+                                    requests: Some(requests),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }),
+                    },
+                }
+            })
+            .collect();
+        let mut wl = Workload::new(
+            &self.name,
+            WorkloadSpec {
+                pod_sets,
+                queue_name: self.queue.clone(),
+                priority: Some(self.priority),
+                priority_class_name: None,
+                active: true,
+            },
+        );
+        wl.metadata.namespace = Some(self.namespace.clone());
+        wl.metadata.labels = Some(run_labels(run_id, None));
+        wl.metadata.annotations = Some(BTreeMap::from([
+            (CLASS_ANNOTATION.to_string(), self.class.clone()),
+            (RUNTIME_ANNOTATION.to_string(), self.runtime.to_string()),
+        ]));
+        wl
+    }
+}
+
+/// A cluster-scoped or namespaced object to apply, as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Object {
+    pub namespace: Option<String>,
+    pub name: String,
+    pub body: Value,
+}
+
+/// Everything a run creates, in the order it is created.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub run_id: String,
+    /// The Trace's name.
+    pub scenario: String,
+    pub scale: f64,
+    pub namespaces: Vec<String>,
+    pub flavors: Vec<Object>,
+    pub cluster_queues: Vec<Object>,
+    pub local_queues: Vec<Object>,
+    /// By arrival, then name.
+    pub workloads: Vec<PlannedWorkload>,
+    /// Cluster queue quotas, with the cluster's (prefixed) names.
+    pub quotas: QuotaModel,
+}
+
+impl Plan {
+    /// `<run>-<name>`.
+    pub fn name(&self, name: &str) -> String {
+        prefixed(&self.run_id, name)
+    }
+
+    /// The scenario's name of a cluster name (the run prefix removed).
+    pub fn scenario_name<'a>(&self, name: &'a str) -> &'a str {
+        name.strip_prefix(self.run_id.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .unwrap_or(name)
+    }
+}
+
+fn prefixed(run_id: &str, name: &str) -> String {
+    format!("{run_id}-{name}")
+}
+
+fn run_labels(run_id: &str, original: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    let mut labels = original.cloned().unwrap_or_default();
+    labels.insert(RUN_LABEL.to_string(), run_id.to_string());
+    labels
+}
+
+fn meta(run_id: &str, name: String, namespace: Option<String>, original: &ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace,
+        labels: Some(run_labels(run_id, original.labels.as_ref())),
+        annotations: original.annotations.clone(),
+        ..Default::default()
+    }
+}
+
+fn describe(kind: &str, name: &str, v: Vec<Violation>, errors: &mut Vec<String>) {
+    for v in v {
+        errors.push(format!("{kind} {name}: {}: {}", v.path, v.message));
+    }
+}
+
+/// The JSON of a typed object, without `status` (status is not ours to write).
+fn body<T: Serialize>(obj: &T) -> Result<Value, String> {
+    let mut v = serde_json::to_value(obj).map_err(|e| format!("cannot serialize: {e}"))?;
+    if let Some(map) = v.as_object_mut() {
+        map.remove("status");
+    }
+    Ok(v)
+}
+
+/// Works out a run of `scenario` (already scaled) with id `run_id`. Every
+/// problem is returned (names too long once prefixed, mostly).
+pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f64) -> Result<Plan, Vec<String>> {
+    let mut errors = Vec::new();
+    if let Err(e) = check_run_id(run_id) {
+        errors.push(e);
+        return Err(errors);
+    }
+    let p = |name: &str| prefixed(run_id, name);
+
+    let mut flavors = Vec::new();
+    for rf in &manifests.flavors {
+        let name = p(rf.metadata.name.as_deref().unwrap_or_default());
+        let mut obj = rf.clone();
+        obj.metadata = meta(run_id, name.clone(), None, &rf.metadata);
+        describe("ResourceFlavor", &name, obj.validate(), &mut errors);
+        match body(&obj) {
+            Ok(body) => flavors.push(Object {
+                namespace: None,
+                name,
+                body,
+            }),
+            Err(e) => errors.push(format!("ResourceFlavor {name}: {e}")),
+        }
+    }
+
+    let mut cluster_queues = Vec::new();
+    for cq in &manifests.cluster_queues {
+        let name = p(cq.metadata.name.as_deref().unwrap_or_default());
+        let mut obj = cq.clone();
+        obj.metadata = meta(run_id, name.clone(), None, &cq.metadata);
+        obj.spec.cohort = cq.spec.cohort.as_deref().map(p);
+        for group in &mut obj.spec.resource_groups {
+            for f in &mut group.flavors {
+                f.name = p(&f.name);
+            }
+        }
+        describe("ClusterQueue", &name, obj.validate(), &mut errors);
+        match body(&obj) {
+            Ok(body) => cluster_queues.push(Object {
+                namespace: None,
+                name,
+                body,
+            }),
+            Err(e) => errors.push(format!("ClusterQueue {name}: {e}")),
+        }
+    }
+
+    let mut namespaces = BTreeSet::new();
+    let mut local_queues = Vec::new();
+    for lq in &manifests.local_queues {
+        let ns = p(lq.metadata.namespace.as_deref().unwrap_or("default"));
+        let name = lq.metadata.name.clone().unwrap_or_default();
+        let mut obj = lq.clone();
+        obj.metadata = meta(run_id, name.clone(), Some(ns.clone()), &lq.metadata);
+        obj.spec.cluster_queue = p(&lq.spec.cluster_queue);
+        describe("LocalQueue", &format!("{ns}/{name}"), obj.validate(), &mut errors);
+        namespaces.insert(ns.clone());
+        match body(&obj) {
+            Ok(body) => local_queues.push(Object {
+                namespace: Some(ns),
+                name,
+                body,
+            }),
+            Err(e) => errors.push(format!("LocalQueue {name}: {e}")),
+        }
+    }
+    for ns in &namespaces {
+        if !is_dns_label(ns) {
+            errors.push(format!(
+                "namespace {ns:?} (the run id, '-' and the scenario's namespace) is not a DNS label of at most 63 characters: use a shorter --run-id"
+            ));
+        }
+    }
+
+    let mut workloads = Vec::with_capacity(scenario.workloads.len());
+    for w in &scenario.workloads {
+        let (ns, name) = w.name.split_once('/').unwrap_or(("default", &w.name));
+        let queue = w.local_queue.split_once('/').map_or(w.local_queue.as_str(), |(_, q)| q);
+        let planned = PlannedWorkload {
+            namespace: p(ns),
+            name: name.to_string(),
+            class: w.class.clone(),
+            queue: queue.to_string(),
+            priority: w.priority,
+            arrival: w.arrival,
+            runtime: w.duration,
+            pod_sets: w.pod_sets.clone(),
+        };
+        let v = planned.object(run_id).validate();
+        if !v.is_empty() && errors.len() < 50 {
+            describe("Workload", &planned.key(), v, &mut errors);
+        }
+        workloads.push(planned);
+    }
+
+    let mut queues = BTreeMap::new();
+    for cq in &scenario.cluster_queues {
+        let mut limits = BTreeMap::new();
+        for group in &cq.resource_groups {
+            for f in &group.flavors {
+                for r in &f.resources {
+                    limits.insert(
+                        (p(&f.flavor), r.resource.clone()),
+                        Limit {
+                            nominal: r.nominal,
+                            borrowing_limit: r.borrowing_limit,
+                            lending_limit: r.lending_limit,
+                        },
+                    );
+                }
+            }
+        }
+        queues.insert(
+            p(&cq.name),
+            QueueQuota {
+                cohort: cq.cohort.as_deref().map(p),
+                limits,
+            },
+        );
+    }
+
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Plan {
+        run_id: run_id.to_string(),
+        scenario: scenario.name.clone(),
+        scale,
+        namespaces: namespaces.into_iter().collect(),
+        flavors,
+        cluster_queues,
+        local_queues,
+        workloads,
+        quotas: QuotaModel::new(queues),
+    })
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::scenario::{LoadOptions, load_with};
+
+    fn baseline(scale: f64) -> Plan {
+        let src = scenario_text("kueue-baseline").expect("built in");
+        let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale }).expect("loads");
+        build("sb-test", &s, &m, scale).expect("plans")
+    }
+
+    #[test]
+    fn builtin_names_and_files_resolve() {
+        assert!(scenario_text("kueue-baseline").unwrap().text.contains("cq-4-5"));
+        assert!(scenario_text("kueue-large-scale").unwrap().text.contains("cq-9-99"));
+        let path = format!("{}/../../examples/simulate/gpu-teams.yaml", env!("CARGO_MANIFEST_DIR"));
+        assert!(scenario_text(&path).unwrap().text.contains("kind: Trace"));
+        let err = scenario_text("kueue-basline").unwrap_err();
+        assert!(err.contains("--scenario \"kueue-basline\""), "{err}");
+        assert!(err.contains("kueue-baseline, kueue-large-scale"), "{err}");
+    }
+
+    #[test]
+    fn run_ids_are_short_dns_labels() {
+        for _ in 0..20 {
+            let id = new_run_id();
+            assert_eq!(check_run_id(&id), Ok(()), "{id}");
+            assert_eq!(id.len(), 11);
+        }
+        assert!(check_run_id("my-run-1").is_ok());
+        for bad in ["", "-x", "x-", "Upper", "a_b", "a-very-long-run-id-over-20"] {
+            assert!(check_run_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn baseline_at_scale_shapes_the_run() {
+        // Per ClusterQueue the baseline has 350 small, 100 medium, 50 large.
+        // At 0.1: round(35) = 35, round(10) = 10, round(5) = 5 → 50 per queue,
+        // × 30 queues = 1 500 workloads.
+        let plan = baseline(0.1);
+        assert_eq!(plan.workloads.len(), 1500);
+        let count = |class: &str| plan.workloads.iter().filter(|w| w.class == class).count();
+        assert_eq!(
+            (count("small"), count("medium"), count("large")),
+            (35 * 30, 10 * 30, 5 * 30)
+        );
+        // At 0.02: round(7) = 7, round(2) = 2, round(1) = 1 → 10 × 30 = 300.
+        let small = baseline(0.02);
+        assert_eq!(small.workloads.len(), 300);
+        assert_eq!(small.workloads.iter().filter(|w| w.class == "large").count(), 30);
+
+        // Queue shapes are kept: 5 cohorts × 6 queues, 5 namespaces of 6
+        // LocalQueues, one flavor, whatever the scale.
+        assert_eq!(plan.cluster_queues.len(), 30);
+        assert_eq!(plan.local_queues.len(), 30);
+        assert_eq!(plan.flavors.len(), 1);
+        assert_eq!(
+            plan.namespaces,
+            (0..5).map(|c| format!("sb-test-cohort-{c}")).collect::<Vec<_>>()
+        );
+        let cohorts: BTreeSet<_> = plan.quotas.queues.values().filter_map(|q| q.cohort.clone()).collect();
+        assert_eq!(cohorts.len(), 5);
+        assert!(cohorts.contains("sb-test-cohort-0"));
+    }
+
+    #[test]
+    fn the_schedule_priorities_and_run_times_follow_the_classes() {
+        let plan = baseline(0.02);
+        let of =
+            |class: &str| -> Vec<&PlannedWorkload> { plan.workloads.iter().filter(|w| w.class == class).collect() };
+        // small: every 100 ms from 0, 200 ms run, priority 50, 1 CPU.
+        // The 7 of queue cohort-0/lq-0 arrive at 0, 100, …, 600 ms.
+        let q0: Vec<Millis> = of("small")
+            .iter()
+            .filter(|w| w.namespace == "sb-test-cohort-0" && w.queue == "lq-0")
+            .map(|w| w.arrival)
+            .collect();
+        assert_eq!(q0, vec![0, 100, 200, 300, 400, 500, 600]);
+        for (class, runtime, priority, cpu) in [
+            ("small", 200, 50, 1_000),
+            ("medium", 500, 100, 5_000),
+            ("large", 1_000, 200, 20_000),
+        ] {
+            for w in of(class) {
+                assert_eq!((w.runtime, w.priority), (runtime, priority), "{class}");
+                assert_eq!(w.pod_sets[0].requests["cpu"], cpu, "{class}");
+            }
+        }
+        // medium every 500 ms: its 2 per queue at 0 and 500 ms; the one large at 0.
+        let mut medium: Vec<Millis> = of("medium").iter().map(|w| w.arrival).collect();
+        medium.dedup();
+        assert_eq!(medium, vec![0, 500]);
+        assert!(of("large").iter().all(|w| w.arrival == 0));
+        // Sorted by arrival; the last small one arrives at 600 ms.
+        assert!(plan.workloads.windows(2).all(|p| p[0].arrival <= p[1].arrival));
+        assert_eq!(plan.workloads.last().map(|w| w.arrival), Some(600));
+    }
+
+    #[test]
+    fn objects_carry_the_run_id_and_label() {
+        let plan = baseline(0.02);
+        let cq = &plan.cluster_queues[0];
+        assert_eq!(cq.name, "sb-test-cq-0-0");
+        assert_eq!(cq.body["metadata"]["labels"][RUN_LABEL], "sb-test");
+        assert_eq!(cq.body["spec"]["cohort"], "sb-test-cohort-0");
+        assert_eq!(
+            cq.body["spec"]["resourceGroups"][0]["flavors"][0]["name"],
+            "sb-test-default"
+        );
+        assert_eq!(
+            cq.body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
+            "20"
+        );
+        assert!(cq.body.get("status").is_none());
+        let lq = &plan.local_queues[0];
+        assert_eq!(lq.namespace.as_deref(), Some("sb-test-cohort-0"));
+        assert_eq!(lq.body["spec"]["clusterQueue"], "sb-test-cq-0-0");
+        assert_eq!(plan.flavors[0].name, "sb-test-default");
+        assert_eq!(plan.scenario_name("sb-test-cq-1-2"), "cq-1-2");
+        assert_eq!(plan.scenario_name("other"), "other");
+
+        let w = plan
+            .workloads
+            .iter()
+            .find(|w| w.class == "medium")
+            .expect("a medium one");
+        let json = serde_json::to_value(w.object(&plan.run_id)).expect("serializes");
+        assert_eq!(json["apiVersion"], "sluice.dev/v1alpha1");
+        assert_eq!(json["kind"], "Workload");
+        assert_eq!(json["metadata"]["labels"][RUN_LABEL], "sb-test");
+        assert_eq!(json["metadata"]["annotations"][RUNTIME_ANNOTATION], "500");
+        assert_eq!(json["spec"]["queueName"], w.queue);
+        assert_eq!(json["spec"]["priority"], 100);
+        assert_eq!(json["spec"]["podSets"][0]["count"], 1);
+        assert_eq!(
+            json["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "5"
+        );
+        assert_eq!(json.get("status"), None);
+    }
+
+    #[test]
+    fn the_quota_model_has_the_cluster_names() {
+        let plan = baseline(0.02);
+        let q = &plan.quotas.queues["sb-test-cq-2-3"];
+        assert_eq!(q.cohort.as_deref(), Some("sb-test-cohort-2"));
+        let l = q.limits[&("sb-test-default".to_string(), "cpu".to_string())];
+        assert_eq!(
+            (l.nominal, l.borrowing_limit, l.lending_limit),
+            (20_000, Some(100_000), None)
+        );
+    }
+
+    #[test]
+    fn a_run_id_too_long_for_the_names_is_refused() {
+        let src = scenario_text("kueue-baseline").expect("built in");
+        let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.02 }).expect("loads");
+        let errors = build("not a run id", &s, &m, 0.02).unwrap_err();
+        assert!(errors[0].contains("is not a run id"), "{errors:?}");
+    }
+}

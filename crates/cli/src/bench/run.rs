@@ -1,0 +1,620 @@
+//! `sluice bench run`: drives a running controller through a scenario.
+//!
+//! ```text
+//!  [--with-floor] floor::measure
+//!  apply namespaces, flavors, cluster queues, local queues ── wait until the
+//!  controller marks one queue Active ── --settle ── start the Workload watch
+//!  (label sluice.dev/bench-run=<run>), wait for its first list ── scrape
+//!  --controller-metrics ── t0
+//!
+//!  loop until every workload is seen Finished, or --timeout:
+//!    arrival due   → create the Workload (server-side apply; ≤ --concurrency in flight)
+//!    watch event   → Tracker::observe (admissions, usage, quota checks);
+//!                    a new admission sets a timer at now + its run time
+//!    timer due     → still running in that admission? apply Finished=True
+//!                    (reason Succeeded) on /status, as a Job completion does
+//!
+//!  scrape --controller-metrics again, read VmHWM ── report
+//! ```
+//!
+//! Every object carries the run label; the caller deletes them all at the
+//! end, on error and on Ctrl-C ([`cleanup_or_exit`]).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::DynamicObject;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::{Value, json};
+use sluice_api::v1alpha1::Workload;
+use sluice_api::v1alpha1::conditions as cond;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::cluster::{self, CallError};
+use super::floor::{self, FloorOptions};
+use super::plan::{self, Plan, RUN_LABEL};
+use super::report::{self, Extras, RunReport};
+use super::scrape::{self, HttpUrl};
+use super::track::{self, Ms, Observation, Tracker};
+use super::{EXIT_INCOMPLETE, RunArgs, print};
+use crate::simulate::scenario::{LoadOptions, load_with};
+use crate::simulate::units::format_duration;
+
+/// How long to wait for the controller to show it sees the run's queues.
+pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);
+/// How long to wait for the Workload watch's first list.
+const WATCH_WAIT: Duration = Duration::from_secs(60);
+/// `/proc` sampling period of `--controller-pid`.
+const RSS_PERIOD: Duration = Duration::from_millis(250);
+/// A failed Finished mark is tried again this much later.
+const FINISH_RETRY_MS: Ms = 1_000;
+/// Warnings of one kind printed at most.
+const MAX_WARNINGS: u64 = 5;
+
+/// How to run a plan.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub timeout: Duration,
+    /// Creations in flight at once, and Finished marks in flight at once.
+    pub concurrency: usize,
+    pub settle: Duration,
+    pub metrics: Option<HttpUrl>,
+    pub pid: Option<u32>,
+    pub floor: Option<FloorOptions>,
+    pub quiet: bool,
+}
+
+/// The `Finished` mark of a workload: what the controller writes when a
+/// Job completes (type Finished, status True, reason Succeeded), applied
+/// by the harness's own field manager.
+pub fn finish_body(namespace: &str, name: &str, generation: Option<i64>, runtime: Ms, now: Timestamp) -> Value {
+    let condition = Condition {
+        type_: cond::FINISHED.into(),
+        status: cond::status::TRUE.into(),
+        reason: cond::reasons::SUCCEEDED.into(),
+        message: format!("Finished by sluice bench after its run time of {runtime} ms"),
+        last_transition_time: Time(now),
+        observed_generation: generation,
+    };
+    json!({
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"conditions": [condition]},
+    })
+}
+
+enum WatchMsg {
+    Init,
+    InitDone,
+    Object(String, Result<Observation, String>),
+    Error(String),
+}
+
+enum Msg {
+    Watch(Instant, WatchMsg),
+    Created {
+        index: usize,
+        at: Instant,
+        result: Result<(), CallError>,
+    },
+    Finished {
+        index: usize,
+        epoch: u32,
+        result: Result<(), CallError>,
+    },
+}
+
+fn decode(o: DynamicObject) -> (String, Result<Observation, String>) {
+    let key = format!(
+        "{}/{}",
+        o.metadata.namespace.as_deref().unwrap_or_default(),
+        o.metadata.name.as_deref().unwrap_or_default()
+    );
+    let obs = serde_json::to_value(o)
+        .and_then(serde_json::from_value::<Workload>)
+        .map_err(|e| format!("not a readable Workload: {e}"))
+        .and_then(|wl| track::observe(&wl));
+    (key, obs)
+}
+
+/// The Workload watch of a run, as messages on `tx`.
+async fn watch(client: Client, run_id: String, tx: mpsc::UnboundedSender<Msg>) {
+    let cfg = watcher::Config::default().labels(&cluster::selector(Some(&run_id)));
+    let stream = watcher(cluster::all_workloads(&client), cfg).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        let at = Instant::now();
+        let msg = match ev {
+            Ok(watcher::Event::Init) => WatchMsg::Init,
+            Ok(watcher::Event::InitDone) => WatchMsg::InitDone,
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                let (key, obs) = decode(o);
+                WatchMsg::Object(key, obs)
+            }
+            Ok(watcher::Event::Delete(_)) => continue,
+            Err(e) => WatchMsg::Error(e.to_string()),
+        };
+        if tx.send(Msg::Watch(at, msg)).is_err() {
+            return;
+        }
+    }
+}
+
+fn ms_since(t0: Instant, at: Instant) -> Ms {
+    at.saturating_duration_since(t0).as_millis() as Ms
+}
+
+fn instant_at(t0: Instant, ms: Ms) -> Instant {
+    t0 + Duration::from_millis(ms.max(0) as u64)
+}
+
+/// Counts warnings and prints the first few.
+#[derive(Default)]
+struct Warnings(u64);
+
+impl Warnings {
+    fn warn(&mut self, what: &str) {
+        self.0 += 1;
+        if self.0 <= MAX_WARNINGS {
+            eprintln!("warning: {what}");
+        } else if self.0 == MAX_WARNINGS + 1 {
+            eprintln!("warning: more of these follow; not printed");
+        }
+    }
+}
+
+/// Progress on stderr: a line redrawn on a terminal, else one every 10 s.
+struct Progress {
+    quiet: bool,
+    terminal: bool,
+    last: Instant,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        Self {
+            quiet,
+            terminal: std::io::stderr().is_terminal(),
+            last: Instant::now(),
+            drawn: false,
+        }
+    }
+
+    fn period(&self) -> Duration {
+        if self.terminal {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(10)
+        }
+    }
+
+    fn show(&mut self, t: &Tracker, created: usize, elapsed: Ms) {
+        if self.quiet || self.last.elapsed() < self.period() {
+            return;
+        }
+        self.last = Instant::now();
+        let admitted = t.records().iter().filter(|r| r.first_admitted_at.is_some()).count();
+        let n = t.records().len();
+        let line = format!(
+            "{}: {created}/{n} created, {admitted} admitted, {} finished{}",
+            format_duration(elapsed),
+            t.finished(),
+            if t.violations() > 0 {
+                format!(", {} QUOTA VIOLATIONS", t.violations())
+            } else {
+                String::new()
+            }
+        );
+        if self.terminal {
+            self.drawn = true;
+            let _ = write!(std::io::stderr(), "\r\x1b[2K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+            self.drawn = false;
+        }
+    }
+}
+
+/// Runs the plan against the cluster (objects are left for the caller to
+/// delete) and reports.
+pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
+    let mut extras = Extras::default();
+    if let Some(f) = &opts.floor {
+        extras.floor = Some(
+            floor::measure(client, &plan.run_id, f, false)
+                .await
+                .context("measuring the write floor (--with-floor)")?,
+        );
+    }
+    if !opts.quiet {
+        eprintln!(
+            "run {}: {} namespaces, {} flavors, {} cluster queues, {} local queues",
+            plan.run_id,
+            plan.namespaces.len(),
+            plan.flavors.len(),
+            plan.cluster_queues.len(),
+            plan.local_queues.len()
+        );
+    }
+    cluster::apply_setup(client, plan).await?;
+    cluster::wait_for_controller(client, plan, CONTROLLER_WAIT).await?;
+    tokio::time::sleep(opts.settle).await;
+
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let max_rss = Arc::new(AtomicU64::new(0));
+    if let Some(pid) = opts.pid {
+        let max_rss = max_rss.clone();
+        tasks.spawn(async move {
+            loop {
+                if let Ok(m) = scrape::read_proc_status(pid) {
+                    max_rss.fetch_max(m.vm_rss.unwrap_or(0), Ordering::Relaxed);
+                }
+                tokio::time::sleep(RSS_PERIOD).await;
+            }
+        });
+    }
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    tasks.spawn(watch(client.clone(), plan.run_id.clone(), tx.clone()));
+    let mut watch_warnings = Warnings::default();
+    let mut inits = 0u64;
+    let listed = tokio::time::timeout(WATCH_WAIT, async {
+        while let Some(m) = rx.recv().await {
+            match m {
+                Msg::Watch(_, WatchMsg::Init) => inits += 1,
+                Msg::Watch(_, WatchMsg::InitDone) => return true,
+                Msg::Watch(_, WatchMsg::Error(e)) => watch_warnings.warn(&format!("Workload watch: {e}")),
+                _ => {}
+            }
+        }
+        false
+    })
+    .await;
+    if !matches!(listed, Ok(true)) {
+        bail!(
+            "the Workload watch did not list within {}s (can this user list and watch workloads.sluice.dev in all namespaces?)",
+            WATCH_WAIT.as_secs()
+        );
+    }
+
+    let before = match &opts.metrics {
+        Some(url) => Some(scrape::writes_by_kind(&scrape::fetch(url).await.map_err(|e| {
+            anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path)
+        })?)),
+        None => None,
+    };
+
+    let mut tracker = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
+    let creates = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    let finishes = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    let mut timers: BinaryHeap<Reverse<(Ms, usize, u32)>> = BinaryHeap::new();
+    let mut progress = Progress::new(opts.quiet);
+    let mut object_warnings = Warnings::default();
+    let mut finish_warnings = Warnings::default();
+    let mut next = 0usize;
+    let mut created = 0usize;
+    let n = plan.workloads.len();
+
+    let t0 = Instant::now();
+    let deadline = t0 + opts.timeout;
+    let end = loop {
+        let now = Instant::now();
+        let now_ms = ms_since(t0, now);
+        if tracker.done() {
+            break tracker
+                .records()
+                .iter()
+                .filter_map(|r| r.finished_at)
+                .max()
+                .unwrap_or(now_ms);
+        }
+        if now >= deadline {
+            extras.timed_out = true;
+            break now_ms;
+        }
+        while next < n && plan.workloads[next].arrival <= now_ms {
+            let w = &plan.workloads[next];
+            let body = serde_json::to_value(w.object(&plan.run_id)).context("serializing a Workload")?;
+            let api = cluster::workloads(client, &w.namespace);
+            let (sem, tx, name, index) = (creates.clone(), tx.clone(), w.name.clone(), next);
+            tasks.spawn(async move {
+                let Ok(_permit) = sem.acquire_owned().await else { return };
+                let result = cluster::apply(&api, &name, &body).await;
+                let _ = tx.send(Msg::Created {
+                    index,
+                    at: Instant::now(),
+                    result,
+                });
+            });
+            next += 1;
+        }
+        while let Some(&Reverse((at, index, epoch))) = timers.peek() {
+            if at > now_ms {
+                break;
+            }
+            timers.pop();
+            let Some(generation) = tracker.finish_due(index, epoch) else {
+                continue;
+            };
+            let w = &plan.workloads[index];
+            let body = finish_body(&w.namespace, &w.name, generation, w.runtime, Timestamp::now());
+            let api = cluster::workloads(client, &w.namespace);
+            let (sem, tx, name) = (finishes.clone(), tx.clone(), w.name.clone());
+            tasks.spawn(async move {
+                let Ok(_permit) = sem.acquire_owned().await else { return };
+                let result = cluster::retry(|| cluster::apply_status(&api, &name, &body)).await;
+                let _ = tx.send(Msg::Finished { index, epoch, result });
+            });
+        }
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done
+                && e.is_panic()
+            {
+                bail!("a harness task panicked: {e}");
+            }
+        }
+        progress.show(&tracker, created, now_ms);
+
+        let mut wake = deadline.min(now + progress.period());
+        if let Some(w) = plan.workloads.get(next) {
+            wake = wake.min(instant_at(t0, w.arrival));
+        }
+        if let Some(Reverse((at, _, _))) = timers.peek() {
+            wake = wake.min(instant_at(t0, *at));
+        }
+        let msg = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => continue,
+        };
+        match msg {
+            None => bail!("the Workload watch stopped"),
+            Some(Msg::Watch(_, WatchMsg::Init)) => inits += 1,
+            Some(Msg::Watch(_, WatchMsg::InitDone)) => {}
+            Some(Msg::Watch(_, WatchMsg::Error(e))) => watch_warnings.warn(&format!("Workload watch: {e}")),
+            Some(Msg::Watch(at, WatchMsg::Object(key, obs))) => match (tracker.index_of(&key), obs) {
+                (Some(i), Ok(obs)) => {
+                    if let Some(f) = tracker.observe(i, ms_since(t0, at), obs) {
+                        timers.push(Reverse((f.at, f.index, f.epoch)));
+                    }
+                }
+                (Some(_), Err(e)) => object_warnings.warn(&format!("Workload {key}: {e}")),
+                (None, _) => {}
+            },
+            Some(Msg::Created { index, at, result }) => match result {
+                Ok(()) => {
+                    created += 1;
+                    tracker.created(index, ms_since(t0, at));
+                }
+                Err(e) => {
+                    let w = &plan.workloads[index];
+                    bail!("creating Workload {}: {e}", w.key());
+                }
+            },
+            Some(Msg::Finished { index, epoch, result }) => {
+                if let Err(e) = result {
+                    extras.finish_write_errors += 1;
+                    let key = plan.workloads[index].key();
+                    if !e.transient() {
+                        bail!("marking Workload {key} Finished: {e}");
+                    }
+                    finish_warnings.warn(&format!("marking Workload {key} Finished: {e}; trying again"));
+                    timers.push(Reverse((ms_since(t0, Instant::now()) + FINISH_RETRY_MS, index, epoch)));
+                }
+            }
+        }
+    };
+    progress.clear();
+    extras.watch_restarts = inits.saturating_sub(1);
+
+    if let (Some(url), Some(before)) = (&opts.metrics, &before) {
+        match scrape::fetch(url).await {
+            Ok(text) => match scrape::writes_delta(before, &scrape::writes_by_kind(&text)) {
+                Ok(w) => extras.writes = Some(w),
+                Err(e) => eprintln!("warning: controller writes not reported: {e}"),
+            },
+            Err(e) => eprintln!("warning: controller writes not reported: --controller-metrics: {e}"),
+        }
+    }
+    if let Some(pid) = opts.pid {
+        let at_end = scrape::read_proc_status(pid).ok();
+        extras.rss = scrape::peak_rss(at_end, max_rss.load(Ordering::Relaxed));
+    }
+    tasks.abort_all();
+    Ok(report::build(plan, &tracker.close(end), extras))
+}
+
+/// Deletes what run `run_id` created; a second Ctrl-C stops the cleanup
+/// and says how to finish it.
+pub async fn cleanup_or_exit(client: &Client, run_id: &str) {
+    eprintln!("deleting what run {run_id} created ({RUN_LABEL}={run_id})");
+    tokio::select! {
+        r = cluster::delete_run(client, Some(run_id)) => match r {
+            Ok(d) => eprintln!(
+                "deleted {} namespace(s), {} cluster queue(s), {} resource flavor(s)",
+                d.namespaces, d.cluster_queues, d.flavors
+            ),
+            Err(e) => eprintln!("warning: {e:#}"),
+        },
+        _ = tokio::signal::ctrl_c() => eprintln!(
+            "interrupted again: objects may be left; `sluice bench cleanup --run-id {run_id}` deletes them"
+        ),
+    }
+}
+
+/// `sluice bench run`.
+pub async fn command(args: RunArgs) -> Result<ExitCode> {
+    let RunArgs {
+        scenario,
+        scale,
+        timeout,
+        controller_metrics,
+        controller_pid,
+        with_floor,
+        floor_count,
+        floor_concurrency,
+        limits,
+        concurrency,
+        settle,
+        run_id,
+        keep,
+        json,
+        quiet,
+    } = args;
+    if concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    if with_floor && (floor_count == 0 || floor_concurrency == 0) {
+        bail!("--floor-count and --floor-concurrency must be at least 1");
+    }
+    let metrics = controller_metrics
+        .as_deref()
+        .map(scrape::parse_url)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    if let Some(pid) = controller_pid {
+        scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
+    }
+    let run_id = match run_id {
+        Some(id) => {
+            plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
+            id
+        }
+        None => plan::new_run_id(),
+    };
+    let source = plan::scenario_text(&scenario).map_err(|e| anyhow!(e))?;
+    let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale }) {
+        Ok(v) => v,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            eprintln!("{} error(s) in {}; nothing was run.", errors.len(), source.file);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let plan = plan::build(&run_id, &loaded, &manifests, scale)
+        .map_err(|errors| anyhow!("the scenario cannot be run as {run_id}:\n  {}", errors.join("\n  ")))?;
+    if plan.workloads.is_empty() {
+        bail!("{}: the scenario has no workloads", source.file);
+    }
+    let opts = RunOptions {
+        timeout,
+        concurrency: concurrency as usize,
+        settle,
+        metrics,
+        pid: controller_pid,
+        floor: with_floor.then_some(FloorOptions {
+            count: floor_count,
+            concurrency: floor_concurrency,
+            kube_qps: limits.kube_qps,
+            kube_burst: limits.kube_burst,
+            quiet,
+        }),
+        quiet,
+    };
+    if !quiet {
+        eprintln!(
+            "{}: {} workloads at scale {scale}, timeout {}",
+            plan.scenario,
+            plan.workloads.len(),
+            format_duration(timeout.as_millis() as Ms)
+        );
+    }
+    let client = super::client().await?;
+    let outcome = tokio::select! {
+        r = execute(&client, &plan, &opts) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    if outcome.is_none() {
+        eprintln!("\ninterrupted");
+    }
+    if keep {
+        eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
+    } else {
+        cleanup_or_exit(&client, &run_id).await;
+    }
+    let Some(result) = outcome else {
+        return Ok(ExitCode::from(130));
+    };
+    let report = result?;
+    let text = if json {
+        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
+    } else {
+        report::render(&report)
+    };
+    print(&text)?;
+    Ok(if report.complete && report.quota_violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INCOMPLETE)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_finished_mark_is_a_job_completion() {
+        let now: Timestamp = "2025-01-02T03:04:05Z".parse().expect("a time");
+        let b = finish_body("sb-1-cohort-0", "small-lq-0-3", Some(1), 200, now);
+        assert_eq!(b["apiVersion"], "sluice.dev/v1alpha1");
+        assert_eq!(b["metadata"]["name"], "small-lq-0-3");
+        let c = &b["status"]["conditions"][0];
+        assert_eq!(c["type"], "Finished");
+        assert_eq!(c["status"], "True");
+        assert_eq!(c["reason"], "Succeeded");
+        assert_eq!(c["observedGeneration"], 1);
+        // Only the condition: the rest of the status stays the controller's.
+        assert_eq!(b["status"].as_object().map(|o| o.len()), Some(1));
+        // It reads back as Finished, releasing quota.
+        let wl: Workload = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "template": {}}]},
+            "status": b["status"].clone(),
+        }))
+        .expect("a Workload");
+        let obs = track::observe(&wl).expect("readable");
+        assert!(obs.finished && obs.holding.is_none());
+    }
+
+    #[test]
+    fn watch_objects_are_decoded_by_key() {
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "generation": 3},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "template": {}}]},
+        }))
+        .expect("an object");
+        let (key, obs) = decode(o);
+        assert_eq!(key, "ns/w");
+        assert_eq!(obs.map(|o| o.generation), Ok(Some(3)));
+        let bad: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns"}, "spec": {"podSets": "no"},
+        }))
+        .expect("an object");
+        assert!(decode(bad).1.unwrap_err().contains("not a readable Workload"));
+    }
+}

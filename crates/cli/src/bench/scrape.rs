@@ -1,0 +1,395 @@
+//! What the harness reads about the controller: its API write counters
+//! (Prometheus text from `--controller-metrics`) and its memory
+//! (`/proc/<pid>/status` of `--controller-pid`). Parsing is pure and tested;
+//! the fetching is a plain HTTP/1.0 GET (no client library: the endpoint is
+//! the controller's own plain-HTTP `/metrics`) and a file read.
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The controller's counter of API writes, labelled by `kind`.
+pub const WRITES_METRIC: &str = "sluice_api_writes_total";
+
+/// Time limit of connecting to, and of each read from, the metrics endpoint.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An `http://host[:port]/path` URL, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+/// Parses `--controller-metrics`: plain HTTP only (the controller serves
+/// `/metrics` without TLS); the path defaults to `/metrics`.
+pub fn parse_url(url: &str) -> Result<HttpUrl, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("--controller-metrics {url:?}: only http:// URLs are supported (e.g. http://127.0.0.1:8080/metrics)")
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/metrics"),
+    };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            let port = p
+                .parse::<u16>()
+                .map_err(|_| format!("--controller-metrics {url:?}: bad port {p:?}"))?;
+            (h, port)
+        }
+        _ => (authority, 80),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("--controller-metrics {url:?}: no host"));
+    }
+    Ok(HttpUrl {
+        host: host.to_string(),
+        port,
+        path: path.to_string(),
+    })
+}
+
+/// The body of a `200` answer; the status line otherwise as the error.
+/// Handles `Content-Length`, chunked and read-to-close bodies.
+pub fn parse_response(raw: &[u8]) -> Result<String, String> {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of HTTP headers in the answer")?;
+    let head = std::str::from_utf8(&raw[..split]).map_err(|_| "HTTP headers are not UTF-8")?;
+    let body = &raw[split + 4..];
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap_or_default();
+    let code = status.split_whitespace().nth(1).unwrap_or_default();
+    if code != "200" {
+        return Err(format!("answered {status:?}"));
+    }
+    let mut chunked = false;
+    let mut length = None;
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+            if k == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked") {
+                chunked = true;
+            } else if k == "content-length" {
+                length = v.parse::<usize>().ok();
+            }
+        }
+    }
+    let bytes = if chunked {
+        dechunk(body)?
+    } else if let Some(n) = length {
+        body.get(..n)
+            .ok_or("the body is shorter than its Content-Length")?
+            .to_vec()
+    } else {
+        body.to_vec()
+    };
+    String::from_utf8(bytes).map_err(|_| "the body is not UTF-8".to_string())
+}
+
+fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk size line without an end")?;
+        let line = std::str::from_utf8(&body[..eol]).map_err(|_| "a chunk size is not text")?;
+        let size_text = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        body = &body[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        let chunk = body.get(..size).ok_or("a chunk is shorter than its size")?;
+        out.extend_from_slice(chunk);
+        body = body.get(size + 2..).ok_or("a chunk without its line end")?;
+    }
+}
+
+/// GETs the URL (blocking; call from `spawn_blocking`).
+pub fn http_get(url: &HttpUrl) -> Result<String, String> {
+    let addr = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
+        .next()
+        .ok_or_else(|| format!("{} has no address", url.host))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, HTTP_TIMEOUT).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    s.set_read_timeout(Some(HTTP_TIMEOUT)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(HTTP_TIMEOUT)).map_err(|e| e.to_string())?;
+    // HTTP/1.0: the server closes the connection after the body.
+    write!(
+        s,
+        "GET {} HTTP/1.0\r\nHost: {}:{}\r\nAccept: text/plain\r\n\r\n",
+        url.path, url.host, url.port
+    )
+    .map_err(|e| format!("cannot send the request: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .map_err(|e| format!("cannot read the answer: {e}"))?;
+    parse_response(&raw)
+}
+
+/// Fetches the controller's metrics (async wrapper of [`http_get`]).
+pub async fn fetch(url: &HttpUrl) -> Result<String, String> {
+    let url = url.clone();
+    tokio::task::spawn_blocking(move || http_get(&url))
+        .await
+        .map_err(|e| format!("the metrics fetch did not finish: {e}"))?
+}
+
+/// One sample line of the text exposition format: name, labels, value.
+fn sample(line: &str) -> Option<(&str, BTreeMap<String, String>, f64)> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
+    let name = &line[..name_end];
+    let mut rest = &line[name_end..];
+    let mut labels = BTreeMap::new();
+    if let Some(inner) = rest.strip_prefix('{') {
+        let mut chars = inner.char_indices();
+        let mut key = String::new();
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '}' => {
+                    end = Some(i);
+                    break;
+                }
+                ',' | ' ' => {}
+                '=' => {
+                    // A quoted value with \\, \" and \n escapes.
+                    if chars.next().map(|(_, c)| c) != Some('"') {
+                        return None;
+                    }
+                    let mut value = String::new();
+                    loop {
+                        match chars.next()?.1 {
+                            '\\' => match chars.next()?.1 {
+                                'n' => value.push('\n'),
+                                other => value.push(other),
+                            },
+                            '"' => break,
+                            other => value.push(other),
+                        }
+                    }
+                    labels.insert(std::mem::take(&mut key), value);
+                }
+                c => key.push(c),
+            }
+        }
+        rest = &inner[end? + 1..];
+    }
+    let value = rest.split_whitespace().next()?.parse::<f64>().ok()?;
+    Some((name, labels, value))
+}
+
+/// `sluice_api_writes_total` per `kind` (summed over any other labels).
+pub fn writes_by_kind(exposition: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (name, labels, value) in exposition.lines().filter_map(sample) {
+        if name == WRITES_METRIC {
+            let kind = labels.get("kind").cloned().unwrap_or_default();
+            *out.entry(kind).or_insert(0.0) += value;
+        }
+    }
+    out
+}
+
+/// API writes the controller made during the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteCounts {
+    pub total: f64,
+    pub per_kind: BTreeMap<String, f64>,
+}
+
+/// After − before, per kind. A counter that went down means the controller
+/// restarted between the scrapes: the difference is then meaningless.
+pub fn writes_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> Result<WriteCounts, String> {
+    let mut per_kind = BTreeMap::new();
+    for (kind, a) in after {
+        let b = before.get(kind).copied().unwrap_or(0.0);
+        if *a < b {
+            return Err(format!(
+                "{WRITES_METRIC}{{kind={kind:?}}} went down from {b} to {a}: did the controller restart during the run?"
+            ));
+        }
+        per_kind.insert(kind.clone(), a - b);
+    }
+    if let Some(kind) = before.keys().find(|k| !after.contains_key(*k)) {
+        return Err(format!(
+            "{WRITES_METRIC}{{kind={kind:?}}} disappeared: did the controller restart during the run?"
+        ));
+    }
+    Ok(WriteCounts {
+        total: per_kind.values().sum(),
+        per_kind,
+    })
+}
+
+/// Memory figures of `/proc/<pid>/status`, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProcMemory {
+    /// Resident set now.
+    pub vm_rss: Option<u64>,
+    /// Peak resident set over the process's life ("high water mark").
+    pub vm_hwm: Option<u64>,
+}
+
+/// Reads `VmRSS` and `VmHWM` (written in kB) from `/proc/<pid>/status`.
+pub fn parse_proc_status(text: &str) -> ProcMemory {
+    let kb = |key: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        let mut parts = line[key.len()..].split_whitespace();
+        let n: u64 = parts.next()?.parse().ok()?;
+        Some(n * 1024)
+    };
+    ProcMemory {
+        vm_rss: kb("VmRSS:"),
+        vm_hwm: kb("VmHWM:"),
+    }
+}
+
+/// Reads `/proc/<pid>/status`.
+pub fn read_proc_status(pid: u32) -> Result<ProcMemory, String> {
+    let path = format!("/proc/{pid}/status");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("--controller-pid {pid}: cannot read {path}: {e}"))?;
+    Ok(parse_proc_status(&text))
+}
+
+/// The controller's peak RSS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeakRss {
+    pub bytes: u64,
+    /// `VmHWM` (the kernel's peak over the process's whole life), or
+    /// `sampledVmRSS` (the largest `VmRSS` read every 250 ms during the run).
+    pub source: &'static str,
+}
+
+/// `VmHWM` at the end if the kernel reports it, else the largest sample.
+pub fn peak_rss(at_end: Option<ProcMemory>, max_sampled_rss: u64) -> Option<PeakRss> {
+    match at_end.and_then(|m| m.vm_hwm) {
+        Some(bytes) => Some(PeakRss { bytes, source: "VmHWM" }),
+        None if max_sampled_rss > 0 => Some(PeakRss {
+            bytes: max_sampled_rss,
+            source: "sampledVmRSS",
+        }),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_plain_http() {
+        assert_eq!(
+            parse_url("http://127.0.0.1:8080/metrics"),
+            Ok(HttpUrl {
+                host: "127.0.0.1".into(),
+                port: 8080,
+                path: "/metrics".into()
+            })
+        );
+        assert_eq!(
+            parse_url("http://ctl:9090").map(|u| (u.port, u.path)),
+            Ok((9090, "/metrics".into()))
+        );
+        assert_eq!(
+            parse_url("http://ctl/m").map(|u| (u.host, u.port)),
+            Ok(("ctl".into(), 80))
+        );
+        assert_eq!(parse_url("http://[::1]:8080/metrics").map(|u| u.host), Ok("::1".into()));
+        assert!(parse_url("https://ctl/metrics").unwrap_err().contains("only http://"));
+        assert!(parse_url("http://ctl:port/").unwrap_err().contains("bad port"));
+        assert!(parse_url("http://:80/").unwrap_err().contains("no host"));
+    }
+
+    #[test]
+    fn responses_with_length_chunks_or_close() {
+        let by_length = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello, and more";
+        assert_eq!(parse_response(by_length), Ok("hello".into()));
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7;x=y\r\n, world\r\n0\r\n\r\n";
+        assert_eq!(parse_response(chunked), Ok("hello, world".into()));
+        let to_close = b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\na b\n";
+        assert_eq!(parse_response(to_close), Ok("a b\n".into()));
+        let err = parse_response(b"HTTP/1.1 503 Service Unavailable\r\n\r\n").unwrap_err();
+        assert!(err.contains("503"), "{err}");
+        assert!(parse_response(b"garbage").is_err());
+    }
+
+    #[test]
+    fn counts_writes_per_kind_and_their_difference() {
+        // The controller's own encoding (prometheus-client, OpenMetrics text).
+        let m = sluice_controller::metrics::Metrics::new();
+        for _ in 0..3 {
+            m.write("workload_status", true);
+        }
+        m.write("event", true);
+        m.write("event", false); // an error: counted apart
+        let before = writes_by_kind(&m.encode());
+        assert_eq!(
+            before,
+            BTreeMap::from([("event".into(), 1.0), ("workload_status".into(), 3.0)])
+        );
+
+        let after_text = "# HELP sluice_api_writes API writes made, by kind.\n\
+            # TYPE sluice_api_writes counter\n\
+            sluice_api_writes_total{kind=\"workload_status\"} 10\n\
+            sluice_api_writes_total{kind=\"event\"} 4\n\
+            sluice_api_writes_total{kind=\"queue_status\"} 2\n\
+            sluice_api_write_errors_total{kind=\"event\"} 1\n\
+            # EOF\n";
+        let after = writes_by_kind(after_text);
+        // 10 − 3 = 7 status writes, 4 − 1 = 3 events, 2 − 0 = 2 queue statuses: 12.
+        let d = writes_delta(&before, &after).expect("monotonic");
+        assert_eq!(d.total, 12.0);
+        assert_eq!(d.per_kind["workload_status"], 7.0);
+        assert_eq!(d.per_kind["queue_status"], 2.0);
+        let restarted = writes_delta(&after, &before).unwrap_err();
+        assert!(restarted.contains("restart"), "{restarted}");
+    }
+
+    #[test]
+    fn label_values_may_hold_escapes() {
+        let (name, labels, value) = sample(r#"m{a="x\"y",b="1,2}"} 3.5"#).expect("a sample");
+        assert_eq!(name, "m");
+        assert_eq!(labels["a"], "x\"y");
+        assert_eq!(labels["b"], "1,2}");
+        assert_eq!(value, 3.5);
+        assert_eq!(sample("plain 7").map(|s| s.2), Some(7.0));
+        assert!(sample("# TYPE x counter").is_none());
+    }
+
+    #[test]
+    fn proc_status_memory_in_bytes() {
+        let text = "Name:\tsluice\nVmPeak:\t  900000 kB\nVmHWM:\t   86016 kB\nVmRSS:\t   81920 kB\nThreads:\t4\n";
+        let m = parse_proc_status(text);
+        // 86 016 kB × 1 024 = 88 080 384 bytes (84 MiB); 81 920 kB = 80 MiB.
+        assert_eq!(m.vm_hwm, Some(88_080_384));
+        assert_eq!(m.vm_rss, Some(83_886_080));
+        assert_eq!(
+            peak_rss(Some(m), 1).map(|p| (p.bytes, p.source)),
+            Some((88_080_384, "VmHWM"))
+        );
+        // No VmHWM (some kernels, or the process is gone): the samples.
+        let no_hwm = parse_proc_status("VmRSS:\t 100 kB\n");
+        assert_eq!(peak_rss(Some(no_hwm), 204_800).map(|p| p.source), Some("sampledVmRSS"));
+        assert_eq!(peak_rss(None, 0), None);
+    }
+}

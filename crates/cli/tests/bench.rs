@@ -1,0 +1,608 @@
+//! `sluice bench run` and `sluice bench floor` against a fake API server.
+//!
+//! No cluster runs here, so a small in-process API server stands in for
+//! one (a `tower_test` mock behind a real `kube::Client`): it stores what
+//! is applied, answers lists, serves the Workload watch as long polls (a
+//! watch answer ends once it has events; the watcher then watches on from
+//! the last resourceVersion, as after a server-side timeout), and plays a
+//! controller that admits Workloads within quota and releases it when they
+//! are marked Finished. Every request is checked against what a real API
+//! server expects: paths, server-side apply with field manager
+//! `sluice-bench` and `force=true`, the apply content type.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use sluice_cli::bench::cluster;
+use sluice_cli::bench::floor::FloorOptions;
+use sluice_cli::bench::plan::{self, Plan};
+use sluice_cli::bench::run::{RunOptions, execute};
+use sluice_cli::simulate::scenario::{LoadOptions, load_with};
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Respond = tower_test::mock::SendResponse<Response<Body>>;
+
+const SCENARIO: &str = "\
+apiVersion: sluice.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: default}
+spec: {}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-a}
+spec: {cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: cq-b}
+spec: {cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: lq, namespace: team-a}
+spec: {clusterQueue: cq-a}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {name: lq, namespace: team-b}
+spec: {clusterQueue: cq-b}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Trace
+metadata: {name: fake}
+spec:
+  generators:
+  - class: small
+    count: 8
+    interval: 10ms
+    duration: 40ms
+    requests: {cpu: 1}
+    queues: [team-a/lq, team-b/lq]
+  - class: large
+    count: 2
+    interval: 50ms
+    duration: 60ms
+    requests: {cpu: 2}
+    queues: [team-a/lq]
+";
+
+/// A request as the fake saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    query: String,
+    content_type: String,
+    body: Value,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    /// By API path.
+    objects: BTreeMap<String, Value>,
+    /// Workload watch events: (resourceVersion, event).
+    events: Vec<(u64, Value)>,
+    watches: Vec<(u64, Respond)>,
+    seen: Vec<Seen>,
+    /// Play a broken controller that ignores quota.
+    over_admit: bool,
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+fn labelled(obj: &Value, selector: Option<&str>) -> bool {
+    let Some(sel) = selector else { return true };
+    let sel = sel.replace("%3D", "=").replace("%2F", "/");
+    let labels = &obj["metadata"]["labels"];
+    match sel.split_once('=') {
+        Some((k, v)) => labels[k] == v,
+        None => !labels[sel.as_str()].is_null(),
+    }
+}
+
+fn milli(q: &Value) -> i64 {
+    let text = match q {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    sluice_api::quantity::parse_milli("", &text).expect("a quantity") as i64
+}
+
+fn reply(send: Respond, code: u16, body: &Value) {
+    send.send_response(
+        Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(body).expect("json")))
+            .expect("a response"),
+    );
+}
+
+impl State {
+    fn bump(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    fn is_workload(path: &str) -> bool {
+        path.contains("/workloads/")
+    }
+
+    fn event(&mut self, kind: &str, obj: Value) {
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(self.rv);
+        self.events.push((rv, json!({"type": kind, "object": obj})));
+        let pending = std::mem::take(&mut self.watches);
+        for (from, send) in pending {
+            self.answer_watch(from, send);
+        }
+    }
+
+    fn answer_watch(&mut self, from: u64, send: Respond) {
+        let lines: Vec<String> = self
+            .events
+            .iter()
+            .filter(|(rv, _)| *rv > from)
+            .map(|(_, e)| e.to_string())
+            .collect();
+        if lines.is_empty() {
+            self.watches.push((from, send));
+        } else {
+            send.send_response(
+                Response::builder()
+                    .status(200)
+                    .body(Body::from((lines.join("\n") + "\n").into_bytes()))
+                    .expect("a response"),
+            );
+        }
+    }
+
+    /// Server-side apply of a whole object (create or update; status kept).
+    fn apply(&mut self, path: &str, body: Value) -> Value {
+        let rv = self.bump().to_string();
+        let mut obj = body;
+        let old = self.objects.get(path).cloned();
+        obj["metadata"]["resourceVersion"] = json!(rv);
+        obj["metadata"]["uid"] = json!(format!("uid-{path}"));
+        obj["metadata"]["generation"] = json!(1);
+        obj["metadata"]["creationTimestamp"] = json!("2025-01-01T00:00:00Z");
+        if let Some(old) = &old
+            && !old["status"].is_null()
+        {
+            obj["status"] = old["status"].clone();
+        }
+        if path.contains("/clusterqueues/") {
+            // The controller marks a valid queue Active.
+            obj["status"] = json!({"conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z"}]});
+        }
+        self.objects.insert(path.to_string(), obj.clone());
+        if Self::is_workload(path) {
+            self.event(if old.is_some() { "MODIFIED" } else { "ADDED" }, obj.clone());
+            self.admit();
+        }
+        obj
+    }
+
+    /// Server-side apply on `/status`: conditions merged by type.
+    fn apply_status(&mut self, path: &str, body: &Value) -> Option<Value> {
+        let obj = self.objects.get(path)?.clone();
+        let mut obj = obj;
+        let mut conditions: Vec<Value> = obj["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        for c in body["status"]["conditions"].as_array().into_iter().flatten() {
+            conditions.retain(|x| x["type"] != c["type"]);
+            conditions.push(c.clone());
+        }
+        obj["status"]["conditions"] = json!(conditions);
+        obj["metadata"]["resourceVersion"] = json!(self.bump().to_string());
+        self.objects.insert(path.to_string(), obj.clone());
+        self.event("MODIFIED", obj.clone());
+        self.admit();
+        Some(obj)
+    }
+
+    fn condition(obj: &Value, t: &str) -> bool {
+        obj["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
+    }
+
+    /// Plays the controller: admits pending active Workloads in order of
+    /// priority then creation while the queue (nominal + borrowingLimit)
+    /// and the cohort (Σ nominal) have room.
+    fn admit(&mut self) {
+        let queue_of: BTreeMap<String, String> = self
+            .objects
+            .iter()
+            .filter(|(p, _)| p.contains("/localqueues/"))
+            .map(|(_, lq)| {
+                (
+                    format!(
+                        "{}/{}",
+                        lq["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        lq["metadata"]["name"].as_str().unwrap_or_default()
+                    ),
+                    lq["spec"]["clusterQueue"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let mut queues: BTreeMap<String, (String, String, i64, i64)> = BTreeMap::new();
+        for (p, cq) in &self.objects {
+            if p.contains("/clusterqueues/") {
+                let f = &cq["spec"]["resourceGroups"][0]["flavors"][0];
+                let r = &f["resources"][0];
+                queues.insert(
+                    cq["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    (
+                        cq["spec"]["cohort"].as_str().unwrap_or_default().to_string(),
+                        f["name"].as_str().unwrap_or_default().to_string(),
+                        milli(&r["nominalQuota"]),
+                        if r["borrowingLimit"].is_null() {
+                            0
+                        } else {
+                            milli(&r["borrowingLimit"])
+                        },
+                    ),
+                );
+            }
+        }
+        let mut used: BTreeMap<String, i64> = BTreeMap::new();
+        let mut pending = Vec::new();
+        for (p, wl) in &self.objects {
+            if !Self::is_workload(p) || p.ends_with("/status") {
+                continue;
+            }
+            let cpu =
+                milli(&wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"]);
+            if Self::condition(wl, "QuotaReserved") && !Self::condition(wl, "Finished") {
+                let cq = wl["status"]["admission"]["clusterQueue"].as_str().unwrap_or_default();
+                *used.entry(cq.to_string()).or_default() += cpu;
+            } else if wl["spec"]["active"] != false && !Self::condition(wl, "QuotaReserved") {
+                let prio = wl["spec"]["priority"].as_i64().unwrap_or(0);
+                pending.push((-prio, p.clone(), cpu));
+            }
+        }
+        pending.sort();
+        for (_, path, cpu) in pending {
+            let wl = &self.objects[&path];
+            let key = format!(
+                "{}/{}",
+                wl["metadata"]["namespace"].as_str().unwrap_or_default(),
+                wl["spec"]["queueName"].as_str().unwrap_or_default()
+            );
+            let Some(cq) = queue_of.get(&key) else { continue };
+            let Some((cohort, flavor, nominal, borrowing)) = queues.get(cq).cloned() else {
+                continue;
+            };
+            let cohort_nominal: i64 = queues.values().filter(|q| q.0 == cohort).map(|q| q.2).sum();
+            let cohort_used: i64 = queues
+                .iter()
+                .filter(|(_, q)| q.0 == cohort)
+                .map(|(n, _)| used.get(n).copied().unwrap_or(0))
+                .sum();
+            let queue_used = used.get(cq).copied().unwrap_or(0);
+            let fits = queue_used + cpu <= nominal + borrowing && cohort_used + cpu <= cohort_nominal;
+            if !(fits || self.over_admit) {
+                continue;
+            }
+            *used.entry(cq.clone()).or_default() += cpu;
+            let mut obj = wl.clone();
+            let t = "2025-01-01T00:00:01Z";
+            obj["status"] = json!({
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": t},
+                    {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": t}
+                ],
+                "admission": {"clusterQueue": cq, "podSetAssignments": [
+                    {"name": "main", "count": 1, "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": format!("{cpu}m")}}
+                ]}
+            });
+            obj["metadata"]["resourceVersion"] = json!(self.bump().to_string());
+            self.objects.insert(path.clone(), obj.clone());
+            self.event("MODIFIED", obj);
+        }
+    }
+
+    fn list(&self, prefix: &str, kind: &str, selector: Option<&str>) -> Value {
+        let items: Vec<Value> = self
+            .objects
+            .iter()
+            .filter(|(p, o)| {
+                p.starts_with(prefix) && p[prefix.len()..].matches('/').count() == 0 && labelled(o, selector)
+            })
+            .map(|(_, o)| o.clone())
+            .collect();
+        json!({"apiVersion": "v1", "kind": format!("{kind}List"), "metadata": {"resourceVersion": self.rv.to_string()}, "items": items})
+    }
+}
+
+async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
+    while let Some((req, send)) = handle.next_request().await {
+        let method = req.method().to_string();
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or_default().to_string();
+        let content_type = req
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let bytes = req.into_body().collect_bytes().await.expect("a body");
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let mut s = state.lock().expect("state");
+        s.seen.push(Seen {
+            method: method.clone(),
+            path: path.clone(),
+            query: query.clone(),
+            content_type,
+            body: body.clone(),
+        });
+        let selector = query_param(&query, "labelSelector").map(String::from);
+        match method.as_str() {
+            "PATCH" if path.ends_with("/status") => {
+                let obj_path = path.trim_end_matches("/status").to_string();
+                match s.apply_status(&obj_path, &body) {
+                    Some(obj) => reply(send, 200, &obj),
+                    None => reply(
+                        send,
+                        404,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+                    ),
+                }
+            }
+            "PATCH" => {
+                let obj = s.apply(&path, body);
+                reply(send, 200, &obj);
+            }
+            "GET" if query.contains("watch=true") => {
+                let from = query_param(&query, "resourceVersion")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                s.answer_watch(from, send);
+            }
+            "GET" => {
+                let (prefix, kind) = match path.as_str() {
+                    "/api/v1/namespaces" => ("/api/v1/namespaces/", "Namespace"),
+                    "/apis/sluice.dev/v1alpha1/clusterqueues" => {
+                        ("/apis/sluice.dev/v1alpha1/clusterqueues/", "ClusterQueue")
+                    }
+                    "/apis/sluice.dev/v1alpha1/resourceflavors" => {
+                        ("/apis/sluice.dev/v1alpha1/resourceflavors/", "ResourceFlavor")
+                    }
+                    "/apis/sluice.dev/v1alpha1/workloads" => {
+                        // Every namespace's Workloads.
+                        let items: Vec<Value> = s
+                            .objects
+                            .iter()
+                            .filter(|(p, o)| State::is_workload(p) && labelled(o, selector.as_deref()))
+                            .map(|(_, o)| o.clone())
+                            .collect();
+                        let list = json!({"apiVersion": "v1", "kind": "WorkloadList", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
+                        reply(send, 200, &list);
+                        continue;
+                    }
+                    other => panic!("unexpected GET {other}?{query}"),
+                };
+                let list = s.list(prefix, kind, selector.as_deref());
+                reply(send, 200, &list);
+            }
+            "DELETE" => {
+                let gone: Vec<String> = s
+                    .objects
+                    .keys()
+                    .filter(|p| {
+                        **p == path
+                            || p.starts_with(&format!(
+                                "{}/",
+                                path.replace("/api/v1/namespaces/", "/apis/sluice.dev/v1alpha1/namespaces/")
+                            ))
+                    })
+                    .cloned()
+                    .collect();
+                let obj = s.objects.get(&path).cloned();
+                for p in gone {
+                    s.objects.remove(&p);
+                }
+                match obj {
+                    Some(o) => reply(send, 200, &o),
+                    None => reply(
+                        send,
+                        404,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+                    ),
+                }
+            }
+            other => panic!("unexpected {other} {path}"),
+        }
+    }
+}
+
+fn fake(over_admit: bool) -> (Client, Arc<Mutex<State>>) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let state = Arc::new(Mutex::new(State {
+        over_admit,
+        ..State::default()
+    }));
+    tokio::spawn(serve(handle, state.clone()));
+    (Client::new(svc, "default"), state)
+}
+
+fn plan(run_id: &str) -> Plan {
+    let (s, m) = load_with("fake.yaml", SCENARIO, &LoadOptions::default()).expect("the scenario loads");
+    plan::build(run_id, &s, &m, 1.0).expect("plans")
+}
+
+fn options(floor: bool) -> RunOptions {
+    RunOptions {
+        timeout: Duration::from_secs(60),
+        concurrency: 4,
+        settle: Duration::ZERO,
+        metrics: None,
+        pid: None,
+        floor: floor.then_some(FloorOptions {
+            count: 12,
+            concurrency: 3,
+            kube_qps: 0.0,
+            kube_burst: 1,
+            quiet: true,
+        }),
+        quiet: true,
+    }
+}
+
+#[tokio::test]
+async fn a_run_creates_finishes_and_reports_every_workload() {
+    let (client, state) = fake(false);
+    let plan = plan("sb-fake");
+    let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &options(true)))
+        .await
+        .expect("the run ends")
+        .expect("the run succeeds");
+
+    // 8 small in each of 2 queues + 2 large = 18, all admitted and finished.
+    assert!(report.complete && !report.timed_out, "{report:#?}");
+    assert_eq!(report.workloads.planned, 18);
+    assert_eq!(report.workloads.admitted, 18);
+    assert_eq!(report.workloads.finished, 18);
+    assert_eq!(report.workloads.admissions, 18);
+    assert!(report.quota_violations.is_empty(), "{:?}", report.quota_violations);
+    let classes: Vec<(&str, u64)> = report
+        .classes
+        .iter()
+        .map(|c| (c.name.as_str(), c.time_to_admission.count))
+        .collect();
+    assert_eq!(classes, vec![("large", 2), ("small", 16)]);
+    // Each small one runs 40 ms and each large one 60 ms; a run takes at
+    // least its longest chain, and the queues were used.
+    assert!(report.wall_ms >= 60, "{}", report.wall_ms);
+    assert!(report.total_usage[0].usage.unwrap_or(0.0) > 0.0);
+    let floor = report.floor.as_ref().expect("--with-floor");
+    assert_eq!((floor.patches, floor.failed), (12, 0));
+    assert!(report.vs_floor.is_some());
+
+    {
+        let s = state.lock().expect("state");
+        // Every write is a server-side apply by sluice-bench, forced.
+        let writes: Vec<&Seen> = s.seen.iter().filter(|r| r.method == "PATCH").collect();
+        for w in &writes {
+            assert_eq!(w.content_type, "application/apply-patch+yaml", "{w:?}");
+            assert!(w.query.contains("fieldManager=sluice-bench"), "{w:?}");
+            assert!(w.query.contains("force=true"), "{w:?}");
+            let name = w
+                .path
+                .trim_end_matches("/status")
+                .rsplit('/')
+                .next()
+                .unwrap_or_default();
+            assert_eq!(w.body["metadata"]["name"], name, "{w:?}");
+            assert!(w.body["apiVersion"].is_string() && w.body["kind"].is_string(), "{w:?}");
+        }
+        let paths: Vec<&str> = writes.iter().map(|w| w.path.as_str()).collect();
+        for expected in [
+            "/api/v1/namespaces/sb-fake-floor",
+            "/apis/sluice.dev/v1alpha1/namespaces/sb-fake-floor/workloads/floor-0",
+            "/apis/sluice.dev/v1alpha1/namespaces/sb-fake-floor/workloads/floor-0/status",
+            "/api/v1/namespaces/sb-fake-team-a",
+            "/apis/sluice.dev/v1alpha1/resourceflavors/sb-fake-default",
+            "/apis/sluice.dev/v1alpha1/clusterqueues/sb-fake-cq-a",
+            "/apis/sluice.dev/v1alpha1/namespaces/sb-fake-team-b/localqueues/lq",
+            "/apis/sluice.dev/v1alpha1/namespaces/sb-fake-team-a/workloads/small-lq-0",
+            "/apis/sluice.dev/v1alpha1/namespaces/sb-fake-team-a/workloads/small-lq-0/status",
+        ] {
+            assert!(paths.contains(&expected), "no apply of {expected} in {paths:#?}");
+        }
+        // The floor namespace was deleted before the run; the floor's status
+        // patches carried a BenchFloor condition, the run's a Finished one.
+        assert!(
+            s.seen
+                .iter()
+                .any(|r| r.method == "DELETE" && r.path == "/api/v1/namespaces/sb-fake-floor")
+        );
+        for w in writes.iter().filter(|w| w.path.ends_with("/status")) {
+            let conditions = w.body["status"]["conditions"].as_array().expect("conditions");
+            assert_eq!(conditions.len(), 1, "{w:?}");
+            let expected = if w.path.contains("-floor/") {
+                "BenchFloor"
+            } else {
+                "Finished"
+            };
+            assert_eq!(conditions[0]["type"], expected, "{w:?}");
+        }
+        // One Finished mark per workload: 18.
+        let finished = writes
+            .iter()
+            .filter(|w| w.path.ends_with("/status") && !w.path.contains("-floor/"))
+            .count();
+        assert_eq!(finished, 18);
+        // The watch was of this run's label only, in every namespace.
+        assert!(s.seen.iter().any(|r| r.path == "/apis/sluice.dev/v1alpha1/workloads"
+            && r.query.contains("watch=true")
+            && r.query.contains("labelSelector=sluice.dev%2Fbench-run%3Dsb-fake")));
+    }
+
+    // Cleanup finds everything by label.
+    let deleted = cluster::delete_run(&client, Some("sb-fake")).await.expect("cleanup");
+    assert_eq!((deleted.namespaces, deleted.cluster_queues, deleted.flavors), (2, 2, 1));
+    let s = state.lock().expect("state");
+    assert!(s.objects.is_empty(), "left: {:?}", s.objects.keys().collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_controller_that_ignores_quota_is_caught() {
+    let (client, _state) = fake(true);
+    let plan = plan("sb-over");
+    let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &options(false)))
+        .await
+        .expect("the run ends")
+        .expect("the run succeeds");
+    assert!(report.complete);
+    // Up to 8 + 2 CPU arrive at once in cq-a (nominal 2 + borrowing 1).
+    assert!(!report.quota_violations.is_empty());
+    let v = report
+        .quota_violations
+        .iter()
+        .find(|v| v.name == "cq-a")
+        .expect("cq-a over its cap");
+    assert_eq!(
+        (v.flavor.as_str(), v.resource.as_str(), v.limit),
+        ("default", "cpu", 3.0)
+    );
+    assert!(v.peak > 3.0);
+    assert!(
+        report.quota_violations.iter().any(|v| v.name == "co"),
+        "the cohort (4 CPU) too"
+    );
+}
+
+#[tokio::test]
+async fn a_run_without_a_controller_fails_clearly() {
+    // No queue ever becomes Active: the fake plays no controller for them.
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(svc, "default");
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let body = if req.method() == "GET" {
+                json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": []})
+            } else {
+                let bytes = req.into_body().collect_bytes().await.expect("a body");
+                serde_json::from_slice(&bytes).expect("json")
+            };
+            reply(send, 200, &body);
+        }
+    });
+    let plan = plan("sb-none");
+    let run = sluice_cli::bench::cluster::wait_for_controller(&client, &plan, Duration::from_millis(600));
+    let err = run.await.expect_err("no controller");
+    assert!(err.to_string().contains("is `sluice controller` running"), "{err}");
+}
