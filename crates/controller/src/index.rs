@@ -120,6 +120,15 @@ pub struct ObjectError {
     pub message: String,
 }
 
+/// A pods-gone check of an evicted Job: one in flight at a time, retried
+/// with backoff (1 s doubling to 16 s) while pods remain.
+#[derive(Clone, Copy, Debug, Default)]
+struct Confirmation {
+    in_flight: bool,
+    attempts: u32,
+    not_before_ms: i64,
+}
+
 /// What the index keeps of a Workload: a few fields and the status, not
 /// the object (its pod templates are what the engine already holds).
 struct WlEntry {
@@ -199,6 +208,9 @@ pub struct Index {
     starting: BTreeSet<ObjKey>,
     /// Workloads being evicted (checked for "pods gone" on every tick).
     evicting: BTreeSet<String>,
+    /// Evicted workloads whose Job's pods are being looked at (servers
+    /// without `status.terminating`), by uid.
+    confirming: HashMap<String, Confirmation>,
     /// Plans produced by event handlers, drained by [`Index::take_plans`].
     plans: Vec<Plan>,
     stats: CycleStats,
@@ -303,6 +315,7 @@ impl Index {
             suspending: BTreeSet::new(),
             starting: BTreeSet::new(),
             evicting: BTreeSet::new(),
+            confirming: HashMap::new(),
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
@@ -1138,7 +1151,13 @@ impl Index {
                         });
                     }
                 } else if live == 0 {
-                    self.complete_eviction(&wk, now_ms);
+                    if j.reports_terminating {
+                        self.complete_eviction(&wk, now_ms);
+                    } else {
+                        // `active` is 0 but pods being deleted are not
+                        // counted: look before releasing their quota.
+                        self.confirm_pods_gone(key, job_uid, uid, now_ms);
+                    }
                 }
             }
             Some(WorkloadState::Pending | WorkloadState::Preempting) | None => {
@@ -1346,9 +1365,55 @@ impl Index {
         });
     }
 
+    fn confirm_pods_gone(&mut self, job: &ObjKey, job_uid: String, uid: String, now_ms: i64) {
+        let c = self.confirming.entry(uid.clone()).or_default();
+        if c.in_flight || now_ms < c.not_before_ms {
+            return;
+        }
+        c.in_flight = true;
+        self.plans.push(Plan {
+            purpose: Purpose::ConfirmPodsGone { uid },
+            steps: vec![Step::ConfirmPodsGone {
+                key: job.clone(),
+                job_uid,
+            }],
+        });
+    }
+
+    /// The pods of an evicted workload's Job are gone: release its quota
+    /// and requeue it (if it is still being evicted and its Job still
+    /// reports no active pods).
+    pub fn pods_gone(&mut self, uid: &str, now_ms: i64) {
+        if self.confirming.remove(uid).is_none() {
+            return;
+        }
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        if self.engine.workload_state(uid) != Some(WorkloadState::Evicting) {
+            return;
+        }
+        match self.job_key_of(&wk).and_then(|jk| self.jobs.get(&jk)) {
+            Some(j) if j.suspended && j.live == 0 => self.complete_eviction(&wk, now_ms),
+            // Something changed meanwhile: the next tick looks again.
+            _ => {}
+        }
+    }
+
+    /// Pods of an evicted workload's Job remain (or the list failed): look
+    /// again after a backoff.
+    pub fn pods_remain(&mut self, uid: &str, now_ms: i64) {
+        if let Some(c) = self.confirming.get_mut(uid) {
+            c.in_flight = false;
+            c.attempts = c.attempts.saturating_add(1);
+            c.not_before_ms = now_ms.saturating_add(1000 << c.attempts.min(4));
+        }
+    }
+
     fn complete_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
+        self.confirming.remove(&uid);
         let not_before = e
             .status
             .requeue_state

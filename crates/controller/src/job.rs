@@ -369,6 +369,9 @@ pub struct JobView {
     pub pods: i32,
     /// Pods not yet gone ([`live_pods`]).
     pub live: i32,
+    /// The server reports `status.terminating` (1.29+, or 1.28 with
+    /// JobPodReplacementPolicy): `live` then counts terminating pods too.
+    pub reports_terminating: bool,
     /// `status.startTime` is set.
     pub started: bool,
     pub node_selector: Option<BTreeMap<String, String>>,
@@ -394,6 +397,7 @@ impl JobView {
                 .as_ref()
                 .map_or(1, |s| pods_count(s.parallelism, s.completions)),
             live: live_pods(job),
+            reports_terminating: job.status.as_ref().is_some_and(|s| s.terminating.is_some()),
             started: has_started(job),
             node_selector: pod.and_then(|p| p.node_selector.clone()),
             tolerations: pod.and_then(|p| p.tolerations.clone()),
@@ -491,9 +495,10 @@ pub fn ready_pods(job: &Job) -> i32 {
     job.status.as_ref().and_then(|s| s.ready).unwrap_or(0)
 }
 
-/// Number of the Job's pods that still exist and are not terminated
-/// (`status.active`, which counts terminating pods until they are gone,
-/// plus `status.terminating` where the server reports it).
+/// Number of the Job's pods that still exist and are not terminated:
+/// `status.active` (which does not count pods being deleted) plus
+/// `status.terminating` where the server reports it. Where it does not,
+/// the controller lists the pods before it calls them gone.
 pub fn live_pods(job: &Job) -> i32 {
     let s = job.status.as_ref();
     s.and_then(|s| s.active).unwrap_or(0) + s.and_then(|s| s.terminating).unwrap_or(0)

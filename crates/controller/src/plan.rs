@@ -42,6 +42,9 @@ pub enum Step {
     PatchJobStatus { key: ObjKey, patch: Value },
     /// An events.k8s.io/v1 Event.
     Event(EventSpec),
+    /// A read, not a write: succeeds only if no pod of the Job (label
+    /// `controller-uid`) is still running or terminating.
+    ConfirmPodsGone { key: ObjKey, job_uid: String },
 }
 
 impl Step {
@@ -53,7 +56,13 @@ impl Step {
             Step::PatchJob { .. } => "job",
             Step::PatchJobStatus { .. } => "job_status",
             Step::Event(_) => "event",
+            Step::ConfirmPodsGone { .. } => "pod_list",
         }
+    }
+
+    /// Whether the step writes (counted in `sluice_api_writes_total`).
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Step::ConfirmPodsGone { .. })
     }
 }
 
@@ -81,6 +90,9 @@ pub enum Purpose {
     Evict { uid: String },
     /// Eviction done: quota released, workload requeued, Job restored.
     Requeue { uid: String },
+    /// An evicted Job reports no active pods but not its terminating ones
+    /// (servers without `status.terminating`): look at its pods.
+    ConfirmPodsGone { uid: String },
     /// The workload finished.
     Finish { uid: String },
     /// All pods of an admitted workload were seen ready (`PodsReady=True`).
@@ -103,6 +115,7 @@ impl Purpose {
             Purpose::Admit { .. } => "admit",
             Purpose::Evict { .. } => "evict",
             Purpose::Requeue { .. } => "requeue",
+            Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",
             Purpose::PodsReady { .. } => "pods_ready",
             Purpose::Pending { .. } => "pending",
@@ -116,7 +129,11 @@ impl Purpose {
     pub fn is_urgent(&self) -> bool {
         matches!(
             self,
-            Purpose::Admit { .. } | Purpose::Evict { .. } | Purpose::Requeue { .. } | Purpose::SuspendJob
+            Purpose::Admit { .. }
+                | Purpose::Evict { .. }
+                | Purpose::Requeue { .. }
+                | Purpose::ConfirmPodsGone { .. }
+                | Purpose::SuspendJob
         )
     }
 }

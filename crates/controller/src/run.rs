@@ -439,7 +439,7 @@ impl AsRef<Metrics> for Shared {
 /// The loop's side of the writer: where plans go, and what comes back.
 struct LoopIo {
     queue: Arc<writer::WriteQueue>,
-    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, writer::PlanError)>,
+    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, Result<(), writer::PlanError>)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -504,10 +504,16 @@ async fn event_loop(
                 }
                 continue;
             }
-            Some((plan, error)) = io.failed.recv() => {
+            Some((plan, result)) = io.failed.recv() => {
                 if let Some(m) = &index {
-                    writer::report_failure(&mut *m.lock().await, &plan, &error, now_ms());
-                    // A rolled-back admission is retried a little later.
+                    let mut ix = m.lock().await;
+                    match (&result, &plan.purpose) {
+                        (Ok(()), crate::plan::Purpose::ConfirmPodsGone { uid }) => ix.pods_gone(uid, now_ms()),
+                        (Ok(()), _) => {}
+                        (Err(error), _) => writer::report_failure(&mut ix, &plan, error, now_ms()),
+                    }
+                    // A rolled-back admission (or a requeue) is worked on a
+                    // little later.
                     let retry = Instant::now() + Duration::from_secs(1);
                     cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
                 }

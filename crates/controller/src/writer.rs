@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sluice_api::v1alpha1::Workload;
 
@@ -51,6 +52,8 @@ pub enum WriteError {
     Timeout { kind: &'static str },
     #[error("{kind} write dropped: this replica does not hold the lease")]
     NotLeader { kind: &'static str },
+    #[error("pods of Job {job} are still running or terminating")]
+    PodsRemain { job: String },
 }
 
 impl WriteError {
@@ -67,6 +70,7 @@ impl WriteError {
             },
             WriteError::Timeout { .. } => "timeout",
             WriteError::NotLeader { .. } => "not_leader",
+            WriteError::PodsRemain { .. } => "pods_remain",
         }
     }
 
@@ -177,7 +181,9 @@ impl Writer {
     pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<(), PlanError> {
         for (i, step) in plan.steps.iter().enumerate() {
             let result = self.step(step).await;
-            if let Some(m) = metrics {
+            if let Some(m) = metrics
+                && step.is_write()
+            {
                 m.write(step.kind(), result.is_ok());
             }
             match result {
@@ -214,7 +220,7 @@ impl Writer {
                     self.workloads(ns)
                         .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(wl))
                         .await
-                        .map(drop)
+                        .map(|_| true)
                 }
                 Step::ApplyWorkloadStatus { key, status } => {
                     let body = json!({
@@ -230,19 +236,19 @@ impl Writer {
                             &Patch::Apply(body),
                         )
                         .await
-                        .map(drop)
+                        .map(|_| true)
                 }
                 Step::PatchJob { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch(&key.name, &merge_params(), &Patch::Merge(patch))
                         .await
-                        .map(drop)
+                        .map(|_| true)
                 }
                 Step::PatchJobStatus { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
                         .await
-                        .map(drop)
+                        .map(|_| true)
                 }
                 Step::Event(spec) => {
                     // Events about cluster-scoped objects live in `default`.
@@ -254,12 +260,28 @@ impl Writer {
                     };
                     api.create(&pp, &event(spec, &self.instance, Timestamp::now()))
                         .await
-                        .map(drop)
+                        .map(|_| true)
+                }
+                Step::ConfirmPodsGone { key, job_uid } => {
+                    // `controller-uid` is set on a Job's pods by every
+                    // server version (1.27+ also sets the prefixed label).
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+                    let lp = ListParams::default()
+                        .labels(&format!("controller-uid={job_uid}"))
+                        .fields("status.phase!=Succeeded,status.phase!=Failed")
+                        .limit(1);
+                    api.list_metadata(&lp).await.map(|l| l.items.is_empty())
                 }
             }
         };
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(WriteError::PodsRemain {
+                job: match step {
+                    Step::ConfirmPodsGone { key, .. } => key.to_string(),
+                    _ => String::new(),
+                },
+            }),
             Ok(Err(source)) => Err(WriteError::Api { kind, source }),
             Err(_) => Err(WriteError::Timeout { kind }),
         }
@@ -311,6 +333,7 @@ fn truncate(s: &str, max: usize) -> String {
 pub fn report_failure(index: &mut Index, plan: &Plan, error: &PlanError, now_ms: i64) {
     match &plan.purpose {
         Purpose::Admit { uid } if error.step == 0 => index.admission_failed(uid, now_ms),
+        Purpose::ConfirmPodsGone { uid } => index.pods_remain(uid, now_ms),
         _ => index.plan_failed(plan),
     }
 }
@@ -328,7 +351,11 @@ pub async fn apply_plans(
     plans.sort_by_key(|p| !p.purpose.is_urgent());
     let mut failed = 0;
     for plan in &plans {
-        if let Err(e) = writer.apply(plan, metrics).await {
+        let result = writer.apply(plan, metrics).await;
+        if let (Ok(()), Purpose::ConfirmPodsGone { uid }) = (&result, &plan.purpose) {
+            index.lock().await.pods_gone(uid, now_ms());
+        }
+        if let Err(e) = result {
             failed += 1;
             tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
             if matches!(e.error, WriteError::NotLeader { .. }) {
@@ -367,6 +394,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         Purpose::Admit { uid }
         | Purpose::Evict { uid }
         | Purpose::Requeue { uid }
+        | Purpose::ConfirmPodsGone { uid }
         | Purpose::Finish { uid }
         | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }
@@ -442,11 +470,11 @@ impl WriteQueue {
 }
 
 /// Writes queued plans forever; failures (other than "not the leader")
-/// are sent back for the index.
+/// and pods-gone confirmations are sent back for the index.
 pub async fn drain(
     writer: Writer,
     queue: Arc<WriteQueue>,
-    failures: tokio::sync::mpsc::UnboundedSender<(Plan, PlanError)>,
+    failures: tokio::sync::mpsc::UnboundedSender<(Plan, Result<(), PlanError>)>,
     metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
 ) {
     loop {
@@ -454,14 +482,24 @@ pub async fn drain(
             queue.wait().await;
             continue;
         };
-        if let Err(e) = writer.apply(&plan, Some((*metrics).as_ref())).await {
-            if matches!(e.error, WriteError::NotLeader { .. }) {
-                (*metrics).as_ref().dropped_writes.inc();
-                continue;
+        match writer.apply(&plan, Some((*metrics).as_ref())).await {
+            // Confirmations go back to the index; other successes need nothing.
+            Ok(()) if matches!(plan.purpose, Purpose::ConfirmPodsGone { .. }) => {
+                if failures.send((plan, Ok(()))).is_err() {
+                    return;
+                }
             }
-            tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
-            if failures.send((plan, e)).is_err() {
-                return;
+            Ok(()) => {}
+            Err(e) if matches!(e.error, WriteError::NotLeader { .. }) => {
+                (*metrics).as_ref().dropped_writes.inc();
+            }
+            Err(e) => {
+                if !matches!(e.error, WriteError::PodsRemain { .. }) {
+                    tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
+                }
+                if failures.send((plan, Err(e))).is_err() {
+                    return;
+                }
             }
         }
     }

@@ -334,8 +334,13 @@ fn preemption_evicts_names_the_preemptor_and_requeues_once_pods_are_gone() {
     suspended.spec.as_mut().unwrap().suspend = Some(true);
     suspended.status.as_mut().unwrap().active = Some(2);
     ix.apply_job(suspended.clone(), T0 + 4000);
-    assert!(ix.take_plans().is_empty(), "pods still terminating");
+    assert!(ix.take_plans().is_empty(), "pods still running");
+    // The server reports pods being deleted (1.29+): wait for them too.
     suspended.status.as_mut().unwrap().active = None;
+    suspended.status.as_mut().unwrap().terminating = Some(2);
+    ix.apply_job(suspended.clone(), T0 + 4500);
+    assert!(ix.take_plans().is_empty(), "pods still terminating");
+    suspended.status.as_mut().unwrap().terminating = Some(0);
     ix.apply_job(suspended, T0 + 5000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["requeue"]);
@@ -495,14 +500,72 @@ fn pods_not_ready_in_time_are_evicted_with_exponential_backoff() {
     let rq = s.requeue_state.as_ref().unwrap();
     assert_eq!(rq.count, 1);
     assert_eq!(ms(rq.requeue_at.as_ref().unwrap()), T0 + 600_000 + 60_000);
-    // Pods gone: requeued with backoff (Requeued=False until it ends).
+    // Pods gone (a server that reports terminating pods): requeued with
+    // backoff (Requeued=False until it ends).
     running.spec.as_mut().unwrap().suspend = Some(true);
-    running.status = Some(Default::default());
+    running.status = serde_json::from_value(json!({"terminating": 0})).unwrap();
     ix.apply_job(running, T0 + 601_000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["requeue"]);
     assert_eq!(condition(status_step(&plans[0]), cond::REQUEUED).0, "False");
     assert_eq!(ix.engine().workload_state("wl-uid-slow"), Some(WorkloadState::Pending));
+}
+
+#[test]
+fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
+    let mut ix = ready_index();
+    let j = mk_job("evicted", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    observe_status(&mut ix, &j, 0, 0, T0);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2})).unwrap();
+    ix.apply_job(running, T0);
+    ix.take_plans();
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = ix.workload_status(&wkey("evicted")).cloned();
+    wl.spec.active = false;
+    ix.apply_workload(wl, T0 + 1);
+    assert_eq!(purposes(&ix.take_plans()), ["evict"]);
+    // Suspended; `active` 0 and no `terminating` (a 1.24-1.28 server):
+    // deleted pods may still run, so their pods are listed first.
+    let mut suspended = j.clone();
+    suspended.status = serde_json::from_value(json!({"active": 0})).unwrap();
+    ix.apply_job(suspended.clone(), T0 + 2);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["confirm_pods_gone"]);
+    assert_eq!(
+        plans[0].steps,
+        [Step::ConfirmPodsGone {
+            key: ObjKey::new(NS, "evicted"),
+            job_uid: "job-uid-evicted".into()
+        }]
+    );
+    assert!(!plans[0].steps[0].is_write());
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-evicted"),
+        Some(WorkloadState::Evicting)
+    );
+    // One check at a time.
+    ix.apply_job(suspended.clone(), T0 + 3);
+    assert!(ix.take_plans().is_empty());
+    // Pods remain: looked at again after 2 s, not before.
+    ix.pods_remain("wl-uid-evicted", T0 + 10);
+    assert!(ix.cycle(T0 + 1_000).0.is_empty());
+    assert_eq!(purposes(&ix.cycle(T0 + 2_010).0), ["confirm_pods_gone"]);
+    // Gone: quota released, Job restored, workload requeued (deactivated).
+    ix.pods_gone("wl-uid-evicted", T0 + 2_500);
+    assert_eq!(purposes(&ix.take_plans()), ["requeue"]);
+    assert_ne!(
+        ix.engine().workload_state("wl-uid-evicted"),
+        Some(WorkloadState::Evicting)
+    );
+    // A late duplicate confirmation changes nothing.
+    ix.pods_gone("wl-uid-evicted", T0 + 2_600);
+    assert!(ix.take_plans().is_empty());
 }
 
 #[test]
@@ -640,7 +703,7 @@ fn a_deactivated_workload_is_evicted_not_requeued_and_comes_back_when_activated(
     assert_eq!(job_patches(&plans[0]), [("job", &json!({"spec": {"suspend": true}}))]);
     // Pods gone: quota released, not requeued.
     running.spec.as_mut().unwrap().suspend = Some(true);
-    running.status = Some(Default::default());
+    running.status = serde_json::from_value(json!({"terminating": 0})).unwrap();
     ix.apply_job(running, T0 + 3);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["requeue"]);

@@ -385,6 +385,60 @@ async fn a_follower_makes_no_calls() {
     no_more_requests(&mut handle).await;
 }
 
+#[tokio::test]
+async fn pods_of_an_evicted_job_are_listed_until_none_runs_or_terminates() {
+    // The recorded pod: deleted by the job controller after a suspend, still
+    // in its grace period (a 1.24 server counts it in neither `active` nor
+    // anything else).
+    let pod = fixture("pod-of-job-terminating-after-suspend.json");
+    let job_uid = pod["metadata"]["labels"]["controller-uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let plan = Plan {
+        purpose: Purpose::ConfirmPodsGone { uid: "wl-uid".into() },
+        steps: vec![Step::ConfirmPodsGone {
+            key: ObjKey::new("research", "train-preempted"),
+            job_uid: job_uid.clone(),
+        }],
+    };
+    let metrics = Metrics::new();
+    let (writer, mut handle) = mock();
+    let answer = |items: Vec<Value>| {
+        json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+               "metadata": {"resourceVersion": "460"},
+               "items": items.into_iter().map(|m| json!({"kind": "PartialObjectMetadata",
+                   "apiVersion": "meta.k8s.io/v1", "metadata": m})).collect::<Vec<_>>()})
+    };
+    let server = tokio::spawn(async move {
+        for items in [vec![pod["metadata"].clone()], vec![]] {
+            let call = expect(&mut handle, Method::GET, "/api/v1/namespaces/research/pods").await;
+            assert_eq!(
+                call.query,
+                query(&[
+                    ("labelSelector", &format!("controller-uid%3D{job_uid}")),
+                    (
+                        "fieldSelector",
+                        "status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+                    ),
+                    ("limit", "1"),
+                ])
+            );
+            respond(call.reply, StatusCode::OK, &answer(items));
+        }
+        no_more_requests(&mut handle).await;
+    });
+    let err = writer.apply(&plan, Some(&metrics)).await.unwrap_err();
+    assert!(matches!(err.error, WriteError::PodsRemain { .. }), "{err}");
+    assert_eq!(err.error.metric_label(), "pods_remain");
+    writer.apply(&plan, Some(&metrics)).await.unwrap();
+    server.await.unwrap();
+    assert!(
+        !metrics.encode().contains("kind=\"pod_list\""),
+        "a read is not counted as a write"
+    );
+}
+
 #[test]
 fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
     let spec = EventSpec {
