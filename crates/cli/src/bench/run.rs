@@ -107,7 +107,7 @@ enum Msg {
     Created {
         index: usize,
         at: Instant,
-        result: Result<(), CallError>,
+        result: Result<(), String>,
     },
     Finished {
         index: usize,
@@ -332,13 +332,16 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
             break now_ms;
         }
         while next < n && plan.workloads[next].arrival <= now_ms {
-            let w = &plan.workloads[next];
-            let body = serde_json::to_value(w.object(&plan.run_id)).context("serializing a Workload")?;
+            let w = plan.workloads[next].clone();
             let api = cluster::workloads(client, &w.namespace);
-            let (sem, tx, name, index) = (creates.clone(), tx.clone(), w.name.clone(), next);
+            let (sem, tx, run_id, index) = (creates.clone(), tx.clone(), plan.run_id.clone(), next);
             tasks.spawn(async move {
                 let Ok(_permit) = sem.acquire_owned().await else { return };
-                let result = cluster::apply(&api, &name, &body).await;
+                // Built once a creation may go: a backlog holds no bodies.
+                let result = match serde_json::to_value(w.object(&run_id)) {
+                    Ok(body) => cluster::apply(&api, &w.name, &body).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("cannot serialize it: {e}")),
+                };
                 let _ = tx.send(Msg::Created {
                     index,
                     at: Instant::now(),
