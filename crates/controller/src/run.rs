@@ -369,9 +369,16 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
             (rx, Some(task))
         }
     };
-    let writer = Writer::new(client.clone(), cfg.identity.clone())
+    let mut writer = Writer::new(client.clone(), cfg.identity.clone())
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
         .with_leader(leader_rx.clone());
+    let fence_task = cfg.lease.as_ref().map(|l| {
+        // Renewals come every (duration - grace) seconds; a write is refused
+        // from one second before the last one seen runs out.
+        let fence = Arc::new(writer::LeaseFence::new(cfg.identity.clone(), Duration::from_secs(1)));
+        writer = writer.clone().with_fence(fence.clone());
+        tokio::spawn(watch_lease(client.clone(), l.clone(), fence))
+    });
     let queue = Arc::new(writer::WriteQueue::default());
     let (failed_tx, failed_rx) = tokio::sync::mpsc::unbounded_channel();
     let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
@@ -380,6 +387,9 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
         failed: failed_rx,
     };
     let result = event_loop(client, &cfg, io, leader_rx, &mut lease_task, &shared, shutdown).await;
+    if let Some(t) = fence_task {
+        t.abort();
+    }
     // The writer holds a lease receiver too.
     drainer.abort();
     let _ = drainer.await;
@@ -402,6 +412,24 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     }
     server.abort();
     result
+}
+
+/// Keeps the writer's [`writer::LeaseFence`] up to date with the Lease as
+/// the API server shows it. While this watch is down the fence runs out and
+/// writes stop (fail closed) until it is back.
+async fn watch_lease(client: Client, l: LeaseConfig, fence: Arc<writer::LeaseFence>) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: Api<Lease> = Api::namespaced(client, &l.namespace);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={}", l.name));
+    let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => fence.observe(Some(&lease)),
+            Ok(watcher::Event::Delete(_)) => fence.observe(None),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "watching the Lease"),
+        }
+    }
 }
 
 async fn serve_http(listener: tokio::net::TcpListener, shared: Arc<Shared>) {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -120,6 +121,48 @@ impl Bucket {
     }
 }
 
+/// Fencing by the Lease as the API server last showed it: writes are
+/// allowed only while it names this replica and its last renewal has not
+/// run out (less a safety margin). This holds even when the lease manager
+/// cannot renew (API unreachable) and so never reports the loss: its
+/// receiver would still say "leader" after another replica took over.
+#[derive(Debug)]
+pub struct LeaseFence {
+    identity: String,
+    margin_ms: i64,
+    /// (holder, renewTime + leaseDurationSeconds in epoch ms)
+    seen: Mutex<Option<(String, i64)>>,
+}
+
+impl LeaseFence {
+    pub fn new(identity: impl Into<String>, margin: Duration) -> Self {
+        Self {
+            identity: identity.into(),
+            margin_ms: i64::try_from(margin.as_millis()).unwrap_or(i64::MAX),
+            seen: Mutex::new(None),
+        }
+    }
+
+    /// Records the Lease as observed (`None`: deleted).
+    pub fn observe(&self, lease: Option<&Lease>) {
+        let seen = lease.and_then(|l| l.spec.as_ref()).and_then(|s| {
+            let holder = s.holder_identity.clone()?;
+            let renewed = s.renew_time.as_ref()?.0.as_millisecond();
+            let duration = i64::from(s.lease_duration_seconds?);
+            Some((holder, renewed.saturating_add(duration.saturating_mul(1000))))
+        });
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = seen;
+    }
+
+    /// Whether this replica may write at `now_ms`.
+    pub fn allows(&self, now_ms: i64) -> bool {
+        match &*self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((holder, expiry)) => *holder == self.identity && now_ms < expiry.saturating_sub(self.margin_ms),
+            None => false,
+        }
+    }
+}
+
 /// Applies plans with one client.
 #[derive(Clone)]
 pub struct Writer {
@@ -128,6 +171,7 @@ pub struct Writer {
     instance: String,
     limiter: Option<Arc<Mutex<Bucket>>>,
     leader: Option<watch::Receiver<bool>>,
+    fence: Option<Arc<LeaseFence>>,
 }
 
 impl Writer {
@@ -137,6 +181,7 @@ impl Writer {
             instance: instance.into(),
             limiter: None,
             leader: None,
+            fence: None,
         }
     }
 
@@ -157,6 +202,13 @@ impl Writer {
     /// Writes only while the receiver says this replica leads.
     pub fn with_leader(mut self, leader: watch::Receiver<bool>) -> Self {
         self.leader = Some(leader);
+        self
+    }
+
+    /// Writes only while the observed Lease names this replica and has not
+    /// expired.
+    pub fn with_fence(mut self, fence: Arc<LeaseFence>) -> Self {
+        self.fence = Some(fence);
         self
     }
 
@@ -209,6 +261,11 @@ impl Writer {
         self.throttle().await;
         if let Some(l) = &self.leader
             && !*l.borrow()
+        {
+            return Err(WriteError::NotLeader { kind });
+        }
+        if let Some(f) = &self.fence
+            && !f.allows(Timestamp::now().as_millisecond())
         {
             return Err(WriteError::NotLeader { kind });
         }

@@ -439,6 +439,47 @@ async fn pods_of_an_evicted_job_are_listed_until_none_runs_or_terminates() {
     );
 }
 
+fn lease(holder: &str, renew: &str, seconds: i32) -> k8s_openapi::api::coordination::v1::Lease {
+    serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "sluice-controller", "namespace": "sluice-system"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds,
+                 "acquireTime": renew, "renewTime": renew}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn the_fence_allows_writes_only_while_the_observed_lease_is_ours_and_fresh() {
+    let fence = LeaseFence::new("sluice-controller-0", Duration::from_secs(1));
+    let renewed = Timestamp::from_second(1_800_000_000).unwrap().as_millisecond();
+    assert!(!fence.allows(renewed), "nothing observed yet: no writes");
+    fence.observe(Some(&lease("sluice-controller-0", "2027-01-15T08:00:00.000000Z", 15)));
+    let renewed = "2027-01-15T08:00:00Z".parse::<Timestamp>().unwrap().as_millisecond();
+    assert!(fence.allows(renewed + 13_999));
+    // 15 s lease, 1 s margin: refused from 14 s on, even if no newer Lease
+    // was seen (the renewal failed, or the watch is down).
+    assert!(!fence.allows(renewed + 14_000));
+    fence.observe(Some(&lease("sluice-controller-1", "2027-01-15T08:00:10.000000Z", 15)));
+    assert!(!fence.allows(renewed + 10_001), "another replica holds it");
+    fence.observe(None);
+    assert!(!fence.allows(renewed + 10_001), "deleted");
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_ran_out_makes_no_calls() {
+    let (writer, mut handle) = mock();
+    let (_tx, rx) = watch::channel(true);
+    let fence = Arc::new(LeaseFence::new("sluice-controller-0", Duration::from_secs(1)));
+    // Renewed by us long ago: the manager still says "leader", the fence not.
+    fence.observe(Some(&lease("sluice-controller-0", "2020-01-01T00:00:00.000000Z", 15)));
+    let writer = writer.with_leader(rx).with_fence(fence);
+    let (_, plan) = admitted();
+    let err = writer.apply(&plan, None).await.unwrap_err();
+    assert!(matches!(err.error, WriteError::NotLeader { .. }));
+    no_more_requests(&mut handle).await;
+}
+
 #[test]
 fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
     let spec = EventSpec {
