@@ -606,3 +606,25 @@ async fn a_run_without_a_controller_fails_clearly() {
     let err = run.await.expect_err("no controller");
     assert!(err.to_string().contains("is `sluice controller` running"), "{err}");
 }
+
+#[tokio::test]
+async fn a_run_id_in_use_is_refused() {
+    let (client, state) = fake(false);
+    {
+        let mut s = state.lock().expect("state");
+        let ns = cluster::namespace_object("sb-used", "sb-used-team-a");
+        s.apply("/api/v1/namespaces/sb-used-team-a", ns);
+    }
+    let err = execute(&client, &plan("sb-used"), &options(false))
+        .await
+        .expect_err("refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("run id sb-used is in use: namespace sb-used-team-a"),
+        "{text}"
+    );
+    assert!(text.contains("sluice bench cleanup --run-id sb-used"), "{text}");
+    // Nothing was written.
+    let s = state.lock().expect("state");
+    assert_eq!(s.seen.iter().filter(|r| r.method != "GET").count(), 0);
+}

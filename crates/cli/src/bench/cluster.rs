@@ -216,6 +216,37 @@ pub fn selector(run_id: Option<&str>) -> String {
     }
 }
 
+/// Fails when objects labelled with `run_id` already exist (a run id used
+/// before and not cleaned up): a run must start from nothing.
+pub async fn ensure_fresh(client: &Client, run_id: &str) -> Result<()> {
+    let lp = ListParams::default().labels(&selector(Some(run_id)));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let queues = dynamic::<ClusterQueue>(client, None);
+    let mut left: Vec<String> = retry(|| call(namespaces.list_metadata(&lp)))
+        .await
+        .context("listing namespaces")?
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name.map(|n| format!("namespace {n}")))
+        .collect();
+    left.extend(
+        retry(|| call(queues.list_metadata(&lp)))
+            .await
+            .context("listing ClusterQueues")?
+            .items
+            .into_iter()
+            .filter_map(|o| o.metadata.name.map(|n| format!("ClusterQueue {n}"))),
+    );
+    if !left.is_empty() {
+        bail!(
+            "run id {run_id} is in use: {} (and maybe more) labelled {} exist; delete them with `sluice bench cleanup --run-id {run_id}` (namespaces take a while to go) or choose another --run-id",
+            left.into_iter().take(3).collect::<Vec<_>>().join(", "),
+            selector(Some(run_id))
+        );
+    }
+    Ok(())
+}
+
 /// What [`delete_run`] deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Deleted {

@@ -263,6 +263,7 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
         quiet,
     };
     let client = super::client().await?;
+    cluster::ensure_fresh(&client, &run_id).await?;
     let work = measure(&client, &run_id, &opts, keep);
     let result = tokio::select! {
         r = work => Some(r),

@@ -238,6 +238,7 @@ impl Progress {
 /// delete) and reports.
 pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
     let mut extras = Extras::default();
+    cluster::ensure_fresh(client, &plan.run_id).await?;
     if let Some(f) = &opts.floor {
         extras.floor = Some(
             floor::measure(client, &plan.run_id, f, false)
