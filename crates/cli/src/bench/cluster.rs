@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, Resource};
@@ -137,36 +138,50 @@ pub async fn apply_namespace(client: &Client, run_id: &str, name: &str) -> Resul
         .with_context(|| format!("creating namespace {name}"))
 }
 
+/// Setup calls in flight at once.
+const SETUP_CONCURRENCY: usize = 16;
+
+/// Applies objects of one kind, [`SETUP_CONCURRENCY`] at a time.
+async fn apply_all(
+    client: &Client,
+    kind: &str,
+    objects: &[Object],
+    api: impl Fn(&Client, Option<&str>) -> Api<DynamicObject>,
+) -> Result<()> {
+    futures::stream::iter(objects)
+        .map(|o| {
+            let api = api(client, o.namespace.as_deref());
+            async move {
+                apply(&api, &o.name, &o.body).await.with_context(|| match &o.namespace {
+                    Some(ns) => format!("creating {kind} {ns}/{}", o.name),
+                    None => format!("creating {kind} {}", o.name),
+                })
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .try_collect::<()>()
+        .await
+}
+
 /// Applies the run's namespaces, flavors, cluster queues and local queues,
-/// in that order (each kind after the ones it refers to).
+/// each kind after the ones it refers to.
 pub async fn apply_setup(client: &Client, plan: &Plan) -> Result<()> {
-    for ns in &plan.namespaces {
-        apply_namespace(client, &plan.run_id, ns).await?;
-    }
-    let each = |kind: &'static str, objects: &'static str| {
-        move |o: &Object, e: CallError| {
-            anyhow::Error::new(e).context(format!("creating {kind} {} (one of the run's {objects})", o.name))
-        }
-    };
-    let flavors = dynamic::<ResourceFlavor>(client, None);
-    for o in &plan.flavors {
-        apply(&flavors, &o.name, &o.body)
-            .await
-            .map_err(|e| each("ResourceFlavor", "flavors")(o, e))?;
-    }
-    let queues = dynamic::<ClusterQueue>(client, None);
-    for o in &plan.cluster_queues {
-        apply(&queues, &o.name, &o.body)
-            .await
-            .map_err(|e| each("ClusterQueue", "cluster queues")(o, e))?;
-    }
-    for o in &plan.local_queues {
-        let api = dynamic::<LocalQueue>(client, o.namespace.as_deref());
-        apply(&api, &o.name, &o.body)
-            .await
-            .map_err(|e| each("LocalQueue", "local queues")(o, e))?;
-    }
-    Ok(())
+    let namespaces: Vec<Object> = plan
+        .namespaces
+        .iter()
+        .map(|ns| Object {
+            namespace: None,
+            name: ns.clone(),
+            body: namespace_object(&plan.run_id, ns),
+        })
+        .collect();
+    apply_all(client, "Namespace", &namespaces, |c, _| {
+        Api::all_with(c.clone(), &ApiResource::erase::<Namespace>(&()))
+    })
+    .await?;
+    apply_all(client, "ResourceFlavor", &plan.flavors, dynamic::<ResourceFlavor>).await?;
+    apply_all(client, "ClusterQueue", &plan.cluster_queues, dynamic::<ClusterQueue>).await?;
+    apply_all(client, "LocalQueue", &plan.local_queues, dynamic::<LocalQueue>).await
 }
 
 /// The API of Workloads in `namespace`.

@@ -563,6 +563,36 @@ mod tests {
     }
 
     #[test]
+    fn applied_objects_hold_no_nulls() {
+        // A null in an applied configuration is not "unset" everywhere:
+        // the bodies leave absent fields out.
+        fn nulls(v: &Value, path: &str, out: &mut Vec<String>) {
+            match v {
+                Value::Null => out.push(path.to_string()),
+                Value::Object(m) => m.iter().for_each(|(k, v)| nulls(v, &format!("{path}.{k}"), out)),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, v)| nulls(v, &format!("{path}[{i}]"), out)),
+                _ => {}
+            }
+        }
+        let plan = baseline(0.02);
+        let mut found = Vec::new();
+        for o in plan
+            .flavors
+            .iter()
+            .chain(&plan.cluster_queues)
+            .chain(&plan.local_queues)
+        {
+            nulls(&o.body, &o.name, &mut found);
+        }
+        let wl = serde_json::to_value(plan.workloads[0].object(&plan.run_id)).expect("serializes");
+        nulls(&wl, "workload", &mut found);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
     fn the_quota_model_has_the_cluster_names() {
         let plan = baseline(0.02);
         let q = &plan.quotas.queues["sb-test-cq-2-3"];
