@@ -1011,11 +1011,13 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             Some(controller),
         )?;
         // kube-lease-manager 0.13: get, create when missing, patch (strategic
-        // merge and apply) to take, renew and release; never update.
+        // merge and apply) to take, renew and release; never update. run.rs
+        // watch_lease: list + watch with fieldSelector metadata.name (so
+        // resourceNames applies) to fence writes.
         let lease = vec![
             expect(&["create"], "coordination.k8s.io", &["leases"], ""),
             expect(
-                &["get", "patch"],
+                &["get", "list", "watch", "patch"],
                 "coordination.k8s.io",
                 &["leases"],
                 "sluice-controller",
