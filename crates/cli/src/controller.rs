@@ -37,6 +37,10 @@ pub struct ControllerArgs {
     /// Longest requeue backoff.
     #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_MAX", default_value = "1h", value_parser = parse_duration)]
     requeue_backoff_max: Duration,
+    /// Most pods-ready evictions of one workload: at the next one it is
+    /// deactivated (spec.active: false) instead of requeued. Unset: no limit.
+    #[arg(long, env = "SLUICE_REQUEUE_LIMIT")]
+    requeue_limit: Option<u32>,
     /// Elect a leader with a coordination.k8s.io Lease; only the holder writes.
     #[arg(long, env = "SLUICE_LEADER_ELECT", default_value_t = true, action = ArgAction::Set)]
     leader_elect: bool,
@@ -73,6 +77,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         pods_ready_timeout,
         requeue_backoff_base,
         requeue_backoff_max,
+        requeue_limit,
         leader_elect,
         lease_namespace,
         lease_name,
@@ -98,6 +103,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             pods_ready_timeout_ms: (!pods_ready_timeout.is_zero()).then_some(millis(pods_ready_timeout)),
             backoff_base_ms: millis(requeue_backoff_base),
             backoff_max_ms: millis(requeue_backoff_max),
+            requeue_limit,
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {

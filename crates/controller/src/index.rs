@@ -96,6 +96,9 @@ pub struct IndexConfig {
     pub backoff_base_ms: i64,
     /// Largest requeue backoff.
     pub backoff_max_ms: i64,
+    /// Most pods-ready evictions of a workload; the next one deactivates it
+    /// (`spec.active: false`) instead of requeueing it. `None`: no limit.
+    pub requeue_limit: Option<u32>,
     /// Most explanation writes a cycle hands out (the rest follow later).
     pub explanations_per_cycle: usize,
 }
@@ -107,6 +110,7 @@ impl Default for IndexConfig {
             pods_ready_timeout_ms: Some(10 * 60 * 1000),
             backoff_base_ms: 60_000,
             backoff_max_ms: 3_600_000,
+            requeue_limit: None,
             explanations_per_cycle: 500,
         }
     }
@@ -211,6 +215,8 @@ pub struct Index {
     /// Evicted workloads whose Job's pods are being looked at (servers
     /// without `status.terminating`), by uid.
     confirming: HashMap<String, Confirmation>,
+    /// Workloads we deactivated whose `spec.active: false` is not observed yet.
+    deactivating: BTreeSet<String>,
     /// Plans produced by event handlers, drained by [`Index::take_plans`].
     plans: Vec<Plan>,
     stats: CycleStats,
@@ -316,6 +322,7 @@ impl Index {
             starting: BTreeSet::new(),
             evicting: BTreeSet::new(),
             confirming: HashMap::new(),
+            deactivating: BTreeSet::new(),
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
@@ -695,7 +702,15 @@ impl Index {
             .and_then(|l| l.get(job::JOB_UID_LABEL))
             .cloned();
         let generation = wl.metadata.generation;
-        let active = wl.spec.active;
+        let mut active = wl.spec.active;
+        if self.deactivating.contains(&uid) {
+            if active {
+                // Older than our `spec.active: false`: not a reactivation.
+                active = false;
+            } else {
+                self.deactivating.remove(&uid);
+            }
+        }
         let queue_name = wl.spec.queue_name.clone();
         let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
         let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
@@ -711,6 +726,7 @@ impl Index {
                     let _ = self.engine.remove_workload(&uid);
                     e.in_engine = false;
                 }
+                let reactivated = !e.active && active;
                 e.owner = owner;
                 e.job_uid = job_uid;
                 e.generation = generation;
@@ -719,6 +735,11 @@ impl Index {
                 e.priority = priority;
                 e.count = count;
                 e.status = observed;
+                if reactivated {
+                    // A fresh start: pods-ready evictions count from zero
+                    // (persisted with its next status write).
+                    e.status.requeue_state = None;
+                }
             }
             None => {
                 self.by_uid.insert(uid.clone(), key.clone());
@@ -963,6 +984,8 @@ impl Index {
         self.by_uid.remove(&e.uid);
         self.unrestored.remove(key);
         self.evicting.remove(&e.uid);
+        self.confirming.remove(&e.uid);
+        self.deactivating.remove(&e.uid);
         self.clear_error(Kind::Workload, &key.to_string());
         if e.in_engine {
             let _ = self.engine.remove_workload(&e.uid);
@@ -1598,14 +1621,40 @@ impl Index {
                 .as_ref()
                 .map_or(0, |r| r.count.max(0))
                 .saturating_add(1);
-            let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
-            e.status.requeue_state = Some(RequeueState {
-                count: n,
-                requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
-            });
+            let over = self
+                .config
+                .requeue_limit
+                .is_some_and(|limit| i64::from(n) > i64::from(limit));
             let uid = e.uid.clone();
+            let mut msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
+            if over {
+                // Requeued as often as allowed: deactivated, as if its owner
+                // had set spec.active to false (Kueue's RequeuingLimitExceeded).
+                e.status.requeue_state = Some(RequeueState {
+                    count: n,
+                    requeue_at: None,
+                });
+                e.active = false;
+                msg.push_str(&format!(
+                    "; evicted {n} times, over the requeue limit of {}: deactivated (set spec.active to true to queue it again)",
+                    self.config.requeue_limit.unwrap_or_default()
+                ));
+                self.deactivating.insert(uid.clone());
+                self.plans.push(Plan {
+                    purpose: Purpose::Deactivate { uid: uid.clone() },
+                    steps: vec![Step::PatchWorkload {
+                        key: wk.clone(),
+                        patch: serde_json::json!({"spec": {"active": false}}),
+                    }],
+                });
+            } else {
+                let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
+                e.status.requeue_state = Some(RequeueState {
+                    count: n,
+                    requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
+                });
+            }
             if self.engine.evict(&uid).is_ok() {
-                let msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
                 self.on_evicted(&uid, cond::reasons::PODS_READY_TIMEOUT, None, &msg, now_ms);
             }
         }
@@ -1877,6 +1926,10 @@ impl Index {
     /// A plan failed at some step other than an admission's status write:
     /// forget that its effect is expected, so the next event retries it.
     pub fn plan_failed(&mut self, plan: &Plan) {
+        if let Purpose::Deactivate { uid } = &plan.purpose {
+            // Not written: observed `spec.active` counts again.
+            self.deactivating.remove(uid);
+        }
         if let Purpose::PodsReady { uid } = &plan.purpose
             && let Some(wk) = self.by_uid.get(uid)
             && let Some(e) = self.workloads.get_mut(wk)

@@ -38,6 +38,8 @@ pub enum Step {
     ApplyWorkloadStatus { key: ObjKey, status: Box<WorkloadStatus> },
     /// JSON merge patch of a Job.
     PatchJob { key: ObjKey, patch: Value },
+    /// JSON merge patch of a Workload (its spec: `active`).
+    PatchWorkload { key: ObjKey, patch: Value },
     /// JSON merge patch of a Job's `/status`.
     PatchJobStatus { key: ObjKey, patch: Value },
     /// An events.k8s.io/v1 Event.
@@ -54,6 +56,7 @@ impl Step {
             Step::ApplyWorkload(_) => "workload",
             Step::ApplyWorkloadStatus { .. } => "workload_status",
             Step::PatchJob { .. } => "job",
+            Step::PatchWorkload { .. } => "workload",
             Step::PatchJobStatus { .. } => "job_status",
             Step::Event(_) => "event",
             Step::ConfirmPodsGone { .. } => "pod_list",
@@ -95,6 +98,8 @@ pub enum Purpose {
     ConfirmPodsGone { uid: String },
     /// The workload finished.
     Finish { uid: String },
+    /// The workload is deactivated (`spec.active: false`).
+    Deactivate { uid: String },
     /// All pods of an admitted workload were seen ready (`PodsReady=True`).
     PodsReady { uid: String },
     /// A pending explanation changed.
@@ -117,6 +122,7 @@ impl Purpose {
             Purpose::Requeue { .. } => "requeue",
             Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",
+            Purpose::Deactivate { .. } => "deactivate",
             Purpose::PodsReady { .. } => "pods_ready",
             Purpose::Pending { .. } => "pending",
             Purpose::SuspendJob => "suspend_job",
@@ -133,6 +139,7 @@ impl Purpose {
                 | Purpose::Evict { .. }
                 | Purpose::Requeue { .. }
                 | Purpose::ConfirmPodsGone { .. }
+                | Purpose::Deactivate { .. }
                 | Purpose::SuspendJob
         )
     }

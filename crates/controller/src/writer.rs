@@ -295,6 +295,11 @@ impl Writer {
                         .await
                         .map(|_| true)
                 }
+                Step::PatchWorkload { key, patch } => self
+                    .workloads(&key.namespace)
+                    .patch(&key.name, &merge_params(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| true),
                 Step::PatchJob { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch(&key.name, &merge_params(), &Patch::Merge(patch))
@@ -453,6 +458,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::Requeue { uid }
         | Purpose::ConfirmPodsGone { uid }
         | Purpose::Finish { uid }
+        | Purpose::Deactivate { uid }
         | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }
         | Purpose::StartJob { uid } => Some(uid),

@@ -512,6 +512,90 @@ fn pods_not_ready_in_time_are_evicted_with_exponential_backoff() {
 }
 
 #[test]
+fn over_the_requeue_limit_a_workload_is_deactivated_not_requeued() {
+    let mut ix = Index::new(IndexConfig {
+        requeue_limit: Some(1),
+        ..IndexConfig::default()
+    });
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", 8));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    let j = mk_job("flaky", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    // Admitted, never all ready, evicted, pods gone: requeued (1 of 1).
+    let mut t = T0;
+    for round in 1..=2 {
+        let (plans, _) = ix.cycle(t);
+        assert_eq!(purposes(&plans), ["admit"], "round {round}");
+        observe_status(&mut ix, &j, 0, 0, t);
+        let mut running = j.clone();
+        running.spec.as_mut().unwrap().suspend = Some(false);
+        running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+        ix.apply_job(running.clone(), t + 1000);
+        ix.take_plans();
+        let (plans, _) = ix.cycle(t + 600_000);
+        let s = if round == 1 {
+            assert_eq!(purposes(&plans), ["evict"]);
+            status_step(&plans[0])
+        } else {
+            // Over the limit: spec.active goes false first, then the eviction.
+            assert_eq!(purposes(&plans), ["deactivate", "evict"]);
+            assert_eq!(
+                plans[0].steps,
+                [Step::PatchWorkload {
+                    key: wkey("flaky"),
+                    patch: json!({"spec": {"active": false}})
+                }]
+            );
+            status_step(&plans[1])
+        };
+        let rq = s.requeue_state.as_ref().unwrap();
+        assert_eq!(rq.count, round);
+        assert_eq!(rq.requeue_at.is_some(), round == 1);
+        let (_, _, msg) = condition(s, cond::EVICTED);
+        assert_eq!(
+            msg.contains("over the requeue limit of 1: deactivated"),
+            round == 2,
+            "{msg}"
+        );
+        // A Workload event older than our patch does not reactivate it.
+        observe_status(&mut ix, &j, 0, 0, t + 600_001);
+        running.spec.as_mut().unwrap().suspend = Some(true);
+        running.status = serde_json::from_value(json!({"terminating": 0})).unwrap();
+        ix.apply_job(running, t + 601_000);
+        let plans = ix.take_plans();
+        assert_eq!(purposes(&plans), ["requeue"]);
+        let (st, reason, _) = condition(status_step(&plans[0]), cond::REQUEUED);
+        if round == 1 {
+            assert_eq!((st, reason), ("False", "Backoff"));
+            assert_eq!(ix.engine().workload_state("wl-uid-flaky"), Some(WorkloadState::Pending));
+        } else {
+            assert_eq!((st, reason), ("False", "Deactivated"));
+            assert_eq!(ix.engine().workload_state("wl-uid-flaky"), None, "out of the queue");
+        }
+        observe_status(&mut ix, &j, 0, 0, t + 601_001);
+        // After the 60 s backoff.
+        t += 662_000;
+    }
+    assert!(ix.cycle(t).0.is_empty(), "deactivated: not admitted");
+    // Our patch is observed; then its owner activates it again: queued
+    // with a fresh requeue count.
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = ix.workload_status(&wkey("flaky")).cloned();
+    wl.spec.active = false;
+    ix.apply_workload(wl.clone(), t);
+    wl.spec.active = true;
+    ix.apply_workload(wl, t + 1);
+    assert_eq!(ix.engine().workload_state("wl-uid-flaky"), Some(WorkloadState::Pending));
+    assert!(ix.workload_status(&wkey("flaky")).unwrap().requeue_state.is_none());
+}
+
+#[test]
 fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
     let mut ix = ready_index();
     let j = mk_job("evicted", "team-a", 2, 1);
