@@ -615,16 +615,15 @@ async fn a_run_id_in_use_is_refused() {
         let ns = cluster::namespace_object("sb-used", "sb-used-team-a");
         s.apply("/api/v1/namespaces/sb-used-team-a", ns);
     }
-    let err = execute(&client, &plan("sb-used"), &options(false))
-        .await
-        .expect_err("refused");
+    let err = cluster::ensure_fresh(&client, "sb-used").await.expect_err("refused");
     let text = format!("{err:#}");
     assert!(
         text.contains("run id sb-used is in use: namespace sb-used-team-a"),
         "{text}"
     );
     assert!(text.contains("sluice bench cleanup --run-id sb-used"), "{text}");
-    // Nothing was written.
+    // Nothing was written; a fresh id is fine.
+    cluster::ensure_fresh(&client, "sb-new").await.expect("fresh");
     let s = state.lock().expect("state");
     assert_eq!(s.seen.iter().filter(|r| r.method != "GET").count(), 0);
 }

@@ -235,10 +235,9 @@ impl Progress {
 }
 
 /// Runs the plan against the cluster (objects are left for the caller to
-/// delete) and reports.
+/// delete) and reports. Call [`cluster::ensure_fresh`] first.
 pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
     let mut extras = Extras::default();
-    cluster::ensure_fresh(client, &plan.run_id).await?;
     if let Some(f) = &opts.floor {
         extras.floor = Some(
             floor::measure(client, &plan.run_id, f, false)
@@ -545,6 +544,8 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         );
     }
     let client = super::client().await?;
+    // Before anything is written: nothing to clean up if this fails.
+    cluster::ensure_fresh(&client, &run_id).await?;
     let outcome = tokio::select! {
         r = execute(&client, &plan, &opts) => Some(r),
         _ = tokio::signal::ctrl_c() => None,

@@ -334,6 +334,30 @@ mod tests {
     }
 
     #[test]
+    fn gets_over_loopback() {
+        use std::io::BufRead as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let port = listener.local_addr().expect("an address").port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("a connection");
+            let mut request = String::new();
+            let mut reader = std::io::BufReader::new(s.try_clone().expect("a clone"));
+            while reader.read_line(&mut request).is_ok_and(|n| n > 2) {}
+            let body = "sluice_api_writes_total{kind=\"event\"} 2\n";
+            write!(s, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}").expect("written");
+            request
+        });
+        let url = parse_url(&format!("http://127.0.0.1:{port}/metrics")).expect("a URL");
+        let body = http_get(&url).expect("an answer");
+        assert_eq!(writes_by_kind(&body)["event"], 2.0);
+        let request = server.join().expect("the server");
+        assert!(request.starts_with("GET /metrics HTTP/1.0\r\n"), "{request}");
+        // Nobody listens: an error naming the address.
+        let err = http_get(&url).unwrap_err();
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    }
+
+    #[test]
     fn counts_writes_per_kind_and_their_difference() {
         // The controller's own encoding (prometheus-client, OpenMetrics text).
         let m = sluice_controller::metrics::Metrics::new();
@@ -391,5 +415,8 @@ mod tests {
         let no_hwm = parse_proc_status("VmRSS:\t 100 kB\n");
         assert_eq!(peak_rss(Some(no_hwm), 204_800).map(|p| p.source), Some("sampledVmRSS"));
         assert_eq!(peak_rss(None, 0), None);
+        // This process, as --controller-pid reads one.
+        let me = read_proc_status(std::process::id()).expect("/proc of this process");
+        assert!(me.vm_rss.unwrap_or(0) > 0 && me.vm_hwm >= me.vm_rss, "{me:?}");
     }
 }
