@@ -796,6 +796,30 @@ mod tests {
         assert!(render_floor(&f).contains("40.0 patches/s"));
     }
 
+    #[test]
+    fn many_queues_are_shown_per_cohort() {
+        // The large-scale shape: 10 cohorts × 100 queues of 20 CPU. Nothing
+        // admitted over 1 s: every queue at 0 %, all 1 000 in the JSON, the
+        // table one row per cohort (100 × 20 = 2 000 CPU nominal each).
+        use crate::simulate::scenario::{LoadOptions, load_with};
+        let src = crate::bench::plan::scenario_text("kueue-large-scale").expect("built in");
+        let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.01 }).expect("loads");
+        let plan = crate::bench::plan::build("sb-ls", &s, &m, 0.01).expect("plans");
+        // 35 → round(0.35) = 0 → at least 1; likewise 11 and 4: 3 per queue.
+        assert_eq!(plan.workloads.len(), 3_000);
+        let t = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
+        let r = build(&plan, &t.close(1_000), Extras::default());
+        assert!(!r.complete);
+        assert_eq!(r.cluster_queues.len(), 1_000);
+        assert_eq!(r.total_usage[0].nominal, 20_000.0);
+        assert_eq!(r.total_usage[0].usage, Some(0.0));
+        let text = render(&r);
+        assert!(text.contains("INCOMPLETE: 0 of 3000 workloads finished"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("100 queues")).collect();
+        assert_eq!(rows.len(), 10, "{text}");
+        assert!(rows[0].contains("cohort-0") && rows[0].contains("2000"), "{}", rows[0]);
+    }
+
     /// One queue `r-cq` (cohort `r-co`, 10 CPU of flavor `r-rf`) and three
     /// workloads of two classes, observed by hand.
     #[test]
