@@ -543,8 +543,13 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
             format_duration(timeout.as_millis() as Ms)
         );
     }
+    // Before anything is written: nothing to clean up if these fail.
+    if let Some(url) = &opts.metrics {
+        scrape::fetch(url)
+            .await
+            .map_err(|e| anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path))?;
+    }
     let client = super::client().await?;
-    // Before anything is written: nothing to clean up if this fails.
     cluster::ensure_fresh(&client, &run_id).await?;
     let outcome = tokio::select! {
         r = execute(&client, &plan, &opts) => Some(r),
