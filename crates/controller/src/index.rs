@@ -153,8 +153,11 @@ struct WlEntry {
     /// The engine's view of it, kept only while it is not in the engine
     /// (waiting for its ClusterQueue).
     spec: Option<Box<eng::WorkloadSpec>>,
-    /// The status as last written by us or observed, whichever is later.
+    /// The status as last written by us or observed, whichever is later,
+    /// without the text of a pending explanation (see `pending_fp`).
     status: WorkloadStatus,
+    /// Fingerprint of the pending explanation last written or observed.
+    pending_fp: Option<u64>,
     /// Known to the engine (pending, admitted, evicting or finished).
     in_engine: bool,
     /// Admission time (epoch ms) while admitted.
@@ -735,6 +738,7 @@ impl Index {
                 e.priority = priority;
                 e.count = count;
                 e.status = observed;
+                slim_pending(e);
                 if reactivated {
                     // A fresh start: pods-ready evictions count from zero
                     // (persisted with its next status write).
@@ -757,6 +761,7 @@ impl Index {
                         created_ms,
                         spec: None,
                         status: observed,
+                        pending_fp: None,
                         in_engine: false,
                         admitted_at: None,
                         pods_ready_seen: false,
@@ -764,6 +769,11 @@ impl Index {
                     },
                 );
             }
+        }
+        if let Some(e) = self.workloads.get_mut(&key)
+            && e.status.pending.is_some()
+        {
+            slim_pending(e);
         }
         self.sync_workload(&key, Some(wl), now_ms);
         if let Some(job_key) = self.job_key_of(&key) {
@@ -933,11 +943,8 @@ impl Index {
         self.not_selected.insert(key.clone());
         let Some(e) = self.workloads.get_mut(key) else { return };
         e.spec = Some(Box::new(spec));
-        if e.status
-            .pending
-            .as_ref()
-            .is_some_and(|p| p.reason == cond::reasons::NAMESPACE_NOT_SELECTED)
-        {
+        let fp = explanation_fp(cond::reasons::NAMESPACE_NOT_SELECTED, std::iter::empty());
+        if e.pending_fp == Some(fp) {
             return;
         }
         let message = format!(
@@ -960,6 +967,7 @@ impl Index {
         });
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        slim_pending(e);
         let uid = e.uid.clone();
         self.plans.push(Plan {
             purpose: Purpose::Pending { uid },
@@ -1371,6 +1379,7 @@ impl Index {
             generation,
         );
         e.status.pending = None;
+        e.pending_fp = None;
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
@@ -1720,6 +1729,7 @@ impl Index {
         }
         e.status.admission = Some(adapter::admission_status(adm));
         e.status.pending = None;
+        e.pending_fp = None;
         e.status.state = Some(e.status.derive_state(e.active));
         e.admitted_at = Some(now_ms);
         e.pods_ready_seen = false;
@@ -1817,13 +1827,51 @@ impl Index {
         let Some(wk) = self.by_uid.get(uid).cloned() else {
             return;
         };
-        let pos = self.engine.position(uid);
-        let e = self.workloads.get_mut(&wk).expect("indexed");
-        if self.engine.workload_state(uid) != Some(WorkloadState::Pending)
-            && self.engine.workload_state(uid) != Some(WorkloadState::Preempting)
-        {
+        if !matches!(
+            self.engine.workload_state(uid),
+            Some(WorkloadState::Pending | WorkloadState::Preempting)
+        ) {
             return;
         }
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        // Same reason (per flavor too) as what is written: nothing to write,
+        // even if the numbers or the position moved (e.g. after a restart).
+        let fp = explanation_fp(
+            expl.reason_code(),
+            expl.flavors
+                .iter()
+                .map(|f| (f.flavor.as_str(), verdict_reason(&f.verdict))),
+        );
+        if e.pending_fp == Some(fp) {
+            return;
+        }
+        e.pending_fp = Some(fp);
+        // The text is not kept here (15 000 pending workloads would hold
+        // 15 000 copies of a few shared explanations): `take_explanations`
+        // writes the engine's explanation as it is then.
+        let generation = e.generation;
+        set_condition(
+            &mut e.status.conditions,
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            expl.reason_code(),
+            "",
+            now_ms,
+            generation,
+        );
+        e.status.pending = None;
+        e.status.state = Some(e.status.derive_state(e.active));
+        self.explain.insert(uid.to_string());
+    }
+
+    /// The status to write for a pending workload: what the index keeps,
+    /// with the engine's current explanation and position filled in.
+    fn pending_status(&self, uid: &str, e: &WlEntry) -> WorkloadStatus {
+        let mut status = e.status.clone();
+        let Some(expl) = self.engine.explanation(uid) else {
+            return status;
+        };
+        let pos = self.engine.position(uid);
         let full = expl.to_string();
         let position = pos
             .map(|p| {
@@ -1835,36 +1883,17 @@ impl Index {
             .unwrap_or_default();
         // The condition says it all; `status.pending` has the summary, and
         // the per-flavor detail in its own list (not repeated).
-        let message = format!("{full}{position}");
         let summary = full.split("; pod set").next().unwrap_or(&full);
-        let pending = pending_explanation(expl, &format!("{summary}{position}"), pos);
-        // Same reason (per flavor too) as what is written: nothing to write,
-        // even if the numbers or the position moved (e.g. after a restart).
-        let same = |a: &PendingExplanation, b: &PendingExplanation| {
-            a.reason == b.reason
-                && a.flavors.len() == b.flavors.len()
-                && a.flavors
-                    .iter()
-                    .zip(&b.flavors)
-                    .all(|(x, y)| x.name == y.name && x.reason == y.reason)
-        };
-        if e.status.pending.as_ref().is_some_and(|p| same(p, &pending)) {
-            return;
+        status.pending = Some(pending_explanation(expl, &format!("{summary}{position}"), pos));
+        if let Some(c) = status
+            .conditions
+            .iter_mut()
+            .find(|c| c.type_ == cond::QUOTA_RESERVED && c.status == cond::status::FALSE)
+        {
+            c.reason = expl.reason_code().to_string();
+            c.message = format!("{full}{position}");
         }
-        let generation = e.generation;
-        set_condition(
-            &mut e.status.conditions,
-            cond::QUOTA_RESERVED,
-            cond::status::FALSE,
-            expl.reason_code(),
-            &message,
-            now_ms,
-            generation,
-        );
-        e.status.pending = Some(pending);
-        e.status.state = Some(e.status.derive_state(e.active));
-        // Written by `take_explanations`, with whatever is current then.
-        self.explain.insert(uid.to_string());
+        status
     }
 
     /// Plans writing at most `max` changed explanations (the status as it
@@ -1885,11 +1914,12 @@ impl Index {
                 continue;
             };
             let Some(e) = self.workloads.get(&wk) else { continue };
+            let status = self.pending_status(&uid, e);
             out.push(Plan {
                 purpose: Purpose::Pending { uid },
                 steps: vec![Step::ApplyWorkloadStatus {
                     key: wk,
-                    status: Box::new(e.status.clone()),
+                    status: Box::new(status),
                 }],
             });
         }
@@ -1951,6 +1981,45 @@ impl Index {
                 _ => {}
             }
         }
+    }
+}
+
+/// What decides whether a pending explanation is worth a write: its reason
+/// and, per flavor (first mention), the flavor's reason; not the numbers,
+/// the wording or the position.
+fn explanation_fp<'a>(reason: &str, flavors: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the same explanation gives the same value in every run.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    reason.hash(&mut h);
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, why) in flavors {
+        if !seen.contains(&name) {
+            seen.push(name);
+            (name, why).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// Keeps only the fingerprint of an observed pending explanation (and
+/// blanks its condition message): the text is rebuilt from the engine when
+/// it is written again.
+fn slim_pending(e: &mut WlEntry) {
+    e.pending_fp = e.status.pending.take().map(|p| {
+        explanation_fp(
+            &p.reason,
+            p.flavors.iter().map(|f| (f.name.as_str(), f.reason.as_str())),
+        )
+    });
+    if e.pending_fp.is_some()
+        && let Some(c) = e
+            .status
+            .conditions
+            .iter_mut()
+            .find(|c| c.type_ == cond::QUOTA_RESERVED && c.status == cond::status::FALSE)
+    {
+        c.message = String::new();
     }
 }
 

@@ -252,8 +252,21 @@ fn restart_restores_admitted_workloads_before_any_cycle_and_never_admits_twice()
     let s = status_step(&plans[0]);
     assert_eq!(condition(s, cond::QUOTA_RESERVED).1, "InsufficientQuota");
     assert_eq!(s.pending.as_ref().unwrap().position_in_cluster_queue, Some(0));
-    // Explanations are written once per reason.
-    observe_status(&mut ix, &mk_job("second", "team-a", 1, 1), 0, 5, T0 + 21);
+    // The text is the engine's, with the position.
+    let (_, _, message) = condition(s, cond::QUOTA_RESERVED);
+    assert!(
+        message.contains("(position 0 in ClusterQueue, 0 in LocalQueue)"),
+        "{message}"
+    );
+    assert!(s.pending.as_ref().unwrap().message.contains("position 0"), "{s:?}");
+    // Explanations are written once per reason: the echo of the write
+    // changes nothing, and the index keeps no copy of the text.
+    let mut echo = stored_workload(&mk_job("second", "team-a", 1, 1), 0, 5);
+    echo.status = Some(s.clone());
+    ix.apply_workload(echo, T0 + 21);
+    let kept = ix.workload_status(&wkey("second")).unwrap();
+    assert!(kept.pending.is_none());
+    assert_eq!(condition(kept, cond::QUOTA_RESERVED).2, "");
     assert!(ix.cycle(T0 + 30).0.is_empty());
 }
 
