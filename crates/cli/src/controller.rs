@@ -22,10 +22,10 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
     /// Sustained API writes per second (client-side rate limit).
-    #[arg(long, env = "SLUICE_KUBE_QPS", default_value_t = sluice_cli::bench::limiter::DEFAULT_KUBE_QPS)]
+    #[arg(long, env = "SLUICE_KUBE_QPS", default_value_t = sluice_controller::limit::DEFAULT_KUBE_QPS)]
     kube_qps: f64,
     /// API writes allowed in a burst above --kube-qps.
-    #[arg(long, env = "SLUICE_KUBE_BURST", default_value_t = sluice_cli::bench::limiter::DEFAULT_KUBE_BURST)]
+    #[arg(long, env = "SLUICE_KUBE_BURST", default_value_t = sluice_controller::limit::DEFAULT_KUBE_BURST)]
     kube_burst: u32,
     /// Evict and requeue an admitted Job whose pods are not all ready within
     /// this time (e.g. 10m, 90s, 1h; 0 turns the check off).

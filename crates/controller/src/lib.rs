@@ -14,6 +14,7 @@
 //! - [`writer`]: applies plans (server-side apply, merge patches, Events);
 //! - [`run`]: watchers, cache, leader election, cycles, queue status,
 //!   `/metrics`, `/healthz`, `/readyz`;
+//! - [`limit`]: the client-side write limit (token bucket);
 //! - [`metrics`]: the Prometheus registry;
 //! - [`duration`]: flag durations (`10m`, `1h`), overflow-checked.
 //!
@@ -24,6 +25,7 @@ pub mod adapter;
 pub mod duration;
 pub mod index;
 pub mod job;
+pub mod limit;
 pub mod metrics;
 pub mod plan;
 pub mod run;

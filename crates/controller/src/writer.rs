@@ -14,7 +14,7 @@
 //! event retries them.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -30,6 +30,7 @@ use serde_json::json;
 use sluice_api::v1alpha1::Workload;
 
 use crate::index::Index;
+use crate::limit::Limiter;
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, Plan, Purpose, Step};
 
@@ -97,30 +98,6 @@ pub struct PlanError {
     pub error: WriteError,
 }
 
-/// A token bucket: `qps` writes per second sustained, `burst` at once.
-#[derive(Debug)]
-struct Bucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    /// Takes a token, or says how long to wait for one.
-    fn take(&mut self, now: Instant) -> Option<Duration> {
-        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.qps;
-        self.tokens = (self.tokens + refill).min(self.burst);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            None
-        } else {
-            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
-        }
-    }
-}
-
 /// Fencing by the Lease as the API server last showed it: writes are
 /// allowed only while it names this replica and its last renewal has not
 /// run out (less a safety margin). This holds even when the lease manager
@@ -169,7 +146,7 @@ pub struct Writer {
     client: Client,
     /// `reportingInstance` of Events (the pod name).
     instance: String,
-    limiter: Option<Arc<Mutex<Bucket>>>,
+    limiter: Option<Arc<Limiter>>,
     leader: Option<watch::Receiver<bool>>,
     fence: Option<Arc<LeaseFence>>,
 }
@@ -187,15 +164,7 @@ impl Writer {
 
     /// Client-side rate limit of writes (`--kube-qps`, `--kube-burst`).
     pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
-        if qps > 0.0 {
-            let burst = f64::from(burst.max(1));
-            self.limiter = Some(Arc::new(Mutex::new(Bucket {
-                qps,
-                burst,
-                tokens: burst,
-                last: Instant::now(),
-            })));
-        }
+        self.limiter = Some(Arc::new(Limiter::new(qps, burst)));
         self
     }
 
@@ -213,13 +182,8 @@ impl Writer {
     }
 
     async fn throttle(&self) {
-        let Some(b) = &self.limiter else { return };
-        loop {
-            let wait = b.lock().unwrap_or_else(|e| e.into_inner()).take(Instant::now());
-            match wait {
-                None => return,
-                Some(d) => tokio::time::sleep(d).await,
-            }
+        if let Some(l) = &self.limiter {
+            l.acquire().await;
         }
     }
 

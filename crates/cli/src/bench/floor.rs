@@ -7,7 +7,7 @@
 //!    a running controller keeps them out of its queues and writes nothing
 //!    to them.
 //! 2. With a full token bucket of `--kube-qps`/`--kube-burst` (the
-//!    controller's rule, [`super::limiter`]) and `--concurrency` patches in
+//!    controller's rule, [`sluice_controller::limit`]) and `--concurrency` patches in
 //!    flight, sends one server-side apply of `status.conditions` to each (a
 //!    `BenchFloor` condition whose message differs every time, so that the
 //!    server really writes; field manager `sluice-bench`, on `/status`, with
@@ -30,11 +30,11 @@ use sluice_api::v1alpha1::Workload;
 use tokio::sync::Mutex;
 
 use super::cluster::{self, CallError};
-use super::limiter::Limiter;
 use super::plan::{self, PlannedWorkload, RUN_LABEL};
 use super::report::{self, FloorReport};
 use super::{FloorArgs, print};
 use crate::simulate::trace::TracePodSet;
+use sluice_controller::limit::Limiter;
 
 /// Condition type the floor writes (the controller reads no such type).
 pub const CONDITION: &str = "BenchFloor";

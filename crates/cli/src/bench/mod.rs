@@ -25,7 +25,6 @@
 
 pub mod cluster;
 pub mod floor;
-pub mod limiter;
 pub mod plan;
 pub mod report;
 pub mod run;
@@ -62,10 +61,10 @@ pub enum BenchCommand {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
     /// Sustained writes per second, as the controller's --kube-qps (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = limiter::DEFAULT_KUBE_QPS)]
+    #[arg(long, value_name = "N", default_value_t = sluice_controller::limit::DEFAULT_KUBE_QPS)]
     pub kube_qps: f64,
     /// Writes allowed in a burst above --kube-qps, as the controller's --kube-burst.
-    #[arg(long, value_name = "N", default_value_t = limiter::DEFAULT_KUBE_BURST)]
+    #[arg(long, value_name = "N", default_value_t = sluice_controller::limit::DEFAULT_KUBE_BURST)]
     pub kube_burst: u32,
 }
 

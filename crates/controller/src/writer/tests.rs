@@ -359,21 +359,6 @@ async fn a_lost_event_does_not_stop_the_plan() {
     assert!(task.await.unwrap());
 }
 
-#[test]
-fn the_rate_limit_allows_a_burst_then_qps() {
-    let t0 = Instant::now();
-    let mut b = Bucket {
-        qps: 10.0,
-        burst: 3.0,
-        tokens: 3.0,
-        last: t0,
-    };
-    assert_eq!((b.take(t0), b.take(t0), b.take(t0)), (None, None, None));
-    let wait = b.take(t0).expect("burst used up");
-    assert!((wait.as_secs_f64() - 0.1).abs() < 1e-9, "{wait:?}");
-    assert_eq!(b.take(t0 + Duration::from_millis(100)), None);
-}
-
 #[tokio::test]
 async fn a_follower_makes_no_calls() {
     let (writer, mut handle) = mock();

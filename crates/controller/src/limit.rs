@@ -1,12 +1,8 @@
-//! The client-side write limit of `sluice controller` (`--kube-qps`,
-//! `--kube-burst`), for the floor measurement.
-//!
-//! The controller limits its writes (reads and watches are not limited) with
-//! a token bucket in its writer (`crates/controller/src/writer.rs`, `Bucket`):
-//! `burst` tokens to start with, refilled at `qps` per second up to `burst`,
-//! one token per write, and no limit when `qps` is 0 or less. [`Bucket`] here
-//! is the same rule, so that `sluice bench floor` measures under the limit the
-//! controller runs with; the tests pin the rule down.
+//! The client-side write limit (`--kube-qps`, `--kube-burst`): a token
+//! bucket, `burst` tokens to start with, refilled at `qps` per second up to
+//! `burst`, one token per write; no limit when `qps` is 0 or less. Reads
+//! and watches are not limited. The writer uses it, and `sluice bench floor`
+//! uses the same limiter so that it measures under the controller's limit.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
