@@ -158,6 +158,14 @@ struct WlEntry {
     status: WorkloadStatus,
     /// Fingerprint of the pending explanation last written or observed.
     pending_fp: Option<u64>,
+    /// Sequence number of the latest status write planned for it.
+    seq: u64,
+    /// That write is not acknowledged yet: watch events (older than it)
+    /// must not undo what it writes.
+    awaiting: bool,
+    /// resourceVersion our last acknowledged status write produced: events
+    /// older than it are stale.
+    written_rv: Option<u64>,
     /// Known to the engine (pending, admitted, evicting or finished).
     in_engine: bool,
     /// Admission time (epoch ms) while admitted.
@@ -166,6 +174,15 @@ struct WlEntry {
     pods_ready_seen: bool,
     /// The `PodsReady=True` write failed: retried on the next Job event.
     pods_ready_unwritten: bool,
+}
+
+impl WlEntry {
+    /// Numbers a status write about to be planned.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.awaiting = true;
+        self.seq
+    }
 }
 
 /// A LocalQueue's counts and usage (milli-units per (flavor, resource)).
@@ -737,8 +754,20 @@ impl Index {
                 e.queue_name = queue_name;
                 e.priority = priority;
                 e.count = count;
-                e.status = observed;
-                slim_pending(e);
+                let rv = wl
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok());
+                let stale = e.awaiting || matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
+                if stale {
+                    // Older than what we wrote (or are writing): keep ours,
+                    // but take what others own (an owner's Finished).
+                    take_foreign(&mut e.status, &observed);
+                } else {
+                    e.status = observed;
+                    slim_pending(e);
+                }
                 if reactivated {
                     // A fresh start: pods-ready evictions count from zero
                     // (persisted with its next status write).
@@ -762,6 +791,9 @@ impl Index {
                         spec: None,
                         status: observed,
                         pending_fp: None,
+                        seq: 0,
+                        awaiting: false,
+                        written_rv: None,
                         in_engine: false,
                         admitted_at: None,
                         pods_ready_seen: false,
@@ -967,6 +999,7 @@ impl Index {
         });
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        let seq = e.next_seq();
         slim_pending(e);
         let uid = e.uid.clone();
         self.plans.push(Plan {
@@ -974,6 +1007,7 @@ impl Index {
             steps: vec![Step::ApplyWorkloadStatus {
                 key: key.clone(),
                 status: Box::new(status),
+                seq,
             }],
         });
     }
@@ -1231,12 +1265,14 @@ impl Index {
         );
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        let seq = e.next_seq();
         let uid = e.uid.clone();
         self.plans.push(Plan {
             purpose: Purpose::PodsReady { uid },
             steps: vec![Step::ApplyWorkloadStatus {
                 key: wk.clone(),
                 status: Box::new(status),
+                seq,
             }],
         });
     }
@@ -1382,9 +1418,11 @@ impl Index {
         e.pending_fp = None;
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        let seq = e.next_seq();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
+            seq,
         }];
         steps.extend(
             self.events(wk, "Normal", "Finished", "Finish", message)
@@ -1501,9 +1539,11 @@ impl Index {
         e.status.admission = None;
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        let seq = e.next_seq();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
+            seq,
         }];
         if let Some(jk) = self.job_key_of(wk)
             && let Some(j) = self.jobs.get(&jk)
@@ -1739,9 +1779,11 @@ impl Index {
             .push(((now_ms - created).max(0)) as f64 / 1000.0);
         self.stats.admitted += 1;
         let status = e.status.clone();
+        let seq = e.next_seq();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
+            seq,
         }];
         if let Some(jk) = self.job_key_of(&wk) {
             let job_steps = self.start_job_steps(&jk, &adm.pod_sets);
@@ -1796,6 +1838,7 @@ impl Index {
         }
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
+        let seq = e.next_seq();
         self.evicting.insert(uid.to_string());
         self.stats.evicted.push(match reason {
             cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
@@ -1806,6 +1849,7 @@ impl Index {
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
+            seq,
         }];
         if let Some(jk) = self.job_key_of(&wk)
             && self.jobs.contains_key(&jk)
@@ -1915,11 +1959,13 @@ impl Index {
             };
             let Some(e) = self.workloads.get(&wk) else { continue };
             let status = self.pending_status(&uid, e);
+            let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
             out.push(Plan {
                 purpose: Purpose::Pending { uid },
                 steps: vec![Step::ApplyWorkloadStatus {
                     key: wk,
                     status: Box::new(status),
+                    seq,
                 }],
             });
         }
@@ -1955,6 +2001,29 @@ impl Index {
 
     /// A plan failed at some step other than an admission's status write:
     /// forget that its effect is expected, so the next event retries it.
+    /// The writer is done with a plan: for each of its status writes, the
+    /// resourceVersion it produced (`acks`: step index and resourceVersion;
+    /// none when the plan failed). Watch events older than the latest
+    /// acknowledged write are ignored from then on.
+    pub fn acknowledge(&mut self, plan: &Plan, acks: &[(usize, String)]) {
+        for (i, step) in plan.steps.iter().enumerate() {
+            let Step::ApplyWorkloadStatus { key, seq, .. } = step else {
+                continue;
+            };
+            let Some(e) = self.workloads.get_mut(key) else { continue };
+            if let Some(rv) = acks
+                .iter()
+                .find(|(k, _)| *k == i)
+                .and_then(|(_, rv)| rv.parse::<u64>().ok())
+            {
+                e.written_rv = Some(e.written_rv.map_or(rv, |w| w.max(rv)));
+            }
+            if *seq == e.seq {
+                e.awaiting = false;
+            }
+        }
+    }
+
     pub fn plan_failed(&mut self, plan: &Plan) {
         if let Purpose::Deactivate { uid } = &plan.purpose {
             // Not written: observed `spec.active` counts again.
@@ -2000,6 +2069,19 @@ fn explanation_fp<'a>(reason: &str, flavors: impl Iterator<Item = (&'a str, &'a 
         }
     }
     h.finish()
+}
+
+/// Fields of an observed status that others own, taken even from an event
+/// older than our latest write: the `Finished` condition a workload's owner
+/// sets.
+fn take_foreign(ours: &mut WorkloadStatus, observed: &WorkloadStatus) {
+    if is_true(observed, cond::FINISHED)
+        && !is_true(ours, cond::FINISHED)
+        && let Some(c) = observed.condition(cond::FINISHED)
+    {
+        ours.conditions.retain(|x| x.type_ != cond::FINISHED);
+        ours.conditions.push(c.clone());
+    }
 }
 
 /// Keeps only the fingerprint of an observed pending explanation (and

@@ -35,7 +35,14 @@ pub enum Step {
     ApplyWorkload(Box<Workload>),
     /// Server-side apply of a Workload's whole status (the fields Sluice
     /// owns: omitted ones are removed) through `/status`.
-    ApplyWorkloadStatus { key: ObjKey, status: Box<WorkloadStatus> },
+    /// `seq` numbers the index's status writes of that workload; the writer
+    /// acknowledges it (with the resourceVersion written) so that older
+    /// watch events do not undo the write.
+    ApplyWorkloadStatus {
+        key: ObjKey,
+        status: Box<WorkloadStatus>,
+        seq: u64,
+    },
     /// JSON merge patch of a Job.
     PatchJob { key: ObjKey, patch: Value },
     /// JSON merge patch of a Workload (its spec: `active`).
@@ -61,6 +68,12 @@ impl Step {
             Step::Event(_) => "event",
             Step::ConfirmPodsGone { .. } => "pod_list",
         }
+    }
+
+    /// Whether the writer reports this plan back to the index when it is
+    /// done (status writes are acknowledged; pod checks answer).
+    pub fn wants_feedback(&self) -> bool {
+        matches!(self, Step::ApplyWorkloadStatus { .. } | Step::ConfirmPodsGone { .. })
     }
 
     /// Whether the step writes (counted in `sluice_api_writes_total`).

@@ -372,18 +372,22 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     let mut writer = Writer::new(client.clone(), cfg.identity.clone())
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
         .with_leader(leader_rx.clone());
-    let fence_task = cfg.lease.as_ref().map(|l| {
-        // Renewals come every (duration - grace) seconds; a write is refused
-        // from one second before the last one seen runs out.
-        let fence = Arc::new(writer::LeaseFence::new(cfg.identity.clone(), Duration::from_secs(1)));
-        writer = writer.clone().with_fence(fence.clone());
-        tokio::spawn(watch_lease(client.clone(), l.clone(), fence))
+    // Renewals come every (duration - grace) seconds; a write is refused
+    // from one second before the last one seen runs out.
+    let fence = cfg
+        .lease
+        .as_ref()
+        .map(|_| Arc::new(writer::LeaseFence::new(cfg.identity.clone(), Duration::from_secs(1))));
+    let fence_task = cfg.lease.as_ref().zip(fence.clone()).map(|(l, f)| {
+        writer = writer.clone().with_fence(f.clone());
+        tokio::spawn(watch_lease(client.clone(), l.clone(), f))
     });
     let queue = Arc::new(writer::WriteQueue::default());
     let (failed_tx, failed_rx) = tokio::sync::mpsc::unbounded_channel();
     let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
     let io = LoopIo {
         queue,
+        fence,
         failed: failed_rx,
     };
     let result = event_loop(client, &cfg, io, leader_rx, &mut lease_task, &shared, shutdown).await;
@@ -467,7 +471,10 @@ impl AsRef<Metrics> for Shared {
 /// The loop's side of the writer: where plans go, and what comes back.
 struct LoopIo {
     queue: Arc<writer::WriteQueue>,
-    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, Result<(), writer::PlanError>)>,
+    /// The writer's Lease fence (with leader election): no index is built
+    /// and no cycle runs while it refuses writes.
+    fence: Option<Arc<writer::LeaseFence>>,
+    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, writer::Feedback)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -535,15 +542,25 @@ async fn event_loop(
             Some((plan, result)) = io.failed.recv() => {
                 if let Some(m) = &index {
                     let mut ix = m.lock().await;
-                    match (&result, &plan.purpose) {
-                        (Ok(()), crate::plan::Purpose::ConfirmPodsGone { uid }) => ix.pods_gone(uid, now_ms()),
-                        (Ok(()), _) => {}
-                        (Err(error), _) => writer::report_failure(&mut ix, &plan, error, now_ms()),
+                    match &result {
+                        Ok(acks) => {
+                            ix.acknowledge(&plan, acks);
+                            if let crate::plan::Purpose::ConfirmPodsGone { uid } = &plan.purpose {
+                                ix.pods_gone(uid, now_ms());
+                            }
+                        }
+                        Err(error) => {
+                            writer::report_failure(&mut ix, &plan, error, now_ms());
+                            ix.acknowledge(&plan, &[]);
+                        }
                     }
-                    // A rolled-back admission (or a requeue) is worked on a
-                    // little later.
-                    let retry = Instant::now() + Duration::from_secs(1);
-                    cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+                    // A rolled-back admission, a failed write or a requeue
+                    // after the pods are gone is worked on a little later
+                    // (an acknowledged write needs nothing).
+                    if result.is_err() || matches!(plan.purpose, crate::plan::Purpose::ConfirmPodsGone { .. }) {
+                        let retry = Instant::now() + Duration::from_secs(1);
+                        cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+                    }
                 }
                 continue;
             }
@@ -569,8 +586,15 @@ async fn event_loop(
             }
         }
         let leading = *leader_rx.borrow();
+        // The Lease as the API server shows it must name us and be fresh
+        // (it lags the lease manager by a watch event at most).
+        let fenced = leading && io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+        if fenced {
+            let retry = Instant::now() + Duration::from_secs(1);
+            cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+        }
         let synced = shared.synced.load(Ordering::Relaxed);
-        if leading && synced && index.is_none() {
+        if leading && !fenced && synced && index.is_none() {
             let ix = build_index(&cache, &cfg.index);
             tracing::info!(
                 workloads = ix.engine().workload_count(),
@@ -586,6 +610,7 @@ async fn event_loop(
         let due = cycle_at.is_some_and(|t| t <= Instant::now());
         if let Some(m) = &index
             && due
+            && !fenced
         {
             let started = Instant::now();
             let (plans, wake) = {

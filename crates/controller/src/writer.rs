@@ -194,7 +194,9 @@ impl Writer {
     }
 
     /// Applies the steps in order; stops at the first failed non-Event step.
-    pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<(), PlanError> {
+    /// Returns the resourceVersion each status write made, by step index.
+    pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<Vec<(usize, String)>, PlanError> {
+        let mut acks = Vec::new();
         for (i, step) in plan.steps.iter().enumerate() {
             let result = self.step(step).await;
             if let Some(m) = metrics
@@ -203,7 +205,7 @@ impl Writer {
                 m.write(step.kind(), result.is_ok());
             }
             match result {
-                Ok(()) => {}
+                Ok(rv) => acks.extend(rv.map(|rv| (i, rv))),
                 Err(error) if matches!(step, Step::Event(_)) => {
                     tracing::warn!(%error, purpose = plan.purpose.label(), "event not recorded");
                 }
@@ -216,11 +218,11 @@ impl Writer {
                 }
             }
         }
-        Ok(())
+        Ok(acks)
     }
 
-    /// One API call.
-    pub async fn step(&self, step: &Step) -> Result<(), WriteError> {
+    /// One API call. A status write returns the resourceVersion it made.
+    pub async fn step(&self, step: &Step) -> Result<Option<String>, WriteError> {
         let kind = step.kind();
         self.throttle().await;
         if let Some(l) = &self.leader
@@ -241,9 +243,9 @@ impl Writer {
                     self.workloads(ns)
                         .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(wl))
                         .await
-                        .map(|_| true)
+                        .map(|_| (true, None))
                 }
-                Step::ApplyWorkloadStatus { key, status } => {
+                Step::ApplyWorkloadStatus { key, status, .. } => {
                     let body = json!({
                         "apiVersion": "sluice.dev/v1alpha1",
                         "kind": "Workload",
@@ -257,24 +259,24 @@ impl Writer {
                             &Patch::Apply(body),
                         )
                         .await
-                        .map(|_| true)
+                        .map(|o| (true, o.metadata.resource_version))
                 }
                 Step::PatchWorkload { key, patch } => self
                     .workloads(&key.namespace)
                     .patch(&key.name, &merge_params(), &Patch::Merge(patch))
                     .await
-                    .map(|_| true),
+                    .map(|_| (true, None)),
                 Step::PatchJob { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch(&key.name, &merge_params(), &Patch::Merge(patch))
                         .await
-                        .map(|_| true)
+                        .map(|_| (true, None))
                 }
                 Step::PatchJobStatus { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
                         .await
-                        .map(|_| true)
+                        .map(|_| (true, None))
                 }
                 Step::Event(spec) => {
                     // Events about cluster-scoped objects live in `default`.
@@ -286,7 +288,7 @@ impl Writer {
                     };
                     api.create(&pp, &event(spec, &self.instance, Timestamp::now()))
                         .await
-                        .map(|_| true)
+                        .map(|_| (true, None))
                 }
                 Step::ConfirmPodsGone { key, job_uid } => {
                     // `controller-uid` is set on a Job's pods by every
@@ -296,13 +298,13 @@ impl Writer {
                         .labels(&format!("controller-uid={job_uid}"))
                         .fields("status.phase!=Succeeded,status.phase!=Failed")
                         .limit(1);
-                    api.list_metadata(&lp).await.map(|l| l.items.is_empty())
+                    api.list_metadata(&lp).await.map(|l| (l.items.is_empty(), None))
                 }
             }
         };
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(WriteError::PodsRemain {
+            Ok(Ok((true, rv))) => Ok(rv),
+            Ok(Ok((false, _))) => Err(WriteError::PodsRemain {
                 job: match step {
                     Step::ConfirmPodsGone { key, .. } => key.to_string(),
                     _ => String::new(),
@@ -378,8 +380,12 @@ pub async fn apply_plans(
     let mut failed = 0;
     for plan in &plans {
         let result = writer.apply(plan, metrics).await;
-        if let (Ok(()), Purpose::ConfirmPodsGone { uid }) = (&result, &plan.purpose) {
-            index.lock().await.pods_gone(uid, now_ms());
+        if let Ok(acks) = &result {
+            let mut ix = index.lock().await;
+            ix.acknowledge(plan, acks);
+            if let Purpose::ConfirmPodsGone { uid } = &plan.purpose {
+                ix.pods_gone(uid, now_ms());
+            }
         }
         if let Err(e) = result {
             failed += 1;
@@ -390,7 +396,9 @@ pub async fn apply_plans(
                 }
                 continue;
             }
-            report_failure(&mut *index.lock().await, plan, &e, now_ms());
+            let mut ix = index.lock().await;
+            report_failure(&mut ix, plan, &e, now_ms());
+            ix.acknowledge(plan, &[]);
         }
     }
     failed
@@ -496,12 +504,16 @@ impl WriteQueue {
     }
 }
 
-/// Writes queued plans forever; failures (other than "not the leader")
-/// and pods-gone confirmations are sent back for the index.
+/// What the writer tells the index about a plan it is done with: the
+/// resourceVersions its status writes made, or why it stopped.
+pub type Feedback = Result<Vec<(usize, String)>, PlanError>;
+
+/// Writes queued plans forever; failures (other than "not the leader"),
+/// status-write acknowledgements and pods-gone answers go back to the index.
 pub async fn drain(
     writer: Writer,
     queue: Arc<WriteQueue>,
-    failures: tokio::sync::mpsc::UnboundedSender<(Plan, Result<(), PlanError>)>,
+    failures: tokio::sync::mpsc::UnboundedSender<(Plan, Feedback)>,
     metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
 ) {
     loop {
@@ -510,15 +522,21 @@ pub async fn drain(
             continue;
         };
         match writer.apply(&plan, Some((*metrics).as_ref())).await {
-            // Confirmations go back to the index; other successes need nothing.
-            Ok(()) if matches!(plan.purpose, Purpose::ConfirmPodsGone { .. }) => {
-                if failures.send((plan, Ok(()))).is_err() {
+            // Status writes are acknowledged and pod checks answered; other
+            // successes need nothing.
+            Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => {
+                if failures.send((plan, Ok(acks))).is_err() {
                     return;
                 }
             }
-            Ok(()) => {}
+            Ok(_) => {}
             Err(e) if matches!(e.error, WriteError::NotLeader { .. }) => {
                 (*metrics).as_ref().dropped_writes.inc();
+                // Still told: if this replica still leads (the fence lapsed
+                // for a moment), the index rolls the admission back.
+                if failures.send((plan, Err(e))).is_err() {
+                    return;
+                }
             }
             Err(e) => {
                 if !matches!(e.error, WriteError::PodsRemain { .. }) {

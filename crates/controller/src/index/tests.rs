@@ -609,6 +609,82 @@ fn over_the_requeue_limit_a_workload_is_deactivated_not_requeued() {
 }
 
 #[test]
+fn watch_events_older_than_our_status_write_do_not_undo_it() {
+    let mut ix = ready_index();
+    let j = mk_job("fenced", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut before = stored_workload(&j, 0, 0);
+    before.metadata.resource_version = Some("5".into());
+    ix.apply_workload(before.clone(), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    let written = status_step(&plans[0]).clone();
+    let has_admission = |ix: &Index| ix.workload_status(&wkey("fenced")).unwrap().admission.is_some();
+    // The admission is not written yet; an event from before it arrives.
+    ix.apply_workload(before.clone(), T0 + 1);
+    assert!(has_admission(&ix), "kept while the write is in flight");
+    // Written (resourceVersion 10) and acknowledged.
+    ix.acknowledge(&plans[0], &[(0, "10".to_string())]);
+    let mut stale = before.clone();
+    stale.metadata.resource_version = Some("8".into());
+    ix.apply_workload(stale, T0 + 2);
+    assert!(has_admission(&ix), "an event older than our write is ignored");
+    // The echo of our write, then an owner's Finished (newer): taken.
+    let mut echo = before.clone();
+    echo.metadata.resource_version = Some("10".into());
+    echo.status = Some(written.clone());
+    ix.apply_workload(echo.clone(), T0 + 3);
+    assert!(has_admission(&ix));
+    let mut done = echo;
+    done.metadata.resource_version = Some("12".into());
+    let st = done.status.as_mut().unwrap();
+    set_condition(
+        &mut st.conditions,
+        cond::FINISHED,
+        "True",
+        "Succeeded",
+        "done",
+        T0 + 4,
+        Some(1),
+    );
+    ix.apply_workload(done, T0 + 4);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-fenced"),
+        Some(WorkloadState::Finished)
+    );
+}
+
+#[test]
+fn an_owners_finished_condition_counts_even_while_our_write_is_in_flight() {
+    let mut ix = ready_index();
+    let j = mk_job("owned", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    // Not acknowledged; the owner marks it finished on the status we wrote.
+    let mut wl = stored_workload(&j, 0, 0);
+    let mut st = status_step(&plans[0]).clone();
+    set_condition(
+        &mut st.conditions,
+        cond::FINISHED,
+        "True",
+        "Succeeded",
+        "done",
+        T0 + 1,
+        Some(1),
+    );
+    wl.status = Some(st);
+    ix.apply_workload(wl, T0 + 1);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-owned"),
+        Some(WorkloadState::Finished)
+    );
+}
+
+#[test]
 fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
     let mut ix = ready_index();
     let j = mk_job("evicted", "team-a", 2, 1);

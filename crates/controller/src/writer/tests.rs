@@ -122,8 +122,9 @@ fn admitted() -> (Index, Plan) {
 async fn admission_applies_status_then_unsuspends_the_job_then_records_events() {
     let (writer, mut handle) = mock();
     let (ix, plan) = admitted();
-    let ix = Mutex::new(ix);
-    let task = tokio::spawn(async move { apply_plans(&writer, &ix, vec![plan], None, || T0).await });
+    let ix = std::sync::Arc::new(Mutex::new(ix));
+    let ix2 = ix.clone();
+    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0).await });
 
     let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
     assert_eq!(
@@ -203,6 +204,20 @@ async fn admission_applies_status_then_unsuspends_the_job_then_records_events() 
     }
     assert_eq!(task.await.unwrap(), 0);
     no_more_requests(&mut handle).await;
+    // The status write was acknowledged with the resourceVersion of the
+    // recorded answer (891): a watch event from before it does not undo the
+    // admission in the index; a later one is taken as it is.
+    let mut ix = ix.lock().await;
+    let key = ObjKey::new("research", "job-train-research");
+    let j = job_fixture("job-suspended-create-response.json");
+    let mut before = job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    before.metadata.uid = Some("wl-uid".into());
+    before.metadata.resource_version = Some("890".into());
+    ix.apply_workload(before.clone(), T0 + 1);
+    assert!(ix.workload_status(&key).unwrap().admission.is_some());
+    before.metadata.resource_version = Some("892".into());
+    ix.apply_workload(before, T0 + 2);
+    assert!(ix.workload_status(&key).unwrap().admission.is_none());
 }
 
 #[tokio::test]
