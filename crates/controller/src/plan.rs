@@ -51,6 +51,9 @@ pub enum Step {
     PatchJobStatus { key: ObjKey, patch: Value },
     /// An events.k8s.io/v1 Event.
     Event(EventSpec),
+    /// Server-side apply of a ClusterQueue's (`namespace: None`) or
+    /// LocalQueue's status.
+    ApplyQueueStatus { queue: QueueRef, status: Value },
     /// A read, not a write: succeeds only if no pod of the Job (label
     /// `controller-uid`) is still running or terminating.
     ConfirmPodsGone { key: ObjKey, job_uid: String },
@@ -67,18 +70,38 @@ impl Step {
             Step::PatchJobStatus { .. } => "job_status",
             Step::Event(_) => "event",
             Step::ConfirmPodsGone { .. } => "pod_list",
+            Step::ApplyQueueStatus { .. } => "queue_status",
         }
     }
 
     /// Whether the writer reports this plan back to the index when it is
     /// done (status writes are acknowledged; pod checks answer).
     pub fn wants_feedback(&self) -> bool {
-        matches!(self, Step::ApplyWorkloadStatus { .. } | Step::ConfirmPodsGone { .. })
+        matches!(
+            self,
+            Step::ApplyWorkloadStatus { .. } | Step::ConfirmPodsGone { .. } | Step::ApplyQueueStatus { .. }
+        )
     }
 
     /// Whether the step writes (counted in `sluice_api_writes_total`).
     pub fn is_write(&self) -> bool {
         !matches!(self, Step::ConfirmPodsGone { .. })
+    }
+}
+
+/// A ClusterQueue (no namespace) or a LocalQueue.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueRef {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for QueueRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "LocalQueue {ns}/{}", self.name),
+            None => write!(f, "ClusterQueue {}", self.name),
+        }
     }
 }
 
@@ -123,6 +146,8 @@ pub enum Purpose {
     StartJob { uid: String },
     /// A report about a malformed object.
     Report,
+    /// A queue's status changed (latest wins while it waits).
+    QueueStatus,
 }
 
 impl Purpose {
@@ -141,6 +166,7 @@ impl Purpose {
             Purpose::SuspendJob => "suspend_job",
             Purpose::StartJob { .. } => "start_job",
             Purpose::Report => "report",
+            Purpose::QueueStatus => "queue_status",
         }
     }
 

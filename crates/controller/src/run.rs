@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -42,7 +42,7 @@ use tokio::sync::{Mutex, watch};
 
 use crate::index::{Index, IndexConfig, Kind};
 use crate::metrics::Metrics;
-use crate::plan::ObjKey;
+use crate::plan::{ObjKey, Plan, Purpose, QueueRef, Step};
 use crate::writer::{self, FIELD_MANAGER, Writer};
 
 /// Settings of the run loop (one field per command-line flag).
@@ -535,11 +535,17 @@ async fn event_loop(
                     for plan in ix.take_explanations(room) {
                         io.queue.push(plan);
                     }
-                    queue_status.write(&client, &ix, &shared.metrics, cfg).await;
+                    for plan in queue_status.plans(&ix, &shared.metrics, cfg) {
+                        io.queue.push(plan);
+                    }
                 }
                 continue;
             }
             Some((plan, result)) = io.failed.recv() => {
+                if plan.purpose == crate::plan::Purpose::QueueStatus {
+                    queue_status.written(&plan, result.is_ok());
+                    continue;
+                }
                 if let Some(m) = &index {
                     let mut ix = m.lock().await;
                     match &result {
@@ -763,7 +769,10 @@ fn record_stats(ix: &mut Index, m: &Metrics) {
 /// (the rest waits for the next tick; latest value wins, no backlog).
 #[derive(Default)]
 struct QueueStatusWriter {
+    /// Last status written per queue.
     last: HashMap<QueueId, serde_json::Value>,
+    /// Handed to the writer, not written yet.
+    queued: HashMap<QueueId, serde_json::Value>,
     /// When each queue's Active condition last changed: (status, time).
     active_since: HashMap<QueueId, (bool, String)>,
 }
@@ -881,36 +890,48 @@ impl QueueStatusWriter {
         wanted
     }
 
-    async fn write(&mut self, client: &Client, ix: &Index, m: &Metrics, cfg: &RunConfig) {
+    /// Plans for the queues whose status changed (not already queued with
+    /// that status), at most ~10 % of the write budget per interval: the
+    /// writer applies them (rate limit, lease) and reports back.
+    fn plans(&mut self, ix: &Index, m: &Metrics, cfg: &RunConfig) -> Vec<Plan> {
         let budget = ((cfg.kube_qps * 0.1 * cfg.queue_status_interval.as_secs_f64()).floor() as usize).max(1);
         let now = k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
             .map(|t| t.to_string())
             .unwrap_or_default();
-        let wanted = self.wanted(ix, m, &now);
-        for (id, status) in wanted.into_iter().take(budget) {
-            let (cluster, ns, name) = &id;
-            let ar = if *cluster {
-                ApiResource::erase::<ClusterQueue>(&())
-            } else {
-                ApiResource::erase::<LocalQueue>(&())
-            };
-            let api: Api<DynamicObject> = match ns {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                None => Api::all_with(client.clone(), &ar),
-            };
-            let mut meta = json!({"name": name});
-            if let Some(ns) = ns {
-                meta["namespace"] = json!(ns);
+        let mut out = Vec::new();
+        for (id, status) in self.wanted(ix, m, &now) {
+            if out.len() >= budget {
+                break;
             }
-            let body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
-            let pp = PatchParams::apply(FIELD_MANAGER).force();
-            let patch = Patch::Apply(body);
-            let call = api.patch_status(name, &pp, &patch);
-            let ok = matches!(tokio::time::timeout(writer::CALL_TIMEOUT, call).await, Ok(Ok(_)));
-            m.write("queue_status", ok);
+            if self.queued.get(&id) == Some(&status) {
+                continue;
+            }
+            self.queued.insert(id.clone(), status.clone());
+            let (_, namespace, name) = id;
+            out.push(Plan {
+                purpose: Purpose::QueueStatus,
+                steps: vec![Step::ApplyQueueStatus {
+                    queue: QueueRef { namespace, name },
+                    status,
+                }],
+            });
+        }
+        out
+    }
+
+    /// The writer is done with a queue status plan.
+    fn written(&mut self, plan: &Plan, ok: bool) {
+        for step in &plan.steps {
+            let Step::ApplyQueueStatus { queue, status } = step else {
+                continue;
+            };
+            let id = (queue.namespace.is_none(), queue.namespace.clone(), queue.name.clone());
+            if self.queued.get(&id) == Some(status) {
+                self.queued.remove(&id);
+            }
             if ok {
-                self.last.insert(id, status);
+                self.last.insert(id, status.clone());
             }
         }
     }
@@ -1065,6 +1086,44 @@ mod tests {
         }
         assert!(w.wanted(&ix, &m, "2027-01-01T00:00:05Z").is_empty());
         assert!(m.encode().contains("sluice_cluster_queue_nominal_quota{cluster_queue=\"cluster-gpu\",flavor=\"a100\",resource=\"nvidia.com/gpu\"} 8000"));
+    }
+
+    #[test]
+    fn queue_status_is_handed_to_the_writer_once_and_remembered_when_written() {
+        let mut cache = Cache::default();
+        listed(
+            &mut cache,
+            vec![
+                Obj::Flavor(Box::new(flavor("a100"))),
+                Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+                Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+            ],
+        );
+        let ix = build_index(&cache, &IndexConfig::default());
+        let m = Metrics::new();
+        let cfg = RunConfig {
+            kube_qps: 50.0,
+            kube_burst: 100,
+            index: IndexConfig::default(),
+            lease: None,
+            identity: "test".into(),
+            metrics_addr: "127.0.0.1:0".parse().unwrap(),
+            queue_status_interval: Duration::from_secs(1),
+        };
+        let mut w = QueueStatusWriter::default();
+        let plans = w.plans(&ix, &m, &cfg);
+        assert_eq!(plans.len(), 2, "the ClusterQueue and the LocalQueue");
+        assert!(plans.iter().all(|p| p.purpose == Purpose::QueueStatus));
+        // Queued, not written yet: not handed out again.
+        assert!(w.plans(&ix, &m, &cfg).is_empty());
+        // A failed write is handed out again; a written one is not.
+        w.written(&plans[0], false);
+        w.written(&plans[1], true);
+        let again = w.plans(&ix, &m, &cfg);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].steps, plans[0].steps);
+        w.written(&again[0], true);
+        assert!(w.plans(&ix, &m, &cfg).is_empty());
     }
 
     #[test]

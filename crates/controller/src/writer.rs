@@ -27,7 +27,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use sluice_api::v1alpha1::Workload;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 
 use crate::index::Index;
 use crate::limit::Limiter;
@@ -290,6 +290,30 @@ impl Writer {
                         .await
                         .map(|_| (true, None))
                 }
+                Step::ApplyQueueStatus { queue, status } => {
+                    let ar = if queue.namespace.is_none() {
+                        ApiResource::erase::<ClusterQueue>(&())
+                    } else {
+                        ApiResource::erase::<LocalQueue>(&())
+                    };
+                    let api: Api<DynamicObject> = match &queue.namespace {
+                        Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                        None => Api::all_with(self.client.clone(), &ar),
+                    };
+                    let mut meta = json!({"name": queue.name});
+                    if let Some(ns) = &queue.namespace {
+                        meta["namespace"] = json!(ns);
+                    }
+                    let body =
+                        json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
+                    api.patch_status(
+                        &queue.name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(body),
+                    )
+                    .await
+                    .map(|_| (true, None))
+                }
                 Step::ConfirmPodsGone { key, job_uid } => {
                     // `controller-uid` is set on a Job's pods by every
                     // server version (1.27+ also sets the prefixed label).
@@ -434,7 +458,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }
         | Purpose::StartJob { uid } => Some(uid),
-        Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report => None,
+        Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report | Purpose::QueueStatus => None,
     }
 }
 
@@ -451,6 +475,15 @@ impl WriteQueue {
                     let uid = uid.clone();
                     if q.lazy.insert(uid.clone(), plan).is_none() {
                         q.lazy_order.push_back(uid);
+                    }
+                }
+                Purpose::QueueStatus => {
+                    let key = match plan.steps.first() {
+                        Some(Step::ApplyQueueStatus { queue, .. }) => format!("\u{0}queue-{queue}"),
+                        _ => String::from("\u{0}queue-?"),
+                    };
+                    if q.lazy.insert(key.clone(), plan).is_none() {
+                        q.lazy_order.push_back(key);
                     }
                 }
                 Purpose::Report => {

@@ -537,3 +537,71 @@ fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
     q.clear();
     assert!(q.pop().is_none());
 }
+
+#[test]
+fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
+    let status = |name: &str, n: u32| Plan {
+        purpose: Purpose::QueueStatus,
+        steps: vec![Step::ApplyQueueStatus {
+            queue: crate::plan::QueueRef {
+                namespace: None,
+                name: name.into(),
+            },
+            status: json!({"pendingWorkloads": n}),
+        }],
+    };
+    let q = WriteQueue::default();
+    q.push(status("gpu", 1));
+    q.push(status("cpu", 1));
+    q.push(status("gpu", 2));
+    q.push(Plan {
+        purpose: Purpose::Admit { uid: "a".into() },
+        steps: vec![],
+    });
+    assert_eq!(q.len(), 3);
+    assert_eq!(q.pop().unwrap().purpose, Purpose::Admit { uid: "a".into() });
+    let written: Vec<Value> = std::iter::from_fn(|| q.pop())
+        .map(|p| match &p.steps[0] {
+            Step::ApplyQueueStatus { queue, status } => json!([queue.name, status["pendingWorkloads"]]),
+            _ => Value::Null,
+        })
+        .collect();
+    assert_eq!(written, [json!(["gpu", 2]), json!(["cpu", 1])]);
+}
+
+#[tokio::test]
+async fn queue_status_is_applied_to_the_status_subresource() {
+    let (writer, mut handle) = mock();
+    let step = |namespace: Option<&str>| Step::ApplyQueueStatus {
+        queue: crate::plan::QueueRef {
+            namespace: namespace.map(String::from),
+            name: "team-a".into(),
+        },
+        status: json!({"pendingWorkloads": 3}),
+    };
+    let server = tokio::spawn(async move {
+        for (path, kind) in [
+            ("/apis/sluice.dev/v1alpha1/clusterqueues/team-a/status", "ClusterQueue"),
+            (
+                "/apis/sluice.dev/v1alpha1/namespaces/research/localqueues/team-a/status",
+                "LocalQueue",
+            ),
+        ] {
+            let call = expect(&mut handle, Method::PATCH, path).await;
+            assert_eq!(
+                call.query,
+                query(&[("fieldManager", "sluice-controller"), ("force", "true")])
+            );
+            assert_eq!(call.content_type, "application/apply-patch+yaml");
+            assert_eq!(call.body["kind"], kind);
+            assert_eq!(call.body["status"], json!({"pendingWorkloads": 3}));
+            let mut answer = call.body.clone();
+            answer["metadata"]["resourceVersion"] = json!("7");
+            respond(call.reply, StatusCode::OK, &answer);
+        }
+        no_more_requests(&mut handle).await;
+    });
+    writer.step(&step(None)).await.unwrap();
+    writer.step(&step(Some("research"))).await.unwrap();
+    server.await.unwrap();
+}
