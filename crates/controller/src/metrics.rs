@@ -13,6 +13,7 @@
 //! | `sluice_api_writes_total` | counter | `kind` (workload, workload_status, job, job_status, event, queue_status) |
 //! | `sluice_api_write_errors_total` | counter | `kind` |
 //! | `sluice_dropped_writes_total` | counter | — (writes not made because this replica is not the leader) |
+//! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
 
@@ -38,6 +39,7 @@ pub struct Metrics {
     pub writes: Family<Labels, Counter>,
     pub write_errors: Family<Labels, Counter>,
     pub dropped_writes: Counter,
+    pub dropped_events: Counter,
     pub reconcile_errors: Family<Labels, Counter>,
     pub unrestored: Gauge,
 }
@@ -71,6 +73,7 @@ impl Metrics {
             writes: Family::default(),
             write_errors: Family::default(),
             dropped_writes: Counter::default(),
+            dropped_events: Counter::default(),
             reconcile_errors: Family::default(),
             unrestored: Gauge::default(),
             registry: Registry::default(),
@@ -113,6 +116,11 @@ impl Metrics {
             "dropped_writes",
             "Writes not made because this replica does not hold the lease",
             m.dropped_writes.clone(),
+        );
+        r.register(
+            "dropped_events",
+            "Events dropped because their lane was full",
+            m.dropped_events.clone(),
         );
         r.register(
             "reconcile_errors",

@@ -384,6 +384,11 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     });
     let queue = Arc::new(writer::WriteQueue::default());
     let (failed_tx, failed_rx) = tokio::sync::mpsc::unbounded_channel();
+    // Events: a lane of their own (own rate limit, bounded, never waited on).
+    let (events_tx, events_rx) = tokio::sync::mpsc::channel(writer::EVENT_LANE_CAPACITY);
+    let event_writer = writer.clone().with_rate_limit(cfg.kube_qps, cfg.kube_burst);
+    let events = tokio::spawn(writer::event_lane(event_writer, events_rx, shared.clone()));
+    let writer = writer.with_event_lane(events_tx);
     let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
     let io = LoopIo {
         queue,
@@ -397,6 +402,8 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     // The writer holds a lease receiver too.
     drainer.abort();
     let _ = drainer.await;
+    events.abort();
+    let _ = events.await;
     // Every receiver is gone with the loop: the lease task stops and hands
     // the manager back, and the Lease is released so that another replica
     // takes over now rather than when it expires.

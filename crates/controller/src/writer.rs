@@ -149,6 +149,8 @@ pub struct Writer {
     limiter: Option<Arc<Limiter>>,
     leader: Option<watch::Receiver<bool>>,
     fence: Option<Arc<LeaseFence>>,
+    /// Events go here instead of being written inline (see [`event_lane`]).
+    events: Option<tokio::sync::mpsc::Sender<EventSpec>>,
 }
 
 impl Writer {
@@ -159,6 +161,7 @@ impl Writer {
             limiter: None,
             leader: None,
             fence: None,
+            events: None,
         }
     }
 
@@ -171,6 +174,12 @@ impl Writer {
     /// Writes only while the receiver says this replica leads.
     pub fn with_leader(mut self, leader: watch::Receiver<bool>) -> Self {
         self.leader = Some(leader);
+        self
+    }
+
+    /// Hands Events to a lane of their own instead of writing them inline.
+    pub fn with_event_lane(mut self, events: tokio::sync::mpsc::Sender<EventSpec>) -> Self {
+        self.events = Some(events);
         self
     }
 
@@ -198,6 +207,17 @@ impl Writer {
     pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<Vec<(usize, String)>, PlanError> {
         let mut acks = Vec::new();
         for (i, step) in plan.steps.iter().enumerate() {
+            if let (Step::Event(spec), Some(lane)) = (step, &self.events) {
+                // Never waits: a full lane drops the Event (as client-go's
+                // recorder does), counted.
+                if lane.try_send(spec.clone()).is_err() {
+                    tracing::warn!(reason = %spec.reason, "event lane full; event dropped");
+                    if let Some(m) = metrics {
+                        m.dropped_events.inc();
+                    }
+                }
+                continue;
+            }
             let result = self.step(step).await;
             if let Some(m) = metrics
                 && step.is_write()
@@ -344,6 +364,34 @@ fn merge_params() -> PatchParams {
     PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
+    }
+}
+
+/// Events waiting in their lane at most; more are dropped.
+pub const EVENT_LANE_CAPACITY: usize = 1000;
+
+/// Writes Events handed over by the main writer, with a rate limit of their
+/// own (the `--kube-qps`/`--kube-burst` values, a separate bucket), so that
+/// they never delay admissions: the hot path of an admission is its status
+/// write and its Job patch. Kueue's event recorder likewise has its own
+/// client and drops what it cannot send.
+pub async fn event_lane(
+    writer: Writer,
+    mut events: tokio::sync::mpsc::Receiver<EventSpec>,
+    metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
+) {
+    while let Some(spec) = events.recv().await {
+        let m = (*metrics).as_ref();
+        match writer.step(&Step::Event(spec)).await {
+            Ok(_) => m.write("event", true),
+            Err(WriteError::NotLeader { .. }) => {
+                m.dropped_writes.inc();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "event not recorded");
+                m.write("event", false);
+            }
+        }
     }
 }
 

@@ -605,3 +605,40 @@ async fn queue_status_is_applied_to_the_status_subresource() {
     writer.step(&step(Some("research"))).await.unwrap();
     server.await.unwrap();
 }
+
+#[tokio::test]
+async fn with_an_event_lane_an_admission_makes_two_calls_and_hands_its_events_over() {
+    let (writer, mut handle) = mock();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let writer = writer.with_event_lane(tx);
+    let (_, plan) = admitted();
+    let metrics = Metrics::new();
+    let server = tokio::spawn(async move {
+        let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &fixture("workload-status-apply-force-response.json"),
+        );
+        let call = expect(&mut handle, Method::PATCH, JOB).await;
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &fixture("job-unsuspend-merge-patch-response.json"),
+        );
+        no_more_requests(&mut handle).await;
+    });
+    let acks = writer.apply(&plan, Some(&metrics)).await.unwrap();
+    server.await.unwrap();
+    assert_eq!(acks, [(0, "891".to_string())]);
+    // The lane holds one: the Workload's Event; the Job's was dropped.
+    let first = rx.try_recv().unwrap();
+    assert_eq!(first.regarding.kind.as_deref(), Some("Workload"));
+    assert!(rx.try_recv().is_err());
+    let text = metrics.encode();
+    assert!(text.contains("sluice_dropped_events_total 1"), "{text}");
+    assert!(
+        !text.contains("kind=\"event\""),
+        "not written by the main writer: {text}"
+    );
+}
