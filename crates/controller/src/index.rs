@@ -124,6 +124,11 @@ pub struct ObjectError {
     pub message: String,
 }
 
+/// How often the ledger is checked against the Workload statuses.
+const DRIFT_CHECK_MS: i64 = 60_000;
+/// Eviction reason when a Workload's status lost its admission.
+const ADMISSION_LOST: &str = "AdmissionLost";
+
 /// A pods-gone check of an evicted Job: one in flight at a time, retried
 /// with backoff (1 s doubling to 16 s) while pods remain.
 #[derive(Clone, Copy, Debug, Default)]
@@ -204,6 +209,10 @@ pub struct CycleStats {
     pub wait_seconds: Vec<f64>,
     /// Newly recorded malformed objects: (kind, reason).
     pub errors: Vec<(&'static str, &'static str)>,
+    /// Ledger entries found out of step with the Workload statuses and
+    /// repaired: `engine_only` (admitted in the ledger, not in its status)
+    /// or `status_only` (admitted in its status, pending in the ledger).
+    pub drift: Vec<&'static str>,
 }
 
 /// The index. See the module documentation.
@@ -237,6 +246,8 @@ pub struct Index {
     confirming: HashMap<String, Confirmation>,
     /// Workloads we deactivated whose `spec.active: false` is not observed yet.
     deactivating: BTreeSet<String>,
+    /// When the ledger is next checked against the Workload statuses.
+    next_drift_check_ms: i64,
     /// Plans produced by event handlers, drained by [`Index::take_plans`].
     plans: Vec<Plan>,
     stats: CycleStats,
@@ -343,6 +354,7 @@ impl Index {
             evicting: BTreeSet::new(),
             confirming: HashMap::new(),
             deactivating: BTreeSet::new(),
+            next_drift_check_ms: 0,
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
@@ -1587,6 +1599,10 @@ impl Index {
             self.finish_orphans(now_ms);
         }
         self.tick(now_ms);
+        if now_ms >= self.next_drift_check_ms {
+            self.check_drift(now_ms);
+            self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
+        }
         let cycle = self.engine.schedule(now_ms);
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
@@ -1620,6 +1636,46 @@ impl Index {
         let mut plans = self.take_plans();
         plans.extend(self.take_explanations(self.config.explanations_per_cycle));
         (plans, wake)
+    }
+
+    /// The periodic check of the ledger against reality (the Workload
+    /// statuses as last observed or written): a workload the ledger holds
+    /// as admitted whose status no longer records an admission (changed
+    /// outside Sluice) is evicted, so its Job stops and its quota is
+    /// released; one whose status records an admission the ledger does not
+    /// hold is taken as admitted. Workloads with a status write in flight
+    /// are left alone. Each repair is counted (`sluice_ledger_drift_total`).
+    /// Runs with the first cycle a minute after the last check (drift comes
+    /// from changes, and every change is an event that brings a cycle).
+    fn check_drift(&mut self, now_ms: i64) {
+        let mut engine_only = Vec::new();
+        let mut status_only = Vec::new();
+        for (k, e) in &self.workloads {
+            if !e.in_engine || e.awaiting || self.unrestored.contains(k) {
+                continue;
+            }
+            let recorded = e.status.holds_quota() && e.status.admission.is_some();
+            match self.engine.workload_state(&e.uid) {
+                Some(WorkloadState::Admitted) if !recorded && !is_true(&e.status, cond::FINISHED) => {
+                    engine_only.push((k.clone(), e.uid.clone()));
+                }
+                Some(WorkloadState::Pending | WorkloadState::Preempting) if recorded => status_only.push(k.clone()),
+                _ => {}
+            }
+        }
+        for k in status_only {
+            tracing::warn!(workload = %k, "ledger drift: admitted in its status, pending in the ledger; taking the admission");
+            self.stats.drift.push("status_only");
+            self.sync_workload(&k, None, now_ms);
+        }
+        for (k, uid) in engine_only {
+            tracing::warn!(workload = %k, "ledger drift: admitted in the ledger, not in its status; evicting");
+            self.stats.drift.push("engine_only");
+            if self.engine.evict(&uid).is_ok() {
+                let msg = "Its status no longer records the admission (changed outside Sluice): evicted so that the ledger and the cluster agree";
+                self.on_evicted(&uid, ADMISSION_LOST, None, msg, now_ms);
+            }
+        }
     }
 
     /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.

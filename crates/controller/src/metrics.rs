@@ -16,6 +16,7 @@
 //! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
+//! | `sluice_ledger_drift_total` | counter | `kind` (engine_only, status_only: repairs by the periodic check) |
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -42,6 +43,7 @@ pub struct Metrics {
     pub dropped_events: Counter,
     pub reconcile_errors: Family<Labels, Counter>,
     pub unrestored: Gauge,
+    pub drift: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -76,6 +78,7 @@ impl Metrics {
             dropped_events: Counter::default(),
             reconcile_errors: Family::default(),
             unrestored: Gauge::default(),
+            drift: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -131,6 +134,11 @@ impl Metrics {
             "unrestored_workloads",
             "Admitted Workloads kept out of the ledger because their ClusterQueue is unknown",
             m.unrestored.clone(),
+        );
+        r.register(
+            "ledger_drift",
+            "Ledger entries out of step with Workload statuses, repaired by the periodic check",
+            m.drift.clone(),
         );
         Self { registry: r, ..m }
     }

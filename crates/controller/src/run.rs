@@ -768,6 +768,9 @@ fn record_stats(ix: &mut Index, m: &Metrics) {
             .get_or_create(&vec![("kind", kind.to_string()), ("reason", reason.to_string())])
             .inc();
     }
+    for kind in stats.drift {
+        m.drift.get_or_create(&vec![("kind", kind.to_string())]).inc();
+    }
     m.unrestored.set(ix.unrestored() as i64);
 }
 

@@ -656,6 +656,31 @@ fn watch_events_older_than_our_status_write_do_not_undo_it() {
 }
 
 #[test]
+fn an_admission_removed_outside_sluice_is_found_by_the_drift_check_and_evicted() {
+    let mut ix = ready_index();
+    let j = mk_job("lost", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.metadata.resource_version = Some("5".into());
+    ix.apply_workload(wl.clone(), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    ix.acknowledge(&plans[0], &[(0, "10".to_string())]);
+    // Someone rewrites the status without the admission (newer than ours).
+    wl.metadata.resource_version = Some("11".into());
+    wl.status = Some(WorkloadStatus::default());
+    ix.apply_workload(wl, T0 + 1_000);
+    assert_eq!(ix.engine().workload_state("wl-uid-lost"), Some(WorkloadState::Admitted));
+    assert!(ix.cycle(T0 + 30_000).0.is_empty(), "checked at most once a minute");
+    let (plans, _) = ix.cycle(T0 + 60_000);
+    assert_eq!(purposes(&plans), ["evict"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::EVICTED).1, "AdmissionLost");
+    assert_eq!(ix.engine().workload_state("wl-uid-lost"), Some(WorkloadState::Evicting));
+    assert_eq!(ix.take_stats().drift, ["engine_only"]);
+}
+
+#[test]
 fn an_owners_finished_condition_counts_even_while_our_write_is_in_flight() {
     let mut ix = ready_index();
     let j = mk_job("owned", "team-a", 1, 1);
