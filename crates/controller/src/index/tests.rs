@@ -36,7 +36,13 @@ fn stored_workload(j: &Job, priority: i32, created_s: i64) -> Workload {
 }
 
 fn ready_index() -> Index {
-    let mut ix = Index::new(IndexConfig::default());
+    ready_index_with(IndexConfig::default())
+}
+
+/// An index with flavor a100, ClusterQueue cluster-gpu (8 GPUs) and
+/// LocalQueue team-a, everything listed.
+fn ready_index_with(config: IndexConfig) -> Index {
+    let mut ix = Index::new(config);
     ix.apply_flavor(flavor("a100"));
     ix.apply_cluster_queue(cq("cluster-gpu", 8));
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
@@ -526,16 +532,10 @@ fn pods_not_ready_in_time_are_evicted_with_exponential_backoff() {
 
 #[test]
 fn over_the_requeue_limit_a_workload_is_deactivated_not_requeued() {
-    let mut ix = Index::new(IndexConfig {
+    let mut ix = ready_index_with(IndexConfig {
         requeue_limit: Some(1),
         ..IndexConfig::default()
     });
-    ix.apply_flavor(flavor("a100"));
-    ix.apply_cluster_queue(cq("cluster-gpu", 8));
-    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
-        ix.mark_synced(k);
-    }
     let j = mk_job("flaky", "team-a", 2, 1);
     ix.apply_job(j.clone(), T0);
     ix.apply_workload(stored_workload(&j, 0, 0), T0);
@@ -988,16 +988,10 @@ fn a_lender_reclaims_what_a_cohort_peer_borrowed() {
 
 #[test]
 fn explanation_writes_are_handed_out_in_bounded_batches_with_the_latest_status() {
-    let mut ix = Index::new(IndexConfig {
+    let mut ix = ready_index_with(IndexConfig {
         explanations_per_cycle: 2,
         ..IndexConfig::default()
     });
-    ix.apply_flavor(flavor("a100"));
-    ix.apply_cluster_queue(cq("cluster-gpu", 8));
-    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
-        ix.mark_synced(k);
-    }
     for i in 0..6 {
         let j = mk_job(&format!("j{i}"), "team-a", 4, 2);
         ix.apply_job(j.clone(), T0);
@@ -1281,16 +1275,10 @@ fn a_huge_requeue_count_from_the_api_does_not_overflow() {
 
 #[test]
 fn a_huge_pods_ready_timeout_does_not_overflow() {
-    let mut ix = Index::new(IndexConfig {
+    let mut ix = ready_index_with(IndexConfig {
         pods_ready_timeout_ms: Some(i64::MAX),
         ..IndexConfig::default()
     });
-    ix.apply_flavor(flavor("a100"));
-    ix.apply_cluster_queue(cq("cluster-gpu", 8));
-    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
-        ix.mark_synced(k);
-    }
     let j = mk_job("patient", "team-a", 1, 1);
     ix.apply_job(j.clone(), T0);
     ix.apply_workload(stored_workload(&j, 0, 0), T0);

@@ -96,6 +96,23 @@ async fn no_more_requests(handle: &mut Handle) {
     }
 }
 
+/// Answers an admission's status write and Job patch with the recorded
+/// replies (resourceVersion 891 for the status).
+async fn answer_admission_writes(handle: &mut Handle) {
+    let call = expect(handle, Method::PATCH, WL_STATUS).await;
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("workload-status-apply-force-response.json"),
+    );
+    let call = expect(handle, Method::PATCH, JOB).await;
+    respond(
+        call.reply,
+        StatusCode::OK,
+        &fixture("job-unsuspend-merge-patch-response.json"),
+    );
+}
+
 /// An index that has just admitted the recorded Job `research/train-research`
 /// (4 pods × 2 GPUs) onto flavor a100, and that admission's plan.
 fn admitted() -> (Index, Plan) {
@@ -347,18 +364,7 @@ async fn a_lost_event_does_not_stop_the_plan() {
     let (writer, mut handle) = mock();
     let (_, plan) = admitted();
     let task = tokio::spawn(async move { writer.apply(&plan, None).await.is_ok() });
-    let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
-    respond(
-        call.reply,
-        StatusCode::OK,
-        &fixture("workload-status-apply-force-response.json"),
-    );
-    let call = expect(&mut handle, Method::PATCH, JOB).await;
-    respond(
-        call.reply,
-        StatusCode::OK,
-        &fixture("job-unsuspend-merge-patch-response.json"),
-    );
+    answer_admission_writes(&mut handle).await;
     let call = expect(&mut handle, Method::POST, EVENTS).await;
     respond(
         call.reply,
@@ -614,18 +620,7 @@ async fn with_an_event_lane_an_admission_makes_two_calls_and_hands_its_events_ov
     let (_, plan) = admitted();
     let metrics = Metrics::new();
     let server = tokio::spawn(async move {
-        let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
-        respond(
-            call.reply,
-            StatusCode::OK,
-            &fixture("workload-status-apply-force-response.json"),
-        );
-        let call = expect(&mut handle, Method::PATCH, JOB).await;
-        respond(
-            call.reply,
-            StatusCode::OK,
-            &fixture("job-unsuspend-merge-patch-response.json"),
-        );
+        answer_admission_writes(&mut handle).await;
         no_more_requests(&mut handle).await;
     });
     let acks = writer.apply(&plan, Some(&metrics)).await.unwrap();
