@@ -93,6 +93,14 @@ struct State {
     seen: Vec<Seen>,
     /// Play a broken controller that ignores quota.
     over_admit: bool,
+    /// Once, at the first Finished mark: the events it causes (its release
+    /// and the admissions that follow) are not sent; the watch is told 410
+    /// Gone instead and must list again.
+    relist_once: bool,
+    /// Events are kept but not sent to waiting watches.
+    hold_watches: bool,
+    /// The next watch answer is 410 Gone.
+    gone: bool,
 }
 
 fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
@@ -144,6 +152,9 @@ impl State {
             .and_then(|s| s.parse().ok())
             .unwrap_or(self.rv);
         self.events.push((rv, json!({"type": kind, "object": obj})));
+        if self.hold_watches {
+            return;
+        }
         let pending = std::mem::take(&mut self.watches);
         for (from, send) in pending {
             self.answer_watch(from, send);
@@ -151,6 +162,17 @@ impl State {
     }
 
     fn answer_watch(&mut self, from: u64, send: Respond) {
+        if self.gone {
+            self.gone = false;
+            let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}});
+            send.send_response(
+                Response::builder()
+                    .status(200)
+                    .body(Body::from(format!("{gone}\n").into_bytes()))
+                    .expect("a response"),
+            );
+            return;
+        }
         let lines: Vec<String> = self
             .events
             .iter()
@@ -197,6 +219,22 @@ impl State {
 
     /// Server-side apply on `/status`: conditions merged by type.
     fn apply_status(&mut self, path: &str, body: &Value) -> Option<Value> {
+        let finished = body["status"]["conditions"][0]["type"] == "Finished";
+        if finished && self.relist_once {
+            self.relist_once = false;
+            self.hold_watches = true;
+            let obj = self.apply_status_now(path, body);
+            self.hold_watches = false;
+            self.gone = true;
+            if let Some((from, send)) = self.watches.pop() {
+                self.answer_watch(from, send);
+            }
+            return obj;
+        }
+        self.apply_status_now(path, body)
+    }
+
+    fn apply_status_now(&mut self, path: &str, body: &Value) -> Option<Value> {
         let obj = self.objects.get(path)?.clone();
         let mut obj = obj;
         let mut conditions: Vec<Value> = obj["status"]["conditions"].as_array().cloned().unwrap_or_default();
@@ -381,13 +419,24 @@ async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
                         ("/apis/sluice.dev/v1alpha1/resourceflavors/", "ResourceFlavor")
                     }
                     "/apis/sluice.dev/v1alpha1/workloads" => {
-                        // Every namespace's Workloads.
-                        let items: Vec<Value> = s
+                        // Every namespace's Workloads, the most recently
+                        // written first (a list's order is the server's
+                        // business; this one puts an admission made while
+                        // the watch was away before the release that made
+                        // room for it).
+                        let mut items: Vec<Value> = s
                             .objects
                             .iter()
                             .filter(|(p, o)| State::is_workload(p) && labelled(o, selector.as_deref()))
                             .map(|(_, o)| o.clone())
                             .collect();
+                        let rv = |o: &Value| {
+                            o["metadata"]["resourceVersion"]
+                                .as_str()
+                                .and_then(|v| v.parse::<u64>().ok())
+                                .unwrap_or(0)
+                        };
+                        items.sort_by_key(|o| std::cmp::Reverse(rv(o)));
                         let list = json!({"apiVersion": "v1", "kind": "WorkloadList", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
                         reply(send, 200, &list);
                         continue;
@@ -429,11 +478,15 @@ async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
 }
 
 fn fake(over_admit: bool) -> (Client, Arc<Mutex<State>>) {
-    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let state = Arc::new(Mutex::new(State {
+    fake_with(State {
         over_admit,
         ..State::default()
-    }));
+    })
+}
+
+fn fake_with(state: State) -> (Client, Arc<Mutex<State>>) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let state = Arc::new(Mutex::new(state));
     tokio::spawn(serve(handle, state.clone()));
     (Client::new(svc, "default"), state)
 }
@@ -626,4 +679,26 @@ async fn a_run_id_in_use_is_refused() {
     cluster::ensure_fresh(&client, "sb-new").await.expect("fresh");
     let s = state.lock().expect("state");
     assert_eq!(s.seen.iter().filter(|r| r.method != "GET").count(), 0);
+}
+
+#[tokio::test]
+async fn a_relist_of_the_watch_shows_no_violation_that_never_happened() {
+    // At the first Finished mark the watch misses the release and the
+    // admissions that fill the freed room, and lists again; the list gives
+    // the newly admitted before the finished one. Taken one by one that
+    // would count both for a moment, over quota; as the one moment the list
+    // is, the quota held.
+    let (client, _state) = fake_with(State {
+        relist_once: true,
+        ..State::default()
+    });
+    let plan = plan("sb-relist");
+    let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &options(false)))
+        .await
+        .expect("the run ends")
+        .expect("the run succeeds");
+    assert!(report.complete, "{report:#?}");
+    assert_eq!(report.watch_restarts, 1, "the watch listed again once");
+    assert_eq!(report.workloads.finished, 18);
+    assert!(report.quota_violations.is_empty(), "{:#?}", report.quota_violations);
 }

@@ -307,6 +307,8 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     let creates = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let finishes = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let mut timers: BinaryHeap<Reverse<(Ms, usize, u32)>> = BinaryHeap::new();
+    // Objects of a relist of the watch, taken in together at its end.
+    let mut relist: Option<Vec<(usize, Ms, Observation)>> = None;
     let mut progress = Progress::new(opts.quiet);
     let mut object_warnings = Warnings::default();
     let mut finish_warnings = Warnings::default();
@@ -391,13 +393,30 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         };
         match msg {
             None => bail!("the Workload watch stopped"),
-            Some(Msg::Watch(_, WatchMsg::Init)) => inits += 1,
-            Some(Msg::Watch(_, WatchMsg::InitDone)) => {}
+            Some(Msg::Watch(_, WatchMsg::Init)) => {
+                // The watch lists again (it lost its place): what follows
+                // until InitDone is one snapshot.
+                inits += 1;
+                relist = Some(Vec::new());
+            }
+            Some(Msg::Watch(_, WatchMsg::InitDone)) => {
+                if let Some(list) = relist.take() {
+                    for f in tracker.observe_list(list) {
+                        timers.push(Reverse((f.at, f.index, f.epoch)));
+                    }
+                }
+            }
             Some(Msg::Watch(_, WatchMsg::Error(e))) => watch_warnings.warn(&format!("Workload watch: {e}")),
             Some(Msg::Watch(at, WatchMsg::Object(key, obs))) => match (tracker.index_of(&key), obs) {
                 (Some(i), Ok(obs)) => {
-                    if let Some(f) = tracker.observe(i, ms_since(t0, at), obs) {
-                        timers.push(Reverse((f.at, f.index, f.epoch)));
+                    let at = ms_since(t0, at);
+                    match relist.as_mut() {
+                        Some(list) => list.push((i, at, obs)),
+                        None => {
+                            if let Some(f) = tracker.observe(i, at, obs) {
+                                timers.push(Reverse((f.at, f.index, f.epoch)));
+                            }
+                        }
                     }
                 }
                 (Some(_), Err(e)) => object_warnings.warn(&format!("Workload {key}: {e}")),

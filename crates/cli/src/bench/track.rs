@@ -337,6 +337,41 @@ impl Tracker {
     /// Workload `index` was observed at `at`. Returns when to mark it
     /// Finished if it just started running.
     pub fn observe(&mut self, index: usize, at: Ms, obs: Observation) -> Option<FinishAt> {
+        let mut touched = BTreeSet::new();
+        let finish = self.update(index, at, obs, &mut touched);
+        self.check_all(touched, at);
+        finish
+    }
+
+    /// A list of the watch (its first, or a relist after the watch lost
+    /// its place): every object as it is at one resourceVersion, in the
+    /// order listed. They are taken in together and the quota is checked
+    /// once, on the result: checked one by one, a workload admitted while
+    /// the watch was away would be counted before the release of the one it
+    /// replaced (listed later), a violation that never happened.
+    pub fn observe_list(&mut self, items: impl IntoIterator<Item = (usize, Ms, Observation)>) -> Vec<FinishAt> {
+        let mut touched = BTreeSet::new();
+        let mut finishes = Vec::new();
+        let mut last = None::<Ms>;
+        for (index, at, obs) in items {
+            last = Some(last.map_or(at, |l| l.max(at)));
+            finishes.extend(self.update(index, at, obs, &mut touched));
+        }
+        if let Some(at) = last {
+            self.check_all(touched, at);
+        }
+        finishes
+    }
+
+    /// Records an observation; the (queue, slot)s whose usage changed are
+    /// added to `touched`, to be checked by the caller.
+    fn update(
+        &mut self,
+        index: usize,
+        at: Ms,
+        obs: Observation,
+        touched: &mut BTreeSet<(String, Slot)>,
+    ) -> Option<FinishAt> {
         let r = self.records.get_mut(index)?;
         if r.created_at.is_none() {
             r.created_at = Some(at);
@@ -374,7 +409,7 @@ impl Tracker {
         }
         if r.holding != obs.holding {
             let old = std::mem::replace(&mut r.holding, obs.holding.clone());
-            self.holding_changed(at, old, obs.holding);
+            self.holding_changed(at, old, obs.holding, touched);
         }
         finish
     }
@@ -402,8 +437,13 @@ impl Tracker {
         }
     }
 
-    fn holding_changed(&mut self, at: Ms, old: Option<Holding>, new: Option<Holding>) {
-        let mut touched: BTreeSet<(String, Slot)> = BTreeSet::new();
+    fn holding_changed(
+        &mut self,
+        at: Ms,
+        old: Option<Holding>,
+        new: Option<Holding>,
+        touched: &mut BTreeSet<(String, Slot)>,
+    ) {
         for (h, sign) in [(old, -1i64), (new, 1i64)] {
             let Some(h) = h else { continue };
             self.integrate(&h.cluster_queue, at);
@@ -413,6 +453,9 @@ impl Tracker {
                 touched.insert((h.cluster_queue.clone(), slot));
             }
         }
+    }
+
+    fn check_all(&mut self, touched: BTreeSet<(String, Slot)>, at: Ms) {
         for (queue, slot) in touched {
             self.check(&queue, &slot, at);
         }
@@ -424,16 +467,14 @@ impl Tracker {
 
     fn check(&mut self, queue: &str, slot: &Slot, at: Ms) {
         let cohort = self.quotas.queues.get(queue).and_then(|q| q.cohort.clone());
-        let limit = self.quotas.limit(queue, slot);
         let used = self.used(queue, slot);
-        self.rule(
-            Scope::ClusterQueue,
-            queue,
-            slot,
-            used,
-            limit.queue_cap(cohort.is_some()),
-            at,
-        );
+        // A (flavor, resource) the queue has no quota for allows nothing,
+        // in a cohort too: a queue borrows only what it lists.
+        let cap = match self.quotas.queues.get(queue).and_then(|q| q.limits.get(slot)) {
+            Some(limit) => limit.queue_cap(cohort.is_some()),
+            None => Some(0),
+        };
+        self.rule(Scope::ClusterQueue, queue, slot, used, cap, at);
         if let Some(c) = cohort {
             let members = self.quotas.cohorts.get(&c).cloned().unwrap_or_default();
             let (mut from_pool, mut pool) = (0i64, 0i64);
@@ -758,6 +799,64 @@ mod tests {
             .map(|v| (v.name.as_str(), v.limit, v.peak))
             .collect();
         assert_eq!(got, vec![("solo", 5_000, 5_500), ("elsewhere", 0, 1)]);
+    }
+
+    #[test]
+    fn a_queue_in_a_cohort_cannot_use_a_flavor_it_has_no_quota_for() {
+        // a is in cohort c with quota of rf only; 1 CPU of another flavor
+        // is over its cap of 0 (the cohort has 40 CPU of rf to spare, but
+        // a queue borrows only what it lists).
+        let mut t = tracker(1, 10_000);
+        let mut obs = holding("a", 0);
+        obs.holding = Some(Holding {
+            cluster_queue: "a".into(),
+            usage: BTreeMap::from([(("other".to_string(), "cpu".to_string()), 1_000)]),
+        });
+        t.observe(0, 5, obs);
+        let c = t.close(10);
+        let got: Vec<(Scope, &str, &str, i64, i64)> = c
+            .violations
+            .iter()
+            .map(|v| (v.scope, v.name.as_str(), v.flavor.as_str(), v.limit, v.peak))
+            .collect();
+        assert!(got.contains(&(Scope::ClusterQueue, "a", "other", 0, 1_000)), "{got:?}");
+    }
+
+    #[test]
+    fn a_relist_is_checked_as_one_moment() {
+        // a (cap 30) holds w0 (25 CPU). While the watch is away w0 is
+        // evicted and released, and w1 (25 CPU) admitted in its place. The
+        // relist shows w1 before w0: one by one that would be 50 > 30 for
+        // a moment; as the list it is, 25 CPU, no violation.
+        let mut t = tracker(2, 10_000);
+        t.observe(0, 0, holding("a", 25_000));
+        let finishes = t.observe_list([(1, 500, holding("a", 25_000)), (0, 501, Observation::default())]);
+        assert_eq!(
+            finishes,
+            vec![FinishAt {
+                index: 1,
+                epoch: 1,
+                at: 10_500
+            }]
+        );
+        assert_eq!(t.violations(), 0);
+        // The same list taken one by one does show the phantom.
+        let mut one_by_one = tracker(2, 10_000);
+        one_by_one.observe(0, 0, holding("a", 25_000));
+        one_by_one.observe(1, 500, holding("a", 25_000));
+        one_by_one.observe(0, 501, Observation::default());
+        // The queue (50 > 30) and the cohort (50 > 40).
+        assert_eq!(one_by_one.violations(), 2);
+        // A list that really is over quota is still caught, at its last time.
+        let mut over = tracker(2, 10_000);
+        over.observe_list([(0, 700, holding("a", 20_000)), (1, 701, holding("a", 20_000))]);
+        let c = over.close(1_000);
+        assert_eq!(c.violations.len(), 1, "{:?}", c.violations);
+        let v = &c.violations[0];
+        assert_eq!((v.limit, v.peak, v.from_ms, v.to_ms), (30_000, 40_000, 701, 1_000));
+        // Usage is still integrated from each item's own time: 20 CPU from
+        // 700 and 20 more from 701, to 1 000.
+        assert_eq!(c.usage["a"][&slot()], 20_000.0 * 300.0 + 20_000.0 * 299.0);
     }
 
     #[test]
