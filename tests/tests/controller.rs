@@ -406,3 +406,130 @@ async fn a_malformed_cluster_queue_does_not_stop_the_controller() -> Result<()> 
     c.cleanup().await?;
     result
 }
+
+/// The `Active` condition of a ClusterQueue (`namespace` None) or of a
+/// LocalQueue of the test namespace, once it has one: (status, reason, message).
+async fn active(c: &Cluster, namespace: Option<&str>, name: &str) -> Result<Option<(String, String, String)>> {
+    use kube::Api;
+    use sluice_api::v1alpha1::{ClusterQueue, LocalQueue};
+    let conditions = match namespace {
+        None => Api::<ClusterQueue>::all(c.client.clone())
+            .get(name)
+            .await?
+            .status
+            .map(|s| s.conditions),
+        Some(ns) => Api::<LocalQueue>::namespaced(c.client.clone(), ns)
+            .get(name)
+            .await?
+            .status
+            .map(|s| s.conditions),
+    };
+    Ok(conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Active")
+        .map(|c| (c.status, c.reason, c.message)))
+}
+
+#[tokio::test]
+#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+async fn queues_say_why_they_cannot_admit_until_their_flavor_exists() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        // The flavor is named before it exists.
+        let late = c.name("late");
+        let cq = c.gpu_queue("waiting", &late, 4, None, lower_priority()).await?;
+        c.local_queue("team", &cq).await?;
+        c.local_queue("orphan", &c.name("nowhere")).await?;
+        c.start_controller(&[]).await?;
+        let ns = c.namespace.clone();
+        let want = |status: &'static str, reason: &'static str| {
+            move |got: Option<(String, String, String)>| got.filter(|(s, r, _)| s == status && r == reason)
+        };
+        let (_, _, msg) = wait_for("ClusterQueue Active=False/FlavorNotFound", T, || async {
+            Ok(want("False", "FlavorNotFound")(active(&c, None, &cq).await?))
+        })
+        .await?;
+        ensure!(msg.contains(&late), "{msg}");
+        wait_for("LocalQueue team Active=False/ClusterQueueIsInactive", T, || async {
+            Ok(want("False", "ClusterQueueIsInactive")(
+                active(&c, Some(&ns), "team").await?,
+            ))
+        })
+        .await?;
+        wait_for("LocalQueue orphan Active=False/ClusterQueueDoesNotExist", T, || async {
+            Ok(want("False", "ClusterQueueDoesNotExist")(
+                active(&c, Some(&ns), "orphan").await?,
+            ))
+        })
+        .await?;
+        // The flavor appears: both become active and a Job is admitted.
+        ensure_eq!(c.flavor("late").await?, late);
+        wait_for("ClusterQueue Active=True", T, || async {
+            Ok(want("True", "Ready")(active(&c, None, &cq).await?))
+        })
+        .await?;
+        wait_for("LocalQueue team Active=True", T, || async {
+            Ok(want("True", "Ready")(active(&c, Some(&ns), "team").await?))
+        })
+        .await?;
+        c.job("first", "team", 1, 1, &[], true).await?;
+        c.wait_condition("first", "Admitted", "True", T).await?;
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+#[tokio::test]
+#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+async fn pods_never_ready_are_evicted_requeued_then_deactivated_past_the_requeue_limit() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let cq = c.gpu_queue("gpu", &f, 8, None, lower_priority()).await?;
+        c.local_queue("team", &cq).await?;
+        c.start_controller(&[
+            "--pods-ready-timeout",
+            "5s",
+            "--requeue-backoff-base",
+            "1s",
+            "--requeue-limit",
+            "1",
+        ])
+        .await?;
+        // Nobody marks its pods ready (no kubelet here).
+        c.job("stuck", "team", 2, 1, &[], true).await?;
+        let wl = c.wait_condition("stuck", "Evicted", "True", T).await?;
+        let evicted = status(&wl)?.condition("Evicted").context("no Evicted")?.clone();
+        ensure_eq!(evicted.reason, "PodsReadyTimeout");
+        // Pods gone (unscheduled pods go at once; reap any still terminating),
+        // requeued after the backoff, admitted again, timed out again: now
+        // past the limit of 1 requeue, deactivated instead.
+        wait_for("Workload deactivated", Duration::from_secs(120), || async {
+            c.reap_terminating_pods("stuck").await?;
+            let wl = c.workload_of("stuck").await?;
+            Ok((!wl.spec.active).then_some(()))
+        })
+        .await?;
+        let wl = wait_for("Requeued=False/Deactivated", T, || async {
+            c.reap_terminating_pods("stuck").await?;
+            let wl = c.workload_of("stuck").await?;
+            let done = wl
+                .status
+                .as_ref()
+                .and_then(|s| s.condition("Requeued"))
+                .is_some_and(|r| r.status == "False" && r.reason == "Deactivated");
+            Ok(done.then_some(wl))
+        })
+        .await?;
+        ensure_eq!(status(&wl)?.requeue_state.as_ref().map(|r| r.count), Some(2));
+        ensure!(status(&wl)?.admission.is_none(), "quota released");
+        ensure!(c.job_suspended("stuck").await?, "its Job stays suspended");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
