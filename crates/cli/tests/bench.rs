@@ -101,6 +101,10 @@ struct State {
     hold_watches: bool,
     /// The next watch answer is 410 Gone.
     gone: bool,
+    /// Workload creations (by path) still to fail with a 500.
+    failing_creates: BTreeMap<String, u32>,
+    /// When each harness write of a run Workload (not the floor's) came.
+    write_times: Vec<std::time::Instant>,
 }
 
 fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
@@ -389,6 +393,9 @@ async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
         let selector = query_param(&query, "labelSelector").map(String::from);
         match method.as_str() {
             "PATCH" if path.ends_with("/status") => {
+                if !path.contains("-floor/") {
+                    s.write_times.push(std::time::Instant::now());
+                }
                 let obj_path = path.trim_end_matches("/status").to_string();
                 match s.apply_status(&obj_path, &body) {
                     Some(obj) => reply(send, 200, &obj),
@@ -400,6 +407,20 @@ async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
                 }
             }
             "PATCH" => {
+                if State::is_workload(&path) && !path.contains("-floor/") {
+                    s.write_times.push(std::time::Instant::now());
+                }
+                if let Some(left) = s.failing_creates.get_mut(&path)
+                    && *left > 0
+                {
+                    *left -= 1;
+                    reply(
+                        send,
+                        500,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd is having a bad day"}),
+                    );
+                    continue;
+                }
                 let obj = s.apply(&path, body);
                 reply(send, 200, &obj);
             }
@@ -510,6 +531,8 @@ fn options(floor: bool) -> RunOptions {
             kube_burst: 1,
             quiet: true,
         }),
+        harness_qps: 0.0,
+        harness_burst: 1,
         quiet: true,
     }
 }
@@ -701,4 +724,59 @@ async fn a_relist_of_the_watch_shows_no_violation_that_never_happened() {
     assert_eq!(report.watch_restarts, 1, "the watch listed again once");
     assert_eq!(report.workloads.finished, 18);
     assert!(report.quota_violations.is_empty(), "{:#?}", report.quota_violations);
+}
+
+#[tokio::test]
+async fn a_creation_that_keeps_failing_is_tried_again_later() {
+    // The API server fails one creation 7 times in a row (more than the
+    // 5 tries of a call): the run goes on, creates it later, and says so.
+    let path = "/apis/sluice.dev/v1alpha1/namespaces/sb-retry-team-a/workloads/small-lq-0".to_string();
+    let (client, state) = fake_with(State {
+        failing_creates: BTreeMap::from([(path.clone(), 7)]),
+        ..State::default()
+    });
+    let plan = plan("sb-retry");
+    let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &options(false)))
+        .await
+        .expect("the run ends")
+        .expect("a failing creation does not end the run");
+    assert!(report.complete, "{report:#?}");
+    assert_eq!((report.workloads.created, report.workloads.finished), (18, 18));
+    assert_eq!(report.create_write_errors, 1, "one creation gave up its 5 tries once");
+    let tries = state
+        .lock()
+        .expect("state")
+        .seen
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path == path)
+        .count();
+    assert_eq!(tries, 8, "5 tries, 2 more a second later, then it went through");
+}
+
+#[tokio::test]
+async fn the_harness_writes_under_its_own_rate_limit() {
+    // 18 creations and 18 Finished marks at --harness-qps 40 with a burst
+    // of 1: 36 writes take at least 35 / 40 s = 875 ms.
+    let (client, state) = fake(false);
+    let plan = plan("sb-qps");
+    let mut opts = options(false);
+    opts.harness_qps = 40.0;
+    opts.harness_burst = 1;
+    let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &opts))
+        .await
+        .expect("the run ends")
+        .expect("the run succeeds");
+    assert!(report.complete, "{report:#?}");
+    let times = state.lock().expect("state").write_times.clone();
+    assert_eq!(times.len(), 36);
+    let span = times[35].duration_since(times[0]);
+    assert!(span >= Duration::from_millis(860), "{span:?}");
+    // No 10 of them within 200 ms (at most 1 + 40 × 0.2 = 9).
+    for w in times.windows(10) {
+        assert!(
+            w[9].duration_since(w[0]) >= Duration::from_millis(200),
+            "{:?}",
+            w[9].duration_since(w[0])
+        );
+    }
 }

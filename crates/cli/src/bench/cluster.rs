@@ -12,6 +12,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use sluice_controller::limit::Limiter;
 use sluice_controller::writer::CALL_TIMEOUT;
 
 use super::plan::{FIELD_MANAGER, Object, Plan, RUN_LABEL};
@@ -52,6 +53,9 @@ impl CallError {
         match self {
             CallError::Timeout => true,
             CallError::Api(kube::Error::Api(s)) => s.code == 429 || s.code == 409 || s.code >= 500,
+            // A body that does not serialize, or an answer that does not
+            // decode, is the same on every try.
+            CallError::Api(kube::Error::SerdeError(_)) => false,
             CallError::Api(_) => true,
         }
     }
@@ -112,6 +116,22 @@ fn dynamic<K: Resource<DynamicType = ()>>(client: &Client, namespace: Option<&st
 pub async fn apply(api: &Api<DynamicObject>, name: &str, obj: &Value) -> Result<(), CallError> {
     let (params, patch) = (apply_params(), Patch::Apply(obj));
     retry(|| call(api.patch(name, &params, &patch))).await.map(drop)
+}
+
+/// [`apply`], each try waiting for a token of `limiter` first.
+pub async fn apply_limited(
+    api: &Api<DynamicObject>,
+    name: &str,
+    obj: &Value,
+    limiter: &Limiter,
+) -> Result<(), CallError> {
+    let (params, patch) = (apply_params(), Patch::Apply(obj));
+    retry(|| async {
+        limiter.acquire().await;
+        call(api.patch(name, &params, &patch)).await
+    })
+    .await
+    .map(drop)
 }
 
 /// Server-side apply of `status` on `/status`.
@@ -371,5 +391,9 @@ mod tests {
         .await;
         assert_eq!(r.err().and_then(|e| e.code()), Some(422));
         assert_eq!(tries.load(Ordering::SeqCst), 1);
+        // A body or an answer that does not (de)serialize: the same next time.
+        let serde = serde_json::from_str::<i32>("x").expect_err("not a number");
+        assert!(!CallError::Api(kube::Error::SerdeError(serde)).transient());
+        assert!(CallError::Timeout.transient() && status(429).transient() && status(503).transient());
     }
 }

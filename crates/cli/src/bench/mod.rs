@@ -106,6 +106,13 @@ pub struct RunArgs {
     /// Finished marks, each).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub concurrency: u32,
+    /// Client-side limit on the harness's own writes (creations and Finished
+    /// marks), per second (0: no limit). Kueue's runner runs with 1000.
+    #[arg(long, value_name = "N", default_value_t = HARNESS_QPS)]
+    pub harness_qps: f64,
+    /// Harness writes allowed in a burst above --harness-qps (Kueue's runner: 2000).
+    #[arg(long, value_name = "N", default_value_t = HARNESS_BURST)]
+    pub harness_burst: u32,
     /// Pause between creating the queues and the first Workload, so that the
     /// controller has seen every queue.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
@@ -169,6 +176,12 @@ fn parse_scale(s: &str) -> Result<f64, String> {
 /// Exit code of a run whose figures were printed but that did not finish
 /// every workload, or saw a quota violation.
 pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// `--harness-qps` default: the `--qps` Kueue's Makefile gives its
+/// scheduler performance runner.
+pub const HARNESS_QPS: f64 = 1000.0;
+/// `--harness-burst` default: Kueue's runner's `--burst`.
+pub const HARNESS_BURST: u32 = 2000;
 
 /// Runs `sluice bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {

@@ -67,7 +67,9 @@ pub struct RunReport {
     pub quota_violations: Vec<ViolationReport>,
     /// Times the Workload watch had to list again (moments may have been missed).
     pub watch_restarts: u64,
-    /// Finished marks that failed after retries.
+    /// Creations that failed after retries (each tried again later).
+    pub create_write_errors: u64,
+    /// Finished marks that failed after retries (each tried again later).
     pub finish_write_errors: u64,
 }
 
@@ -282,6 +284,7 @@ pub struct Extras {
     pub rss: Option<PeakRss>,
     pub floor: Option<FloorReport>,
     pub watch_restarts: u64,
+    pub create_write_errors: u64,
     pub finish_write_errors: u64,
 }
 
@@ -408,6 +411,7 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
         vs_floor,
         quota_violations,
         watch_restarts: extras.watch_restarts,
+        create_write_errors: extras.create_write_errors,
         finish_write_errors: extras.finish_write_errors,
     }
 }
@@ -543,12 +547,12 @@ pub fn render(r: &RunReport) -> String {
             format!("{} (listed below)", r.quota_violations.len())
         },
     ));
-    if r.watch_restarts > 0 || r.finish_write_errors > 0 {
+    if r.watch_restarts > 0 || r.create_write_errors > 0 || r.finish_write_errors > 0 {
         lines.push((
             "harness".into(),
             format!(
-                "{} watch restarts, {} failed Finished marks",
-                r.watch_restarts, r.finish_write_errors
+                "{} watch restarts, {} failed creations, {} failed Finished marks (tried again)",
+                r.watch_restarts, r.create_write_errors, r.finish_write_errors
             ),
         ));
     }

@@ -50,6 +50,7 @@ use super::track::{self, Ms, Observation, Tracker};
 use super::{EXIT_INCOMPLETE, RunArgs, print};
 use crate::simulate::scenario::{LoadOptions, load_with};
 use crate::simulate::units::format_duration;
+use sluice_controller::limit::Limiter;
 
 /// How long to wait for the controller to show it sees the run's queues.
 pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);
@@ -57,8 +58,9 @@ pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);
 const WATCH_WAIT: Duration = Duration::from_secs(60);
 /// `/proc` sampling period of `--controller-pid`.
 const RSS_PERIOD: Duration = Duration::from_millis(250);
-/// A failed Finished mark is tried again this much later.
-const FINISH_RETRY_MS: Ms = 1_000;
+/// A creation or Finished mark that failed after its tries is tried again
+/// this much later.
+const RETRY_MS: Ms = 1_000;
 /// Warnings of one kind printed at most.
 const MAX_WARNINGS: u64 = 5;
 
@@ -72,6 +74,10 @@ pub struct RunOptions {
     pub metrics: Option<HttpUrl>,
     pub pid: Option<u32>,
     pub floor: Option<FloorOptions>,
+    /// The harness's own client-side limit on its writes (creations and
+    /// Finished marks): `--harness-qps`, `--harness-burst` (qps 0: none).
+    pub harness_qps: f64,
+    pub harness_burst: u32,
     pub quiet: bool,
 }
 
@@ -107,7 +113,7 @@ enum Msg {
     Created {
         index: usize,
         at: Instant,
-        result: Result<(), String>,
+        result: Result<(), CallError>,
     },
     Finished {
         index: usize,
@@ -304,13 +310,21 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     };
 
     let mut tracker = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
+    // The harness's writes: at most --concurrency creations and as many
+    // Finished marks in flight, every try under the --harness-qps bucket.
+    // A task is spawned only with a permit in hand: a backlog (50 000
+    // arrivals due at once in kueue-large-scale) stays an index into the
+    // plan and a heap of timers, not 50 000 waiting tasks.
+    let limiter = Arc::new(Limiter::new(opts.harness_qps, opts.harness_burst));
     let creates = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let finishes = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let mut timers: BinaryHeap<Reverse<(Ms, usize, u32)>> = BinaryHeap::new();
+    let mut create_retries: BinaryHeap<Reverse<(Ms, usize)>> = BinaryHeap::new();
     // Objects of a relist of the watch, taken in together at its end.
     let mut relist: Option<Vec<(usize, Ms, Observation)>> = None;
     let mut progress = Progress::new(opts.quiet);
     let mut object_warnings = Warnings::default();
+    let mut create_warnings = Warnings::default();
     let mut finish_warnings = Warnings::default();
     let mut next = 0usize;
     let mut created = 0usize;
@@ -333,40 +347,68 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
             extras.timed_out = true;
             break now_ms;
         }
-        while next < n && plan.workloads[next].arrival <= now_ms {
-            let w = plan.workloads[next].clone();
+        // Creations due: failed ones first, then the schedule.
+        let mut creates_blocked = false;
+        loop {
+            let retry_due = create_retries.peek().is_some_and(|Reverse((at, _))| *at <= now_ms);
+            let arrival_due = next < n && plan.workloads[next].arrival <= now_ms;
+            if !(retry_due || arrival_due) {
+                break;
+            }
+            let Ok(permit) = creates.clone().try_acquire_owned() else {
+                creates_blocked = true;
+                break;
+            };
+            let index = match retry_due.then(|| create_retries.pop()).flatten() {
+                Some(Reverse((_, i))) => i,
+                None => {
+                    next += 1;
+                    next - 1
+                }
+            };
+            let w = plan.workloads[index].clone();
             let api = cluster::workloads(client, &w.namespace);
-            let (sem, tx, run_id, index) = (creates.clone(), tx.clone(), plan.run_id.clone(), next);
+            let (tx, run_id, limiter) = (tx.clone(), plan.run_id.clone(), limiter.clone());
             tasks.spawn(async move {
-                let Ok(_permit) = sem.acquire_owned().await else { return };
                 // Built once a creation may go: a backlog holds no bodies.
                 let result = match serde_json::to_value(w.object(&run_id)) {
-                    Ok(body) => cluster::apply(&api, &w.name, &body).await.map_err(|e| e.to_string()),
-                    Err(e) => Err(format!("cannot serialize it: {e}")),
+                    Ok(body) => cluster::apply_limited(&api, &w.name, &body, &limiter).await,
+                    Err(e) => Err(CallError::Api(kube::Error::SerdeError(e))),
                 };
-                let _ = tx.send(Msg::Created {
-                    index,
-                    at: Instant::now(),
-                    result,
-                });
+                let at = Instant::now();
+                // Given back before the answer is read: the loop may start
+                // the next one as soon as it hears of this one.
+                drop(permit);
+                let _ = tx.send(Msg::Created { index, at, result });
             });
-            next += 1;
         }
+        // Finished marks due.
+        let mut finishes_blocked = false;
         while let Some(&Reverse((at, index, epoch))) = timers.peek() {
             if at > now_ms {
                 break;
             }
-            timers.pop();
             let Some(generation) = tracker.finish_due(index, epoch) else {
+                // An earlier admission's timer, or no longer running.
+                timers.pop();
                 continue;
             };
+            let Ok(permit) = finishes.clone().try_acquire_owned() else {
+                finishes_blocked = true;
+                break;
+            };
+            timers.pop();
             let w = &plan.workloads[index];
             let body = finish_body(&w.namespace, &w.name, generation, w.runtime, Timestamp::now());
             let api = cluster::workloads(client, &w.namespace);
-            let (sem, tx, name) = (finishes.clone(), tx.clone(), w.name.clone());
+            let (tx, name, limiter) = (tx.clone(), w.name.clone(), limiter.clone());
             tasks.spawn(async move {
-                let Ok(_permit) = sem.acquire_owned().await else { return };
-                let result = cluster::retry(|| cluster::apply_status(&api, &name, &body)).await;
+                let result = cluster::retry(|| async {
+                    limiter.acquire().await;
+                    cluster::apply_status(&api, &name, &body).await
+                })
+                .await;
+                drop(permit);
                 let _ = tx.send(Msg::Finished { index, epoch, result });
             });
         }
@@ -379,11 +421,20 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         }
         progress.show(&tracker, created, now_ms);
 
+        // Sleep until something is due, or a message comes. While every
+        // permit of a kind is taken, what is due of that kind waits for a
+        // task's message (which frees a permit), not for a timer already
+        // past.
         let mut wake = deadline.min(now + progress.period());
-        if let Some(w) = plan.workloads.get(next) {
-            wake = wake.min(instant_at(t0, w.arrival));
+        if !creates_blocked {
+            if let Some(w) = plan.workloads.get(next) {
+                wake = wake.min(instant_at(t0, w.arrival));
+            }
+            if let Some(Reverse((at, _))) = create_retries.peek() {
+                wake = wake.min(instant_at(t0, *at));
+            }
         }
-        if let Some(Reverse((at, _, _))) = timers.peek() {
+        if !finishes_blocked && let Some(Reverse((at, _, _))) = timers.peek() {
             wake = wake.min(instant_at(t0, *at));
         }
         let msg = tokio::select! {
@@ -428,8 +479,16 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
                     tracker.created(index, ms_since(t0, at));
                 }
                 Err(e) => {
-                    let w = &plan.workloads[index];
-                    bail!("creating Workload {}: {e}", w.key());
+                    let key = plan.workloads[index].key();
+                    if !e.transient() {
+                        bail!("creating Workload {key}: {e}");
+                    }
+                    // The API server is overloaded or away: the run goes
+                    // on, and this creation is tried again (late, which
+                    // creationLag shows).
+                    extras.create_write_errors += 1;
+                    create_warnings.warn(&format!("creating Workload {key}: {e}; trying again"));
+                    create_retries.push(Reverse((ms_since(t0, Instant::now()) + RETRY_MS, index)));
                 }
             },
             Some(Msg::Finished { index, epoch, result }) => {
@@ -440,7 +499,7 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
                         bail!("marking Workload {key} Finished: {e}");
                     }
                     finish_warnings.warn(&format!("marking Workload {key} Finished: {e}; trying again"));
-                    timers.push(Reverse((ms_since(t0, Instant::now()) + FINISH_RETRY_MS, index, epoch)));
+                    timers.push(Reverse((ms_since(t0, Instant::now()) + RETRY_MS, index, epoch)));
                 }
             }
         }
@@ -496,6 +555,8 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         floor_concurrency,
         limits,
         concurrency,
+        harness_qps,
+        harness_burst,
         settle,
         run_id,
         keep,
@@ -552,6 +613,8 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
             kube_burst: limits.kube_burst,
             quiet,
         }),
+        harness_qps,
+        harness_burst,
         quiet,
     };
     if !quiet {
