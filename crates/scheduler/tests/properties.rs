@@ -549,6 +549,37 @@ proptest! {
         run.drain()?;
     }
 
+    /// Liveness: once everything admitted has finished (and nothing holds
+    /// quota), a workload still waits only if it can never fit its queue, or
+    /// waits behind such a head in a StrictFIFO queue. In particular,
+    /// parking by shape, waking and the two-pass cycle lose nobody.
+    #[test]
+    fn nothing_waits_in_an_empty_cluster_unless_it_never_fits((queues, ops) in scenario()) {
+        let mut run = Run::new(&queues);
+        for op in &ops {
+            run.step(op)?;
+        }
+        run.drain()?;
+        for uid in &run.uids {
+            match run.engine.workload_state(uid) {
+                None | Some(WorkloadState::Finished) => {}
+                Some(WorkloadState::Pending) => {
+                    let reason = run.engine.explanation(uid).map(|e| e.reason.clone());
+                    prop_assert!(
+                        matches!(
+                            reason,
+                            Some(PendingReason::NeverFits | PendingReason::ResourceNotCovered { .. } | PendingReason::BlockedByHead)
+                        ),
+                        "{} waits in an empty cluster: {:?}",
+                        uid,
+                        reason
+                    );
+                }
+                Some(other) => prop_assert!(false, "{} is {:?} after draining", uid, other),
+            }
+        }
+    }
+
     /// The same calls give the same decisions.
     #[test]
     fn decisions_are_deterministic((queues, ops) in scenario()) {
