@@ -30,7 +30,7 @@ use sluice_api::v1alpha1::Workload;
 use tokio::sync::Mutex;
 
 use super::cluster::{self, CallError};
-use super::plan::{self, PlannedWorkload, RUN_LABEL};
+use super::plan::{self, PlannedWorkload};
 use super::report::{self, FloorReport};
 use super::{FloorArgs, print};
 use crate::simulate::trace::TracePodSet;
@@ -266,15 +266,18 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
     cluster::ensure_fresh(&client, &run_id).await?;
     let work = measure(&client, &run_id, &opts, keep);
     let result = tokio::select! {
-        r = work => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
+        r = work => Ok(r),
+        stop = super::stop_signal() => Err(stop),
     };
-    let Some(result) = result else {
-        eprintln!("interrupted: deleting what this run created ({RUN_LABEL}={run_id})");
-        if !keep {
-            super::run::cleanup_or_exit(&client, &run_id).await;
+    let result = match result {
+        Ok(r) => r,
+        Err(stop) => {
+            eprintln!("{}", stop.describe());
+            if !keep {
+                super::run::cleanup_or_exit(&client, &run_id, true).await;
+            }
+            return Ok(stop.exit_code());
         }
-        return Ok(ExitCode::from(130));
     };
     let report = result?;
     let text = if json {
@@ -289,6 +292,7 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::plan::RUN_LABEL;
     use sluice_api::validation::Validate;
 
     #[test]

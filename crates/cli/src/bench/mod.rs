@@ -183,6 +183,56 @@ pub const HARNESS_QPS: f64 = 1000.0;
 /// `--harness-burst` default: Kueue's runner's `--burst`.
 pub const HARNESS_BURST: u32 = 2000;
 
+/// How a run was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM (`kill`, `timeout`, a Pod or CI job being stopped).
+    Terminate,
+}
+
+impl Stop {
+    /// The shell's convention: 128 + the signal number.
+    pub fn exit_code(self) -> ExitCode {
+        ExitCode::from(match self {
+            Stop::Interrupt => 130,
+            Stop::Terminate => 143,
+        })
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stop::Interrupt => "interrupted",
+            Stop::Terminate => "terminated",
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM. Both stop a run the same way: what it
+/// created is deleted before the process exits. (Without a handler,
+/// SIGTERM would end the process at once and leave everything behind.)
+pub async fn stop_signal() -> Stop {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No handler could be installed: never fires.
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = interrupt => Stop::Interrupt,
+                _ = term.recv() => Stop::Terminate,
+            };
+        }
+    }
+    interrupt.await;
+    Stop::Interrupt
+}
+
 /// Runs `sluice bench`.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -235,6 +285,25 @@ pub(crate) fn print(text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn sigterm_stops_a_run_like_ctrl_c() {
+        // Without a handler SIGTERM ends the process at once, before the
+        // cleanup. Once stop_signal has been polled, it is a Stop instead.
+        let mut stop = Box::pin(stop_signal());
+        assert!(futures::poll!(&mut stop).is_pending());
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        let got = tokio::time::timeout(Duration::from_secs(10), stop)
+            .await
+            .expect("the signal is seen");
+        assert_eq!(got, Stop::Terminate);
+        assert_eq!((got.describe(), Stop::Interrupt.describe()), ("terminated", "interrupted"));
+    }
 
     #[test]
     fn scale_must_be_positive_and_finite() {

@@ -524,20 +524,41 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     Ok(report::build(plan, &tracker.close(end), extras))
 }
 
-/// Deletes what run `run_id` created; a second Ctrl-C stops the cleanup
-/// and says how to finish it.
-pub async fn cleanup_or_exit(client: &Client, run_id: &str) {
+/// How long after an interruption the cleanup looks again: a write that
+/// was in flight when the run was stopped may still land after the first
+/// pass listed what to delete.
+const LATE_WRITES: Duration = Duration::from_secs(2);
+
+/// Deletes what run `run_id` created (twice, [`LATE_WRITES`] apart, after
+/// an interruption or a failure); a second signal stops the cleanup and
+/// says how to finish it.
+pub async fn cleanup_or_exit(client: &Client, run_id: &str, interrupted: bool) {
     eprintln!("deleting what run {run_id} created ({RUN_LABEL}={run_id})");
+    let work = async {
+        let mut total = cluster::Deleted::default();
+        let passes = if interrupted { 2 } else { 1 };
+        for pass in 0..passes {
+            if pass > 0 {
+                tokio::time::sleep(LATE_WRITES).await;
+            }
+            let d = cluster::delete_run(client, Some(run_id)).await?;
+            total.namespaces += d.namespaces;
+            total.cluster_queues += d.cluster_queues;
+            total.flavors += d.flavors;
+        }
+        anyhow::Ok(total)
+    };
     tokio::select! {
-        r = cluster::delete_run(client, Some(run_id)) => match r {
+        r = work => match r {
             Ok(d) => eprintln!(
                 "deleted {} namespace(s), {} cluster queue(s), {} resource flavor(s)",
                 d.namespaces, d.cluster_queues, d.flavors
             ),
             Err(e) => eprintln!("warning: {e:#}"),
         },
-        _ = tokio::signal::ctrl_c() => eprintln!(
-            "interrupted again: objects may be left; `sluice bench cleanup --run-id {run_id}` deletes them"
+        stop = super::stop_signal() => eprintln!(
+            "{} again: objects may be left; `sluice bench cleanup --run-id {run_id}` deletes them",
+            stop.describe()
         ),
     }
 }
@@ -634,19 +655,21 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
     let client = super::client().await?;
     cluster::ensure_fresh(&client, &run_id).await?;
     let outcome = tokio::select! {
-        r = execute(&client, &plan, &opts) => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
+        r = execute(&client, &plan, &opts) => Ok(r),
+        stop = super::stop_signal() => Err(stop),
     };
-    if outcome.is_none() {
-        eprintln!("\ninterrupted");
+    if let Err(stop) = outcome {
+        eprintln!("\n{}", stop.describe());
     }
     if keep {
         eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
     } else {
-        cleanup_or_exit(&client, &run_id).await;
+        // Stopped or failed midway, writes may have been in flight.
+        cleanup_or_exit(&client, &run_id, !matches!(outcome, Ok(Ok(_)))).await;
     }
-    let Some(result) = outcome else {
-        return Ok(ExitCode::from(130));
+    let result = match outcome {
+        Ok(result) => result,
+        Err(stop) => return Ok(stop.exit_code()),
     };
     let report = result?;
     let text = if json {
