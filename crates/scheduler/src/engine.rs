@@ -936,7 +936,17 @@ impl Engine {
             done.extend(members.iter().copied());
             self.schedule_domain(&members, now, &mut out);
         }
-        out.evicted.append(&mut self.buffered_evictions);
+        // Evictions decided outside a cycle (drains), unless the workload
+        // finished, was removed or completed its eviction meanwhile.
+        for ev in std::mem::take(&mut self.buffered_evictions) {
+            let still = self
+                .by_uid
+                .get(&ev.uid)
+                .is_some_and(|&id| matches!(self.wl(id).state, State::Evicting(_)));
+            if still {
+                out.evicted.push(ev);
+            }
+        }
         for id in std::mem::take(&mut self.buffered_notes) {
             if let Some(Some(wl)) = self.wls.get(id)
                 && let Some(e) = &wl.explanation

@@ -41,6 +41,8 @@ enum Op {
     Evict(u16),
     Remove(u16),
     Tick(Millis),
+    /// Sets a ClusterQueue's stop policy.
+    Stop(u8, StopPolicy),
 }
 
 fn queue_gen() -> impl Strategy<Value = QueueGen> {
@@ -91,6 +93,15 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(Op::Evict),
         1 => any::<u16>().prop_map(Op::Remove),
         1 => (1i64..8).prop_map(Op::Tick),
+        1 => (
+            0..queues,
+            prop_oneof![
+                4 => Just(StopPolicy::None),
+                1 => Just(StopPolicy::Hold),
+                1 => Just(StopPolicy::HoldAndDrain)
+            ]
+        )
+            .prop_map(|(q, p)| Op::Stop(q, p)),
     ]
 }
 
@@ -180,6 +191,8 @@ struct Run {
     evicting: BTreeSet<String>,
     /// The last explanation reported for each workload.
     reported: HashMap<String, Explanation>,
+    /// Each queue's stop policy.
+    stops: Vec<StopPolicy>,
 }
 
 impl Run {
@@ -210,6 +223,7 @@ impl Run {
             holding: HashMap::new(),
             evicting: BTreeSet::new(),
             reported: HashMap::new(),
+            stops: vec![StopPolicy::None; queues.len()],
         }
     }
 
@@ -333,6 +347,22 @@ impl Run {
                 }
             }
             Op::Tick(dt) => self.now += dt,
+            Op::Stop(q, policy) => {
+                let q = q as usize;
+                self.stops[q] = policy;
+                let mut spec = cq_spec(q, &self.queues[q]);
+                spec.stop_policy = policy;
+                self.engine.upsert_cluster_queue(spec);
+                self.log.push(format!("stop q{q} {policy:?}"));
+                if policy == StopPolicy::HoldAndDrain {
+                    // Drained at once; reported by the next cycle.
+                    for (uid, (hq, _)) in &self.holding {
+                        if *hq == q {
+                            self.evicting.insert(uid.clone());
+                        }
+                    }
+                }
+            }
         }
         self.engine.check_consistency().map_err(TestCaseError::fail)?;
         self.check_quota()
@@ -345,6 +375,12 @@ impl Run {
             prop_assert!(!self.holding.contains_key(&uid), "{} admitted twice", uid);
             let k = self.known.get_mut(&uid).expect("admitted a known workload");
             prop_assert_eq!(&*a.cluster_queue, format!("q{}", k.queue));
+            prop_assert_eq!(
+                self.stops[k.queue],
+                StopPolicy::None,
+                "{} admitted into a held queue",
+                uid
+            );
             prop_assert_eq!(a.pod_sets.len(), k.pod_sets, "gang: every pod set admitted");
             let mut usage: BTreeMap<(String, String), Amount> = BTreeMap::new();
             let mut by_resource: BTreeMap<String, Amount> = BTreeMap::new();
@@ -420,7 +456,17 @@ impl Run {
             self.evicting.insert(p.victim.to_string());
             self.log.push(format!("preempt {} for {}", p.victim, p.preemptor));
         }
-        prop_assert!(c.evicted.is_empty(), "no stop policies in this test");
+        // Only HoldAndDrain evicts, and only what its queue admitted.
+        for ev in &c.evicted {
+            let uid = ev.uid.to_string();
+            let q = self.known[&uid].queue;
+            prop_assert!(
+                self.holding.contains_key(&uid) && self.evicting.contains(&uid),
+                "{} reported evicted but not drained by a HoldAndDrain",
+                uid
+            );
+            self.log.push(format!("evict {uid} from q{q}"));
+        }
         for (uid, e) in &c.pending_changed {
             self.log.push(format!("pending {uid} {e}"));
             self.reported.insert(uid.to_string(), Explanation::clone(e));
@@ -568,7 +614,12 @@ proptest! {
                     prop_assert!(
                         matches!(
                             reason,
-                            Some(PendingReason::NeverFits | PendingReason::ResourceNotCovered { .. } | PendingReason::BlockedByHead)
+                            Some(
+                                PendingReason::NeverFits
+                                    | PendingReason::ResourceNotCovered { .. }
+                                    | PendingReason::BlockedByHead
+                                    | PendingReason::Held { .. }
+                            )
                         ),
                         "{} waits in an empty cluster: {:?}",
                         uid,

@@ -941,6 +941,27 @@ fn hold_and_drain_evicts_what_the_queue_admitted() {
 }
 
 #[test]
+fn a_drained_workload_that_finishes_before_the_next_cycle_is_not_reported_evicted() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)])]);
+    w.add(wl("running").queue("a").pods(1, &[(GPU, 2)]));
+    w.add(wl("removed").queue("a").pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(0)).len(), 2);
+    w.e.upsert_cluster_queue(
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .stop(StopPolicy::HoldAndDrain)
+            .build(),
+    );
+    // Both are being evicted; one finishes, the other is deleted, before
+    // the cycle that would report them.
+    w.e.finish("running").unwrap();
+    w.e.remove_workload("removed").unwrap();
+    let c = w.cycle(1);
+    assert!(c.evicted.is_empty(), "{:?}", c.evicted);
+    assert_eq!(w.used("a", "a100", GPU), 0);
+}
+
+#[test]
 fn a_stopped_local_queue_holds_only_its_own_workloads() {
     let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)])]);
     w.e.upsert_local_queue(LocalQueueSpec {
