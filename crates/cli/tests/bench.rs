@@ -780,3 +780,29 @@ async fn the_harness_writes_under_its_own_rate_limit() {
         );
     }
 }
+
+#[tokio::test]
+async fn namespaces_of_earlier_runs_still_terminating_are_named() {
+    let (client, state) = fake(false);
+    {
+        let mut s = state.lock().expect("state");
+        for (run, ns) in [("sb-old", "sb-old-team-a"), ("sb-live", "sb-live-team-a")] {
+            s.apply(&format!("/api/v1/namespaces/{ns}"), cluster::namespace_object(run, ns));
+        }
+        let old = s.objects.get_mut("/api/v1/namespaces/sb-old-team-a").expect("stored");
+        old["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+    }
+    let names = cluster::terminating_namespaces(&client).await.expect("listed");
+    assert_eq!(names, vec!["sb-old-team-a".to_string()]);
+    let s = state.lock().expect("state");
+    let list = s.seen.last().expect("a request");
+    assert_eq!(
+        (list.method.as_str(), list.path.as_str()),
+        ("GET", "/api/v1/namespaces")
+    );
+    assert!(
+        list.query.contains("labelSelector=sluice.dev%2Fbench-run"),
+        "{}",
+        list.query
+    );
+}

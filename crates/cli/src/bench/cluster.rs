@@ -282,6 +282,21 @@ pub async fn ensure_fresh(client: &Client, run_id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Namespaces of any bench run that are being deleted (their Workloads
+/// still going).
+pub async fn terminating_namespaces(client: &Client) -> Result<Vec<String>> {
+    let lp = ListParams::default().labels(&selector(None));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    Ok(retry(|| call(namespaces.list_metadata(&lp)))
+        .await
+        .context("listing the namespaces of earlier bench runs")?
+        .items
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_some())
+        .filter_map(|o| o.metadata.name)
+        .collect())
+}
+
 /// What [`delete_run`] deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Deleted {

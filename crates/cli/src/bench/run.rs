@@ -616,8 +616,20 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let plan = plan::build(&run_id, &loaded, &manifests, scale)
-        .map_err(|errors| anyhow!("the scenario cannot be run as {run_id}:\n  {}", errors.join("\n  ")))?;
+    let plan = match plan::build(&run_id, &loaded, &manifests, scale) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            eprintln!(
+                "{} error(s): {} cannot be run as {run_id}; nothing was run.",
+                errors.len(),
+                source.file
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
     if plan.workloads.is_empty() {
         bail!("{}: the scenario has no workloads", source.file);
     }
@@ -654,6 +666,16 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
     }
     let client = super::client().await?;
     cluster::ensure_fresh(&client, &run_id).await?;
+    match cluster::terminating_namespaces(&client).await {
+        Ok(names) if !names.is_empty() => eprintln!(
+            "warning: {} namespace(s) of earlier bench runs are still being deleted ({}{}): deleting their Workloads loads the API server and the controller during this run; for figures to compare, wait until they are gone",
+            names.len(),
+            names.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if names.len() > 3 { ", …" } else { "" }
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: {e:#}"),
+    }
     let outcome = tokio::select! {
         r = execute(&client, &plan, &opts) => Ok(r),
         stop = super::stop_signal() => Err(stop),
@@ -712,6 +734,39 @@ mod tests {
         .expect("a Workload");
         let obs = track::observe(&wl).expect("readable");
         assert!(obs.finished && obs.holding.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_scenario_that_cannot_be_planned_exits_2_before_any_call() {
+        // A LocalQueue namespace of 58 characters: with the run id in front
+        // it is no DNS label. Refused with the scenario errors' exit status,
+        // before a kubeconfig is even read.
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: RunArgs,
+        }
+        let ns = "n".repeat(58);
+        let scenario = format!(
+            "apiVersion: sluice.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {{name: default}}\nspec: {{}}\n---\n\
+             apiVersion: sluice.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec: {{resourceGroups: [{{coveredResources: [cpu], flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 2}}]}}]}}]}}\n---\n\
+             apiVersion: sluice.dev/v1alpha1\nkind: LocalQueue\nmetadata: {{name: lq, namespace: {ns}}}\nspec: {{clusterQueue: cq}}\n---\n\
+             apiVersion: sluice.dev/v1alpha1\nkind: Trace\nmetadata: {{name: t}}\nspec:\n  generators:\n  - {{class: c, count: 1, interval: 1s, duration: 1s, requests: {{cpu: 1}}, queues: [{ns}/lq]}}\n"
+        );
+        let path = std::env::temp_dir().join(format!("sluice-bench-plan-{}.yaml", std::process::id()));
+        std::fs::write(&path, scenario).expect("written");
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "run",
+            "--scenario",
+            path.to_str().expect("a path"),
+            "--run-id",
+            "sb-long",
+            "--quiet",
+        ])
+        .expect("arguments");
+        let code = command(cli.args).await.expect("refused, not failed");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(code, ExitCode::from(2));
     }
 
     #[test]
