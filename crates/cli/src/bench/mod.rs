@@ -302,7 +302,10 @@ mod tests {
             .await
             .expect("the signal is seen");
         assert_eq!(got, Stop::Terminate);
-        assert_eq!((got.describe(), Stop::Interrupt.describe()), ("terminated", "interrupted"));
+        assert_eq!(
+            (got.describe(), Stop::Interrupt.describe()),
+            ("terminated", "interrupted")
+        );
     }
 
     #[test]
