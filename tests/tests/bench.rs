@@ -42,6 +42,21 @@ async fn bench(args: Vec<String>) -> Result<Output> {
     .await?
 }
 
+/// Whatever the test's outcome: `sluice bench cleanup --run-id` (a run
+/// that failed or was killed midway may have left objects; after a clean
+/// run this deletes nothing).
+async fn cleanup_run(run_id: &str) {
+    let args = ["cleanup", "--run-id", run_id].map(String::from).to_vec();
+    match bench(args).await {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => eprintln!(
+            "e2e: `sluice bench cleanup --run-id {run_id}` exited {:?}",
+            out.status.code()
+        ),
+        Err(e) => eprintln!("e2e: `sluice bench cleanup --run-id {run_id}`: {e:#}"),
+    }
+}
+
 /// Nothing labelled with the run is left but namespaces already terminating.
 async fn nothing_left(c: &Cluster, run_id: &str) -> Result<()> {
     let lp = ListParams::default().labels(&format!("sluice.dev/bench-run={run_id}"));
@@ -64,11 +79,11 @@ async fn nothing_left(c: &Cluster, run_id: &str) -> Result<()> {
 #[ignore = "needs SLUICE_E2E_KUBECONFIG"]
 async fn kueue_baseline_at_2_percent_is_admitted_and_finished_within_quota() -> Result<()> {
     let mut c = Cluster::start().await?;
+    let run_id = format!("e2e-{}", c.suffix);
     let result = async {
         // As Kueue's harness runs its controller.
         let i = c.start_controller(&["--kube-qps", "50", "--kube-burst", "100"]).await?;
         let (pid, port) = (c.controllers[i].child.id(), c.controllers[i].metrics_port);
-        let run_id = format!("e2e-{}", c.suffix);
         let out = bench(
             [
                 "run",
@@ -132,9 +147,11 @@ async fn kueue_baseline_at_2_percent_is_admitted_and_finished_within_quota() -> 
             "floor measured"
         );
         ensure!(report["vsFloor"]["mean"].as_f64().is_some());
+        ensure_eq!(report["createWriteErrors"], 0, "{report:#}");
         nothing_left(&c, &run_id).await
     }
     .await;
+    cleanup_run(&run_id).await;
     c.cleanup().await?;
     result
 }
@@ -143,8 +160,8 @@ async fn kueue_baseline_at_2_percent_is_admitted_and_finished_within_quota() -> 
 #[ignore = "needs SLUICE_E2E_KUBECONFIG"]
 async fn the_floor_patches_every_workload_once() -> Result<()> {
     let mut c = Cluster::start().await?;
+    let run_id = format!("e2f-{}", c.suffix);
     let result = async {
-        let run_id = format!("e2f-{}", c.suffix);
         let out = bench(
             [
                 "floor",
@@ -174,6 +191,7 @@ async fn the_floor_patches_every_workload_once() -> Result<()> {
         nothing_left(&c, &run_id).await
     }
     .await;
+    cleanup_run(&run_id).await;
     c.cleanup().await?;
     result
 }
