@@ -217,6 +217,9 @@ pub struct WorkloadRecord {
     pub created_at: Option<Ms>,
     /// First sight of `Admitted=True`.
     pub first_admitted_at: Option<Ms>,
+    /// Start of its latest admission (re-admissions after preemption
+    /// included): the one it finished in, once finished.
+    pub last_admitted_at: Option<Ms>,
     /// First sight of `Finished=True`.
     pub finished_at: Option<Ms>,
     /// Times it started running (re-admissions after preemption included).
@@ -230,8 +233,17 @@ pub struct WorkloadRecord {
 }
 
 impl WorkloadRecord {
-    /// From creation to first admission.
+    /// From creation to its latest admission — for a finished workload the
+    /// admission it ran to completion in. This is Kueue's figure: its
+    /// runner's recorder sets `TimeToAdmitMs` again at every transition of
+    /// `Admitted` to true, so a preempted and re-admitted workload counts
+    /// until its last admission.
     pub fn time_to_admission(&self) -> Option<Ms> {
+        Some((self.last_admitted_at? - self.created_at?).max(0))
+    }
+
+    /// From creation to its first admission.
+    pub fn time_to_first_admission(&self) -> Option<Ms> {
         Some((self.first_admitted_at? - self.created_at?).max(0))
     }
 }
@@ -385,6 +397,7 @@ impl Tracker {
         let running = obs.running();
         if running && !r.running {
             r.admissions += 1;
+            r.last_admitted_at = Some(at);
             self.admissions.push(at);
             finish = Some(FinishAt {
                 index,
@@ -397,6 +410,7 @@ impl Tracker {
             // missed the moment, e.g. across a relist): the first sight is
             // the best bound there is.
             r.first_admitted_at = Some(at);
+            r.last_admitted_at.get_or_insert(at);
             if r.admissions == 0 {
                 r.admissions = 1;
                 self.admissions.push(at);
@@ -696,8 +710,10 @@ mod tests {
         assert!(t.done());
         let c = t.close(600);
         let r = &c.records[0];
-        // Time to admission: first admission − creation = 50 − 10 = 40 ms.
-        assert_eq!(r.time_to_admission(), Some(40));
+        // Time to admission (Kueue's): the admission it finished in −
+        // creation = 300 − 10 = 290 ms; to its first admission 50 − 10 = 40.
+        assert_eq!(r.time_to_admission(), Some(290));
+        assert_eq!(r.time_to_first_admission(), Some(40));
         assert_eq!((r.admissions, r.evictions, r.finished_at), (2, 1, Some(510)));
         assert_eq!(c.admissions, vec![50, 300]);
     }
@@ -722,6 +738,7 @@ mod tests {
         assert_eq!(t.observe(0, 900, finished()), None);
         let c = t.close(900);
         assert_eq!(c.records[0].first_admitted_at, Some(900));
+        assert_eq!(c.records[0].time_to_admission(), Some(800));
         assert_eq!(c.records[0].admissions, 1);
         assert_eq!(c.admissions, vec![900]);
     }
