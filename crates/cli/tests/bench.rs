@@ -101,6 +101,11 @@ struct State {
     hold_watches: bool,
     /// The next watch answer is 410 Gone.
     gone: bool,
+    /// Requests seen when the 410 was sent, when the list after it was
+    /// asked for, and when it was answered (1.5 s later).
+    gone_sent_at: Option<usize>,
+    relist_asked_at: Option<usize>,
+    relisted_at: Option<usize>,
     /// Workload creations (by path) still to fail with a 500.
     failing_creates: BTreeMap<String, u32>,
     /// When each harness write of a run Workload (not the floor's) came.
@@ -168,6 +173,7 @@ impl State {
     fn answer_watch(&mut self, from: u64, send: Respond) {
         if self.gone {
             self.gone = false;
+            self.gone_sent_at = Some(self.seen.len());
             let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}});
             send.send_response(
                 Response::builder()
@@ -459,6 +465,20 @@ async fn serve(mut handle: Handle, state: Arc<Mutex<State>>) {
                         };
                         items.sort_by_key(|o| std::cmp::Reverse(rv(o)));
                         let list = json!({"apiVersion": "v1", "kind": "WorkloadList", "metadata": {"resourceVersion": s.rv.to_string()}, "items": items});
+                        if s.gone_sent_at.is_some() && s.relist_asked_at.is_none() {
+                            // The list after the 410 takes a while (as a
+                            // big one does): the harness is without a watch
+                            // meanwhile.
+                            s.relist_asked_at = Some(s.seen.len());
+                            let state = state.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(Duration::from_millis(1_500)).await;
+                                let mut s = state.lock().expect("state");
+                                s.relisted_at = Some(s.seen.len());
+                                reply(send, 200, &list);
+                            });
+                            continue;
+                        }
                         reply(send, 200, &list);
                         continue;
                     }
@@ -513,7 +533,11 @@ fn fake_with(state: State) -> (Client, Arc<Mutex<State>>) {
 }
 
 fn plan(run_id: &str) -> Plan {
-    let (s, m) = load_with("fake.yaml", SCENARIO, &LoadOptions::default()).expect("the scenario loads");
+    plan_of(run_id, SCENARIO)
+}
+
+fn plan_of(run_id: &str, scenario: &str) -> Plan {
+    let (s, m) = load_with("fake.yaml", scenario, &LoadOptions::default()).expect("the scenario loads");
     plan::build(run_id, &s, &m, 1.0).expect("plans")
 }
 
@@ -711,11 +735,16 @@ async fn a_relist_of_the_watch_shows_no_violation_that_never_happened() {
     // the newly admitted before the finished one. Taken one by one that
     // would count both for a moment, over quota; as the one moment the list
     // is, the quota held.
-    let (client, _state) = fake_with(State {
+    let (client, state) = fake_with(State {
         relist_once: true,
         ..State::default()
     });
-    let plan = plan("sb-relist");
+    // The large ones run 2 s: the first one's time is up while the watch
+    // is away (the relist is asked for 0.8 to 1.6 s after the 410, the
+    // watcher's backoff, and answered 1.5 s later).
+    let scenario = SCENARIO.replace("duration: 60ms", "duration: 2000ms");
+    assert_ne!(scenario, SCENARIO);
+    let plan = plan_of("sb-relist", &scenario);
     let report = tokio::time::timeout(Duration::from_secs(60), execute(&client, &plan, &options(false)))
         .await
         .expect("the run ends")
@@ -724,6 +753,19 @@ async fn a_relist_of_the_watch_shows_no_violation_that_never_happened() {
     assert_eq!(report.watch_restarts, 1, "the watch listed again once");
     assert_eq!(report.workloads.finished, 18);
     assert!(report.quota_violations.is_empty(), "{:#?}", report.quota_violations);
+    // While the watch listed again, nothing was marked Finished on what it
+    // had seen before (a workload preempted meanwhile would have been).
+    let s = state.lock().expect("state");
+    let (from, to) = (
+        s.relist_asked_at.expect("listed again"),
+        s.relisted_at.expect("answered"),
+    );
+    let marks: Vec<&str> = s.seen[from..to]
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/status"))
+        .map(|r| r.path.as_str())
+        .collect();
+    assert!(marks.is_empty(), "Finished marks during the relist: {marks:?}");
 }
 
 #[tokio::test]

@@ -382,9 +382,11 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
                 let _ = tx.send(Msg::Created { index, at, result });
             });
         }
-        // Finished marks due.
-        let mut finishes_blocked = false;
-        while let Some(&Reverse((at, index, epoch))) = timers.peek() {
+        // Finished marks due; none while the watch lists again (whether a
+        // workload still runs in the admission its timer is for is known
+        // once the list is in).
+        let mut finishes_blocked = relist.is_some();
+        while !finishes_blocked && let Some(&Reverse((at, index, epoch))) = timers.peek() {
             if at > now_ms {
                 break;
             }
