@@ -859,6 +859,22 @@ impl Index {
             {
                 let _ = self.engine.finish(&uid);
                 self.evicting.remove(&uid);
+                // `status.state` (a printer column) follows: Finished.
+                let e = self.workloads.get_mut(key).expect("present");
+                let state = e.status.derive_state(e.active);
+                if e.status.state != Some(state) {
+                    e.status.state = Some(state);
+                    let status = e.status.clone();
+                    let seq = e.next_seq();
+                    self.plans.push(Plan {
+                        purpose: Purpose::Finish { uid: uid.clone() },
+                        steps: vec![Step::ApplyWorkloadStatus {
+                            key: key.clone(),
+                            status: Box::new(status),
+                            seq,
+                        }],
+                    });
+                }
             } else if finished {
                 let _ = self.engine.remove_workload(&uid);
                 self.workloads.get_mut(key).expect("present").in_engine = false;

@@ -1364,9 +1364,31 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     let j = mk_job("tool", "team-a", 1, 1);
     let mut wl = orphaned(stored_workload(&j, 0, 0));
     wl.metadata.labels.as_mut().unwrap().remove(job::JOB_UID_LABEL);
-    ix.apply_workload(wl, T0);
+    ix.apply_workload(wl.clone(), T0);
     assert!(ix.take_plans().is_empty());
-    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    // Its owner marks it finished: the quota is released and the state
+    // (a printer column) follows in one status write.
+    let mut st = status_step(&plans[0]).clone();
+    set_condition(
+        &mut st.conditions,
+        cond::FINISHED,
+        "True",
+        "Succeeded",
+        "done",
+        T0 + 1,
+        Some(1),
+    );
+    wl.status = Some(st);
+    ix.apply_workload(wl, T0 + 1);
+    assert_eq!(ix.engine().workload_state("wl-uid-tool"), Some(WorkloadState::Finished));
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(
+        status_step(&plans[0]).state,
+        Some(sluice_api::v1alpha1::WorkloadState::Finished)
+    );
 }
 
 #[test]
