@@ -142,6 +142,21 @@ pub async fn apply_status(api: &Api<DynamicObject>, name: &str, body: &Value) ->
 }
 
 /// The run's Namespace object.
+/// A server-side apply of one Workload status condition (the harness's
+/// field manager owns only that list entry: conditions are keyed by type).
+pub fn condition_apply_body(
+    namespace: &str,
+    name: &str,
+    condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+) -> Value {
+    serde_json::json!({
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"conditions": [condition]},
+    })
+}
+
 pub fn namespace_object(run_id: &str, name: &str) -> Value {
     json!({
         "apiVersion": "v1",

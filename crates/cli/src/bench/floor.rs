@@ -25,14 +25,14 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::v1alpha1::Workload;
 use tokio::sync::Mutex;
 
 use super::cluster::{self, CallError};
 use super::plan::{self, PlannedWorkload};
 use super::report::{self, FloorReport};
-use super::{FloorArgs, print};
+use super::{FloorArgs, OutputArgs, print};
 use crate::simulate::trace::TracePodSet;
 use sluice_controller::limit::Limiter;
 
@@ -89,12 +89,7 @@ pub fn patch_body(namespace: &str, name: &str, n: usize, generation: Option<i64>
         last_transition_time: Time(now),
         observed_generation: generation,
     };
-    json!({
-        "apiVersion": "sluice.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "status": {"conditions": [condition]},
-    })
+    cluster::condition_apply_body(namespace, name, condition)
 }
 
 /// Creates the floor Workloads, patches each once, and deletes the
@@ -243,10 +238,12 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
         count,
         concurrency,
         limits,
-        run_id,
-        keep,
-        json,
-        quiet,
+        output: OutputArgs {
+            run_id,
+            keep,
+            json,
+            quiet,
+        },
     } = args;
     let run_id = match run_id {
         Some(id) => {

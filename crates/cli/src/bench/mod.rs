@@ -117,18 +117,8 @@ pub struct RunArgs {
     /// controller has seen every queue.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub settle: Duration,
-    /// Names and label value of this run (default: sb-<random hex>).
-    #[arg(long, value_name = "ID")]
-    pub run_id: Option<String>,
-    /// Leave the objects in the cluster (delete them later with `sluice bench cleanup`).
-    #[arg(long)]
-    pub keep: bool,
-    /// Print the figures as JSON on stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress line on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Arguments of `sluice bench floor`.
@@ -143,10 +133,18 @@ pub struct FloorArgs {
     pub concurrency: u32,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Run id, cleanup and output flags of `sluice bench run` and `floor`.
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
     /// Names and label value of this run (default: sb-<random hex>).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
-    /// Leave the namespace and its Workloads in the cluster.
+    /// Leave what the run created in the cluster (delete it later with
+    /// `sluice bench cleanup`).
     #[arg(long)]
     pub keep: bool,
     /// Print the figures as JSON on stdout instead of the table.

@@ -35,7 +35,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt as _, watcher};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::v1alpha1::Workload;
 use sluice_api::v1alpha1::conditions as cond;
 use tokio::sync::{Semaphore, mpsc};
@@ -47,7 +47,7 @@ use super::plan::{self, Plan, RUN_LABEL};
 use super::report::{self, Extras, RunReport};
 use super::scrape::{self, HttpUrl};
 use super::track::{self, Ms, Observation, Tracker};
-use super::{EXIT_INCOMPLETE, RunArgs, print};
+use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
 use crate::simulate::scenario::{LoadOptions, load_with};
 use crate::simulate::units::format_duration;
 use sluice_controller::limit::Limiter;
@@ -93,12 +93,7 @@ pub fn finish_body(namespace: &str, name: &str, generation: Option<i64>, runtime
         last_transition_time: Time(now),
         observed_generation: generation,
     };
-    json!({
-        "apiVersion": "sluice.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "status": {"conditions": [condition]},
-    })
+    cluster::condition_apply_body(namespace, name, condition)
 }
 
 enum WatchMsg {
@@ -581,10 +576,12 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         harness_qps,
         harness_burst,
         settle,
-        run_id,
-        keep,
-        json,
-        quiet,
+        output: OutputArgs {
+            run_id,
+            keep,
+            json,
+            quiet,
+        },
     } = args;
     if concurrency == 0 {
         bail!("--concurrency must be at least 1");
@@ -712,6 +709,7 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_finished_mark_is_a_job_completion() {
