@@ -38,6 +38,8 @@ enum Op {
     Cycle,
     Finish(u16),
     CompleteEviction(u16),
+    /// Eviction completed with a requeue backoff of this many ms.
+    CompleteEvictionWithBackoff(u16, Millis),
     Evict(u16),
     Remove(u16),
     Tick(Millis),
@@ -90,6 +92,7 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
         4 => Just(Op::Cycle),
         2 => any::<u16>().prop_map(Op::Finish),
         2 => any::<u16>().prop_map(Op::CompleteEviction),
+        1 => (any::<u16>(), 1i64..40).prop_map(|(i, d)| Op::CompleteEvictionWithBackoff(i, d)),
         1 => any::<u16>().prop_map(Op::Evict),
         1 => any::<u16>().prop_map(Op::Remove),
         1 => (1i64..8).prop_map(Op::Tick),
@@ -172,6 +175,8 @@ struct Known {
     total: BTreeMap<String, Amount>,
     pod_sets: usize,
     admitted_at: Option<Millis>,
+    /// Requeue backoff: not admitted before this time.
+    not_before: Millis,
 }
 
 /// Usage by (flavor, resource).
@@ -286,6 +291,7 @@ impl Run {
                         total,
                         pod_sets: 1 + second_pod_set as usize,
                         admitted_at: None,
+                        not_before: 0,
                     },
                 );
                 self.uids.push(uid);
@@ -321,6 +327,29 @@ impl Run {
                         self.evicting.remove(&uid);
                         self.known.get_mut(&uid).unwrap().ts = self.now;
                         self.known.get_mut(&uid).unwrap().admitted_at = None;
+                    }
+                }
+            }
+            Op::CompleteEvictionWithBackoff(i, delay) => {
+                if let Some(uid) = self.pick(i) {
+                    let until = self.now + delay;
+                    let ok = self
+                        .engine
+                        .eviction_complete_with_backoff(&uid, self.now, Some(until))
+                        .is_ok();
+                    prop_assert_eq!(
+                        ok,
+                        self.evicting.contains(&uid),
+                        "eviction_complete({}) iff evicting",
+                        uid
+                    );
+                    if ok {
+                        self.holding.remove(&uid);
+                        self.evicting.remove(&uid);
+                        let k = self.known.get_mut(&uid).unwrap();
+                        k.ts = self.now;
+                        k.admitted_at = None;
+                        k.not_before = until;
                     }
                 }
             }
@@ -380,6 +409,12 @@ impl Run {
                 StopPolicy::None,
                 "{} admitted into a held queue",
                 uid
+            );
+            prop_assert!(
+                self.now >= k.not_before,
+                "{} admitted during its backoff (until {})",
+                uid,
+                k.not_before
             );
             prop_assert_eq!(a.pod_sets.len(), k.pod_sets, "gang: every pod set admitted");
             let mut usage: BTreeMap<(String, String), Amount> = BTreeMap::new();
@@ -514,7 +549,8 @@ impl Run {
             self.cycle()?;
             self.engine.check_consistency().map_err(TestCaseError::fail)?;
             self.check_quota()?;
-            if self.holding.is_empty() && self.evicting.is_empty() {
+            let backing_off = self.known.values().any(|k| k.not_before > self.now);
+            if self.holding.is_empty() && self.evicting.is_empty() && !backing_off {
                 break;
             }
         }
