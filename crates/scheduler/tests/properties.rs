@@ -45,6 +45,10 @@ enum Op {
     Tick(Millis),
     /// Sets a ClusterQueue's stop policy.
     Stop(u8, StopPolicy),
+    /// A controller restart: a new engine rebuilt from what is known
+    /// (admitted workloads restored with their assignments, evictions
+    /// under way evicted again, the rest added as pending).
+    Restart,
 }
 
 fn queue_gen() -> impl Strategy<Value = QueueGen> {
@@ -105,6 +109,7 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
             ]
         )
             .prop_map(|(q, p)| Op::Stop(q, p)),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -177,6 +182,8 @@ struct Known {
     admitted_at: Option<Millis>,
     /// Requeue backoff: not admitted before this time.
     not_before: Millis,
+    /// As added (queue-order time updated on requeue).
+    spec: WorkloadSpec,
 }
 
 /// Usage by (flavor, resource).
@@ -193,6 +200,8 @@ struct Run {
     log: Vec<String>,
     /// Admitted and not since released: uid -> (queue, usage by (flavor, resource)).
     holding: HashMap<String, (usize, Usage)>,
+    /// The admission of each holder, as the engine reported it.
+    assignments: HashMap<String, Vec<PodSetAssignment>>,
     evicting: BTreeSet<String>,
     /// The last explanation reported for each workload.
     reported: HashMap<String, Explanation>,
@@ -226,6 +235,7 @@ impl Run {
             next: 0,
             log: Vec::new(),
             holding: HashMap::new(),
+            assignments: HashMap::new(),
             evicting: BTreeSet::new(),
             reported: HashMap::new(),
             stops: vec![StopPolicy::None; queues.len()],
@@ -280,7 +290,7 @@ impl Run {
                     pod_sets,
                 };
                 self.engine
-                    .add_workload(spec)
+                    .add_workload(spec.clone())
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 self.known.insert(
                     uid.clone(),
@@ -292,6 +302,7 @@ impl Run {
                         pod_sets: 1 + second_pod_set as usize,
                         admitted_at: None,
                         not_before: 0,
+                        spec,
                     },
                 );
                 self.uids.push(uid);
@@ -376,6 +387,14 @@ impl Run {
                 }
             }
             Op::Tick(dt) => self.now += dt,
+            Op::Restart => {
+                // Backoffs live in Workload statuses the engine is not given
+                // back here: restart only when none runs.
+                if self.known.values().all(|k| k.not_before <= self.now) {
+                    self.restart()?;
+                    self.log.push("restart".into());
+                }
+            }
             Op::Stop(q, policy) => {
                 let q = q as usize;
                 self.stops[q] = policy;
@@ -395,6 +414,47 @@ impl Run {
         }
         self.engine.check_consistency().map_err(TestCaseError::fail)?;
         self.check_quota()
+    }
+
+    fn restart(&mut self) -> Result<(), TestCaseError> {
+        let mut engine = Engine::new();
+        for f in FLAVORS {
+            engine.upsert_flavor(FlavorSpec {
+                name: f.into(),
+                ..Default::default()
+            });
+        }
+        for (i, g) in self.queues.iter().enumerate() {
+            let mut spec = cq_spec(i, g);
+            spec.stop_policy = self.stops[i];
+            engine.upsert_cluster_queue(spec);
+            engine.upsert_local_queue(LocalQueueSpec {
+                key: format!("ns/q{i}"),
+                cluster_queue: format!("q{i}"),
+                ..Default::default()
+            });
+        }
+        let fail = |e: EngineError| TestCaseError::fail(e.to_string());
+        for uid in &self.uids {
+            let k = &self.known[uid];
+            let mut spec = k.spec.clone();
+            spec.queue_order_time = k.ts;
+            match self.holding.get(uid) {
+                Some((q, _)) => {
+                    let at = k.admitted_at.expect("a holder was admitted");
+                    engine
+                        .restore_admitted(spec, &format!("q{q}"), &self.assignments[uid], at)
+                        .map_err(fail)?;
+                    if self.evicting.contains(uid) {
+                        engine.evict(uid).map_err(fail)?;
+                    }
+                }
+                None => engine.add_workload(spec).map_err(fail)?,
+            }
+        }
+        self.engine = engine;
+        self.reported.clear();
+        Ok(())
     }
 
     fn cycle(&mut self) -> Result<(), TestCaseError> {
@@ -434,6 +494,7 @@ impl Run {
             prop_assert_eq!(by_resource, expected, "gang: the whole request is admitted");
             k.admitted_at = Some(self.now);
             self.holding.insert(uid.clone(), (k.queue, usage));
+            self.assignments.insert(uid.clone(), a.pod_sets.to_vec());
             self.log.push(format!("admit {uid} {:?}", a.pod_sets));
         }
         for p in &c.preempted {
