@@ -963,9 +963,19 @@ impl Index {
             return;
         } else if e.active {
             self.not_selected.remove(key);
-            self.engine
-                .add_workload(spec.clone())
-                .map_err(|err| ("InvalidWorkload", err.to_string()))
+            // A requeue backoff still running (found after a restart) is kept.
+            let backoff = e
+                .status
+                .requeue_state
+                .as_ref()
+                .and_then(|r| r.requeue_at.as_ref())
+                .map(ms)
+                .filter(|t| *t > now_ms);
+            match backoff {
+                Some(t) => self.engine.add_workload_backing_off(spec.clone(), t),
+                None => self.engine.add_workload(spec.clone()),
+            }
+            .map_err(|err| ("InvalidWorkload", err.to_string()))
         } else {
             return;
         };

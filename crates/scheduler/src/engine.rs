@@ -649,6 +649,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Adds a pending workload whose requeue backoff runs until `not_before`
+    /// (a controller rebuilding its ledger after a restart finds it in the
+    /// Workload's status): it joins its queue when the backoff ends, as if
+    /// [`Engine::eviction_complete_with_backoff`] had put it there.
+    pub fn add_workload_backing_off(&mut self, spec: WorkloadSpec, not_before: Millis) -> Result<(), EngineError> {
+        let id = self.insert_workload(spec)?;
+        let wl = self.wl_mut(id);
+        wl.state = State::Backoff(not_before);
+        wl.explanation = None;
+        self.timers.insert((not_before, Timer::Backoff(id)));
+        self.note(id, Explanation::new(PendingReason::Backoff { until: not_before }));
+        Ok(())
+    }
+
     /// Records a workload that is already admitted (a controller rebuilding its
     /// ledger after a restart). Its usage is accounted as it is, even above
     /// quota: reality wins, and nothing new is admitted until it fits again.

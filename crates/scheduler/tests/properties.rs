@@ -47,7 +47,7 @@ enum Op {
     Stop(u8, StopPolicy),
     /// A controller restart: a new engine rebuilt from what is known
     /// (admitted workloads restored with their assignments, evictions
-    /// under way evicted again, the rest added as pending).
+    /// under way evicted again, backoffs given back, the rest pending).
     Restart,
 }
 
@@ -388,12 +388,8 @@ impl Run {
             }
             Op::Tick(dt) => self.now += dt,
             Op::Restart => {
-                // Backoffs live in Workload statuses the engine is not given
-                // back here: restart only when none runs.
-                if self.known.values().all(|k| k.not_before <= self.now) {
-                    self.restart()?;
-                    self.log.push("restart".into());
-                }
+                self.restart()?;
+                self.log.push("restart".into());
             }
             Op::Stop(q, policy) => {
                 let q = q as usize;
@@ -449,6 +445,8 @@ impl Run {
                         engine.evict(uid).map_err(fail)?;
                     }
                 }
+                // A backoff still running is given back.
+                None if k.not_before > self.now => engine.add_workload_backing_off(spec, k.not_before).map_err(fail)?,
                 None => engine.add_workload(spec).map_err(fail)?,
             }
         }

@@ -277,6 +277,35 @@ fn restart_restores_admitted_workloads_before_any_cycle_and_never_admits_twice()
 }
 
 #[test]
+fn a_requeue_backoff_found_after_a_restart_still_runs() {
+    let mut ix = ready_index();
+    let j = mk_job("backing-off", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    let mut status = WorkloadStatus::default();
+    set_condition(
+        &mut status.conditions,
+        cond::REQUEUED,
+        "False",
+        "Backoff",
+        "Requeue after backoff",
+        T0,
+        Some(1),
+    );
+    status.requeue_state = Some(RequeueState {
+        count: 1,
+        requeue_at: Some(time_of(T0 + 60_000)),
+    });
+    wl.status = Some(status);
+    ix.apply_workload(wl, T0);
+    ix.take_plans();
+    let (plans, wake) = ix.cycle(T0 + 1_000);
+    assert!(!purposes(&plans).contains(&"admit"), "{:?}", purposes(&plans));
+    assert_eq!(wake, Some(T0 + 60_000), "wakes when the backoff ends");
+    assert_eq!(purposes(&ix.cycle(T0 + 60_000).0), ["admit"]);
+}
+
+#[test]
 fn an_admitted_workload_whose_job_never_started_is_started_after_a_restart() {
     let mut ix = ready_index();
     let j = mk_job("train", "team-a", 1, 1);
