@@ -248,6 +248,14 @@ pub struct Index {
     deactivating: BTreeSet<String>,
     /// When the ledger is next checked against the Workload statuses.
     next_drift_check_ms: i64,
+    /// Deactivations whose `spec.active: false` patch failed: tried again.
+    deactivate_retry: BTreeSet<String>,
+    /// Jobs to reconcile again next cycle (a Job patch failed).
+    retry_jobs: BTreeSet<ObjKey>,
+    /// Workloads to read again (a status write failed).
+    refetch_workloads: BTreeSet<ObjKey>,
+    /// `apply_workload` is taking a Workload read on purpose.
+    fetched: bool,
     /// Plans produced by event handlers, drained by [`Index::take_plans`].
     plans: Vec<Plan>,
     stats: CycleStats,
@@ -355,6 +363,10 @@ impl Index {
             confirming: HashMap::new(),
             deactivating: BTreeSet::new(),
             next_drift_check_ms: 0,
+            deactivate_retry: BTreeSet::new(),
+            retry_jobs: BTreeSet::new(),
+            refetch_workloads: BTreeSet::new(),
+            fetched: false,
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
@@ -725,7 +737,6 @@ impl Index {
             self.delete_workload(&key, now_ms);
         }
         let observed = wl.status.clone().unwrap_or_default();
-        self.prior.remove(&uid);
         let owner = job::owning_job(wl).map(|(n, u)| (n.to_string(), u.to_string()));
         let job_uid = wl
             .metadata
@@ -771,7 +782,15 @@ impl Index {
                     .resource_version
                     .as_deref()
                     .and_then(|v| v.parse::<u64>().ok());
-                let stale = e.awaiting || matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
+                let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
+                // A Workload read on purpose counts unless a status write of
+                // ours is in flight.
+                let stale = e.awaiting || (older && !self.fetched);
+                if !stale {
+                    // What an admission that fails goes back to is no longer
+                    // needed: the server's answer is here.
+                    self.prior.remove(&uid);
+                }
                 if stale {
                     // Older than what we wrote (or are writing): keep ours,
                     // but take what others own (an owner's Finished).
@@ -1066,6 +1085,9 @@ impl Index {
         self.evicting.remove(&e.uid);
         self.confirming.remove(&e.uid);
         self.deactivating.remove(&e.uid);
+        self.deactivate_retry.remove(&e.uid);
+        self.prior.remove(&e.uid);
+        self.refetch_workloads.remove(key);
         self.clear_error(Kind::Workload, &key.to_string());
         if e.in_engine {
             let _ = self.engine.remove_workload(&e.uid);
@@ -1625,6 +1647,22 @@ impl Index {
             self.finish_orphans(now_ms);
         }
         self.tick(now_ms);
+        for key in std::mem::take(&mut self.retry_jobs) {
+            self.reconcile_job(&key, now_ms);
+        }
+        for uid in std::mem::take(&mut self.deactivate_retry) {
+            if self.deactivating.contains(&uid)
+                && let Some(wk) = self.by_uid.get(&uid).cloned()
+            {
+                self.plans.push(Plan {
+                    purpose: Purpose::Deactivate { uid },
+                    steps: vec![Step::PatchWorkload {
+                        key: wk,
+                        patch: serde_json::json!({"spec": {"active": false}}),
+                    }],
+                });
+            }
+        }
         if now_ms >= self.next_drift_check_ms {
             self.check_drift(now_ms);
             self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
@@ -1659,8 +1697,18 @@ impl Index {
         if let Some(t) = self.next_pods_ready_deadline() {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
+        // A pods-gone check waiting out its backoff.
+        if let Some(t) = self
+            .confirming
+            .values()
+            .filter(|c| !c.in_flight)
+            .map(|c| c.not_before_ms)
+            .min()
+        {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
         let mut plans = self.take_plans();
-        plans.extend(self.take_explanations(self.config.explanations_per_cycle));
+        plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
         (plans, wake)
     }
 
@@ -1992,7 +2040,7 @@ impl Index {
 
     /// The status to write for a pending workload: what the index keeps,
     /// with the engine's current explanation and position filled in.
-    fn pending_status(&self, uid: &str, e: &WlEntry) -> WorkloadStatus {
+    fn pending_status(&self, uid: &str, e: &WlEntry, now_ms: i64) -> WorkloadStatus {
         let mut status = e.status.clone();
         let Some(expl) = self.engine.explanation(uid) else {
             return status;
@@ -2011,14 +2059,22 @@ impl Index {
         // the per-flavor detail in its own list (not repeated).
         let summary = full.split("; pod set").next().unwrap_or(&full);
         status.pending = Some(pending_explanation(expl, &format!("{summary}{position}"), pos));
-        if let Some(c) = status
-            .conditions
-            .iter_mut()
-            .find(|c| c.type_ == cond::QUOTA_RESERVED && c.status == cond::status::FALSE)
-        {
-            c.reason = expl.reason_code().to_string();
-            c.message = format!("{full}{position}");
-        }
+        // Kept as it is when already False (its transition time with it).
+        let since = status
+            .condition(cond::QUOTA_RESERVED)
+            .filter(|c| c.status == cond::status::FALSE)
+            .map(|c| ms(&c.last_transition_time))
+            .unwrap_or(now_ms);
+        set_condition(
+            &mut status.conditions,
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            expl.reason_code(),
+            &format!("{full}{position}"),
+            since,
+            e.generation,
+        );
+        status.state = Some(status.derive_state(e.active));
         status
     }
 
@@ -2026,7 +2082,7 @@ impl Index {
     /// is now; workloads no longer pending are skipped). The rest stay
     /// marked for later calls: memory and the write queue stay bounded,
     /// and the latest explanation is what gets written.
-    pub fn take_explanations(&mut self, max: usize) -> Vec<Plan> {
+    pub fn take_explanations(&mut self, max: usize, now_ms: i64) -> Vec<Plan> {
         let mut out = Vec::new();
         while out.len() < max {
             let Some(uid) = self.explain.pop_first() else { break };
@@ -2040,7 +2096,7 @@ impl Index {
                 continue;
             };
             let Some(e) = self.workloads.get(&wk) else { continue };
-            let status = self.pending_status(&uid, e);
+            let status = self.pending_status(&uid, e, now_ms);
             let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
             out.push(Plan {
                 purpose: Purpose::Pending { uid },
@@ -2081,8 +2137,6 @@ impl Index {
         self.retry_soon = true;
     }
 
-    /// A plan failed at some step other than an admission's status write:
-    /// forget that its effect is expected, so the next event retries it.
     /// The writer is done with a plan: for each of its status writes, the
     /// resourceVersion it produced (`acks`: step index and resourceVersion;
     /// none when the plan failed). Watch events older than the latest
@@ -2106,10 +2160,16 @@ impl Index {
         }
     }
 
-    pub fn plan_failed(&mut self, plan: &Plan) {
-        if let Purpose::Deactivate { uid } = &plan.purpose {
-            // Not written: observed `spec.active` counts again.
-            self.deactivating.remove(uid);
+    /// A plan stopped at step `from` (the steps before it were made):
+    /// forget that its effect is expected, so that it is tried again, and
+    /// read back any Workload whose status write has no answer.
+    pub fn plan_failed(&mut self, plan: &Plan, from: usize, now_ms: i64) {
+        if let Purpose::Deactivate { uid } = &plan.purpose
+            && self.deactivating.contains(uid)
+        {
+            // Not written: kept as deactivating (observed `spec.active:
+            // true` is not a reactivation) and tried again next cycle.
+            self.deactivate_retry.insert(uid.clone());
         }
         if let Purpose::PodsReady { uid } = &plan.purpose
             && let Some(wk) = self.by_uid.get(uid)
@@ -2118,7 +2178,10 @@ impl Index {
             // Still known to be ready here; written again on the next event.
             e.pods_ready_unwritten = true;
         }
-        for s in &plan.steps {
+        if let Purpose::Pending { uid } = &plan.purpose {
+            self.explanation_not_written(uid);
+        }
+        for (i, s) in plan.steps.iter().enumerate() {
             match s {
                 Step::ApplyWorkload(wl) => {
                     if let Some(k) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) {
@@ -2128,10 +2191,68 @@ impl Index {
                 Step::PatchJob { key, .. } => {
                     self.suspending.remove(key);
                     self.starting.remove(key);
+                    // Looked at again next cycle (a Job start left undone
+                    // after its admission was written has no event to wait for).
+                    self.retry_jobs.insert(key.clone());
+                }
+                Step::ApplyWorkloadStatus { key, seq, .. } if i >= from => {
+                    // Not made, or made without an answer (a timeout may
+                    // still have landed): the index's status is a guess now.
+                    // Read the Workload again and take it as it is.
+                    if let Some(e) = self.workloads.get_mut(key)
+                        && e.seq == *seq
+                    {
+                        e.awaiting = false;
+                        self.refetch_workloads.insert(key.clone());
+                    }
                 }
                 _ => {}
             }
         }
+        let _ = now_ms;
+    }
+
+    /// A queued plan was replaced by a later one and will not be written.
+    pub fn superseded(&mut self, plan: &Plan) {
+        for s in &plan.steps {
+            if let Step::ApplyWorkloadStatus { key, seq, .. } = s
+                && let Some(e) = self.workloads.get_mut(key)
+                && e.seq == *seq
+            {
+                e.awaiting = false;
+            }
+        }
+        if let Purpose::Pending { uid } = &plan.purpose {
+            self.explanation_not_written(uid);
+        }
+    }
+
+    /// An explanation that was planned is not written: planned again.
+    fn explanation_not_written(&mut self, uid: &str) {
+        if let Some(wk) = self.by_uid.get(uid)
+            && let Some(e) = self.workloads.get_mut(wk)
+        {
+            e.pending_fp = None;
+            if matches!(
+                self.engine.workload_state(uid),
+                Some(WorkloadState::Pending | WorkloadState::Preempting)
+            ) {
+                self.explain.insert(uid.to_string());
+            }
+        }
+    }
+
+    /// Workloads to read again from the API (after a failed status write).
+    pub fn take_workload_refetch(&mut self) -> Vec<ObjKey> {
+        std::mem::take(&mut self.refetch_workloads).into_iter().collect()
+    }
+
+    /// A Workload read from the API on purpose: taken as it is, unless a
+    /// newer status write of ours is still in flight.
+    pub fn apply_fetched_workload(&mut self, wl: &Workload, now_ms: i64) {
+        self.fetched = true;
+        self.apply_workload(wl, now_ms);
+        self.fetched = false;
     }
 }
 

@@ -481,7 +481,7 @@ struct LoopIo {
     /// The writer's Lease fence (with leader election): no index is built
     /// and no cycle runs while it refuses writes.
     fence: Option<Arc<writer::LeaseFence>>,
-    failed: tokio::sync::mpsc::UnboundedReceiver<(crate::plan::Plan, writer::Feedback)>,
+    failed: tokio::sync::mpsc::UnboundedReceiver<(u64, crate::plan::Plan, writer::Feedback)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -535,22 +535,32 @@ async fn event_loop(
             }
             _ = tokio::time::sleep_until(sleep_until.into()) => {}
             _ = queue_tick.tick() => {
-                if let Some(ix) = &index {
+                // Nothing is handed out while the Lease fence refuses writes
+                // (it would come back as failures).
+                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+                if let Some(ix) = &index
+                    && !fenced
+                {
                     let mut ix = ix.lock().await;
                     // Refill explanation writes as the queue drains.
                     let room = cfg.index.explanations_per_cycle.saturating_sub(io.queue.len());
-                    for plan in ix.take_explanations(room) {
-                        io.queue.push(plan);
-                    }
-                    for plan in queue_status.plans(&ix, &shared.metrics, cfg) {
-                        io.queue.push(plan);
+                    let mut plans = ix.take_explanations(room, now_ms());
+                    plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
+                    for plan in plans {
+                        if let Some(old) = io.queue.push(plan) {
+                            ix.superseded(&old);
+                        }
                     }
                 }
                 continue;
             }
-            Some((plan, result)) = io.failed.recv() => {
+            Some((epoch, plan, result)) = io.failed.recv() => {
                 if plan.purpose == crate::plan::Purpose::QueueStatus {
                     queue_status.written(&plan, result.is_ok());
+                    continue;
+                }
+                // About an index that is gone (leadership lost since).
+                if epoch != io.queue.epoch() {
                     continue;
                 }
                 if let Some(m) = &index {
@@ -562,10 +572,7 @@ async fn event_loop(
                                 ix.pods_gone(uid, now_ms());
                             }
                         }
-                        Err(error) => {
-                            writer::report_failure(&mut ix, &plan, error, now_ms());
-                            ix.acknowledge(&plan, &[]);
-                        }
+                        Err(error) => writer::report_failure(&mut ix, &plan, error, now_ms()),
                     }
                     // A rolled-back admission, a failed write or a requeue
                     // after the pods are gone is worked on a little later
@@ -633,8 +640,25 @@ async fn event_loop(
                 out
             };
             shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
-            for plan in plans {
-                io.queue.push(plan);
+            {
+                let mut ix = m.lock().await;
+                for plan in plans {
+                    if let Some(old) = io.queue.push(plan) {
+                        ix.superseded(&old);
+                    }
+                }
+            }
+            // Workloads whose status write failed: read them again.
+            let refetch = m.lock().await.take_workload_refetch();
+            for key in refetch {
+                let api: Api<Workload> = Api::namespaced(client.clone(), &key.namespace);
+                match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
+                    Ok(Ok(Some(wl))) => m.lock().await.apply_fetched_workload(&wl, now_ms()),
+                    // Gone: its deletion comes through the watch.
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => tracing::warn!(workload = %key, error = %e, "cannot read Workload"),
+                    Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
+                }
             }
             // Jobs whose Workload must be (re)created: read them again.
             let refetch = m.lock().await.take_refetch();
@@ -1564,7 +1588,12 @@ mod tests {
     #[tokio::test]
     async fn a_conflicting_admission_write_is_rolled_back_and_retried_by_the_loop() {
         let (job, wl) = recorded_job_and_workload();
-        let lists = config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]);
+        let mut lists = config_lists(vec![serde_json::to_value(&wl).unwrap()], vec![job]);
+        // After the failed write the loop reads the Workload again.
+        lists.insert(
+            "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/job-train-research",
+            serde_json::to_value(&wl).unwrap(),
+        );
         let (mut writes, _port, stop, task) = start(lists, 1).await;
         let (code, path, body) = next_write(&mut writes).await;
         assert_eq!(code, "409");

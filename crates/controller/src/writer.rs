@@ -96,6 +96,8 @@ pub struct PlanError {
     pub step: usize,
     #[source]
     pub error: WriteError,
+    /// resourceVersions the status writes before `step` made.
+    pub acks: Vec<(usize, String)>,
 }
 
 /// Fencing by the Lease as the API server last showed it: writes are
@@ -234,6 +236,7 @@ impl Writer {
                         purpose: plan.purpose.label(),
                         step: i,
                         error,
+                        acks,
                     });
                 }
             }
@@ -431,11 +434,14 @@ fn truncate(s: &str, max: usize) -> String {
 /// rolls the admission back; other failures are forgotten so that the next
 /// event retries them.
 pub fn report_failure(index: &mut Index, plan: &Plan, error: &PlanError, now_ms: i64) {
+    // What the plan did write before it stopped.
+    index.acknowledge(plan, &error.acks);
     match &plan.purpose {
         Purpose::Admit { uid } if error.step == 0 => index.admission_failed(uid, now_ms),
         Purpose::ConfirmPodsGone { uid } => index.pods_remain(uid, now_ms),
-        _ => index.plan_failed(plan),
+        _ => {}
     }
+    index.plan_failed(plan, error.step, now_ms);
 }
 
 /// Applies plans in order (urgent ones first) and reports failures back to
@@ -468,9 +474,7 @@ pub async fn apply_plans(
                 }
                 continue;
             }
-            let mut ix = index.lock().await;
-            report_failure(&mut ix, plan, &e, now_ms());
-            ix.acknowledge(plan, &[]);
+            report_failure(&mut *index.lock().await, plan, &e, now_ms());
         }
     }
     failed
@@ -493,6 +497,7 @@ struct QueueState {
     lazy: std::collections::BTreeMap<String, Plan>,
     lazy_order: std::collections::VecDeque<String>,
     reports: u64,
+    epoch: u64,
 }
 
 fn plan_uid(p: &Plan) -> Option<&str> {
@@ -515,13 +520,18 @@ impl WriteQueue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn push(&self, plan: Plan) {
+    /// Queues a plan; returns the queued plan it supersedes, if any (the
+    /// index must hear of a status write that will not be made).
+    #[must_use = "a superseded plan must be reported to the index"]
+    pub fn push(&self, plan: Plan) -> Option<Plan> {
+        let superseded;
         {
             let mut q = self.lock();
             match &plan.purpose {
                 Purpose::Pending { uid } => {
                     let uid = uid.clone();
-                    if q.lazy.insert(uid.clone(), plan).is_none() {
+                    superseded = q.lazy.insert(uid.clone(), plan);
+                    if superseded.is_none() {
                         q.lazy_order.push_back(uid);
                     }
                 }
@@ -530,7 +540,8 @@ impl WriteQueue {
                         Some(Step::ApplyQueueStatus { queue, .. }) => format!("\u{0}queue-{queue}"),
                         _ => String::from("\u{0}queue-?"),
                     };
-                    if q.lazy.insert(key.clone(), plan).is_none() {
+                    superseded = q.lazy.insert(key.clone(), plan);
+                    if superseded.is_none() {
                         q.lazy_order.push_back(key);
                     }
                 }
@@ -539,35 +550,46 @@ impl WriteQueue {
                     let key = format!("\u{0}report-{}", q.reports);
                     q.lazy.insert(key.clone(), plan);
                     q.lazy_order.push_back(key);
+                    superseded = None;
                 }
                 _ => {
-                    if let Some(uid) = plan_uid(&plan) {
-                        q.lazy.remove(uid);
-                    }
+                    superseded = plan_uid(&plan).and_then(|uid| q.lazy.remove(uid));
                     q.urgent.push_back(plan);
                 }
             }
         }
         self.ready.notify_one();
+        superseded
     }
 
-    /// The next plan to write, state changes first.
-    pub fn pop(&self) -> Option<Plan> {
+    /// The next plan to write, state changes first, with the epoch it was
+    /// queued in.
+    pub fn pop(&self) -> Option<(u64, Plan)> {
         let mut q = self.lock();
+        let epoch = q.epoch;
         if let Some(p) = q.urgent.pop_front() {
-            return Some(p);
+            return Some((epoch, p));
         }
         while let Some(key) = q.lazy_order.pop_front() {
             if let Some(p) = q.lazy.remove(&key) {
-                return Some(p);
+                return Some((epoch, p));
             }
         }
         None
     }
 
-    /// Forgets everything queued (leadership lost).
+    /// Forgets everything queued (leadership lost) and starts a new epoch:
+    /// feedback about plans of an earlier epoch is for an index that is gone.
     pub fn clear(&self) {
-        *self.lock() = QueueState::default();
+        let mut q = self.lock();
+        let epoch = q.epoch + 1;
+        *q = QueueState::default();
+        q.epoch = epoch;
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.lock().epoch
     }
 
     pub fn len(&self) -> usize {
@@ -594,11 +616,11 @@ pub type Feedback = Result<Vec<(usize, String)>, PlanError>;
 pub async fn drain(
     writer: Writer,
     queue: Arc<WriteQueue>,
-    failures: tokio::sync::mpsc::UnboundedSender<(Plan, Feedback)>,
+    failures: tokio::sync::mpsc::UnboundedSender<(u64, Plan, Feedback)>,
     metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
 ) {
     loop {
-        let Some(plan) = queue.pop() else {
+        let Some((epoch, plan)) = queue.pop() else {
             queue.wait().await;
             continue;
         };
@@ -606,7 +628,7 @@ pub async fn drain(
             // Status writes are acknowledged and pod checks answered; other
             // successes need nothing.
             Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => {
-                if failures.send((plan, Ok(acks))).is_err() {
+                if failures.send((epoch, plan, Ok(acks))).is_err() {
                     return;
                 }
             }
@@ -615,7 +637,7 @@ pub async fn drain(
                 (*metrics).as_ref().dropped_writes.inc();
                 // Still told: if this replica still leads (the fence lapsed
                 // for a moment), the index rolls the admission back.
-                if failures.send((plan, Err(e))).is_err() {
+                if failures.send((epoch, plan, Err(e))).is_err() {
                     return;
                 }
             }
@@ -623,7 +645,7 @@ pub async fn drain(
                 if !matches!(e.error, WriteError::PodsRemain { .. }) {
                     tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
                 }
-                if failures.send((plan, Err(e))).is_err() {
+                if failures.send((epoch, plan, Err(e))).is_err() {
                     return;
                 }
             }

@@ -709,6 +709,136 @@ fn an_admission_removed_outside_sluice_is_found_by_the_drift_check_and_evicted()
     assert_eq!(ix.take_stats().drift, ["engine_only"]);
 }
 
+/// A failed plan as the writer reports it: stopped at `step`, nothing acked.
+fn fail(ix: &mut Index, plan: &Plan, step: usize, now: i64) {
+    if let (Purpose::Admit { uid }, 0) = (&plan.purpose, step) {
+        ix.admission_failed(uid, now);
+    }
+    ix.plan_failed(plan, step, now);
+}
+
+#[test]
+fn a_failed_admission_is_read_back_and_the_server_wins() {
+    let mut ix = ready_index();
+    let j = mk_job("unlucky", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.metadata.resource_version = Some("5".into());
+    ix.apply_workload(wl.clone(), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    // An event arrives while the write is queued (ignored), then it fails.
+    ix.apply_workload(wl.clone(), T0 + 1);
+    fail(&mut ix, &plans[0], 0, T0 + 2);
+    assert_eq!(ix.take_workload_refetch(), [wkey("unlucky")]);
+    assert!(
+        ix.workload_status(&wkey("unlucky")).unwrap().admission.is_none(),
+        "back to what it was before the admission"
+    );
+    // Read back: nothing landed. The drift check finds nothing; the next
+    // cycle admits it again, once.
+    ix.apply_fetched_workload(&wl, T0 + 3);
+    let (plans, _) = ix.cycle(T0 + 60_000);
+    assert_eq!(purposes(&plans), ["admit"]);
+    assert!(ix.take_stats().drift.is_empty());
+}
+
+#[test]
+fn an_admission_that_timed_out_but_landed_is_taken_from_the_read_back() {
+    let mut ix = ready_index();
+    let j = mk_job("slow-api", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.metadata.resource_version = Some("5".into());
+    ix.apply_workload(wl.clone(), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    let written = status_step(&plans[0]).clone();
+    // The client gave up, the server wrote it: rolled back, then read back.
+    fail(&mut ix, &plans[0], 0, T0 + 10_000);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-slow-api"),
+        Some(WorkloadState::Pending)
+    );
+    let mut landed = wl.clone();
+    landed.metadata.resource_version = Some("6".into());
+    landed.status = Some(written);
+    ix.apply_fetched_workload(&landed, T0 + 10_001);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-slow-api"),
+        Some(WorkloadState::Admitted),
+        "the admission on the server is the admission"
+    );
+    let (plans, _) = ix.cycle(T0 + 10_002);
+    assert!(!purposes(&plans).contains(&"admit"), "never admitted twice");
+}
+
+#[test]
+fn an_explanation_that_is_not_written_is_planned_again() {
+    let mut ix = ready_index();
+    let big = mk_job("big", "team-a", 1, 16);
+    ix.apply_job(big.clone(), T0);
+    ix.apply_workload(stored_workload(&big, 0, 0), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["pending"]);
+    fail(&mut ix, &plans[0], 0, T0 + 1);
+    let again = ix.take_explanations(10, T0 + 2);
+    assert_eq!(purposes(&again), ["pending"], "the same reason, written after all");
+    // Superseded in the queue by a later plan: planned again too.
+    ix.superseded(&again[0]);
+    assert_eq!(purposes(&ix.take_explanations(10, T0 + 3)), ["pending"]);
+}
+
+#[test]
+fn a_failed_deactivation_is_tried_again_and_the_workload_stays_out() {
+    let mut ix = ready_index_with(IndexConfig {
+        requeue_limit: Some(0),
+        ..IndexConfig::default()
+    });
+    let j = mk_job("flaky", "team-a", 2, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+    ix.apply_job(running, T0 + 1);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0 + 600_000);
+    assert_eq!(purposes(&plans), ["deactivate", "evict"]);
+    fail(&mut ix, &plans[0], 0, T0 + 600_001);
+    // The Workload as observed still says active: not a reactivation.
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = Some(status_step(&plans[1]).clone());
+    ix.apply_workload(wl, T0 + 600_002);
+    let rq = ix.workload_status(&wkey("flaky")).unwrap().requeue_state.clone();
+    assert_eq!(rq.map(|r| r.count), Some(1), "the count is kept");
+    assert_eq!(purposes(&ix.cycle(T0 + 601_000).0), ["deactivate"], "tried again");
+}
+
+#[test]
+fn a_failed_job_start_is_tried_again_next_cycle() {
+    let mut ix = ready_index();
+    let j = mk_job("stalled", "team-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    // The status write was made (acked); the Job patch (step 1) failed.
+    ix.acknowledge(&plans[0], &[(0, "10".into())]);
+    fail(&mut ix, &plans[0], 1, T0 + 1);
+    let (plans, _) = ix.cycle(T0 + 1_000);
+    assert_eq!(purposes(&plans), ["start_job"]);
+    assert_eq!(
+        job_patches(&plans[0]).last().unwrap().1["spec"]["suspend"],
+        json!(false)
+    );
+}
+
 #[test]
 fn an_owners_finished_condition_counts_even_while_our_write_is_in_flight() {
     let mut ix = ready_index();
@@ -779,9 +909,12 @@ fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
     // One check at a time.
     ix.apply_job(suspended.clone(), T0 + 3);
     assert!(ix.take_plans().is_empty());
-    // Pods remain: looked at again after 2 s, not before.
+    // Pods remain: looked at again after 2 s, not before (and the loop is
+    // told to wake then).
     ix.pods_remain("wl-uid-evicted", T0 + 10);
-    assert!(ix.cycle(T0 + 1_000).0.is_empty());
+    let (plans, wake) = ix.cycle(T0 + 1_000);
+    assert!(plans.is_empty());
+    assert_eq!(wake, Some(T0 + 2_010));
     assert_eq!(purposes(&ix.cycle(T0 + 2_010).0), ["confirm_pods_gone"]);
     // Gone: quota released, Job restored, workload requeued (deactivated).
     ix.pods_gone("wl-uid-evicted", T0 + 2_500);
@@ -1030,11 +1163,11 @@ fn explanation_writes_are_handed_out_in_bounded_batches_with_the_latest_status()
     let (plans, _) = ix.cycle(T0);
     assert_eq!(purposes(&plans), ["admit", "pending", "pending"]);
     assert_eq!(ix.explanations_due(), 3);
-    let rest = ix.take_explanations(10);
+    let rest = ix.take_explanations(10, T0);
     assert_eq!(rest.len(), 3);
     assert!(rest.iter().all(|p| status_step(p).pending.is_some()));
     assert_eq!(ix.explanations_due(), 0);
-    assert!(ix.take_explanations(10).is_empty());
+    assert!(ix.take_explanations(10, T0).is_empty());
 }
 
 #[test]
@@ -1427,7 +1560,7 @@ fn a_failed_pods_ready_write_is_retried_on_the_next_job_event() {
     admitted_and_running(&mut ix, &j, json!({"active": 2, "ready": 2}), T0 + 1000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["pods_ready"]);
-    ix.plan_failed(&plans[0]);
+    ix.plan_failed(&plans[0], 0, T0 + 1000);
     // Still not evicted meanwhile.
     assert_eq!(ix.next_pods_ready_deadline(), None);
     let mut again = j.clone();

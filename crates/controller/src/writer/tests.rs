@@ -517,16 +517,27 @@ fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
 fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
     let plan = |purpose: Purpose| Plan { purpose, steps: vec![] };
     let q = WriteQueue::default();
-    q.push(plan(Purpose::Pending { uid: "a".into() }));
-    q.push(plan(Purpose::Report));
-    q.push(plan(Purpose::Pending { uid: "b".into() }));
-    q.push(plan(Purpose::Pending { uid: "b".into() }));
-    q.push(plan(Purpose::Admit { uid: "a".into() }));
-    q.push(plan(Purpose::Evict { uid: "c".into() }));
-    q.push(plan(Purpose::Report));
+    assert!(q.push(plan(Purpose::Pending { uid: "a".into() })).is_none());
+    assert!(q.push(plan(Purpose::Report)).is_none());
+    assert!(q.push(plan(Purpose::Pending { uid: "b".into() })).is_none());
+    // Superseded plans come back, so the index hears of them.
+    assert_eq!(
+        q.push(plan(Purpose::Pending { uid: "b".into() })).map(|p| p.purpose),
+        Some(Purpose::Pending { uid: "b".into() })
+    );
+    assert_eq!(
+        q.push(plan(Purpose::Admit { uid: "a".into() })).map(|p| p.purpose),
+        Some(Purpose::Pending { uid: "a".into() })
+    );
+    assert!(q.push(plan(Purpose::Evict { uid: "c".into() })).is_none());
+    assert!(q.push(plan(Purpose::Report)).is_none());
     assert_eq!(q.len(), 5);
+    let epoch = q.epoch();
     let order: Vec<String> = std::iter::from_fn(|| q.pop())
-        .map(|p| format!("{:?}", p.purpose))
+        .map(|(e, p)| {
+            assert_eq!(e, epoch);
+            format!("{:?}", p.purpose)
+        })
         .collect();
     assert_eq!(
         order,
@@ -539,9 +550,10 @@ fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
         ]
     );
     assert!(q.is_empty());
-    q.push(plan(Purpose::Pending { uid: "x".into() }));
+    let _ = q.push(plan(Purpose::Pending { uid: "x".into() }));
     q.clear();
     assert!(q.pop().is_none());
+    assert_eq!(q.epoch(), epoch + 1, "a new epoch after leadership is lost");
 }
 
 #[test]
@@ -557,17 +569,20 @@ fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
         }],
     };
     let q = WriteQueue::default();
-    q.push(status("gpu", 1));
-    q.push(status("cpu", 1));
-    q.push(status("gpu", 2));
-    q.push(Plan {
-        purpose: Purpose::Admit { uid: "a".into() },
-        steps: vec![],
-    });
+    assert!(q.push(status("gpu", 1)).is_none());
+    assert!(q.push(status("cpu", 1)).is_none());
+    assert!(q.push(status("gpu", 2)).is_some());
+    assert!(
+        q.push(Plan {
+            purpose: Purpose::Admit { uid: "a".into() },
+            steps: vec![],
+        })
+        .is_none()
+    );
     assert_eq!(q.len(), 3);
-    assert_eq!(q.pop().unwrap().purpose, Purpose::Admit { uid: "a".into() });
+    assert_eq!(q.pop().unwrap().1.purpose, Purpose::Admit { uid: "a".into() });
     let written: Vec<Value> = std::iter::from_fn(|| q.pop())
-        .map(|p| match &p.steps[0] {
+        .map(|(_, p)| match &p.steps[0] {
             Step::ApplyQueueStatus { queue, status } => json!([queue.name, status["pendingWorkloads"]]),
             _ => Value::Null,
         })
