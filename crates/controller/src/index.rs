@@ -885,12 +885,14 @@ impl Index {
                     e.status.state = Some(state);
                     let status = e.status.clone();
                     let seq = e.next_seq();
+                    let wl_uid = e.uid.clone();
                     self.plans.push(Plan {
                         purpose: Purpose::Finish { uid: uid.clone() },
                         steps: vec![Step::ApplyWorkloadStatus {
                             key: key.clone(),
                             status: Box::new(status),
                             seq,
+                            uid: wl_uid.clone(),
                         }],
                     });
                 }
@@ -1057,6 +1059,7 @@ impl Index {
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         slim_pending(e);
         let uid = e.uid.clone();
         self.plans.push(Plan {
@@ -1065,6 +1068,7 @@ impl Index {
                 key: key.clone(),
                 status: Box::new(status),
                 seq,
+                uid: wl_uid.clone(),
             }],
         });
     }
@@ -1326,6 +1330,7 @@ impl Index {
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         let uid = e.uid.clone();
         self.plans.push(Plan {
             purpose: Purpose::PodsReady { uid },
@@ -1333,6 +1338,7 @@ impl Index {
                 key: wk.clone(),
                 status: Box::new(status),
                 seq,
+                uid: wl_uid.clone(),
             }],
         });
     }
@@ -1479,10 +1485,12 @@ impl Index {
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
             seq,
+            uid: wl_uid.clone(),
         }];
         steps.extend(
             self.events(wk, "Normal", "Finished", "Finish", message)
@@ -1600,10 +1608,12 @@ impl Index {
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
             seq,
+            uid: wl_uid.clone(),
         }];
         if let Some(jk) = self.job_key_of(wk)
             && let Some(j) = self.jobs.get(&jk)
@@ -1910,10 +1920,12 @@ impl Index {
         self.stats.admitted += 1;
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         let mut steps = vec![Step::ApplyWorkloadStatus {
             key: wk.clone(),
             status: Box::new(status),
             seq,
+            uid: wl_uid.clone(),
         }];
         if let Some(jk) = self.job_key_of(&wk) {
             let job_steps = self.start_job_steps(&jk, &adm.pod_sets);
@@ -1969,6 +1981,7 @@ impl Index {
         e.status.state = Some(e.status.derive_state(e.active));
         let status = e.status.clone();
         let seq = e.next_seq();
+        let wl_uid = e.uid.clone();
         self.evicting.insert(uid.to_string());
         self.stats.evicted.push(match reason {
             cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
@@ -1980,6 +1993,7 @@ impl Index {
             key: wk.clone(),
             status: Box::new(status),
             seq,
+            uid: wl_uid.clone(),
         }];
         if let Some(jk) = self.job_key_of(&wk)
             && self.jobs.contains_key(&jk)
@@ -2098,12 +2112,14 @@ impl Index {
             let Some(e) = self.workloads.get(&wk) else { continue };
             let status = self.pending_status(&uid, e, now_ms);
             let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
+            let wl_uid = uid.clone();
             out.push(Plan {
                 purpose: Purpose::Pending { uid },
                 steps: vec![Step::ApplyWorkloadStatus {
                     key: wk,
                     status: Box::new(status),
                     seq,
+                    uid: wl_uid.clone(),
                 }],
             });
         }

@@ -45,7 +45,8 @@ impl Bucket {
             self.tokens -= 1.0;
             None
         } else {
-            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.qps))
+            // At most an hour (a tiny qps must not overflow a Duration).
+            Some(Duration::from_secs_f64(((1.0 - self.tokens) / self.qps).min(3600.0)))
         }
     }
 }

@@ -40,6 +40,8 @@ pub enum Step {
     /// watch events do not undo the write.
     ApplyWorkloadStatus {
         key: ObjKey,
+        /// The Workload's uid (a precondition of the apply).
+        uid: String,
         status: Box<WorkloadStatus>,
         seq: u64,
     },

@@ -373,11 +373,13 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
         .with_leader(leader_rx.clone());
     // Renewals come every (duration - grace) seconds; a write is refused
-    // from one second before the last one seen runs out.
-    let fence = cfg
-        .lease
-        .as_ref()
-        .map(|_| Arc::new(writer::LeaseFence::new(cfg.identity.clone(), Duration::from_secs(1))));
+    // from `margin` before the last renewal seen runs out: 1 s, or half the
+    // grace when that is shorter, so that a renewal lands before the fence
+    // closes.
+    let fence = cfg.lease.as_ref().map(|l| {
+        let margin = Duration::from_millis((l.grace_seconds.saturating_mul(1000) / 2).clamp(1, 1000));
+        Arc::new(writer::LeaseFence::new(cfg.identity.clone(), margin))
+    });
     let fence_task = cfg.lease.as_ref().zip(fence.clone()).map(|(l, f)| {
         writer = writer.clone().with_fence(f.clone());
         tokio::spawn(watch_lease(client.clone(), l.clone(), f))
@@ -387,7 +389,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     // Events: a lane of their own (own rate limit, bounded, never waited on).
     let (events_tx, events_rx) = tokio::sync::mpsc::channel(writer::EVENT_LANE_CAPACITY);
     let event_writer = writer.clone().with_rate_limit(cfg.kube_qps, cfg.kube_burst);
-    let events = tokio::spawn(writer::event_lane(event_writer, events_rx, shared.clone()));
+    let mut events = tokio::spawn(writer::event_lane(event_writer, events_rx, shared.clone()));
     let writer = writer.with_event_lane(events_tx);
     let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
     let io = LoopIo {
@@ -402,8 +404,12 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     // The writer holds a lease receiver too.
     drainer.abort();
     let _ = drainer.await;
-    events.abort();
-    let _ = events.await;
+    // The drainer held the lane's sender: the lane writes what it holds,
+    // for a few seconds at most (a lost Event is only an Event).
+    if tokio::time::timeout(Duration::from_secs(3), &mut events).await.is_err() {
+        tracing::warn!("events still queued at shutdown were dropped");
+        events.abort();
+    }
     // Every receiver is gone with the loop: the lease task stops and hands
     // the manager back, and the Lease is released so that another replica
     // takes over now rather than when it expires.
@@ -501,6 +507,7 @@ async fn event_loop(
     };
     let mut index: Option<Mutex<Index>> = None;
     let mut cycle_at: Option<Instant> = None;
+    let mut fenced_since: Option<Instant> = None;
     let mut queue_tick = tokio::time::interval(cfg.queue_status_interval);
     queue_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut queue_status = QueueStatusWriter::default();
@@ -612,6 +619,18 @@ async fn event_loop(
         if fenced {
             let retry = Instant::now() + Duration::from_secs(1);
             cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+            // Holding the Lease but never seeing it (its watch fails): no
+            // other replica could take over. Stop, so that it expires.
+            let since = *fenced_since.get_or_insert_with(Instant::now);
+            let limit = Duration::from_secs(cfg.lease.as_ref().map_or(15, |l| l.duration_seconds).saturating_mul(2));
+            if since.elapsed() > limit {
+                return Err(RunError::Lease(format!(
+                    "holding the Lease, but the Lease as the API server shows it has not named this replica for {}s (is its watch failing?); stopping so that another replica takes over",
+                    limit.as_secs()
+                )));
+            }
+        } else {
+            fenced_since = None;
         }
         let synced = shared.synced.load(Ordering::Relaxed);
         if leading && !fenced && synced && index.is_none() {

@@ -135,9 +135,18 @@ impl LeaseFence {
 
     /// Whether this replica may write at `now_ms`.
     pub fn allows(&self, now_ms: i64) -> bool {
+        self.remaining(now_ms).is_some()
+    }
+
+    /// How long a call starting at `now_ms` may take and still end inside
+    /// the fence; `None` when no call may start.
+    pub fn remaining(&self, now_ms: i64) -> Option<Duration> {
         match &*self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some((holder, expiry)) => *holder == self.identity && now_ms < expiry.saturating_sub(self.margin_ms),
-            None => false,
+            Some((holder, expiry)) if *holder == self.identity => {
+                let left = expiry.saturating_sub(self.margin_ms).saturating_sub(now_ms);
+                (left > 0).then(|| Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+            }
+            _ => None,
         }
     }
 }
@@ -253,11 +262,16 @@ impl Writer {
         {
             return Err(WriteError::NotLeader { kind });
         }
-        if let Some(f) = &self.fence
-            && !f.allows(Timestamp::now().as_millisecond())
-        {
-            return Err(WriteError::NotLeader { kind });
-        }
+        // A call must end inside the fence too: the client gives up at its
+        // edge (the server may still apply a call it has started; the margin
+        // before expiry is for that).
+        let limit = match &self.fence {
+            None => CALL_TIMEOUT,
+            Some(f) => match f.remaining(Timestamp::now().as_millisecond()) {
+                Some(left) => left.min(CALL_TIMEOUT),
+                None => return Err(WriteError::NotLeader { kind }),
+            },
+        };
         let call = async {
             match step {
                 Step::ApplyWorkload(wl) => {
@@ -268,11 +282,13 @@ impl Writer {
                         .await
                         .map(|_| (true, None))
                 }
-                Step::ApplyWorkloadStatus { key, status, .. } => {
+                Step::ApplyWorkloadStatus { key, status, uid, .. } => {
+                    // The uid is a precondition: a Workload deleted and
+                    // created again under this name is not written (409).
                     let body = json!({
                         "apiVersion": "sluice.dev/v1alpha1",
                         "kind": "Workload",
-                        "metadata": {"name": key.name, "namespace": key.namespace},
+                        "metadata": {"name": key.name, "namespace": key.namespace, "uid": uid},
                         "status": status,
                     });
                     self.workloads(&key.namespace)
@@ -349,7 +365,7 @@ impl Writer {
                 }
             }
         };
-        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        match tokio::time::timeout(limit, call).await {
             Ok(Ok((true, rv))) => Ok(rv),
             Ok(Ok((false, _))) => Err(WriteError::PodsRemain {
                 job: match step {

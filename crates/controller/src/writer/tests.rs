@@ -153,7 +153,8 @@ async fn admission_applies_status_then_unsuspends_the_job_then_records_events() 
     assert_eq!(call.body["kind"], "Workload");
     assert_eq!(
         call.body["metadata"],
-        json!({"name": "job-train-research", "namespace": "research"})
+        json!({"name": "job-train-research", "namespace": "research", "uid": "wl-uid"}),
+        "the uid is a precondition: a Workload created again under the name is not written"
     );
     let status: WorkloadStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
     assert_eq!(status.admission.as_ref().unwrap().cluster_queue, "cluster-gpu");
@@ -463,6 +464,8 @@ fn the_fence_allows_writes_only_while_the_observed_lease_is_ours_and_fresh() {
     fence.observe(Some(&lease("sluice-controller-0", "2027-01-15T08:00:00.000000Z", 15)));
     let renewed = "2027-01-15T08:00:00Z".parse::<Timestamp>().unwrap().as_millisecond();
     assert!(fence.allows(renewed + 13_999));
+    // A call started 13 s after the renewal may take 1 s at most.
+    assert_eq!(fence.remaining(renewed + 13_000), Some(Duration::from_secs(1)));
     // 15 s lease, 1 s margin: refused from 14 s on, even if no newer Lease
     // was seen (the renewal failed, or the watch is down).
     assert!(!fence.allows(renewed + 14_000));
