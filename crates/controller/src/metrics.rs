@@ -12,7 +12,7 @@
 //! | `sluice_admission_cycle_duration_seconds` | histogram | — |
 //! | `sluice_api_writes_total` | counter | `kind` (workload, workload_status, job, job_status, event, queue_status) |
 //! | `sluice_api_write_errors_total` | counter | `kind` |
-//! | `sluice_dropped_writes_total` | counter | — (writes not made because this replica is not the leader) |
+//! | `sluice_dropped_writes_total` | counter | — (writes and Events not made because this replica is not the leader or the Lease fence refused them) |
 //! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |

@@ -7,17 +7,18 @@
 //!  cache (every object, every replica: warm followers)
 //!     │  leader only
 //!     ▼
-//!  Index ──cycle (coalesced events, next_wakeup, 1 s tick)──► plans ──► Writer ──► API server
-//!     ▲                                                                    │
-//!     └──────────────── rollback on a failed admission write ◄────────────┘
+//!  Index ──cycle (coalesced events, next_wakeup)──► plans ──► write queue ──► Writer ──► API server
+//!     ▲                                                                                │
+//!     └──── acks (resourceVersions), failures, pods-gone answers, read-backs ◄────────┘
 //! ```
 //!
 //! Leadership (`--leader-elect`, a coordination.k8s.io Lease): every replica
 //! watches and caches; the holder builds an [`Index`] from the cache (which
 //! restores the ledger from Workload statuses before the first cycle) and
 //! writes. Losing the lease drops the index and stops writes at once (the
-//! writer checks the lease before every call). If the lease task dies, the
-//! loop ends with an error.
+//! writer checks the lease before every call, and is fenced by the Lease as
+//! the API server shows it). If the lease task dies, the loop ends with an
+//! error.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -703,7 +704,7 @@ async fn event_loop(
 }
 
 /// When to run the next cycle for a wake-up at `wake_ms`: never an
-/// overflowing `Instant` (a far deadline saturates; the 1 s tick still runs).
+/// overflowing `Instant` (a far deadline saturates; events still wake the loop).
 fn wake_instant(now: Instant, now_ms: i64, wake_ms: i64) -> Option<Instant> {
     let wait = wake_ms.saturating_sub(now_ms).max(0) as u64;
     now.checked_add(Duration::from_millis(wait))

@@ -8,10 +8,12 @@
 //!   server), `reportingController` [`REPORTING_CONTROLLER`].
 //!
 //! A failed step stops its plan (Events excepted: a lost Event is logged
-//! and the plan goes on). [`apply_plans`] feeds failures back to the
-//! index: a failed admission status write rolls the admission back in the
-//! engine (assume, then commit); other failures are forgotten so the next
-//! event retries them.
+//! and the plan goes on). [`drain`] (and [`apply_plans`], in tests) feed
+//! the outcome back to the index: status writes are acknowledged with the
+//! resourceVersion they made; a failed admission status write rolls the
+//! admission back in the engine (assume, then commit); a failed or
+//! unanswered status write has its Workload read back; other failures are
+//! forgotten so that they are tried again.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
