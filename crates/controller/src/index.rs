@@ -424,6 +424,16 @@ impl Index {
         self.cluster_queues.keys().cloned().collect()
     }
 
+    /// A queue's status as last observed from the API server: a
+    /// ClusterQueue (`namespace` None) or a LocalQueue.
+    pub fn observed_queue_status(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
+        let status = match namespace {
+            None => serde_json::to_value(self.cluster_queues.get(name)?.status.as_ref()?),
+            Some(ns) => serde_json::to_value(self.local_queues.get(&ObjKey::new(ns, name))?.status.as_ref()?),
+        };
+        status.ok()
+    }
+
     /// Why a ClusterQueue cannot admit new workloads, if it cannot: it
     /// failed validation (kept out of the engine), or it names
     /// ResourceFlavors that do not exist. `(reason, message)`.
@@ -610,6 +620,13 @@ impl Index {
 
     pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
         let Some(name) = cq.metadata.name.clone() else { return };
+        if let Some(old) = self.cluster_queues.get_mut(&name)
+            && old.spec == cq.spec
+        {
+            // A status update (our own, mostly): nothing for the engine.
+            *old = cq;
+            return;
+        }
         match admissible(&cq, adapter::cluster_queue) {
             Ok(spec) => {
                 self.clear_error(Kind::ClusterQueue, &name);
@@ -635,6 +652,12 @@ impl Index {
         let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
             return;
         };
+        if let Some(old) = self.local_queues.get_mut(&key)
+            && old.spec == lq.spec
+        {
+            *old = lq;
+            return;
+        }
         match admissible(&lq, adapter::local_queue) {
             Ok(spec) => {
                 self.clear_error(Kind::LocalQueue, &key.to_string());

@@ -834,18 +834,57 @@ struct QueueStatusWriter {
 /// (cluster-scoped, namespace, name)
 type QueueId = (bool, Option<String>, String);
 
+/// Whether two queue statuses say the same, fields left out and empty or
+/// null ones alike (the server's copy omits empty lists).
+fn same_status(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    fn norm(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => serde_json::Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty)))
+                    .map(|(k, v)| (k.clone(), norm(v)))
+                    .collect(),
+            ),
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(norm).collect()),
+            other => other.clone(),
+        }
+    }
+    norm(a) == norm(b)
+}
+
+/// When the server's `Active` condition of a queue took its status, if it
+/// has that status now.
+fn observed_active_since(ix: &Index, id: &QueueId, active: bool) -> Option<String> {
+    let status = ix.observed_queue_status(id.1.as_deref(), &id.2)?;
+    let c = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Active")?;
+    let same = c["status"] == if active { "True" } else { "False" };
+    same.then(|| c["lastTransitionTime"].as_str().map(String::from))?
+}
+
 impl QueueStatusWriter {
     /// A queue's `Active` condition, keeping its transition time while the
     /// status stays the same.
     fn active_condition(
         &mut self,
+        ix: &Index,
         id: QueueId,
         problem: Option<(&'static str, String)>,
         ok: &str,
         now: &str,
     ) -> serde_json::Value {
         let active = problem.is_none();
-        let since = self.active_since.entry(id).or_insert_with(|| (active, now.to_string()));
+        // A new leader keeps the transition time the server has.
+        let observed = match self.active_since.contains_key(&id) {
+            true => None,
+            false => observed_active_since(ix, &id, active),
+        };
+        let since = self
+            .active_since
+            .entry(id)
+            .or_insert_with(|| (active, observed.unwrap_or_else(|| now.to_string())));
         if since.0 != active {
             *since = (active, now.to_string());
         }
@@ -872,6 +911,7 @@ impl QueueStatusWriter {
         );
         for name in names {
             let condition = self.active_condition(
+                ix,
                 (true, None, name.clone()),
                 ix.cluster_queue_problem(&name),
                 "Can admit workloads",
@@ -927,6 +967,7 @@ impl QueueStatusWriter {
                 .collect();
             let id = (false, Some(key.namespace.clone()), key.name.clone());
             let condition = self.active_condition(
+                ix,
                 id.clone(),
                 ix.local_queue_problem(&key),
                 "Can submit new workloads to its ClusterQueue",
@@ -940,7 +981,21 @@ impl QueueStatusWriter {
             });
             wanted.push((id, status));
         }
-        wanted.retain(|(id, status)| self.last.get(id) != Some(status));
+        // Queues no longer there are forgotten.
+        let ids: BTreeSet<&QueueId> = wanted.iter().map(|(id, _)| id).collect();
+        self.last.retain(|id, _| ids.contains(id));
+        self.queued.retain(|id, _| ids.contains(id));
+        self.active_since.retain(|id, _| ids.contains(id));
+        // A new leader knows what the server holds: what is already there
+        // is not written again.
+        for (id, _) in &wanted {
+            if !self.last.contains_key(id)
+                && let Some(observed) = ix.observed_queue_status(id.1.as_deref(), &id.2)
+            {
+                self.last.insert(id.clone(), observed);
+            }
+        }
+        wanted.retain(|(id, status)| !self.last.get(id).is_some_and(|l| same_status(l, status)));
         wanted
     }
 
@@ -1178,6 +1233,47 @@ mod tests {
         assert_eq!(again[0].steps, plans[0].steps);
         w.written(&again[0], true);
         assert!(w.plans(&ix, &m, &cfg).is_empty());
+    }
+
+    #[test]
+    fn a_new_leader_does_not_rewrite_queue_status_the_server_already_has() {
+        let objects = |statuses: Option<(serde_json::Value, serde_json::Value)>| {
+            let mut cq = cq("cluster-gpu", 8);
+            let mut lq = lq("research", "team-a", "cluster-gpu");
+            if let Some((c, l)) = statuses {
+                cq.status = serde_json::from_value(c).unwrap();
+                lq.status = serde_json::from_value(l).unwrap();
+            }
+            vec![
+                Obj::Flavor(Box::new(flavor("a100"))),
+                Obj::ClusterQueue(Box::new(cq)),
+                Obj::LocalQueue(Box::new(lq)),
+            ]
+        };
+        let cfg = RunConfig {
+            kube_qps: 50.0,
+            kube_burst: 100,
+            index: IndexConfig::default(),
+            lease: None,
+            identity: "test".into(),
+            metrics_addr: "127.0.0.1:0".parse().unwrap(),
+            queue_status_interval: Duration::from_secs(1),
+        };
+        let m = Metrics::new();
+        let mut cache = Cache::default();
+        listed(&mut cache, objects(None));
+        let mut first = QueueStatusWriter::default();
+        let plans = first.plans(&build_index(&cache, &IndexConfig::default()), &m, &cfg);
+        let status = |i: usize| match &plans[i].steps[0] {
+            Step::ApplyQueueStatus { status, .. } => status.clone(),
+            _ => unreachable!(),
+        };
+        // Written by the first leader; a second one starts from the cache.
+        let mut cache = Cache::default();
+        listed(&mut cache, objects(Some((status(0), status(1)))));
+        let mut second = QueueStatusWriter::default();
+        let ix = build_index(&cache, &IndexConfig::default());
+        assert!(second.plans(&ix, &m, &cfg).is_empty(), "nothing to write");
     }
 
     #[test]
