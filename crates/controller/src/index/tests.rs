@@ -35,6 +35,22 @@ fn stored_workload(j: &Job, priority: i32, created_s: i64) -> Workload {
     wl
 }
 
+/// The status of a Workload admitted onto a100 in cluster-gpu at T0:
+/// `pods` pods, `gpus` GPUs in all.
+fn admitted_status(pods: u32, gpus: u32) -> WorkloadStatus {
+    let mut status = WorkloadStatus::default();
+    for (type_, reason) in [(cond::QUOTA_RESERVED, "QuotaReserved"), (cond::ADMITTED, "Admitted")] {
+        set_condition(&mut status.conditions, type_, "True", reason, "", T0, Some(1));
+    }
+    status.admission = Some(
+        serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
+            {"name": "main", "count": pods, "flavors": {"nvidia.com/gpu": "a100"},
+             "resourceUsage": {"nvidia.com/gpu": gpus.to_string()}}]}))
+        .unwrap(),
+    );
+    status
+}
+
 fn ready_index() -> Index {
     ready_index_with(IndexConfig::default())
 }
@@ -310,28 +326,7 @@ fn an_admitted_workload_whose_job_never_started_is_started_after_a_restart() {
     let mut ix = ready_index();
     let j = mk_job("train", "team-a", 1, 1);
     let mut wl = stored_workload(&j, 0, 0);
-    let mut status = WorkloadStatus::default();
-    set_condition(
-        &mut status.conditions,
-        cond::QUOTA_RESERVED,
-        "True",
-        "QuotaReserved",
-        "",
-        T0,
-        Some(1),
-    );
-    set_condition(
-        &mut status.conditions,
-        cond::ADMITTED,
-        "True",
-        "Admitted",
-        "",
-        T0,
-        Some(1),
-    );
-    status.admission = Some(serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
-        {"name": "main", "count": 1, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "1"}}]}))
-    .unwrap());
+    let status = admitted_status(1, 1);
     wl.status = Some(status);
     ix.apply_workload(wl, T0);
     ix.apply_job(j, T0);
@@ -963,30 +958,7 @@ fn an_admission_written_by_another_leader_is_adopted_not_repeated() {
     );
     // The old leader's status write arrives before our first cycle.
     let mut wl = stored_workload(&j, 0, 0);
-    let mut status = WorkloadStatus::default();
-    set_condition(
-        &mut status.conditions,
-        cond::QUOTA_RESERVED,
-        "True",
-        "QuotaReserved",
-        "",
-        T0,
-        Some(1),
-    );
-    set_condition(
-        &mut status.conditions,
-        cond::ADMITTED,
-        "True",
-        "Admitted",
-        "",
-        T0,
-        Some(1),
-    );
-    status.admission = Some(
-        serde_json::from_value(json!({"clusterQueue": "cluster-gpu", "podSetAssignments": [
-            {"name": "main", "count": 4, "flavors": {"nvidia.com/gpu": "a100"}, "resourceUsage": {"nvidia.com/gpu": "8"}}]}))
-        .unwrap(),
-    );
+    let status = admitted_status(4, 8);
     wl.status = Some(status);
     ix.apply_workload(wl, T0 + 1);
     assert_eq!(
