@@ -1,0 +1,253 @@
+use super::*;
+
+impl Engine {
+    pub(super) fn admit(&mut self, cq: CqId, id: WlId, attempt: Attempt, now: Millis, out: &mut Cycle) {
+        for &(slot, amount) in &attempt.usage {
+            self.add_usage(cq, slot, amount, 0);
+        }
+        let key = self.wl(id).key(id);
+        let shape = self.wl(id).shape;
+        self.cqs[cq].remove_pending(&key, shape);
+        let holding = self.holding(cq, id, &attempt, now);
+        self.admit_holding(id, holding, now, out);
+    }
+
+    pub(super) fn holding(&mut self, cq: CqId, id: WlId, attempt: &Attempt, now: Millis) -> Holding {
+        let q = &self.cqs[cq];
+        let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
+        let shape = self.wl(id).shape;
+        let cached = self
+            .assignments
+            .get(&(cq, shape))
+            .and_then(|list| list.iter().find(|(c, _)| *c == attempt.choice))
+            .map(|(_, a)| a.clone());
+        let assignment = match cached {
+            Some(a) => a,
+            None => {
+                let a = self.build_assignment(cq, id, &attempt.choice);
+                self.assignments
+                    .entry((cq, shape))
+                    .or_default()
+                    .push((attempt.choice.clone(), a.clone()));
+                a
+            }
+        };
+        Holding {
+            cq,
+            usage,
+            assignment,
+            borrowing: attempt.borrowing,
+            admitted_at: now,
+            victims: Vec::new(),
+        }
+    }
+
+    /// The reported assignment of a flavor choice: per pod set, the flavor
+    /// and total of every resource it requests. It depends only on the
+    /// queue, the workload's shape and the choice.
+    pub(super) fn build_assignment(&self, cq: CqId, id: WlId, choice: &Choice) -> SharedAssignment {
+        let q = &self.cqs[cq];
+        self.wl(id)
+            .pod_sets
+            .iter()
+            .zip(choice)
+            .map(|(ps, choice)| {
+                let mut flavors = BTreeMap::new();
+                let mut ps_usage = BTreeMap::new();
+                for &(res, amount) in &ps.total {
+                    let g = q.group_of[&res];
+                    let flavor = choice
+                        .iter()
+                        .find(|(gg, _)| *gg == g)
+                        .map(|(_, f)| *f)
+                        .expect("group chosen");
+                    flavors.insert(
+                        self.resources.name(res).to_string(),
+                        self.flavor_names.name(flavor).to_string(),
+                    );
+                    ps_usage.insert(self.resources.name(res).to_string(), amount);
+                }
+                PodSetAssignment {
+                    name: ps.name.to_string(),
+                    count: ps.count,
+                    flavors,
+                    usage: ps_usage,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn admit_holding(&mut self, id: WlId, mut holding: Holding, now: Millis, out: &mut Cycle) {
+        let cq = holding.cq;
+        holding.admitted_at = now;
+        holding.victims.clear();
+        holding.borrowing = self.is_borrowing(cq, &holding.usage);
+        let wl = self.wls[id].as_mut().expect("live workload");
+        wl.explanation = None;
+        wl.shaped = false;
+        self.admitted_now.insert(id, out.admitted.len());
+        out.admitted.push(Admission {
+            uid: wl.uid.clone(),
+            cluster_queue: self.cqs[cq].name.clone(),
+            pod_sets: holding.assignment.clone(),
+            borrowing: holding.borrowing,
+        });
+        wl.state = State::Admitted(Box::new(holding));
+        self.cqs[cq].admitted.insert(id);
+    }
+
+    pub(super) fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
+        let q = &self.cqs[cq];
+        usage.iter().any(|(fr, _)| {
+            q.slot_of
+                .get(fr)
+                .is_some_and(|&s| q.slots[s].usage > q.slots[s].nominal)
+        })
+    }
+
+    pub(super) fn start_claim(
+        &mut self,
+        cq: CqId,
+        id: WlId,
+        victims: Vec<(WlId, PreemptionReason)>,
+        attempt: Attempt,
+        now: Millis,
+        out: &mut Cycle,
+    ) {
+        // Admission time is set when the claim completes.
+        let mut holding = self.holding(cq, id, &attempt, 0);
+        holding.victims = victims.iter().map(|(v, _)| (*v, self.wl(*v).uid.clone())).collect();
+        for &(slot, amount) in &attempt.usage {
+            self.add_usage(cq, slot, 0, amount);
+        }
+        let (preemptor_uid, preemptor_name) = {
+            let w = self.wl(id);
+            (w.uid.clone(), w.name.clone())
+        };
+        let preemptor_cq = self.cqs[cq].name.clone();
+        let mut retracted = Vec::new();
+        for (v, reason) in &victims {
+            if let Some(index) = self.admitted_now.remove(v) {
+                self.withdrawn.push(index);
+                // Admitted earlier in this same cycle: nothing was applied
+                // yet, so the admission is withdrawn instead of evicted.
+                retracted.push(*v);
+                continue;
+            }
+            let _ = self.start_eviction(*v);
+            let w = self.wl(*v);
+            let message = match reason {
+                PreemptionReason::InClusterQueue => {
+                    format!(
+                        "Preempted to accommodate {preemptor_name} (higher priority) in ClusterQueue {preemptor_cq}"
+                    )
+                }
+                PreemptionReason::InCohortReclamation => format!(
+                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} reclaims quota its cohort borrowed"
+                ),
+                PreemptionReason::InCohortReclaimWhileBorrowing => format!(
+                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} borrows in the cohort at higher priority"
+                ),
+            };
+            out.preempted.push(Preemption {
+                victim: w.uid.clone(),
+                preemptor: preemptor_uid.clone(),
+                reason: *reason,
+                message,
+            });
+        }
+        for v in retracted {
+            self.release(v);
+            self.wl_mut(v).state = State::Pending;
+            self.enqueue(v);
+        }
+        let key = self.wl(id).key(id);
+        let shape = self.wl(id).shape;
+        self.cqs[cq].take_off_lists(&key, shape);
+        self.wl_mut(id).shaped = false;
+        self.cqs[cq].preempting += 1;
+        self.preempting.insert(key.clone());
+        let n = out.preempted.iter().filter(|p| p.preemptor == preemptor_uid).count();
+        self.wl_mut(id).state = State::Preempting(Box::new(holding));
+        if n == 0 {
+            self.try_complete_claim(key, now, out);
+        } else {
+            let e = Explanation::new(PendingReason::WaitingForPreemption { victims: n });
+            self.explain(id, Arc::new(e), out);
+        }
+    }
+
+    /// Releases a preemptor's claim; it goes back to plain pending.
+    pub(super) fn drop_claim(&mut self, id: WlId) {
+        let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+            return;
+        };
+        let key = self.wl(id).key(id);
+        self.preempting.remove(&key);
+        self.cqs[h.cq].preempting -= 1;
+        if self.cqs[h.cq].pending.contains(&key) {
+            self.cqs[h.cq].loose.insert(key.clone());
+            self.cqs[h.cq].fresh.insert(key.clone());
+        }
+        for &(fr, amount) in &h.usage {
+            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+                self.add_usage(h.cq, slot, 0, -amount);
+            }
+        }
+        self.wake_domain(h.cq);
+    }
+
+    pub(super) fn start_eviction(&mut self, id: WlId) -> Result<(), &'static str> {
+        let wl = self.wl_mut(id);
+        match std::mem::replace(&mut wl.state, State::Finished) {
+            State::Admitted(h) => {
+                let cq = h.cq;
+                wl.state = State::Evicting(h);
+                self.cqs[cq].evicting += 1;
+                Ok(())
+            }
+            other => {
+                let name = other.name();
+                wl.state = other;
+                Err(name)
+            }
+        }
+    }
+
+    /// Releases what an admitted or evicting workload holds.
+    pub(super) fn release(&mut self, id: WlId) {
+        let state = std::mem::replace(&mut self.wl_mut(id).state, State::Pending);
+        let (State::Admitted(h) | State::Evicting(h)) = &state else {
+            self.wl_mut(id).state = state;
+            return;
+        };
+        let cq = h.cq;
+        if matches!(state, State::Evicting(_)) {
+            self.cqs[cq].evicting -= 1;
+        }
+        for &(fr, amount) in &h.usage {
+            if let Some(&slot) = self.cqs[cq].slot_of.get(&fr) {
+                self.add_usage(cq, slot, -amount, 0);
+            }
+        }
+        self.cqs[cq].admitted.remove(&id);
+        self.wake_domain(cq);
+        self.collect_deleted(cq);
+    }
+
+    /// Adds to a slot's usage and claim, keeping its cohort pool in step.
+    pub(super) fn add_usage(&mut self, cq: CqId, slot: usize, usage: Amount, claimed: Amount) {
+        let q = &mut self.cqs[cq];
+        let s = &mut q.slots[slot];
+        let g = s.guaranteed();
+        let (before, idle_before) = (ledger::draw(s.effective(), g), ledger::idle(s));
+        s.usage += usage;
+        s.claimed += claimed;
+        let (after, idle_after) = (ledger::draw(s.effective(), g), ledger::idle(s));
+        if let (Some(p), Some(c)) = (s.pool, q.cohort) {
+            let pool = &mut self.cohorts[c].pools[p];
+            pool.usage += after - before;
+            pool.idle += idle_after - idle_before;
+        }
+    }
+}

@@ -1,0 +1,103 @@
+use super::*;
+
+impl Engine {
+    /// Checks the ledger against the workloads (for tests): every slot's usage
+    /// and claim equals the sum over holders, every pool equals the sum of
+    /// draws, and admitted usage respects quota where `strict`.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut usage: HashMap<(CqId, FrKey), Amount> = HashMap::new();
+        let mut claimed: HashMap<(CqId, FrKey), Amount> = HashMap::new();
+        for wl in self.wls.iter().flatten() {
+            match &wl.state {
+                State::Admitted(h) | State::Evicting(h) => {
+                    for &(fr, a) in &h.usage {
+                        *usage.entry((h.cq, fr)).or_default() += a;
+                    }
+                }
+                State::Preempting(h) => {
+                    for &(fr, a) in &h.usage {
+                        *claimed.entry((h.cq, fr)).or_default() += a;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (ci, q) in self.cqs.iter().enumerate() {
+            for s in &q.slots {
+                let u = usage.remove(&(ci, s.fr)).unwrap_or(0);
+                let c = claimed.remove(&(ci, s.fr)).unwrap_or(0);
+                if u != s.usage || c != s.claimed {
+                    return Err(format!(
+                        "queue {} slot {:?}: ledger usage {} claimed {}, workloads hold {} claim {}",
+                        q.name, s.fr, s.usage, s.claimed, u, c
+                    ));
+                }
+            }
+        }
+        if let Some(((cq, fr), a)) = usage.into_iter().chain(claimed).find(|(_, a)| *a != 0) {
+            return Err(format!("queue {} holds {a} of {fr:?} with no slot", self.cqs[cq].name));
+        }
+        for (ci, q) in self.cqs.iter().enumerate() {
+            let shaped: usize = q.shaped.values().map(|s| s.len()).sum();
+            let preempting = q
+                .pending
+                .iter()
+                .filter(|k| matches!(self.wl(k.id).state, State::Preempting(_)))
+                .count();
+            if q.pending.len() != q.loose.len() + shaped + preempting || preempting != q.preempting {
+                return Err(format!(
+                    "queue {}: {} pending but {} loose + {} shaped + {} preempting (counter {})",
+                    q.name,
+                    q.pending.len(),
+                    q.loose.len(),
+                    shaped,
+                    preempting,
+                    q.preempting
+                ));
+            }
+            for k in &q.loose {
+                let wl = self.wl(k.id);
+                if wl.shaped || wl.cq != Some(ci) || !q.pending.contains(k) {
+                    return Err(format!("queue {}: loose {} is shaped or elsewhere", q.name, k.uid));
+                }
+            }
+            for (shape, set) in &q.shaped {
+                for k in set {
+                    let wl = self.wl(k.id);
+                    if !wl.shaped || wl.shape != *shape || !q.pending.contains(k) {
+                        return Err(format!("queue {}: shaped {} inconsistent", q.name, k.uid));
+                    }
+                    if !self.shape_expl.contains_key(&(ci, *shape)) {
+                        return Err(format!(
+                            "queue {}: shape {shape} has members but no explanation",
+                            q.name
+                        ));
+                    }
+                }
+            }
+        }
+        for (c, cohort) in self.cohorts.iter().enumerate() {
+            let mut sums = vec![(0, 0, 0); cohort.pools.len()];
+            for &m in &cohort.members {
+                for s in &self.cqs[m].slots {
+                    let p = s
+                        .pool
+                        .ok_or_else(|| format!("queue {} in cohort {c} has a slot without pool", self.cqs[m].name))?;
+                    sums[p].0 += s.lendable();
+                    sums[p].1 += ledger::draw(s.effective(), s.guaranteed());
+                    sums[p].2 += ledger::idle(s);
+                }
+            }
+            for (p, pool) in cohort.pools.iter().enumerate() {
+                if (pool.capacity, pool.usage, pool.idle) != sums[p] {
+                    return Err(format!(
+                        "cohort {c} pool {p}: capacity/usage/idle {}/{}/{} but members sum to {}/{}/{}",
+                        pool.capacity, pool.usage, pool.idle, sums[p].0, sums[p].1, sums[p].2
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,346 @@
+use super::*;
+
+/// Where a cycle's candidate list comes from.
+pub(super) enum Source {
+    /// A queue's fresh workloads, taken out for this cycle.
+    Owned(BTreeSet<OrderKey>),
+    /// A woken queue's workloads with their own explanation.
+    Loose,
+    /// A woken queue's workloads parked under one shape.
+    Shape(u32),
+}
+
+impl Engine {
+    /// Runs one admission cycle at time `now`: admits as many workloads as fit,
+    /// in order, chooses victims for those that need preemption, and explains
+    /// why the rest wait. Only queues touched since the last cycle are visited.
+    pub fn schedule(&mut self, now: Millis) -> Cycle {
+        let mut out = Cycle::default();
+        self.fire_timers(now);
+        self.complete_claims(now, &mut out);
+        let dirty: Vec<CqId> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let mut done: BTreeSet<CqId> = BTreeSet::new();
+        for cq in dirty {
+            if done.contains(&cq) {
+                continue;
+            }
+            let members: Vec<CqId> = match self.cqs[cq].cohort {
+                Some(c) => self.cohorts[c].members.iter().copied().collect(),
+                None => vec![cq],
+            };
+            done.extend(members.iter().copied());
+            self.schedule_domain(&members, now, &mut out);
+        }
+        // Evictions decided outside a cycle (drains), unless the workload
+        // finished, was removed or completed its eviction meanwhile.
+        for ev in std::mem::take(&mut self.buffered_evictions) {
+            let still = self
+                .by_uid
+                .get(&ev.uid)
+                .is_some_and(|&id| matches!(self.wl(id).state, State::Evicting(_)));
+            if still {
+                out.evicted.push(ev);
+            }
+        }
+        for id in std::mem::take(&mut self.buffered_notes) {
+            if let Some(Some(wl)) = self.wls.get(id)
+                && let Some(e) = &wl.explanation
+            {
+                out.pending_changed.push((wl.uid.clone(), e.clone()));
+            }
+        }
+        out.next_wakeup = if self.dirty.is_empty() {
+            self.timers.first().map(|(t, _)| *t)
+        } else {
+            // Work arrived during the cycle (a withdrawn admission requeued,
+            // a claim dropped): cycle again right away.
+            Some(now)
+        };
+        self.admitted_now.clear();
+        if !self.withdrawn.is_empty() {
+            self.withdrawn.sort_unstable();
+            let mut next = 0;
+            let mut index = 0;
+            out.admitted.retain(|_| {
+                let keep = self.withdrawn.get(next) != Some(&index);
+                if !keep {
+                    next += 1;
+                }
+                index += 1;
+                keep
+            });
+            self.withdrawn.clear();
+        }
+        out
+    }
+
+    pub(super) fn fire_timers(&mut self, now: Millis) {
+        while let Some(&(t, timer)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::WakeCq(cq) => self.wake_queue(cq),
+                Timer::Backoff(id) => {
+                    if matches!(self.wl(id).state, State::Backoff(_)) {
+                        self.wl_mut(id).state = State::Pending;
+                        self.enqueue(id);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admits preemptors whose victims are gone.
+    pub(super) fn complete_claims(&mut self, now: Millis, out: &mut Cycle) {
+        let keys: Vec<OrderKey> = self.preempting.iter().cloned().collect();
+        for key in keys {
+            self.try_complete_claim(key, now, out);
+        }
+    }
+
+    pub(super) fn try_complete_claim(&mut self, key: OrderKey, now: Millis, out: &mut Cycle) {
+        let id = key.id;
+        let State::Preempting(h) = &self.wl(id).state else {
+            return;
+        };
+        let waiting = h
+            .victims
+            .iter()
+            .any(|(v, uid)| matches!(self.wls.get(*v), Some(Some(w)) if w.uid == *uid && matches!(w.state, State::Evicting(_))));
+        if waiting {
+            return;
+        }
+        let cq = h.cq;
+        if let Some(held) = self.held(cq, id) {
+            // Hold admits nothing new, preemptors included.
+            self.drop_claim(id);
+            self.explain(id, held, out);
+            return;
+        }
+        let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
+        // Check against what is really held now (evictions under way still
+        // count), without the preemptor's own claim. Another preemptor's
+        // claim may delay this one until its victims are gone too.
+        let mut ov = Overlay::default();
+        for &(slot, amount) in &usage {
+            self.overlay_add(&mut ov, cq, slot, -amount);
+        }
+        if self.fits_overlay(&ov, cq, &usage, false) {
+            let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+                unreachable!("checked above")
+            };
+            self.preempting.remove(&key);
+            self.cqs[cq].preempting -= 1;
+            for &(slot, amount) in &usage {
+                self.add_usage(cq, slot, amount, -amount);
+            }
+            let shape = self.wl(id).shape;
+            self.cqs[cq].remove_pending(&key, shape);
+            self.admit_holding(id, *h, now, out);
+            // StrictFIFO queues were blocked behind it.
+            self.wake_queue(cq);
+        } else {
+            // Quota shrank meanwhile: try again from scratch.
+            self.drop_claim(id);
+            self.dirty.insert(cq);
+        }
+    }
+
+    pub(super) fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) {
+        // Candidate lists, each in queue order: for a woken queue, its loose
+        // workloads and one list per parked shape; for the others, only the
+        // fresh ones.
+        // A woken queue's lists are read lazily from its live sets (a
+        // skipped shape costs one look, not one per member); a non-woken
+        // queue's fresh set is moved out, so workloads requeued during this
+        // cycle stay fresh for the next.
+        let mut lists: Vec<(CqId, Source)> = Vec::new();
+        for &m in members {
+            let cq = &mut self.cqs[m];
+            if cq.woken {
+                cq.fresh.clear();
+                if !cq.loose.is_empty() {
+                    lists.push((m, Source::Loose));
+                }
+                lists.extend(cq.shaped.keys().map(|&shape| (m, Source::Shape(shape))));
+            } else if !cq.fresh.is_empty() {
+                lists.push((m, Source::Owned(std::mem::take(&mut cq.fresh))));
+            }
+            cq.woken = false;
+        }
+        if lists.is_empty() {
+            return;
+        }
+        // StrictFIFO queues whose head did not fit this cycle.
+        let mut blocked: BTreeSet<CqId> = BTreeSet::new();
+        // Per queue, shapes that failed this cycle: availability only shrinks
+        // within a cycle, and later workloads of the same shape have no more
+        // preemption candidates, so they fail the same way. The rest of a
+        // failed shape's parked list is skipped without a look.
+        let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
+        // k-way merge of the lists into global order.
+        let mut heap: BinaryHeap<Reverse<(OrderKey, usize)>> = BinaryHeap::with_capacity(lists.len());
+        for (i, (cq, source)) in lists.iter().enumerate() {
+            if let Some(first) = self.list_next(*cq, source, None) {
+                heap.push(Reverse((first, i)));
+            }
+        }
+        // Two passes, as in Kueue: workloads that fit within their queue's
+        // nominal quota go first; one that could only be admitted by
+        // borrowing waits for the second pass, and its queue with it (so a
+        // queue's own order is never inverted). Borrowed quota is what a
+        // peer may reclaim: handing it out before every peer had its
+        // guaranteed share would be undone within the same cycle.
+        let mut deferring = lists.iter().any(|(c, _)| *c != lists[0].0);
+        let mut paused: Vec<CqId> = Vec::new();
+        let mut deferred: Vec<Reverse<(OrderKey, usize)>> = Vec::new();
+        loop {
+            let Some(Reverse((key, i))) = heap.pop() else {
+                if deferred.is_empty() {
+                    break;
+                }
+                deferring = false;
+                heap.extend(deferred.drain(..));
+                continue;
+            };
+            let cq = lists[i].0;
+            if deferring && paused.contains(&cq) {
+                // The list resumes from here in the second pass.
+                deferred.push(Reverse((key, i)));
+                continue;
+            }
+            let list_shape = match lists[i].1 {
+                Source::Shape(shape) => Some(shape),
+                _ => None,
+            };
+            let id = key.id;
+            let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
+            if let Some(shape) = list_shape
+                && failed.contains(&(cq, shape))
+                && !blocked.contains(&cq)
+            {
+                // Parked under this shape, which failed again: nothing to do
+                // for the rest of the list either.
+                continue;
+            }
+            if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
+                heap.push(Reverse((next, i)));
+            }
+            // The workload may have left the queue during this cycle.
+            if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
+                continue;
+            }
+            if blocked.contains(&cq) {
+                let e = self.blocked_expl.clone();
+                self.explain(id, e, out);
+                continue;
+            }
+            if let Some(held) = self.held(cq, id) {
+                self.explain(id, held, out);
+                continue;
+            }
+            // A StrictFIFO queue waits behind a preemptor that is ahead in
+            // order; a newcomer ahead of it (higher priority) is tried.
+            if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, &key) {
+                blocked.insert(cq);
+                let e = self.blocked_expl.clone();
+                self.explain(id, e, out);
+                continue;
+            }
+            let shape = self.wl(id).shape;
+            if failed.contains(&(cq, shape)) {
+                self.park_shaped(cq, id, out);
+                if strict {
+                    blocked.insert(cq);
+                }
+                continue;
+            }
+            let e = match self.assign(cq, id) {
+                Ok(attempt) if deferring && attempt.borrowing && self.peers_have_idle_quota(cq, &attempt) => {
+                    paused.push(cq);
+                    deferred.push(Reverse((key, i)));
+                    continue;
+                }
+                Ok(attempt) => {
+                    self.admit(cq, id, attempt, now, out);
+                    continue;
+                }
+                Err(AssignError::NotCovered { pod_set, resource }) => {
+                    Explanation::new(PendingReason::ResourceNotCovered {
+                        pod_set: pod_set.to_string(),
+                        resource: self.resources.name(resource).to_string(),
+                    })
+                }
+                Err(AssignError::NoFit {
+                    options,
+                    mut verdicts,
+                    never,
+                }) => {
+                    let mut reason = if never {
+                        PendingReason::NeverFits
+                    } else {
+                        PendingReason::NoFit
+                    };
+                    if !never && self.cqs[cq].spec.preemption.can_preempt() {
+                        match self.preempt(cq, id, &options, now) {
+                            PreemptOutcome::Victims(victims, attempt) => {
+                                self.start_claim(cq, id, victims, attempt, now, out);
+                                if strict {
+                                    blocked.insert(cq);
+                                }
+                                continue;
+                            }
+                            PreemptOutcome::WaitForEvictions => {
+                                reason = PendingReason::WaitingForEvictions;
+                            }
+                            PreemptOutcome::Impossible { protected, until } => {
+                                if let Some(t) = until {
+                                    self.timers.insert((t, Timer::WakeCq(cq)));
+                                }
+                                verdicts.push(FlavorVerdict {
+                                    pod_set: String::new(),
+                                    flavor: "preemption".to_string(),
+                                    verdict: Verdict::PreemptionNotPossible { protected },
+                                });
+                            }
+                        }
+                    } else if !never && self.evicting_in_domain(cq) {
+                        // Evictions under way may free enough.
+                        let ov = self.evictions_overlay(cq);
+                        if let Some(usage) = self.first_option_usage(cq, id, &options)
+                            && self.fits_overlay(&ov, cq, &usage, false)
+                        {
+                            reason = PendingReason::WaitingForEvictions;
+                        }
+                    }
+                    Explanation {
+                        reason,
+                        flavors: verdicts,
+                    }
+                }
+            };
+            failed.insert((cq, shape));
+            self.set_shape_explanation(cq, shape, Arc::new(e), out);
+            self.park_shaped(cq, id, out);
+            if strict {
+                blocked.insert(cq);
+            }
+        }
+    }
+
+    /// The next candidate of a list after `after` (the first if `None`).
+    pub(super) fn list_next(&self, cq: CqId, source: &Source, after: Option<&OrderKey>) -> Option<OrderKey> {
+        let q = &self.cqs[cq];
+        let set = match source {
+            Source::Owned(set) => set,
+            Source::Loose => &q.loose,
+            Source::Shape(shape) => q.shaped.get(shape)?,
+        };
+        match after {
+            None => set.first().cloned(),
+            Some(k) => set.range((Bound::Excluded(k), Bound::Unbounded)).next().cloned(),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+use super::*;
+
+impl Engine {
+    pub(super) fn note(&mut self, id: WlId, e: Explanation) {
+        let wl = self.wl_mut(id);
+        if wl.explanation.as_deref().is_none_or(|old| !old.same_reason(&e)) {
+            self.buffered_notes.insert(id);
+        }
+        self.wl_mut(id).explanation = Some(Arc::new(e));
+    }
+
+    /// What a pending workload is told: its own explanation, or its
+    /// queue's for its shape when parked by shape.
+    pub(super) fn current_explanation(&self, id: WlId) -> Option<&Arc<Explanation>> {
+        let wl = self.wl(id);
+        if wl.shaped {
+            return self.shape_expl.get(&(wl.cq?, wl.shape));
+        }
+        wl.explanation.as_ref()
+    }
+
+    /// Records why a workload waits, and reports it when the reason changed.
+    /// Explanations are shared: re-explaining the same one is a pointer
+    /// comparison.
+    pub(super) fn explain(&mut self, id: WlId, e: Arc<Explanation>, out: &mut Cycle) {
+        if let Some(old) = self.current_explanation(id) {
+            if Arc::ptr_eq(old, &e) {
+                return;
+            }
+            if old.same_reason(&e) {
+                self.own_explanation(id, e);
+                return;
+            }
+        }
+        out.pending_changed.push((self.wl(id).uid.clone(), e.clone()));
+        self.buffered_notes.remove(&id);
+        self.own_explanation(id, e);
+    }
+
+    pub(super) fn own_explanation(&mut self, id: WlId, e: Arc<Explanation>) {
+        let wl = self.wls[id].as_mut().expect("live workload");
+        wl.explanation = Some(e);
+        if wl.shaped {
+            wl.shaped = false;
+            let (key, shape, cq) = (wl.key(id), wl.shape, wl.cq.expect("shaped workloads are queued"));
+            let q = &mut self.cqs[cq];
+            q.take_off_lists(&key, shape);
+            q.loose.insert(key);
+        }
+    }
+
+    /// Sets why workloads of a shape wait in a queue; when the reason
+    /// changed, every workload parked under it is told.
+    pub(super) fn set_shape_explanation(&mut self, cq: CqId, shape: u32, e: Arc<Explanation>, out: &mut Cycle) {
+        let old = self.shape_expl.insert((cq, shape), e.clone());
+        if old.is_some_and(|o| !o.same_reason(&e))
+            && let Some(members) = self.cqs[cq].shaped.get(&shape)
+        {
+            for key in members {
+                out.pending_changed.push((key.uid.clone(), e.clone()));
+            }
+        }
+    }
+
+    /// Parks a workload under its queue's explanation for its shape.
+    pub(super) fn park_shaped(&mut self, cq: CqId, id: WlId, out: &mut Cycle) {
+        let wl = self.wl(id);
+        if wl.shaped {
+            return;
+        }
+        let shape = wl.shape;
+        let e = self.shape_expl[&(cq, shape)].clone();
+        if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
+            out.pending_changed.push((wl.uid.clone(), e.clone()));
+            self.buffered_notes.remove(&id);
+        }
+        let wl = self.wls[id].as_mut().expect("live workload");
+        wl.explanation = None;
+        wl.shaped = true;
+        let key = wl.key(id);
+        let q = &mut self.cqs[cq];
+        q.loose.remove(&key);
+        q.fresh.remove(&key);
+        q.shaped.entry(shape).or_default().insert(key);
+    }
+}

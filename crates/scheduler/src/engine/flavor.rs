@@ -1,0 +1,306 @@
+use super::*;
+
+/// A flavor choice for every (pod set, resource group) a workload needs.
+pub(super) struct Attempt {
+    /// Aggregated request per slot of the queue.
+    pub(super) usage: Vec<(usize, Amount)>,
+    /// Per pod set: (group index, flavor).
+    pub(super) choice: Choice,
+    pub(super) borrowing: bool,
+}
+
+pub(super) enum AssignError {
+    NotCovered {
+        pod_set: Arc<str>,
+        resource: ResId,
+    },
+    /// Per (pod set, group): candidate flavors that could hold it with
+    /// preemption; verdicts for the explanation; whether no flavor ever could.
+    NoFit {
+        options: Vec<(usize, usize, Vec<FlavorId>)>,
+        verdicts: Vec<FlavorVerdict>,
+        never: bool,
+    },
+}
+
+impl Engine {
+    /// Chooses a flavor for every (pod set, resource group) of the workload:
+    /// in the queue's flavor order, the first flavor that fits without
+    /// borrowing, else the first that fits by borrowing.
+    pub(super) fn assign(&self, cq_id: CqId, id: WlId) -> Result<Attempt, AssignError> {
+        // Most calls succeed: a quick pass builds no explanation, and only a
+        // failure is worked out again with verdicts and preemption options.
+        match self.assign_with(cq_id, id, false) {
+            Err(AssignError::NoFit { .. }) => self.assign_with(cq_id, id, true),
+            other => other,
+        }
+    }
+
+    pub(super) fn assign_with(&self, cq_id: CqId, id: WlId, explain: bool) -> Result<Attempt, AssignError> {
+        let cq = &self.cqs[cq_id];
+        let wl = self.wl(id);
+        let pools = cq.cohort.map(|c| &self.cohorts[c].pools);
+        let mut usage: Vec<(usize, Amount)> = Vec::new();
+        let mut choice: Vec<Vec<(usize, FlavorId)>> = Vec::with_capacity(wl.pod_sets.len());
+        let mut borrowing = false;
+        let mut failure: Option<(Vec<FlavorVerdict>, bool)> = None;
+        let mut options: Vec<(usize, usize, Vec<FlavorId>)> = Vec::new();
+        for (pi, ps) in wl.pod_sets.iter().enumerate() {
+            let needs = match self.group_needs(cq, ps) {
+                Ok(n) => n,
+                Err(resource) => {
+                    return Err(AssignError::NotCovered {
+                        pod_set: ps.name.clone(),
+                        resource,
+                    });
+                }
+            };
+            let mut ps_choice = Vec::with_capacity(needs.len());
+            for (g, reqs) in needs {
+                let group = &cq.groups[g];
+                let mut best: Option<(usize, bool)> = None;
+                let mut verdicts = Vec::new();
+                let mut possible = Vec::new();
+                for (fi, gf) in group.flavors.iter().enumerate() {
+                    if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
+                        if explain {
+                            verdicts.push(self.verdict(ps, gf.flavor, v));
+                        }
+                        continue;
+                    }
+                    let mut kind = Fit::Fits;
+                    for &(rpos, amount) in &reqs {
+                        let slot = gf.slots[rpos];
+                        let s = &cq.slots[slot];
+                        let pool = s.pool.and_then(|p| pools.map(|ps| &ps[p]));
+                        let extra = amount + pending_amount(&usage, slot);
+                        match ledger::check(s, pool, 0, 0, extra) {
+                            Fit::Fits => {}
+                            Fit::Borrows => kind = Fit::Borrows,
+                            Fit::NotNow { available } if !explain => {
+                                kind = Fit::NotNow { available };
+                                break;
+                            }
+                            Fit::Never { max } if !explain => {
+                                kind = Fit::Never { max };
+                                break;
+                            }
+                            Fit::NotNow { available } => {
+                                let free_nominal = (s.nominal - s.effective()).clamp(0, available);
+                                verdicts.push(self.verdict(
+                                    ps,
+                                    gf.flavor,
+                                    Verdict::InsufficientQuota {
+                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        needed: extra,
+                                        free_nominal,
+                                        nominal: s.nominal,
+                                        borrowable: available - free_nominal,
+                                    },
+                                ));
+                                kind = Fit::NotNow { available };
+                                break;
+                            }
+                            Fit::Never { max } => {
+                                verdicts.push(self.verdict(
+                                    ps,
+                                    gf.flavor,
+                                    Verdict::ExceedsMaxQuota {
+                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        needed: extra,
+                                        max,
+                                    },
+                                ));
+                                kind = Fit::Never { max };
+                                break;
+                            }
+                        }
+                    }
+                    match kind {
+                        Fit::Fits => {
+                            best = Some((fi, false));
+                            possible.push(gf.flavor);
+                            break;
+                        }
+                        Fit::Borrows => {
+                            if best.is_none() {
+                                best = Some((fi, true));
+                            }
+                            possible.push(gf.flavor);
+                        }
+                        Fit::NotNow { .. } => possible.push(gf.flavor),
+                        Fit::Never { .. } => {}
+                    }
+                }
+                if best.is_none() && !explain {
+                    // Not assignable: the caller asks again with explain.
+                    return Err(AssignError::NoFit {
+                        options: Vec::new(),
+                        verdicts: Vec::new(),
+                        never: false,
+                    });
+                }
+                if explain {
+                    options.push((pi, g, possible.clone()));
+                }
+                match best {
+                    Some((fi, b)) if failure.is_none() => {
+                        let gf = &group.flavors[fi];
+                        for &(rpos, amount) in &reqs {
+                            add_pending(&mut usage, gf.slots[rpos], amount);
+                        }
+                        borrowing |= b;
+                        ps_choice.push((g, gf.flavor));
+                    }
+                    Some(_) => {}
+                    None => {
+                        let never = possible.is_empty();
+                        match &mut failure {
+                            None => failure = Some((verdicts, never)),
+                            Some((v, n)) => {
+                                v.extend(verdicts);
+                                *n |= never;
+                            }
+                        }
+                    }
+                }
+            }
+            choice.push(ps_choice);
+        }
+        match failure {
+            None => Ok(Attempt {
+                usage,
+                choice,
+                borrowing,
+            }),
+            Some((verdicts, never)) => Err(AssignError::NoFit {
+                options,
+                verdicts,
+                never,
+            }),
+        }
+    }
+
+    /// For each resource group the pod set needs, the requested amounts by
+    /// position in the group. Errors with a resource no group covers.
+    pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<GroupNeeds, ResId> {
+        let mut needs: GroupNeeds = Vec::new();
+        for &(res, amount) in &ps.total {
+            let Some(&g) = cq.group_of.get(&res) else {
+                return Err(res);
+            };
+            let rpos = cq.groups[g]
+                .resources
+                .iter()
+                .position(|&r| r == res)
+                .expect("group covers resource");
+            match needs.iter_mut().find(|(gg, _)| *gg == g) {
+                Some((_, v)) => v.push((rpos, amount)),
+                None => needs.push((g, vec![(rpos, amount)])),
+            }
+        }
+        Ok(needs)
+    }
+
+    pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
+        let Some(spec) = self.flavors.get(&flavor) else {
+            return Err(Verdict::FlavorNotFound);
+        };
+        for (key, wanted) in &ps.node_selector {
+            if let Some(has) = spec.node_labels.get(key)
+                && has != wanted
+            {
+                return Err(Verdict::NodeLabelMismatch {
+                    key: key.clone(),
+                    wanted: wanted.clone(),
+                    flavor_has: has.clone(),
+                });
+            }
+        }
+        for taint in &spec.taints {
+            if taint.effect == TaintEffect::PreferNoSchedule {
+                continue;
+            }
+            let tolerated = ps
+                .tolerations
+                .iter()
+                .chain(&spec.tolerations)
+                .any(|t| t.tolerates(taint));
+            if !tolerated {
+                let value = taint.value.as_deref().map(|v| format!("={v}")).unwrap_or_default();
+                return Err(Verdict::UntoleratedTaint {
+                    taint: format!("{}{value}:{:?}", taint.key, taint.effect),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
+        FlavorVerdict {
+            pod_set: ps.name.to_string(),
+            flavor: self.flavor_names.name(flavor).to_string(),
+            verdict,
+        }
+    }
+
+    /// The request per slot of one choice of flavors (option indices).
+    pub(super) fn option_usage(
+        &self,
+        cq: CqId,
+        id: WlId,
+        options: &FlavorOptions,
+        pick: &[usize],
+    ) -> Vec<(usize, Amount)> {
+        let cq_ref = &self.cqs[cq];
+        let wl = self.wl(id);
+        let mut usage = Vec::new();
+        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
+            let flavor = flavors[k];
+            let group = &cq_ref.groups[*g];
+            let gf = group
+                .flavors
+                .iter()
+                .find(|f| f.flavor == flavor)
+                .expect("option flavor in group");
+            for &(res, amount) in &wl.pod_sets[*pi].total {
+                if let Some(rpos) = group.resources.iter().position(|&r| r == res) {
+                    add_pending(&mut usage, gf.slots[rpos], amount);
+                }
+            }
+        }
+        usage
+    }
+
+    pub(super) fn first_option_usage(
+        &self,
+        cq: CqId,
+        id: WlId,
+        options: &FlavorOptions,
+    ) -> Option<Vec<(usize, Amount)>> {
+        if options.iter().any(|(_, _, f)| f.is_empty()) {
+            return None;
+        }
+        Some(self.option_usage(cq, id, options, &vec![0; options.len()]))
+    }
+
+    pub(super) fn choice_from_pick(&self, pod_sets: usize, options: &FlavorOptions, pick: &[usize]) -> Choice {
+        // One entry per pod set, also for pod sets that request nothing.
+        let mut choice: Choice = vec![Vec::new(); pod_sets];
+        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
+            choice[*pi].push((*g, flavors[k]));
+        }
+        choice
+    }
+}
+
+fn pending_amount(usage: &[(usize, Amount)], slot: usize) -> Amount {
+    usage.iter().find(|(s, _)| *s == slot).map(|(_, a)| *a).unwrap_or(0)
+}
+
+fn add_pending(usage: &mut Vec<(usize, Amount)>, slot: usize, amount: Amount) {
+    match usage.iter_mut().find(|(s, _)| *s == slot) {
+        Some((_, a)) => *a += amount,
+        None => usage.push((slot, amount)),
+    }
+}

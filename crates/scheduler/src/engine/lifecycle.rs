@@ -1,0 +1,286 @@
+use super::*;
+
+impl Engine {
+    /// Adds a pending workload.
+    pub fn add_workload(&mut self, spec: WorkloadSpec) -> Result<(), EngineError> {
+        let id = self.insert_workload(spec)?;
+        self.enqueue(id);
+        Ok(())
+    }
+
+    /// Adds a pending workload whose requeue backoff runs until `not_before`
+    /// (a controller rebuilding its ledger after a restart finds it in the
+    /// Workload's status): it joins its queue when the backoff ends, as if
+    /// [`Engine::eviction_complete_with_backoff`] had put it there.
+    pub fn add_workload_backing_off(&mut self, spec: WorkloadSpec, not_before: Millis) -> Result<(), EngineError> {
+        let id = self.insert_workload(spec)?;
+        let wl = self.wl_mut(id);
+        wl.state = State::Backoff(not_before);
+        wl.explanation = None;
+        self.timers.insert((not_before, Timer::Backoff(id)));
+        self.note(id, Explanation::new(PendingReason::Backoff { until: not_before }));
+        Ok(())
+    }
+
+    /// Records a workload that is already admitted (a controller rebuilding its
+    /// ledger after a restart). Its usage is accounted as it is, even above
+    /// quota: reality wins, and nothing new is admitted until it fits again.
+    pub fn restore_admitted(
+        &mut self,
+        spec: WorkloadSpec,
+        cluster_queue: &str,
+        pod_sets: &[PodSetAssignment],
+        admitted_at: Millis,
+    ) -> Result<(), EngineError> {
+        let Some(&cq) = self.cq_by_name.get(cluster_queue) else {
+            return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
+        };
+        let uid = spec.uid.clone();
+        // Validate the assignment before touching any state.
+        let mut usage: Vec<(FrKey, Amount)> = Vec::new();
+        {
+            let ps_specs = &spec.pod_sets;
+            for a in pod_sets {
+                let Some(ps) = ps_specs.iter().find(|p| p.name == a.name) else {
+                    return Err(EngineError::UnknownPodSet {
+                        uid,
+                        pod_set: a.name.clone(),
+                    });
+                };
+                for (res, per_pod) in &ps.requests {
+                    if *per_pod == 0 {
+                        continue;
+                    }
+                    let Some(flavor) = a.flavors.get(res) else {
+                        return Err(EngineError::UnassignedResource {
+                            uid,
+                            pod_set: a.name.clone(),
+                            resource: res.clone(),
+                        });
+                    };
+                    let amount = a
+                        .usage
+                        .get(res)
+                        .copied()
+                        .unwrap_or(per_pod.saturating_mul(a.count as i64));
+                    if amount <= 0 {
+                        continue;
+                    }
+                    let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
+                    match usage.iter_mut().find(|(k, _)| *k == fr) {
+                        Some((_, v)) => *v += amount,
+                        None => usage.push((fr, amount)),
+                    }
+                }
+            }
+        }
+        let id = self.insert_workload(spec)?;
+        for &(fr, amount) in &usage {
+            let slot = self.slot_for(cq, fr);
+            self.add_usage(cq, slot, amount, 0);
+        }
+        let borrowing = self.is_borrowing(cq, &usage);
+        let holding = Holding {
+            cq,
+            usage,
+            assignment: pod_sets.into(),
+            borrowing,
+            admitted_at,
+            victims: Vec::new(),
+        };
+        self.cqs[cq].admitted.insert(id);
+        self.wl_mut(id).state = State::Admitted(Box::new(holding));
+        Ok(())
+    }
+
+    /// An admitted workload completed: its quota is released.
+    pub fn finish(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        match self.wl(id).state {
+            State::Admitted(_) | State::Evicting(_) => {
+                self.release(id);
+                self.wl_mut(id).state = State::Finished;
+                Ok(())
+            }
+            ref s => Err(EngineError::WrongState {
+                uid: uid.to_string(),
+                state: s.name(),
+                expected: "admitted",
+            }),
+        }
+    }
+
+    /// The caller evicts an admitted workload (pods-ready timeout,
+    /// deactivation). It keeps its quota until [`Engine::eviction_complete`].
+    pub fn evict(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        self.start_eviction(id).map_err(|s| EngineError::WrongState {
+            uid: uid.to_string(),
+            state: s,
+            expected: "admitted",
+        })
+    }
+
+    /// A preempted or evicted workload's pods are gone: its quota is released
+    /// and it waits in its queue again.
+    pub fn eviction_complete(&mut self, uid: &str, now: Millis) -> Result<(), EngineError> {
+        self.eviction_complete_with_backoff(uid, now, None)
+    }
+
+    /// Like [`Engine::eviction_complete`], but the workload is not considered
+    /// before `not_before` (requeue backoff).
+    pub fn eviction_complete_with_backoff(
+        &mut self,
+        uid: &str,
+        now: Millis,
+        not_before: Option<Millis>,
+    ) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        if !matches!(self.wl(id).state, State::Evicting(_)) {
+            return Err(EngineError::WrongState {
+                uid: uid.to_string(),
+                state: self.wl(id).state.name(),
+                expected: "being evicted",
+            });
+        }
+        self.release(id);
+        if self.config.requeue_order == RequeueOrder::EvictionTime {
+            self.wl_mut(id).ts = now;
+        }
+        match not_before {
+            Some(t) if t > now => {
+                let wl = self.wl_mut(id);
+                wl.state = State::Backoff(t);
+                wl.explanation = None;
+                self.timers.insert((t, Timer::Backoff(id)));
+                self.note(id, Explanation::new(PendingReason::Backoff { until: t }));
+            }
+            _ => {
+                self.wl_mut(id).state = State::Pending;
+                self.enqueue(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a workload (deleted). Quota it held or claimed is released.
+    pub fn remove_workload(&mut self, uid: &str) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        match self.wl(id).state {
+            State::Admitted(_) | State::Evicting(_) => self.release(id),
+            State::Preempting(_) => {
+                self.drop_claim(id);
+                self.unqueue(id);
+            }
+            State::Pending => self.unqueue(id),
+            State::Backoff(t) => {
+                self.timers.remove(&(t, Timer::Backoff(id)));
+            }
+            State::Finished => {}
+        }
+        self.unresolved.remove(&id);
+        self.buffered_notes.remove(&id);
+        let wl = self.wls[id].take().expect("live workload");
+        self.by_uid.remove(&wl.uid);
+        self.free_ids.push(id);
+        Ok(())
+    }
+
+    pub(super) fn insert_workload(&mut self, spec: WorkloadSpec) -> Result<WlId, EngineError> {
+        if self.by_uid.contains_key(spec.uid.as_str()) {
+            return Err(EngineError::DuplicateWorkload(spec.uid));
+        }
+        let mut pod_sets = Vec::with_capacity(spec.pod_sets.len());
+        for ps in &spec.pod_sets {
+            if ps.count == 0 {
+                return Err(EngineError::EmptyPodSet {
+                    uid: spec.uid.clone(),
+                    pod_set: ps.name.clone(),
+                });
+            }
+            let mut total = Vec::with_capacity(ps.requests.len());
+            for (res, &per_pod) in &ps.requests {
+                if per_pod < 0 {
+                    return Err(EngineError::NegativeRequest {
+                        uid: spec.uid.clone(),
+                        pod_set: ps.name.clone(),
+                        resource: res.clone(),
+                    });
+                }
+                if per_pod == 0 {
+                    continue;
+                }
+                let Some(t) = per_pod.checked_mul(ps.count as i64) else {
+                    return Err(EngineError::Overflow {
+                        uid: spec.uid.clone(),
+                        pod_set: ps.name.clone(),
+                        resource: res.clone(),
+                    });
+                };
+                total.push((self.resources.intern(res), t));
+            }
+            total.sort_unstable();
+            let mut tolerations = ps.tolerations.clone();
+            tolerations.sort();
+            pod_sets.push(PodSet {
+                name: Arc::from(ps.name.as_str()),
+                count: ps.count,
+                total,
+                node_selector: ps.node_selector.clone(),
+                tolerations,
+            });
+        }
+        // Totals across pod sets must fit as well (they add up on a flavor).
+        let mut sums: BTreeMap<ResId, Amount> = BTreeMap::new();
+        for ps in &pod_sets {
+            for &(res, amount) in &ps.total {
+                let sum = sums.entry(res).or_default();
+                *sum = sum.checked_add(amount).ok_or_else(|| EngineError::Overflow {
+                    uid: spec.uid.clone(),
+                    pod_set: ps.name.to_string(),
+                    resource: self.resources.name(res).to_string(),
+                })?;
+            }
+        }
+        let shape_key: ShapeKey = pod_sets
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    p.count,
+                    p.total.clone(),
+                    p.node_selector.clone(),
+                    p.tolerations.clone(),
+                )
+            })
+            .collect();
+        let next_shape = self.shapes.len() as u32;
+        let shape = *self.shapes.entry(shape_key).or_insert(next_shape);
+        let uid: Arc<str> = Arc::from(spec.uid.as_str());
+        let wl = Wl {
+            uid: uid.clone(),
+            name: Arc::from(spec.name.as_str()),
+            lq: Arc::from(spec.local_queue.as_str()),
+            priority: spec.priority,
+            ts: spec.queue_order_time,
+            pod_sets,
+            shape,
+            state: State::Pending,
+            cq: None,
+            explanation: None,
+            shaped: false,
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.wls[id] = Some(wl);
+                id
+            }
+            None => {
+                self.wls.push(Some(wl));
+                self.wls.len() - 1
+            }
+        };
+        self.by_uid.insert(uid, id);
+        Ok(id)
+    }
+}

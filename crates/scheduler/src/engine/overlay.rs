@@ -1,0 +1,85 @@
+use super::*;
+
+/// change of every touched cohort pool.
+#[derive(Clone, Default)]
+pub(super) struct Overlay {
+    pub(super) slot: FastMap<(CqId, usize), Amount>,
+    pub(super) pool: FastMap<(CohortId, usize), Amount>,
+}
+
+impl Engine {
+    pub(super) fn queue_borrows_any(&self, cq: CqId, frs: &[FrKey], ov: Option<&Overlay>) -> bool {
+        let q = &self.cqs[cq];
+        frs.iter().any(|fr| {
+            q.slot_of.get(fr).is_some_and(|&s| {
+                let d = ov.and_then(|o| o.slot.get(&(cq, s)).copied()).unwrap_or(0);
+                q.slots[s].effective() + d > q.slots[s].nominal
+            })
+        })
+    }
+
+    /// The state once every eviction under way in the domain has completed.
+    pub(super) fn evictions_overlay(&self, cq: CqId) -> Overlay {
+        let mut ov = Overlay::default();
+        if !self.evicting_in_domain(cq) {
+            return ov;
+        }
+        for m in self.domain(cq) {
+            if self.cqs[m].evicting == 0 {
+                continue;
+            }
+            for &v in &self.cqs[m].admitted {
+                if matches!(self.wl(v).state, State::Evicting(_)) {
+                    self.overlay_holding(&mut ov, v, -1);
+                }
+            }
+        }
+        ov
+    }
+
+    pub(super) fn evicting_in_domain(&self, cq: CqId) -> bool {
+        self.domain(cq).any(|m| self.cqs[m].evicting > 0)
+    }
+
+    pub(super) fn overlay_holding(&self, ov: &mut Overlay, id: WlId, sign: Amount) {
+        let (State::Admitted(h) | State::Evicting(h)) = &self.wl(id).state else {
+            return;
+        };
+        for &(fr, amount) in &h.usage {
+            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+                self.overlay_add(ov, h.cq, slot, sign * amount);
+            }
+        }
+    }
+
+    pub(super) fn overlay_add(&self, ov: &mut Overlay, cq: CqId, slot: usize, delta: Amount) {
+        let s = &self.cqs[cq].slots[slot];
+        let d0 = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
+        let d1 = d0 + delta;
+        if let (Some(p), Some(c)) = (s.pool, self.cqs[cq].cohort) {
+            let g = s.guaranteed();
+            let e = s.effective();
+            *ov.pool.entry((c, p)).or_default() += ledger::draw(e + d1, g) - ledger::draw(e + d0, g);
+        }
+        ov.slot.insert((cq, slot), d1);
+    }
+
+    pub(super) fn fits_overlay(&self, ov: &Overlay, cq: CqId, usage: &[(usize, Amount)], within_nominal: bool) -> bool {
+        let q = &self.cqs[cq];
+        usage.iter().all(|&(slot, amount)| {
+            let s = &q.slots[slot];
+            let sd = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
+            if within_nominal && s.effective() + sd + amount > s.nominal {
+                return false;
+            }
+            let (pool, pd) = match (s.pool, q.cohort) {
+                (Some(p), Some(c)) => (
+                    Some(&self.cohorts[c].pools[p]),
+                    ov.pool.get(&(c, p)).copied().unwrap_or(0),
+                ),
+                _ => (None, 0),
+            };
+            matches!(ledger::check(s, pool, sd, pd, amount), Fit::Fits | Fit::Borrows)
+        })
+    }
+}

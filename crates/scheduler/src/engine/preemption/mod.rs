@@ -1,0 +1,322 @@
+use super::*;
+
+pub(super) struct Candidate<'a> {
+    pub(super) id: WlId,
+    pub(super) cq: CqId,
+    pub(super) priority: i32,
+    pub(super) admitted_at: Millis,
+    pub(super) uid: &'a str,
+    pub(super) in_borrowing_queue: bool,
+    pub(super) reclaim_ok: bool,
+    pub(super) borrow_ok: bool,
+}
+
+pub(super) enum PreemptOutcome {
+    Victims(Vec<(WlId, PreemptionReason)>, Attempt),
+    WaitForEvictions,
+    /// `protected` candidates were skipped for their minimum runtime; the
+    /// first protection ends at `until`.
+    Impossible {
+        protected: usize,
+        until: Option<Millis>,
+    },
+}
+
+/// Result of a victim search for one flavor choice.
+pub(super) struct VictimSearch {
+    pub(super) victims: Option<Vec<(WlId, PreemptionReason)>>,
+    pub(super) protected: usize,
+    pub(super) until: Option<Millis>,
+}
+
+/// Victim order key: not in a borrowing queue, priority, newest admission
+/// first, UID, and the candidate's index.
+pub(super) type VictimKey<'a> = (bool, i32, Reverse<Millis>, &'a str, usize);
+
+impl Engine {
+    /// Finds a minimal set of victims that lets the workload fit, trying the
+    /// flavor combinations in preference order (at most 16).
+    pub(super) fn preempt(&self, cq: CqId, id: WlId, options: &FlavorOptions, now: Millis) -> PreemptOutcome {
+        if options.iter().any(|(_, _, f)| f.is_empty()) {
+            return PreemptOutcome::Impossible {
+                protected: 0,
+                until: None,
+            };
+        }
+        let base = self.evictions_overlay(cq);
+        let mut pick = vec![0usize; options.len()];
+        let mut protected_total = 0;
+        let mut until: Option<Millis> = None;
+        for _ in 0..16 {
+            let usage = self.option_usage(cq, id, options, &pick);
+            if self.fits_overlay(&base, cq, &usage, false) {
+                return PreemptOutcome::WaitForEvictions;
+            }
+            let search = self.find_victims(cq, id, &usage, &base, now);
+            protected_total = protected_total.max(search.protected);
+            until = match (until, search.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(victims) = search.victims {
+                let choice = self.choice_from_pick(self.wl(id).pod_sets.len(), options, &pick);
+                return PreemptOutcome::Victims(
+                    victims,
+                    Attempt {
+                        usage,
+                        choice,
+                        borrowing: false,
+                    },
+                );
+            }
+            // Next combination, last option fastest.
+            let mut k = options.len();
+            loop {
+                if k == 0 {
+                    return PreemptOutcome::Impossible {
+                        protected: protected_total,
+                        until,
+                    };
+                }
+                k -= 1;
+                pick[k] += 1;
+                if pick[k] < options[k].2.len() {
+                    break;
+                }
+                pick[k] = 0;
+            }
+        }
+        PreemptOutcome::Impossible {
+            protected: protected_total,
+            until,
+        }
+    }
+
+    /// Adds the admitted workloads of queue `m` that the preemptor's policy
+    /// allows as victims and that use any of `frs`. Those protected by their
+    /// queue's minimum runtime are counted, with the first expiry.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn collect_candidates<'a>(
+        &'a self,
+        m: CqId,
+        cq: CqId,
+        me: &Wl,
+        frs: &[FrKey],
+        now: Millis,
+        out: &mut Vec<Candidate<'a>>,
+        protected: &mut usize,
+        until: &mut Option<Millis>,
+    ) {
+        let policy = self.cqs[cq].spec.preemption;
+        let same = m == cq;
+        let queue_borrowing = self.queue_borrows_any(m, frs, None);
+        let min_runtime = self.cqs[m].spec.min_runtime;
+        for &v in &self.cqs[m].admitted {
+            let w = self.wl(v);
+            let State::Admitted(h) = &w.state else { continue };
+            if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
+                continue;
+            }
+            let (reclaim_ok, borrow_ok, within_ok) = if same {
+                let ok = match policy.within_cluster_queue {
+                    WithinClusterQueue::Never => false,
+                    WithinClusterQueue::LowerPriority => w.priority < me.priority,
+                    WithinClusterQueue::LowerOrNewerEqualPriority => {
+                        w.priority < me.priority || (w.priority == me.priority && w.ts > me.ts)
+                    }
+                };
+                (false, false, ok)
+            } else {
+                let reclaim = match policy.reclaim_within_cohort {
+                    ReclaimWithinCohort::Never => false,
+                    ReclaimWithinCohort::LowerPriority => w.priority < me.priority,
+                    ReclaimWithinCohort::Any => true,
+                };
+                let borrow = match policy.borrow_within_cohort {
+                    BorrowWithinCohort::Never => false,
+                    BorrowWithinCohort::LowerPriority { max_priority_threshold } => {
+                        w.priority < me.priority && max_priority_threshold.is_none_or(|t| w.priority <= t)
+                    }
+                };
+                (reclaim, borrow, false)
+            };
+            if !(within_ok || reclaim_ok || borrow_ok) {
+                continue;
+            }
+            if min_runtime > 0 && h.admitted_at + min_runtime > now {
+                *protected += 1;
+                let t = h.admitted_at + min_runtime;
+                *until = Some(until.map_or(t, |u| u.min(t)));
+                continue;
+            }
+            out.push(Candidate {
+                id: v,
+                cq: m,
+                priority: w.priority,
+                admitted_at: h.admitted_at,
+                uid: &w.uid,
+                in_borrowing_queue: queue_borrowing,
+                reclaim_ok,
+                borrow_ok,
+            });
+        }
+    }
+
+    /// Returns victims (or none) and how many candidates were protected by
+    /// their queue's minimum runtime.
+    pub(super) fn find_victims(
+        &self,
+        cq: CqId,
+        id: WlId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        now: Millis,
+    ) -> VictimSearch {
+        let me = self.wl(id);
+        let policy = self.cqs[cq].spec.preemption;
+        // Only the (flavor, resource) pairs that are short decide who can be
+        // a victim and whose queue counts as borrowing (as in Kueue): a queue
+        // borrowing cpu is no victim for a shortage of GPUs.
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect();
+        let mut protected = 0;
+        let mut until: Option<Millis> = None;
+        let domain_admitted: usize = self.domain(cq).map(|m| self.cqs[m].admitted.len()).sum();
+        let mut candidates: Vec<Candidate> = Vec::with_capacity(domain_admitted);
+        // Own queue first: few workloads, and they decide whether looking
+        // at the rest of the cohort can help at all.
+        if policy.within_cluster_queue != WithinClusterQueue::Never {
+            self.collect_candidates(cq, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+        }
+        // Reclaiming needs the preemptor to end within its nominal quota
+        // even after every own-queue candidate is gone; otherwise only
+        // borrowWithinCohort can take from other queues.
+        let q = &self.cqs[cq];
+        let reclaim_feasible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never
+            && usage.iter().all(|&(s, amount)| {
+                let slot = &q.slots[s];
+                let removable: Amount = candidates
+                    .iter()
+                    .filter_map(|c| match &self.wl(c.id).state {
+                        State::Admitted(h) => h.usage.iter().find(|(fr, _)| *fr == slot.fr).map(|(_, a)| *a),
+                        _ => None,
+                    })
+                    .sum();
+                let delta = base.slot.get(&(cq, s)).copied().unwrap_or(0);
+                slot.effective() + delta - removable + amount <= slot.nominal
+            });
+        let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
+        if let Some(c) = q.cohort
+            && (reclaim_feasible || borrow_possible)
+        {
+            for &m in &self.cohorts[c].members {
+                // Only queues that borrow these resources give anything back.
+                if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
+                    self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+                }
+            }
+        }
+        // First without borrowing (reclaiming what the cohort borrowed), then
+        // borrowing (preempting lower-priority work elsewhere to borrow).
+        // Reclaiming (ending within nominal) is tried first only when there is
+        // someone to reclaim from; with own-queue candidates alone, requiring
+        // the preemptor to end within nominal would evict more than needed.
+        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal)
+            && candidates.iter().any(|c| c.cq != cq && c.reclaim_ok);
+        for within_nominal in [true, false] {
+            if within_nominal && !within_nominal_possible {
+                continue;
+            }
+            let allowed = |c: &Candidate| c.cq == cq || if within_nominal { c.reclaim_ok } else { c.borrow_ok };
+            if let Some(victims) = self.greedy_victims(cq, usage, base, &candidates, &allowed, within_nominal) {
+                let reasons = victims
+                    .into_iter()
+                    .map(|i| {
+                        let c = &candidates[i];
+                        let reason = if c.cq == cq {
+                            PreemptionReason::InClusterQueue
+                        } else if within_nominal {
+                            PreemptionReason::InCohortReclamation
+                        } else {
+                            PreemptionReason::InCohortReclaimWhileBorrowing
+                        };
+                        (c.id, reason)
+                    })
+                    .collect();
+                return VictimSearch {
+                    victims: Some(reasons),
+                    protected,
+                    until,
+                };
+            }
+        }
+        VictimSearch {
+            victims: None,
+            protected,
+            until,
+        }
+    }
+
+    /// Removes candidates in order until the workload fits, then adds back
+    /// (latest first) every one it does not need. Returns candidate indices.
+    pub(super) fn greedy_victims(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate<'_>],
+        allowed: &dyn Fn(&Candidate<'_>) -> bool,
+        within_nominal: bool,
+    ) -> Option<Vec<usize>> {
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect();
+        let mut ov = base.clone();
+        let mut removed: Vec<usize> = Vec::new();
+        let mut fits = false;
+        // Victim order: borrowing queues first, then lower priority, then most
+        // recently admitted, then UID. The pass usually stops after a few, so
+        // the order comes lazily from a heap instead of a full sort.
+        let mut keys: Vec<Reverse<VictimKey<'_>>> = Vec::with_capacity(candidates.len());
+        keys.extend(
+            candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| allowed(c))
+                .map(|(i, c)| Reverse((!c.in_borrowing_queue, c.priority, Reverse(c.admitted_at), c.uid, i))),
+        );
+        let mut order = BinaryHeap::from(keys);
+        while let Some(Reverse((.., i))) = order.pop() {
+            let c = &candidates[i];
+            // Take from another queue only while it still borrows.
+            if c.cq != cq && !self.queue_borrows_any(c.cq, &frs, Some(&ov)) {
+                continue;
+            }
+            self.overlay_holding(&mut ov, c.id, -1);
+            removed.push(i);
+            if self.fits_overlay(&ov, cq, usage, within_nominal) {
+                fits = true;
+                break;
+            }
+        }
+        if !fits {
+            return None;
+        }
+        let mut needed = removed.clone();
+        for k in (0..removed.len().saturating_sub(1)).rev() {
+            let c = &candidates[removed[k]];
+            self.overlay_holding(&mut ov, c.id, 1);
+            if self.fits_overlay(&ov, cq, usage, within_nominal) {
+                needed.retain(|&x| x != removed[k]);
+            } else {
+                self.overlay_holding(&mut ov, c.id, -1);
+            }
+        }
+        Some(needed)
+    }
+}

@@ -1,0 +1,90 @@
+use super::*;
+
+impl Engine {
+    /// Puts a pending workload into its ClusterQueue, or parks it as
+    /// unresolved with the reason.
+    pub(super) fn enqueue(&mut self, id: WlId) {
+        let lq_key = self.wl(id).lq.clone();
+        let target = match self.lqs.get(&lq_key) {
+            None => Err(PendingReason::LocalQueueMissing {
+                local_queue: lq_key.to_string(),
+            }),
+            Some(lq) => match self.cq_by_name.get(lq.cluster_queue.as_str()) {
+                Some(&cq) if !self.cqs[cq].deleted => Ok(cq),
+                _ => Err(PendingReason::ClusterQueueMissing {
+                    cluster_queue: lq.cluster_queue.clone(),
+                }),
+            },
+        };
+        match target {
+            Ok(cq) => {
+                self.unresolved.remove(&id);
+                let key = self.wl(id).key(id);
+                let wl = self.wl_mut(id);
+                wl.cq = Some(cq);
+                wl.shaped = false;
+                self.cqs[cq].insert_pending(key);
+                self.dirty.insert(cq);
+                if self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo {
+                    // The head may be parked: it must be looked at (and block)
+                    // before a newcomer behind it.
+                    self.cqs[cq].woken = true;
+                }
+            }
+            Err(reason) => {
+                self.unresolved.insert(id);
+                self.note(id, Explanation::new(reason));
+            }
+        }
+    }
+
+    /// Takes a pending workload out of its queue.
+    pub(super) fn unqueue(&mut self, id: WlId) {
+        let key = self.wl(id).key(id);
+        if let Some(cq) = self.wl(id).cq {
+            let shape = self.wl(id).shape;
+            let q = &mut self.cqs[cq];
+            q.remove_pending(&key, shape);
+            if q.spec.strategy == QueueingStrategy::StrictFifo {
+                self.wake_queue(cq);
+            }
+        }
+        let wl = self.wl_mut(id);
+        wl.cq = None;
+        wl.shaped = false;
+        self.unresolved.remove(&id);
+    }
+
+    pub(super) fn resolve_unresolved(&mut self) {
+        if self.unresolved.is_empty() {
+            return;
+        }
+        let ids: Vec<WlId> = self.unresolved.iter().copied().collect();
+        for id in ids {
+            self.enqueue(id);
+        }
+    }
+
+    pub(super) fn wake_queue(&mut self, cq: CqId) {
+        self.cqs[cq].woken = true;
+        self.dirty.insert(cq);
+    }
+
+    pub(super) fn wake_domain(&mut self, cq: CqId) {
+        match self.cqs[cq].cohort {
+            Some(c) => {
+                let members: Vec<CqId> = self.cohorts[c].members.iter().copied().collect();
+                for m in members {
+                    self.wake_queue(m);
+                }
+            }
+            None => self.wake_queue(cq),
+        }
+    }
+
+    pub(super) fn wake_all(&mut self) {
+        for cq in 0..self.cqs.len() {
+            self.wake_queue(cq);
+        }
+    }
+}

@@ -1,0 +1,218 @@
+use super::*;
+
+/// A hash map for small integer keys: the engine hashes ids on hot paths,
+/// where SipHash's flood resistance buys nothing (keys are not user input).
+pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Multiply-rotate hashing of integers (the FxHash scheme).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// Queue order: priority descending, then queue-order time, then UID.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct OrderKey {
+    pub(super) prio: Reverse<i32>,
+    pub(super) ts: Millis,
+    pub(super) uid: Arc<str>,
+    pub(super) id: WlId,
+}
+
+#[derive(Default)]
+pub(super) struct Interner {
+    pub(super) ids: HashMap<Arc<str>, u32>,
+    pub(super) names: Vec<Arc<str>>,
+}
+
+impl Interner {
+    pub(super) fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        let name: Arc<str> = Arc::from(s);
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+    pub(super) fn get(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+    pub(super) fn name(&self, id: u32) -> &Arc<str> {
+        &self.names[id as usize]
+    }
+}
+
+pub(super) struct GroupFlavor {
+    pub(super) flavor: FlavorId,
+    /// Slot per resource of the group, aligned with `Group::resources`.
+    pub(super) slots: Vec<usize>,
+}
+
+pub(super) struct Group {
+    pub(super) resources: Vec<ResId>,
+    pub(super) flavors: Vec<GroupFlavor>,
+}
+
+pub(super) struct Cq {
+    pub(super) name: Arc<str>,
+    pub(super) spec: ClusterQueueSpec,
+    pub(super) deleted: bool,
+    pub(super) cohort: Option<CohortId>,
+    pub(super) groups: Vec<Group>,
+    pub(super) group_of: FastMap<ResId, usize>,
+    pub(super) slots: Vec<Slot>,
+    pub(super) slot_of: FastMap<FrKey, usize>,
+    /// Every pending workload (also preemptors waiting for victims), in
+    /// queue order: for positions and counts.
+    pub(super) pending: BTreeSet<OrderKey>,
+    /// Pending workloads with an explanation of their own (or none yet).
+    pub(super) loose: BTreeSet<OrderKey>,
+    /// Pending workloads parked because their shape did not fit: they share
+    /// the (queue, shape) explanation in `Engine::shape_expl`.
+    pub(super) shaped: BTreeMap<u32, BTreeSet<OrderKey>>,
+    /// Pending workloads not yet tried since they (re)entered the queue.
+    pub(super) fresh: BTreeSet<OrderKey>,
+    /// Quota may have been freed: retry every pending workload.
+    pub(super) woken: bool,
+    /// Admitted and evicting workloads.
+    pub(super) admitted: BTreeSet<WlId>,
+    pub(super) evicting: usize,
+    pub(super) preempting: usize,
+}
+
+impl Cq {
+    pub(super) fn insert_pending(&mut self, key: OrderKey) {
+        self.pending.insert(key.clone());
+        self.loose.insert(key.clone());
+        self.fresh.insert(key);
+    }
+
+    /// Out of the candidate lists (loose, shaped, fresh), still pending.
+    pub(super) fn take_off_lists(&mut self, key: &OrderKey, shape: u32) {
+        self.loose.remove(key);
+        self.fresh.remove(key);
+        if let Some(set) = self.shaped.get_mut(&shape) {
+            set.remove(key);
+            if set.is_empty() {
+                self.shaped.remove(&shape);
+            }
+        }
+    }
+
+    pub(super) fn remove_pending(&mut self, key: &OrderKey, shape: u32) {
+        self.pending.remove(key);
+        self.take_off_lists(key, shape);
+    }
+}
+
+pub(super) struct Cohort {
+    pub(super) members: BTreeSet<CqId>,
+    pub(super) pools: Vec<Pool>,
+    pub(super) pool_of: FastMap<FrKey, usize>,
+}
+
+pub(super) struct PodSet {
+    pub(super) name: Arc<str>,
+    pub(super) count: u32,
+    /// Total (count × per pod) by resource, sorted, zero amounts dropped.
+    pub(super) total: Vec<(ResId, Amount)>,
+    pub(super) node_selector: BTreeMap<String, String>,
+    pub(super) tolerations: Vec<Toleration>,
+}
+
+/// Quota a workload holds (admitted or evicting) or claims (preempting).
+pub(super) struct Holding {
+    pub(super) cq: CqId,
+    pub(super) usage: Vec<(FrKey, Amount)>,
+    pub(super) assignment: Arc<[PodSetAssignment]>,
+    pub(super) borrowing: bool,
+    pub(super) admitted_at: Millis,
+    /// Victims still to go, by id and uid (ids are reused after removal).
+    pub(super) victims: Vec<(WlId, Arc<str>)>,
+}
+
+pub(super) enum State {
+    Pending,
+    Backoff(Millis),
+    Preempting(Box<Holding>),
+    Admitted(Box<Holding>),
+    Evicting(Box<Holding>),
+    Finished,
+}
+
+impl State {
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Backoff(_) => "backing off",
+            State::Preempting(_) => "waiting for its victims",
+            State::Admitted(_) => "admitted",
+            State::Evicting(_) => "being evicted",
+            State::Finished => "finished",
+        }
+    }
+}
+
+pub(super) struct Wl {
+    pub(super) uid: Arc<str>,
+    pub(super) name: Arc<str>,
+    pub(super) lq: Arc<str>,
+    pub(super) priority: i32,
+    pub(super) ts: Millis,
+    pub(super) pod_sets: Vec<PodSet>,
+    pub(super) shape: u32,
+    pub(super) state: State,
+    /// Resolved cluster queue while pending.
+    pub(super) cq: Option<CqId>,
+    pub(super) explanation: Option<Arc<Explanation>>,
+    /// Parked by shape: the explanation is the queue's one for its shape.
+    pub(super) shaped: bool,
+}
+
+impl Wl {
+    pub(super) fn key(&self, id: WlId) -> OrderKey {
+        OrderKey {
+            prio: Reverse(self.priority),
+            ts: self.ts,
+            uid: self.uid.clone(),
+            id,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Timer {
+    WakeCq(CqId),
+    Backoff(WlId),
+}
+
+/// What makes two workloads fail the same way, with the same explanation:
+/// per pod set its name (explanations name pod sets), count, requests,
+/// node selector and tolerations.
+pub(super) type ShapeKey = Vec<(
+    Arc<str>,
+    u32,
+    Vec<(ResId, Amount)>,
+    BTreeMap<String, String>,
+    Vec<Toleration>,
+)>;

@@ -1,0 +1,55 @@
+use super::*;
+
+impl Engine {
+    pub(super) fn held(&self, cq: CqId, id: WlId) -> Option<Arc<Explanation>> {
+        if self.cqs[cq].spec.stop_policy != StopPolicy::None {
+            return Some(self.held_expl[0].clone());
+        }
+        if self.stopped_local_queues == 0 {
+            return None;
+        }
+        let lq = self.lqs.get(&self.wl(id).lq)?;
+        (lq.stop_policy != StopPolicy::None).then(|| self.held_expl[1].clone())
+    }
+
+    /// Evicts every admitted workload of a queue (or of one of its local queues).
+    pub(super) fn drain(&mut self, cq: CqId, lq: Option<Arc<str>>) {
+        let ids: Vec<WlId> = self.cqs[cq]
+            .admitted
+            .iter()
+            .copied()
+            .filter(|&v| lq.as_ref().is_none_or(|l| self.wl(v).lq == *l))
+            .collect();
+        let (reason, message) = match &lq {
+            None => (
+                EvictionReason::ClusterQueueStopped,
+                format!("ClusterQueue {} is stopped (HoldAndDrain)", self.cqs[cq].name),
+            ),
+            Some(l) => (
+                EvictionReason::LocalQueueStopped,
+                format!("LocalQueue {l} is stopped (HoldAndDrain)"),
+            ),
+        };
+        for v in ids {
+            if self.start_eviction(v).is_ok() {
+                self.buffered_evictions.push(Eviction {
+                    uid: self.wl(v).uid.clone(),
+                    reason,
+                    message: message.clone(),
+                });
+            }
+        }
+        let claims: Vec<WlId> = self
+            .preempting
+            .iter()
+            .map(|k| k.id)
+            .filter(|&p| {
+                matches!(&self.wl(p).state, State::Preempting(h) if h.cq == cq)
+                    && lq.as_ref().is_none_or(|l| self.wl(p).lq == *l)
+            })
+            .collect();
+        for p in claims {
+            self.drop_claim(p);
+        }
+    }
+}
