@@ -50,7 +50,7 @@ impl Engine {
         self.wl(id)
             .pod_sets
             .iter()
-            .zip(choice)
+            .zip(&choice.0)
             .map(|(ps, choice)| {
                 let mut flavors = BTreeMap::new();
                 let mut ps_usage = BTreeMap::new();
@@ -58,8 +58,8 @@ impl Engine {
                     let g = q.group_of[&res];
                     let flavor = choice
                         .iter()
-                        .find(|(gg, _)| *gg == g)
-                        .map(|(_, f)| *f)
+                        .find(|c| c.group == g)
+                        .map(|c| c.flavor)
                         .expect("group chosen");
                     flavors.insert(
                         self.resources.name(res).to_string(),

@@ -173,44 +173,21 @@ impl Engine {
         if lists.is_empty() {
             return;
         }
-        // StrictFIFO queues whose head did not fit this cycle.
-        let mut blocked: BTreeSet<CqId> = BTreeSet::new();
+        let mut blocked = Blocked::default();
         // Per queue, shapes that failed this cycle: availability only shrinks
         // within a cycle, and later workloads of the same shape have no more
         // preemption candidates, so they fail the same way. The rest of a
         // failed shape's parked list is skipped without a look.
         let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
-        // k-way merge of the lists into global order.
-        let mut heap: BinaryHeap<Reverse<(OrderKey, usize)>> = BinaryHeap::with_capacity(lists.len());
+        // Global order over the lists, nominal quota before borrowing.
+        let mut merge = HeadMerge::new(lists.len(), lists.iter().any(|(c, _)| *c != lists[0].0));
         for (i, (cq, source)) in lists.iter().enumerate() {
             if let Some(first) = self.list_next(*cq, source, None) {
-                heap.push(Reverse((first, i)));
+                merge.push(first, i);
             }
         }
-        // Two passes, as in Kueue: workloads that fit within their queue's
-        // nominal quota go first; one that could only be admitted by
-        // borrowing waits for the second pass, and its queue with it (so a
-        // queue's own order is never inverted). Borrowed quota is what a
-        // peer may reclaim: handing it out before every peer had its
-        // guaranteed share would be undone within the same cycle.
-        let mut deferring = lists.iter().any(|(c, _)| *c != lists[0].0);
-        let mut paused: Vec<CqId> = Vec::new();
-        let mut deferred: Vec<Reverse<(OrderKey, usize)>> = Vec::new();
-        loop {
-            let Some(Reverse((key, i))) = heap.pop() else {
-                if deferred.is_empty() {
-                    break;
-                }
-                deferring = false;
-                heap.extend(deferred.drain(..));
-                continue;
-            };
+        while let Some((key, i)) = merge.pop(|i| lists[i].0) {
             let cq = lists[i].0;
-            if deferring && paused.contains(&cq) {
-                // The list resumes from here in the second pass.
-                deferred.push(Reverse((key, i)));
-                continue;
-            }
             let list_shape = match lists[i].1 {
                 Source::Shape(shape) => Some(shape),
                 _ => None,
@@ -219,20 +196,20 @@ impl Engine {
             let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
             if let Some(shape) = list_shape
                 && failed.contains(&(cq, shape))
-                && !blocked.contains(&cq)
+                && !blocked.contains(cq)
             {
                 // Parked under this shape, which failed again: nothing to do
                 // for the rest of the list either.
                 continue;
             }
             if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
-                heap.push(Reverse((next, i)));
+                merge.push(next, i);
             }
             // The workload may have left the queue during this cycle.
             if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
                 continue;
             }
-            if blocked.contains(&cq) {
+            if blocked.contains(cq) {
                 let e = self.blocked_expl.clone();
                 self.explain(id, e, out);
                 continue;
@@ -244,7 +221,7 @@ impl Engine {
             // A StrictFIFO queue waits behind a preemptor that is ahead in
             // order; a newcomer ahead of it (higher priority) is tried.
             if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, &key) {
-                blocked.insert(cq);
+                blocked.block(cq);
                 let e = self.blocked_expl.clone();
                 self.explain(id, e, out);
                 continue;
@@ -252,15 +229,12 @@ impl Engine {
             let shape = self.wl(id).shape;
             if failed.contains(&(cq, shape)) {
                 self.park_shaped(cq, id, out);
-                if strict {
-                    blocked.insert(cq);
-                }
+                blocked.block_if_strict(strict, cq);
                 continue;
             }
             let e = match self.assign(cq, id) {
-                Ok(attempt) if deferring && attempt.borrowing && self.peers_have_idle_quota(cq, &attempt) => {
-                    paused.push(cq);
-                    deferred.push(Reverse((key, i)));
+                Ok(attempt) if merge.first_pass() && attempt.borrowing && self.peers_have_idle_quota(cq, &attempt) => {
+                    merge.defer(cq, key, i);
                     continue;
                 }
                 Ok(attempt) => {
@@ -287,9 +261,7 @@ impl Engine {
                         match self.preempt(cq, id, &options, now) {
                             PreemptOutcome::Victims(victims, attempt) => {
                                 self.start_claim(cq, id, victims, attempt, now, out);
-                                if strict {
-                                    blocked.insert(cq);
-                                }
+                                blocked.block_if_strict(strict, cq);
                                 continue;
                             }
                             PreemptOutcome::WaitForEvictions => {
@@ -324,9 +296,7 @@ impl Engine {
             failed.insert((cq, shape));
             self.set_shape_explanation(cq, shape, Arc::new(e), out);
             self.park_shaped(cq, id, out);
-            if strict {
-                blocked.insert(cq);
-            }
+            blocked.block_if_strict(strict, cq);
         }
     }
 

@@ -1,10 +1,44 @@
+//! Flavor assignment: for every (pod set, resource group) a workload
+//! needs, the first flavor in the queue's order that fits without
+//! borrowing, else the first that fits by borrowing. A flavor whose node
+//! labels or taints the pod set cannot take is skipped with its verdict
+//! ([`compatible`]); when nothing fits, the flavors that could fit by
+//! preemption are kept as options.
+
 use super::*;
+
+/// The flavor chosen for one resource group of a pod set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct GroupChoice {
+    pub(super) group: usize,
+    pub(super) flavor: FlavorId,
+}
+
+/// A workload's flavors: per pod set, one [`GroupChoice`] for every
+/// resource group it requests from (none for a pod set that requests
+/// nothing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Choice(pub(super) Vec<Vec<GroupChoice>>);
+
+/// For one (pod set, resource group): the flavors that could hold it, with
+/// preemption if need be, in the queue's preference order.
+pub(super) struct FlavorOption {
+    pub(super) pod_set: usize,
+    pub(super) group: usize,
+    pub(super) flavors: Vec<FlavorId>,
+}
+
+/// What a pod set requests from one resource group: amounts by the
+/// resource's position in the group.
+pub(super) struct GroupNeed {
+    pub(super) group: usize,
+    pub(super) amounts: Vec<(usize, Amount)>,
+}
 
 /// A flavor choice for every (pod set, resource group) a workload needs.
 pub(super) struct Attempt {
     /// Aggregated request per slot of the queue.
     pub(super) usage: Vec<(usize, Amount)>,
-    /// Per pod set: (group index, flavor).
     pub(super) choice: Choice,
     pub(super) borrowing: bool,
 }
@@ -17,7 +51,7 @@ pub(super) enum AssignError {
     /// Per (pod set, group): candidate flavors that could hold it with
     /// preemption; verdicts for the explanation; whether no flavor ever could.
     NoFit {
-        options: Vec<(usize, usize, Vec<FlavorId>)>,
+        options: Vec<FlavorOption>,
         verdicts: Vec<FlavorVerdict>,
         never: bool,
     },
@@ -41,10 +75,10 @@ impl Engine {
         let wl = self.wl(id);
         let pools = cq.cohort.map(|c| &self.cohorts[c].pools);
         let mut usage: Vec<(usize, Amount)> = Vec::new();
-        let mut choice: Vec<Vec<(usize, FlavorId)>> = Vec::with_capacity(wl.pod_sets.len());
+        let mut choice: Vec<Vec<GroupChoice>> = Vec::with_capacity(wl.pod_sets.len());
         let mut borrowing = false;
         let mut failure: Option<(Vec<FlavorVerdict>, bool)> = None;
-        let mut options: Vec<(usize, usize, Vec<FlavorId>)> = Vec::new();
+        let mut options: Vec<FlavorOption> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             let needs = match self.group_needs(cq, ps) {
                 Ok(n) => n,
@@ -56,7 +90,11 @@ impl Engine {
                 }
             };
             let mut ps_choice = Vec::with_capacity(needs.len());
-            for (g, reqs) in needs {
+            for GroupNeed {
+                group: g,
+                amounts: reqs,
+            } in needs
+            {
                 let group = &cq.groups[g];
                 let mut best: Option<(usize, bool)> = None;
                 let mut verdicts = Vec::new();
@@ -141,7 +179,11 @@ impl Engine {
                     });
                 }
                 if explain {
-                    options.push((pi, g, possible.clone()));
+                    options.push(FlavorOption {
+                        pod_set: pi,
+                        group: g,
+                        flavors: possible.clone(),
+                    });
                 }
                 match best {
                     Some((fi, b)) if failure.is_none() => {
@@ -150,7 +192,10 @@ impl Engine {
                             add_pending(&mut usage, gf.slots[rpos], amount);
                         }
                         borrowing |= b;
-                        ps_choice.push((g, gf.flavor));
+                        ps_choice.push(GroupChoice {
+                            group: g,
+                            flavor: gf.flavor,
+                        });
                     }
                     Some(_) => {}
                     None => {
@@ -170,7 +215,7 @@ impl Engine {
         match failure {
             None => Ok(Attempt {
                 usage,
-                choice,
+                choice: Choice(choice),
                 borrowing,
             }),
             Some((verdicts, never)) => Err(AssignError::NoFit {
@@ -183,8 +228,8 @@ impl Engine {
 
     /// For each resource group the pod set needs, the requested amounts by
     /// position in the group. Errors with a resource no group covers.
-    pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<GroupNeeds, ResId> {
-        let mut needs: GroupNeeds = Vec::new();
+    pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<Vec<GroupNeed>, ResId> {
+        let mut needs: Vec<GroupNeed> = Vec::new();
         for &(res, amount) in &ps.total {
             let Some(&g) = cq.group_of.get(&res) else {
                 return Err(res);
@@ -194,9 +239,12 @@ impl Engine {
                 .iter()
                 .position(|&r| r == res)
                 .expect("group covers resource");
-            match needs.iter_mut().find(|(gg, _)| *gg == g) {
-                Some((_, v)) => v.push((rpos, amount)),
-                None => needs.push((g, vec![(rpos, amount)])),
+            match needs.iter_mut().find(|n| n.group == g) {
+                Some(n) => n.amounts.push((rpos, amount)),
+                None => needs.push(GroupNeed {
+                    group: g,
+                    amounts: vec![(rpos, amount)],
+                }),
             }
         }
         Ok(needs)
@@ -249,21 +297,21 @@ impl Engine {
         &self,
         cq: CqId,
         id: WlId,
-        options: &FlavorOptions,
+        options: &[FlavorOption],
         pick: &[usize],
     ) -> Vec<(usize, Amount)> {
         let cq_ref = &self.cqs[cq];
         let wl = self.wl(id);
         let mut usage = Vec::new();
-        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
-            let flavor = flavors[k];
-            let group = &cq_ref.groups[*g];
+        for (option, &k) in options.iter().zip(pick) {
+            let flavor = option.flavors[k];
+            let group = &cq_ref.groups[option.group];
             let gf = group
                 .flavors
                 .iter()
                 .find(|f| f.flavor == flavor)
                 .expect("option flavor in group");
-            for &(res, amount) in &wl.pod_sets[*pi].total {
+            for &(res, amount) in &wl.pod_sets[option.pod_set].total {
                 if let Some(rpos) = group.resources.iter().position(|&r| r == res) {
                     add_pending(&mut usage, gf.slots[rpos], amount);
                 }
@@ -276,21 +324,24 @@ impl Engine {
         &self,
         cq: CqId,
         id: WlId,
-        options: &FlavorOptions,
+        options: &[FlavorOption],
     ) -> Option<Vec<(usize, Amount)>> {
-        if options.iter().any(|(_, _, f)| f.is_empty()) {
+        if options.iter().any(|o| o.flavors.is_empty()) {
             return None;
         }
         Some(self.option_usage(cq, id, options, &vec![0; options.len()]))
     }
 
-    pub(super) fn choice_from_pick(&self, pod_sets: usize, options: &FlavorOptions, pick: &[usize]) -> Choice {
+    pub(super) fn choice_from_pick(&self, pod_sets: usize, options: &[FlavorOption], pick: &[usize]) -> Choice {
         // One entry per pod set, also for pod sets that request nothing.
-        let mut choice: Choice = vec![Vec::new(); pod_sets];
-        for ((pi, g, flavors), &k) in options.iter().zip(pick) {
-            choice[*pi].push((*g, flavors[k]));
+        let mut choice = vec![Vec::new(); pod_sets];
+        for (option, &k) in options.iter().zip(pick) {
+            choice[option.pod_set].push(GroupChoice {
+                group: option.group,
+                flavor: option.flavors[k],
+            });
         }
-        choice
+        Choice(choice)
     }
 }
 

@@ -244,14 +244,12 @@ impl Engine {
         }
         let shape_key: ShapeKey = pod_sets
             .iter()
-            .map(|p| {
-                (
-                    p.name.clone(),
-                    p.count,
-                    p.total.clone(),
-                    p.node_selector.clone(),
-                    p.tolerations.clone(),
-                )
+            .map(|p| PodSetShape {
+                name: p.name.clone(),
+                count: p.count,
+                total: p.total.clone(),
+                node_selector: p.node_selector.clone(),
+                tolerations: p.tolerations.clone(),
             })
             .collect();
         let next_shape = self.shapes.len() as u32;

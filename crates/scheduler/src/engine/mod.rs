@@ -52,7 +52,9 @@ mod queue;
 mod state;
 mod stop;
 
-use flavor::{AssignError, Attempt};
+use fifo::Blocked;
+use flavor::{AssignError, Attempt, Choice, FlavorOption};
+use order::HeadMerge;
 use overlay::Overlay;
 use preemption::PreemptOutcome;
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
@@ -145,15 +147,8 @@ pub struct Engine {
     held_expl: [Arc<Explanation>; 2],
 }
 
-/// Per pod set: (resource group index, flavor).
-type Choice = Vec<Vec<(usize, FlavorId)>>;
 /// An admission's pod set assignments, shared rather than copied.
 type SharedAssignment = Arc<[PodSetAssignment]>;
-
-/// Per resource group a pod set needs: (group, [(position in group, amount)]).
-type GroupNeeds = Vec<(usize, Vec<(usize, Amount)>)>;
-/// Per (pod set, group): flavors that could hold it, in preference order.
-type FlavorOptions = [(usize, usize, Vec<FlavorId>)];
 
 impl Default for Engine {
     fn default() -> Self {

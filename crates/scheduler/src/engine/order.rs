@@ -1,4 +1,82 @@
+//! The order of a cycle: every candidate list of a cohort domain merged
+//! into one global queue order (priority, then queue-order time, then UID),
+//! in two passes as in Kueue. In the first pass, a candidate that could be
+//! admitted only by borrowing waits, and the rest of its queue with it (a
+//! queue's own order is never inverted), while a peer of the cohort leaves
+//! nominal quota unused on a resource it would borrow: borrowed quota is
+//! what a peer may reclaim, and handing it out before every peer had its
+//! guaranteed share would be undone within the same cycle. The second pass
+//! resumes the deferred lists where they stopped.
+
 use super::*;
+
+/// A k-way merge of candidate lists (indexed by the caller) with the
+/// nominal-before-borrowing deferral.
+pub(super) struct HeadMerge {
+    heap: BinaryHeap<Reverse<(OrderKey, usize)>>,
+    /// Still in the first pass.
+    deferring: bool,
+    /// Queues whose lists wait for the second pass.
+    paused: Vec<CqId>,
+    deferred: Vec<Reverse<(OrderKey, usize)>>,
+}
+
+impl HeadMerge {
+    /// `two_passes`: whether deferring can help at all (more than one queue
+    /// has candidates).
+    #[inline]
+    pub(super) fn new(lists: usize, two_passes: bool) -> Self {
+        Self {
+            heap: BinaryHeap::with_capacity(lists),
+            deferring: two_passes,
+            paused: Vec::new(),
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Adds the next candidate of list `list`.
+    #[inline(always)]
+    pub(super) fn push(&mut self, key: OrderKey, list: usize) {
+        self.heap.push(Reverse((key, list)));
+    }
+
+    /// The next candidate in order and its list; a candidate of a paused
+    /// queue is put aside for the second pass. `None` once both passes are
+    /// done.
+    #[inline(always)]
+    pub(super) fn pop(&mut self, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
+        loop {
+            let Some(Reverse((key, list))) = self.heap.pop() else {
+                if self.deferred.is_empty() {
+                    return None;
+                }
+                self.deferring = false;
+                self.heap.extend(self.deferred.drain(..));
+                continue;
+            };
+            if self.deferring && self.paused.contains(&queue_of(list)) {
+                // The list resumes from here in the second pass.
+                self.deferred.push(Reverse((key, list)));
+                continue;
+            }
+            return Some((key, list));
+        }
+    }
+
+    /// In the first pass, where a borrower waits for the second.
+    #[inline]
+    pub(super) fn first_pass(&self) -> bool {
+        self.deferring
+    }
+
+    /// Defers a candidate that would borrow, and its queue with it, to the
+    /// second pass.
+    #[inline]
+    pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
+        self.paused.push(cq);
+        self.deferred.push(Reverse((key, list)));
+    }
+}
 
 impl Engine {
     /// Whether, on a resource this attempt borrows, another queue of the

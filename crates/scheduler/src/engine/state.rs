@@ -209,10 +209,14 @@ pub(super) enum Timer {
 /// What makes two workloads fail the same way, with the same explanation:
 /// per pod set its name (explanations name pod sets), count, requests,
 /// node selector and tolerations.
-pub(super) type ShapeKey = Vec<(
-    Arc<str>,
-    u32,
-    Vec<(ResId, Amount)>,
-    BTreeMap<String, String>,
-    Vec<Toleration>,
-)>;
+pub(super) type ShapeKey = Vec<PodSetShape>;
+
+/// One pod set's part of a [`ShapeKey`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct PodSetShape {
+    pub(super) name: Arc<str>,
+    pub(super) count: u32,
+    pub(super) total: Vec<(ResId, Amount)>,
+    pub(super) node_selector: BTreeMap<String, String>,
+    pub(super) tolerations: Vec<Toleration>,
+}

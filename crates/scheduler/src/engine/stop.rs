@@ -1,6 +1,7 @@
 use super::*;
 
 impl Engine {
+    #[inline(always)]
     pub(super) fn held(&self, cq: CqId, id: WlId) -> Option<Arc<Explanation>> {
         if self.cqs[cq].spec.stop_policy != StopPolicy::None {
             return Some(self.held_expl[0].clone());

@@ -1,4 +1,14 @@
+//! Preemption: finding a minimal set of victims that lets a workload fit,
+//! over the flavor choices it could take. [`policy`] says who may be a
+//! victim, [`order`] in which order victims are taken.
+
 use super::*;
+
+mod order;
+mod policy;
+
+use order::VictimOrder;
+use policy::Rank;
 
 pub(super) struct Candidate<'a> {
     pub(super) id: WlId,
@@ -29,15 +39,11 @@ pub(super) struct VictimSearch {
     pub(super) until: Option<Millis>,
 }
 
-/// Victim order key: not in a borrowing queue, priority, newest admission
-/// first, UID, and the candidate's index.
-pub(super) type VictimKey<'a> = (bool, i32, Reverse<Millis>, &'a str, usize);
-
 impl Engine {
     /// Finds a minimal set of victims that lets the workload fit, trying the
     /// flavor combinations in preference order (at most 16).
-    pub(super) fn preempt(&self, cq: CqId, id: WlId, options: &FlavorOptions, now: Millis) -> PreemptOutcome {
-        if options.iter().any(|(_, _, f)| f.is_empty()) {
+    pub(super) fn preempt(&self, cq: CqId, id: WlId, options: &[FlavorOption], now: Millis) -> PreemptOutcome {
+        if options.iter().any(|o| o.flavors.is_empty()) {
             return PreemptOutcome::Impossible {
                 protected: 0,
                 until: None,
@@ -80,7 +86,7 @@ impl Engine {
                 }
                 k -= 1;
                 pick[k] += 1;
-                if pick[k] < options[k].2.len() {
+                if pick[k] < options[k].flavors.len() {
                     break;
                 }
                 pick[k] = 0;
@@ -107,7 +113,7 @@ impl Engine {
         protected: &mut usize,
         until: &mut Option<Millis>,
     ) {
-        let policy = self.cqs[cq].spec.preemption;
+        let rules = self.cqs[cq].spec.preemption;
         let same = m == cq;
         let queue_borrowing = self.queue_borrows_any(m, frs, None);
         let min_runtime = self.cqs[m].spec.min_runtime;
@@ -118,26 +124,22 @@ impl Engine {
                 continue;
             }
             let (reclaim_ok, borrow_ok, within_ok) = if same {
-                let ok = match policy.within_cluster_queue {
-                    WithinClusterQueue::Never => false,
-                    WithinClusterQueue::LowerPriority => w.priority < me.priority,
-                    WithinClusterQueue::LowerOrNewerEqualPriority => {
-                        w.priority < me.priority || (w.priority == me.priority && w.ts > me.ts)
-                    }
+                let me_rank = Rank {
+                    priority: me.priority,
+                    queued_at: me.ts,
                 };
-                (false, false, ok)
+                let rank = Rank {
+                    priority: w.priority,
+                    queued_at: w.ts,
+                };
+                (
+                    false,
+                    false,
+                    policy::within_cluster_queue(rules.within_cluster_queue, me_rank, rank),
+                )
             } else {
-                let reclaim = match policy.reclaim_within_cohort {
-                    ReclaimWithinCohort::Never => false,
-                    ReclaimWithinCohort::LowerPriority => w.priority < me.priority,
-                    ReclaimWithinCohort::Any => true,
-                };
-                let borrow = match policy.borrow_within_cohort {
-                    BorrowWithinCohort::Never => false,
-                    BorrowWithinCohort::LowerPriority { max_priority_threshold } => {
-                        w.priority < me.priority && max_priority_threshold.is_none_or(|t| w.priority <= t)
-                    }
-                };
+                let reclaim = policy::reclaim_within_cohort(rules.reclaim_within_cohort, me.priority, w.priority);
+                let borrow = policy::borrow_within_cohort(rules.borrow_within_cohort, me.priority, w.priority);
                 (reclaim, borrow, false)
             };
             if !(within_ok || reclaim_ok || borrow_ok) {
@@ -282,16 +284,18 @@ impl Engine {
         // Victim order: borrowing queues first, then lower priority, then most
         // recently admitted, then UID. The pass usually stops after a few, so
         // the order comes lazily from a heap instead of a full sort.
-        let mut keys: Vec<Reverse<VictimKey<'_>>> = Vec::with_capacity(candidates.len());
-        keys.extend(
-            candidates
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| allowed(c))
-                .map(|(i, c)| Reverse((!c.in_borrowing_queue, c.priority, Reverse(c.admitted_at), c.uid, i))),
-        );
+        let mut keys: Vec<Reverse<VictimOrder<'_>>> = Vec::with_capacity(candidates.len());
+        keys.extend(candidates.iter().enumerate().filter(|(_, c)| allowed(c)).map(|(i, c)| {
+            Reverse(VictimOrder::new(
+                c.in_borrowing_queue,
+                c.priority,
+                c.admitted_at,
+                c.uid,
+                i,
+            ))
+        }));
         let mut order = BinaryHeap::from(keys);
-        while let Some(Reverse((.., i))) = order.pop() {
+        while let Some(Reverse(VictimOrder { index: i, .. })) = order.pop() {
             let c = &candidates[i];
             // Take from another queue only while it still borrows.
             if c.cq != cq && !self.queue_borrows_any(c.cq, &frs, Some(&ov)) {
