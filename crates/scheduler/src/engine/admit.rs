@@ -1,3 +1,9 @@
+//! Applying decisions to the ledger: admitting (usage added, the shared
+//! assignment built once per queue, shape and flavor choice), claiming for
+//! a preemptor while its victims go, starting and completing evictions,
+//! and releasing what a workload held. Every change to a slot goes through
+//! [`Engine::add_usage`], which keeps the cohort pool in step.
+
 use super::*;
 
 impl Engine {

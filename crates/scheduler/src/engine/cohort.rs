@@ -1,3 +1,8 @@
+//! Cohort membership: a ClusterQueue's slots put their lendable quota into
+//! the cohort's pool per (flavor, resource) on attach and take it back on
+//! detach; a deleted queue leaves its cohort once nothing it admitted is
+//! left. A queue's *domain* is its cohort, or itself alone.
+
 use super::*;
 
 impl Engine {

@@ -1,3 +1,8 @@
+//! Configuration objects: flavors, ClusterQueues and LocalQueues. An upsert
+//! rebuilds a queue's slots (keeping the usage of what it admitted, also
+//! for flavors it no longer lists), starts a drain when a stop policy turns
+//! to HoldAndDrain, and wakes the queues whose chances changed.
+
 use super::*;
 
 impl Engine {

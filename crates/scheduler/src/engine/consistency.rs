@@ -1,3 +1,7 @@
+//! The ledger's self-check, for tests and property tests: slots and pools
+//! equal the sums over the workloads that hold or claim quota, and every
+//! pending workload is on exactly one candidate list.
+
 use super::*;
 
 impl Engine {

@@ -1,3 +1,10 @@
+//! The admission cycle: timers fire, preemptors whose victims are gone are
+//! admitted, then every dirty cohort domain is scheduled once. Within a
+//! domain each candidate, in the order of [`super::order`], is admitted
+//! ([`super::flavor`]), held ([`super::stop`]), blocked
+//! ([`super::fifo`]), given victims ([`super::preemption`]) or told why
+//! it waits ([`super::explain`]).
+
 use super::*;
 
 /// Where a cycle's candidate list comes from.

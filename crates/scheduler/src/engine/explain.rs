@@ -1,3 +1,8 @@
+//! Why a workload waits. Explanations are shared (`Arc`): workloads of one
+//! shape that failed in one queue are parked under the queue's explanation
+//! for that shape, and a cycle reports a workload only when its reason
+//! changed, not when the numbers in it moved.
+
 use super::*;
 
 impl Engine {

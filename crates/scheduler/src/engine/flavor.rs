@@ -251,37 +251,7 @@ impl Engine {
     }
 
     pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
-        let Some(spec) = self.flavors.get(&flavor) else {
-            return Err(Verdict::FlavorNotFound);
-        };
-        for (key, wanted) in &ps.node_selector {
-            if let Some(has) = spec.node_labels.get(key)
-                && has != wanted
-            {
-                return Err(Verdict::NodeLabelMismatch {
-                    key: key.clone(),
-                    wanted: wanted.clone(),
-                    flavor_has: has.clone(),
-                });
-            }
-        }
-        for taint in &spec.taints {
-            if taint.effect == TaintEffect::PreferNoSchedule {
-                continue;
-            }
-            let tolerated = ps
-                .tolerations
-                .iter()
-                .chain(&spec.tolerations)
-                .any(|t| t.tolerates(taint));
-            if !tolerated {
-                let value = taint.value.as_deref().map(|v| format!("={v}")).unwrap_or_default();
-                return Err(Verdict::UntoleratedTaint {
-                    taint: format!("{}{value}:{:?}", taint.key, taint.effect),
-                });
-            }
-        }
-        Ok(())
+        compatible(self.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
     }
 
     pub(super) fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
@@ -353,5 +323,131 @@ fn add_pending(usage: &mut Vec<(usize, Amount)>, slot: usize, amount: Amount) {
     match usage.iter_mut().find(|(s, _)| *s == slot) {
         Some((_, a)) => *a += amount,
         None => usage.push((slot, amount)),
+    }
+}
+
+/// Whether a pod set with this node selector and these tolerations can use
+/// a flavor at all, whatever its quota: the flavor exists, its node labels
+/// do not contradict the selector (a key the flavor does not label is
+/// left to the scheduler), and every `NoSchedule`/`NoExecute` taint of its
+/// nodes is tolerated by the pod set or by the flavor's own tolerations
+/// (which admission injects). `PreferNoSchedule` never excludes.
+pub(super) fn compatible(
+    spec: Option<&FlavorSpec>,
+    node_selector: &BTreeMap<String, String>,
+    tolerations: &[Toleration],
+) -> Result<(), Verdict> {
+    let Some(spec) = spec else {
+        return Err(Verdict::FlavorNotFound);
+    };
+    for (key, wanted) in node_selector {
+        if let Some(has) = spec.node_labels.get(key)
+            && has != wanted
+        {
+            return Err(Verdict::NodeLabelMismatch {
+                key: key.clone(),
+                wanted: wanted.clone(),
+                flavor_has: has.clone(),
+            });
+        }
+    }
+    for taint in &spec.taints {
+        if taint.effect == TaintEffect::PreferNoSchedule {
+            continue;
+        }
+        let tolerated = tolerations.iter().chain(&spec.tolerations).any(|t| t.tolerates(taint));
+        if !tolerated {
+            let value = taint.value.as_deref().map(|v| format!("={v}")).unwrap_or_default();
+            return Err(Verdict::UntoleratedTaint {
+                taint: format!("{}{value}:{:?}", taint.key, taint.effect),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Taint, TolerationOperator};
+
+    fn flavor(labels: &[(&str, &str)], taints: &[(&str, Option<&str>, TaintEffect)]) -> FlavorSpec {
+        FlavorSpec {
+            name: "a100".into(),
+            node_labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: taints
+                .iter()
+                .map(|(k, v, effect)| Taint {
+                    key: k.to_string(),
+                    value: v.map(str::to_string),
+                    effect: *effect,
+                })
+                .collect(),
+            tolerations: Vec::new(),
+        }
+    }
+
+    fn exists(key: &str) -> Toleration {
+        Toleration {
+            key: Some(key.into()),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        }
+    }
+
+    fn selector(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_missing_flavor_is_never_compatible() {
+        assert_eq!(compatible(None, &selector(&[]), &[]), Err(Verdict::FlavorNotFound));
+    }
+
+    #[test]
+    fn node_selector_against_flavor_labels() {
+        let f = flavor(&[("gpu", "a100")], &[]);
+        assert_eq!(compatible(Some(&f), &selector(&[("gpu", "a100")]), &[]), Ok(()));
+        // A key the flavor does not label is for the scheduler to decide.
+        assert_eq!(compatible(Some(&f), &selector(&[("zone", "b")]), &[]), Ok(()));
+        assert_eq!(
+            compatible(Some(&f), &selector(&[("gpu", "h100")]), &[]),
+            Err(Verdict::NodeLabelMismatch {
+                key: "gpu".into(),
+                wanted: "h100".into(),
+                flavor_has: "a100".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn taints_need_a_toleration_from_the_pod_set_or_the_flavor() {
+        let mut f = flavor(&[], &[("nvidia.com/gpu", Some("present"), TaintEffect::NoSchedule)]);
+        assert_eq!(
+            compatible(Some(&f), &selector(&[]), &[]),
+            Err(Verdict::UntoleratedTaint {
+                taint: "nvidia.com/gpu=present:NoSchedule".into()
+            })
+        );
+        assert_eq!(
+            compatible(Some(&f), &selector(&[]), &[exists("nvidia.com/gpu")]),
+            Ok(())
+        );
+        f.tolerations.push(exists("nvidia.com/gpu"));
+        assert_eq!(compatible(Some(&f), &selector(&[]), &[]), Ok(()));
+    }
+
+    #[test]
+    fn prefer_no_schedule_never_excludes() {
+        let f = flavor(&[], &[("spot", None, TaintEffect::PreferNoSchedule)]);
+        assert_eq!(compatible(Some(&f), &selector(&[]), &[]), Ok(()));
+        let f = flavor(&[], &[("maintenance", None, TaintEffect::NoExecute)]);
+        assert_eq!(
+            compatible(Some(&f), &selector(&[]), &[]),
+            Err(Verdict::UntoleratedTaint {
+                taint: "maintenance:NoExecute".into()
+            })
+        );
     }
 }

@@ -1,3 +1,9 @@
+//! Workload lifecycle: adding (also already admitted, or backing off, when
+//! a controller rebuilds its ledger), finishing, evicting, completing an
+//! eviction with an optional requeue backoff, and removing. Inputs are
+//! checked before any state changes, so an error leaves the engine as it
+//! was.
+
 use super::*;
 
 impl Engine {

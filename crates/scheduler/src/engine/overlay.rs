@@ -1,3 +1,8 @@
+//! What-if usage: an [`Overlay`] removes (or adds back) the quota of some
+//! workloads from slots and pools without touching the ledger, so
+//! preemption and eviction checks can ask "would it fit if these were
+//! gone?".
+
 use super::*;
 
 /// change of every touched cohort pool.

@@ -1,3 +1,6 @@
+//! Read-only views for controllers and reports: a workload's state,
+//! explanation, position and admission; a ClusterQueue's usage and counts.
+
 use super::*;
 
 /// Usage of one (flavor, resource) in a ClusterQueue.

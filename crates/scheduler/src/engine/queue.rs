@@ -1,3 +1,8 @@
+//! Queues and waking: a pending workload goes into the ClusterQueue its
+//! LocalQueue points at, or waits *unresolved* with the reason it cannot;
+//! a queue whose chances changed is *woken*, and only dirty queues are
+//! visited by the next cycle.
+
 use super::*;
 
 impl Engine {

@@ -1,3 +1,7 @@
+//! The engine's internal types: interned names, ClusterQueues with their
+//! slots and candidate lists, cohorts, workloads and their states, timers
+//! and shape keys.
+
 use super::*;
 
 /// A hash map for small integer keys: the engine hashes ids on hot paths,

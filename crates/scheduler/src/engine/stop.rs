@@ -1,3 +1,7 @@
+//! Stop policies: `Hold` (on a ClusterQueue or a LocalQueue) admits
+//! nothing new, preemptors included; `HoldAndDrain` also evicts what the
+//! queue admitted, reported by the next cycle.
+
 use super::*;
 
 impl Engine {
