@@ -292,3 +292,8 @@ pub fn flavor_of(c: &Cycle, uid: &str, resource: &str) -> String {
         .and_then(|a| a.pod_sets[0].flavors.get(resource).cloned())
         .unwrap_or_default()
 }
+
+/// One ClusterQueue `a` with 8 GPUs of a100 and the given in-queue policy.
+pub fn single_queue(within: WithinClusterQueue) -> World {
+    World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).within(within)])
+}

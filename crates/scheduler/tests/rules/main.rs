@@ -1,0 +1,17 @@
+//! The engine's rules, one scenario each, one file per rule. Read a test
+//! as a specification: the queues, the workloads, a cycle, what must
+//! happen. Table tests of the pure rules (policy eligibility, victim order,
+//! flavor compatibility) sit beside them in `src/engine/`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admission;
+mod cohorts;
+mod config;
+mod explanations;
+mod fifo;
+mod flavors;
+mod lifecycle;
+mod preemption;
+mod stop;
