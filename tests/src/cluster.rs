@@ -1,5 +1,6 @@
 //! Harness for end-to-end tests of `sluice controller` against a real API
-//! server (`SLUICE_E2E_KUBECONFIG`).
+//! server: `SLUICE_E2E_KUBECONFIG`, or one started from `KUBEBUILDER_ASSETS`
+//! ([`crate::envtest`]).
 //!
 //! - [`Cluster::start`] installs the CRDs (server-side apply of
 //!   `sluice_api::crd::all()`, the same as `crds/`), creates a fresh
@@ -58,10 +59,20 @@ macro_rules! ensure_eq {
 /// GPU resource name used by the tests.
 pub const GPU: &str = "nvidia.com/gpu";
 
+/// The cluster's kubeconfig: `SLUICE_E2E_KUBECONFIG`, else that of a
+/// control plane this process starts from `KUBEBUILDER_ASSETS`
+/// ([`crate::envtest`]).
 pub fn kubeconfig_path() -> PathBuf {
-    PathBuf::from(
-        std::env::var_os("SLUICE_E2E_KUBECONFIG").expect("set SLUICE_E2E_KUBECONFIG to run the end-to-end tests"),
-    )
+    if let Some(path) = std::env::var_os("SLUICE_E2E_KUBECONFIG") {
+        return PathBuf::from(path);
+    }
+    match crate::envtest::shared() {
+        Some(Ok(plane)) => plane.kubeconfig.clone(),
+        Some(Err(e)) => panic!("{e:#}"),
+        None => panic!(
+            "the end-to-end tests need a cluster: set SLUICE_E2E_KUBECONFIG to a kubeconfig, or KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver (and kube-controller-manager)"
+        ),
+    }
 }
 
 pub async fn client() -> Result<Client> {

@@ -4,6 +4,8 @@
 //! ```text
 //! cargo build -p sluice-cli
 //! SLUICE_E2E_KUBECONFIG=~/.kube/config cargo test -p sluice-e2e --test bench -- --ignored --test-threads=1
+//! # or, with a control plane of its own (see sluice_e2e::envtest):
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test bench -- --ignored --test-threads=1
 //! ```
 //!
 //! The binary runs as a user would run it (`sluice bench run … --json`);
@@ -76,7 +78,7 @@ async fn nothing_left(c: &Cluster, run_id: &str) -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn kueue_baseline_at_2_percent_is_admitted_and_finished_within_quota() -> Result<()> {
     let mut c = Cluster::start().await?;
     let run_id = format!("e2e-{}", c.suffix);
@@ -157,7 +159,7 @@ async fn kueue_baseline_at_2_percent_is_admitted_and_finished_within_quota() -> 
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn the_floor_patches_every_workload_once() -> Result<()> {
     let mut c = Cluster::start().await?;
     let run_id = format!("e2f-{}", c.suffix);

@@ -3,6 +3,8 @@
 //! ```text
 //! cargo build -p sluice-cli
 //! SLUICE_E2E_KUBECONFIG=~/.kube/config cargo test -p sluice-e2e --test controller -- --ignored --test-threads=1
+//! # or, with a control plane of its own (see sluice_e2e::envtest):
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test controller -- --ignored --test-threads=1
 //! ```
 //!
 //! Needs kube-apiserver and kube-controller-manager (the job controller
@@ -41,7 +43,7 @@ async fn simple(gpus: u32) -> Result<(Cluster, String)> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn admits_a_job_that_fits_onto_its_flavor() -> Result<()> {
     let (mut c, flavor) = simple(8).await?;
     let result = async {
@@ -74,7 +76,7 @@ async fn admits_a_job_that_fits_onto_its_flavor() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_queued_job_created_unsuspended_is_suspended_then_admitted() -> Result<()> {
     // Quota for nothing: the Job must be held.
     let (mut c, _) = simple(1).await?;
@@ -92,7 +94,7 @@ async fn a_queued_job_created_unsuspended_is_suspended_then_admitted() -> Result
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn queues_when_full_and_admits_when_the_first_finishes() -> Result<()> {
     let (mut c, _) = simple(8).await?;
     let result = async {
@@ -116,7 +118,7 @@ async fn queues_when_full_and_admits_when_the_first_finishes() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_gang_is_admitted_whole_or_not_at_all() -> Result<()> {
     // 6 GPUs; a 4-pod gang of 2 GPUs each needs 8.
     let (mut c, _) = simple(6).await?;
@@ -141,7 +143,7 @@ async fn a_gang_is_admitted_whole_or_not_at_all() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_higher_priority_job_preempts_within_its_queue() -> Result<()> {
     let (mut c, _) = simple(8).await?;
     let result = async {
@@ -195,7 +197,7 @@ async fn a_higher_priority_job_preempts_within_its_queue() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn borrowing_in_a_cohort_and_reclaim() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
@@ -235,7 +237,7 @@ async fn borrowing_in_a_cohort_and_reclaim() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn deleting_a_job_releases_its_quota() -> Result<()> {
     let (mut c, _) = simple(8).await?;
     let result = async {
@@ -255,7 +257,7 @@ async fn deleting_a_job_releases_its_quota() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_killed_and_restarted_controller_neither_admits_twice_nor_loses_work() -> Result<()> {
     let (mut c, _) = simple(8).await?;
     let result = async {
@@ -312,7 +314,7 @@ async fn a_killed_and_restarted_controller_neither_admits_twice_nor_loses_work()
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn when_the_leader_dies_the_other_replica_takes_over() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
@@ -349,7 +351,7 @@ async fn when_the_leader_dies_the_other_replica_takes_over() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_missing_local_queue_is_explained() -> Result<()> {
     let (mut c, _) = simple(8).await?;
     let result = async {
@@ -370,7 +372,7 @@ async fn a_missing_local_queue_is_explained() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_malformed_cluster_queue_does_not_stop_the_controller() -> Result<()> {
     let (mut c, f) = simple(8).await?;
     let result = async {
@@ -432,7 +434,7 @@ async fn active(c: &Cluster, namespace: Option<&str>, name: &str) -> Result<Opti
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn queues_say_why_they_cannot_admit_until_their_flavor_exists() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
@@ -483,7 +485,7 @@ async fn queues_say_why_they_cannot_admit_until_their_flavor_exists() -> Result<
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn pods_never_ready_are_evicted_requeued_then_deactivated_past_the_requeue_limit() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! SLUICE_E2E_KUBECONFIG=~/.kube/config cargo test -p sluice-e2e --test webhook -- --ignored --test-threads=1
+//! # or, with a control plane of its own (see sluice_e2e::envtest):
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test webhook -- --ignored --test-threads=1
 //! ```
 //!
 //! The harness builds nothing itself: it runs the `sluice` binary next to the
@@ -479,7 +481,7 @@ fn api_error(e: &kube::Error) -> Option<(u16, String)> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn gpu_job_comes_back_mutated_and_suspended() -> Result<()> {
     let h = Harness::start(false).await?;
     let j = job(
@@ -517,7 +519,7 @@ async fn gpu_job_comes_back_mutated_and_suspended() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn unlabelled_non_gpu_job_is_untouched() -> Result<()> {
     let h = Harness::start(false).await?;
     let j = job("plain", json!({"app": "etl"}), json!({"limits": {"cpu": "100m"}}));
@@ -532,7 +534,7 @@ async fn unlabelled_non_gpu_job_is_untouched() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn pod_with_requests_only_gpu_gets_limits() -> Result<()> {
     let h = Harness::start(false).await?;
     let p = gpu_pod("requests-only", json!({"requests": {"nvidia.com/gpu": "1"}}), None);
@@ -551,7 +553,7 @@ async fn pod_with_requests_only_gpu_gets_limits() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn nvidia_visible_devices_escape_is_denied() -> Result<()> {
     let h = Harness::start(false).await?;
     let p = gpu_pod(
@@ -571,7 +573,7 @@ async fn nvidia_visible_devices_escape_is_denied() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn invalid_cluster_queue_is_denied_with_the_field_path() -> Result<()> {
     let h = Harness::start(false).await?;
     let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "ClusterQueue");
@@ -598,7 +600,7 @@ async fn invalid_cluster_queue_is_denied_with_the_field_path() -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn with_the_webhook_stopped_unlabelled_jobs_and_pods_are_still_created() -> Result<()> {
     let mut h = Harness::start(false).await?;
     h.stop_webhook();
@@ -626,7 +628,7 @@ async fn with_the_webhook_stopped_unlabelled_jobs_and_pods_are_still_created() -
 }
 
 #[tokio::test]
-#[ignore = "needs SLUICE_E2E_KUBECONFIG (a real API server)"]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn default_queue_namespace_labels_and_suspends_unlabelled_jobs() -> Result<()> {
     let h = Harness::start(true).await?;
     let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue");
