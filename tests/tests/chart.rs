@@ -525,7 +525,7 @@ fn pods_are_hardened_and_probed() -> Result<()> {
             "{set}: gpu.nodeAffinity"
         );
         ensure!(
-            (config.gpu.runtime_class_name == "nvidia") == defaults,
+            (config.gpu.runtime_class_name == sluice_webhook::config::RuntimeClassPolicy::Auto) == defaults,
             "{set}: gpu.runtimeClassName"
         );
         // Every ServiceAccount a pod runs as exists; every Service selects a Deployment's pods.
@@ -765,7 +765,9 @@ fn webhook_configurations_match_sluice_webhook_manifests() -> Result<()> {
             name: "sluice-webhook".to_owned(),
             port: 443,
         },
-        excluded_namespaces: vec!["kube-system".to_owned(), RELEASE_NAMESPACE.to_owned()],
+        excluded_namespaces: ["kube-system", "gpu-operator", "nvidia-gpu-operator", RELEASE_NAMESPACE]
+            .map(str::to_owned)
+            .to_vec(),
         ..ManifestOptions::default()
     };
     for (set, o) in &sets {
@@ -1038,6 +1040,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
         if watches {
             webhook.push(expect(&["list", "watch"], "core", &["namespaces"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["localqueues"], ""));
+            webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
         }
         if self_signed {
             webhook.push(expect(

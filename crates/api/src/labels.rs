@@ -8,6 +8,8 @@
 //! | [`GANG_SIZE`] `sluice.dev/gang-size` | Job | number of Jobs in the gang; admission waits until that many have arrived |
 //! | [`DEFAULT_QUEUE`] `sluice.dev/default-queue` | Namespace | set to [`DEFAULT_QUEUE_ENABLED`] to queue unlabelled Jobs into the namespace's LocalQueue named [`DEFAULT_LOCAL_QUEUE_NAME`] |
 //! | [`KUEUE_QUEUE_NAME`] `kueue.x-k8s.io/queue-name` | Job | Kueue's queue label, honoured like [`QUEUE`] only when the compatibility option is on (off by default) |
+//! | [`GPU_FIXES`] `sluice.dev/gpu-fixes` | Pod, Job pod template | [`GPU_FIXES_SKIP`] asks the webhook to leave the pod alone (no GPU fixes, no `NVIDIA_VISIBLE_DEVICES` check); honoured only in namespaces labelled [`ALLOW_GPU_FIXES_SKIP`] |
+//! | [`ALLOW_GPU_FIXES_SKIP`] `sluice.dev/allow-gpu-fixes-skip` | Namespace | `"true"` lets pods of the namespace opt out with [`GPU_FIXES`]; namespace labels are the cluster admin's, so a pod author cannot grant it to itself |
 
 /// Job label naming the LocalQueue (in the Job's namespace) that the Job is
 /// queued in. Jobs without it are never held by Sluice.
@@ -42,6 +44,20 @@ pub const DEFAULT_LOCAL_QUEUE_NAME: &str = "default";
 /// option is on (off by default), so Kueue users can migrate Job manifests
 /// unchanged. [`QUEUE`] wins when both are present.
 pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+
+/// Pod (or Job pod template) label: with the value [`GPU_FIXES_SKIP`], the
+/// webhook leaves the pod alone, in namespaces that allow it
+/// ([`ALLOW_GPU_FIXES_SKIP`]). For GPU system pods (device plugins,
+/// exporters, validators) that legitimately see every GPU.
+pub const GPU_FIXES: &str = "sluice.dev/gpu-fixes";
+
+/// The value of [`GPU_FIXES`] that opts a pod out.
+pub const GPU_FIXES_SKIP: &str = "skip";
+
+/// Namespace label: `"true"` honours [`GPU_FIXES`] on the namespace's pods.
+/// Only someone who may label namespaces (the cluster admin) can set it,
+/// so a pod author cannot exempt a pod where the admin did not allow it.
+pub const ALLOW_GPU_FIXES_SKIP: &str = "sluice.dev/allow-gpu-fixes-skip";
 
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].

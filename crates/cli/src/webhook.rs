@@ -101,8 +101,9 @@ struct ManifestArgs {
     /// PEM file of the CA that signed the serving certificate (caBundle).
     #[arg(long)]
     ca_bundle_file: Option<PathBuf>,
-    /// Namespaces never sent to the webhook (besides --namespace).
-    #[arg(long = "exclude-namespace", default_value = "kube-system")]
+    /// Namespaces never sent to the webhook (besides --namespace); by
+    /// default the system's and the GPU operator's.
+    #[arg(long = "exclude-namespace", default_values = sluice_webhook::config::DEFAULT_EXCLUDED_NAMESPACES)]
     exclude_namespaces: Vec<String>,
     /// Add entries for Jobs labelled kueue.x-k8s.io/queue-name.
     #[arg(long)]

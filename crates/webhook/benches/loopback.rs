@@ -43,7 +43,10 @@ fn main() {
 /// CPU cost of one review without HTTP or TLS (decode, rules, encode).
 fn review_only() {
     let body = fixture();
-    let r = Reviewer::new(WebhookConfig::default(), Arc::new(MemoryView::synced_empty()));
+    let r = Reviewer::new(
+        WebhookConfig::default(),
+        Arc::new(MemoryView::synced_with_nvidia_runtime_class()),
+    );
     let n = 20_000;
     let start = Instant::now();
     for _ in 0..n {
@@ -61,7 +64,7 @@ async fn bench(connections: usize, duration: Duration) {
     let g = generate(&["127.0.0.1".to_owned()], SystemTime::now(), 1).unwrap();
     let cert = Arc::new(SwappableCert::default());
     cert.set(certified_key_from_pem(g.cert_pem.as_bytes(), g.key_pem.as_bytes(), "bench").unwrap());
-    let view = Arc::new(MemoryView::synced_empty());
+    let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
     let running = sluice_webhook::server::spawn(
         "127.0.0.1:0".parse().unwrap(),
         Reviewer::new(WebhookConfig::default(), view.clone()),

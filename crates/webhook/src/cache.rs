@@ -13,6 +13,9 @@ pub trait ClusterView: Send + Sync {
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>>;
     /// Whether a LocalQueue exists.
     fn local_queue_exists(&self, namespace: &str, name: &str) -> bool;
+    /// Whether a RuntimeClass exists; `None` until RuntimeClasses have been
+    /// listed (or when the webhook does not watch the cluster).
+    fn runtime_class_exists(&self, name: &str) -> Option<bool>;
 
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
@@ -33,6 +36,8 @@ struct MemoryState {
     synced: bool,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     local_queues: BTreeSet<(String, String)>,
+    /// `None` until the first list.
+    runtime_classes: Option<BTreeSet<String>>,
 }
 
 impl MemoryView {
@@ -40,6 +45,14 @@ impl MemoryView {
     pub fn synced_empty() -> Self {
         let v = Self::default();
         v.set_synced(true);
+        v
+    }
+
+    /// A synced view of a GPU cluster with the NVIDIA RuntimeClass `nvidia`
+    /// (as the cluster the recorded fixtures come from), for tests.
+    pub fn synced_with_nvidia_runtime_class() -> Self {
+        let v = Self::synced_empty();
+        v.replace_runtime_classes(BTreeSet::from(["nvidia".to_owned()]));
         v
     }
 
@@ -78,6 +91,24 @@ impl MemoryView {
         self.write().local_queues = all;
     }
 
+    pub fn upsert_runtime_class(&self, name: &str) {
+        self.write()
+            .runtime_classes
+            .get_or_insert_with(BTreeSet::new)
+            .insert(name.to_owned());
+    }
+
+    pub fn remove_runtime_class(&self, name: &str) {
+        if let Some(classes) = self.write().runtime_classes.as_mut() {
+            classes.remove(name);
+        }
+    }
+
+    /// Replaces all RuntimeClasses (a (re-)list).
+    pub fn replace_runtime_classes(&self, all: BTreeSet<String>) {
+        self.write().runtime_classes = Some(all);
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
         // A poisoned lock only means a writer panicked mid-update; the
         // maps are still usable.
@@ -103,6 +134,10 @@ impl ClusterView for MemoryView {
             .local_queues
             .contains(&(namespace.to_owned(), name.to_owned()))
     }
+
+    fn runtime_class_exists(&self, name: &str) -> Option<bool> {
+        self.read().runtime_classes.as_ref().map(|c| c.contains(name))
+    }
 }
 
 #[cfg(test)]
@@ -127,5 +162,22 @@ mod tests {
         assert!(v.local_queue_exists("ml", "default"));
         v.remove_local_queue("ml", "default");
         assert!(!v.local_queue_exists("ml", "default"));
+    }
+
+    #[test]
+    fn runtime_classes_are_unknown_until_listed() {
+        let v = MemoryView::synced_empty();
+        assert_eq!(v.runtime_class_exists("nvidia"), None);
+        v.upsert_runtime_class("nvidia");
+        assert_eq!(
+            v.runtime_class_exists("nvidia"),
+            Some(true),
+            "an event before the list is kept"
+        );
+        v.replace_runtime_classes(BTreeSet::from(["kata".to_owned()]));
+        assert_eq!(v.runtime_class_exists("nvidia"), Some(false));
+        assert_eq!(v.runtime_class_exists("kata"), Some(true));
+        v.remove_runtime_class("kata");
+        assert_eq!(v.runtime_class_exists("kata"), Some(false));
     }
 }

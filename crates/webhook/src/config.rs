@@ -2,9 +2,11 @@
 //!
 //! Every field has a default, so an empty file (or no file) gives the
 //! behaviour documented in the issue: `nvidia.com/gpu` and `nvidia.com/mig-*`
-//! count as GPUs, runtimeClassName `nvidia`, the `nvidia.com/gpu` Exists
-//! NoSchedule toleration, node affinity `nvidia.com/gpu.present In [true]`,
-//! `NVIDIA_VISIBLE_DEVICES` escapes denied, `kube-system` excluded.
+//! count as GPUs, runtimeClassName `nvidia` where that RuntimeClass exists
+//! (`auto`), the `nvidia.com/gpu` Exists NoSchedule toleration, node
+//! affinity `nvidia.com/gpu.present In [true]`, `NVIDIA_VISIBLE_DEVICES`
+//! escapes denied, `kube-system` and the GPU operator's namespaces
+//! (`gpu-operator`, `nvidia-gpu-operator`) excluded.
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,70 @@ pub struct TolerationSpec {
     pub toleration_seconds: Option<i64>,
 }
 
+/// Which RuntimeClass GPU pods get (`gpu.runtimeClassName`): `auto` (the
+/// default) sets `nvidia` where a RuntimeClass of that name exists, a name
+/// sets that class where it exists, `none` (or `""`) never sets one. A
+/// class known not to exist is never written: the API server would reject
+/// every pod that names it, after the webhook said yes. Where the webhook
+/// cannot know (it does not watch the cluster, or has not listed
+/// RuntimeClasses yet), `auto` sets nothing and a name is trusted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum RuntimeClassPolicy {
+    #[default]
+    Auto,
+    Off,
+    Named(String),
+}
+
+impl RuntimeClassPolicy {
+    /// The class `auto` looks for.
+    pub const AUTO_NAME: &'static str = "nvidia";
+
+    /// The class to set, given which RuntimeClasses exist (`None`: not
+    /// known).
+    pub fn resolve(&self, exists: impl Fn(&str) -> Option<bool>) -> RuntimeClass<'_> {
+        match self {
+            Self::Off => RuntimeClass::Off,
+            Self::Auto if exists(Self::AUTO_NAME) == Some(true) => RuntimeClass::Set(Self::AUTO_NAME),
+            Self::Auto => RuntimeClass::Off,
+            Self::Named(name) if exists(name) == Some(false) => RuntimeClass::Missing(name),
+            Self::Named(name) => RuntimeClass::Set(name),
+        }
+    }
+}
+
+impl From<String> for RuntimeClassPolicy {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "auto" => Self::Auto,
+            "" | "none" => Self::Off,
+            _ => Self::Named(s),
+        }
+    }
+}
+
+impl From<RuntimeClassPolicy> for String {
+    fn from(p: RuntimeClassPolicy) -> Self {
+        match p {
+            RuntimeClassPolicy::Auto => "auto".to_owned(),
+            RuntimeClassPolicy::Off => "none".to_owned(),
+            RuntimeClassPolicy::Named(n) => n,
+        }
+    }
+}
+
+/// What a GPU pod gets for `runtimeClassName`, the cluster considered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeClass<'a> {
+    /// Set this class (it exists).
+    Set(&'a str),
+    /// The configured class does not exist: set nothing, and say so.
+    Missing(&'a str),
+    /// Set nothing.
+    Off,
+}
+
 /// The node-affinity requirement ANDed into every required node selector term.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -64,8 +130,9 @@ pub struct GpuConfig {
     pub resource_names: Vec<String>,
     /// Resource-name patterns that are GPUs: a trailing `*` matches any suffix.
     pub resource_patterns: Vec<String>,
-    /// runtimeClassName set on GPU pods that have none; empty disables the fix.
-    pub runtime_class_name: String,
+    /// runtimeClassName set on GPU pods that have none: `auto`, a name, or
+    /// `none` ([`RuntimeClassPolicy`]).
+    pub runtime_class_name: RuntimeClassPolicy,
     /// Tolerations added to GPU pods unless an existing toleration covers them.
     pub tolerations: Vec<TolerationSpec>,
     /// Required node affinity added to GPU pods; `null` disables the fix.
@@ -81,7 +148,7 @@ impl Default for GpuConfig {
         Self {
             resource_names: vec!["nvidia.com/gpu".to_owned()],
             resource_patterns: vec!["nvidia.com/mig-*".to_owned()],
-            runtime_class_name: "nvidia".to_owned(),
+            runtime_class_name: RuntimeClassPolicy::Auto,
             tolerations: vec![TolerationSpec {
                 key: "nvidia.com/gpu".to_owned(),
                 operator: "Exists".to_owned(),
@@ -111,6 +178,11 @@ impl GpuConfig {
     }
 }
 
+/// Namespaces excluded by default: the system's, and those the NVIDIA GPU
+/// Operator installs into (its device plugin, DCGM exporter, validators
+/// and node agents see every GPU without requesting one).
+pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "gpu-operator", "nvidia-gpu-operator"];
+
 /// The whole webhook configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -138,7 +210,7 @@ impl Default for WebhookConfig {
     fn default() -> Self {
         Self {
             gpu: GpuConfig::default(),
-            excluded_namespaces: vec!["kube-system".to_owned()],
+            excluded_namespaces: DEFAULT_EXCLUDED_NAMESPACES.iter().map(|n| (*n).to_owned()).collect(),
             queue_label: crate::QUEUE_LABEL.to_owned(),
             kueue_compat: false,
             admission_writers: Vec::new(),
@@ -290,13 +362,53 @@ mod tests {
     fn partial_yaml_overrides_only_what_it_names() {
         let yaml = "gpu:\n  runtimeClassName: nvidia-cdi\n  visibleDevicesPolicy: warn\n  resourcePatterns: []\nexcludedNamespaces: [kube-system, gpu-operator]\n";
         let cfg = WebhookConfig::from_yaml(yaml, "t").unwrap();
-        assert_eq!(cfg.gpu.runtime_class_name, "nvidia-cdi");
+        assert_eq!(
+            cfg.gpu.runtime_class_name,
+            RuntimeClassPolicy::Named("nvidia-cdi".into())
+        );
         assert_eq!(cfg.gpu.visible_devices_policy, VisibleDevicesPolicy::Warn);
         assert!(!cfg.gpu.is_gpu_resource("nvidia.com/mig-1g.5gb"));
         assert_eq!(cfg.gpu.tolerations, GpuConfig::default().tolerations);
         assert!(cfg.is_excluded("gpu-operator"));
         let cfg = cfg.with_own_namespace("sluice-system");
         assert!(cfg.is_excluded("sluice-system"));
+    }
+
+    #[test]
+    fn runtime_class_is_auto_a_name_or_none_and_only_set_where_it_exists() {
+        let policy = |yaml: &str| WebhookConfig::from_yaml(yaml, "t").unwrap().gpu.runtime_class_name;
+        assert_eq!(policy(""), RuntimeClassPolicy::Auto);
+        assert_eq!(policy("gpu: {runtimeClassName: auto}"), RuntimeClassPolicy::Auto);
+        assert_eq!(policy("gpu: {runtimeClassName: none}"), RuntimeClassPolicy::Off);
+        assert_eq!(policy("gpu: {runtimeClassName: \"\"}"), RuntimeClassPolicy::Off);
+        let none = |_: &str| Some(false);
+        let unknown = |_: &str| None;
+        let nvidia = |n: &str| Some(n == "nvidia");
+        assert_eq!(RuntimeClassPolicy::Auto.resolve(nvidia), RuntimeClass::Set("nvidia"));
+        assert_eq!(RuntimeClassPolicy::Auto.resolve(none), RuntimeClass::Off);
+        assert_eq!(RuntimeClassPolicy::Auto.resolve(unknown), RuntimeClass::Off);
+        let named = RuntimeClassPolicy::Named("kata".into());
+        assert_eq!(named.resolve(|n| Some(n == "kata")), RuntimeClass::Set("kata"));
+        assert_eq!(named.resolve(nvidia), RuntimeClass::Missing("kata"));
+        assert_eq!(
+            named.resolve(unknown),
+            RuntimeClass::Set("kata"),
+            "trusted when it cannot be checked"
+        );
+        assert_eq!(RuntimeClassPolicy::Off.resolve(nvidia), RuntimeClass::Off);
+        // Written back as it is read.
+        let text = serde_saphyr::to_string(&WebhookConfig::default()).unwrap();
+        assert!(text.contains("runtimeClassName: auto"), "{text}");
+        assert_eq!(WebhookConfig::from_yaml(&text, "t").unwrap(), WebhookConfig::default());
+    }
+
+    #[test]
+    fn gpu_operator_namespaces_are_excluded_by_default() {
+        let cfg = WebhookConfig::default();
+        for ns in ["kube-system", "gpu-operator", "nvidia-gpu-operator"] {
+            assert!(cfg.is_excluded(ns), "{ns}");
+        }
+        assert!(!cfg.is_excluded("ml-team"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, NodeSelectorRequirement, Pod
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+pub use crate::config::RuntimeClass;
 use crate::config::{GpuConfig, NodeAffinitySpec, TolerationSpec, VisibleDevicesPolicy};
 use crate::patch::{PatchOp, Pointer};
 use crate::quantity;
@@ -103,8 +104,15 @@ pub struct BadSpec {
     pub message: String,
 }
 
-/// Applies the GPU rules to one pod spec.
-pub fn fix_pod_spec(cfg: &GpuConfig, spec_json: &Value, at: &SpecLocation) -> Result<Outcome, BadSpec> {
+/// Applies the GPU rules to one pod spec. `runtime_class` is what
+/// `gpu.runtimeClassName` resolves to in this cluster
+/// ([`crate::config::RuntimeClassPolicy::resolve`]).
+pub fn fix_pod_spec(
+    cfg: &GpuConfig,
+    runtime_class: RuntimeClass<'_>,
+    spec_json: &Value,
+    at: &SpecLocation,
+) -> Result<Outcome, BadSpec> {
     let spec = PodSpec::deserialize(spec_json).map_err(|e| BadSpec {
         field: at.field.clone(),
         message: e.to_string(),
@@ -123,7 +131,7 @@ pub fn fix_pod_spec(cfg: &GpuConfig, spec_json: &Value, at: &SpecLocation) -> Re
         .any(|(_, cs)| cs.iter().any(|c| container_requests_gpu(cfg, c)));
     if requests_gpus {
         fix_limits(cfg, &lists, at, &mut out);
-        fix_runtime_class(cfg, &spec, at, &mut out);
+        fix_runtime_class(runtime_class, &spec, at, &mut out);
         fix_tolerations(cfg, &spec, at, &mut out);
         if let Some(req) = &cfg.node_affinity {
             fix_node_affinity(req, &spec, spec_json, at, &mut out);
@@ -292,19 +300,28 @@ fn fix_limits(cfg: &GpuConfig, lists: &[(&str, &[Container]); 2], at: &SpecLocat
     }
 }
 
-fn fix_runtime_class(cfg: &GpuConfig, spec: &PodSpec, at: &SpecLocation, out: &mut Outcome) {
-    if cfg.runtime_class_name.is_empty() || spec.runtime_class_name.is_some() {
+fn fix_runtime_class(runtime_class: RuntimeClass<'_>, spec: &PodSpec, at: &SpecLocation, out: &mut Outcome) {
+    if spec.runtime_class_name.is_some() {
         return;
     }
-    out.ops.push(PatchOp::add(
-        &at.pointer.key("runtimeClassName"),
-        Value::String(cfg.runtime_class_name.clone()),
-    ));
-    out.warnings.push(format!(
-        "sluice: set {}.runtimeClassName to {:?} (pod requests GPUs)",
-        at.field, cfg.runtime_class_name
-    ));
-    out.fixes.push(FixKind::RuntimeClass);
+    match runtime_class {
+        RuntimeClass::Off => {}
+        RuntimeClass::Missing(name) => out.warnings.push(format!(
+            "sluice: {}.runtimeClassName left unset: RuntimeClass {name:?} (gpu.runtimeClassName) does not exist in the cluster",
+            at.field
+        )),
+        RuntimeClass::Set(name) => {
+            out.ops.push(PatchOp::add(
+                &at.pointer.key("runtimeClassName"),
+                Value::String(name.to_owned()),
+            ));
+            out.warnings.push(format!(
+                "sluice: set {}.runtimeClassName to {name:?} (pod requests GPUs)",
+                at.field
+            ));
+            out.fixes.push(FixKind::RuntimeClass);
+        }
+    }
 }
 
 /// Whether an existing toleration tolerates every taint the wanted one

@@ -1,5 +1,6 @@
-//! The informer cache behind [`ClusterView`]: metadata watches of Namespaces
-//! and LocalQueues feeding a [`MemoryView`]. Handlers only read it.
+//! The informer cache behind [`ClusterView`]: metadata watches of
+//! Namespaces, LocalQueues and RuntimeClasses feeding a [`MemoryView`].
+//! Handlers only read it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Client;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -35,6 +37,10 @@ impl ClusterView for KubeView {
 
     fn local_queue_exists(&self, namespace: &str, name: &str) -> bool {
         self.view.local_queue_exists(namespace, name)
+    }
+
+    fn runtime_class_exists(&self, name: &str) -> Option<bool> {
+        self.view.runtime_class_exists(name)
     }
 }
 
@@ -102,7 +108,24 @@ impl KubeView {
     }
 }
 
-/// Starts both watches (with kube-runtime's default backoff on errors) and
+impl KubeView {
+    /// Applies one RuntimeClass watch event. RuntimeClasses do not gate
+    /// [`ClusterView::synced`]: until they are listed, `auto` writes none.
+    pub fn apply_runtime_class_event(&self, buffer: &mut BTreeSet<String>, ev: Event<PartialObjectMeta<RuntimeClass>>) {
+        let name = |o: &PartialObjectMeta<RuntimeClass>| o.metadata.name.clone().unwrap_or_default();
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                buffer.insert(name(&o));
+            }
+            Event::InitDone => self.view.replace_runtime_classes(std::mem::take(buffer)),
+            Event::Apply(o) => self.view.upsert_runtime_class(&name(&o)),
+            Event::Delete(o) => self.view.remove_runtime_class(&name(&o)),
+        }
+    }
+}
+
+/// Starts the watches (with kube-runtime's default backoff on errors) and
 /// returns the cache they fill.
 pub fn spawn(client: Client) -> Arc<KubeView> {
     let view = Arc::new(KubeView::default());
@@ -117,6 +140,22 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
             match ev {
                 Ok(ev) => v.apply_namespace_event(&mut buffer, ev),
                 Err(e) => tracing::warn!(error = %e, "namespace watch failed; retrying"),
+            }
+        }
+    });
+    let rc_api: Api<PartialObjectMeta<RuntimeClass>> = Api::all(client.clone());
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeSet::new();
+        let mut stream = watcher::watcher(rc_api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => v.apply_runtime_class_event(&mut buffer, ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, "RuntimeClass watch failed (no runtimeClassName is set until it lists); retrying")
+                }
             }
         }
     });
@@ -198,5 +237,29 @@ mod tests {
         v.apply_local_queue_event(&mut lqb, Event::InitDone);
         assert!(!v.local_queue_exists("a", "q"));
         assert!(v.local_queue_exists("b", "q"));
+    }
+
+    #[test]
+    fn runtime_classes_follow_their_watch() {
+        let v = KubeView::default();
+        let mut b = BTreeSet::new();
+        let rc = |name: &str| PartialObjectMeta::<RuntimeClass> {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            _phantom: std::marker::PhantomData,
+        };
+        assert_eq!(v.runtime_class_exists("nvidia"), None);
+        v.apply_runtime_class_event(&mut b, Event::Init);
+        v.apply_runtime_class_event(&mut b, Event::InitApply(rc("nvidia")));
+        assert_eq!(v.runtime_class_exists("nvidia"), None, "not before the list is done");
+        v.apply_runtime_class_event(&mut b, Event::InitDone);
+        assert_eq!(v.runtime_class_exists("nvidia"), Some(true));
+        v.apply_runtime_class_event(&mut b, Event::Delete(rc("nvidia")));
+        assert_eq!(v.runtime_class_exists("nvidia"), Some(false));
+        v.apply_runtime_class_event(&mut b, Event::Apply(rc("kata")));
+        assert_eq!(v.runtime_class_exists("kata"), Some(true));
     }
 }

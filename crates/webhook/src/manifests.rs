@@ -63,7 +63,11 @@ impl Default for ManifestOptions {
                 port: 443,
             },
             ca_bundle: None,
-            excluded_namespaces: vec!["kube-system".to_owned(), "sluice-system".to_owned()],
+            excluded_namespaces: crate::config::DEFAULT_EXCLUDED_NAMESPACES
+                .iter()
+                .chain(&["sluice-system"])
+                .map(|n| (*n).to_owned())
+                .collect(),
             queue_label: crate::QUEUE_LABEL.to_owned(),
             kueue_compat: false,
             timeout_seconds: 5,

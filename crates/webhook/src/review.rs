@@ -137,6 +137,21 @@ impl Decision {
         self.denials.extend(out.denials);
         self.fixes.extend(out.fixes);
     }
+
+    /// Absorbs the GPU rules' outcome; each denial also says how a pod that
+    /// legitimately needs it (a GPU system pod) is exempted.
+    fn absorb_gpu(&mut self, mut out: gpu::Outcome, cfg: &WebhookConfig, what: &str) {
+        for denial in &mut out.denials {
+            denial.push_str(&format!(
+                " (a GPU system pod is exempted: run it in an excluded namespace ({}), from a DaemonSet, or label {what} {}={} in a namespace labelled {}=true)",
+                cfg.excluded_namespaces.join(", "),
+                sluice_api::labels::GPU_FIXES,
+                sluice_api::labels::GPU_FIXES_SKIP,
+                sluice_api::labels::ALLOW_GPU_FIXES_SKIP,
+            ));
+        }
+        self.absorb(out);
+    }
 }
 
 /// The review handler: configuration plus a view of the cluster.
@@ -207,10 +222,48 @@ impl Reviewer {
         req.namespace.as_deref().is_some_and(|ns| self.cfg.is_excluded(ns))
     }
 
+    /// Whether a pod with these labels opted out of the GPU rules
+    /// (`sluice.dev/gpu-fixes: skip`) in a namespace that allows it
+    /// (`sluice.dev/allow-gpu-fixes-skip: "true"`). The namespace's labels
+    /// come from the cache; an unknown namespace allows nothing.
+    fn gpu_fixes_skipped(&self, namespace: &str, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+        use sluice_api::labels::{ALLOW_GPU_FIXES_SKIP, GPU_FIXES, GPU_FIXES_SKIP};
+        labels
+            .and_then(|l| l.get(GPU_FIXES))
+            .is_some_and(|v| v == GPU_FIXES_SKIP)
+            && self
+                .view
+                .namespace_labels(namespace)
+                .and_then(|l| l.get(ALLOW_GPU_FIXES_SKIP).cloned())
+                .is_some_and(|v| v == "true")
+    }
+
+    /// What `gpu.runtimeClassName` resolves to in this cluster now.
+    fn runtime_class(&self) -> gpu::RuntimeClass<'_> {
+        self.cfg
+            .gpu
+            .runtime_class_name
+            .resolve(|name| self.view.runtime_class_exists(name))
+    }
+
     fn mutate_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
         let mut d = Decision::default();
         if self.excluded(req) {
             return d;
+        }
+        if let Some(obj) = &req.object {
+            // DaemonSet pods are the node's own agents (device plugins,
+            // exporters): they see every GPU without requesting one.
+            let daemon = obj
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" && o.api_version.starts_with("apps/"));
+            let namespace = req.namespace.as_deref().unwrap_or_default();
+            if daemon || self.gpu_fixes_skipped(namespace, obj.metadata.labels.as_ref()) {
+                return d;
+            }
         }
         if req.operation == Operation::Update && req.sub_resource.as_deref() == Some("ephemeralcontainers") {
             return self.check_ephemeral(req);
@@ -226,8 +279,8 @@ impl Reviewer {
             d.denials.push("spec: missing".to_owned());
             return d;
         };
-        match gpu::fix_pod_spec(&self.cfg.gpu, spec, &SpecLocation::pod()) {
-            Ok(out) => d.absorb(out),
+        match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &SpecLocation::pod()) {
+            Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod"),
             Err(e) => d.denials.push(e.to_string()),
         }
         d
@@ -261,7 +314,7 @@ impl Reviewer {
             })
             .unwrap_or_default();
         match gpu::check_ephemeral_containers(&self.cfg.gpu, spec, &existing, &SpecLocation::pod()) {
-            Ok(out) => d.absorb(out),
+            Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod"),
             Err(e) => d.denials.push(e.to_string()),
         }
         d
@@ -354,9 +407,15 @@ impl Reviewer {
                 d.fixes.push(FixKind::Suspend);
             }
         }
-        if let Some(spec) = obj.data.pointer("/spec/template/spec") {
-            match gpu::fix_pod_spec(&self.cfg.gpu, spec, &SpecLocation::template()) {
-                Ok(out) => d.absorb(out),
+        let template_labels: Option<std::collections::BTreeMap<String, String>> = obj
+            .data
+            .pointer("/spec/template/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok());
+        if let Some(spec) = obj.data.pointer("/spec/template/spec")
+            && !self.gpu_fixes_skipped(&namespace, template_labels.as_ref())
+        {
+            match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &SpecLocation::template()) {
+                Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod template (spec.template.metadata.labels)"),
                 Err(e) => d.denials.push(e.to_string()),
             }
         }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::GpuConfig;
+use crate::config::{GpuConfig, RuntimeClassPolicy};
 use crate::patch;
 use serde_json::json;
 
@@ -18,13 +18,18 @@ fn limits_pod() -> Value {
     json!({"containers": [gpu_container("cuda", Value::Null, json!({"nvidia.com/gpu": "1"}))]})
 }
 
+/// The rules in a cluster that has a RuntimeClass `nvidia` (only).
+fn fix(cfg: &GpuConfig, spec: &Value, at: &SpecLocation) -> Result<Outcome, BadSpec> {
+    fix_pod_spec(cfg, cfg.runtime_class_name.resolve(|n| Some(n == "nvidia")), spec, at)
+}
+
 /// Runs the rules on a pod spec, applies the patch, checks idempotency, and
 /// returns the outcome and the patched spec.
 fn run(cfg: &GpuConfig, spec: &Value) -> (Outcome, Value) {
-    let out = fix_pod_spec(cfg, spec, &SpecLocation::pod()).unwrap();
+    let out = fix(cfg, spec, &SpecLocation::pod()).unwrap();
     let mut pod = json!({ "spec": spec });
     patch::apply(&mut pod, &out.ops).unwrap_or_else(|e| panic!("{e}: {:?}", out.ops));
-    let again = fix_pod_spec(cfg, &pod["spec"], &SpecLocation::pod()).unwrap();
+    let again = fix(cfg, &pod["spec"], &SpecLocation::pod()).unwrap();
     assert!(again.ops.is_empty(), "not idempotent: {:?}", again.ops);
     (out, pod["spec"].clone())
 }
@@ -65,12 +70,60 @@ fn runtime_class_set_when_unset_never_overwritten() {
     assert!(!out.fixes.contains(&FixKind::RuntimeClass));
 
     let cfg = GpuConfig {
-        runtime_class_name: String::new(),
+        runtime_class_name: RuntimeClassPolicy::Off,
         ..GpuConfig::default()
     };
     let (out, fixed) = run(&cfg, &limits_pod());
     assert!(fixed.get("runtimeClassName").is_none());
     assert!(!out.fixes.contains(&FixKind::RuntimeClass));
+}
+
+#[test]
+fn a_runtime_class_the_cluster_lacks_is_never_written() {
+    // auto: nothing when there is no `nvidia` RuntimeClass (CDI, or nvidia
+    // as the default runtime), and no warning either.
+    let cfg = GpuConfig::default();
+    let none = |_: &str| Some(false);
+    let out = fix_pod_spec(
+        &cfg,
+        cfg.runtime_class_name.resolve(none),
+        &limits_pod(),
+        &SpecLocation::pod(),
+    )
+    .unwrap();
+    assert!(!out.fixes.contains(&FixKind::RuntimeClass));
+    assert!(
+        !out.ops.iter().any(|op| op.path.ends_with("/runtimeClassName")),
+        "{:?}",
+        out.ops
+    );
+    assert!(
+        !out.warnings.iter().any(|w| w.contains("runtimeClassName")),
+        "{:?}",
+        out.warnings
+    );
+    // Other fixes still apply.
+    assert!(out.fixes.contains(&FixKind::Toleration));
+
+    // A named class that does not exist: nothing written, and the warning
+    // names it (a configuration to fix).
+    let cfg = GpuConfig {
+        runtime_class_name: RuntimeClassPolicy::Named("nvidia-cdi".into()),
+        ..GpuConfig::default()
+    };
+    let out = fix(&cfg, &limits_pod(), &SpecLocation::template()).unwrap();
+    assert!(
+        !out.ops.iter().any(|op| op.path.ends_with("/runtimeClassName")),
+        "{:?}",
+        out.ops
+    );
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("spec.template.spec.runtimeClassName left unset") && w.contains("\"nvidia-cdi\"")),
+        "{:?}",
+        out.warnings
+    );
 }
 
 #[test]
@@ -348,7 +401,7 @@ fn requests_not_equal_limits_denied_naming_container_and_values() {
         gpu_container("ok", Value::Null, json!({"nvidia.com/gpu": "1"})),
         gpu_container("trainer", json!({"nvidia.com/gpu": "2"}), json!({"nvidia.com/gpu": "1"})),
     ]});
-    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::template()).unwrap();
+    let out = fix(&GpuConfig::default(), &spec, &SpecLocation::template()).unwrap();
     assert!(out.ops.is_empty());
     assert!(out.fixes.is_empty());
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
@@ -364,7 +417,7 @@ fn visible_devices_without_gpu_by_policy() {
         gpu_container("cuda", Value::Null, json!({"nvidia.com/gpu": "1"})),
         {"name": "sidecar", "image": "busybox", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]},
     ]});
-    let deny = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+    let deny = fix(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
     assert_eq!(deny.denials.len(), 1);
     assert!(
         deny.denials[0].starts_with("spec.containers[1] (\"sidecar\").env[NVIDIA_VISIBLE_DEVICES]"),
@@ -391,7 +444,7 @@ fn visible_devices_without_gpu_by_policy() {
 
     // A pod with no GPU at all is still denied.
     let spec = json!({"containers": [{"name": "escape", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]});
-    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+    let out = fix(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
     assert_eq!(out.denials.len(), 1);
 }
 
@@ -416,7 +469,7 @@ fn visible_devices_checks_every_duplicate_entry() {
         json!([{"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
     ] {
         let spec = json!({"containers": [{"name": "c", "image": "x", "env": env}]});
-        let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+        let out = fix(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
         assert_eq!(out.denials.len(), 1, "{env}: {:?}", out.denials);
     }
     // Only harmless values (including "" and no value): allowed.
@@ -427,7 +480,7 @@ fn visible_devices_checks_every_duplicate_entry() {
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": " none "},
     ]);
     let spec = json!({"containers": [{"name": "c", "image": "x", "env": env}]});
-    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+    let out = fix(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
     assert!(out.denials.is_empty(), "{:?}", out.denials);
 }
 
@@ -437,14 +490,14 @@ fn every_violation_is_reported() {
         gpu_container("a", json!({"nvidia.com/gpu": "2"}), json!({"nvidia.com/gpu": "1"})),
         {"name": "b", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}]},
     ]});
-    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
+    let out = fix(&GpuConfig::default(), &spec, &SpecLocation::pod()).unwrap();
     assert_eq!(out.denials.len(), 2, "{:?}", out.denials);
 }
 
 #[test]
 fn all_fixes_together_on_a_template() {
     let spec = json!({"containers": [gpu_container("cuda", json!({"nvidia.com/gpu": "1"}), Value::Null)], "restartPolicy": "Never"});
-    let out = fix_pod_spec(&GpuConfig::default(), &spec, &SpecLocation::template()).unwrap();
+    let out = fix(&GpuConfig::default(), &spec, &SpecLocation::template()).unwrap();
     let mut kinds = out.fixes.clone();
     kinds.sort();
     assert_eq!(
@@ -467,13 +520,13 @@ fn all_fixes_together_on_a_template() {
         ..GpuConfig::default()
     };
     let spec = json!({"containers": [{"name": "a-long-sidecar-name", "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]});
-    let out = fix_pod_spec(&warn_cfg, &spec, &SpecLocation::template()).unwrap();
+    let out = fix(&warn_cfg, &spec, &SpecLocation::template()).unwrap();
     assert!(out.warnings[0].len() <= 256, "{}", out.warnings[0]);
 }
 
 #[test]
 fn undecodable_spec_is_an_error_naming_the_field() {
-    let err = fix_pod_spec(
+    let err = fix(
         &GpuConfig::default(),
         &json!({"containers": "nope"}),
         &SpecLocation::template(),
@@ -654,12 +707,12 @@ mod props {
         fn patch_applies_is_idempotent_and_preserves_user_fields(spec in pod_spec()) {
             let cfg = GpuConfig::default();
             for at in [SpecLocation::pod(), SpecLocation::template()] {
-                let out = fix_pod_spec(&cfg, &spec, &at).unwrap();
+                let out = fix(&cfg, &spec, &at).unwrap();
                 let mut doc = if at.field == "spec" { json!({"spec": spec}) } else { json!({"spec": {"template": {"spec": spec}}}) };
                 let original = doc.clone();
                 patch::apply(&mut doc, &out.ops).map_err(|e| TestCaseError::fail(format!("{e}: {:?}", out.ops)))?;
                 let fixed = doc.pointer(at.pointer.as_str()).unwrap().clone();
-                let again = fix_pod_spec(&cfg, &fixed, &at).unwrap();
+                let again = fix(&cfg, &fixed, &at).unwrap();
                 prop_assert!(again.ops.is_empty(), "not idempotent: {:?}", again.ops);
                 prop_assert_eq!(again.denials.clone(), out.denials.clone());
                 preserved(&original, &doc, "").map_err(TestCaseError::fail)?;

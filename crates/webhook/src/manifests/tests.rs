@@ -26,7 +26,10 @@ fn mutating_entries_match_the_issue() {
         let exprs = ns.match_expressions.as_ref().unwrap();
         assert_eq!(exprs[0].key, "kubernetes.io/metadata.name");
         assert_eq!(exprs[0].operator, "NotIn");
-        assert_eq!(exprs[0].values.as_deref().unwrap(), ["kube-system", "sluice-system"]);
+        assert_eq!(
+            exprs[0].values.as_deref().unwrap(),
+            ["kube-system", "gpu-operator", "nvidia-gpu-operator", "sluice-system"]
+        );
     }
     let (queued, default_queue, pods) = (&hooks[0], &hooks[1], &hooks[2]);
     assert_eq!(queued.failure_policy.as_deref(), Some("Fail"));

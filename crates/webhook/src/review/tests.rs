@@ -6,7 +6,7 @@ use crate::config::WebhookConfig;
 use crate::testing::{fixture, patch_of, reviewer_with};
 
 fn reviewer() -> Reviewer {
-    reviewer_with(Arc::new(MemoryView::synced_empty()))
+    reviewer_with(Arc::new(MemoryView::synced_with_nvidia_runtime_class()))
 }
 
 fn body(v: &Value) -> Vec<u8> {
@@ -173,7 +173,7 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
     // LocalQueue team-a. The Job would start before Sluice admitted it.
     let r = Reviewer::new(
         WebhookConfig::default().with_own_namespace("sluice-system"),
-        Arc::new(MemoryView::synced_empty()),
+        Arc::new(MemoryView::synced_with_nvidia_runtime_class()),
     );
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     assert_eq!(review["request"]["oldObject"]["spec"]["suspend"], true);
@@ -346,9 +346,9 @@ fn excluded_namespaces_are_never_touched() {
     review["request"]["namespace"] = json!("kube-system");
     let reply = reviewer().handle(Endpoint::MutatePods, &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed);
-    let r = reviewer_with(Arc::new(MemoryView::synced_empty()));
+    let r = reviewer_with(Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
     let cfg = r.config().clone().with_own_namespace("team-a");
-    let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+    let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
     let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
     assert_eq!(
         r.handle(Endpoint::MutateJobs, &body(&review)).unwrap().verdict,
@@ -373,7 +373,7 @@ fn unlabelled_job_review(namespace: &str, labels: Option<Value>) -> Value {
 
 #[test]
 fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
-    let view = Arc::new(MemoryView::synced_empty());
+    let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
     let opt_in = BTreeMap::from([("sluice.dev/default-queue".to_owned(), "enabled".to_owned())]);
     view.upsert_namespace("ml", opt_in.clone());
     view.upsert_namespace("ml-empty", opt_in);
@@ -423,7 +423,7 @@ fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
     // The API server only sends Jobs of opted-in namespaces to this path, so
     // it must queue them even when the cache cannot say so (unsynced,
     // namespace not seen yet, --no-watch): failing open would start the Job.
-    for view in [MemoryView::default(), MemoryView::synced_empty()] {
+    for view in [MemoryView::default(), MemoryView::synced_with_nvidia_runtime_class()] {
         let synced = view.synced();
         if synced {
             // Synced, namespace unknown to the cache, LocalQueue present.
@@ -717,7 +717,7 @@ mod sluice_kinds {
     #[test]
     fn workload_admission_is_written_only_by_the_controller() {
         let cfg = WebhookConfig::default().with_own_namespace("queues");
-        let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+        let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
         let controller = "system:serviceaccount:queues:sluice-controller";
         let base = json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
@@ -789,7 +789,7 @@ mod sluice_kinds {
 #[test]
 fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
     // Found by fuzzing: patches must only target paths that exist.
-    let view = Arc::new(MemoryView::synced_empty());
+    let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
     view.upsert_namespace(
         "ml",
         BTreeMap::from([("sluice.dev/default-queue".to_owned(), "enabled".to_owned())]),
@@ -830,7 +830,7 @@ fn kueue_label_is_honoured_only_with_kueue_compat() {
         kueue_compat: true,
         ..WebhookConfig::default()
     };
-    let on = Reviewer::new(cfg, Arc::new(MemoryView::synced_empty()));
+    let on = Reviewer::new(cfg, Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
     let (reply, patched) = review_applied(&on, Endpoint::MutateJobs, &review);
     assert!(reply.fixes.contains(&FixKind::Suspend));
     assert_eq!(patched["spec"]["suspend"], true);
@@ -849,4 +849,138 @@ fn kueue_label_is_honoured_only_with_kueue_compat() {
         off.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
         Verdict::Allowed
     );
+}
+
+/// A GPU-operator-like pod: sees every GPU through NVIDIA_VISIBLE_DEVICES
+/// without requesting one (as the device plugin and DCGM exporter do).
+fn system_pod_review(namespace: &str, labels: Value, owner: Option<&str>) -> Value {
+    let mut review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    review["request"]["namespace"] = json!(namespace);
+    let pod = &mut review["request"]["object"];
+    pod["metadata"]["namespace"] = json!(namespace);
+    pod["metadata"]["labels"] = labels;
+    if let Some(kind) = owner {
+        pod["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apps/v1", "kind": kind, "name": "nvidia-device-plugin",
+            "uid": "0b6c9b5e-5a37-4c8e-9e55-3f1d2b9a7c10", "controller": true
+        }]);
+    }
+    pod["spec"]["containers"] = json!([{
+        "name": "dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter",
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    }]);
+    review
+}
+
+#[test]
+fn gpu_system_pods_are_left_alone() {
+    let r = reviewer();
+    // Denied in a user namespace, and the message says how to exempt it.
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review("team-a", json!({}), None)),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let msg = &reply.response.result.message;
+    assert!(msg.contains("NVIDIA_VISIBLE_DEVICES"), "{msg}");
+    for hint in [
+        "excluded namespace (kube-system, gpu-operator, nvidia-gpu-operator)",
+        "from a DaemonSet",
+        "sluice.dev/gpu-fixes=skip",
+        "sluice.dev/allow-gpu-fixes-skip=true",
+    ] {
+        assert!(msg.contains(hint), "{hint:?} missing from {msg}");
+    }
+    // The GPU operator's namespaces are excluded by default.
+    for ns in ["gpu-operator", "nvidia-gpu-operator"] {
+        let reply = r
+            .handle(Endpoint::MutatePods, &body(&system_pod_review(ns, json!({}), None)))
+            .unwrap();
+        assert_eq!(reply.verdict, Verdict::Allowed, "{ns}");
+    }
+    // A DaemonSet's pod, wherever it runs, is allowed unchanged.
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review("monitoring", json!({}), Some("DaemonSet"))),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed);
+    assert!(reply.fixes.is_empty());
+    // Another owner kind is no exemption.
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review("monitoring", json!({}), Some("ReplicaSet"))),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+}
+
+#[test]
+fn the_skip_label_counts_only_where_the_namespace_allows_it() {
+    let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
+    view.upsert_namespace(
+        "gpu-infra",
+        BTreeMap::from([("sluice.dev/allow-gpu-fixes-skip".to_owned(), "true".to_owned())]),
+    );
+    view.upsert_namespace("team-a", BTreeMap::new());
+    let r = reviewer_with(view);
+    let skip = json!({"sluice.dev/gpu-fixes": "skip"});
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review("gpu-infra", skip.clone(), None)),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed);
+    // A pod author cannot grant it to itself.
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review("team-a", skip.clone(), None)),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    // Any other value is no opt-out.
+    let reply = r
+        .handle(
+            Endpoint::MutatePods,
+            &body(&system_pod_review(
+                "gpu-infra",
+                json!({"sluice.dev/gpu-fixes": "yes"}),
+                None,
+            )),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+}
+
+#[test]
+fn a_skipped_job_template_is_still_queued_but_not_fixed() {
+    let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
+    view.upsert_namespace(
+        "team-a",
+        BTreeMap::from([("sluice.dev/allow-gpu-fixes-skip".to_owned(), "true".to_owned())]),
+    );
+    let r = reviewer_with(view);
+    let mut review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
+    review["request"]["object"]["spec"]["template"]["metadata"]["labels"] = json!({"sluice.dev/gpu-fixes": "skip"});
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.fixes, [FixKind::Suspend], "{:?}", reply.response);
+}
+
+#[test]
+fn without_a_nvidia_runtime_class_none_is_written() {
+    // The cluster has no RuntimeClass `nvidia` (CDI, or nvidia as the
+    // default runtime): the recorded Job gets every fix but that one.
+    let r = reviewer_with(Arc::new(MemoryView::synced_empty()));
+    let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert!(!reply.fixes.contains(&FixKind::RuntimeClass), "{:?}", reply.fixes);
+    assert!(reply.fixes.contains(&FixKind::Toleration), "{:?}", reply.fixes);
+    let patched = apply_reply(&review["request"]["object"], &reply);
+    assert!(patched.pointer("/spec/template/spec/runtimeClassName").is_none());
 }
