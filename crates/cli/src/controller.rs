@@ -7,16 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{ArgAction, Args, ValueEnum};
+use clap::{ArgAction, Args};
 use sluice_controller::duration::{millis, parse_duration};
 use sluice_controller::index::IndexConfig;
 use sluice_controller::run::{LeaseConfig, RunConfig};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Json,
-    Plain,
-}
+use crate::logging::LogArgs;
 
 /// Run the controller.
 #[derive(Debug, Args)]
@@ -59,9 +55,8 @@ pub struct ControllerArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "SLUICE_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
-    /// Log format.
-    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
     /// Also queue Jobs labelled kueue.x-k8s.io/queue-name.
     #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
     kueue_compat: bool,
@@ -84,14 +79,11 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         lease_duration_seconds,
         identity,
         metrics_addr,
-        log_format,
+        log,
         kueue_compat,
         queue_status_interval,
     } = args;
-    match log_format {
-        LogFormat::Json => tracing_subscriber::fmt().json().with_writer(std::io::stderr).init(),
-        LogFormat::Plain => tracing_subscriber::fmt().with_writer(std::io::stderr).init(),
-    }
+    log.init();
     let identity = identity
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("sluice-controller-{}", std::process::id()));

@@ -8,6 +8,7 @@
 
 mod controller;
 mod crds;
+mod logging;
 mod webhook;
 
 use std::process::ExitCode;

@@ -14,7 +14,7 @@ use sluice_webhook::run::{CertSource, ServeOptions};
 use sluice_webhook::selfsigned::SelfSignedOptions;
 use sluice_webhook::tls::CertFiles;
 
-use crate::controller::LogFormat;
+use crate::logging::LogArgs;
 
 /// Serve the admission webhook (HTTPS), or print its configurations.
 #[derive(Debug, Args)]
@@ -79,8 +79,8 @@ struct ServeArgs {
     /// endpoints drop this pod first), then drain open connections.
     #[arg(long, env = "SLUICE_WEBHOOK_SHUTDOWN_GRACE_SECONDS", default_value_t = 5)]
     shutdown_grace_seconds: u64,
-    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Debug, Args)]
@@ -172,12 +172,9 @@ fn serve_webhook(args: ServeArgs) -> anyhow::Result<ExitCode> {
         kueue_compat,
         controller_service_account,
         shutdown_grace_seconds,
-        log_format,
+        log,
     } = args;
-    match log_format {
-        LogFormat::Json => tracing_subscriber::fmt().json().with_writer(std::io::stderr).init(),
-        LogFormat::Plain => tracing_subscriber::fmt().with_writer(std::io::stderr).init(),
-    }
+    log.init();
     let certs = if self_signed {
         CertSource::SelfSigned(SelfSignedOptions {
             names: service_dns_names(&service_name, &namespace),
