@@ -345,7 +345,8 @@ fn every_rendered_document_parses_into_its_type() -> Result<()> {
 }
 
 /// Every flag the chart passes is one the `sluice` subcommand declares (a clap
-/// field of that name in crates/cli/src/<subcommand>.rs), so a renamed or
+/// field of that name in crates/cli/src/<subcommand>.rs or the logging.rs it
+/// flattens in), so a renamed or
 /// misspelt flag fails here rather than in a crash-looping pod.
 #[test]
 fn rendered_flags_exist_in_the_cli() -> Result<()> {
@@ -359,7 +360,9 @@ fn rendered_flags_exist_in_the_cli() -> Result<()> {
                     sub == "controller" || sub == "webhook",
                     "{set}: unknown subcommand {sub}"
                 );
-                let source = std::fs::read_to_string(repo_root().join(format!("crates/cli/src/{sub}.rs")))?;
+                // The subcommand's own flags, and the logging flags it flattens in.
+                let mut source = std::fs::read_to_string(repo_root().join(format!("crates/cli/src/{sub}.rs")))?;
+                source += &std::fs::read_to_string(repo_root().join("crates/cli/src/logging.rs"))?;
                 for arg in &a[1..] {
                     let flag = arg
                         .strip_prefix("--")
