@@ -14,6 +14,9 @@
 //! - [`crd`]: the CustomResourceDefinitions, in a stable order.
 //! - [`manifest`]: multi-document YAML into typed objects, for files such as
 //!   `examples/` and `sluice simulate` inputs.
+//! - [`strict`]: the keys of a manifest that its kind's schema does not
+//!   declare (which the API server would drop silently), with the nearest
+//!   known name.
 //!
 //! The crate has no async code and no I/O beyond what callers hand it.
 
@@ -24,6 +27,7 @@ pub mod crd;
 pub mod labels;
 pub mod manifest;
 pub mod quantity;
+pub mod strict;
 pub mod v1alpha1;
 pub mod validation;
 
