@@ -225,7 +225,12 @@ spec:
   - {{name: learner, gang: rl, namespace: team, queue: jobs, arrival: 0s, requests: {{nvidia.com/gpu: 4}}, duration: 1h}}
   - {{name: actors, gang: rl, namespace: team, queue: jobs, arrival: 0s, pods: 4, requests: {{nvidia.com/gpu: 1, cpu: 500m}}, duration: 2h}}
 ",
-        queue("team", None, 8, None, "{}")
+        // The actors request cpu too: the queue must cover it, or the gang
+        // could never be admitted (and the scenario is refused).
+        queue("team", None, 8, None, "{}").replace(
+            "  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: h100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 8}",
+            "  - coveredResources: [nvidia.com/gpu, cpu]\n    flavors:\n    - name: h100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 8}\n      - {name: cpu, nominalQuota: 64}"
+        )
     );
     let s = scenario::load("gang.yaml", &text).unwrap();
     assert_eq!(s.workloads.len(), 1);
@@ -522,4 +527,141 @@ fn a_local_queue_needs_a_namespace() {
         .unwrap_or_else(|| panic!("{errors:#?}"));
     // The document starts on line 28; its `metadata:` key is line 30.
     assert_eq!(e.line, 30, "{e}");
+}
+
+/// A scenario with one typo-able ClusterQueue document; `{cq}` is its spec.
+fn strict_doc(cq_spec: &str, trace_requests: &str) -> String {
+    format!(
+        "{HEADER}---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {{name: team}}
+spec:
+{cq_spec}---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {{name: jobs, namespace: team}}
+spec: {{clusterQueue: team}}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: Trace
+spec:
+  jobs:
+  - {{name: a, namespace: team, queue: jobs, arrival: 0s, requests: {{{trace_requests}}}, duration: 1m}}
+"
+    )
+}
+
+const GOOD_GROUPS: &str = "  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 8}
+";
+
+fn all_errors(text: &str) -> Vec<String> {
+    load_errors(text).iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn misspelt_fields_are_errors_with_the_name_meant() {
+    // HEADER is 9 lines; the ClusterQueue's spec starts on line 15.
+    let text = strict_doc(
+        &format!("  cohrt: shared\n  preemption:\n    withinClusterqueue: LowerPriority\n{GOOD_GROUPS}"),
+        "nvidia.com/gpu: 1",
+    );
+    assert_eq!(
+        all_errors(&text),
+        [
+            "bad.yaml:15:3: spec.cohrt: ClusterQueue: unknown field `cohrt`, did you mean `cohort`?",
+            "bad.yaml:17:5: spec.preemption.withinClusterqueue: ClusterQueue: unknown field `withinClusterqueue`, did you mean `withinClusterQueue`?",
+        ]
+    );
+    let text = strict_doc(
+        "  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: h100\n      resources:\n      - {name: nvidia.com/gpu, nominalQuota: 8, borrowingLimt: 2}\n",
+        "nvidia.com/gpu: 1",
+    );
+    assert_eq!(
+        all_errors(&text),
+        ["bad.yaml:20:49: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt: ClusterQueue: unknown field `borrowingLimt`, did you mean `borrowingLimit`?"]
+    );
+}
+
+#[test]
+fn unknown_kinds_and_kueue_manifests_are_errors() {
+    let text = format!(
+        "{}---\napiVersion: sluice.dev/v1alpha1\nkind: Clusterqueue\nmetadata: {{name: x}}\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {{name: k}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: ignored}}\n",
+        strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1")
+    );
+    let base = strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1").lines().count();
+    assert_eq!(
+        all_errors(&text),
+        [
+            format!(
+                "bad.yaml:{}:1: kind: unknown kind `Clusterqueue`, did you mean `ClusterQueue`?",
+                base + 3
+            ),
+            format!(
+                "bad.yaml:{}:1: apiVersion: Kueue's ClusterQueue (v1beta1) is not read by sluice simulate: write it as apiVersion sluice.dev/v1alpha1 (docs/simulate.md, \"Kueue manifests\", says what maps)",
+                base + 6
+            ),
+        ]
+    );
+}
+
+#[test]
+fn names_that_refer_to_nothing_are_errors() {
+    // A flavor typo in the ClusterQueue, a resource typo in the Trace.
+    let text = strict_doc(&GOOD_GROUPS.replace("- name: h100", "- name: h10o"), "nvidia.com/gpus: 1");
+    assert_eq!(
+        all_errors(&text),
+        [
+            "bad.yaml:18:7: spec.resourceGroups[0].flavors[0].name: ClusterQueue team: flavor `h10o` is not a ResourceFlavor of the scenario, did you mean `h100`?",
+            "bad.yaml:31:69: spec.jobs[0].requests[nvidia.com/gpus]: Trace: team/a requests nvidia.com/gpus, which no ClusterQueue of the scenario covers, did you mean `nvidia.com/gpu`?",
+        ]
+    );
+    // A LocalQueue pointing at a ClusterQueue the scenario lacks.
+    let text = strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1").replace("spec: {clusterQueue: team}", "spec: {clusterQueue: teem}");
+    assert_eq!(
+        all_errors(&text),
+        ["bad.yaml:25:8: spec.clusterQueue: LocalQueue team/jobs: ClusterQueue `teem` is not in the scenario, did you mean `team`?"]
+    );
+}
+
+#[test]
+fn absurd_sizes_are_refused_with_the_limit() {
+    let text = format!(
+        "{}  generators:\n  - {{class: flood, count: 2000000000, interval: 1s, duration: 1s, requests: {{nvidia.com/gpu: 1}}, namespace: team, queue: jobs}}\n",
+        strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1")
+    );
+    let errors = all_errors(&text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].ends_with(
+            "spec.generators[0].count: 2000000000 jobs in each of 1 queue(s) make 2000000001 workloads with those before, more than the simulator's limit of 5000000"
+        ),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn an_unwritable_html_path_fails_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("sluice-sim-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("s.yaml");
+    std::fs::write(&scenario, strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1")).unwrap();
+    let args = sluice_cli::simulate::SimulateArgs {
+        scenario,
+        json: true,
+        html: Some(dir.join("no-such-dir/report.html")),
+        api_qps: None,
+        api_burst: 1,
+        eviction_delay: None,
+        quiet: true,
+    };
+    let err = sluice_cli::simulate::run(args).unwrap_err();
+    assert!(format!("{err:#}").starts_with("cannot write --html "), "{err:#}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -11,6 +11,7 @@
 //! The user-facing reference, including the JSON field names, is
 //! `docs/simulate.md`.
 
+pub mod checks;
 pub mod clock;
 pub mod report;
 pub mod scenario;
@@ -78,6 +79,11 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     {
         anyhow::bail!("--api-qps must be a positive number, got {q}");
     }
+    // An unwritable --html fails now, not after the whole run.
+    let html_file = html
+        .as_ref()
+        .map(|path| std::fs::File::create(path).with_context(|| format!("cannot write --html {}", path.display())))
+        .transpose()?;
     let file = scenario.display().to_string();
     let text = std::fs::read_to_string(&scenario).with_context(|| format!("cannot read scenario {file}"))?;
     let scenario = match scenario::load(&file, &text) {
@@ -151,8 +157,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing to stdout"),
         _ => {}
     }
-    if let Some(path) = html {
-        std::fs::write(&path, report::html::render(&report, &result))
+    if let (Some(path), Some(mut out)) = (html, html_file) {
+        out.write_all(report::html::render(&report, &result).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("HTML report written to {}", path.display());
     }

@@ -6,7 +6,9 @@
 //! api crate's types, checked with their `validate()` and converted by the
 //! controller's `adapter` (the same conversion a cluster gets); the `Trace` is
 //! the simulator's own kind ([`super::trace`]). Other kinds (Jobs, Namespaces)
-//! are ignored, so a cluster's manifests can be pasted in as they are.
+//! are ignored, so a cluster's manifests can be pasted in as they are; a
+//! Sluice object is read strictly ([`super::checks`]): unknown kinds and
+//! fields, names that refer to nothing and sizes past the limits are errors.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +19,7 @@ use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPri
 use sluice_api::validation::Validate;
 use sluice_controller::adapter;
 
+use super::checks::{self, Class, Placed};
 use super::sim::Scenario;
 use super::trace::{self, Diagnostic, DocOrigin, ScenarioNames};
 
@@ -120,14 +123,14 @@ fn violations(
 }
 
 /// A YAML document as a tree of positions, to find where a field path is.
-enum Node {
+pub(super) enum Node {
     Map(Vec<(Spanned<Key>, Spanned<Node>)>),
     Seq(Vec<Spanned<Node>>),
     Leaf,
 }
 
 /// A mapping key as text (`8` and `"8"` alike).
-struct Key(String);
+pub(super) struct Key(String);
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -209,7 +212,7 @@ impl Node {
     /// Where `path` (`spec.resourceGroups[0].flavors[1].name`,
     /// `spec.nodeLabels[nvidia.com/gpu.product]`) is, or its deepest
     /// existing ancestor.
-    fn locate(&self, path: &str) -> Option<serde_saphyr::Location> {
+    pub(super) fn locate(&self, path: &str) -> Option<serde_saphyr::Location> {
         let mut segments = Vec::new();
         let mut cur = String::new();
         let mut chars = path.chars();
@@ -299,8 +302,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let mut errors = Vec::new();
     let mut manifests = Manifests::default();
     let mut flavors: Vec<sluice_scheduler::FlavorSpec> = Vec::new();
-    let mut cluster_queues: Vec<sluice_scheduler::ClusterQueueSpec> = Vec::new();
-    let mut local_queues: Vec<sluice_scheduler::LocalQueueSpec> = Vec::new();
+    let mut cluster_queues: Vec<Placed<'_, sluice_scheduler::ClusterQueueSpec>> = Vec::new();
+    let mut local_queues: Vec<Placed<'_, sluice_scheduler::LocalQueueSpec>> = Vec::new();
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
     let mut trace_doc = None;
 
@@ -316,13 +319,15 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 continue;
             }
         };
-        let sluice = head
-            .api_version
-            .as_deref()
-            .is_some_and(|v| v.starts_with("sluice.dev/"));
-        if !sluice {
-            continue;
+        match checks::classify(head.api_version.as_deref(), head.kind.as_deref(), &doc, origin) {
+            Class::Other => continue,
+            Class::Refused(e) => {
+                errors.push(e);
+                continue;
+            }
+            Class::Sluice => {}
         }
+        errors.extend(checks::unknown_fields(head.kind.as_deref().unwrap_or(""), &doc, origin));
         macro_rules! sluice_kind {
             ($ty:ty, $kind:literal) => {
                 match parse_doc::<$ty>(&doc, origin) {
@@ -385,7 +390,11 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 if let Some(cq) = sluice_kind!(ClusterQueue, "ClusterQueue") {
                     match adapter::cluster_queue(&cq) {
                         Ok(c) => {
-                            cluster_queues.push(c);
+                            cluster_queues.push(Placed {
+                                spec: c,
+                                doc: doc.clone(),
+                                origin,
+                            });
                             manifests.cluster_queues.push(cq);
                         }
                         Err(e) => errors.push(adapted("ClusterQueue", e)),
@@ -396,7 +405,11 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 if let Some(lq) = sluice_kind!(LocalQueue, "LocalQueue") {
                     match adapter::local_queue(&lq) {
                         Ok(l) => {
-                            local_queues.push(l);
+                            local_queues.push(Placed {
+                                spec: l,
+                                doc: doc.clone(),
+                                origin,
+                            });
                             manifests.local_queues.push(lq);
                         }
                         Err(e) => errors.push(adapted("LocalQueue", e)),
@@ -410,7 +423,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 }
             }
             "Trace" => match trace::parse_trace(doc.text, origin) {
-                Ok(t) if trace_doc.is_none() => trace_doc = Some((t, doc.line_offset)),
+                Ok(t) if trace_doc.is_none() => trace_doc = Some((t, doc.clone())),
                 Ok(_) => errors.push(Diagnostic {
                     file: file.into(),
                     line: doc.line_offset + 1,
@@ -425,8 +438,10 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         }
     }
 
-    let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.key.clone()).collect();
-    let Some((mut trace_doc, trace_offset)) = trace_doc else {
+    let flavor_names: BTreeSet<String> = flavors.iter().map(|f| f.name.clone()).collect();
+    errors.extend(checks::references(&flavor_names, &cluster_queues, &local_queues));
+    let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.spec.key.clone()).collect();
+    let Some((mut trace_doc, trace_text)) = trace_doc else {
         if errors.is_empty() {
             errors.push(Diagnostic {
                 file: file.into(),
@@ -440,7 +455,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     };
     let origin = DocOrigin {
         file,
-        line_offset: trace_offset,
+        line_offset: trace_text.line_offset,
     };
     let names = ScenarioNames {
         local_queues: &lq_keys,
@@ -452,7 +467,10 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         }
     }
     let workloads = match trace::expand(&trace_doc, &names, origin) {
-        Ok(w) => w,
+        Ok(w) => {
+            errors.extend(checks::requested_resources(&w, &cluster_queues, &trace_text, origin));
+            w
+        }
         Err(e) => {
             errors.extend(e);
             Vec::new()
@@ -471,8 +489,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let scenario = Scenario {
         name,
         flavors,
-        cluster_queues,
-        local_queues,
+        cluster_queues: cluster_queues.into_iter().map(|c| c.spec).collect(),
+        local_queues: local_queues.into_iter().map(|l| l.spec).collect(),
         workloads,
         eviction_delay,
     };

@@ -522,6 +522,20 @@ pub fn expand(
         }
         let requests: BTreeMap<String, i64> = gen_.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect();
         let start = gen_.start.map_or(0, |d| d.0);
+        let total = out.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
+        if total > super::checks::MAX_WORKLOADS {
+            errors.push(origin.at(
+                gen_.class.referenced,
+                format!("{p}.count"),
+                format!(
+                    "{} jobs in each of {} queue(s) make {total} workloads with those before, more than the simulator's limit of {}",
+                    gen_.count,
+                    targets.len(),
+                    super::checks::MAX_WORKLOADS
+                ),
+            ));
+            break;
+        }
         for (qi, target) in targets.iter().enumerate() {
             let (ns, q) = target.split_once('/').unwrap_or(("", target));
             // One stream per (generator, queue): adding a queue does not move

@@ -1,0 +1,225 @@
+//! What a scenario must get right besides its syntax, so that a typo is an
+//! error with its place instead of a simulation that silently means
+//! something else: kinds the simulator reads, fields their schema declares,
+//! names that refer to something, and sizes the simulator can hold.
+
+use std::collections::BTreeSet;
+
+use sluice_api::strict;
+use sluice_scheduler::{ClusterQueueSpec, LocalQueueSpec};
+
+use super::scenario::{Document, Node};
+use super::trace::{Diagnostic, DocOrigin, TraceWorkload};
+
+/// The most workloads one scenario may expand to.
+pub const MAX_WORKLOADS: u64 = 5_000_000;
+
+/// What the loader does with a document, by its `apiVersion` and `kind`.
+pub enum Class {
+    /// A Sluice kind the simulator reads.
+    Sluice,
+    /// Not a Sluice object (a Job, a Namespace): ignored, so a cluster's
+    /// manifests can be pasted in as they are.
+    Other,
+    /// Looks meant for the simulator but is not readable.
+    Refused(Diagnostic),
+}
+
+/// Sorts a document by its head.
+pub fn classify(api_version: Option<&str>, kind: Option<&str>, doc: &Document<'_>, origin: DocOrigin<'_>) -> Class {
+    let Some(api_version) = api_version else {
+        return Class::Other;
+    };
+    let kind = kind.unwrap_or("");
+    let at = |path: &str, message: String| {
+        let location = locate(doc, path);
+        diagnostic(origin, location, path, message)
+    };
+    if let Some(version) = api_version.strip_prefix("kueue.x-k8s.io/") {
+        return Class::Refused(at(
+            "apiVersion",
+            format!(
+                "Kueue's {kind} ({version}) is not read by sluice simulate: write it as apiVersion sluice.dev/v1alpha1 (docs/simulate.md, \"Kueue manifests\", says what maps)"
+            ),
+        ));
+    }
+    let Some(version) = api_version.strip_prefix("sluice.dev/") else {
+        return Class::Other;
+    };
+    if version != "v1alpha1" {
+        return Class::Refused(at(
+            "apiVersion",
+            format!("sluice.dev/{version}: expected sluice.dev/v1alpha1"),
+        ));
+    }
+    let mut known = strict::kinds();
+    known.push("Trace".to_string());
+    if known.iter().any(|k| k == kind) {
+        return Class::Sluice;
+    }
+    let hint = strict::nearest(kind, known.iter().map(String::as_str))
+        .map(|k| format!(", did you mean `{k}`?"))
+        .unwrap_or_else(|| format!(" (sluice.dev/v1alpha1 kinds: {})", known.join(", ")));
+    Class::Refused(at("kind", format!("unknown kind `{kind}`{hint}")))
+}
+
+/// Every key of a Sluice object that its CRD schema does not declare.
+pub fn unknown_fields(kind: &str, doc: &Document<'_>, origin: DocOrigin<'_>) -> Vec<Diagnostic> {
+    let Some(crd) = strict::crd_of(kind) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc.text) else {
+        // Not valid YAML: the typed parse reports it with its position.
+        return Vec::new();
+    };
+    strict::unknown_fields(&crd, &value)
+        .into_iter()
+        .map(|u| {
+            let location = locate(doc, &u.path);
+            let mut message = format!("{kind}: unknown field `{}`", u.key);
+            if let Some(s) = &u.suggestion {
+                message.push_str(&format!(", did you mean `{s}`?"));
+            }
+            diagnostic(origin, location, &u.path, message)
+        })
+        .collect()
+}
+
+/// A ClusterQueue or LocalQueue as read, with its document for positions.
+pub struct Placed<'a, T> {
+    pub spec: T,
+    pub doc: Document<'a>,
+    pub origin: DocOrigin<'a>,
+}
+
+/// Names that must refer to something: every flavor a ClusterQueue lists
+/// is a ResourceFlavor of the scenario; every LocalQueue's ClusterQueue
+/// exists.
+pub fn references(
+    flavors: &BTreeSet<String>,
+    cluster_queues: &[Placed<'_, ClusterQueueSpec>],
+    local_queues: &[Placed<'_, LocalQueueSpec>],
+) -> Vec<Diagnostic> {
+    let mut errors = Vec::new();
+    for cq in cluster_queues {
+        for (g, group) in cq.spec.resource_groups.iter().enumerate() {
+            for (f, flavor) in group.flavors.iter().enumerate() {
+                if flavors.contains(&flavor.flavor) {
+                    continue;
+                }
+                let path = format!("spec.resourceGroups[{g}].flavors[{f}].name");
+                let message = format!(
+                    "ClusterQueue {}: flavor `{}` is not a ResourceFlavor of the scenario{}",
+                    cq.spec.name,
+                    flavor.flavor,
+                    suggestion(&flavor.flavor, flavors.iter())
+                );
+                errors.push(diagnostic(cq.origin, locate(&cq.doc, &path), &path, message));
+            }
+        }
+    }
+    let names: BTreeSet<&String> = cluster_queues.iter().map(|c| &c.spec.name).collect();
+    for lq in local_queues {
+        if names.contains(&lq.spec.cluster_queue) {
+            continue;
+        }
+        let path = "spec.clusterQueue";
+        let message = format!(
+            "LocalQueue {}: ClusterQueue `{}` is not in the scenario{}",
+            lq.spec.key,
+            lq.spec.cluster_queue,
+            suggestion(&lq.spec.cluster_queue, names.iter().copied())
+        );
+        errors.push(diagnostic(lq.origin, locate(&lq.doc, path), path, message));
+    }
+    errors
+}
+
+/// Every resource a workload requests must be covered by some ClusterQueue
+/// (`nvidia.com/gpus` for `nvidia.com/gpu` would leave it pending forever).
+/// One error per resource, at its first request in the Trace.
+pub fn requested_resources(
+    workloads: &[TraceWorkload],
+    cluster_queues: &[Placed<'_, ClusterQueueSpec>],
+    trace: &Document<'_>,
+    origin: DocOrigin<'_>,
+) -> Vec<Diagnostic> {
+    let covered: BTreeSet<&String> = cluster_queues
+        .iter()
+        .flat_map(|c| c.spec.resource_groups.iter())
+        .flat_map(|g| g.covered_resources.iter())
+        .collect();
+    let mut missing: Vec<(&String, &TraceWorkload)> = Vec::new();
+    for w in workloads {
+        for ps in &w.pod_sets {
+            for (resource, amount) in &ps.requests {
+                if *amount != 0 && !covered.contains(resource) && !missing.iter().any(|(r, _)| *r == resource) {
+                    missing.push((resource, w));
+                }
+            }
+        }
+    }
+    let value: Option<serde_json::Value> = serde_saphyr::from_str(trace.text).ok();
+    missing
+        .into_iter()
+        .map(|(resource, w)| {
+            let path = value
+                .as_ref()
+                .and_then(|v| first_request(v, resource))
+                .unwrap_or_else(|| "spec".to_string());
+            let message = format!(
+                "Trace: {} requests {resource}, which no ClusterQueue of the scenario covers{}",
+                w.name,
+                suggestion(resource, covered.iter().copied())
+            );
+            diagnostic(origin, locate(trace, &path), &path, message)
+        })
+        .collect()
+}
+
+/// The path of the first `requests` entry for `resource` among the Trace's
+/// jobs and generators.
+fn first_request(trace: &serde_json::Value, resource: &str) -> Option<String> {
+    ["jobs", "generators"].into_iter().find_map(|list| {
+        trace["spec"][list].as_array()?.iter().enumerate().find_map(|(i, entry)| {
+            entry["requests"]
+                .get(resource)
+                .map(|_| format!("spec.{list}[{i}].requests[{resource}]"))
+        })
+    })
+}
+
+fn suggestion<'a>(word: &str, known: impl Iterator<Item = &'a String>) -> String {
+    let known: Vec<&String> = known.collect();
+    match strict::nearest(word, known.iter().map(|s| s.as_str())) {
+        Some(k) => format!(", did you mean `{k}`?"),
+        None if known.is_empty() => " (none is defined)".to_string(),
+        None => format!(
+            " (known: {})",
+            known.iter().take(8).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn locate(doc: &Document<'_>, path: &str) -> Option<serde_saphyr::Location> {
+    let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
+    tree.locate(path)
+}
+
+fn diagnostic(
+    origin: DocOrigin<'_>,
+    location: Option<serde_saphyr::Location>,
+    path: &str,
+    message: String,
+) -> Diagnostic {
+    match location {
+        Some(l) => origin.at(l, path, message),
+        None => Diagnostic {
+            file: origin.file.to_string(),
+            line: origin.line_offset + 1,
+            column: 1,
+            path: path.to_string(),
+            message,
+        },
+    }
+}
