@@ -21,7 +21,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -30,6 +29,8 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
+
+pub use crate::run::lease::LeaseFence;
 
 use crate::index::Index;
 use crate::limit::Limiter;
@@ -100,57 +101,6 @@ pub struct PlanError {
     pub error: WriteError,
     /// resourceVersions the status writes before `step` made.
     pub acks: Vec<(usize, String)>,
-}
-
-/// Fencing by the Lease as the API server last showed it: writes are
-/// allowed only while it names this replica and its last renewal has not
-/// run out (less a safety margin). This holds even when the lease manager
-/// cannot renew (API unreachable) and so never reports the loss: its
-/// receiver would still say "leader" after another replica took over.
-#[derive(Debug)]
-pub struct LeaseFence {
-    identity: String,
-    margin_ms: i64,
-    /// (holder, renewTime + leaseDurationSeconds in epoch ms)
-    seen: Mutex<Option<(String, i64)>>,
-}
-
-impl LeaseFence {
-    pub fn new(identity: impl Into<String>, margin: Duration) -> Self {
-        Self {
-            identity: identity.into(),
-            margin_ms: i64::try_from(margin.as_millis()).unwrap_or(i64::MAX),
-            seen: Mutex::new(None),
-        }
-    }
-
-    /// Records the Lease as observed (`None`: deleted).
-    pub fn observe(&self, lease: Option<&Lease>) {
-        let seen = lease.and_then(|l| l.spec.as_ref()).and_then(|s| {
-            let holder = s.holder_identity.clone()?;
-            let renewed = s.renew_time.as_ref()?.0.as_millisecond();
-            let duration = i64::from(s.lease_duration_seconds?);
-            Some((holder, renewed.saturating_add(duration.saturating_mul(1000))))
-        });
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = seen;
-    }
-
-    /// Whether this replica may write at `now_ms`.
-    pub fn allows(&self, now_ms: i64) -> bool {
-        self.remaining(now_ms).is_some()
-    }
-
-    /// How long a call starting at `now_ms` may take and still end inside
-    /// the fence; `None` when no call may start.
-    pub fn remaining(&self, now_ms: i64) -> Option<Duration> {
-        match &*self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some((holder, expiry)) if *holder == self.identity => {
-                let left = expiry.saturating_sub(self.margin_ms).saturating_sub(now_ms);
-                (left > 0).then(|| Duration::from_millis(u64::try_from(left).unwrap_or(0)))
-            }
-            _ => None,
-        }
-    }
 }
 
 /// Applies plans with one client.
