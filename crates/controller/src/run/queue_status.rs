@@ -1,12 +1,20 @@
-//! ClusterQueue and LocalQueue status.
+//! ClusterQueue and LocalQueue status: computed from the index by pure,
+//! typed functions ([`cluster_queue_status`], [`local_queue_status`]),
+//! serialized for a server-side apply, and written only when changed,
+//! within a share of the write budget.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde_json::json;
-use sluice_api::v1alpha1::{FlavorUsage, ResourceUsage};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use sluice_api::quantity::to_quantity;
+use sluice_api::v1alpha1::{ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage};
+use sluice_scheduler::QueueUsage;
 
 use super::RunConfig;
-use crate::index::{Index, Kind};
+use crate::index::{Index, Kind, LocalQueueStats};
 use crate::metrics::Metrics;
 use crate::plan::{Plan, Purpose, QueueRef, Step};
 
@@ -16,11 +24,11 @@ use crate::plan::{Plan, Purpose, QueueRef, Step};
 #[derive(Default)]
 pub(super) struct QueueStatusWriter {
     /// Last status written per queue.
-    pub(super) last: HashMap<QueueId, serde_json::Value>,
+    pub(super) last: HashMap<QueueId, Value>,
     /// Handed to the writer, not written yet.
-    pub(super) queued: HashMap<QueueId, serde_json::Value>,
+    pub(super) queued: HashMap<QueueId, Value>,
     /// When each queue's Active condition last changed: (status, time).
-    pub(super) active_since: HashMap<QueueId, (bool, String)>,
+    pub(super) active_since: HashMap<QueueId, (bool, Time)>,
 }
 
 /// (cluster-scoped, namespace, name)
@@ -28,32 +36,141 @@ pub(super) type QueueId = (bool, Option<String>, String);
 
 /// Whether two queue statuses say the same, fields left out and empty or
 /// null ones alike (the server's copy omits empty lists).
-pub(super) fn same_status(a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    fn norm(v: &serde_json::Value) -> serde_json::Value {
+pub(super) fn same_status(a: &Value, b: &Value) -> bool {
+    fn norm(v: &Value) -> Value {
         match v {
-            serde_json::Value::Object(m) => serde_json::Value::Object(
+            Value::Object(m) => Value::Object(
                 m.iter()
                     .filter(|(_, v)| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty)))
                     .map(|(k, v)| (k.clone(), norm(v)))
                     .collect(),
             ),
-            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(norm).collect()),
+            Value::Array(a) => Value::Array(a.iter().map(norm).collect()),
             other => other.clone(),
         }
     }
     norm(a) == norm(b)
 }
 
+/// A queue's `Active` condition: `True` (reason `Ready`, message `ok`)
+/// unless there is a `problem` (reason, message); `since`: when it took
+/// that status.
+pub(super) fn active_condition(problem: Option<(&'static str, String)>, ok: &str, since: Time) -> Condition {
+    let active = problem.is_none();
+    let (reason, message) = problem.unwrap_or(("Ready", ok.to_string()));
+    Condition {
+        type_: "Active".into(),
+        status: if active { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: since,
+        observed_generation: None,
+    }
+}
+
+/// A ClusterQueue's status: its `Active` condition and, while the engine
+/// holds the queue (`usage`), its counts and its usage per flavor (with
+/// what is borrowed, when anything is).
+pub(super) fn cluster_queue_status(active: Condition, usage: Option<&QueueUsage>) -> ClusterQueueStatus {
+    let mut status = ClusterQueueStatus {
+        conditions: vec![active],
+        ..Default::default()
+    };
+    if let Some(u) = usage {
+        status.pending_workloads = count(u.pending);
+        status.admitted_workloads = count(u.admitted);
+        status.flavors_usage = by_flavor(u.resources.iter().map(|r| {
+            let borrowed = (r.borrowed > 0).then(|| to_quantity(&r.resource, i128::from(r.borrowed)));
+            (&r.flavor, &r.resource, r.used, borrowed)
+        }));
+    }
+    status
+}
+
+/// A LocalQueue's status: its `Active` condition, its counts, and the
+/// usage of its admitted workloads per flavor.
+pub(super) fn local_queue_status(active: Condition, stats: &LocalQueueStats) -> LocalQueueStatus {
+    LocalQueueStatus {
+        pending_workloads: count(stats.pending),
+        admitted_workloads: count(stats.admitted),
+        flavors_usage: by_flavor(stats.usage.iter().map(|((f, r), used)| (f, r, *used, None))),
+        conditions: vec![active],
+    }
+}
+
+/// Usage per flavor, flavors in name order, resources in the order given:
+/// `(flavor, resource, used, borrowed)`.
+fn by_flavor<'a>(usage: impl Iterator<Item = (&'a String, &'a String, i64, Option<Quantity>)>) -> Vec<FlavorUsage> {
+    let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+    for (flavor, resource, used, borrowed) in usage {
+        flavors.entry(flavor.clone()).or_default().push(ResourceUsage {
+            name: resource.clone(),
+            total: to_quantity(resource, i128::from(used)),
+            borrowed,
+        });
+    }
+    flavors
+        .into_iter()
+        .map(|(name, resources)| FlavorUsage { name, resources })
+        .collect()
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// The `status` of a ClusterQueue's apply, as written before it was typed:
+/// the counts only while the engine holds the queue (`held`: the API type
+/// always serializes them), `flavorsUsage` then even when empty (the API
+/// type leaves an empty list out).
+pub(super) fn cluster_queue_body(status: &ClusterQueueStatus, held: bool) -> Value {
+    let mut body = json!({"conditions": status.conditions});
+    if held {
+        body["pendingWorkloads"] = json!(status.pending_workloads);
+        body["admittedWorkloads"] = json!(status.admitted_workloads);
+        body["flavorsUsage"] = json!(status.flavors_usage);
+    }
+    body
+}
+
+/// The `status` of a LocalQueue's apply (`flavorsUsage` even when empty).
+pub(super) fn local_queue_body(status: &LocalQueueStatus) -> Value {
+    json!({
+        "conditions": status.conditions,
+        "pendingWorkloads": status.pending_workloads,
+        "admittedWorkloads": status.admitted_workloads,
+        "flavorsUsage": status.flavors_usage,
+    })
+}
+
+/// The usage metrics of a ClusterQueue the engine holds.
+fn record_usage(m: &Metrics, name: &str, u: &QueueUsage) {
+    let labels = |f: &str, r: &str| {
+        vec![
+            ("cluster_queue", name.to_string()),
+            ("flavor", f.to_string()),
+            ("resource", r.to_string()),
+        ]
+    };
+    m.pending
+        .get_or_create(&vec![("cluster_queue", name.to_string()), ("status", "active".into())])
+        .set(u.pending as i64);
+    for r in &u.resources {
+        m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
+        m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
+    }
+}
+
 /// When the server's `Active` condition of a queue took its status, if it
 /// has that status now.
-pub(super) fn observed_active_since(ix: &Index, id: &QueueId, active: bool) -> Option<String> {
+pub(super) fn observed_active_since(ix: &Index, id: &QueueId, active: bool) -> Option<Time> {
     let status = ix.observed_queue_status(id.1.as_deref(), &id.2)?;
     let c = status["conditions"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == "Active")?;
     let same = c["status"] == if active { "True" } else { "False" };
-    same.then(|| c["lastTransitionTime"].as_str().map(String::from))?
+    same.then(|| serde_json::from_value(c["lastTransitionTime"].clone()).ok())?
 }
 
 impl QueueStatusWriter {
@@ -65,8 +182,8 @@ impl QueueStatusWriter {
         id: QueueId,
         problem: Option<(&'static str, String)>,
         ok: &str,
-        now: &str,
-    ) -> serde_json::Value {
+        now: &Time,
+    ) -> Condition {
         let active = problem.is_none();
         // A new leader keeps the transition time the server has.
         let observed = match self.active_since.contains_key(&id) {
@@ -76,22 +193,17 @@ impl QueueStatusWriter {
         let since = self
             .active_since
             .entry(id)
-            .or_insert_with(|| (active, observed.unwrap_or_else(|| now.to_string())));
+            .or_insert_with(|| (active, observed.unwrap_or_else(|| now.clone())));
         if since.0 != active {
-            *since = (active, now.to_string());
+            *since = (active, now.clone());
         }
-        let (reason, message) = problem.unwrap_or(("Ready", ok.to_string()));
-        json!([{
-            "type": "Active",
-            "status": if active { "True" } else { "False" },
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since.1,
-        }])
+        active_condition(problem, ok, since.1.clone())
     }
 
-    /// The status every queue should have now; updates the usage metrics.
-    pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, serde_json::Value)> {
+    /// The status every queue should have now (`now`: RFC 3339, as
+    /// [`QueueStatusWriter::plans`] gives it); updates the usage metrics.
+    pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, Value)> {
+        let now = Time(now.parse().unwrap_or_else(|_| Timestamp::now()));
         let mut wanted = Vec::new();
         let cqs = ix.cluster_queue_names();
         let mut names: BTreeSet<String> = cqs.into_iter().collect();
@@ -107,71 +219,25 @@ impl QueueStatusWriter {
                 (true, None, name.clone()),
                 ix.cluster_queue_problem(&name),
                 "Can admit workloads",
-                now,
+                &now,
             );
-            let mut status = json!({"conditions": condition});
-            if let Some(u) = ix.engine().cluster_queue_usage(&name) {
-                let labels = |f: &str, r: &str| {
-                    vec![
-                        ("cluster_queue", name.clone()),
-                        ("flavor", f.to_string()),
-                        ("resource", r.to_string()),
-                    ]
-                };
-                m.pending
-                    .get_or_create(&vec![("cluster_queue", name.clone()), ("status", "active".into())])
-                    .set(u.pending as i64);
-                let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
-                for r in &u.resources {
-                    m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
-                    m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
-                    flavors.entry(r.flavor.clone()).or_default().push(ResourceUsage {
-                        name: r.resource.clone(),
-                        total: sluice_api::quantity::to_quantity(&r.resource, i128::from(r.used)),
-                        borrowed: (r.borrowed > 0)
-                            .then(|| sluice_api::quantity::to_quantity(&r.resource, i128::from(r.borrowed))),
-                    });
-                }
-                status["pendingWorkloads"] = json!(u.pending);
-                status["admittedWorkloads"] = json!(u.admitted);
-                status["flavorsUsage"] = serde_json::to_value(
-                    flavors
-                        .into_iter()
-                        .map(|(name, resources)| FlavorUsage { name, resources })
-                        .collect::<Vec<_>>(),
-                )
-                .unwrap_or_default();
+            let usage = ix.engine().cluster_queue_usage(&name);
+            if let Some(u) = &usage {
+                record_usage(m, &name, u);
             }
-            wanted.push(((true, None, name), status));
+            let status = cluster_queue_status(condition, usage.as_ref());
+            wanted.push(((true, None, name), cluster_queue_body(&status, usage.is_some())));
         }
         for (key, st) in ix.local_queue_stats() {
-            let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
-            for ((flavor, resource), used) in &st.usage {
-                flavors.entry(flavor.clone()).or_default().push(ResourceUsage {
-                    name: resource.clone(),
-                    total: sluice_api::quantity::to_quantity(resource, i128::from(*used)),
-                    borrowed: None,
-                });
-            }
-            let usage: Vec<FlavorUsage> = flavors
-                .into_iter()
-                .map(|(name, resources)| FlavorUsage { name, resources })
-                .collect();
             let id = (false, Some(key.namespace.clone()), key.name.clone());
             let condition = self.active_condition(
                 ix,
                 id.clone(),
                 ix.local_queue_problem(&key),
                 "Can submit new workloads to its ClusterQueue",
-                now,
+                &now,
             );
-            let status = json!({
-                "conditions": condition,
-                "pendingWorkloads": st.pending,
-                "admittedWorkloads": st.admitted,
-                "flavorsUsage": usage,
-            });
-            wanted.push((id, status));
+            wanted.push((id, local_queue_body(&local_queue_status(condition, &st))));
         }
         // Queues no longer there are forgotten.
         let ids: BTreeSet<&QueueId> = wanted.iter().map(|(id, _)| id).collect();
@@ -237,3 +303,6 @@ impl QueueStatusWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
