@@ -8,12 +8,13 @@
 //!   server), `reportingController` [`REPORTING_CONTROLLER`].
 //!
 //! A failed step stops its plan (Events excepted: a lost Event is logged
-//! and the plan goes on). [`drain`] (and [`apply_plans`], in tests) feed
-//! the outcome back to the index: status writes are acknowledged with the
-//! resourceVersion they made; a failed admission status write rolls the
-//! admission back in the engine (assume, then commit); a failed or
-//! unanswered status write has its Workload read back; other failures are
-//! forgotten so that they are tried again.
+//! and the plan goes on). [`drain`] sends the outcome back, and the run
+//! loop hands it to [`Index::feedback`](crate::index::Index::feedback):
+//! status writes are acknowledged with the resourceVersion they made; a
+//! failed admission status write rolls the admission back in the engine
+//! (assume, then commit); a failed or unanswered status write has its
+//! Workload read back; other failures are forgotten so that they are
+//! tried again.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +33,6 @@ use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 
 pub use crate::run::lease::LeaseFence;
 
-use crate::index::Index;
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, Plan, Purpose, Step};
@@ -396,56 +396,6 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_string()
-}
-
-/// Tells the index that a plan failed: a failed admission status write
-/// rolls the admission back; other failures are forgotten so that the next
-/// event retries them.
-pub fn report_failure(index: &mut Index, plan: &Plan, error: &PlanError, now_ms: i64) {
-    // What the plan did write before it stopped.
-    index.acknowledge(plan, &error.acks);
-    match &plan.purpose {
-        Purpose::Admit { uid } if error.step == 0 => index.admission_failed(uid, now_ms),
-        Purpose::ConfirmPodsGone { uid } => index.pods_remain(uid, now_ms),
-        _ => {}
-    }
-    index.plan_failed(plan, error.step, now_ms);
-}
-
-/// Applies plans in order (urgent ones first) and reports failures back to
-/// the index. Returns how many plans failed.
-pub async fn apply_plans(
-    writer: &Writer,
-    index: &tokio::sync::Mutex<Index>,
-    mut plans: Vec<Plan>,
-    metrics: Option<&Metrics>,
-    now_ms: impl Fn() -> i64,
-) -> usize {
-    // Stable: admissions and evictions keep their engine order.
-    plans.sort_by_key(|p| !p.purpose.is_urgent());
-    let mut failed = 0;
-    for plan in &plans {
-        let result = writer.apply(plan, metrics).await;
-        if let Ok(acks) = &result {
-            let mut ix = index.lock().await;
-            ix.acknowledge(plan, acks);
-            if let Purpose::ConfirmPodsGone { uid } = &plan.purpose {
-                ix.pods_gone(uid, now_ms());
-            }
-        }
-        if let Err(e) = result {
-            failed += 1;
-            tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
-            if matches!(e.error, WriteError::NotLeader { .. }) {
-                if let Some(m) = metrics {
-                    m.dropped_writes.inc();
-                }
-                continue;
-            }
-            report_failure(&mut *index.lock().await, plan, &e, now_ms());
-        }
-    }
-    failed
 }
 
 /// Plans waiting to be written, so that the loop never waits on the API:

@@ -113,15 +113,7 @@ pub(super) async fn event_loop(
                 }
                 if let Some(m) = &index {
                     let mut ix = m.lock().await;
-                    match &result {
-                        Ok(acks) => {
-                            ix.acknowledge(&plan, acks);
-                            if let crate::plan::Purpose::ConfirmPodsGone { uid } = &plan.purpose {
-                                ix.pods_gone(uid, now_ms());
-                            }
-                        }
-                        Err(error) => writer::report_failure(&mut ix, &plan, error, now_ms()),
-                    }
+                    ix.feedback(&plan, &result, now_ms());
                     // A rolled-back admission, a failed write or a requeue
                     // after the pods are gone is worked on a little later
                     // (an acknowledged write needs nothing).
