@@ -9,7 +9,7 @@ use sluice_scheduler::WorkloadState;
 
 use super::errors::engine_ok;
 use super::status::{self, is_true};
-use super::{Index, Kind, ms, time_of};
+use super::{Index, Kind, time_of};
 use crate::job;
 use crate::plan::{ObjKey, Plan, Purpose, Step};
 
@@ -142,13 +142,7 @@ impl Index {
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
         self.confirming.remove(&uid);
-        let not_before = e
-            .status
-            .requeue_state
-            .as_ref()
-            .and_then(|r| r.requeue_at.as_ref())
-            .map(ms)
-            .filter(|t| *t > now_ms);
+        let not_before = status::backoff_until(&e.status, now_ms);
         if self
             .engine
             .eviction_complete_with_backoff(&uid, now_ms, not_before)

@@ -46,9 +46,27 @@ pub fn set_condition(
     }
 }
 
+/// Sets each `(type, status, reason, message)` in order (see
+/// [`set_condition`]).
+fn set_all(status: &mut WorkloadStatus, conds: &[(&str, &str, &str, &str)], now_ms: i64, generation: Option<i64>) {
+    for (type_, st, reason, message) in conds {
+        set_condition(&mut status.conditions, type_, st, reason, message, now_ms, generation);
+    }
+}
+
 /// Whether the condition `type_` is `True`.
 pub(super) fn is_true(status: &WorkloadStatus, type_: &str) -> bool {
     status.condition(type_).is_some_and(|c| c.status == cond::status::TRUE)
+}
+
+/// The end of a requeue backoff still running at `now_ms`, if any.
+pub(super) fn backoff_until(status: &WorkloadStatus, now_ms: i64) -> Option<i64> {
+    status
+        .requeue_state
+        .as_ref()
+        .and_then(|r| r.requeue_at.as_ref())
+        .map(ms)
+        .filter(|t| *t > now_ms)
 }
 
 /// Fields of an observed status that others own, taken even from an event
@@ -122,25 +140,22 @@ pub(super) fn admitted(
     generation: Option<i64>,
 ) {
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
+    let conds = [
+        (
+            cond::QUOTA_RESERVED,
+            cond::status::TRUE,
+            cond::reasons::QUOTA_RESERVED,
+            msg.as_str(),
+        ),
+        (
+            cond::ADMITTED,
+            cond::status::TRUE,
+            cond::reasons::ADMITTED,
+            "The workload is admitted",
+        ),
+    ];
+    set_all(status, &conds, now_ms, generation);
     let c = &mut status.conditions;
-    set_condition(
-        c,
-        cond::QUOTA_RESERVED,
-        cond::status::TRUE,
-        cond::reasons::QUOTA_RESERVED,
-        &msg,
-        now_ms,
-        generation,
-    );
-    set_condition(
-        c,
-        cond::ADMITTED,
-        cond::status::TRUE,
-        cond::reasons::ADMITTED,
-        "The workload is admitted",
-        now_ms,
-        generation,
-    );
     for t in [cond::EVICTED, cond::PREEMPTED] {
         if let Some(x) = c.iter_mut().find(|x| x.type_ == t && x.status == cond::status::TRUE) {
             x.status = cond::status::FALSE.into();
@@ -175,26 +190,9 @@ pub(super) fn evicted(
     now_ms: i64,
     generation: Option<i64>,
 ) {
-    set_condition(
-        &mut status.conditions,
-        cond::EVICTED,
-        cond::status::TRUE,
-        reason,
-        message,
-        now_ms,
-        generation,
-    );
-    if let Some(p) = preempted {
-        set_condition(
-            &mut status.conditions,
-            cond::PREEMPTED,
-            cond::status::TRUE,
-            p,
-            message,
-            now_ms,
-            generation,
-        );
-    }
+    let mut conds = vec![(cond::EVICTED, cond::status::TRUE, reason, message)];
+    conds.extend(preempted.map(|p| (cond::PREEMPTED, cond::status::TRUE, p, message)));
+    set_all(status, &conds, now_ms, generation);
     status.state = Some(status.derive_state(active));
 }
 
@@ -208,25 +206,6 @@ pub(super) fn requeued(
     now_ms: i64,
     generation: Option<i64>,
 ) -> &'static str {
-    let c = &mut status.conditions;
-    set_condition(
-        c,
-        cond::QUOTA_RESERVED,
-        cond::status::FALSE,
-        cond::reasons::PENDING,
-        "Quota released after eviction",
-        now_ms,
-        generation,
-    );
-    set_condition(
-        c,
-        cond::ADMITTED,
-        cond::status::FALSE,
-        cond::reasons::PENDING,
-        "Evicted; waiting in the queue again",
-        now_ms,
-        generation,
-    );
     let (requeued, reason, message) = match not_before {
         _ if !active => (
             cond::status::FALSE,
@@ -236,7 +215,22 @@ pub(super) fn requeued(
         Some(_) => (cond::status::FALSE, cond::reasons::BACKOFF, "Requeue after backoff"),
         None => (cond::status::TRUE, cond::reasons::PENDING, "Requeued after eviction"),
     };
-    set_condition(c, cond::REQUEUED, requeued, reason, message, now_ms, generation);
+    let conds = [
+        (
+            cond::QUOTA_RESERVED,
+            cond::status::FALSE,
+            cond::reasons::PENDING,
+            "Quota released after eviction",
+        ),
+        (
+            cond::ADMITTED,
+            cond::status::FALSE,
+            cond::reasons::PENDING,
+            "Evicted; waiting in the queue again",
+        ),
+        (cond::REQUEUED, requeued, reason, message),
+    ];
+    set_all(status, &conds, now_ms, generation);
     status.admission = None;
     status.state = Some(status.derive_state(active));
     message
@@ -251,12 +245,9 @@ pub(super) fn finished(
     now_ms: i64,
     generation: Option<i64>,
 ) {
-    set_condition(
-        &mut status.conditions,
-        cond::FINISHED,
-        cond::status::TRUE,
-        reason,
-        message,
+    set_all(
+        status,
+        &[(cond::FINISHED, cond::status::TRUE, reason, message)],
         now_ms,
         generation,
     );
@@ -266,12 +257,10 @@ pub(super) fn finished(
 
 /// All pods were ready (or succeeded) at least once.
 pub(super) fn pods_ready(status: &mut WorkloadStatus, active: bool, now_ms: i64, generation: Option<i64>) {
-    set_condition(
-        &mut status.conditions,
-        cond::PODS_READY,
-        cond::status::TRUE,
-        cond::reasons::PODS_READY,
-        "All pods were ready or succeeded",
+    let ready = "All pods were ready or succeeded";
+    set_all(
+        status,
+        &[(cond::PODS_READY, cond::status::TRUE, cond::reasons::PODS_READY, ready)],
         now_ms,
         generation,
     );
@@ -290,12 +279,10 @@ pub(super) fn namespace_not_selected(
 ) {
     let message =
         format!("namespace {namespace} is not selected by the namespaceSelector of ClusterQueue {cluster_queue}");
-    set_condition(
-        &mut status.conditions,
-        cond::QUOTA_RESERVED,
-        cond::status::FALSE,
-        cond::reasons::NAMESPACE_NOT_SELECTED,
-        &message,
+    let reason = cond::reasons::NAMESPACE_NOT_SELECTED;
+    set_all(
+        status,
+        &[(cond::QUOTA_RESERVED, cond::status::FALSE, reason, &message)],
         now_ms,
         generation,
     );
@@ -309,12 +296,9 @@ pub(super) fn namespace_not_selected(
 
 /// Pending for `reason`, its text not written yet (see [`explained`]).
 pub(super) fn pending(status: &mut WorkloadStatus, reason: &str, active: bool, now_ms: i64, generation: Option<i64>) {
-    set_condition(
-        &mut status.conditions,
-        cond::QUOTA_RESERVED,
-        cond::status::FALSE,
-        reason,
-        "",
+    set_all(
+        status,
+        &[(cond::QUOTA_RESERVED, cond::status::FALSE, reason, "")],
         now_ms,
         generation,
     );
@@ -352,12 +336,10 @@ pub(super) fn explained(
         .filter(|c| c.status == cond::status::FALSE)
         .map(|c| ms(&c.last_transition_time))
         .unwrap_or(now_ms);
-    set_condition(
-        &mut status.conditions,
-        cond::QUOTA_RESERVED,
-        cond::status::FALSE,
-        expl.reason_code(),
-        &format!("{full}{position}"),
+    let message = format!("{full}{position}");
+    set_all(
+        status,
+        &[(cond::QUOTA_RESERVED, cond::status::FALSE, expl.reason_code(), &message)],
         since,
         generation,
     );

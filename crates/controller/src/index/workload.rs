@@ -265,13 +265,7 @@ impl Index {
         } else if e.active {
             self.not_selected.remove(key);
             // A requeue backoff still running (found after a restart) is kept.
-            let backoff = e
-                .status
-                .requeue_state
-                .as_ref()
-                .and_then(|r| r.requeue_at.as_ref())
-                .map(ms)
-                .filter(|t| *t > now_ms);
+            let backoff = status::backoff_until(&e.status, now_ms);
             match backoff {
                 Some(t) => self.engine.add_workload_backing_off(spec.clone(), t),
                 None => self.engine.add_workload(spec.clone()),

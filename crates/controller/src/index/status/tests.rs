@@ -48,6 +48,27 @@ type Row = (&'static str, &'static str, &'static str, &'static str, bool);
 /// `(what, status before, decision, conditions after, state after)`
 type Case = (&'static str, WorkloadStatus, Transition, Vec<Row>, WorkloadState);
 
+/// After an eviction: quota released, not admitted, and `requeued`.
+fn released(requeued: Row) -> Vec<Row> {
+    vec![
+        (
+            cond::QUOTA_RESERVED,
+            "False",
+            "Pending",
+            "Quota released after eviction",
+            true,
+        ),
+        (
+            cond::ADMITTED,
+            "False",
+            "Pending",
+            "Evicted; waiting in the queue again",
+            true,
+        ),
+        requeued,
+    ]
+}
+
 #[test]
 fn each_decision_writes_its_conditions_and_state() {
     let cases: Vec<Case> = vec![
@@ -119,23 +140,7 @@ fn each_decision_writes_its_conditions_and_state() {
             |s| {
                 assert_eq!(requeued(s, None, true, LATER, Some(1)), "Requeued after eviction");
             },
-            vec![
-                (
-                    cond::QUOTA_RESERVED,
-                    "False",
-                    "Pending",
-                    "Quota released after eviction",
-                    true,
-                ),
-                (
-                    cond::ADMITTED,
-                    "False",
-                    "Pending",
-                    "Evicted; waiting in the queue again",
-                    true,
-                ),
-                (cond::REQUEUED, "True", "Pending", "Requeued after eviction", true),
-            ],
+            released((cond::REQUEUED, "True", "Pending", "Requeued after eviction", true)),
             WorkloadState::Pending,
         ),
         (
@@ -147,23 +152,7 @@ fn each_decision_writes_its_conditions_and_state() {
                     "Requeue after backoff"
                 );
             },
-            vec![
-                (
-                    cond::QUOTA_RESERVED,
-                    "False",
-                    "Pending",
-                    "Quota released after eviction",
-                    true,
-                ),
-                (
-                    cond::ADMITTED,
-                    "False",
-                    "Pending",
-                    "Evicted; waiting in the queue again",
-                    true,
-                ),
-                (cond::REQUEUED, "False", "Backoff", "Requeue after backoff", true),
-            ],
+            released((cond::REQUEUED, "False", "Backoff", "Requeue after backoff", true)),
             WorkloadState::Pending,
         ),
         (
@@ -175,29 +164,13 @@ fn each_decision_writes_its_conditions_and_state() {
                     "Deactivated; not requeued until spec.active is true"
                 );
             },
-            vec![
-                (
-                    cond::QUOTA_RESERVED,
-                    "False",
-                    "Pending",
-                    "Quota released after eviction",
-                    true,
-                ),
-                (
-                    cond::ADMITTED,
-                    "False",
-                    "Pending",
-                    "Evicted; waiting in the queue again",
-                    true,
-                ),
-                (
-                    cond::REQUEUED,
-                    "False",
-                    "Deactivated",
-                    "Deactivated; not requeued until spec.active is true",
-                    true,
-                ),
-            ],
+            released((
+                cond::REQUEUED,
+                "False",
+                "Deactivated",
+                "Deactivated; not requeued until spec.active is true",
+                true,
+            )),
             WorkloadState::Inactive,
         ),
         (
