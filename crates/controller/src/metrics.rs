@@ -58,6 +58,14 @@ impl Default for Metrics {
     }
 }
 
+/// So that a bare registry serves where a holder of one is taken (the
+/// writer's tasks take the run loop's shared state).
+impl AsRef<Metrics> for Metrics {
+    fn as_ref(&self) -> &Metrics {
+        self
+    }
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("sluice");

@@ -62,6 +62,17 @@ pub enum Step {
 }
 
 impl Step {
+    /// The status write of a Workload: `status` applied whole, numbered
+    /// `seq` (see [`Step::ApplyWorkloadStatus`]).
+    pub fn workload_status(key: ObjKey, uid: String, status: WorkloadStatus, seq: u64) -> Step {
+        Step::ApplyWorkloadStatus {
+            key,
+            uid,
+            status: Box::new(status),
+            seq,
+        }
+    }
+
     /// Label for `sluice_api_writes_total{kind}`.
     pub fn kind(&self) -> &'static str {
         match self {

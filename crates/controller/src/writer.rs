@@ -8,12 +8,13 @@
 //!   server), `reportingController` [`REPORTING_CONTROLLER`].
 //!
 //! A failed step stops its plan (Events excepted: a lost Event is logged
-//! and the plan goes on). [`drain`] (and [`apply_plans`], in tests) feed
-//! the outcome back to the index: status writes are acknowledged with the
-//! resourceVersion they made; a failed admission status write rolls the
-//! admission back in the engine (assume, then commit); a failed or
-//! unanswered status write has its Workload read back; other failures are
-//! forgotten so that they are tried again.
+//! and the plan goes on). [`drain`] sends the outcome back, and the run
+//! loop hands it to [`Index::feedback`](crate::index::Index::feedback):
+//! status writes are acknowledged with the resourceVersion they made; a
+//! failed admission status write rolls the admission back in the engine
+//! (assume, then commit); a failed or unanswered status write has its
+//! Workload read back; other failures are forgotten so that they are
+//! tried again.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +22,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -31,7 +31,8 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use serde_json::json;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 
-use crate::index::Index;
+pub use crate::run::lease::LeaseFence;
+
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, Plan, Purpose, Step};
@@ -100,57 +101,6 @@ pub struct PlanError {
     pub error: WriteError,
     /// resourceVersions the status writes before `step` made.
     pub acks: Vec<(usize, String)>,
-}
-
-/// Fencing by the Lease as the API server last showed it: writes are
-/// allowed only while it names this replica and its last renewal has not
-/// run out (less a safety margin). This holds even when the lease manager
-/// cannot renew (API unreachable) and so never reports the loss: its
-/// receiver would still say "leader" after another replica took over.
-#[derive(Debug)]
-pub struct LeaseFence {
-    identity: String,
-    margin_ms: i64,
-    /// (holder, renewTime + leaseDurationSeconds in epoch ms)
-    seen: Mutex<Option<(String, i64)>>,
-}
-
-impl LeaseFence {
-    pub fn new(identity: impl Into<String>, margin: Duration) -> Self {
-        Self {
-            identity: identity.into(),
-            margin_ms: i64::try_from(margin.as_millis()).unwrap_or(i64::MAX),
-            seen: Mutex::new(None),
-        }
-    }
-
-    /// Records the Lease as observed (`None`: deleted).
-    pub fn observe(&self, lease: Option<&Lease>) {
-        let seen = lease.and_then(|l| l.spec.as_ref()).and_then(|s| {
-            let holder = s.holder_identity.clone()?;
-            let renewed = s.renew_time.as_ref()?.0.as_millisecond();
-            let duration = i64::from(s.lease_duration_seconds?);
-            Some((holder, renewed.saturating_add(duration.saturating_mul(1000))))
-        });
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = seen;
-    }
-
-    /// Whether this replica may write at `now_ms`.
-    pub fn allows(&self, now_ms: i64) -> bool {
-        self.remaining(now_ms).is_some()
-    }
-
-    /// How long a call starting at `now_ms` may take and still end inside
-    /// the fence; `None` when no call may start.
-    pub fn remaining(&self, now_ms: i64) -> Option<Duration> {
-        match &*self.seen.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some((holder, expiry)) if *holder == self.identity => {
-                let left = expiry.saturating_sub(self.margin_ms).saturating_sub(now_ms);
-                (left > 0).then(|| Duration::from_millis(u64::try_from(left).unwrap_or(0)))
-            }
-            _ => None,
-        }
-    }
 }
 
 /// Applies plans with one client.
@@ -446,56 +396,6 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_string()
-}
-
-/// Tells the index that a plan failed: a failed admission status write
-/// rolls the admission back; other failures are forgotten so that the next
-/// event retries them.
-pub fn report_failure(index: &mut Index, plan: &Plan, error: &PlanError, now_ms: i64) {
-    // What the plan did write before it stopped.
-    index.acknowledge(plan, &error.acks);
-    match &plan.purpose {
-        Purpose::Admit { uid } if error.step == 0 => index.admission_failed(uid, now_ms),
-        Purpose::ConfirmPodsGone { uid } => index.pods_remain(uid, now_ms),
-        _ => {}
-    }
-    index.plan_failed(plan, error.step, now_ms);
-}
-
-/// Applies plans in order (urgent ones first) and reports failures back to
-/// the index. Returns how many plans failed.
-pub async fn apply_plans(
-    writer: &Writer,
-    index: &tokio::sync::Mutex<Index>,
-    mut plans: Vec<Plan>,
-    metrics: Option<&Metrics>,
-    now_ms: impl Fn() -> i64,
-) -> usize {
-    // Stable: admissions and evictions keep their engine order.
-    plans.sort_by_key(|p| !p.purpose.is_urgent());
-    let mut failed = 0;
-    for plan in &plans {
-        let result = writer.apply(plan, metrics).await;
-        if let Ok(acks) = &result {
-            let mut ix = index.lock().await;
-            ix.acknowledge(plan, acks);
-            if let Purpose::ConfirmPodsGone { uid } = &plan.purpose {
-                ix.pods_gone(uid, now_ms());
-            }
-        }
-        if let Err(e) = result {
-            failed += 1;
-            tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
-            if matches!(e.error, WriteError::NotLeader { .. }) {
-                if let Some(m) = metrics {
-                    m.dropped_writes.inc();
-                }
-                continue;
-            }
-            report_failure(&mut *index.lock().await, plan, &e, now_ms());
-        }
-    }
-    failed
 }
 
 /// Plans waiting to be written, so that the loop never waits on the API:

@@ -2,8 +2,12 @@
 //! engine state out.
 
 use super::*;
+use crate::plan::Purpose;
 use crate::testing::{cq, flavor};
+use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Value, json};
+use sluice_api::v1alpha1::{FlavorPendingReason, PendingExplanation, RequeueState, Workload, conditions as cond};
+use sluice_scheduler::WorkloadState;
 
 const NS: &str = "research";
 const T0: i64 = 1_800_000_000_000;

@@ -14,7 +14,7 @@ use sluice_scheduler::WorkloadState;
 use tokio::sync::Mutex;
 
 use super::*;
-use crate::index::{IndexConfig, Kind};
+use crate::index::{Index, IndexConfig, Kind};
 use crate::job;
 use crate::plan::ObjKey;
 use crate::testing::{cq, fixture, flavor, job_fixture, lq};
@@ -113,6 +113,28 @@ async fn answer_admission_writes(handle: &mut Handle) {
     );
 }
 
+/// Writes plans the way the run loop does: queued, written by [`drain`],
+/// and what it reports handed to [`Index::feedback`]. Every plan here
+/// writes a status, so each one is reported. Returns how many failed.
+async fn apply_plans(writer: Writer, index: &Mutex<Index>, plans: Vec<Plan>, now_ms: impl Fn() -> i64) -> usize {
+    assert!(plans.iter().all(|p| p.steps.iter().any(Step::wants_feedback)));
+    let queue = Arc::new(WriteQueue::default());
+    let n = plans.len();
+    for plan in plans {
+        assert!(queue.push(plan).is_none());
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let drainer = tokio::spawn(drain(writer, queue, tx, Arc::new(Metrics::new())));
+    let mut failed = 0;
+    for _ in 0..n {
+        let (_, plan, result) = rx.recv().await.expect("the writer reports every plan");
+        failed += usize::from(result.is_err());
+        index.lock().await.feedback(&plan, &result, now_ms());
+    }
+    drainer.abort();
+    failed
+}
+
 /// An index that has just admitted the recorded Job `research/train-research`
 /// (4 pods × 2 GPUs) onto flavor a100, and that admission's plan.
 fn admitted() -> (Index, Plan) {
@@ -141,7 +163,7 @@ async fn admission_applies_status_then_unsuspends_the_job_then_records_events() 
     let (ix, plan) = admitted();
     let ix = std::sync::Arc::new(Mutex::new(ix));
     let ix2 = ix.clone();
-    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0).await });
+    let task = tokio::spawn(async move { apply_plans(writer, &ix2, vec![plan], || T0).await });
 
     let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
     assert_eq!(
@@ -244,7 +266,7 @@ async fn a_conflicting_status_write_rolls_the_admission_back_and_touches_nothing
     let (ix, plan) = admitted();
     let ix = std::sync::Arc::new(Mutex::new(ix));
     let ix2 = ix.clone();
-    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0 + 1).await });
+    let task = tokio::spawn(async move { apply_plans(writer, &ix2, vec![plan], || T0 + 1).await });
     let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
     respond(
         call.reply,
@@ -268,7 +290,7 @@ async fn a_server_error_on_the_status_write_is_rolled_back_too() {
     let (ix, plan) = admitted();
     let ix = std::sync::Arc::new(Mutex::new(ix));
     let ix2 = ix.clone();
-    let task = tokio::spawn(async move { apply_plans(&writer, &ix2, vec![plan], None, || T0 + 1).await });
+    let task = tokio::spawn(async move { apply_plans(writer, &ix2, vec![plan], || T0 + 1).await });
     let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
     respond(
         call.reply,

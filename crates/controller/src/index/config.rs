@@ -1,0 +1,273 @@
+//! Configuration objects: ResourceFlavors, ClusterQueues, LocalQueues,
+//! priority classes and Namespaces (for namespaceSelectors), fed to the
+//! engine once they pass validation; and what the index can tell about a
+//! queue (why it cannot admit, its counts and usage).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sluice_api::Validate;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
+use sluice_scheduler::WorkloadState;
+
+use super::errors::{IndexError, admissible};
+use super::{Index, Kind, LocalQueueStats, key_of};
+use crate::adapter;
+use crate::plan::ObjKey;
+
+impl Index {
+    /// Names of the ClusterQueues the index holds (valid ones).
+    pub fn cluster_queue_names(&self) -> Vec<String> {
+        self.cluster_queues.keys().cloned().collect()
+    }
+
+    /// A queue's status as last observed from the API server: a
+    /// ClusterQueue (`namespace` None) or a LocalQueue.
+    pub fn observed_queue_status(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
+        let status = match namespace {
+            None => serde_json::to_value(self.cluster_queues.get(name)?.status.as_ref()?),
+            Some(ns) => serde_json::to_value(self.local_queues.get(&ObjKey::new(ns, name))?.status.as_ref()?),
+        };
+        status.ok()
+    }
+
+    /// Why a ClusterQueue cannot admit new workloads, if it cannot: it
+    /// failed validation (kept out of the engine), or it names
+    /// ResourceFlavors that do not exist. `(reason, message)`.
+    pub fn cluster_queue_problem(&self, name: &str) -> Option<(&'static str, String)> {
+        if let Some(e) = self.errors.get(&(Kind::ClusterQueue, name.to_string())) {
+            return Some((
+                "InvalidClusterQueue",
+                format!("Ignored by the controller: {}", e.message),
+            ));
+        }
+        let cq = self.cluster_queues.get(name)?;
+        let missing: BTreeSet<&str> = cq
+            .spec
+            .resource_groups
+            .iter()
+            .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
+            .filter(|f| !self.flavors.contains_key(*f))
+            .collect();
+        (!missing.is_empty()).then(|| {
+            let list: Vec<&str> = missing.into_iter().collect();
+            (
+                "FlavorNotFound",
+                format!(
+                    "Cannot admit into ResourceFlavor(s) that do not exist: {}",
+                    list.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Why a LocalQueue cannot admit new workloads, if it cannot:
+    /// `(reason, message)`.
+    pub fn local_queue_problem(&self, key: &ObjKey) -> Option<(&'static str, String)> {
+        let lq = self.local_queues.get(key)?;
+        let cq = &lq.spec.cluster_queue;
+        if !self.cluster_queues.contains_key(cq) && !self.errors.contains_key(&(Kind::ClusterQueue, cq.clone())) {
+            return Some(("ClusterQueueDoesNotExist", format!("ClusterQueue {cq} does not exist")));
+        }
+        self.cluster_queue_problem(cq).map(|(_, why)| {
+            (
+                "ClusterQueueIsInactive",
+                format!("ClusterQueue {cq} is inactive: {why}"),
+            )
+        })
+    }
+
+    /// Pending and admitted counts and usage per (flavor, resource) of
+    /// every LocalQueue, in one pass over the workloads.
+    pub fn local_queue_stats(&self) -> BTreeMap<ObjKey, LocalQueueStats> {
+        let mut out: BTreeMap<ObjKey, LocalQueueStats> = self
+            .local_queues
+            .keys()
+            .map(|k| (k.clone(), LocalQueueStats::default()))
+            .collect();
+        for (k, e) in &self.workloads {
+            if !e.in_engine {
+                continue;
+            }
+            let Some(st) = out.get_mut(&ObjKey::new(k.namespace.clone(), e.queue_name.clone())) else {
+                continue;
+            };
+            match self.engine.workload_state(&e.uid) {
+                Some(WorkloadState::Pending | WorkloadState::Preempting) => st.pending += 1,
+                Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    st.admitted += 1;
+                    for ps in self.engine.admission(&e.uid).iter().flat_map(|a| a.pod_sets.iter()) {
+                        for (res, amount) in &ps.usage {
+                            if let Some(fl) = ps.flavors.get(res) {
+                                *st.usage.entry((fl.clone(), res.clone())).or_default() += amount;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    pub fn apply_flavor(&mut self, rf: ResourceFlavor) {
+        let Some(name) = rf.metadata.name.clone() else { return };
+        match admissible(&rf, adapter::flavor) {
+            Ok(spec) => {
+                self.clear_error(Kind::ResourceFlavor, &name);
+                self.engine.upsert_flavor(spec);
+                self.flavors.insert(name, rf);
+            }
+            Err(e) => {
+                self.record(Kind::ResourceFlavor, name, &e);
+            }
+        }
+    }
+
+    pub fn delete_flavor(&mut self, name: &str) {
+        self.clear_error(Kind::ResourceFlavor, name);
+        if self.flavors.remove(name).is_some() {
+            self.engine.remove_flavor(name);
+        }
+    }
+
+    pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
+        let Some(name) = cq.metadata.name.clone() else { return };
+        if let Some(old) = self.cluster_queues.get_mut(&name)
+            && old.spec == cq.spec
+        {
+            // A status update (our own, mostly): nothing for the engine.
+            *old = cq;
+            return;
+        }
+        match admissible(&cq, adapter::cluster_queue) {
+            Ok(spec) => {
+                self.clear_error(Kind::ClusterQueue, &name);
+                self.engine.upsert_cluster_queue(spec);
+                self.cluster_queues.insert(name, cq);
+                self.retry_unrestored();
+                self.retry_not_selected(0);
+            }
+            Err(e) => {
+                self.record(Kind::ClusterQueue, name, &e);
+            }
+        }
+    }
+
+    pub fn delete_cluster_queue(&mut self, name: &str) {
+        self.clear_error(Kind::ClusterQueue, name);
+        if self.cluster_queues.remove(name).is_some() {
+            self.engine.remove_cluster_queue(name);
+        }
+    }
+
+    pub fn apply_local_queue(&mut self, lq: LocalQueue) {
+        let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
+            return;
+        };
+        if let Some(old) = self.local_queues.get_mut(&key)
+            && old.spec == lq.spec
+        {
+            *old = lq;
+            return;
+        }
+        match admissible(&lq, adapter::local_queue) {
+            Ok(spec) => {
+                self.clear_error(Kind::LocalQueue, &key.to_string());
+                self.engine.upsert_local_queue(spec);
+                self.local_queues.insert(key, lq);
+                self.retry_not_selected(0);
+            }
+            Err(e) => {
+                self.record(Kind::LocalQueue, key.to_string(), &e);
+            }
+        }
+    }
+
+    pub fn delete_local_queue(&mut self, key: &ObjKey) {
+        self.clear_error(Kind::LocalQueue, &key.to_string());
+        if self.local_queues.remove(key).is_some() {
+            self.engine
+                .remove_local_queue(&adapter::local_queue_key(&key.namespace, &key.name));
+        }
+    }
+
+    pub fn apply_workload_priority_class(&mut self, wpc: WorkloadPriorityClass) {
+        let Some(name) = wpc.metadata.name.clone() else { return };
+        match wpc.check() {
+            Ok(()) => {
+                self.clear_error(Kind::WorkloadPriorityClass, &name);
+                self.workload_classes.insert(name, wpc.spec.value);
+            }
+            Err(e) => {
+                self.record(Kind::WorkloadPriorityClass, name, &IndexError::from(e));
+            }
+        }
+    }
+
+    pub fn delete_workload_priority_class(&mut self, name: &str) {
+        self.workload_classes.remove(name);
+    }
+
+    /// A Namespace's labels.
+    pub fn apply_namespace(&mut self, name: &str, labels: BTreeMap<String, String>, now_ms: i64) {
+        if self.namespaces.get(name) != Some(&labels) {
+            self.namespaces.insert(name.to_string(), labels);
+            self.retry_not_selected(now_ms);
+        }
+    }
+
+    pub fn delete_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// The ClusterQueue whose namespaceSelector leaves out the namespace of
+    /// LocalQueue `ns/lq`, if that is the case. Unknown namespaces are not
+    /// held back before Namespaces are listed.
+    pub(super) fn unselected_by(&self, ns: &str, lq: &str) -> Option<String> {
+        let lq = self.local_queues.get(&ObjKey::new(ns, lq))?;
+        let cq = self.cluster_queues.get(&lq.spec.cluster_queue)?;
+        let selector = cq.spec.namespace_selector.as_ref()?;
+        let labels = match self.namespaces.get(ns) {
+            Some(l) => l.clone(),
+            None if self.synced.contains(&Kind::Namespace) => BTreeMap::new(),
+            None => return None,
+        };
+        (!selects(selector, &labels)).then(|| lq.spec.cluster_queue.clone())
+    }
+
+    pub(super) fn retry_not_selected(&mut self, now_ms: i64) {
+        let keys: Vec<ObjKey> = self.not_selected.iter().cloned().collect();
+        for k in keys {
+            self.sync_workload(&k, None, now_ms);
+        }
+    }
+
+    /// A scheduling.k8s.io PriorityClass (name and value).
+    pub fn apply_priority_class(&mut self, name: &str, value: i32) {
+        self.pod_classes.insert(name.to_string(), value);
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.pod_classes.remove(name);
+    }
+}
+
+/// Whether a label selector selects these labels (empty selects all).
+pub fn selects(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        let have = labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => have.is_some_and(|v| values.contains(v)),
+            "NotIn" => have.is_none_or(|v| !values.contains(v)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}

@@ -1,0 +1,184 @@
+//! A cycle: retries due, time-driven checks, the periodic drift check of
+//! the ledger against the Workload statuses, the engine run, and what its
+//! decisions become (admissions here; evictions and explanations in their
+//! own modules). Also when the loop should wake next.
+
+use std::collections::BTreeSet;
+
+use sluice_api::v1alpha1::conditions as cond;
+use sluice_scheduler::{self as eng, WorkloadState};
+
+use super::Index;
+use super::status::{self, is_true};
+use crate::adapter;
+use crate::plan::{Plan, Purpose, Step};
+
+/// How often the ledger is checked against the Workload statuses.
+const DRIFT_CHECK_MS: i64 = 60_000;
+/// Eviction reason when a Workload's status lost its admission.
+const ADMISSION_LOST: &str = "AdmissionLost";
+
+impl Index {
+    /// Runs the engine once (if ready) and returns every plan due: those
+    /// from events since the last call, admissions, preemptions,
+    /// evictions, requeues and changed explanations. Also returns when the
+    /// engine next wants to run.
+    pub fn cycle(&mut self, now_ms: i64) -> (Vec<Plan>, Option<i64>) {
+        if !self.is_ready() {
+            return (self.take_plans(), None);
+        }
+        self.retry_soon = false;
+        if std::mem::take(&mut self.orphan_scan_due) {
+            self.finish_orphans(now_ms);
+        }
+        self.tick(now_ms);
+        for key in std::mem::take(&mut self.retry_jobs) {
+            self.reconcile_job(&key, now_ms);
+        }
+        for uid in std::mem::take(&mut self.deactivate_retry) {
+            if self.deactivating.contains(&uid)
+                && let Some(wk) = self.by_uid.get(&uid).cloned()
+            {
+                self.plans.push(Plan {
+                    purpose: Purpose::Deactivate { uid },
+                    steps: vec![Step::PatchWorkload {
+                        key: wk,
+                        patch: serde_json::json!({"spec": {"active": false}}),
+                    }],
+                });
+            }
+        }
+        if now_ms >= self.next_drift_check_ms {
+            self.check_drift(now_ms);
+            self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
+        }
+        let cycle = self.engine.schedule(now_ms);
+        for adm in &cycle.admitted {
+            self.on_admitted(adm, now_ms);
+        }
+        for p in &cycle.preempted {
+            let preemptor = self
+                .by_uid
+                .get(&*p.preemptor)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| p.preemptor.to_string());
+            let message = format!("Preempted to accommodate {preemptor}: {}", p.message);
+            self.on_evicted(
+                &p.victim,
+                cond::reasons::PREEMPTED,
+                Some(p.reason.as_str()),
+                &message,
+                now_ms,
+            );
+            self.stats.preempted += 1;
+        }
+        for ev in &cycle.evicted {
+            self.on_evicted(&ev.uid, ev.reason.as_str(), None, &ev.message, now_ms);
+        }
+        for (uid, expl) in &cycle.pending_changed {
+            self.on_pending(uid, expl, now_ms);
+        }
+        let mut wake = cycle.next_wakeup;
+        if let Some(t) = self.next_pods_ready_deadline() {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
+        // A pods-gone check waiting out its backoff.
+        if let Some(t) = self
+            .confirming
+            .values()
+            .filter(|c| !c.in_flight)
+            .map(|c| c.not_before_ms)
+            .min()
+        {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
+        }
+        let mut plans = self.take_plans();
+        plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
+        (plans, wake)
+    }
+
+    /// The periodic check of the ledger against reality (the Workload
+    /// statuses as last observed or written): a workload the ledger holds
+    /// as admitted whose status no longer records an admission (changed
+    /// outside Sluice) is evicted, so its Job stops and its quota is
+    /// released; one whose status records an admission the ledger does not
+    /// hold is taken as admitted. Workloads with a status write in flight
+    /// are left alone. Each repair is counted (`sluice_ledger_drift_total`).
+    /// Runs with the first cycle a minute after the last check (drift comes
+    /// from changes, and every change is an event that brings a cycle).
+    pub(super) fn check_drift(&mut self, now_ms: i64) {
+        let mut engine_only = Vec::new();
+        let mut status_only = Vec::new();
+        for (k, e) in &self.workloads {
+            if !e.in_engine || e.awaiting || self.unrestored.contains(k) {
+                continue;
+            }
+            let recorded = e.status.holds_quota() && e.status.admission.is_some();
+            match self.engine.workload_state(&e.uid) {
+                Some(WorkloadState::Admitted) if !recorded && !is_true(&e.status, cond::FINISHED) => {
+                    engine_only.push((k.clone(), e.uid.clone()));
+                }
+                Some(WorkloadState::Pending | WorkloadState::Preempting) if recorded => status_only.push(k.clone()),
+                _ => {}
+            }
+        }
+        for k in status_only {
+            tracing::warn!(workload = %k, "ledger drift: admitted in its status, pending in the ledger; taking the admission");
+            self.stats.drift.push("status_only");
+            self.sync_workload(&k, None, now_ms);
+        }
+        for (k, uid) in engine_only {
+            tracing::warn!(workload = %k, "ledger drift: admitted in the ledger, not in its status; evicting");
+            self.stats.drift.push("engine_only");
+            if self.engine.evict(&uid).is_ok() {
+                let msg = "Its status no longer records the admission (changed outside Sluice): evicted so that the ledger and the cluster agree";
+                self.on_evicted(&uid, ADMISSION_LOST, None, msg, now_ms);
+            }
+        }
+    }
+
+    pub(super) fn on_admitted(&mut self, adm: &eng::Admission, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(&*adm.uid).cloned() else {
+            return;
+        };
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        self.prior.insert(adm.uid.to_string(), e.status.clone());
+        status::admitted(
+            &mut e.status,
+            adapter::admission_status(adm),
+            e.active,
+            now_ms,
+            e.generation,
+        );
+        e.pending_fp = None;
+        e.admitted_at = Some(now_ms);
+        e.pods_ready_seen = false;
+        let created = e.created_ms;
+        self.stats
+            .wait_seconds
+            .push(((now_ms - created).max(0)) as f64 / 1000.0);
+        self.stats.admitted += 1;
+        let mut steps = vec![e.status_write(&wk)];
+        if let Some(jk) = self.job_key_of(&wk) {
+            let job_steps = self.start_job_steps(&jk, &adm.pod_sets);
+            if !job_steps.is_empty() {
+                self.starting.insert(jk);
+            }
+            steps.extend(job_steps);
+        }
+        let flavors: BTreeSet<&String> = adm.pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
+        let pods: u32 = adm.pod_sets.iter().map(|p| p.count).sum();
+        let note = format!(
+            "Admitted by ClusterQueue {}: {pods} pods on flavor(s) {}",
+            adm.cluster_queue,
+            flavors.into_iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        steps.extend(self.events(&wk, "Normal", "Admitted", "Admit", &note));
+        self.plans.push(Plan {
+            purpose: Purpose::Admit {
+                uid: adm.uid.to_string(),
+            },
+            steps,
+        });
+    }
+}

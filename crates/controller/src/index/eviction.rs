@@ -1,0 +1,288 @@
+//! Evictions and what follows them: the Workload marked evicted and its
+//! Job suspended, the quota released once the Job's pods are gone
+//! (confirmed by listing them on servers without `status.terminating`),
+//! the requeue (with backoff) and the Job's scheduling restored; and the
+//! pods-ready timeout that evicts a workload whose pods never all ran.
+
+use sluice_api::v1alpha1::{RequeueState, conditions as cond};
+use sluice_scheduler::WorkloadState;
+
+use super::errors::engine_ok;
+use super::status::{self, is_true};
+use super::{Index, Kind, time_of};
+use crate::job;
+use crate::plan::{ObjKey, Plan, Purpose, Step};
+
+/// A pods-gone check of an evicted Job: one in flight at a time, retried
+/// with backoff (1 s doubling to 16 s) while pods remain.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Confirmation {
+    pub(super) in_flight: bool,
+    pub(super) attempts: u32,
+    pub(super) not_before_ms: i64,
+}
+
+/// The requeue backoff after the `n`th eviction: `base × 2^(n-1)`, at most
+/// `max` (saturating: any `n`, any durations).
+pub fn backoff_ms(base: i64, max: i64, n: i32) -> i64 {
+    let exp = n.saturating_sub(1).clamp(0, 62) as u32;
+    base.max(0).saturating_mul(1i64 << exp).min(max.max(0))
+}
+
+impl Index {
+    pub(super) fn on_evicted(&mut self, uid: &str, reason: &str, preempted: Option<&str>, message: &str, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        // No pods-ready deadline while it is evicted (set again on admission).
+        e.admitted_at = None;
+        status::evicted(
+            &mut e.status,
+            reason,
+            preempted,
+            message,
+            e.active,
+            now_ms,
+            e.generation,
+        );
+        let step = e.status_write(&wk);
+        self.evicting.insert(uid.to_string());
+        self.stats.evicted.push(match reason {
+            cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
+            cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
+            cond::reasons::DEACTIVATED => cond::reasons::DEACTIVATED,
+            _ => "Other",
+        });
+        let mut steps = vec![step];
+        if let Some(jk) = self.job_key_of(&wk)
+            && self.jobs.contains_key(&jk)
+        {
+            self.suspending.insert(jk.clone());
+            steps.push(Step::PatchJob {
+                key: jk,
+                patch: job::suspend_patch(),
+            });
+        }
+        steps.extend(self.events(&wk, "Normal", reason, "Evict", message));
+        self.plans.push(Plan {
+            purpose: Purpose::Evict { uid: uid.to_string() },
+            steps,
+        });
+    }
+
+    /// All pods of an admitted workload were seen ready: no pods-ready
+    /// deadline any more, and `PodsReady=True` persisted so that a
+    /// restarted controller knows it too.
+    pub(super) fn pods_ready(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let retry = std::mem::take(&mut e.pods_ready_unwritten);
+        if e.pods_ready_seen && !retry {
+            return;
+        }
+        e.pods_ready_seen = true;
+        if !retry && is_true(&e.status, cond::PODS_READY) {
+            return;
+        }
+        status::pods_ready(&mut e.status, e.active, now_ms, e.generation);
+        let step = e.status_write(wk);
+        let uid = e.uid.clone();
+        self.plans.push(Plan {
+            purpose: Purpose::PodsReady { uid },
+            steps: vec![step],
+        });
+    }
+
+    pub(super) fn confirm_pods_gone(&mut self, job: &ObjKey, job_uid: String, uid: String, now_ms: i64) {
+        let c = self.confirming.entry(uid.clone()).or_default();
+        if c.in_flight || now_ms < c.not_before_ms {
+            return;
+        }
+        c.in_flight = true;
+        self.plans.push(Plan {
+            purpose: Purpose::ConfirmPodsGone { uid },
+            steps: vec![Step::ConfirmPodsGone {
+                key: job.clone(),
+                job_uid,
+            }],
+        });
+    }
+
+    /// The pods of an evicted workload's Job are gone: release its quota
+    /// and requeue it (if it is still being evicted and its Job still
+    /// reports no active pods).
+    pub fn pods_gone(&mut self, uid: &str, now_ms: i64) {
+        if self.confirming.remove(uid).is_none() {
+            return;
+        }
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        if self.engine.workload_state(uid) != Some(WorkloadState::Evicting) {
+            return;
+        }
+        match self.job_key_of(&wk).and_then(|jk| self.jobs.get(&jk)) {
+            Some(j) if j.suspended && j.live == 0 => self.complete_eviction(&wk, now_ms),
+            // Something changed meanwhile: the next tick looks again.
+            _ => {}
+        }
+    }
+
+    /// Pods of an evicted workload's Job remain (or the list failed): look
+    /// again after a backoff.
+    pub fn pods_remain(&mut self, uid: &str, now_ms: i64) {
+        if let Some(c) = self.confirming.get_mut(uid) {
+            c.in_flight = false;
+            c.attempts = c.attempts.saturating_add(1);
+            c.not_before_ms = now_ms.saturating_add(1000 << c.attempts.min(4));
+        }
+    }
+
+    pub(super) fn complete_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        self.confirming.remove(&uid);
+        let not_before = status::backoff_until(&e.status, now_ms);
+        if self
+            .engine
+            .eviction_complete_with_backoff(&uid, now_ms, not_before)
+            .is_err()
+        {
+            return;
+        }
+        self.evicting.remove(&uid);
+        e.admitted_at = None;
+        e.pods_ready_seen = false;
+        if !e.active {
+            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+            e.in_engine = false;
+        }
+        let message = status::requeued(&mut e.status, not_before, e.active, now_ms, e.generation);
+        let mut steps = vec![e.status_write(wk)];
+        if let Some(jk) = self.job_key_of(wk)
+            && let Some(j) = self.jobs.get(&jk)
+        {
+            let started = j.started;
+            match job::restoration_patch(&j.patch_base()) {
+                Ok(Some(patch)) => {
+                    if started {
+                        steps.push(Step::PatchJobStatus {
+                            key: jk.clone(),
+                            patch: job::clear_start_time_patch(),
+                        });
+                    }
+                    steps.push(Step::PatchJob { key: jk, patch });
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    self.record_error(Kind::Job, jk.to_string(), err.metric_label(), err.to_string());
+                }
+            }
+        }
+        steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
+        self.plans.push(Plan {
+            purpose: Purpose::Requeue { uid },
+            steps,
+        });
+    }
+
+    /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
+    pub(super) fn tick(&mut self, now_ms: i64) {
+        let evicting: Vec<String> = self.evicting.iter().cloned().collect();
+        for uid in evicting {
+            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+                continue;
+            };
+            match self.job_key_of(&wk) {
+                // No Job: nobody we know runs its pods.
+                None => self.complete_eviction(&wk, now_ms),
+                Some(jk) => self.reconcile_job(&jk, now_ms),
+            }
+        }
+        let Some(timeout) = self.config.pods_ready_timeout_ms else {
+            return;
+        };
+        let mut expired = Vec::new();
+        for (wk, e) in &self.workloads {
+            if e.pods_ready_seen || !e.in_engine || e.owner.is_none() {
+                continue;
+            }
+            if let Some(at) = e.admitted_at
+                && at.saturating_add(timeout) <= now_ms
+                && self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted)
+            {
+                expired.push(wk.clone());
+            }
+        }
+        for wk in expired {
+            // A server that does not report `status.ready` (JobReadyPods off)
+            // cannot tell us: give up the check rather than evict running work.
+            let measurable = self
+                .job_key_of(&wk)
+                .and_then(|jk| self.jobs.get(&jk))
+                .is_some_and(|j| j.ready.is_some());
+            let e = self.workloads.get_mut(&wk).expect("present");
+            if !measurable {
+                tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
+                e.pods_ready_seen = true;
+                continue;
+            }
+            // The count comes from the API (anyone may write it): no overflow.
+            let n = e
+                .status
+                .requeue_state
+                .as_ref()
+                .map_or(0, |r| r.count.max(0))
+                .saturating_add(1);
+            let over = self
+                .config
+                .requeue_limit
+                .is_some_and(|limit| i64::from(n) > i64::from(limit));
+            let uid = e.uid.clone();
+            let mut msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
+            if over {
+                // Requeued as often as allowed: deactivated, as if its owner
+                // had set spec.active to false (Kueue's RequeuingLimitExceeded).
+                e.status.requeue_state = Some(RequeueState {
+                    count: n,
+                    requeue_at: None,
+                });
+                e.active = false;
+                msg.push_str(&format!(
+                    "; evicted {n} times, over the requeue limit of {}: deactivated (set spec.active to true to queue it again)",
+                    self.config.requeue_limit.unwrap_or_default()
+                ));
+                self.deactivating.insert(uid.clone());
+                self.plans.push(Plan {
+                    purpose: Purpose::Deactivate { uid: uid.clone() },
+                    steps: vec![Step::PatchWorkload {
+                        key: wk.clone(),
+                        patch: serde_json::json!({"spec": {"active": false}}),
+                    }],
+                });
+            } else {
+                let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
+                e.status.requeue_state = Some(RequeueState {
+                    count: n,
+                    requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
+                });
+            }
+            if self.engine.evict(&uid).is_ok() {
+                self.on_evicted(&uid, cond::reasons::PODS_READY_TIMEOUT, None, &msg, now_ms);
+            }
+        }
+    }
+
+    pub(super) fn next_pods_ready_deadline(&self) -> Option<i64> {
+        let timeout = self.config.pods_ready_timeout_ms?;
+        self.workloads
+            .values()
+            .filter(|e| !e.pods_ready_seen && e.in_engine && e.owner.is_some())
+            // Same rule as `tick`: only an admitted workload has a deadline
+            // (a finished or evicting one would wake the loop at once, forever).
+            .filter(|e| self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted))
+            .filter_map(|e| e.admitted_at)
+            .map(|t| t.saturating_add(timeout))
+            .min()
+    }
+}

@@ -1,0 +1,128 @@
+//! Pending explanations: a workload's explanation is written only when its
+//! reason changes (a fingerprint, not the text, is kept per workload), and
+//! writes are handed out in bounded batches with the engine's explanation
+//! as it is then.
+
+use sluice_api::v1alpha1::{WorkloadStatus, conditions as cond};
+use sluice_scheduler::{Explanation, WorkloadState};
+
+use super::status::{self, verdict_reason};
+use super::{Index, WlEntry};
+use crate::plan::{Plan, Purpose, Step};
+
+impl Index {
+    pub(super) fn on_pending(&mut self, uid: &str, expl: &Explanation, now_ms: i64) {
+        let Some(wk) = self.by_uid.get(uid).cloned() else {
+            return;
+        };
+        if !matches!(
+            self.engine.workload_state(uid),
+            Some(WorkloadState::Pending | WorkloadState::Preempting)
+        ) {
+            return;
+        }
+        let e = self.workloads.get_mut(&wk).expect("indexed");
+        // Same reason (per flavor too) as what is written: nothing to write,
+        // even if the numbers or the position moved (e.g. after a restart).
+        let fp = explanation_fp(
+            expl.reason_code(),
+            expl.flavors
+                .iter()
+                .map(|f| (f.flavor.as_str(), verdict_reason(&f.verdict))),
+        );
+        if e.pending_fp == Some(fp) {
+            return;
+        }
+        e.pending_fp = Some(fp);
+        // The text is not kept here (15 000 pending workloads would hold
+        // 15 000 copies of a few shared explanations): `take_explanations`
+        // writes the engine's explanation as it is then.
+        status::pending(&mut e.status, expl.reason_code(), e.active, now_ms, e.generation);
+        self.explain.insert(uid.to_string());
+    }
+
+    /// The status to write for a pending workload: what the index keeps,
+    /// with the engine's current explanation and position filled in.
+    pub(super) fn pending_status(&self, uid: &str, e: &WlEntry, now_ms: i64) -> WorkloadStatus {
+        let mut status = e.status.clone();
+        let Some(expl) = self.engine.explanation(uid) else {
+            return status;
+        };
+        let pos = self.engine.position(uid);
+        status::explained(&mut status, expl, pos, e.active, now_ms, e.generation);
+        status
+    }
+
+    /// Plans writing at most `max` changed explanations (the status as it
+    /// is now; workloads no longer pending are skipped). The rest stay
+    /// marked for later calls: memory and the write queue stay bounded,
+    /// and the latest explanation is what gets written.
+    pub fn take_explanations(&mut self, max: usize, now_ms: i64) -> Vec<Plan> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(uid) = self.explain.pop_first() else { break };
+            if !matches!(
+                self.engine.workload_state(&uid),
+                Some(WorkloadState::Pending | WorkloadState::Preempting)
+            ) {
+                continue;
+            }
+            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+                continue;
+            };
+            let Some(e) = self.workloads.get(&wk) else { continue };
+            let status = self.pending_status(&uid, e, now_ms);
+            let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
+            let step = Step::workload_status(wk, uid.clone(), status, seq);
+            out.push(Plan {
+                purpose: Purpose::Pending { uid },
+                steps: vec![step],
+            });
+        }
+        out
+    }
+
+    /// Explanations changed but not yet handed out.
+    pub fn explanations_due(&self) -> usize {
+        self.explain.len()
+    }
+}
+
+/// What decides whether a pending explanation is worth a write: its reason
+/// and, per flavor (first mention), the flavor's reason; not the numbers,
+/// the wording or the position.
+pub(super) fn explanation_fp<'a>(reason: &str, flavors: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the same explanation gives the same value in every run.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    reason.hash(&mut h);
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, why) in flavors {
+        if !seen.contains(&name) {
+            seen.push(name);
+            (name, why).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// Keeps only the fingerprint of an observed pending explanation (and
+/// blanks its condition message): the text is rebuilt from the engine when
+/// it is written again.
+pub(super) fn slim_pending(e: &mut WlEntry) {
+    e.pending_fp = e.status.pending.take().map(|p| {
+        explanation_fp(
+            &p.reason,
+            p.flavors.iter().map(|f| (f.name.as_str(), f.reason.as_str())),
+        )
+    });
+    if e.pending_fp.is_some()
+        && let Some(c) = e
+            .status
+            .conditions
+            .iter_mut()
+            .find(|c| c.type_ == cond::QUOTA_RESERVED && c.status == cond::status::FALSE)
+    {
+        c.message = String::new();
+    }
+}

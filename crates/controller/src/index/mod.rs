@@ -1,0 +1,425 @@
+//! The controller's state: an in-memory index fed by watch events, driving
+//! the engine. No API calls here: every change the cluster needs comes out
+//! as a [`Plan`] for the writer.
+//!
+//! ```text
+//!  watch events ──► Index::apply_* / delete_*  ──► Engine (ledger)
+//!                        │   ▲                         │
+//!                        │   └─ admission_failed ◄──┐  │ schedule(now)
+//!                        ▼                          │  ▼
+//!                  Vec<Plan> ───────────────────► writer (server-side apply,
+//!                                                  merge patches, Events)
+//! ```
+//!
+//! ## Restart safety
+//! A Workload seen with `status.admission` and `QuotaReserved=True` is put
+//! back in the engine with [`Engine::restore_admitted`] (and `evict`ed
+//! again if it carries `Evicted=True`), never added as pending. If its
+//! ClusterQueue is not known yet it is kept out of the engine entirely
+//! (so it can never be admitted a second time) and retried whenever a
+//! ClusterQueue changes. [`Index::cycle`] does nothing until every watched
+//! kind reported its initial list ([`Index::mark_synced`]), so the ledger is
+//! rebuilt before anything is admitted.
+//!
+//! ## Malformed objects
+//! Objects that fail `validate()` or the adapter are recorded in
+//! [`Index::errors`] with the reason, reported once (log, Event, metric by
+//! the caller) and skipped. A ClusterQueue that turns invalid keeps its last
+//!
+//! ## Where each rule lives
+//! - `config`: ResourceFlavors, queues, priority classes, Namespaces;
+//!   why a queue cannot admit; its counts;
+//! - `workload`: Workload events, restart restore, adoption, deletion;
+//! - `jobs`: Job events and the level-triggered Job ↔ Workload
+//!   reconcile (create, suspend, start, finish, orphans);
+//! - `eviction`: evictions, pods-gone confirmation, pods-ready timeouts
+//!   and the requeue backoff;
+//! - `cycle`: running the engine, admissions, the drift check;
+//! - `explain`: pending explanations, fingerprinted and written in
+//!   bounded batches;
+//! - `feedback`: what the writer reports back (acks, failures,
+//!   rollback, read-backs);
+//! - `status`: decision → Workload status (conditions, reason,
+//!   message), pure functions;
+//! - `errors`: malformed and unusable objects.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadStatus};
+use sluice_scheduler::{self as eng, Engine};
+
+use crate::job;
+use crate::plan::{ObjKey, Plan, Step};
+
+mod config;
+mod cycle;
+mod errors;
+mod eviction;
+mod explain;
+mod feedback;
+mod jobs;
+mod status;
+mod workload;
+
+pub use config::selects;
+pub use errors::IndexError;
+pub use eviction::backoff_ms;
+pub use status::set_condition;
+
+use eviction::Confirmation;
+use status::time_of;
+
+/// Kinds the index must have listed before it admits anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+    WorkloadPriorityClass,
+    PriorityClass,
+    Namespace,
+    Workload,
+    Job,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::ResourceFlavor,
+        Kind::ClusterQueue,
+        Kind::LocalQueue,
+        Kind::WorkloadPriorityClass,
+        Kind::PriorityClass,
+        Kind::Namespace,
+        Kind::Workload,
+        Kind::Job,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ResourceFlavor => "ResourceFlavor",
+            Kind::ClusterQueue => "ClusterQueue",
+            Kind::LocalQueue => "LocalQueue",
+            Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::Namespace => "Namespace",
+            Kind::Workload => "Workload",
+            Kind::Job => "Job",
+        }
+    }
+}
+
+/// Options of the index.
+#[derive(Clone, Debug)]
+pub struct IndexConfig {
+    /// Honour `kueue.x-k8s.io/queue-name` on Jobs.
+    pub kueue_compat: bool,
+    /// Evict a Job-owned workload whose pods are not all ready this long
+    /// after admission; `None` disables the check.
+    pub pods_ready_timeout_ms: Option<i64>,
+    /// First requeue backoff after a pods-ready timeout; doubles per
+    /// eviction.
+    pub backoff_base_ms: i64,
+    /// Largest requeue backoff.
+    pub backoff_max_ms: i64,
+    /// Most pods-ready evictions of a workload; the next one deactivates it
+    /// (`spec.active: false`) instead of requeueing it. `None`: no limit.
+    pub requeue_limit: Option<u32>,
+    /// Most explanation writes a cycle hands out (the rest follow later).
+    pub explanations_per_cycle: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            kueue_compat: false,
+            pods_ready_timeout_ms: Some(10 * 60 * 1000),
+            backoff_base_ms: 60_000,
+            backoff_max_ms: 3_600_000,
+            requeue_limit: None,
+            explanations_per_cycle: 500,
+        }
+    }
+}
+
+/// A malformed or unusable object, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectError {
+    /// Machine-readable reason (event reason, metric label).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the index keeps of a Workload: a few fields and the status, not
+/// the object (its pod templates are what the engine already holds).
+struct WlEntry {
+    uid: String,
+    /// Name and uid of the controlling Job.
+    owner: Option<(String, String)>,
+    /// The [`job::JOB_UID_LABEL`]: made by Sluice for that Job (kept when
+    /// the owner reference is stripped by an orphaning delete).
+    job_uid: Option<String>,
+    generation: Option<i64>,
+    active: bool,
+    queue_name: String,
+    /// `spec.priority` as observed.
+    priority: Option<i32>,
+    /// Pods of the first pod set (a Job's parallelism).
+    count: i32,
+    created_ms: i64,
+    /// The engine's view of it, kept only while it is not in the engine
+    /// (waiting for its ClusterQueue).
+    spec: Option<Box<eng::WorkloadSpec>>,
+    /// The status as last written by us or observed, whichever is later,
+    /// without the text of a pending explanation (see `pending_fp`).
+    status: WorkloadStatus,
+    /// Fingerprint of the pending explanation last written or observed.
+    pending_fp: Option<u64>,
+    /// Sequence number of the latest status write planned for it.
+    seq: u64,
+    /// That write is not acknowledged yet: watch events (older than it)
+    /// must not undo what it writes.
+    awaiting: bool,
+    /// resourceVersion our last acknowledged status write produced: events
+    /// older than it are stale.
+    written_rv: Option<u64>,
+    /// Known to the engine (pending, admitted, evicting or finished).
+    in_engine: bool,
+    /// Admission time (epoch ms) while admitted.
+    admitted_at: Option<i64>,
+    /// All pods were ready at least once since admission.
+    pods_ready_seen: bool,
+    /// The `PodsReady=True` write failed: retried on the next Job event.
+    pods_ready_unwritten: bool,
+}
+
+impl WlEntry {
+    /// Numbers a status write about to be planned.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.awaiting = true;
+        self.seq
+    }
+
+    /// The step that writes the status as the index now holds it,
+    /// numbered with [`WlEntry::next_seq`].
+    fn status_write(&mut self, key: &ObjKey) -> Step {
+        let status = self.status.clone();
+        let seq = self.next_seq();
+        Step::workload_status(key.clone(), self.uid.clone(), status, seq)
+    }
+}
+
+/// A LocalQueue's counts and usage (milli-units per (flavor, resource)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalQueueStats {
+    pub pending: usize,
+    pub admitted: usize,
+    pub usage: BTreeMap<(String, String), i64>,
+}
+
+/// Counts an observer can read (metrics).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CycleStats {
+    pub admitted: usize,
+    pub preempted: usize,
+    /// Evictions by reason.
+    pub evicted: Vec<&'static str>,
+    /// Seconds each admitted workload waited since creation.
+    pub wait_seconds: Vec<f64>,
+    /// Newly recorded malformed objects: (kind, reason).
+    pub errors: Vec<(&'static str, &'static str)>,
+    /// Ledger entries found out of step with the Workload statuses and
+    /// repaired: `engine_only` (admitted in the ledger, not in its status)
+    /// or `status_only` (admitted in its status, pending in the ledger).
+    pub drift: Vec<&'static str>,
+}
+
+/// The index. See the module documentation.
+pub struct Index {
+    config: IndexConfig,
+    engine: Engine,
+    flavors: BTreeMap<String, ResourceFlavor>,
+    cluster_queues: BTreeMap<String, ClusterQueue>,
+    local_queues: BTreeMap<ObjKey, LocalQueue>,
+    workload_classes: BTreeMap<String, i32>,
+    pod_classes: BTreeMap<String, i32>,
+    jobs: BTreeMap<ObjKey, job::JobView>,
+    /// Jobs whose full object is needed (to create their Workload) but not held.
+    refetch: BTreeSet<ObjKey>,
+    workloads: BTreeMap<ObjKey, WlEntry>,
+    by_uid: HashMap<String, ObjKey>,
+    /// Admitted workloads whose ClusterQueue is unknown: kept out of the
+    /// engine until it appears.
+    unrestored: BTreeSet<ObjKey>,
+    errors: BTreeMap<(Kind, String), ObjectError>,
+    synced: BTreeSet<Kind>,
+    /// Writes in flight or done whose effect has not been observed yet, so
+    /// that repeated events do not repeat them.
+    creating: BTreeSet<ObjKey>,
+    suspending: BTreeSet<ObjKey>,
+    starting: BTreeSet<ObjKey>,
+    /// Workloads being evicted (checked for "pods gone" on every tick).
+    evicting: BTreeSet<String>,
+    /// Evicted workloads whose Job's pods are being looked at (servers
+    /// without `status.terminating`), by uid.
+    confirming: HashMap<String, Confirmation>,
+    /// Workloads we deactivated whose `spec.active: false` is not observed yet.
+    deactivating: BTreeSet<String>,
+    /// When the ledger is next checked against the Workload statuses.
+    next_drift_check_ms: i64,
+    /// Deactivations whose `spec.active: false` patch failed: tried again.
+    deactivate_retry: BTreeSet<String>,
+    /// Jobs to reconcile again next cycle (a Job patch failed).
+    retry_jobs: BTreeSet<ObjKey>,
+    /// Workloads to read again (a status write failed).
+    refetch_workloads: BTreeSet<ObjKey>,
+    /// `apply_workload` is taking a Workload read on purpose.
+    fetched: bool,
+    /// Plans produced by event handlers, drained by [`Index::take_plans`].
+    plans: Vec<Plan>,
+    stats: CycleStats,
+    retry_soon: bool,
+    /// Status before an admission whose write is in flight (for rollback).
+    prior: HashMap<String, WorkloadStatus>,
+    /// Workloads whose explanation changed and is not written yet.
+    explain: BTreeSet<String>,
+    /// Namespace labels (for ClusterQueue namespaceSelectors).
+    namespaces: HashMap<String, BTreeMap<String, String>>,
+    /// Pending workloads held out of the engine: their namespace is not
+    /// selected by their ClusterQueue.
+    not_selected: BTreeSet<ObjKey>,
+    /// Jobs were (re)listed: look for orphaned Workloads in the next cycle.
+    orphan_scan_due: bool,
+}
+
+fn ms(t: &Time) -> i64 {
+    t.0.as_millisecond()
+}
+
+fn key_of(ns: Option<&str>, name: Option<&str>) -> Option<ObjKey> {
+    Some(ObjKey::new(ns?, name?))
+}
+
+fn reference(api_version: &str, kind: &str, key: &ObjKey, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        uid: uid.map(String::from),
+        ..Default::default()
+    }
+}
+
+impl Index {
+    pub fn new(config: IndexConfig) -> Self {
+        Self {
+            config,
+            engine: Engine::new(),
+            flavors: BTreeMap::new(),
+            cluster_queues: BTreeMap::new(),
+            local_queues: BTreeMap::new(),
+            workload_classes: BTreeMap::new(),
+            pod_classes: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            refetch: BTreeSet::new(),
+            workloads: BTreeMap::new(),
+            by_uid: HashMap::new(),
+            unrestored: BTreeSet::new(),
+            errors: BTreeMap::new(),
+            synced: BTreeSet::new(),
+            creating: BTreeSet::new(),
+            suspending: BTreeSet::new(),
+            starting: BTreeSet::new(),
+            evicting: BTreeSet::new(),
+            confirming: HashMap::new(),
+            deactivating: BTreeSet::new(),
+            next_drift_check_ms: 0,
+            deactivate_retry: BTreeSet::new(),
+            retry_jobs: BTreeSet::new(),
+            refetch_workloads: BTreeSet::new(),
+            fetched: false,
+            plans: Vec::new(),
+            stats: CycleStats::default(),
+            retry_soon: false,
+            prior: HashMap::new(),
+            explain: BTreeSet::new(),
+            namespaces: HashMap::new(),
+            not_selected: BTreeSet::new(),
+            orphan_scan_due: false,
+        }
+    }
+
+    // ----- queries ---------------------------------------------------------------
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Malformed or unusable objects, by (kind, key).
+    pub fn errors(&self) -> &BTreeMap<(Kind, String), ObjectError> {
+        &self.errors
+    }
+
+    /// Every kind listed and the ledger rebuilt from it.
+    pub fn is_ready(&self) -> bool {
+        Kind::ALL.iter().all(|k| self.synced.contains(k))
+    }
+
+    /// The key of the workload with this uid.
+    pub fn workload_key(&self, uid: &str) -> Option<&ObjKey> {
+        self.by_uid.get(uid)
+    }
+
+    /// The status the index believes a workload has.
+    pub fn workload_status(&self, key: &ObjKey) -> Option<&WorkloadStatus> {
+        self.workloads.get(key).map(|e| &e.status)
+    }
+
+    /// Admitted workloads kept out of the engine until their ClusterQueue appears.
+    pub fn unrestored(&self) -> usize {
+        self.unrestored.len()
+    }
+
+    /// Counts of the last cycle(s) since the last call, for metrics.
+    pub fn take_stats(&mut self) -> CycleStats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// Plans produced by event handlers since the last call.
+    pub fn take_plans(&mut self) -> Vec<Plan> {
+        std::mem::take(&mut self.plans)
+    }
+
+    /// Whether a cycle should run soon even without new events (an
+    /// admission was rolled back and waits to be retried).
+    pub fn wants_cycle(&self) -> bool {
+        self.retry_soon || !self.plans.is_empty()
+    }
+
+    /// A kind finished its initial list.
+    pub fn mark_synced(&mut self, kind: Kind) {
+        let was_ready = self.is_ready();
+        self.synced.insert(kind);
+        if kind == Kind::Job {
+            // Workloads listed before the Jobs: orphans are finished by
+            // the first cycle (before it admits anything).
+            self.orphan_scan_due = true;
+        }
+        if !was_ready && self.is_ready() {
+            let errors: Vec<_> = self
+                .errors
+                .iter()
+                .map(|((k, key), e)| (*k, key.clone(), e.clone()))
+                .collect();
+            for (k, key, e) in errors {
+                self.report(k, &key, &e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

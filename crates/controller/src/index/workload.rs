@@ -1,0 +1,367 @@
+//! Workloads as observed: taken into the index (stale events kept from
+//! undoing our writes), put into the engine in the state their status
+//! says (restart restore, adoption of another writer's admission,
+//! deactivation), held out while their ClusterQueue or namespace does not
+//! let them in, and forgotten when deleted.
+
+use sluice_api::Validate;
+use sluice_api::v1alpha1::{Workload, conditions as cond};
+use sluice_scheduler::{self as eng, WorkloadState};
+
+use super::errors::{IndexError, engine_ok};
+use super::explain::{explanation_fp, slim_pending};
+use super::status::{self, is_true};
+use super::{Index, Kind, WlEntry, key_of, ms};
+use crate::adapter;
+use crate::job;
+use crate::plan::{ObjKey, Plan, Purpose};
+
+impl Index {
+    pub fn apply_workload(&mut self, wl: impl std::borrow::Borrow<Workload>, now_ms: i64) {
+        let wl: &Workload = wl.borrow();
+        let Some(key) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) else {
+            return;
+        };
+        let Some(uid) = wl.metadata.uid.clone() else { return };
+        self.creating.remove(&key);
+        if let Some(old) = self.workloads.get(&key)
+            && old.uid != uid
+        {
+            // Deleted and recreated under the same name while we looked away.
+            self.delete_workload(&key, now_ms);
+        }
+        let observed = wl.status.clone().unwrap_or_default();
+        let owner = job::owning_job(wl).map(|(n, u)| (n.to_string(), u.to_string()));
+        let job_uid = wl
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(job::JOB_UID_LABEL))
+            .cloned();
+        let generation = wl.metadata.generation;
+        let mut active = wl.spec.active;
+        if self.deactivating.contains(&uid) {
+            if active {
+                // Older than our `spec.active: false`: not a reactivation.
+                active = false;
+            } else {
+                self.deactivating.remove(&uid);
+            }
+        }
+        let queue_name = wl.spec.queue_name.clone();
+        let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
+        let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
+        let priority = wl.spec.priority;
+        match self.workloads.get_mut(&key) {
+            Some(e) => {
+                // Moved to another queue or reprioritised while it waits:
+                // queued again with its new spec.
+                if e.in_engine
+                    && (e.queue_name != queue_name || e.priority != priority)
+                    && matches!(self.engine.workload_state(&uid), Some(WorkloadState::Pending))
+                {
+                    engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+                    e.in_engine = false;
+                }
+                let reactivated = !e.active && active;
+                e.owner = owner;
+                e.job_uid = job_uid;
+                e.generation = generation;
+                e.active = active;
+                e.queue_name = queue_name;
+                e.priority = priority;
+                e.count = count;
+                let rv = wl
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok());
+                let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
+                // A Workload read on purpose counts unless a status write of
+                // ours is in flight.
+                let stale = e.awaiting || (older && !self.fetched);
+                if !stale {
+                    // What an admission that fails goes back to is no longer
+                    // needed: the server's answer is here.
+                    self.prior.remove(&uid);
+                }
+                if stale {
+                    // Older than what we wrote (or are writing): keep ours,
+                    // but take what others own (an owner's Finished).
+                    status::take_foreign(&mut e.status, &observed);
+                } else {
+                    e.status = observed;
+                    slim_pending(e);
+                }
+                if reactivated {
+                    // A fresh start: pods-ready evictions count from zero
+                    // (persisted with its next status write).
+                    e.status.requeue_state = None;
+                }
+            }
+            None => {
+                self.by_uid.insert(uid.clone(), key.clone());
+                self.workloads.insert(
+                    key.clone(),
+                    WlEntry {
+                        uid,
+                        priority,
+                        owner,
+                        job_uid,
+                        generation,
+                        active,
+                        queue_name,
+                        count,
+                        created_ms,
+                        spec: None,
+                        status: observed,
+                        pending_fp: None,
+                        seq: 0,
+                        awaiting: false,
+                        written_rv: None,
+                        in_engine: false,
+                        admitted_at: None,
+                        pods_ready_seen: false,
+                        pods_ready_unwritten: false,
+                    },
+                );
+            }
+        }
+        if let Some(e) = self.workloads.get_mut(&key)
+            && e.status.pending.is_some()
+        {
+            slim_pending(e);
+        }
+        self.sync_workload(&key, Some(wl), now_ms);
+        if let Some(job_key) = self.job_key_of(&key) {
+            self.reconcile_job(&job_key, now_ms);
+        }
+    }
+
+    pub(super) fn engine_spec(&self, wl: &Workload) -> Result<eng::WorkloadSpec, IndexError> {
+        wl.check()?;
+        let prio = adapter::priority(wl, |n| self.workload_classes.get(n).copied());
+        let created = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(0);
+        Ok(adapter::workload(wl, prio, created)?)
+    }
+
+    /// Puts a workload into the engine in the state its status says. `wl`
+    /// is the object when it was just observed; without it, the spec kept
+    /// while it waited is used.
+    pub(super) fn sync_workload(&mut self, key: &ObjKey, wl: Option<&Workload>, now_ms: i64) {
+        let Some(e) = self.workloads.get(key) else { return };
+        let uid = e.uid.clone();
+        let finished = is_true(&e.status, cond::FINISHED);
+        if !finished && self.is_orphan(key) {
+            self.finish_orphan(key, now_ms);
+            return;
+        }
+        if e.in_engine {
+            // Its owner (a Job, or whoever created it) marked it finished.
+            if finished
+                && matches!(
+                    self.engine.workload_state(&uid),
+                    Some(WorkloadState::Admitted | WorkloadState::Evicting)
+                )
+            {
+                engine_ok("finish", &uid, self.engine.finish(&uid));
+                self.evicting.remove(&uid);
+                // `status.state` (a printer column) follows: Finished.
+                let e = self.workloads.get_mut(key).expect("present");
+                let state = e.status.derive_state(e.active);
+                if e.status.state != Some(state) {
+                    e.status.state = Some(state);
+                    self.plans.push(Plan {
+                        purpose: Purpose::Finish { uid: uid.clone() },
+                        steps: vec![e.status_write(key)],
+                    });
+                }
+            } else if finished {
+                engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+                self.workloads.get_mut(key).expect("present").in_engine = false;
+                return;
+            } else if e.status.holds_quota()
+                && e.status.admission.is_some()
+                && matches!(
+                    self.engine.workload_state(&uid),
+                    Some(WorkloadState::Pending | WorkloadState::Preempting)
+                )
+            {
+                // Admitted by someone else (a previous leader writing during
+                // the hand-over): take its admission as it is, never admit it
+                // a second time.
+                engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+                self.workloads.get_mut(key).expect("present").in_engine = false;
+                tracing::warn!(workload = %key, "adopting an admission made by another writer");
+            } else if !e.active {
+                // Deactivated (spec.active: false): evicted if admitted, out
+                // of the queue otherwise, until it is activated again.
+                match self.engine.workload_state(&uid) {
+                    Some(WorkloadState::Admitted) if self.engine.evict(&uid).is_ok() => {
+                        let msg = "The workload was deactivated (spec.active: false)";
+                        self.on_evicted(&uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
+                    }
+                    Some(WorkloadState::Pending | WorkloadState::Preempting) => {
+                        engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+                        self.workloads.get_mut(key).expect("present").in_engine = false;
+                    }
+                    _ => {}
+                }
+                return;
+            } else {
+                return;
+            }
+        }
+        if finished {
+            return;
+        }
+        let spec = match wl.map(|w| self.engine_spec(w)) {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                self.record(Kind::Workload, key.to_string(), &e);
+                return;
+            }
+            None => match self.workloads.get_mut(key).and_then(|e| e.spec.take()) {
+                Some(s) => *s,
+                None => return,
+            },
+        };
+        // Its Job is not (or no longer) there: once Jobs are listed, it must
+        // not take quota (a deleted Job's Workload is about to be garbage
+        // collected). Kept aside; its Job's arrival brings it in.
+        if let Some(e) = self.workloads.get_mut(key)
+            && let Some((job_name, job_uid)) = &e.owner
+            && self.synced.contains(&Kind::Job)
+            && self
+                .jobs
+                .get(&ObjKey::new(key.namespace.clone(), job_name.clone()))
+                .is_none_or(|j| j.uid != *job_uid)
+        {
+            e.spec = Some(Box::new(spec));
+            return;
+        }
+        let Some(e) = self.workloads.get(key) else { return };
+        let holds = e.status.holds_quota() && e.status.admission.is_some();
+        let evicted = is_true(&e.status, cond::EVICTED);
+        let admitted_at = e
+            .status
+            .condition(cond::QUOTA_RESERVED)
+            .map(|c| ms(&c.last_transition_time))
+            .unwrap_or(now_ms);
+        let result = if holds {
+            let adm = e.status.admission.as_ref().expect("checked");
+            match adapter::admission(adm) {
+                Err(err) => Err(IndexError::InvalidAdmission(err)),
+                Ok(assignments) => self
+                    .engine
+                    .restore_admitted(spec.clone(), &adm.cluster_queue, &assignments, admitted_at)
+                    .map_err(IndexError::RestoreFailed),
+            }
+        } else if e.active
+            && let Some(cq) = self.unselected_by(&key.namespace, &e.queue_name)
+        {
+            self.hold_unselected(key, spec, &cq, now_ms);
+            return;
+        } else if e.active {
+            self.not_selected.remove(key);
+            // A requeue backoff still running (found after a restart) is kept.
+            let backoff = status::backoff_until(&e.status, now_ms);
+            match backoff {
+                Some(t) => self.engine.add_workload_backing_off(spec.clone(), t),
+                None => self.engine.add_workload(spec.clone()),
+            }
+            .map_err(IndexError::Refused)
+        } else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                self.unrestored.remove(key);
+                self.clear_error(Kind::Workload, &key.to_string());
+                let e = self.workloads.get_mut(key).expect("present");
+                e.in_engine = true;
+                if holds {
+                    e.admitted_at = Some(admitted_at);
+                    // Its pods were seen ready before a restart: no deadline.
+                    e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
+                    if evicted {
+                        engine_ok("evict", &uid, self.engine.evict(&uid));
+                        self.evicting.insert(uid);
+                    }
+                }
+            }
+            Err(err) => {
+                if holds {
+                    self.unrestored.insert(key.clone());
+                    if let Some(e) = self.workloads.get_mut(key) {
+                        e.spec = Some(Box::new(spec));
+                    }
+                }
+                self.record(Kind::Workload, key.to_string(), &err);
+            }
+        }
+    }
+
+    /// Keeps a pending workload out of the engine because its namespace is
+    /// not selected, and says so in its status (once).
+    pub(super) fn hold_unselected(&mut self, key: &ObjKey, spec: eng::WorkloadSpec, cq: &str, now_ms: i64) {
+        self.not_selected.insert(key.clone());
+        let Some(e) = self.workloads.get_mut(key) else { return };
+        e.spec = Some(Box::new(spec));
+        let fp = explanation_fp(cond::reasons::NAMESPACE_NOT_SELECTED, std::iter::empty());
+        if e.pending_fp == Some(fp) {
+            return;
+        }
+        status::namespace_not_selected(&mut e.status, &key.namespace, cq, e.active, now_ms, e.generation);
+        let step = e.status_write(key);
+        slim_pending(e);
+        let uid = e.uid.clone();
+        self.plans.push(Plan {
+            purpose: Purpose::Pending { uid },
+            steps: vec![step],
+        });
+    }
+
+    pub(super) fn retry_unrestored(&mut self) {
+        let keys: Vec<ObjKey> = self.unrestored.iter().cloned().collect();
+        for k in keys {
+            // Time only matters for fresh admissions, which these are not.
+            self.sync_workload(&k, None, 0);
+        }
+    }
+
+    pub fn delete_workload(&mut self, key: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.remove(key) else { return };
+        self.not_selected.remove(key);
+        self.by_uid.remove(&e.uid);
+        self.unrestored.remove(key);
+        self.evicting.remove(&e.uid);
+        self.confirming.remove(&e.uid);
+        self.deactivating.remove(&e.uid);
+        self.deactivate_retry.remove(&e.uid);
+        self.prior.remove(&e.uid);
+        self.refetch_workloads.remove(key);
+        self.clear_error(Kind::Workload, &key.to_string());
+        if e.in_engine {
+            engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
+        }
+        // The Job still wants a Workload: recreate it.
+        if let Some((name, _)) = &e.owner {
+            let jk = ObjKey::new(key.namespace.clone(), name.clone());
+            self.reconcile_job(&jk, now_ms);
+        }
+    }
+
+    /// Workloads to read again from the API (after a failed status write).
+    pub fn take_workload_refetch(&mut self) -> Vec<ObjKey> {
+        std::mem::take(&mut self.refetch_workloads).into_iter().collect()
+    }
+
+    /// A Workload read from the API on purpose: taken as it is, unless a
+    /// newer status write of ours is still in flight.
+    pub fn apply_fetched_workload(&mut self, wl: &Workload, now_ms: i64) {
+        self.fetched = true;
+        self.apply_workload(wl, now_ms);
+        self.fetched = false;
+    }
+}

@@ -1,0 +1,161 @@
+//! The cache every replica keeps (warm followers), what the index is fed
+//! from it, and the index a new leader builds from it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::batch::v1::Job;
+use sluice_api::v1alpha1::Workload;
+
+use super::now_ms;
+use super::watches::{Msg, Obj, key_of_obj, kind_of, split_key};
+use crate::index::{Index, IndexConfig, Kind};
+
+/// Every object seen, by kind and key; what a new leader builds its index
+/// from. Workloads and Jobs are kept compact (JSON, views).
+#[derive(Default)]
+pub(super) struct Cache {
+    pub(super) kueue_compat: bool,
+    pub(super) objects: BTreeMap<Kind, BTreeMap<String, Obj>>,
+    pub(super) synced: BTreeSet<Kind>,
+    /// Keys seen since a (re)list started, per kind.
+    pub(super) relisting: HashMap<Kind, BTreeSet<String>>,
+}
+
+pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
+    match o {
+        Obj::Flavor(x) => ix.apply_flavor((**x).clone()),
+        Obj::ClusterQueue(x) => ix.apply_cluster_queue((**x).clone()),
+        Obj::LocalQueue(x) => ix.apply_local_queue((**x).clone()),
+        Obj::WorkloadClass(x) => ix.apply_workload_priority_class((**x).clone()),
+        Obj::PodClass(n, v) => ix.apply_priority_class(n, *v),
+        Obj::Namespace(n, labels) => ix.apply_namespace(n, labels.clone(), now),
+        Obj::Workload(x) => ix.apply_workload(x.clone(), now),
+        Obj::Job(x) => ix.apply_job(&**x, now),
+        Obj::JobView(v) => ix.apply_job_view((**v).clone(), None, now),
+        Obj::JobJson(bytes) => match serde_json::from_slice::<Job>(bytes) {
+            Ok(j) => ix.apply_job(j, now),
+            Err(e) => ix.report_malformed(Kind::Job, "(cached)", &e.to_string()),
+        },
+        Obj::WorkloadJson(bytes) => match serde_json::from_slice::<Workload>(bytes) {
+            Ok(wl) => ix.apply_workload(wl, now),
+            Err(e) => ix.report_malformed(Kind::Workload, "(cached)", &e.to_string()),
+        },
+        Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
+    }
+}
+
+pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64) {
+    match kind {
+        Kind::ResourceFlavor => ix.delete_flavor(key),
+        Kind::ClusterQueue => ix.delete_cluster_queue(key),
+        Kind::LocalQueue => ix.delete_local_queue(&split_key(key)),
+        Kind::WorkloadPriorityClass => ix.delete_workload_priority_class(key),
+        Kind::PriorityClass => ix.delete_priority_class(key),
+        Kind::Namespace => ix.delete_namespace(key),
+        Kind::Workload => ix.delete_workload(&split_key(key), now),
+        Kind::Job => ix.delete_job(&split_key(key), now),
+    }
+}
+
+/// A new index from the cache: configuration first, then Workloads (the
+/// ledger is restored from their statuses), then Jobs.
+pub(super) fn build_index(cache: &Cache, cfg: &IndexConfig) -> Index {
+    let mut ix = Index::new(cfg.clone());
+    let now = now_ms();
+    for kind in Kind::ALL {
+        for o in cache.objects.get(&kind).into_iter().flat_map(|m| m.values()) {
+            apply_to_index(&mut ix, o, now);
+        }
+    }
+    for k in &cache.synced {
+        ix.mark_synced(*k);
+    }
+    ix
+}
+
+pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
+    match msg {
+        Msg::Init(kind) => {
+            cache.relisting.insert(kind, BTreeSet::new());
+        }
+        Msg::InitDone(kind) => {
+            // Objects gone while we were not watching get no Delete event.
+            if let Some(seen) = cache.relisting.remove(&kind) {
+                let known = cache.objects.entry(kind).or_default();
+                let gone: Vec<String> = known.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                for k in &gone {
+                    known.remove(k);
+                }
+                if let Some(ix) = ix {
+                    for k in &gone {
+                        delete_from_index(ix, kind, k, now);
+                    }
+                    ix.mark_synced(kind);
+                }
+            }
+            cache.synced.insert(kind);
+        }
+        Msg::Apply(o) => {
+            let kind = kind_of(&o);
+            let key = match &o {
+                Obj::Malformed(_, k, _) => k.clone(),
+                _ => key_of_obj(&o),
+            };
+            if let Some(seen) = cache.relisting.get_mut(&kind) {
+                seen.insert(key.clone());
+            }
+            if let Some(ix) = ix {
+                apply_to_index(ix, &o, now);
+            }
+            // Kept compact (the index had the full Job to create a Workload from).
+            let o = match o {
+                Obj::Job(j) => {
+                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                    let wl_key = format!("{ns}/{}", crate::job::workload_name(name));
+                    let has_workload = cache
+                        .objects
+                        .get(&Kind::Workload)
+                        .is_some_and(|m| m.contains_key(&wl_key));
+                    match has_workload {
+                        true => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                        // Its Workload is still to be created from it.
+                        false => {
+                            let mut slim = (*j).clone();
+                            slim.metadata.managed_fields = None;
+                            match serde_json::to_vec(&slim) {
+                                Ok(bytes) => Obj::JobJson(bytes.into()),
+                                Err(_) => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                            }
+                        }
+                    }
+                }
+                Obj::Workload(w) => {
+                    // Its Job no longer needs to be kept whole.
+                    if let Some((job_name, _)) = crate::job::owning_job(&w) {
+                        let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+                        let compat = cache.kueue_compat;
+                        if let Some(jobs) = cache.objects.get_mut(&Kind::Job)
+                            && let Some(cached) = jobs.get_mut(&format!("{ns}/{job_name}"))
+                            && let Obj::JobJson(bytes) = cached
+                            && let Ok(j) = serde_json::from_slice::<Job>(bytes)
+                        {
+                            *cached = Obj::JobView(Box::new(crate::job::JobView::of(&j, compat)));
+                        }
+                    }
+                    match serde_json::to_vec(&*w) {
+                        Ok(bytes) => Obj::WorkloadJson(bytes.into()),
+                        Err(_) => Obj::Workload(w),
+                    }
+                }
+                other => other,
+            };
+            cache.objects.entry(kind).or_default().insert(key, o);
+        }
+        Msg::Delete(kind, key) => {
+            cache.objects.entry(kind).or_default().remove(&key);
+            if let Some(ix) = ix {
+                delete_from_index(ix, kind, &key, now);
+            }
+        }
+    }
+}

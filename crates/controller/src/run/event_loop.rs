@@ -1,0 +1,264 @@
+//! The loop: watch events into the cache (and the index, when leading),
+//! cycles when due, plans into the write queue, the writer's feedback back
+//! into the index, queue status on its tick, leadership changes.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::Client;
+use kube::api::Api;
+use sluice_api::v1alpha1::Workload;
+use tokio::sync::{Mutex, watch};
+
+use super::cache::{Cache, build_index, handle};
+use super::queue_status::QueueStatusWriter;
+use super::watches::all_watches;
+use super::{RunConfig, RunError, Shared, now_ms};
+use crate::index::{Index, Kind};
+use crate::metrics::Metrics;
+use crate::writer;
+
+/// The loop's side of the writer: where plans go, and what comes back.
+pub(super) struct LoopIo {
+    pub(super) queue: Arc<writer::WriteQueue>,
+    /// The writer's Lease fence (with leader election): no index is built
+    /// and no cycle runs while it refuses writes.
+    pub(super) fence: Option<Arc<writer::LeaseFence>>,
+    pub(super) failed: tokio::sync::mpsc::UnboundedReceiver<(u64, crate::plan::Plan, writer::Feedback)>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn event_loop(
+    client: Client,
+    cfg: &RunConfig,
+    mut io: LoopIo,
+    mut leader_rx: watch::Receiver<bool>,
+    lease_task: &mut Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
+    shared: &Shared,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let mut stream = all_watches(&client, cfg);
+    let mut cache = Cache {
+        kueue_compat: cfg.index.kueue_compat,
+        ..Cache::default()
+    };
+    let mut index: Option<Mutex<Index>> = None;
+    let mut cycle_at: Option<Instant> = None;
+    let mut fenced_since: Option<Instant> = None;
+    let mut queue_tick = tokio::time::interval(cfg.queue_status_interval);
+    queue_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut queue_status = QueueStatusWriter::default();
+    let coalesce = Duration::from_millis(50);
+    tokio::pin!(shutdown);
+    loop {
+        let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            () = &mut shutdown => {
+                tracing::info!("shutting down");
+                return Ok(());
+            }
+            msg = stream.next() => {
+                let Some(msg) = msg else { return Ok(()) };
+                let mut batch = vec![msg];
+                // Take whatever else is ready: one cycle for a burst of events.
+                while batch.len() < 1024 {
+                    match futures::FutureExt::now_or_never(stream.next()) {
+                        Some(Some(m)) => batch.push(m),
+                        _ => break,
+                    }
+                }
+                let mut ix = match &index { Some(m) => Some(m.lock().await), None => None };
+                for m in batch {
+                    handle(&mut cache, ix.as_deref_mut(), m, now_ms());
+                }
+                drop(ix);
+                let all_synced = Kind::ALL.iter().all(|k| cache.synced.contains(k));
+                shared.synced.store(all_synced, Ordering::Relaxed);
+                let soon = Instant::now() + coalesce;
+                cycle_at = Some(cycle_at.map_or(soon, |t| t.min(soon)));
+            }
+            _ = tokio::time::sleep_until(sleep_until.into()) => {}
+            _ = queue_tick.tick() => {
+                // Nothing is handed out while the Lease fence refuses writes
+                // (it would come back as failures).
+                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+                if let Some(ix) = &index
+                    && !fenced
+                {
+                    let mut ix = ix.lock().await;
+                    // Refill explanation writes as the queue drains.
+                    let room = cfg.index.explanations_per_cycle.saturating_sub(io.queue.len());
+                    let mut plans = ix.take_explanations(room, now_ms());
+                    plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
+                    for plan in plans {
+                        if let Some(old) = io.queue.push(plan) {
+                            ix.superseded(&old);
+                        }
+                    }
+                }
+                continue;
+            }
+            Some((epoch, plan, result)) = io.failed.recv() => {
+                if plan.purpose == crate::plan::Purpose::QueueStatus {
+                    queue_status.written(&plan, result.is_ok());
+                    continue;
+                }
+                // About an index that is gone (leadership lost since).
+                if epoch != io.queue.epoch() {
+                    continue;
+                }
+                if let Some(m) = &index {
+                    let mut ix = m.lock().await;
+                    ix.feedback(&plan, &result, now_ms());
+                    // A rolled-back admission, a failed write or a requeue
+                    // after the pods are gone is worked on a little later
+                    // (an acknowledged write needs nothing).
+                    if result.is_err() || matches!(plan.purpose, crate::plan::Purpose::ConfirmPodsGone { .. }) {
+                        let retry = Instant::now() + Duration::from_secs(1);
+                        cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+                    }
+                }
+                continue;
+            }
+            changed = leader_rx.changed() => {
+                if changed.is_err() {
+                    return Err(RunError::Lease("lease task ended".into()));
+                }
+                let leading = *leader_rx.borrow();
+                tracing::info!(leading, "leadership changed");
+                if !leading {
+                    index = None;
+                    io.queue.clear();
+                    queue_status = QueueStatusWriter::default();
+                }
+            }
+            done = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
+                *lease_task = None;
+                return Err(RunError::Lease(match done {
+                    Ok(Ok(_)) => "lease task ended".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                }));
+            }
+        }
+        let leading = *leader_rx.borrow();
+        // The Lease as the API server shows it must name us and be fresh
+        // (it lags the lease manager by a watch event at most).
+        let fenced = leading && io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+        if fenced {
+            let retry = Instant::now() + Duration::from_secs(1);
+            cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+            // Holding the Lease but never seeing it (its watch fails): no
+            // other replica could take over. Stop, so that it expires.
+            let since = *fenced_since.get_or_insert_with(Instant::now);
+            let limit = Duration::from_secs(cfg.lease.as_ref().map_or(15, |l| l.duration_seconds).saturating_mul(2));
+            if since.elapsed() > limit {
+                return Err(RunError::Lease(format!(
+                    "holding the Lease, but the Lease as the API server shows it has not named this replica for {}s (is its watch failing?); stopping so that another replica takes over",
+                    limit.as_secs()
+                )));
+            }
+        } else {
+            fenced_since = None;
+        }
+        let synced = shared.synced.load(Ordering::Relaxed);
+        if leading && !fenced && synced && index.is_none() {
+            let ix = build_index(&cache, &cfg.index);
+            tracing::info!(
+                workloads = ix.engine().workload_count(),
+                unrestored = ix.unrestored(),
+                "leading: ledger rebuilt from Workload statuses"
+            );
+            index = Some(Mutex::new(ix));
+            cycle_at = Some(Instant::now());
+        }
+        shared
+            .ready
+            .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
+        let due = cycle_at.is_some_and(|t| t <= Instant::now());
+        if let Some(m) = &index
+            && due
+            && !fenced
+        {
+            let started = Instant::now();
+            let (plans, wake) = {
+                let mut ix = m.lock().await;
+                let out = ix.cycle(now_ms());
+                record_stats(&mut ix, &shared.metrics);
+                out
+            };
+            shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+            {
+                let mut ix = m.lock().await;
+                for plan in plans {
+                    if let Some(old) = io.queue.push(plan) {
+                        ix.superseded(&old);
+                    }
+                }
+            }
+            // Workloads whose status write failed: read them again.
+            let refetch = m.lock().await.take_workload_refetch();
+            for key in refetch {
+                let api: Api<Workload> = Api::namespaced(client.clone(), &key.namespace);
+                match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
+                    Ok(Ok(Some(wl))) => m.lock().await.apply_fetched_workload(&wl, now_ms()),
+                    // Gone: its deletion comes through the watch.
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => tracing::warn!(workload = %key, error = %e, "cannot read Workload"),
+                    Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
+                }
+            }
+            // Jobs whose Workload must be (re)created: read them again.
+            let refetch = m.lock().await.take_refetch();
+            if !refetch.is_empty() {
+                for key in refetch {
+                    let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
+                    match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
+                        Ok(Ok(Some(j))) => m.lock().await.apply_job(j, now_ms()),
+                        Ok(Ok(None)) => {}
+                        Ok(Err(e)) => tracing::warn!(job = %key, error = %e, "cannot read Job"),
+                        Err(_) => tracing::warn!(job = %key, "reading Job timed out"),
+                    }
+                }
+            }
+            cycle_at = wake.and_then(|w| wake_instant(Instant::now(), now_ms(), w));
+            // Rolled-back admissions are retried a little later.
+            if m.lock().await.wants_cycle() {
+                let retry = Instant::now() + Duration::from_secs(1);
+                cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
+            }
+        }
+    }
+}
+
+/// When to run the next cycle for a wake-up at `wake_ms`: never an
+/// overflowing `Instant` (a far deadline saturates; events still wake the loop).
+pub(super) fn wake_instant(now: Instant, now_ms: i64, wake_ms: i64) -> Option<Instant> {
+    let wait = wake_ms.saturating_sub(now_ms).max(0) as u64;
+    now.checked_add(Duration::from_millis(wait))
+}
+
+pub(super) fn record_stats(ix: &mut Index, m: &Metrics) {
+    let stats = ix.take_stats();
+    m.admitted.inc_by(stats.admitted as u64);
+    m.preempted.inc_by(stats.preempted as u64);
+    for r in stats.evicted {
+        m.evicted.get_or_create(&vec![("reason", r.to_string())]).inc();
+    }
+    for w in stats.wait_seconds {
+        m.wait_time.observe(w);
+    }
+    for (kind, reason) in stats.errors {
+        m.reconcile_errors
+            .get_or_create(&vec![("kind", kind.to_string()), ("reason", reason.to_string())])
+            .inc();
+    }
+    for kind in stats.drift {
+        m.drift.get_or_create(&vec![("kind", kind.to_string())]).inc();
+    }
+    m.unrestored.set(ix.unrestored() as i64);
+}

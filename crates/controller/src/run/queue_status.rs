@@ -1,0 +1,308 @@
+//! ClusterQueue and LocalQueue status: computed from the index by pure,
+//! typed functions ([`cluster_queue_status`], [`local_queue_status`]),
+//! serialized for a server-side apply, and written only when changed,
+//! within a share of the write budget.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use sluice_api::quantity::to_quantity;
+use sluice_api::v1alpha1::{ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage};
+use sluice_scheduler::QueueUsage;
+
+use super::RunConfig;
+use crate::index::{Index, Kind, LocalQueueStats};
+use crate::metrics::Metrics;
+use crate::plan::{Plan, Purpose, QueueRef, Step};
+
+/// ClusterQueue and LocalQueue status: written when changed, at most once
+/// per tick per object, and at most ~10 % of the write budget per tick
+/// (the rest waits for the next tick; latest value wins, no backlog).
+#[derive(Default)]
+pub(super) struct QueueStatusWriter {
+    /// Last status written per queue.
+    pub(super) last: HashMap<QueueId, Value>,
+    /// Handed to the writer, not written yet.
+    pub(super) queued: HashMap<QueueId, Value>,
+    /// When each queue's Active condition last changed: (status, time).
+    pub(super) active_since: HashMap<QueueId, (bool, Time)>,
+}
+
+/// (cluster-scoped, namespace, name)
+pub(super) type QueueId = (bool, Option<String>, String);
+
+/// Whether two queue statuses say the same, fields left out and empty or
+/// null ones alike (the server's copy omits empty lists).
+pub(super) fn same_status(a: &Value, b: &Value) -> bool {
+    fn norm(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty)))
+                    .map(|(k, v)| (k.clone(), norm(v)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(norm).collect()),
+            other => other.clone(),
+        }
+    }
+    norm(a) == norm(b)
+}
+
+/// A queue's `Active` condition: `True` (reason `Ready`, message `ok`)
+/// unless there is a `problem` (reason, message); `since`: when it took
+/// that status.
+pub(super) fn active_condition(problem: Option<(&'static str, String)>, ok: &str, since: Time) -> Condition {
+    let active = problem.is_none();
+    let (reason, message) = problem.unwrap_or(("Ready", ok.to_string()));
+    Condition {
+        type_: "Active".into(),
+        status: if active { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: since,
+        observed_generation: None,
+    }
+}
+
+/// A ClusterQueue's status: its `Active` condition and, while the engine
+/// holds the queue (`usage`), its counts and its usage per flavor (with
+/// what is borrowed, when anything is).
+pub(super) fn cluster_queue_status(active: Condition, usage: Option<&QueueUsage>) -> ClusterQueueStatus {
+    let mut status = ClusterQueueStatus {
+        conditions: vec![active],
+        ..Default::default()
+    };
+    if let Some(u) = usage {
+        status.pending_workloads = count(u.pending);
+        status.admitted_workloads = count(u.admitted);
+        status.flavors_usage = by_flavor(u.resources.iter().map(|r| {
+            let borrowed = (r.borrowed > 0).then(|| to_quantity(&r.resource, i128::from(r.borrowed)));
+            (&r.flavor, &r.resource, r.used, borrowed)
+        }));
+    }
+    status
+}
+
+/// A LocalQueue's status: its `Active` condition, its counts, and the
+/// usage of its admitted workloads per flavor.
+pub(super) fn local_queue_status(active: Condition, stats: &LocalQueueStats) -> LocalQueueStatus {
+    LocalQueueStatus {
+        pending_workloads: count(stats.pending),
+        admitted_workloads: count(stats.admitted),
+        flavors_usage: by_flavor(stats.usage.iter().map(|((f, r), used)| (f, r, *used, None))),
+        conditions: vec![active],
+    }
+}
+
+/// Usage per flavor, flavors in name order, resources in the order given:
+/// `(flavor, resource, used, borrowed)`.
+fn by_flavor<'a>(usage: impl Iterator<Item = (&'a String, &'a String, i64, Option<Quantity>)>) -> Vec<FlavorUsage> {
+    let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
+    for (flavor, resource, used, borrowed) in usage {
+        flavors.entry(flavor.clone()).or_default().push(ResourceUsage {
+            name: resource.clone(),
+            total: to_quantity(resource, i128::from(used)),
+            borrowed,
+        });
+    }
+    flavors
+        .into_iter()
+        .map(|(name, resources)| FlavorUsage { name, resources })
+        .collect()
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// The `status` of a ClusterQueue's apply, as written before it was typed:
+/// the counts only while the engine holds the queue (`held`: the API type
+/// always serializes them), `flavorsUsage` then even when empty (the API
+/// type leaves an empty list out).
+pub(super) fn cluster_queue_body(status: &ClusterQueueStatus, held: bool) -> Value {
+    let mut body = json!({"conditions": status.conditions});
+    if held {
+        body["pendingWorkloads"] = json!(status.pending_workloads);
+        body["admittedWorkloads"] = json!(status.admitted_workloads);
+        body["flavorsUsage"] = json!(status.flavors_usage);
+    }
+    body
+}
+
+/// The `status` of a LocalQueue's apply (`flavorsUsage` even when empty).
+pub(super) fn local_queue_body(status: &LocalQueueStatus) -> Value {
+    json!({
+        "conditions": status.conditions,
+        "pendingWorkloads": status.pending_workloads,
+        "admittedWorkloads": status.admitted_workloads,
+        "flavorsUsage": status.flavors_usage,
+    })
+}
+
+/// The usage metrics of a ClusterQueue the engine holds.
+fn record_usage(m: &Metrics, name: &str, u: &QueueUsage) {
+    let labels = |f: &str, r: &str| {
+        vec![
+            ("cluster_queue", name.to_string()),
+            ("flavor", f.to_string()),
+            ("resource", r.to_string()),
+        ]
+    };
+    m.pending
+        .get_or_create(&vec![("cluster_queue", name.to_string()), ("status", "active".into())])
+        .set(u.pending as i64);
+    for r in &u.resources {
+        m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
+        m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
+    }
+}
+
+/// When the server's `Active` condition of a queue took its status, if it
+/// has that status now.
+pub(super) fn observed_active_since(ix: &Index, id: &QueueId, active: bool) -> Option<Time> {
+    let status = ix.observed_queue_status(id.1.as_deref(), &id.2)?;
+    let c = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Active")?;
+    let same = c["status"] == if active { "True" } else { "False" };
+    same.then(|| serde_json::from_value(c["lastTransitionTime"].clone()).ok())?
+}
+
+impl QueueStatusWriter {
+    /// A queue's `Active` condition, keeping its transition time while the
+    /// status stays the same.
+    pub(super) fn active_condition(
+        &mut self,
+        ix: &Index,
+        id: QueueId,
+        problem: Option<(&'static str, String)>,
+        ok: &str,
+        now: &Time,
+    ) -> Condition {
+        let active = problem.is_none();
+        // A new leader keeps the transition time the server has.
+        let observed = match self.active_since.contains_key(&id) {
+            true => None,
+            false => observed_active_since(ix, &id, active),
+        };
+        let since = self
+            .active_since
+            .entry(id)
+            .or_insert_with(|| (active, observed.unwrap_or_else(|| now.clone())));
+        if since.0 != active {
+            *since = (active, now.clone());
+        }
+        active_condition(problem, ok, since.1.clone())
+    }
+
+    /// The status every queue should have now (`now`: RFC 3339, as
+    /// [`QueueStatusWriter::plans`] gives it); updates the usage metrics.
+    pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, Value)> {
+        let now = Time(now.parse().unwrap_or_else(|_| Timestamp::now()));
+        let mut wanted = Vec::new();
+        let cqs = ix.cluster_queue_names();
+        let mut names: BTreeSet<String> = cqs.into_iter().collect();
+        names.extend(
+            ix.errors()
+                .keys()
+                .filter(|(k, _)| *k == Kind::ClusterQueue)
+                .map(|(_, name)| name.clone()),
+        );
+        for name in names {
+            let condition = self.active_condition(
+                ix,
+                (true, None, name.clone()),
+                ix.cluster_queue_problem(&name),
+                "Can admit workloads",
+                &now,
+            );
+            let usage = ix.engine().cluster_queue_usage(&name);
+            if let Some(u) = &usage {
+                record_usage(m, &name, u);
+            }
+            let status = cluster_queue_status(condition, usage.as_ref());
+            wanted.push(((true, None, name), cluster_queue_body(&status, usage.is_some())));
+        }
+        for (key, st) in ix.local_queue_stats() {
+            let id = (false, Some(key.namespace.clone()), key.name.clone());
+            let condition = self.active_condition(
+                ix,
+                id.clone(),
+                ix.local_queue_problem(&key),
+                "Can submit new workloads to its ClusterQueue",
+                &now,
+            );
+            wanted.push((id, local_queue_body(&local_queue_status(condition, &st))));
+        }
+        // Queues no longer there are forgotten.
+        let ids: BTreeSet<&QueueId> = wanted.iter().map(|(id, _)| id).collect();
+        self.last.retain(|id, _| ids.contains(id));
+        self.queued.retain(|id, _| ids.contains(id));
+        self.active_since.retain(|id, _| ids.contains(id));
+        // A new leader knows what the server holds: what is already there
+        // is not written again.
+        for (id, _) in &wanted {
+            if !self.last.contains_key(id)
+                && let Some(observed) = ix.observed_queue_status(id.1.as_deref(), &id.2)
+            {
+                self.last.insert(id.clone(), observed);
+            }
+        }
+        wanted.retain(|(id, status)| !self.last.get(id).is_some_and(|l| same_status(l, status)));
+        wanted
+    }
+
+    /// Plans for the queues whose status changed (not already queued with
+    /// that status), at most ~10 % of the write budget per interval: the
+    /// writer applies them (rate limit, lease) and reports back.
+    pub(super) fn plans(&mut self, ix: &Index, m: &Metrics, cfg: &RunConfig) -> Vec<Plan> {
+        let budget = ((cfg.kube_qps * 0.1 * cfg.queue_status_interval.as_secs_f64()).floor() as usize).max(1);
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .round(k8s_openapi::jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for (id, status) in self.wanted(ix, m, &now) {
+            if out.len() >= budget {
+                break;
+            }
+            if self.queued.get(&id) == Some(&status) {
+                continue;
+            }
+            self.queued.insert(id.clone(), status.clone());
+            let (_, namespace, name) = id;
+            out.push(Plan {
+                purpose: Purpose::QueueStatus,
+                steps: vec![Step::ApplyQueueStatus {
+                    queue: QueueRef { namespace, name },
+                    status,
+                }],
+            });
+        }
+        out
+    }
+
+    /// The writer is done with a queue status plan.
+    pub(super) fn written(&mut self, plan: &Plan, ok: bool) {
+        for step in &plan.steps {
+            let Step::ApplyQueueStatus { queue, status } = step else {
+                continue;
+            };
+            let id = (queue.namespace.is_none(), queue.namespace.clone(), queue.name.clone());
+            if self.queued.get(&id) == Some(status) {
+                self.queued.remove(&id);
+            }
+            if ok {
+                self.last.insert(id, status.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

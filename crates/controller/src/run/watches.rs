@@ -1,0 +1,191 @@
+//! The watches: one stream of [`Msg`]s for every kind the controller
+//! follows, decoded per object (a malformed one is reported, not fatal).
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+
+use super::RunConfig;
+use crate::index::Kind;
+use crate::plan::ObjKey;
+
+/// A decoded watch event.
+pub(super) enum Msg {
+    Apply(Obj),
+    Delete(Kind, String),
+    Init(Kind),
+    InitDone(Kind),
+}
+
+#[derive(Clone)]
+pub(super) enum Obj {
+    Flavor(Box<ResourceFlavor>),
+    ClusterQueue(Box<ClusterQueue>),
+    LocalQueue(Box<LocalQueue>),
+    WorkloadClass(Box<WorkloadPriorityClass>),
+    PodClass(String, i32),
+    /// A Namespace: its name and labels.
+    Namespace(String, BTreeMap<String, String>),
+    Workload(Arc<Workload>),
+    Job(Arc<Job>),
+    /// How the cache keeps a Workload: compact JSON (slim templates).
+    WorkloadJson(Arc<[u8]>),
+    /// How the cache keeps a Job: what the index needs of it.
+    JobView(Box<crate::job::JobView>),
+    /// A Job without a Workload yet: compact JSON of the whole Job, which
+    /// its Workload is created from.
+    JobJson(Arc<[u8]>),
+    /// Could not be decoded: kept so that it is reported, never applied.
+    Malformed(Kind, String, String),
+}
+
+pub(super) fn kind_of(o: &Obj) -> Kind {
+    match o {
+        Obj::Flavor(_) => Kind::ResourceFlavor,
+        Obj::ClusterQueue(_) => Kind::ClusterQueue,
+        Obj::LocalQueue(_) => Kind::LocalQueue,
+        Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
+        Obj::PodClass(..) => Kind::PriorityClass,
+        Obj::Namespace(..) => Kind::Namespace,
+        Obj::Workload(_) | Obj::WorkloadJson(_) => Kind::Workload,
+        Obj::Job(_) | Obj::JobView(_) | Obj::JobJson(_) => Kind::Job,
+        Obj::Malformed(k, ..) => *k,
+    }
+}
+
+pub(super) fn key_of_obj(o: &Obj) -> String {
+    match o {
+        Obj::Flavor(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::ClusterQueue(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::LocalQueue(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::WorkloadClass(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::PodClass(n, _) | Obj::Namespace(n, _) => n.clone(),
+        Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
+        Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
+        Obj::WorkloadJson(_) | Obj::JobJson(_) | Obj::Malformed(..) => String::new(),
+    }
+}
+
+pub(super) fn name_key(ns: Option<&str>, name: Option<&str>) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{}", name.unwrap_or_default()),
+        None => name.unwrap_or_default().to_string(),
+    }
+}
+
+pub(super) fn split_key(key: &str) -> ObjKey {
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    ObjKey::new(ns, name)
+}
+
+pub(super) type MsgStream = Pin<Box<dyn Stream<Item = Msg> + Send>>;
+
+/// A watch of a Sluice kind, decoded per object (a malformed object is
+/// reported instead of breaking the watch).
+pub(super) fn sluice_watch<K>(client: &Client, kind: Kind, wrap: fn(K) -> Obj) -> MsgStream
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + 'static,
+{
+    let ar = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let decode = move |o: DynamicObject| -> (String, Obj) {
+        let key = name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref());
+        let value = serde_json::to_value(&o).unwrap_or_default();
+        match serde_json::from_value::<K>(value) {
+            Ok(k) => (key, wrap(k)),
+            Err(e) => (key.clone(), Obj::Malformed(kind, key, e.to_string())),
+        }
+    };
+    Box::pin(events(
+        watcher(api, watcher::Config::default()),
+        kind,
+        move |o| decode(o).1,
+        |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
+    ))
+}
+
+pub(super) fn events<K, S>(
+    stream: S,
+    kind: Kind,
+    decode: impl Fn(K) -> Obj + Send + 'static,
+    key: impl Fn(&K) -> String + Send + 'static,
+) -> impl Stream<Item = Msg> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    stream.default_backoff().filter_map(move |ev| {
+        let msg = match ev {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Msg::Apply(decode(o))),
+            Ok(watcher::Event::Delete(o)) => Some(Msg::Delete(kind, key(&o))),
+            Ok(watcher::Event::Init) => Some(Msg::Init(kind)),
+            Ok(watcher::Event::InitDone) => Some(Msg::InitDone(kind)),
+            Err(e) => {
+                tracing::warn!(kind = kind.as_str(), error = %e, "watch error; retrying");
+                None
+            }
+        };
+        futures::future::ready(msg)
+    })
+}
+
+pub(super) fn full_job(j: Job) -> Obj {
+    Obj::Job(Arc::new(j))
+}
+
+pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
+    let jobs: Api<Job> = Api::all(client.clone());
+    let job_cfg = if cfg.index.kueue_compat {
+        watcher::Config::default()
+    } else {
+        // Only queued Jobs: unlabelled ones are none of Sluice's business.
+        watcher::Config::default().labels(sluice_api::labels::QUEUE)
+    };
+    let pcs: Api<PriorityClass> = Api::all(client.clone());
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let streams: Vec<MsgStream> = vec![
+        sluice_watch::<ResourceFlavor>(client, Kind::ResourceFlavor, |o| Obj::Flavor(Box::new(o))),
+        sluice_watch::<ClusterQueue>(client, Kind::ClusterQueue, |o| Obj::ClusterQueue(Box::new(o))),
+        sluice_watch::<LocalQueue>(client, Kind::LocalQueue, |o| Obj::LocalQueue(Box::new(o))),
+        sluice_watch::<WorkloadPriorityClass>(client, Kind::WorkloadPriorityClass, |o| Obj::WorkloadClass(Box::new(o))),
+        sluice_watch::<Workload>(client, Kind::Workload, |mut o| {
+            o.metadata.managed_fields = None;
+            for ps in &mut o.spec.pod_sets {
+                crate::job::slim_template(&mut ps.template);
+            }
+            Obj::Workload(Arc::new(o))
+        }),
+        Box::pin(events(watcher(jobs, job_cfg), Kind::Job, full_job, |o: &Job| {
+            name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref())
+        })),
+        Box::pin(events(
+            watcher(pcs, watcher::Config::default()),
+            Kind::PriorityClass,
+            |o: PriorityClass| Obj::PodClass(o.metadata.name.unwrap_or_default(), o.value),
+            |o: &PriorityClass| o.metadata.name.clone().unwrap_or_default(),
+        )),
+        // Labels only, for ClusterQueue namespaceSelectors.
+        Box::pin(events(
+            watcher(namespaces, watcher::Config::default()),
+            Kind::Namespace,
+            |o: k8s_openapi::api::core::v1::Namespace| {
+                Obj::Namespace(
+                    o.metadata.name.unwrap_or_default(),
+                    o.metadata.labels.unwrap_or_default(),
+                )
+            },
+            |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
+        )),
+    ];
+    Box::pin(futures::stream::select_all(streams))
+}
