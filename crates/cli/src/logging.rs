@@ -26,8 +26,9 @@ pub struct LogArgs {
 }
 
 fn parse_filter(s: &str) -> Result<Targets, String> {
-    s.parse::<Targets>()
-        .map_err(|e| format!("{e}: expected a level (error, warn, info, debug, trace) or target=level pairs separated by commas"))
+    s.parse::<Targets>().map_err(|e| {
+        format!("{e}: expected a level (error, warn, info, debug, trace) or target=level pairs separated by commas")
+    })
 }
 
 impl LogArgs {

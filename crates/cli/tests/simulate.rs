@@ -584,7 +584,9 @@ fn misspelt_fields_are_errors_with_the_name_meant() {
     );
     assert_eq!(
         all_errors(&text),
-        ["bad.yaml:20:49: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt: ClusterQueue: unknown field `borrowingLimt`, did you mean `borrowingLimit`?"]
+        [
+            "bad.yaml:20:49: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt: ClusterQueue: unknown field `borrowingLimt`, did you mean `borrowingLimit`?"
+        ]
     );
 }
 
@@ -613,7 +615,10 @@ fn unknown_kinds_and_kueue_manifests_are_errors() {
 #[test]
 fn names_that_refer_to_nothing_are_errors() {
     // A flavor typo in the ClusterQueue, a resource typo in the Trace.
-    let text = strict_doc(&GOOD_GROUPS.replace("- name: h100", "- name: h10o"), "nvidia.com/gpus: 1");
+    let text = strict_doc(
+        &GOOD_GROUPS.replace("- name: h100", "- name: h10o"),
+        "nvidia.com/gpus: 1",
+    );
     assert_eq!(
         all_errors(&text),
         [
@@ -622,10 +627,13 @@ fn names_that_refer_to_nothing_are_errors() {
         ]
     );
     // A LocalQueue pointing at a ClusterQueue the scenario lacks.
-    let text = strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1").replace("spec: {clusterQueue: team}", "spec: {clusterQueue: teem}");
+    let text = strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1")
+        .replace("spec: {clusterQueue: team}", "spec: {clusterQueue: teem}");
     assert_eq!(
         all_errors(&text),
-        ["bad.yaml:25:8: spec.clusterQueue: LocalQueue team/jobs: ClusterQueue `teem` is not in the scenario, did you mean `team`?"]
+        [
+            "bad.yaml:25:8: spec.clusterQueue: LocalQueue team/jobs: ClusterQueue `teem` is not in the scenario, did you mean `team`?"
+        ]
     );
 }
 

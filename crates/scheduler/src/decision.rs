@@ -1,8 +1,8 @@
 //! What a cycle decides: admissions, preemptions, evictions and why the rest
-//! waits.
+//! waits. Structure only: the words users read are built from it elsewhere
+//! (`sluice_convert::text`), once for the controller and the simulator.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 use crate::model::{Amount, Millis};
@@ -84,10 +84,16 @@ impl PreemptionReason {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preemption {
     pub victim: Arc<str>,
+    /// The preemptor's UID and name.
     pub preemptor: Arc<str>,
+    pub preemptor_name: Arc<str>,
+    /// The ClusterQueue the preemptor is admitted to.
+    pub preemptor_cluster_queue: Arc<str>,
     pub reason: PreemptionReason,
-    /// Human-readable, naming the preemptor.
-    pub message: String,
+    /// Both priorities: a preemption within a queue under
+    /// `LowerOrNewerEqualPriority` may be between equals.
+    pub preemptor_priority: i32,
+    pub victim_priority: i32,
 }
 
 /// Why an admitted workload is evicted.
@@ -119,7 +125,9 @@ impl EvictionReason {
 pub struct Eviction {
     pub uid: Arc<str>,
     pub reason: EvictionReason,
-    pub message: String,
+    /// The queue whose stop policy evicts it: a ClusterQueue's name, or a
+    /// LocalQueue's `namespace/name`.
+    pub queue: Arc<str>,
 }
 
 /// Why a pending workload is not admitted.
@@ -260,114 +268,5 @@ impl Explanation {
             PendingReason::WaitingForEvictions => "WaitingForEvictions",
             PendingReason::Backoff { .. } => "Backoff",
         }
-    }
-}
-
-/// Formats milli-units for people: `8`, `500m`, `64Gi`.
-pub fn format_amount(milli: Amount) -> String {
-    if milli % 1000 != 0 {
-        return format!("{milli}m");
-    }
-    let units = milli / 1000;
-    const BINARY: [(i64, &str); 4] = [(1 << 50, "Pi"), (1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi")];
-    for (size, suffix) in BINARY {
-        if units != 0 && units % size == 0 {
-            return format!("{}{suffix}", units / size);
-        }
-    }
-    units.to_string()
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Verdict::FlavorNotFound => write!(f, "flavor not found"),
-            Verdict::UntoleratedTaint { taint } => write!(f, "untolerated taint {taint}"),
-            Verdict::NodeLabelMismatch {
-                key,
-                wanted,
-                flavor_has,
-            } => {
-                write!(
-                    f,
-                    "node selector {key}={wanted} does not match flavor label {key}={flavor_has}"
-                )
-            }
-            Verdict::InsufficientQuota {
-                resource,
-                needed,
-                free_nominal,
-                nominal,
-                borrowable,
-            } => write!(
-                f,
-                "needs {} {resource}, {} free of {} nominal, {} borrowable",
-                format_amount(*needed),
-                format_amount(*free_nominal),
-                format_amount(*nominal),
-                format_amount(*borrowable)
-            ),
-            Verdict::ExceedsMaxQuota { resource, needed, max } => write!(
-                f,
-                "needs {} {resource}, more than the {} this queue can ever use",
-                format_amount(*needed),
-                format_amount(*max)
-            ),
-            Verdict::PreemptionNotPossible { protected } if *protected > 0 => write!(
-                f,
-                "insufficient quota and no preemptible workloads ({protected} protected by minimum runtime)"
-            ),
-            Verdict::PreemptionNotPossible { .. } => {
-                write!(
-                    f,
-                    "insufficient quota and no workloads the preemption policy allows to preempt"
-                )
-            }
-        }
-    }
-}
-
-impl fmt::Display for Explanation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.reason {
-            PendingReason::Queued => write!(f, "queued, waiting for the next admission cycle")?,
-            PendingReason::LocalQueueMissing { local_queue } => write!(f, "LocalQueue {local_queue} does not exist")?,
-            PendingReason::ClusterQueueMissing { cluster_queue } => {
-                write!(f, "ClusterQueue {cluster_queue} does not exist")?
-            }
-            PendingReason::Held { by_local_queue: true } => write!(f, "the LocalQueue is stopped")?,
-            PendingReason::Held { by_local_queue: false } => write!(f, "the ClusterQueue is stopped")?,
-            PendingReason::ResourceNotCovered { pod_set, resource } => write!(
-                f,
-                "pod set {pod_set} requests {resource}, which no resource group of the ClusterQueue covers"
-            )?,
-            PendingReason::NoFit => write!(f, "insufficient quota")?,
-            PendingReason::NeverFits => write!(f, "exceeds what the ClusterQueue can ever admit")?,
-            PendingReason::BlockedByHead => {
-                write!(f, "StrictFIFO: waiting for the head of the ClusterQueue to be admitted")?
-            }
-            PendingReason::WaitingForPreemption { victims } => {
-                write!(f, "waiting for {victims} preempted workload(s) to release their quota")?
-            }
-            PendingReason::WaitingForEvictions => write!(f, "waiting for evictions under way to release quota")?,
-            PendingReason::Backoff { until } => write!(f, "requeued after eviction, backing off until t={until}ms")?,
-        }
-        let mut pod_set: Option<&str> = None;
-        for v in &self.flavors {
-            if v.pod_set.is_empty() {
-                // Not about one pod set (e.g. why preemption could not help).
-                write!(f, "; {}: {}", v.flavor, v.verdict)?;
-                pod_set = None;
-                continue;
-            }
-            if pod_set != Some(v.pod_set.as_str()) {
-                write!(f, "; pod set {}:", v.pod_set)?;
-                pod_set = Some(&v.pod_set);
-            } else {
-                write!(f, ",")?;
-            }
-            write!(f, " {}: {}", v.flavor, v.verdict)?;
-        }
-        Ok(())
     }
 }

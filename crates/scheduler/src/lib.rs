@@ -160,7 +160,7 @@ mod model;
 
 pub use decision::{
     Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
-    Preemption, PreemptionReason, Verdict, format_amount,
+    Preemption, PreemptionReason, Verdict,
 };
 pub use engine::{Engine, EngineError, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use model::*;

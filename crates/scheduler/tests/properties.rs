@@ -562,7 +562,8 @@ impl Run {
             self.log.push(format!("evict {uid} from q{q}"));
         }
         for (uid, e) in &c.pending_changed {
-            self.log.push(format!("pending {uid} {e}"));
+            self.log
+                .push(format!("pending {uid} {}", sluice_convert::text::explanation(e)));
             self.reported.insert(uid.to_string(), Explanation::clone(e));
         }
         // Reporting is complete: whatever a pending workload is told now has
@@ -577,8 +578,8 @@ impl Run {
                     last.is_some_and(|l| l.same_reason(now)),
                     "{} is told '{}' but was last reported '{}'",
                     uid,
-                    now,
-                    last.map(|l| l.to_string()).unwrap_or_default()
+                    sluice_convert::text::explanation(now),
+                    last.map(sluice_convert::text::explanation).unwrap_or_default()
                 );
             }
         }

@@ -181,11 +181,15 @@ pub fn requested_resources(
 /// jobs and generators.
 fn first_request(trace: &serde_json::Value, resource: &str) -> Option<String> {
     ["jobs", "generators"].into_iter().find_map(|list| {
-        trace["spec"][list].as_array()?.iter().enumerate().find_map(|(i, entry)| {
-            entry["requests"]
-                .get(resource)
-                .map(|_| format!("spec.{list}[{i}].requests[{resource}]"))
-        })
+        trace["spec"][list]
+            .as_array()?
+            .iter()
+            .enumerate()
+            .find_map(|(i, entry)| {
+                entry["requests"]
+                    .get(resource)
+                    .map(|_| format!("spec.{list}[{i}].requests[{resource}]"))
+            })
     })
 }
 

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_saphyr::Spanned;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
 use sluice_api::validation::Validate;
-use sluice_controller::adapter;
+use sluice_convert::adapter;
 
 use super::checks::{self, Class, Placed};
 use super::sim::Scenario;

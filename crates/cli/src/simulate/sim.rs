@@ -443,7 +443,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
             }
             for (uid, explanation) in &cycle.pending_changed {
                 if let Some(i) = index_of(uid) {
-                    records[i].last_pending = Some(explanation.to_string());
+                    records[i].last_pending = Some(sluice_convert::text::explanation(explanation));
                 }
             }
             // `w == t`: work was requeued during the cycle; one more cycle at

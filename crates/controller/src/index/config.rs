@@ -11,8 +11,8 @@ use sluice_scheduler::WorkloadState;
 
 use super::errors::{IndexError, admissible};
 use super::{Index, Kind, LocalQueueStats, key_of};
-use crate::adapter;
 use crate::plan::ObjKey;
+use sluice_convert::adapter;
 
 impl Index {
     /// Names of the ClusterQueues the index holds (valid ones).

@@ -10,8 +10,8 @@ use sluice_scheduler::{self as eng, WorkloadState};
 
 use super::Index;
 use super::status::{self, is_true};
-use crate::adapter;
 use crate::plan::{Plan, Purpose, Step};
+use sluice_convert::adapter;
 
 /// How often the ledger is checked against the Workload statuses.
 const DRIFT_CHECK_MS: i64 = 60_000;
@@ -62,7 +62,7 @@ impl Index {
                 .get(&*p.preemptor)
                 .map(ToString::to_string)
                 .unwrap_or_else(|| p.preemptor.to_string());
-            let message = format!("Preempted to accommodate {preemptor}: {}", p.message);
+            let message = sluice_convert::text::preemption(p, &preemptor);
             self.on_evicted(
                 &p.victim,
                 cond::reasons::PREEMPTED,
@@ -73,7 +73,13 @@ impl Index {
             self.stats.preempted += 1;
         }
         for ev in &cycle.evicted {
-            self.on_evicted(&ev.uid, ev.reason.as_str(), None, &ev.message, now_ms);
+            self.on_evicted(
+                &ev.uid,
+                ev.reason.as_str(),
+                None,
+                &sluice_convert::text::eviction(ev),
+                now_ms,
+            );
         }
         for (uid, expl) in &cycle.pending_changed {
             self.on_pending(uid, expl, now_ms);

@@ -7,8 +7,8 @@ use sluice_api::{Validate, ValidationError};
 use sluice_scheduler as eng;
 
 use super::{Index, Kind, ObjectError};
-use crate::adapter;
 use crate::plan::{EventSpec, Plan, Purpose, Step};
+use sluice_convert::adapter;
 
 /// Why an object (or a Workload's recorded admission) is kept out of the
 /// engine. Its text is what the object's Warning Event says.

@@ -5,6 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::v1alpha1::{Admission, FlavorPendingReason, PendingExplanation, WorkloadStatus, conditions as cond};
+use sluice_convert::text;
 use sluice_scheduler::{self as eng, Explanation};
 
 use super::ms;
@@ -98,7 +99,7 @@ pub(super) fn pending_explanation(
             .map(|f| FlavorPendingReason {
                 name: f.flavor.clone(),
                 reason: verdict_reason(&f.verdict).to_string(),
-                message: format!("pod set {}: {}", f.pod_set, f.verdict),
+                message: text::flavor_verdict(f),
                 resources: Vec::new(),
             })
             .fold(Vec::new(), |mut acc: Vec<FlavorPendingReason>, f| {
@@ -317,7 +318,7 @@ pub(super) fn explained(
     now_ms: i64,
     generation: Option<i64>,
 ) {
-    let full = expl.to_string();
+    let full = text::explanation(expl);
     let position = pos
         .map(|p| {
             format!(
@@ -328,7 +329,7 @@ pub(super) fn explained(
         .unwrap_or_default();
     // The condition says it all; `status.pending` has the summary, and
     // the per-flavor detail in its own list (not repeated).
-    let summary = full.split("; pod set").next().unwrap_or(&full);
+    let summary = text::explanation_summary(expl);
     status.pending = Some(pending_explanation(expl, &format!("{summary}{position}"), pos));
     // Kept as it is when already False (its transition time with it).
     let since = status

@@ -12,9 +12,9 @@ use super::errors::{IndexError, engine_ok};
 use super::explain::{explanation_fp, slim_pending};
 use super::status::{self, is_true};
 use super::{Index, Kind, WlEntry, key_of, ms};
-use crate::adapter;
 use crate::job;
 use crate::plan::{ObjKey, Plan, Purpose};
+use sluice_convert::adapter;
 
 impl Index {
     pub fn apply_workload(&mut self, wl: impl std::borrow::Borrow<Workload>, now_ms: i64) {

@@ -126,9 +126,9 @@ impl Engine {
         for &(slot, amount) in &attempt.usage {
             self.add_usage(cq, slot, 0, amount);
         }
-        let (preemptor_uid, preemptor_name) = {
+        let (preemptor_uid, preemptor_name, preemptor_priority) = {
             let w = self.wl(id);
-            (w.uid.clone(), w.name.clone())
+            (w.uid.clone(), w.name.clone(), w.priority)
         };
         let preemptor_cq = self.cqs[cq].name.clone();
         let mut retracted = Vec::new();
@@ -142,24 +142,14 @@ impl Engine {
             }
             let _ = self.start_eviction(*v);
             let w = self.wl(*v);
-            let message = match reason {
-                PreemptionReason::InClusterQueue => {
-                    format!(
-                        "Preempted to accommodate {preemptor_name} (higher priority) in ClusterQueue {preemptor_cq}"
-                    )
-                }
-                PreemptionReason::InCohortReclamation => format!(
-                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} reclaims quota its cohort borrowed"
-                ),
-                PreemptionReason::InCohortReclaimWhileBorrowing => format!(
-                    "Preempted to accommodate {preemptor_name}: ClusterQueue {preemptor_cq} borrows in the cohort at higher priority"
-                ),
-            };
             out.preempted.push(Preemption {
                 victim: w.uid.clone(),
                 preemptor: preemptor_uid.clone(),
+                preemptor_name: preemptor_name.clone(),
+                preemptor_cluster_queue: preemptor_cq.clone(),
                 reason: *reason,
-                message,
+                preemptor_priority,
+                victim_priority: w.priority,
             });
         }
         for v in retracted {

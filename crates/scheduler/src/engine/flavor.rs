@@ -250,6 +250,7 @@ impl Engine {
         Ok(needs)
     }
 
+    #[inline]
     pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
         compatible(self.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
     }
@@ -332,6 +333,7 @@ fn add_pending(usage: &mut Vec<(usize, Amount)>, slot: usize, amount: Amount) {
 /// left to the scheduler), and every `NoSchedule`/`NoExecute` taint of its
 /// nodes is tolerated by the pod set or by the flavor's own tolerations
 /// (which admission injects). `PreferNoSchedule` never excludes.
+#[inline]
 pub(super) fn compatible(
     spec: Option<&FlavorSpec>,
     node_selector: &BTreeMap<String, String>,

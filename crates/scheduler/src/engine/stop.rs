@@ -25,22 +25,16 @@ impl Engine {
             .copied()
             .filter(|&v| lq.as_ref().is_none_or(|l| self.wl(v).lq == *l))
             .collect();
-        let (reason, message) = match &lq {
-            None => (
-                EvictionReason::ClusterQueueStopped,
-                format!("ClusterQueue {} is stopped (HoldAndDrain)", self.cqs[cq].name),
-            ),
-            Some(l) => (
-                EvictionReason::LocalQueueStopped,
-                format!("LocalQueue {l} is stopped (HoldAndDrain)"),
-            ),
+        let (reason, queue) = match &lq {
+            None => (EvictionReason::ClusterQueueStopped, self.cqs[cq].name.clone()),
+            Some(l) => (EvictionReason::LocalQueueStopped, l.clone()),
         };
         for v in ids {
             if self.start_eviction(v).is_ok() {
                 self.buffered_evictions.push(Eviction {
                     uid: self.wl(v).uid.clone(),
                     reason,
-                    message: message.clone(),
+                    queue: queue.clone(),
                 });
             }
         }

@@ -271,7 +271,10 @@ impl World {
     }
 
     pub fn why(&self, uid: &str) -> String {
-        self.e.explanation(uid).map(|e| e.to_string()).unwrap_or_default()
+        self.e
+            .explanation(uid)
+            .map(sluice_convert::text::explanation)
+            .unwrap_or_default()
     }
 }
 

@@ -136,7 +136,7 @@ fn more_than_the_queue_can_ever_hold_never_fits() {
     let e = &c.pending_changed[0].1;
     assert_eq!(e.reason, PendingReason::NeverFits);
     assert_eq!(
-        e.to_string(),
+        sluice_convert::text::explanation(e),
         "exceeds what the ClusterQueue can ever admit; pod set main: a100: needs 16 nvidia.com/gpu, more than the 8 this queue can ever use"
     );
 }

@@ -13,7 +13,11 @@ fn a_higher_priority_workload_preempts_lower_priority_in_its_queue() {
     assert!(c.admitted.is_empty(), "the preemptor waits for its victim");
     assert_eq!(victims(&c), ["low"]);
     assert_eq!(c.preempted[0].reason, PreemptionReason::InClusterQueue);
-    assert!(c.preempted[0].message.contains("ns/high"), "{}", c.preempted[0].message);
+    assert!(
+        sluice_convert::text::preemption(&c.preempted[0], &c.preempted[0].preemptor_name).contains("ns/high"),
+        "{:?}",
+        c.preempted[0]
+    );
     assert_eq!(w.state("low"), WorkloadState::Evicting);
     assert_eq!(w.state("high"), WorkloadState::Preempting);
 }

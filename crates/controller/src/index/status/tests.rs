@@ -282,7 +282,7 @@ fn an_explanation_gives_its_summary_detail_per_flavor_and_position() {
     assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "InsufficientQuota"));
     assert_eq!(ms(&c.last_transition_time), T0);
     assert_eq!(c.observed_generation, Some(4));
-    let full = expl.to_string();
+    let full = sluice_convert::text::explanation(&expl);
     assert_eq!(
         c.message,
         format!("{full} (position 3 in ClusterQueue, 1 in LocalQueue)")

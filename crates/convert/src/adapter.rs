@@ -389,7 +389,7 @@ mod tests {
             cycle.admitted.len(),
             1,
             "{:?}",
-            engine.explanation("u-1").map(|e| e.to_string())
+            engine.explanation("u-1").map(crate::text::explanation)
         );
         let status = admission_status(&cycle.admitted[0]);
         assert_eq!(status.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "2");

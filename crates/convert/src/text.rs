@@ -1,0 +1,338 @@
+//! Every sentence Sluice tells users about the engine's decisions: why a
+//! workload waits (conditions, `status.pending`, the simulator's report),
+//! why it was preempted or evicted (conditions and Events). The engine
+//! returns structure only; the controller and the simulator both word it
+//! here, so a message reads the same on a cluster and in a simulation.
+
+use std::fmt::Write;
+
+use sluice_scheduler::{
+    Amount, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, Preemption, PreemptionReason, Verdict,
+};
+
+/// Formats milli-units for people: `8`, `500m`, `64Gi`.
+pub fn amount(milli: Amount) -> String {
+    if milli % 1000 != 0 {
+        return format!("{milli}m");
+    }
+    let units = milli / 1000;
+    const BINARY: [(i64, &str); 4] = [(1 << 50, "Pi"), (1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi")];
+    for (size, suffix) in BINARY {
+        if units != 0 && units % size == 0 {
+            return format!("{}{suffix}", units / size);
+        }
+    }
+    units.to_string()
+}
+
+/// Why one flavor did not take a pod set.
+pub fn verdict(v: &Verdict) -> String {
+    match v {
+        Verdict::FlavorNotFound => "flavor not found".to_string(),
+        Verdict::UntoleratedTaint { taint } => format!("untolerated taint {taint}"),
+        Verdict::NodeLabelMismatch {
+            key,
+            wanted,
+            flavor_has,
+        } => format!("node selector {key}={wanted} does not match flavor label {key}={flavor_has}"),
+        Verdict::InsufficientQuota {
+            resource,
+            needed,
+            free_nominal,
+            nominal,
+            borrowable,
+        } => format!(
+            "needs {} {resource}, {} free of {} nominal, {} borrowable",
+            amount(*needed),
+            amount(*free_nominal),
+            amount(*nominal),
+            amount(*borrowable)
+        ),
+        Verdict::ExceedsMaxQuota { resource, needed, max } => format!(
+            "needs {} {resource}, more than the {} this queue can ever use",
+            amount(*needed),
+            amount(*max)
+        ),
+        Verdict::PreemptionNotPossible { protected } if *protected > 0 => {
+            format!("insufficient quota and no preemptible workloads ({protected} protected by minimum runtime)")
+        }
+        Verdict::PreemptionNotPossible { .. } => {
+            "insufficient quota and no workloads the preemption policy allows to preempt".to_string()
+        }
+    }
+}
+
+/// The coarse reason a workload waits, as a sentence.
+pub fn pending_reason(reason: &PendingReason) -> String {
+    match reason {
+        PendingReason::Queued => "queued, waiting for the next admission cycle".to_string(),
+        PendingReason::LocalQueueMissing { local_queue } => format!("LocalQueue {local_queue} does not exist"),
+        PendingReason::ClusterQueueMissing { cluster_queue } => format!("ClusterQueue {cluster_queue} does not exist"),
+        PendingReason::Held { by_local_queue: true } => "the LocalQueue is stopped".to_string(),
+        PendingReason::Held { by_local_queue: false } => "the ClusterQueue is stopped".to_string(),
+        PendingReason::ResourceNotCovered { pod_set, resource } => {
+            format!("pod set {pod_set} requests {resource}, which no resource group of the ClusterQueue covers")
+        }
+        PendingReason::NoFit => "insufficient quota".to_string(),
+        PendingReason::NeverFits => "exceeds what the ClusterQueue can ever admit".to_string(),
+        PendingReason::BlockedByHead => {
+            "StrictFIFO: waiting for the head of the ClusterQueue to be admitted".to_string()
+        }
+        PendingReason::WaitingForPreemption { victims } => {
+            format!("waiting for {victims} preempted workload(s) to release their quota")
+        }
+        PendingReason::WaitingForEvictions => "waiting for evictions under way to release quota".to_string(),
+        PendingReason::Backoff { until } => format!("requeued after eviction, backing off until t={until}ms"),
+    }
+}
+
+/// The whole explanation: the reason, then every flavor's verdict grouped
+/// by pod set ("insufficient quota; pod set main: a100: needs 16
+/// nvidia.com/gpu, 6 free of 24 nominal, 4 borrowable").
+pub fn explanation(e: &Explanation) -> String {
+    let mut out = pending_reason(&e.reason);
+    let mut pod_set: Option<&str> = None;
+    for v in &e.flavors {
+        if v.pod_set.is_empty() {
+            // Not about one pod set (e.g. why preemption could not help).
+            let _ = write!(out, "; {}: {}", v.flavor, verdict(&v.verdict));
+            pod_set = None;
+            continue;
+        }
+        if pod_set != Some(v.pod_set.as_str()) {
+            let _ = write!(out, "; pod set {}:", v.pod_set);
+            pod_set = Some(&v.pod_set);
+        } else {
+            out.push(',');
+        }
+        let _ = write!(out, " {}: {}", v.flavor, verdict(&v.verdict));
+    }
+    out
+}
+
+/// The explanation without its per-pod-set detail (which `status.pending`
+/// lists per flavor): the reason and any verdicts not about one pod set
+/// that come before the first pod set's.
+pub fn explanation_summary(e: &Explanation) -> String {
+    let mut out = pending_reason(&e.reason);
+    for v in e.flavors.iter().take_while(|v| v.pod_set.is_empty()) {
+        let _ = write!(out, "; {}: {}", v.flavor, verdict(&v.verdict));
+    }
+    out
+}
+
+/// One flavor's verdict for one pod set ("pod set main: untolerated taint …").
+pub fn flavor_verdict(v: &FlavorVerdict) -> String {
+    format!("pod set {}: {}", v.pod_set, verdict(&v.verdict))
+}
+
+/// Why a victim was preempted, naming its preemptor as users know it
+/// (`namespace/name`). Says "higher priority" only when it is: under
+/// `LowerOrNewerEqualPriority` the preemptor may have the same priority.
+pub fn preemption(p: &Preemption, preemptor: &str) -> String {
+    let queue = &p.preemptor_cluster_queue;
+    let (mine, theirs) = (p.victim_priority, p.preemptor_priority);
+    match p.reason {
+        PreemptionReason::InClusterQueue if theirs > mine => {
+            format!(
+                "Preempted to accommodate {preemptor} (higher priority: {theirs} over {mine}) in ClusterQueue {queue}"
+            )
+        }
+        PreemptionReason::InClusterQueue => format!(
+            "Preempted to accommodate {preemptor} (same priority {theirs}, queued before this workload) in ClusterQueue {queue}"
+        ),
+        PreemptionReason::InCohortReclamation => {
+            format!("Preempted to accommodate {preemptor}: ClusterQueue {queue} reclaims quota its cohort borrowed")
+        }
+        PreemptionReason::InCohortReclaimWhileBorrowing => format!(
+            "Preempted to accommodate {preemptor}: ClusterQueue {queue} borrows in the cohort at higher priority ({theirs} over {mine})"
+        ),
+    }
+}
+
+/// Why the engine evicted an admitted workload (its queue's stop policy).
+pub fn eviction(e: &Eviction) -> String {
+    match e.reason {
+        EvictionReason::ClusterQueueStopped => format!("ClusterQueue {} is stopped (HoldAndDrain)", e.queue),
+        EvictionReason::LocalQueueStopped => format!("LocalQueue {} is stopped (HoldAndDrain)", e.queue),
+        EvictionReason::PodsReadyTimeout => format!("its pods were not all ready in time ({})", e.queue),
+        EvictionReason::Deactivated => format!("deactivated ({})", e.queue),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn verdict_of(pod_set: &str, flavor: &str, verdict: Verdict) -> FlavorVerdict {
+        FlavorVerdict {
+            pod_set: pod_set.into(),
+            flavor: flavor.into(),
+            verdict,
+        }
+    }
+
+    #[test]
+    fn amounts_read_as_people_write_them() {
+        for (milli, text) in [
+            (8_000, "8"),
+            (500, "500m"),
+            (0, "0"),
+            (64 * (1i64 << 30) * 1000, "64Gi"),
+            (3 * (1i64 << 20) * 1000, "3Mi"),
+            (1_000_001, "1000001m"),
+        ] {
+            assert_eq!(amount(milli), text);
+        }
+    }
+
+    #[test]
+    fn an_explanation_reads_reason_then_flavors_by_pod_set() {
+        let quota = |needed, free, nominal, borrowable| Verdict::InsufficientQuota {
+            resource: "nvidia.com/gpu".into(),
+            needed,
+            free_nominal: free,
+            nominal,
+            borrowable,
+        };
+        let e = Explanation {
+            reason: PendingReason::NoFit,
+            flavors: vec![
+                verdict_of("trainer", "a100", quota(16_000, 6_000, 24_000, 4_000)),
+                verdict_of("trainer", "h100", Verdict::FlavorNotFound),
+                verdict_of(
+                    "worker",
+                    "a100",
+                    Verdict::UntoleratedTaint {
+                        taint: "nvidia.com/gpu=present:NoSchedule".into(),
+                    },
+                ),
+                verdict_of("", "preemption", Verdict::PreemptionNotPossible { protected: 2 }),
+            ],
+        };
+        assert_eq!(
+            explanation(&e),
+            "insufficient quota; pod set trainer: a100: needs 16 nvidia.com/gpu, 6 free of 24 nominal, 4 borrowable, \
+             h100: flavor not found; pod set worker: a100: untolerated taint nvidia.com/gpu=present:NoSchedule; \
+             preemption: insufficient quota and no preemptible workloads (2 protected by minimum runtime)"
+        );
+        // The summary keeps what is not about one pod set only when it comes first.
+        assert_eq!(explanation_summary(&e), "insufficient quota");
+        let only_preemption = Explanation {
+            reason: PendingReason::NoFit,
+            flavors: vec![verdict_of(
+                "",
+                "preemption",
+                Verdict::PreemptionNotPossible { protected: 0 },
+            )],
+        };
+        assert_eq!(
+            explanation_summary(&only_preemption),
+            "insufficient quota; preemption: insufficient quota and no workloads the preemption policy allows to preempt"
+        );
+        assert_eq!(flavor_verdict(&e.flavors[1]), "pod set trainer: flavor not found");
+    }
+
+    #[test]
+    fn every_pending_reason_has_a_sentence() {
+        let table = [
+            (PendingReason::Queued, "queued, waiting for the next admission cycle"),
+            (
+                PendingReason::LocalQueueMissing {
+                    local_queue: "ns/q".into(),
+                },
+                "LocalQueue ns/q does not exist",
+            ),
+            (
+                PendingReason::ClusterQueueMissing {
+                    cluster_queue: "cq".into(),
+                },
+                "ClusterQueue cq does not exist",
+            ),
+            (
+                PendingReason::Held { by_local_queue: true },
+                "the LocalQueue is stopped",
+            ),
+            (
+                PendingReason::Held { by_local_queue: false },
+                "the ClusterQueue is stopped",
+            ),
+            (PendingReason::NeverFits, "exceeds what the ClusterQueue can ever admit"),
+            (
+                PendingReason::BlockedByHead,
+                "StrictFIFO: waiting for the head of the ClusterQueue to be admitted",
+            ),
+            (
+                PendingReason::WaitingForPreemption { victims: 3 },
+                "waiting for 3 preempted workload(s) to release their quota",
+            ),
+            (
+                PendingReason::Backoff { until: 5000 },
+                "requeued after eviction, backing off until t=5000ms",
+            ),
+        ];
+        for (reason, text) in table {
+            assert_eq!(pending_reason(&reason), text);
+        }
+    }
+
+    fn preempted(reason: PreemptionReason, preemptor_priority: i32, victim_priority: i32) -> Preemption {
+        Preemption {
+            victim: Arc::from("v"),
+            preemptor: Arc::from("p-uid"),
+            preemptor_name: Arc::from("ns/train"),
+            preemptor_cluster_queue: Arc::from("team-a"),
+            reason,
+            preemptor_priority,
+            victim_priority,
+        }
+    }
+
+    #[test]
+    fn a_preemption_names_its_preemptor_once_and_priorities_truly() {
+        use PreemptionReason::*;
+        let table = [
+            (
+                preempted(InClusterQueue, 100, 10),
+                "Preempted to accommodate ns/train (higher priority: 100 over 10) in ClusterQueue team-a",
+            ),
+            // LowerOrNewerEqualPriority: an equal, newer victim.
+            (
+                preempted(InClusterQueue, 50, 50),
+                "Preempted to accommodate ns/train (same priority 50, queued before this workload) in ClusterQueue team-a",
+            ),
+            (
+                preempted(InCohortReclamation, 0, 900),
+                "Preempted to accommodate ns/train: ClusterQueue team-a reclaims quota its cohort borrowed",
+            ),
+            (
+                preempted(InCohortReclaimWhileBorrowing, 100, 10),
+                "Preempted to accommodate ns/train: ClusterQueue team-a borrows in the cohort at higher priority (100 over 10)",
+            ),
+        ];
+        for (p, text) in table {
+            let got = preemption(&p, "ns/train");
+            assert_eq!(got, text);
+            assert_eq!(got.matches("Preempted to accommodate").count(), 1);
+        }
+    }
+
+    #[test]
+    fn evictions_name_the_stopped_queue() {
+        let e = |reason, queue: &str| Eviction {
+            uid: Arc::from("u"),
+            reason,
+            queue: Arc::from(queue),
+        };
+        assert_eq!(
+            eviction(&e(EvictionReason::ClusterQueueStopped, "team-a")),
+            "ClusterQueue team-a is stopped (HoldAndDrain)"
+        );
+        assert_eq!(
+            eviction(&e(EvictionReason::LocalQueueStopped, "ns/jobs")),
+            "LocalQueue ns/jobs is stopped (HoldAndDrain)"
+        );
+    }
+}
