@@ -10,8 +10,8 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target,id=sluice-target \
-    cargo build --release --locked -p sluice-cli \
- && install -D -m 0755 target/release/sluice /out/sluice
+    cargo build --profile dist --locked -p sluice-cli \
+ && install -D -m 0755 target/dist/sluice /out/sluice
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/sluice /usr/local/bin/sluice
