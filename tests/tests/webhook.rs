@@ -86,6 +86,13 @@ struct Harness {
 
 impl Harness {
     async fn start(default_queue_namespace: bool) -> Result<Self> {
+        Self::start_with(default_queue_namespace, None).await
+    }
+
+    /// With `config`, the webhook reads that YAML as its `--config`; the
+    /// harness then waits for the toleration fix rather than the
+    /// RuntimeClass one.
+    async fn start_with(default_queue_namespace: bool, config: Option<String>) -> Result<Self> {
         let client = client().await?;
         ensure_crds(&client).await?;
         let run_id = suffix();
@@ -101,6 +108,8 @@ impl Harness {
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("tls.crt"), &certs.cert_pem)?;
         std::fs::write(dir.join("tls.key"), &certs.key_pem)?;
+        let custom_config = config.is_some();
+        std::fs::write(dir.join("config.yaml"), config.unwrap_or_default())?;
 
         let bin = sluice_bin();
         if !bin.exists() {
@@ -117,6 +126,8 @@ impl Harness {
             .arg(dir.join("tls.crt"))
             .arg("--tls-key")
             .arg(dir.join("tls.key"))
+            .arg("--config")
+            .arg(dir.join("config.yaml"))
             .env("KUBECONFIG", kubeconfig_path())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -175,7 +186,7 @@ impl Harness {
         Api::<ValidatingWebhookConfiguration>::all(h.client.clone())
             .create(&PostParams::default(), &v)
             .await?;
-        h.wait_until_mutating().await?;
+        h.wait_until_mutating(!custom_config).await?;
         Ok(h)
     }
 
@@ -203,8 +214,9 @@ impl Harness {
 
     /// Polls a dry-run GPU Pod create until it comes back mutated: the
     /// webhook is ready already; this waits for the API server to use the
-    /// new configuration. Dry-run: nothing is stored.
-    async fn wait_until_mutating(&self) -> Result<()> {
+    /// new configuration (and, with `runtime_class`, for the webhook's
+    /// RuntimeClass watch to have seen `nvidia`). Dry-run: nothing is stored.
+    async fn wait_until_mutating(&self, runtime_class: bool) -> Result<()> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let probe = gpu_pod("probe", json!({"limits": {"nvidia.com/gpu": "1"}}), None);
         let pp = PostParams {
@@ -213,10 +225,19 @@ impl Harness {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(p) = pods.create(&pp, &probe).await
-                && p.spec.as_ref().and_then(|s| s.runtime_class_name.as_deref()) == Some(RUNTIME_CLASS)
-            {
-                return Ok(());
+            if let Ok(p) = pods.create(&pp, &probe).await {
+                let spec = p.spec.unwrap_or_default();
+                let mutated = if runtime_class {
+                    spec.runtime_class_name.as_deref() == Some(RUNTIME_CLASS)
+                } else {
+                    spec.tolerations
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|t| t.key.as_deref() == Some("nvidia.com/gpu"))
+                };
+                if mutated {
+                    return Ok(());
+                }
             }
             if Instant::now() > deadline {
                 bail!("the API server never called the registered webhook for a dry-run GPU pod within 30 s");
@@ -743,4 +764,144 @@ async fn wait_ready_checks_readyz_over_tls() -> Result<()> {
     wait_ready(port, &certs.ca_pem, Duration::from_secs(5)).await?;
     running.stop().await;
     Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_runtime_class_the_cluster_lacks_is_never_written() -> Result<()> {
+    // Configured by name, absent from the cluster: the pod is created (the
+    // API server's RuntimeClass admission would refuse it if the webhook
+    // had written the name), with the other fixes and a warning.
+    let absent = format!("sluice-e2e-absent-{}", suffix());
+    let h = Harness::start_with(false, Some(format!("gpu:\n  runtimeClassName: {absent}\n"))).await?;
+    let p = gpu_pod("no-runtime-class", json!({"limits": {"nvidia.com/gpu": "1"}}), None);
+    let created = h.pods().create(&PostParams::default(), &p).await?;
+    let spec = created.spec.as_ref().unwrap();
+    assert!(spec.runtime_class_name.is_none(), "{:?}", spec.runtime_class_name);
+    assert!(
+        spec.tolerations
+            .iter()
+            .flatten()
+            .any(|t| t.key.as_deref() == Some("nvidia.com/gpu")),
+        "the other fixes still apply"
+    );
+    h.cleanup().await
+}
+
+/// A DCGM-exporter-like pod: NVIDIA_VISIBLE_DEVICES=all, no GPU request.
+fn system_pod(name: &str, owner: Option<&str>, labels: Value) -> Pod {
+    let mut pod = json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"restartPolicy": "Always", "containers": [container(
+            json!({"limits": {"cpu": "100m"}}),
+            Some(json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+        )]}
+    });
+    if let Some(kind) = owner {
+        pod["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apps/v1", "kind": kind, "name": "dcgm-exporter",
+            "uid": "7d2e4c1a-0b9f-4e55-8a6d-2f1c3b4a5e60", "controller": true
+        }]);
+    }
+    serde_json::from_value(pod).unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn gpu_system_pods_are_exempt_and_every_denial_says_how() -> Result<()> {
+    let h = Harness::start(false).await?;
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    // A plain pod is denied, and told the three ways out.
+    let err = h
+        .pods()
+        .create(&dry, &system_pod("plain", None, json!({})))
+        .await
+        .unwrap_err();
+    let (code, msg) = api_error(&err).expect("an API error");
+    assert_eq!(code, 403, "{msg}");
+    for hint in [
+        "excluded namespace",
+        "from a DaemonSet",
+        "sluice.dev/gpu-fixes=skip",
+        "sluice.dev/allow-gpu-fixes-skip=true",
+    ] {
+        assert!(msg.contains(hint), "{hint:?} missing from {msg}");
+    }
+    // A DaemonSet's pod is admitted.
+    h.pods()
+        .create(&dry, &system_pod("from-daemonset", Some("DaemonSet"), json!({})))
+        .await?;
+    // The opt-out label counts only once the namespace allows it.
+    let skip = json!({"sluice.dev/gpu-fixes": "skip"});
+    let err = h
+        .pods()
+        .create(&dry, &system_pod("skip-early", None, skip.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&err).map(|e| e.0), Some(403));
+    Api::<Namespace>::all(h.client.clone())
+        .patch(
+            &h.namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/allow-gpu-fixes-skip": "true"}}})),
+        )
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // The webhook's namespace watch brings the label.
+        match h.pods().create(&dry, &system_pod("skip", None, skip.clone())).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() > deadline => return Err(e).context("the skip label never counted"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    h.cleanup().await
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn pods_in_the_gpu_operator_namespace_are_left_alone() -> Result<()> {
+    let h = Harness::start(false).await?;
+    // The run's configuration only sends labelled namespaces: label a
+    // gpu-operator namespace for this run, so the webhook itself decides.
+    let namespaces: Api<Namespace> = Api::all(h.client.clone());
+    let created = match namespaces.get_opt("gpu-operator").await? {
+        Some(_) => false,
+        None => {
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "gpu-operator"}}))?;
+            namespaces.create(&PostParams::default(), &ns).await?;
+            true
+        }
+    };
+    namespaces
+        .patch(
+            "gpu-operator",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": h.run_labels()}})),
+        )
+        .await?;
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "gpu-operator");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let result = pods.create(&dry, &system_pod("validator", None, json!({}))).await;
+    // Unlabel (or delete) before asserting, so a failure leaves nothing behind.
+    if created {
+        namespaces.delete("gpu-operator", &DeleteParams::default()).await?;
+    } else {
+        namespaces
+            .patch(
+                "gpu-operator",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {RUN_LABEL: null}}})),
+            )
+            .await?;
+    }
+    let pod = result.context("a GPU operator pod was refused")?;
+    assert!(pod.spec.unwrap().runtime_class_name.is_none(), "left alone");
+    h.cleanup().await
 }
