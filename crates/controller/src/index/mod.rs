@@ -25,6 +25,7 @@
 //! Objects that fail `validate()` or the adapter are recorded in
 //! [`Index::errors`] with the reason, reported once (log, Event, metric by
 //! the caller) and skipped. A ClusterQueue that turns invalid keeps its last
+//! valid version in the engine, so admitted work is not disturbed.
 //!
 //! ## Where each rule lives
 //! - `config`: ResourceFlavors, queues, priority classes, Namespaces;
