@@ -40,9 +40,9 @@ use sluice_api::v1alpha1::{
 };
 use sluice_scheduler::{self as eng, Engine, Explanation, WorkloadState};
 
-use crate::adapter;
 use crate::job;
 use crate::plan::{EventSpec, ObjKey, Plan, Purpose, Step};
+use sluice_convert as adapter;
 
 /// Kinds the index must have listed before it admits anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

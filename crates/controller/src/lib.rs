@@ -6,7 +6,8 @@
 //!  watchers ─► cache ─► index (engine, no API calls) ─► plans ─► writer ─► API server
 //! ```
 //!
-//! - [`adapter`]: `sluice.dev/v1alpha1` objects → the engine's model;
+//! - `sluice-convert` (its own crate, shared with `sluice simulate`):
+//!   `sluice.dev/v1alpha1` objects → the engine's model;
 //! - [`job`]: Job ↔ Workload as pure functions (construction, priority,
 //!   flavor injection and exact restoration);
 //! - [`index`]: state fed by watch events, driving the engine, producing
@@ -21,7 +22,6 @@
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
-pub mod adapter;
 pub mod duration;
 pub mod index;
 pub mod job;
