@@ -4,4 +4,3 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
-pub mod simulate;

@@ -8,6 +8,7 @@
 
 mod controller;
 mod crds;
+mod simulate;
 mod webhook;
 
 use std::process::ExitCode;
@@ -33,7 +34,7 @@ enum Command {
     /// Print the CustomResourceDefinitions of every Sluice kind.
     Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
-    Simulate(sluice_cli::simulate::SimulateArgs),
+    Simulate(simulate::SimulateArgs),
     /// Serve the admission webhook, or print its configurations (`webhook manifests`).
     Webhook(Box<webhook::WebhookArgs>),
 }
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => sluice_cli::bench::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
-        Command::Simulate(args) => sluice_cli::simulate::run(args),
+        Command::Simulate(args) => simulate::run(args),
         Command::Webhook(args) => webhook::run(*args),
     };
     match result {

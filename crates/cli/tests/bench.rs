@@ -22,7 +22,7 @@ use sluice_cli::bench::cluster;
 use sluice_cli::bench::floor::FloorOptions;
 use sluice_cli::bench::plan::{self, Plan};
 use sluice_cli::bench::run::{RunOptions, execute};
-use sluice_cli::simulate::scenario::{LoadOptions, load_with};
+use sluice_simulate::scenario::{LoadOptions, load_with};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Respond = tower_test::mock::SendResponse<Response<Body>>;

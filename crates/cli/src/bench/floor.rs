@@ -33,8 +33,8 @@ use super::cluster::{self, CallError};
 use super::plan::{self, PlannedWorkload};
 use super::report::{self, FloorReport};
 use super::{FloorArgs, OutputArgs, print};
-use crate::simulate::trace::TracePodSet;
 use sluice_controller::limit::Limiter;
+use sluice_simulate::trace::TracePodSet;
 
 /// Condition type the floor writes (the controller reads no such type).
 pub const CONDITION: &str = "BenchFloor";

@@ -24,9 +24,9 @@ use serde::Serialize;
 use super::plan::Plan;
 use super::scrape::{PeakRss, WriteCounts};
 use super::track::{Closed, Ms, Scope};
-use crate::simulate::report::table::Table;
-use crate::simulate::report::{WaitStats, resource_order, wait_stats};
-use crate::simulate::units::format_duration;
+use sluice_simulate::report::table::Table;
+use sluice_simulate::report::{WaitStats, resource_order, wait_stats};
+use sluice_simulate::units::format_duration;
 
 /// Window of the peak admission rate.
 pub const RATE_WINDOW_MS: Ms = 10_000;
@@ -814,7 +814,7 @@ mod tests {
         // The large-scale shape: 10 cohorts × 100 queues of 20 CPU. Nothing
         // admitted over 1 s: every queue at 0 %, all 1 000 in the JSON, the
         // table one row per cohort (100 × 20 = 2 000 CPU nominal each).
-        use crate::simulate::scenario::{LoadOptions, load_with};
+        use sluice_simulate::scenario::{LoadOptions, load_with};
         let src = crate::bench::plan::scenario_text("kueue-large-scale").expect("built in");
         let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.01 }).expect("loads");
         let plan = crate::bench::plan::build("sb-ls", &s, &m, 0.01).expect("plans");

@@ -2,9 +2,9 @@
 //! golden summaries of small scenarios whose figures are worked out by hand
 //! in the comments.
 
-use sluice_cli::simulate::report::{self, Report};
-use sluice_cli::simulate::sim::{self, SimOptions, SimResult};
-use sluice_cli::simulate::{scenario, trace::Diagnostic};
+use sluice_simulate::report::{self, Report};
+use sluice_simulate::sim::{self, SimOptions, SimResult};
+use sluice_simulate::{scenario, trace::Diagnostic};
 
 const HEADER: &str = "\
 apiVersion: sluice.dev/v1alpha1

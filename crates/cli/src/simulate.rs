@@ -1,22 +1,5 @@
-//! `sluice simulate`: replay a trace through the real admission engine in
-//! virtual time and report waits, utilisation, borrowing and preemption.
-//!
-//! ```text
-//! scenario.yaml ──scenario::load──▶ Scenario ──sim::run──▶ SimResult ──report::build──▶ Report
-//!   (api CRDs + Trace)             (engine specs +          (per-workload runs,          ├─ table  (terminal)
-//!                                   trace workloads)         per-queue time series)      ├─ json   (--json)
-//!                                                                                         └─ html   (--html FILE)
-//! ```
-//!
-//! The user-facing reference, including the JSON field names, is
-//! `docs/simulate.md`.
-
-pub mod clock;
-pub mod report;
-pub mod scenario;
-pub mod sim;
-pub mod trace;
-pub mod units;
+//! `sluice simulate`: the command line of the simulator (`sluice-simulate`):
+//! flags, the progress line, and where the report goes.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -24,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use sluice_simulate::{DEFAULT_EVICTION_DELAY, report, scenario, sim, units};
 
 /// Arguments of `sluice simulate`.
 #[derive(Debug, Clone, clap::Args)]
@@ -53,10 +37,6 @@ pub struct SimulateArgs {
     #[arg(long, short)]
     pub quiet: bool,
 }
-
-/// Time for a GPU job's pods to terminate, when neither the command line nor
-/// the scenario says.
-pub const DEFAULT_EVICTION_DELAY: units::Millis = 30_000;
 
 fn parse_duration_arg(s: &str) -> Result<units::Millis, String> {
     units::parse_duration(s)
