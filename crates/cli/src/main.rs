@@ -28,7 +28,7 @@ struct Cli {
 enum Command {
     /// Drive a running controller through Kueue's performance scenarios on a
     /// real API server (`bench run`), measure the write floor (`bench floor`).
-    Bench(sluice_cli::bench::BenchArgs),
+    Bench(sluice_bench::BenchArgs),
     /// Run the controller: queue Jobs, admit them through the engine, apply decisions.
     Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions of every Sluice kind.
@@ -42,7 +42,7 @@ enum Command {
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let result = match command {
-        Command::Bench(args) => sluice_cli::bench::run(args),
+        Command::Bench(args) => sluice_bench::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => simulate::run(args),

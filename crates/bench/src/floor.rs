@@ -289,7 +289,7 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::RUN_LABEL;
+    use crate::plan::RUN_LABEL;
     use sluice_api::validation::Validate;
 
     #[test]

@@ -57,11 +57,11 @@ pub const IMAGE: &str = "registry.k8s.io/pause:3.10";
 pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
     (
         "kueue-baseline",
-        include_str!("../../../../examples/simulate/kueue-baseline.yaml"),
+        include_str!("../../../examples/simulate/kueue-baseline.yaml"),
     ),
     (
         "kueue-large-scale",
-        include_str!("../../../../examples/simulate/kueue-large-scale.yaml"),
+        include_str!("../../../examples/simulate/kueue-large-scale.yaml"),
     ),
 ];
 
