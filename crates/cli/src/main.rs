@@ -9,6 +9,7 @@
 mod controller;
 mod crds;
 mod logging;
+mod simulate;
 mod webhook;
 
 use std::process::ExitCode;
@@ -28,13 +29,13 @@ struct Cli {
 enum Command {
     /// Drive a running controller through Kueue's performance scenarios on a
     /// real API server (`bench run`), measure the write floor (`bench floor`).
-    Bench(sluice_cli::bench::BenchArgs),
+    Bench(sluice_bench::BenchArgs),
     /// Run the controller: queue Jobs, admit them through the engine, apply decisions.
     Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions of every Sluice kind.
     Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
-    Simulate(sluice_cli::simulate::SimulateArgs),
+    Simulate(simulate::SimulateArgs),
     /// Serve the admission webhook, or print its configurations (`webhook manifests`).
     Webhook(Box<webhook::WebhookArgs>),
 }
@@ -42,10 +43,10 @@ enum Command {
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let result = match command {
-        Command::Bench(args) => sluice_cli::bench::run(args),
+        Command::Bench(args) => sluice_bench::run(args),
         Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
-        Command::Simulate(args) => sluice_cli::simulate::run(args),
+        Command::Simulate(args) => simulate::run(args),
         Command::Webhook(args) => webhook::run(*args),
     };
     match result {

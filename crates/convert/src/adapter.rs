@@ -1,10 +1,13 @@
+//! # sluice-convert
+//!
 //! CRDs → engine model. The engine (`sluice-scheduler`) knows nothing of
-//! Kubernetes; this module is the one place that turns `sluice.dev/v1alpha1`
+//! Kubernetes; this crate is the one place that turns `sluice.dev/v1alpha1`
 //! objects into its plain types. The controller and `sluice simulate` both
 //! use it, so a scenario file and a cluster mean the same thing.
 //!
 //! Every conversion is total or fails with the field path of what could not
 //! be converted; nothing is silently dropped.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 

@@ -3,22 +3,22 @@
 use std::fmt::Write as _;
 
 use super::{Group, Report, resource_order};
-use crate::simulate::units::format_duration;
+use crate::units::format_duration;
 
 /// Above this many cluster queues the table shows cohorts instead.
 const MAX_QUEUE_ROWS: usize = 40;
 
 /// Right-aligned columns except the first; two spaces between columns.
 /// (Also used by `sluice bench`'s terminal report.)
-pub(crate) struct Table {
-    pub(crate) header: Vec<String>,
-    pub(crate) rows: Vec<Vec<String>>,
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
     /// Index of rows after which a rule is drawn.
     rules: Vec<usize>,
 }
 
 impl Table {
-    pub(crate) fn new(header: Vec<String>) -> Self {
+    pub fn new(header: Vec<String>) -> Self {
         Self {
             header,
             rows: Vec::new(),
@@ -26,11 +26,11 @@ impl Table {
         }
     }
 
-    pub(crate) fn rule(&mut self) {
+    pub fn rule(&mut self) {
         self.rules.push(self.rows.len());
     }
 
-    pub(crate) fn render(&self, out: &mut String) {
+    pub fn render(&self, out: &mut String) {
         let cols = self.header.len();
         let mut widths = vec![0usize; cols];
         for row in std::iter::once(&self.header).chain(&self.rows) {

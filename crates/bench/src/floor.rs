@@ -33,8 +33,8 @@ use super::cluster::{self, CallError};
 use super::plan::{self, PlannedWorkload};
 use super::report::{self, FloorReport};
 use super::{FloorArgs, OutputArgs, print};
-use crate::simulate::trace::TracePodSet;
 use sluice_controller::limit::Limiter;
+use sluice_simulate::trace::TracePodSet;
 
 /// Condition type the floor writes (the controller reads no such type).
 pub const CONDITION: &str = "BenchFloor";
@@ -289,7 +289,7 @@ pub async fn command(args: FloorArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::RUN_LABEL;
+    use crate::plan::RUN_LABEL;
     use sluice_api::validation::Validate;
 
     #[test]

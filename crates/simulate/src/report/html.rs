@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Group, Report, resource_order};
-use crate::simulate::sim::{QueueSeries, RunEnd, SimResult};
-use crate::simulate::units::{Millis, format_duration};
+use crate::sim::{QueueSeries, RunEnd, SimResult};
+use crate::units::{Millis, format_duration};
 
 const PALETTE: [&str; 10] = [
     "#2563eb", "#e8590c", "#0f9d58", "#9333ea", "#d6336c", "#0891b2", "#ca8a04", "#4b5563", "#65a30d", "#7c3aed",

@@ -48,9 +48,9 @@ use super::report::{self, Extras, RunReport};
 use super::scrape::{self, HttpUrl};
 use super::track::{self, Ms, Observation, Tracker};
 use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
-use crate::simulate::scenario::{LoadOptions, load_with};
-use crate::simulate::units::format_duration;
 use sluice_controller::limit::Limiter;
+use sluice_simulate::scenario::{LoadOptions, load_with};
+use sluice_simulate::units::format_duration;
 
 /// How long to wait for the controller to show it sees the run's queues.
 pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);

@@ -24,9 +24,9 @@ use serde::Serialize;
 use super::plan::Plan;
 use super::scrape::{PeakRss, WriteCounts};
 use super::track::{Closed, Ms, Scope};
-use crate::simulate::report::table::Table;
-use crate::simulate::report::{WaitStats, resource_order, wait_stats};
-use crate::simulate::units::format_duration;
+use sluice_simulate::report::table::Table;
+use sluice_simulate::report::{WaitStats, resource_order, wait_stats};
+use sluice_simulate::units::format_duration;
 
 /// Window of the peak admission rate.
 pub const RATE_WINDOW_MS: Ms = 10_000;
@@ -734,8 +734,8 @@ pub fn render_floor(f: &FloorReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::PlannedWorkload;
-    use crate::bench::track::{Holding, Limit, Observation, QueueQuota, QuotaModel, Slot, Tracker};
+    use crate::plan::PlannedWorkload;
+    use crate::track::{Holding, Limit, Observation, QueueQuota, QuotaModel, Slot, Tracker};
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -814,10 +814,10 @@ mod tests {
         // The large-scale shape: 10 cohorts × 100 queues of 20 CPU. Nothing
         // admitted over 1 s: every queue at 0 %, all 1 000 in the JSON, the
         // table one row per cohort (100 × 20 = 2 000 CPU nominal each).
-        use crate::simulate::scenario::{LoadOptions, load_with};
-        let src = crate::bench::plan::scenario_text("kueue-large-scale").expect("built in");
+        use sluice_simulate::scenario::{LoadOptions, load_with};
+        let src = crate::plan::scenario_text("kueue-large-scale").expect("built in");
         let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.01 }).expect("loads");
-        let plan = crate::bench::plan::build("sb-ls", &s, &m, 0.01).expect("plans");
+        let plan = crate::plan::build("sb-ls", &s, &m, 0.01).expect("plans");
         // 35 → round(0.35) = 0 → at least 1; likewise 11 and 4: 3 per queue.
         assert_eq!(plan.workloads.len(), 3_000);
         let t = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));

@@ -1,3 +1,5 @@
+//! # sluice-bench
+//!
 //! `sluice bench`: Kueue's scheduler performance scenarios against a real API
 //! server and a running `sluice controller`, and the write floor beside them.
 //!
@@ -22,6 +24,7 @@
 //! Figures are computed from recorded observations only (`track`, `report`),
 //! so that they are unit-tested without a cluster. The user-facing reference
 //! is `docs/benchmarks.md`.
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 pub mod floor;

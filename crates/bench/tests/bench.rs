@@ -18,11 +18,11 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use sluice_cli::bench::cluster;
-use sluice_cli::bench::floor::FloorOptions;
-use sluice_cli::bench::plan::{self, Plan};
-use sluice_cli::bench::run::{RunOptions, execute};
-use sluice_cli::simulate::scenario::{LoadOptions, load_with};
+use sluice_bench::cluster;
+use sluice_bench::floor::FloorOptions;
+use sluice_bench::plan::{self, Plan};
+use sluice_bench::run::{RunOptions, execute};
+use sluice_simulate::scenario::{LoadOptions, load_with};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Respond = tower_test::mock::SendResponse<Response<Body>>;
@@ -702,7 +702,7 @@ async fn a_run_without_a_controller_fails_clearly() {
         }
     });
     let plan = plan("sb-none");
-    let run = sluice_cli::bench::cluster::wait_for_controller(&client, &plan, Duration::from_millis(600));
+    let run = sluice_bench::cluster::wait_for_controller(&client, &plan, Duration::from_millis(600));
     let err = run.await.expect_err("no controller");
     assert!(err.to_string().contains("is `sluice controller` running"), "{err}");
 }

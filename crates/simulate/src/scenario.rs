@@ -4,7 +4,7 @@
 //! parser) so that every document keeps its first line: errors from any
 //! document then carry file positions. Sluice kinds are deserialized into the
 //! api crate's types, checked with their `validate()` and converted by the
-//! controller's `adapter` (the same conversion a cluster gets); the `Trace` is
+//! `sluice-convert` crate (the same conversion a cluster gets); the `Trace` is
 //! the simulator's own kind ([`super::trace`]). Other kinds (Jobs, Namespaces)
 //! are ignored, so a cluster's manifests can be pasted in as they are; a
 //! Sluice object is read strictly ([`super::checks`]): unknown kinds and
@@ -348,7 +348,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 }
             };
         }
-        // The controller's adapter turns a valid object into the engine's
+        // The controller's conversion (sluice-convert) turns a valid object into the engine's
         // spec, so a scenario means exactly what the cluster would.
         let adapted = |kind: &str, e: adapter::AdapterError| {
             use adapter::AdapterError as E;

@@ -1,12 +1,12 @@
 //! Wall time of whole simulations of Kueue's performance shapes (parse,
 //! simulate, build the report). Targets on the 2-core machine: baseline
-//! ≤ 2 s, large-scale ≤ 10 s. `cargo bench -p sluice-cli --bench simulate`.
+//! ≤ 2 s, large-scale ≤ 10 s. `cargo bench -p sluice-simulate --bench simulate`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use sluice_cli::simulate::{report, scenario, sim};
+use sluice_simulate::{report, scenario, sim};
 
 fn run(file: &str) -> report::Report {
     let path = format!("{}/../../examples/simulate/{file}", env!("CARGO_MANIFEST_DIR"));

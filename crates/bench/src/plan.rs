@@ -1,7 +1,7 @@
 //! What a bench run creates, worked out before anything is sent.
 //!
 //! A scenario (`sluice simulate`'s format, read by
-//! [`crate::simulate::scenario::load_with`], counts scaled there) becomes a
+//! [`sluice_simulate::scenario::load_with`], counts scaled there) becomes a
 //! [`Plan`]: every name carries the run id (`<run>-<name>`), every object the
 //! label [`RUN_LABEL`]`=<run>`, so that runs never share objects with each
 //! other or with real queues, and cleanup finds everything by label.
@@ -34,10 +34,10 @@ use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
 use sluice_api::validation::{Validate, Violation};
 
 use super::track::{Limit, QueueQuota, QuotaModel};
-use crate::simulate::scenario::Manifests;
-use crate::simulate::sim::Scenario;
-use crate::simulate::trace::{SplitMix64, TracePodSet};
-use crate::simulate::units::Millis;
+use sluice_simulate::scenario::Manifests;
+use sluice_simulate::sim::Scenario;
+use sluice_simulate::trace::{SplitMix64, TracePodSet};
+use sluice_simulate::units::Millis;
 
 /// Label on everything a run creates; its value is the run id.
 pub const RUN_LABEL: &str = "sluice.dev/bench-run";
@@ -57,11 +57,11 @@ pub const IMAGE: &str = "registry.k8s.io/pause:3.10";
 pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
     (
         "kueue-baseline",
-        include_str!("../../../../examples/simulate/kueue-baseline.yaml"),
+        include_str!("../../../examples/simulate/kueue-baseline.yaml"),
     ),
     (
         "kueue-large-scale",
-        include_str!("../../../../examples/simulate/kueue-large-scale.yaml"),
+        include_str!("../../../examples/simulate/kueue-large-scale.yaml"),
     ),
 ];
 
@@ -423,7 +423,7 @@ fn is_dns_label(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::scenario::{LoadOptions, load_with};
+    use sluice_simulate::scenario::{LoadOptions, load_with};
 
     fn baseline(scale: f64) -> Plan {
         let src = scenario_text("kueue-baseline").expect("built in");

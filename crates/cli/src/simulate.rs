@@ -1,23 +1,5 @@
-//! `sluice simulate`: replay a trace through the real admission engine in
-//! virtual time and report waits, utilisation, borrowing and preemption.
-//!
-//! ```text
-//! scenario.yaml ──scenario::load──▶ Scenario ──sim::run──▶ SimResult ──report::build──▶ Report
-//!   (api CRDs + Trace)             (engine specs +          (per-workload runs,          ├─ table  (terminal)
-//!                                   trace workloads)         per-queue time series)      ├─ json   (--json)
-//!                                                                                         └─ html   (--html FILE)
-//! ```
-//!
-//! The user-facing reference, including the JSON field names, is
-//! `docs/simulate.md`.
-
-pub mod checks;
-pub mod clock;
-pub mod report;
-pub mod scenario;
-pub mod sim;
-pub mod trace;
-pub mod units;
+//! `sluice simulate`: the command line of the simulator (`sluice-simulate`):
+//! flags, the progress line, and where the report goes.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -25,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use sluice_simulate::{DEFAULT_EVICTION_DELAY, report, scenario, sim, units};
 
 /// Arguments of `sluice simulate`.
 #[derive(Debug, Clone, clap::Args)]
@@ -54,10 +37,6 @@ pub struct SimulateArgs {
     #[arg(long, short)]
     pub quiet: bool,
 }
-
-/// Time for a GPU job's pods to terminate, when neither the command line nor
-/// the scenario says.
-pub const DEFAULT_EVICTION_DELAY: units::Millis = 30_000;
 
 fn parse_duration_arg(s: &str) -> Result<units::Millis, String> {
     units::parse_duration(s)
@@ -175,4 +154,29 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         eprintln!("simulated in {:.2} s of wall time", elapsed.as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unwritable_html_path_fails_before_the_run() {
+        let dir = std::env::temp_dir().join(format!("sluice-sim-html-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let scenario = dir.join("s.yaml");
+        std::fs::write(&scenario, "apiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec: {}\n").unwrap();
+        let args = SimulateArgs {
+            scenario,
+            json: true,
+            html: Some(dir.join("no-such-dir/report.html")),
+            api_qps: None,
+            api_burst: 1,
+            eviction_delay: None,
+            quiet: true,
+        };
+        let err = run(args).unwrap_err();
+        assert!(format!("{err:#}").starts_with("cannot write --html "), "{err:#}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
