@@ -97,7 +97,7 @@ pub fn apiserver_args(minor: u32, dir: &Path, etcd_url: &str, port: u16) -> Vec<
         format!("--tls-cert-file={}", p("serving.crt")),
         format!("--tls-private-key-file={}", p("serving.key")),
         format!("--client-ca-file={}", p("ca.crt")),
-        format!("--service-account-key-file={}", p("sa.key")),
+        format!("--service-account-key-file={}", p("sa.pub")),
         format!("--service-account-signing-key-file={}", p("sa.key")),
         "--service-account-issuer=https://127.0.0.1".to_string(),
         "--service-cluster-ip-range=10.0.0.0/24".to_string(),
@@ -271,7 +271,7 @@ fn watchdog(dir: &Path, pids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// Writes `ca.crt`, `serving.{crt,key}`, `admin.{crt,key}`, `sa.key` and
+/// Writes `ca.crt`, `serving.{crt,key}`, `admin.{crt,key}`, `sa.{key,pub}` and
 /// the admin `kubeconfig` into `dir`.
 fn write_pki(dir: &Path, server: &str) -> Result<()> {
     let ca_key = KeyPair::generate()?;
@@ -315,6 +315,7 @@ fn write_pki(dir: &Path, server: &str) -> Result<()> {
         ("admin.crt", admin_cert.pem()),
         ("admin.key", admin_key.serialize_pem()),
         ("sa.key", sa_key.serialize_pem()),
+        ("sa.pub", sa_key.public_key_pem()),
         (
             "kubeconfig",
             kubeconfig(server, &ca_cert.pem(), &admin_cert.pem(), &admin_key.serialize_pem()),
