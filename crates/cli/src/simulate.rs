@@ -21,12 +21,14 @@ pub struct SimulateArgs {
     /// Also write a self-contained HTML report to this file.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Limit API writes (each admission and each eviction is one write) to
-    /// this many per second, like a controller's client rate limit.
-    #[arg(long, value_name = "N")]
-    pub api_qps: Option<f64>,
-    /// Writes that may go at once after an idle spell (token bucket size).
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "api_qps")]
+    /// API writes per second (each admission and each eviction is one
+    /// write), as the controller's `--kube-qps` (the same default); 0: no
+    /// limit.
+    #[arg(long, value_name = "N", default_value_t = sluice_controller::limit::DEFAULT_KUBE_QPS)]
+    pub api_qps: f64,
+    /// Writes that may go at once after an idle spell (token bucket size),
+    /// as the controller's `--kube-burst`.
+    #[arg(long, value_name = "N", default_value_t = sluice_controller::limit::DEFAULT_KUBE_BURST)]
     pub api_burst: u32,
     /// Time for a preempted workload's pods to terminate before its quota
     /// is free (e.g. 30s, 2m, 0). Default: the Trace's `spec.evictionDelay`,
@@ -53,11 +55,11 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         eviction_delay,
         quiet,
     } = args;
-    if let Some(q) = api_qps
-        && !(q.is_finite() && q > 0.0)
-    {
-        anyhow::bail!("--api-qps must be a positive number, got {q}");
+    if !(api_qps.is_finite() && api_qps >= 0.0) {
+        anyhow::bail!("--api-qps must be 0 (no limit) or a positive number, got {api_qps}");
     }
+    // 0 is no limit, as for the controller.
+    let api_qps = (api_qps > 0.0).then_some(api_qps);
     // An unwritable --html fails now, not after the whole run.
     let html_file = html
         .as_ref()
@@ -170,7 +172,7 @@ mod tests {
             scenario,
             json: true,
             html: Some(dir.join("no-such-dir/report.html")),
-            api_qps: None,
+            api_qps: 0.0,
             api_burst: 1,
             eviction_delay: None,
             quiet: true,

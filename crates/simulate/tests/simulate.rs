@@ -122,8 +122,11 @@ fn golden_fifo_on_one_queue() {
 /// - small: 4 GPUs in lender at 10m for 10m → its quota is lent out, so it
 ///   preempts big at 10m; big's pods are gone at 11m, small is admitted at
 ///   11m (wait 1m) and finishes at 21m. big requeues but needs 8 and only 4
-///   are free until 21m: re-admitted at 21m (its wait stays 0: time to
-///   *first* admission), finishes at 81m = the makespan.
+///   are free until 21m: re-admitted at 21m, finishes at 81m = the
+///   makespan. Its time to admission is 21m (to its latest admission, as
+///   Kueue's recorder counts it; 0 to the first), completion 81m, slowdown
+///   81/60 = 1.35, and the 10 minutes it ran on 8 GPUs before being
+///   preempted are 8 × 10/60 = 1.33 GPU-hours lost.
 ///
 /// Utilisation over 81m: lender 4×10 / (4×81) = 12.3 %; borrower holds 8
 /// over [0,11m] and [21m,81m] = 568 GPU·min / (4×81) = 175.3 %, of which
@@ -155,6 +158,19 @@ fn golden_borrow_then_reclaim() {
     assert_eq!(big.runs[1].started_at, Some(21 * 60_000));
     let small = r.classes.iter().find(|g| g.name == "small").unwrap();
     assert_eq!(small.wait.max_ms, 60_000);
+    let big_class = r.classes.iter().find(|g| g.name == "big").unwrap();
+    assert_eq!(big_class.wait.max_ms, 21 * 60_000);
+    assert_eq!(big_class.wait_to_first_admission.max_ms, 0);
+    assert_eq!(big_class.completion.max_ms, 81 * 60_000);
+    assert!((big_class.slowdown.max - 1.35).abs() < 1e-9);
+    assert!((big_class.gpu_hours_lost - 8.0 * 10.0 / 60.0).abs() < 1e-9);
+    let big_out = r.workloads.iter().find(|w| w.class == "big").unwrap();
+    assert_eq!(
+        (big_out.wait_ms, big_out.wait_to_first_admission_ms),
+        (Some(21 * 60_000), Some(0))
+    );
+    assert_eq!(big_out.preemptions, 1);
+    assert!((r.totals.gpu_hours_lost - big_out.gpu_hours_lost).abs() < 1e-9);
     assert!((utilisation(&r, "lender") - 40.0 / 324.0).abs() < 1e-9);
     assert!((utilisation(&r, "borrower") - 568.0 / 324.0).abs() < 1e-9);
     let borrower = r.cluster_queues.iter().find(|g| g.name == "borrower").unwrap();
@@ -456,7 +472,7 @@ fn workloads_that_never_fit_are_reported_with_a_reason() {
         queue("team", None, 8, None, "{}"),
         trace(&[job("fits", "team", "0s", 4, "1m"), job("huge", "team", "0s", 16, "1m")])
     );
-    let (r, _) = simulate(&text, &SimOptions::default());
+    let (r, result) = simulate(&text, &SimOptions::default());
     assert_eq!((r.totals.admitted, r.totals.never_admitted), (1, 1));
     assert_eq!(r.pending_at_end.len(), 1);
     let p = &r.pending_at_end[0];
@@ -465,6 +481,13 @@ fn workloads_that_never_fit_are_reported_with_a_reason() {
     assert!(reason.contains("nvidia.com/gpu"), "{reason}");
     let table = report::table::render(&r);
     assert!(table.contains("1 workload was never admitted"), "{table}");
+    // The HTML report lists it with its reason too.
+    let html = report::html::render(&r, &result);
+    assert!(html.contains("Never admitted (1)"), "no never-admitted section");
+    assert!(
+        html.contains("<td class=\"l\">team/huge</td>"),
+        "the workload is listed"
+    );
 }
 
 /// The Kueue shapes as issue 4 states them: 5 × 6 queues with 350/100/50
@@ -652,4 +675,60 @@ fn absurd_sizes_are_refused_with_the_limit() {
         "{}",
         errors[0]
     );
+}
+
+/// GPUs are reported per flavor: one queue with 8 H100 and 8 L4, a job
+/// holding the 8 H100 for the whole run and nothing on L4. Summed, the
+/// queue's GPUs look half used; per flavor, the H100 are full and the L4
+/// idle, and the table says so.
+#[test]
+fn gpu_figures_are_per_flavor() {
+    let text = format!(
+        "{HEADER}---
+apiVersion: sluice.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {{name: l4}}
+spec: {{}}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {{name: team}}
+spec:
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources:
+      - {{name: nvidia.com/gpu, nominalQuota: 8}}
+    - name: l4
+      resources:
+      - {{name: nvidia.com/gpu, nominalQuota: 8}}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {{name: jobs, namespace: team}}
+spec: {{clusterQueue: team}}
+{}",
+        trace(&[job("big", "team", "0s", 8, "10m")])
+    );
+    let (r, result) = simulate(&text, &SimOptions::default());
+    let team = r.cluster_queues.iter().find(|g| g.name == "team").unwrap();
+    let util = |flavor: &str| {
+        team.flavors
+            .iter()
+            .find(|x| x.flavor.as_deref() == Some(flavor))
+            .and_then(|x| x.utilisation)
+            .unwrap()
+    };
+    assert!((util("h100") - 1.0).abs() < 1e-9);
+    assert_eq!(util("l4"), 0.0);
+    assert!((team.resources[0].utilisation.unwrap() - 0.5).abs() < 1e-9, "summed");
+    let table = report::table::render(&r);
+    assert!(table.contains("gpu h100") && table.contains("gpu l4"), "{table}");
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["totals"]["flavors"][0]["flavor"], "h100");
+    assert_eq!(json["workloads"][0]["name"], "team/big");
+    // One chart per flavor, each against its own nominal quota.
+    let html = report::html::render(&r, &result);
+    assert!(html.contains("nvidia.com/gpu on h100") && html.contains("nvidia.com/gpu on l4"));
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Group, Report, resource_order};
+use super::{Column, Group, Report, resource_order};
 use crate::sim::{QueueSeries, RunEnd, SimResult};
 use crate::units::{Millis, format_duration};
 
@@ -274,17 +274,47 @@ fn scale_for(resource: &str) -> f64 {
     }
 }
 
-/// Small multiples: per queue, use of its primary resource (within nominal
-/// and borrowed) against the nominal quota.
+/// Small multiples: per queue and flavor, use of the queue's primary
+/// resource (within nominal and borrowed) against that flavor's nominal
+/// quota. Per flavor, because borrowing is: summed over flavors, work
+/// borrowed on one flavor could be drawn below a nominal line that another,
+/// idle flavor holds up.
 fn utilisation_charts(out: &mut String, r: &SimResult, unit: TimeUnit) {
     let chosen = chosen_queues(r);
     let end = r.end.max(1);
     out.push_str(r#"<div class="grid2">"#);
-    for (n, &qi) in chosen.iter().enumerate() {
+    let mut n = 0;
+    for &qi in &chosen {
         let q = &r.queues[qi];
         let Some(res) = primary_resource(q) else { continue };
+        for slot in (0..q.slots.len()).filter(|&s| q.slots[s].resource == res) {
+            flavor_chart(out, q, slot, n, end, unit);
+            n += 1;
+        }
+    }
+    out.push_str("</div>");
+    let _ = write!(
+        out,
+        r#"<p class="legend"><span class="sw" style="background:#2563eb;opacity:.55"></span>in use within nominal quota <span class="sw hatch"></span>borrowed from the cohort (above nominal) <span class="sw dash"></span>nominal quota{}</p>"#,
+        if r.queues.len() > chosen.len() {
+            format!(
+                " · showing the {} queues with the most quota of {}",
+                chosen.len(),
+                r.queues.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// One queue's use of one (flavor, resource) slot over time.
+fn flavor_chart(out: &mut String, q: &QueueSeries, slot: usize, n: usize, end: Millis, unit: TimeUnit) {
+    {
+        let res = q.slots[slot].resource.clone();
+        let flavor = q.slots[slot].flavor.clone();
         let scale = scale_for(&res);
-        let slots: Vec<usize> = (0..q.slots.len()).filter(|&s| q.slots[s].resource == res).collect();
+        let slots = [slot];
         let nominal: f64 = slots.iter().map(|&s| q.slots[s].nominal as f64).sum::<f64>() / scale;
         let mut own_pts = Vec::new();
         let mut borrowed_pts = Vec::new();
@@ -323,13 +353,14 @@ fn utilisation_charts(out: &mut String, r: &SimResult, unit: TimeUnit) {
         };
         let _ = write!(
             out,
-            r#"<figure class="card"><figcaption><b>{}</b>{} <span class="muted">· {} · nominal {} · mean {:.0}% of nominal</span></figcaption><svg viewBox="0 0 {} {}" role="img" aria-label="{} use of {} over time">"#,
+            r#"<figure class="card"><figcaption><b>{}</b>{} <span class="muted">· {} on {} · nominal {} · mean {:.0}% of nominal</span></figcaption><svg viewBox="0 0 {} {}" role="img" aria-label="{} use of {} over time">"#,
             esc(&q.name),
             q.cohort
                 .as_ref()
                 .map(|c| format!(r#" <span class="pill">cohort {}</span>"#, esc(c)))
                 .unwrap_or_default(),
             esc(&res),
+            esc(&flavor),
             fmt_tick((nominal * 100.0).round() / 100.0),
             mean_util,
             p.w,
@@ -373,20 +404,6 @@ fn utilisation_charts(out: &mut String, r: &SimResult, unit: TimeUnit) {
         );
         out.push_str("</svg></figure>");
     }
-    out.push_str("</div>");
-    let _ = write!(
-        out,
-        r#"<p class="legend"><span class="sw" style="background:#2563eb;opacity:.55"></span>in use within nominal quota <span class="sw hatch"></span>borrowed from the cohort (above nominal) <span class="sw dash"></span>nominal quota{}</p>"#,
-        if r.queues.len() > chosen.len() {
-            format!(
-                " · showing the {} queues with the most quota of {}",
-                chosen.len(),
-                r.queues.len()
-            )
-        } else {
-            String::new()
-        }
-    );
 }
 
 /// One line per queue: workloads waiting (pending) over time.
@@ -459,7 +476,8 @@ fn legend<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
 fn wait_chart(out: &mut String, r: &SimResult, report: &Report) {
     let mut by_class: BTreeMap<&str, Vec<Millis>> = BTreeMap::new();
     for (w, rec) in r.workloads.iter().zip(&r.records) {
-        if let Some(s) = rec.first_start() {
+        // Time to the latest admission, as the tables count it.
+        if let Some(s) = rec.runs.iter().rev().find_map(|run| run.started_at) {
             by_class.entry(w.class.as_str()).or_default().push(s - w.arrival);
         }
     }
@@ -677,15 +695,48 @@ fn bar(out: &mut String, p: &Plot, unit: TimeUnit, from: Millis, to: Millis, y: 
     );
 }
 
-fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>, resources: &[String]) {
+/// The workloads never admitted, with the engine's reason for each.
+fn never_admitted(out: &mut String, report: &Report) {
+    let pending = &report.pending_at_end;
+    if pending.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        r#"<h2>Never admitted ({})</h2><p class="lede">Still waiting when the run ended, with nothing left to free quota for them, and the engine's last word on why.</p><div class="tablewrap"><table><thead><tr><th class="l">workload</th><th class="l">class</th><th class="l">cluster queue</th><th class="l">why</th></tr></thead><tbody>"#,
+        pending.len()
+    );
+    for p in pending.iter().take(MAX_NEVER_ADMITTED) {
+        let _ = write!(
+            out,
+            r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
+            esc(&p.name),
+            esc(&p.class),
+            esc(&p.cluster_queue),
+            esc(p.reason.as_deref().unwrap_or("no explanation"))
+        );
+    }
+    out.push_str("</tbody></table></div>");
+    if pending.len() > MAX_NEVER_ADMITTED {
+        let _ = write!(
+            out,
+            r#"<p class="muted">… and {} more (all are in the JSON output).</p>"#,
+            pending.len() - MAX_NEVER_ADMITTED
+        );
+    }
+}
+
+/// Never-admitted workloads listed in the HTML report.
+const MAX_NEVER_ADMITTED: usize = 200;
+
+fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>, resources: &[Column]) {
     let _ = write!(
         out,
         r#"<div class="tablewrap"><table><thead><tr><th class="l">{}</th><th>workloads</th><th>admitted</th><th>finished</th><th>preempted</th><th>pending</th><th>wait mean</th><th>p50</th><th>p95</th><th>max</th>"#,
         esc(first)
     );
-    for res in resources {
-        let short = res.strip_prefix("nvidia.com/").unwrap_or(res);
-        let _ = write!(out, r#"<th title="{}">{}</th>"#, esc(res), esc(short));
+    for col in resources {
+        let _ = write!(out, r#"<th title="{}">{}</th>"#, esc(&col.resource), esc(&col.label()));
     }
     if !resources.is_empty() {
         out.push_str("<th>borrowed</th>");
@@ -714,12 +765,8 @@ fn table(out: &mut String, first: &str, groups: &[Group], totals: Option<&Group>
                 format_duration(g.wait.max_ms)
             );
         }
-        for (k, res) in resources.iter().enumerate() {
-            let u = g
-                .resources
-                .iter()
-                .find(|x| &x.resource == res)
-                .and_then(|x| x.utilisation);
+        for (k, col) in resources.iter().enumerate() {
+            let u = col.of(g).and_then(|x| x.utilisation);
             match u {
                 // A meter for the first (GPU) resource only keeps the table narrow.
                 Some(u) if k > 0 => {
@@ -892,14 +939,13 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     out.push_str(r#"<h2>Queue depth</h2><p class="lede">Workloads waiting for admission in each cluster queue (including preempted workloads waiting to run again).</p>"#);
     depth_chart(&mut out, r, unit);
 
-    out.push_str(r#"<h2>Time to admission per workload class</h2><p class="lede">Share of each class admitted within a given wait, from arrival to the admission write.</p>"#);
+    out.push_str(r#"<h2>Time to admission per workload class</h2><p class="lede">Share of each class admitted within a given wait, from arrival to the admission write of its latest admission.</p>"#);
     wait_chart(&mut out, r, report);
 
     out.push_str(r#"<h2>The largest gangs</h2><p class="lede">Each lane is one of the largest workloads, admitted whole or not at all: grey while waiting, coloured while running.</p>"#);
     gantt(&mut out, r, unit);
 
-    let mut resources: Vec<String> = t.resources.iter().map(|x| x.resource.clone()).collect();
-    resources.sort_by(|a, b| resource_order(a, b));
+    let resources = Column::all(t);
     let by_cohort = report.cluster_queues.len() > 40 && !report.cohorts.is_empty();
     let _ = write!(
         out,
@@ -927,6 +973,7 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     );
     out.push_str(r#"<h2>Workload classes</h2>"#);
     table(&mut out, "class", &report.classes, None, &[]);
+    never_admitted(&mut out, report);
 
     let _ = write!(
         out,

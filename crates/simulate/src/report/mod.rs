@@ -2,9 +2,18 @@
 //! JSON (field names documented in `docs/simulate.md`), and an HTML report.
 //!
 //! Definitions (the same in every rendering):
-//! - *time to admission*: from arrival to the first admission write (when
-//!   the pods could first start), so API throttling counts as waiting;
-//!   workloads never admitted are left out and counted as `neverAdmitted`.
+//! - *time to admission*: from arrival to the admission write of the
+//!   workload's latest admission (the one it finished in, for a finished
+//!   workload), as Kueue's benchmark recorder and `sluice bench` count it:
+//!   a workload preempted twice waited until its third start. API
+//!   throttling counts as waiting. Workloads never admitted are left out
+//!   and counted as `neverAdmitted`. *Time to first admission* is beside it.
+//! - *completion time*: from arrival to finishing (finished workloads);
+//!   *slowdown*: completion time ÷ the workload's own run time (1 = it
+//!   neither waited nor lost work).
+//! - *GPU-hours lost to preemption*: for every run cut short by preemption
+//!   or a stop policy, its GPUs (`nvidia.com/gpu` and other GPU resources,
+//!   MIG slices counted as units) × how long it had run.
 //! - percentiles use the nearest-rank method: p50 of n sorted values is
 //!   the value at rank ⌈0.5·n⌉.
 //! - *utilisation* of a resource: quota in use (reserved by admitted
@@ -21,7 +30,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::sim::{QueueSeries, RunEnd, SimOptions, SimResult};
+use super::sim::{QueueSeries, RunEnd, SimOptions, SimResult, WorkloadRecord};
+use super::trace::TraceWorkload;
 use super::units::Millis;
 
 #[derive(Debug, Clone, Serialize)]
@@ -40,6 +50,8 @@ pub struct Report {
     /// Per cohort (queues without a cohort are left out).
     pub cohorts: Vec<Group>,
     pub classes: Vec<Group>,
+    /// Every workload's own figures, in trace order.
+    pub workloads: Vec<WorkloadOut>,
     /// Workloads still waiting when the run ended (they can never be
     /// admitted with this quota), with the engine's last explanation.
     pub pending_at_end: Vec<PendingOut>,
@@ -54,6 +66,30 @@ pub struct PendingOut {
     pub cluster_queue: String,
     /// Why it waits, as the engine explains it (`null` if it never said).
     pub reason: Option<String>,
+}
+
+/// One workload's figures (times in ms of virtual time).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadOut {
+    pub name: String,
+    pub class: String,
+    pub cluster_queue: String,
+    pub arrival_ms: Millis,
+    /// Own run time, from the trace.
+    pub duration_ms: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_to_first_admission_ms: Option<Millis>,
+    /// Time to its latest admission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_ms: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+    pub preemptions: u32,
+    pub evictions: u32,
+    pub gpu_hours_lost: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -91,10 +127,24 @@ pub struct Group {
     pub never_admitted: u64,
     /// Workloads the engine refused at arrival.
     pub rejected: u64,
+    /// Time to admission (the latest one), over the admitted workloads.
     pub wait: WaitStats,
-    /// Per resource (GPUs first); empty for classes.
+    /// Time to the first admission, over the same workloads.
+    pub wait_to_first_admission: WaitStats,
+    /// Arrival to finish, over the finished workloads.
+    pub completion: WaitStats,
+    /// Completion time ÷ own run time, over the finished workloads with a
+    /// run time.
+    pub slowdown: RatioStats,
+    /// GPU-hours of runs cut short by preemption or a stop policy.
+    pub gpu_hours_lost: f64,
+    /// Per resource (GPUs first), summed over flavors; empty for classes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<ResourceUse>,
+    /// Per (resource, flavor), GPUs first: an H100 is not an L4, and
+    /// borrowing is per flavor. Empty for classes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flavors: Vec<ResourceUse>,
 }
 
 /// Time to admission over the admitted workloads, ms.
@@ -108,10 +158,24 @@ pub struct WaitStats {
     pub max_ms: Millis,
 }
 
+/// Mean and percentiles of a ratio.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RatioStats {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub max: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUse {
     pub resource: String,
+    /// The flavor, in [`Group::flavors`]; absent in the per-resource sums.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<String>,
     /// Nominal quota, in the resource's units (summed over flavors).
     pub nominal: f64,
     /// Largest amount in use at once, in units.
@@ -140,6 +204,109 @@ pub fn resource_order(a: &str, b: &str) -> std::cmp::Ordering {
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
+pub fn ratio_stats(mut values: Vec<f64>) -> RatioStats {
+    if values.is_empty() {
+        return RatioStats::default();
+    }
+    values.sort_unstable_by(f64::total_cmp);
+    let n = values.len();
+    let rank = |p: f64| values[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    RatioStats {
+        count: n as u64,
+        mean: values.iter().sum::<f64>() / n as f64,
+        p50: rank(0.50),
+        p95: rank(0.95),
+        max: values[n - 1],
+    }
+}
+
+/// A resource column of the queue tables: GPUs per flavor (an H100 is not
+/// an L4), other resources summed over flavors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    pub resource: String,
+    pub flavor: Option<String>,
+}
+
+impl Column {
+    /// The columns for a report, from its totals.
+    pub fn all(totals: &Group) -> Vec<Column> {
+        let gpus = totals.flavors.iter().filter(|x| is_gpu_resource(&x.resource));
+        let rest = totals.resources.iter().filter(|x| !is_gpu_resource(&x.resource));
+        gpus.chain(rest)
+            .map(|x| Column {
+                resource: x.resource.clone(),
+                flavor: x.flavor.clone(),
+            })
+            .collect()
+    }
+
+    /// This column's figures in a group.
+    pub fn of<'a>(&self, g: &'a Group) -> Option<&'a ResourceUse> {
+        let list = if self.flavor.is_some() {
+            &g.flavors
+        } else {
+            &g.resources
+        };
+        list.iter()
+            .find(|x| x.resource == self.resource && x.flavor == self.flavor)
+    }
+
+    /// `gpu a100-80gb`, `cpu`, `memory`.
+    pub fn label(&self) -> String {
+        let short = match self.resource.as_str() {
+            "nvidia.com/gpu" => "gpu",
+            r => r.strip_prefix("nvidia.com/").unwrap_or(r),
+        };
+        match &self.flavor {
+            Some(f) => format!("{short} {f}"),
+            None => short.to_string(),
+        }
+    }
+}
+
+/// Whether a resource counts as GPUs for GPU-hours.
+pub fn is_gpu_resource(resource: &str) -> bool {
+    resource == "nvidia.com/gpu" || resource.contains("gpu") || resource.contains("mig-")
+}
+
+/// A workload's figures from its record.
+fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
+    let first = rec.first_start();
+    let latest = rec.runs.iter().rev().find_map(|r| r.started_at);
+    let completion = rec.finished_at().map(|f| f - w.arrival);
+    let gpus: i64 = w
+        .pod_sets
+        .iter()
+        .flat_map(|ps| ps.requests.iter().map(move |(r, &a)| (r, a * i64::from(ps.count))))
+        .filter(|(r, _)| is_gpu_resource(r))
+        .map(|(_, a)| a)
+        .sum();
+    let lost_ms: i64 = rec
+        .runs
+        .iter()
+        .filter(|r| matches!(r.end, RunEnd::Preempted | RunEnd::Evicted))
+        .filter_map(|r| Some(r.ended_at? - r.started_at?))
+        .map(|d| d.max(0))
+        .sum();
+    WorkloadOut {
+        name: w.name.clone(),
+        class: w.class.clone(),
+        cluster_queue: rec.cluster_queue.to_string(),
+        arrival_ms: w.arrival,
+        duration_ms: w.duration,
+        wait_to_first_admission_ms: first.map(|s| s - w.arrival),
+        wait_ms: latest.map(|s| s - w.arrival),
+        completion_ms: completion,
+        slowdown: completion
+            .filter(|_| w.duration > 0)
+            .map(|c| c as f64 / w.duration as f64),
+        preemptions: rec.preempted,
+        evictions: rec.evicted,
+        gpu_hours_lost: gpus as f64 / 1000.0 * lost_ms as f64 / 3_600_000.0,
+    }
+}
+
 pub fn wait_stats(mut waits: Vec<Millis>) -> WaitStats {
     if waits.is_empty() {
         return WaitStats::default();
@@ -165,37 +332,57 @@ struct Integrals {
     peak: i64,
 }
 
-fn queue_integrals(q: &QueueSeries, end: Millis, acc: &mut BTreeMap<String, Integrals>) {
+/// What integrals are kept per: a resource (summed over flavors), or a
+/// (resource, flavor) pair.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    resource: String,
+    flavor: Option<String>,
+}
+
+impl Key {
+    fn of(slot: &super::sim::Slot, per_flavor: bool) -> Self {
+        Self {
+            resource: slot.resource.clone(),
+            flavor: per_flavor.then(|| slot.flavor.clone()),
+        }
+    }
+}
+
+fn queue_integrals(q: &QueueSeries, end: Millis, per_flavor: bool, acc: &mut BTreeMap<Key, Integrals>) {
     for s in &q.slots {
-        acc.entry(s.resource.clone()).or_default().nominal += s.nominal;
+        acc.entry(Key::of(s, per_flavor)).or_default().nominal += s.nominal;
     }
     for (k, sample) in q.samples.iter().enumerate() {
         let until = q.samples.get(k + 1).map_or(end, |n| n.at).max(sample.at);
         let dt = (until - sample.at) as f64;
-        let mut per_resource: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut per_key: BTreeMap<Key, i64> = BTreeMap::new();
         for (slot, &used) in q.slots.iter().zip(sample.used.iter()) {
-            let e = acc.entry(slot.resource.clone()).or_default();
+            let key = Key::of(slot, per_flavor);
+            let e = acc.entry(key.clone()).or_default();
             e.used += used as f64 * dt;
+            // Borrowing is per slot: a flavor above its nominal quota
+            // borrows even while another flavor of the queue sits idle.
             e.borrowed += (used - slot.nominal).max(0) as f64 * dt;
-            *per_resource.entry(&slot.resource).or_default() += used;
+            *per_key.entry(key).or_default() += used;
         }
-        for (r, used) in per_resource {
-            let e = acc.get_mut(r).expect("entry created above");
+        for (key, used) in per_key {
+            let e = acc.get_mut(&key).expect("entry created above");
             e.peak = e.peak.max(used);
         }
     }
 }
 
-fn resources_out(acc: &BTreeMap<String, Integrals>, end: Millis) -> Vec<ResourceUse> {
-    let mut names: Vec<&String> = acc.keys().collect();
-    names.sort_by(|a, b| resource_order(a, b));
-    names
-        .into_iter()
-        .map(|r| {
-            let i = &acc[r];
+fn resources_out(acc: &BTreeMap<Key, Integrals>, end: Millis) -> Vec<ResourceUse> {
+    let mut keys: Vec<&Key> = acc.keys().collect();
+    keys.sort_by(|a, b| resource_order(&a.resource, &b.resource).then_with(|| a.flavor.cmp(&b.flavor)));
+    keys.into_iter()
+        .map(|key| {
+            let i = &acc[key];
             let span = end.max(1) as f64;
             ResourceUse {
-                resource: r.clone(),
+                resource: key.resource.clone(),
+                flavor: key.flavor.clone(),
                 nominal: i.nominal as f64 / 1000.0,
                 peak: i.peak as f64 / 1000.0,
                 utilisation: (i.nominal > 0).then(|| i.used / (i.nominal as f64 * span)),
@@ -203,6 +390,47 @@ fn resources_out(acc: &BTreeMap<String, Integrals>, end: Millis) -> Vec<Resource
             }
         })
         .collect()
+}
+
+/// Per resource and per (resource, flavor) figures of a set of queues.
+#[derive(Default)]
+struct Usage {
+    by_resource: BTreeMap<Key, Integrals>,
+    by_flavor: BTreeMap<Key, Integrals>,
+}
+
+impl Usage {
+    fn of(q: &QueueSeries, end: Millis) -> Self {
+        let mut u = Self::default();
+        queue_integrals(q, end, false, &mut u.by_resource);
+        queue_integrals(q, end, true, &mut u.by_flavor);
+        u
+    }
+
+    /// Adds another queue's integrals (peaks are set separately: the peak
+    /// of a sum is not the sum of peaks).
+    fn add(&mut self, other: &Usage) {
+        for (mine, theirs) in [
+            (&mut self.by_resource, &other.by_resource),
+            (&mut self.by_flavor, &other.by_flavor),
+        ] {
+            for (key, i) in theirs {
+                let e = mine.entry(key.clone()).or_default();
+                e.nominal += i.nominal;
+                e.used += i.used;
+                e.borrowed += i.borrowed;
+            }
+        }
+    }
+
+    /// Sets the peaks of these queues, replayed together.
+    fn set_peaks<'a>(&mut self, queues: impl Iterator<Item = &'a QueueSeries> + Clone) {
+        for (per_flavor, acc) in [(false, &mut self.by_resource), (true, &mut self.by_flavor)] {
+            for (key, peak) in cluster_peaks(queues.clone(), per_flavor) {
+                acc.entry(key).or_default().peak = peak;
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -215,10 +443,18 @@ struct Tally {
     never_admitted: u64,
     rejected: u64,
     waits: Vec<Millis>,
+    first_waits: Vec<Millis>,
+    completions: Vec<Millis>,
+    slowdowns: Vec<f64>,
+    gpu_hours_lost: f64,
 }
 
 impl Tally {
-    fn into_group(self, name: String, cohort: Option<String>, resources: Vec<ResourceUse>) -> Group {
+    fn into_group(self, name: String, cohort: Option<String>, usage: Option<(&Usage, Millis)>) -> Group {
+        let (resources, flavors) = match usage {
+            Some((u, end)) => (resources_out(&u.by_resource, end), resources_out(&u.by_flavor, end)),
+            None => (Vec::new(), Vec::new()),
+        };
         Group {
             name,
             cohort,
@@ -230,7 +466,12 @@ impl Tally {
             never_admitted: self.never_admitted,
             rejected: self.rejected,
             wait: wait_stats(self.waits),
+            wait_to_first_admission: wait_stats(self.first_waits),
+            completion: wait_stats(self.completions),
+            slowdown: ratio_stats(self.slowdowns),
+            gpu_hours_lost: self.gpu_hours_lost,
             resources,
+            flavors,
         }
     }
 }
@@ -248,21 +489,26 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
             by_cohort.entry(c.as_str()).or_default();
         }
     }
+    let mut workloads = Vec::with_capacity(r.workloads.len());
     for (w, rec) in r.workloads.iter().zip(&r.records) {
         by_queue.entry(&rec.cluster_queue).or_default();
         by_class.entry(&w.class).or_default();
-        let wait = rec.first_start().map(|s| s - w.arrival);
+        let out = workload_out(w, rec);
         let finished = rec.runs.last().is_some_and(|x| x.end == RunEnd::Finished);
         let apply = |t: &mut Tally| {
             t.workloads += 1;
             if rec.rejected.is_some() {
                 t.rejected += 1;
-            } else if let Some(wait) = wait {
+            } else if let (Some(wait), Some(first)) = (out.wait_ms, out.wait_to_first_admission_ms) {
                 t.admitted += 1;
                 t.waits.push(wait);
+                t.first_waits.push(first);
             } else {
                 t.never_admitted += 1;
             }
+            t.completions.extend(out.completion_ms);
+            t.slowdowns.extend(out.slowdown);
+            t.gpu_hours_lost += out.gpu_hours_lost;
             t.finished += u64::from(finished);
             t.preemptions += u64::from(rec.preempted);
             t.evictions += u64::from(rec.evicted);
@@ -273,58 +519,41 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         if let Some(c) = cohort_of.get(&*rec.cluster_queue) {
             apply(by_cohort.get_mut(c).expect("inserted above"));
         }
+        workloads.push(out);
     }
 
-    let mut all: BTreeMap<String, Integrals> = BTreeMap::new();
-    let mut per_cohort: BTreeMap<&str, BTreeMap<String, Integrals>> = BTreeMap::new();
+    let mut all = Usage::default();
+    let mut per_cohort: BTreeMap<&str, Usage> = BTreeMap::new();
     let mut cluster_queues = Vec::new();
     for q in &r.queues {
-        let mut acc = BTreeMap::new();
-        queue_integrals(q, r.end, &mut acc);
-        for (res, i) in &acc {
-            let mut targets = vec![all.entry(res.clone()).or_default()];
-            if let Some(c) = &q.cohort {
-                targets.push(
-                    per_cohort
-                        .entry(c.as_str())
-                        .or_default()
-                        .entry(res.clone())
-                        .or_default(),
-                );
-            }
-            for e in targets {
-                e.nominal += i.nominal;
-                e.used += i.used;
-                e.borrowed += i.borrowed;
-            }
+        let usage = Usage::of(q, r.end);
+        all.add(&usage);
+        if let Some(c) = &q.cohort {
+            per_cohort.entry(c.as_str()).or_default().add(&usage);
         }
         let tally = by_queue.remove(q.name.as_str()).unwrap_or_default();
-        cluster_queues.push(tally.into_group(q.name.clone(), q.cohort.clone(), resources_out(&acc, r.end)));
+        cluster_queues.push(tally.into_group(q.name.clone(), q.cohort.clone(), Some((&usage, r.end))));
     }
-    // Cluster peak per resource: replay all samples in time order.
-    for (res, peak) in cluster_peaks(r.queues.iter()) {
-        all.entry(res).or_default().peak = peak;
-    }
+    // Cluster and cohort peaks: replay the samples of all their queues in time order.
+    all.set_peaks(r.queues.iter());
     let cohorts = by_cohort
         .into_iter()
         .map(|(name, t)| {
-            let mut acc = per_cohort.remove(name).unwrap_or_default();
-            for (res, peak) in cluster_peaks(r.queues.iter().filter(|q| q.cohort.as_deref() == Some(name))) {
-                acc.entry(res).or_default().peak = peak;
-            }
-            t.into_group(name.to_string(), None, resources_out(&acc, r.end))
+            let mut usage = per_cohort.remove(name).unwrap_or_default();
+            usage.set_peaks(r.queues.iter().filter(|q| q.cohort.as_deref() == Some(name)));
+            t.into_group(name.to_string(), None, Some((&usage, r.end)))
         })
         .collect();
     // Borrowing moves quota between queues, so it is not "borrowed" for the
     // cluster as a whole: report the queues' sum, which says how much work
     // ran on lent quota.
-    let totals = total.into_group("total".into(), None, resources_out(&all, r.end));
+    let totals = total.into_group("total".into(), None, Some((&all, r.end)));
     let classes = by_class
         .into_iter()
-        .map(|(name, t)| t.into_group(name.to_string(), None, Vec::new()))
+        .map(|(name, t)| t.into_group(name.to_string(), None, None))
         .collect();
     Report {
-        format: 1,
+        format: 2,
         scenario: scenario.to_string(),
         options: OptionsOut {
             api_qps: opts.api_qps,
@@ -346,6 +575,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         cluster_queues,
         cohorts,
         classes,
+        workloads,
         pending_at_end: r
             .workloads
             .iter()
@@ -361,8 +591,9 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
     }
 }
 
-/// Largest cluster-wide use of each resource at any instant.
-fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>) -> BTreeMap<String, i64> {
+/// Largest use of each resource (or (resource, flavor)) at any instant,
+/// over these queues together.
+fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>, per_flavor: bool) -> BTreeMap<Key, i64> {
     let queues: Vec<&QueueSeries> = queues.collect();
     // (time, queue, slot, value) events; replay keeping each slot's value.
     let mut points: Vec<(Millis, usize, usize, i64)> = Vec::new();
@@ -375,20 +606,20 @@ fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>) -> BTreeMap<
     }
     points.sort_unstable_by_key(|p| (p.0, p.1, p.2));
     let mut current: Vec<Vec<i64>> = queues.iter().map(|q| vec![0; q.slots.len()]).collect();
-    let mut sums: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut peaks: BTreeMap<String, i64> = BTreeMap::new();
+    let mut sums: BTreeMap<Key, i64> = BTreeMap::new();
+    let mut peaks: BTreeMap<Key, i64> = BTreeMap::new();
     let mut k = 0;
     while k < points.len() {
         let t = points[k].0;
         while k < points.len() && points[k].0 == t {
             let (_, qi, si, v) = points[k];
-            let res = queues[qi].slots[si].resource.as_str();
-            *sums.entry(res).or_default() += v - current[qi][si];
+            let key = Key::of(&queues[qi].slots[si], per_flavor);
+            *sums.entry(key).or_default() += v - current[qi][si];
             current[qi][si] = v;
             k += 1;
         }
-        for (res, &sum) in &sums {
-            let p = peaks.entry(res.to_string()).or_default();
+        for (key, &sum) in &sums {
+            let p = peaks.entry(key.clone()).or_default();
             *p = (*p).max(sum);
         }
     }

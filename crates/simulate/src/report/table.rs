@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Group, Report, resource_order};
+use super::{Column, Group, Report};
 use crate::units::format_duration;
 
 /// Above this many cluster queues the table shows cohorts instead.
@@ -77,13 +77,6 @@ fn pct(v: Option<f64>) -> String {
     }
 }
 
-fn short_resource(r: &str) -> &str {
-    match r {
-        "nvidia.com/gpu" => "gpu",
-        other => other.strip_prefix("nvidia.com/").unwrap_or(other),
-    }
-}
-
 fn counts(g: &Group) -> Vec<String> {
     vec![
         g.workloads.to_string(),
@@ -128,8 +121,7 @@ pub fn render(r: &Report) -> String {
     );
     out.push('\n');
 
-    let mut resources: Vec<&str> = r.totals.resources.iter().map(|x| x.resource.as_str()).collect();
-    resources.sort_by(|a, b| resource_order(a, b));
+    let columns = Column::all(&r.totals);
     let wait_cols = ["wait mean", "p50", "p95", "max"];
     let count_cols = ["workloads", "admitted", "finished", "preempted", "pending"];
 
@@ -156,19 +148,15 @@ pub fn render(r: &Report) -> String {
     let mut header: Vec<String> = vec![first.into()];
     header.extend(count_cols.iter().map(|s| s.to_string()));
     header.extend(wait_cols.iter().map(|s| s.to_string()));
-    header.extend(resources.iter().map(|s| short_resource(s).to_string()));
+    header.extend(columns.iter().map(Column::label));
     header.push("borrowed".into());
     let mut t = Table::new(header);
     let queue_row = |g: &Group| {
         let mut row = vec![g.name.clone()];
         row.extend(counts(g));
         row.extend(waits(g));
-        for res in &resources {
-            row.push(pct(g
-                .resources
-                .iter()
-                .find(|x| x.resource == *res)
-                .and_then(|x| x.utilisation)));
+        for col in &columns {
+            row.push(pct(col.of(g).and_then(|x| x.utilisation)));
         }
         // Borrowed share of the first resource the group uses, GPUs first.
         let borrowed = g
@@ -205,16 +193,18 @@ pub fn render(r: &Report) -> String {
     t.render(&mut out);
 
     out.push('\n');
-    out.push_str("Cluster capacity (nominal, peak in use, mean utilisation)\n");
+    out.push_str("Cluster capacity per flavor (nominal, peak in use, mean utilisation)\n");
     let mut t = Table::new(vec![
         "resource".into(),
+        "flavor".into(),
         "nominal".into(),
         "peak".into(),
         "utilisation".into(),
     ]);
-    for x in &r.totals.resources {
+    for x in &r.totals.flavors {
         t.rows.push(vec![
             x.resource.clone(),
+            x.flavor.clone().unwrap_or_default(),
             amount(&x.resource, x.nominal),
             amount(&x.resource, x.peak),
             pct(x.utilisation),
