@@ -11,6 +11,7 @@
 //!   returns every cross-field violation with its field path. This, not the
 //!   CRD's CEL rules, is the rule of record.
 //! - [`labels`]: label and annotation keys (`sluice.dev/queue`, …).
+//! - [`duration`]: durations as flags write them (`10m`, `1h`).
 //! - [`crd`]: the CustomResourceDefinitions, in a stable order.
 //! - [`manifest`]: multi-document YAML into typed objects, for files such as
 //!   `examples/` and `sluice simulate` inputs.
@@ -21,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod crd;
+pub mod duration;
 pub mod labels;
 pub mod manifest;
 pub mod quantity;
