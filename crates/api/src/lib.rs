@@ -11,7 +11,8 @@
 //!   returns every cross-field violation with its field path. This, not the
 //!   CRD's CEL rules, is the rule of record.
 //! - [`labels`]: label and annotation keys (`sluice.dev/queue`, …).
-//! - [`duration`]: durations as flags write them (`10m`, `1h`).
+//! - [`duration`]: durations as flags and scenario files write them
+//!   (`90s`, `2h30m`), one rule for every caller.
 //! - [`crd`]: the CustomResourceDefinitions, in a stable order.
 //! - [`manifest`]: multi-document YAML into typed objects, for files such as
 //!   `examples/` and `sluice simulate` inputs.
