@@ -64,7 +64,7 @@ impl Default for ManifestOptions {
             },
             ca_bundle: None,
             excluded_namespaces: vec!["kube-system".to_owned(), "sluice-system".to_owned()],
-            queue_label: crate::QUEUE_LABEL.to_owned(),
+            queue_label: sluice_api::labels::QUEUE.to_owned(),
             kueue_compat: false,
             timeout_seconds: 5,
         }
@@ -213,8 +213,8 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         "Fail",
         selector(
             Some(BTreeMap::from([(
-                crate::DEFAULT_QUEUE_NS_LABEL.to_owned(),
-                crate::DEFAULT_QUEUE_NS_VALUE.to_owned(),
+                sluice_api::labels::DEFAULT_QUEUE.to_owned(),
+                sluice_api::labels::DEFAULT_QUEUE_ENABLED.to_owned(),
             )])),
             not_excluded(o),
         ),
@@ -222,7 +222,7 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         selector(None, {
             let mut exprs = vec![req(&o.queue_label, "DoesNotExist", None)];
             if o.kueue_compat {
-                exprs.push(req(crate::KUEUE_QUEUE_LABEL, "DoesNotExist", None));
+                exprs.push(req(sluice_api::labels::KUEUE_QUEUE_NAME, "DoesNotExist", None));
             }
             exprs
         }),
@@ -238,7 +238,7 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
             selector(
                 None,
                 vec![
-                    req(crate::KUEUE_QUEUE_LABEL, "Exists", None),
+                    req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
                     req(&o.queue_label, "DoesNotExist", None),
                 ],
             ),
@@ -285,7 +285,7 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             Endpoint::ValidateJobs,
             vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
             selector(None, not_excluded(o)),
-            selector(None, vec![req(crate::KUEUE_QUEUE_LABEL, "Exists", None)]),
+            selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
         ));
     }
     for kind in [
