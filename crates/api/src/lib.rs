@@ -11,6 +11,8 @@
 //!   returns every cross-field violation with its field path. This, not the
 //!   CRD's CEL rules, is the rule of record.
 //! - [`labels`]: label and annotation keys (`sluice.dev/queue`, …).
+//! - [`duration`]: durations as flags and scenario files write them
+//!   (`90s`, `2h30m`), one rule for every caller.
 //! - [`crd`]: the CustomResourceDefinitions, in a stable order.
 //! - [`manifest`]: multi-document YAML into typed objects, for files such as
 //!   `examples/` and `sluice simulate` inputs.
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod crd;
+pub mod duration;
 pub mod labels;
 pub mod manifest;
 pub mod quantity;

@@ -83,7 +83,7 @@ pub struct QuantityError {
 /// assert!(parse_milli("spec.x", "ten").is_err());
 /// ```
 pub fn parse_milli(field: &str, value: &str) -> Result<i128, QuantityError> {
-    parse_milli_inner(value).map_err(|kind| QuantityError {
+    parse_scaled(value, 3).map_err(|kind| QuantityError {
         field: field.to_string(),
         value: value.to_string(),
         kind,
@@ -115,7 +115,30 @@ pub fn non_negative_milli(field: &str, quantity: &Quantity) -> Result<i128, Quan
     Ok(value)
 }
 
-fn parse_milli_inner(input: &str) -> Result<i128, QuantityErrorKind> {
+/// Whether two quantities are the same amount (`1` = `1000m` = `1e0`), to
+/// the nano-unit; text that is not a quantity is compared as text.
+pub fn same_amount(a: &str, b: &str) -> bool {
+    match (nano_units(a), nano_units(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.trim() == b.trim(),
+    }
+}
+
+/// Whether a quantity is zero (text that is not a quantity is taken as
+/// non-zero).
+pub fn is_zero(q: &str) -> bool {
+    nano_units(q) == Some(0)
+}
+
+/// The amount in nano-units, the finest Kubernetes keeps (a finer value is
+/// rounded up, as [`parse_milli`] rounds), or `None` when the text is not a
+/// quantity. Surrounding whitespace is ignored.
+pub fn nano_units(q: &str) -> Option<i128> {
+    parse_scaled(q.trim(), 9).ok()
+}
+
+/// The amount in units of 10^-`unit_exp` (3: milli-units, 9: nano-units).
+fn parse_scaled(input: &str, unit_exp: i64) -> Result<i128, QuantityErrorKind> {
     if input.is_empty() {
         return Err(QuantityErrorKind::Empty);
     }
@@ -162,14 +185,15 @@ fn parse_milli_inner(input: &str) -> Result<i128, QuantityErrorKind> {
         return Ok(0);
     }
 
-    // Scale: milli = mantissa * 10^(exp10 + decimal_exp + 3) * 2^binary_pow.
+    // Scale: milli = mantissa * 10^(exp10 + decimal_exp + 3) * 2^binary_pow
+    // (nano: + 9).
     let mut scaled = mantissa;
     if binary_pow > 0 {
         scaled = scaled
             .checked_mul(1u128 << binary_pow)
             .ok_or(QuantityErrorKind::Overflow)?;
     }
-    let total_exp = exp10 + decimal_exp + 3;
+    let total_exp = exp10 + decimal_exp + unit_exp;
     let magnitude = if total_exp >= 0 {
         let factor = pow10(total_exp).ok_or(QuantityErrorKind::Overflow)?;
         scaled.checked_mul(factor).ok_or(QuantityErrorKind::Overflow)?
@@ -472,5 +496,36 @@ mod tests {
                 assert_eq!(p(&text), Ok(milli), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn equal_amounts_in_different_spellings() {
+        for (a, b) in [
+            ("1", "1000m"),
+            ("1", "1.0"),
+            ("2", "2e0"),
+            ("1k", "1000"),
+            ("1Ki", "1024"),
+            ("0.5", "500m"),
+            ("1", "+1"),
+        ] {
+            assert!(same_amount(a, b), "{a} vs {b}");
+        }
+        assert!(!same_amount("1", "2"));
+        assert!(!same_amount("1500m", "1"));
+        assert!(same_amount("weird", "weird"));
+        assert!(!same_amount("weird", "1"));
+    }
+
+    #[test]
+    fn zero_is_recognised() {
+        assert!(is_zero("0"));
+        assert!(is_zero("0m"));
+        assert!(!is_zero("1"));
+        assert!(!is_zero("junk"));
+        assert_eq!(nano_units("1.5"), Some(1_500_000_000));
+        assert_eq!(nano_units("-2m"), Some(-2_000_000));
+        assert_eq!(nano_units(""), None);
+        assert_eq!(nano_units("."), None);
     }
 }

@@ -39,7 +39,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use sluice_controller::duration::parse_duration;
+use sluice_api::duration::parse_duration;
 
 /// Arguments of `sluice bench`.
 #[derive(Debug, clap::Args)]

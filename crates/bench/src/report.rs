@@ -25,7 +25,7 @@ use super::plan::Plan;
 use super::scrape::{PeakRss, WriteCounts};
 use super::track::{Closed, Ms, Scope};
 use sluice_simulate::report::table::Table;
-use sluice_simulate::report::{WaitStats, resource_order, wait_stats};
+use sluice_simulate::report::{WaitStats, nearest_rank, resource_order, wait_stats};
 use sluice_simulate::units::format_duration;
 
 /// Window of the peak admission rate.
@@ -199,16 +199,6 @@ pub struct Latency {
     pub p50_ms: f64,
     pub p95_ms: f64,
     pub max_ms: f64,
-}
-
-/// Nearest-rank percentile of sorted values: the value at rank ⌈p·n⌉.
-pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-    Some(sorted[rank - 1])
 }
 
 /// ∫ usage ÷ (nominal × elapsed); `None` when the denominator is 0.
@@ -736,23 +726,6 @@ mod tests {
     use super::*;
     use crate::plan::PlannedWorkload;
     use crate::track::{Holding, Limit, Observation, QueueQuota, QuotaModel, Slot, Tracker};
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        // n = 10 sorted values 1..=10: p50 at rank ⌈5⌉ = 5 → 5;
-        // p95 at rank ⌈9.5⌉ = 10 → 10; p0 clamps to rank 1.
-        let v: Vec<i64> = (1..=10).collect();
-        assert_eq!(nearest_rank(&v, 0.50), Some(5));
-        assert_eq!(nearest_rank(&v, 0.95), Some(10));
-        assert_eq!(nearest_rank(&v, 0.0), Some(1));
-        // n = 3: p50 at ⌈1.5⌉ = 2, p95 at ⌈2.85⌉ = 3.
-        assert_eq!(nearest_rank(&[10, 20, 30], 0.50), Some(20));
-        assert_eq!(nearest_rank(&[10, 20, 30], 0.95), Some(30));
-        assert_eq!(nearest_rank::<i64>(&[], 0.5), None);
-        // The class figures use the simulator's wait_stats: the same rule.
-        let s = wait_stats(vec![30, 10, 20]);
-        assert_eq!((s.p50_ms, s.p95_ms, s.max_ms, s.mean_ms), (20, 30, 30, 20.0));
-    }
 
     #[test]
     fn usage_is_the_integral_over_nominal_times_elapsed() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Args};
-use sluice_controller::duration::{millis, parse_duration};
+use sluice_api::duration::{millis, parse_duration};
 use sluice_controller::index::IndexConfig;
 use sluice_controller::run::{LeaseConfig, RunConfig};
 
@@ -143,20 +143,5 @@ async fn terminated() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
     }
 }

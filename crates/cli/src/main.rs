@@ -1,8 +1,10 @@
 //! `sluice`: one binary, one subcommand per job.
 //!
-//! Each subcommand lives in its own module with a clap `Args` struct and a
-//! `run` function; adding one means adding a variant to [`Command`] and an
-//! arm to the `match` in `main`.
+//! Each subcommand has a clap `Args` struct and a `run` function, in its own
+//! module here (`bench`'s, whose flags reach deep into the harness, in the
+//! `sluice-bench` crate); the work itself is in the library crates. Adding
+//! one means adding a variant to [`Command`] and an arm to the `match` in
+//! `main`.
 
 #![forbid(unsafe_code)]
 

@@ -18,12 +18,10 @@
 //!   `/metrics`, `/healthz`, `/readyz`;
 //! - [`limit`]: the client-side write limit (token bucket);
 //! - [`metrics`]: the Prometheus registry;
-//! - [`duration`]: flag durations (`10m`, `1h`), overflow-checked.
 //!
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
-pub mod duration;
 pub mod index;
 pub mod job;
 pub mod limit;

@@ -2,78 +2,26 @@
 //!
 //! Virtual time is an integer count of milliseconds since the start of the
 //! simulation ([`Millis`], the engine's own type). Durations in a trace are
-//! written the way people write them: `90s`, `2h30m`, `1.5h`, `200ms`, or a
-//! bare number of milliseconds.
+//! read by the one duration rule of the project ([`sluice_api::duration`]):
+//! `90s`, `2h30m`, `1.5h`, `200ms`, `1d`, or a bare number, which here is
+//! milliseconds ([`Units::TRACE`]).
 
+use sluice_api::duration::{self, Units};
 pub use sluice_scheduler::Millis;
 
-/// Parses a duration: one or more `<number><unit>` parts with units `ms`,
-/// `s`, `m`, `h` and `d` (`2h30m`, `1.5s`), or a bare non-negative number of
-/// milliseconds (`250`). The result is rounded to whole milliseconds.
-pub fn parse_duration(text: &str) -> Result<Millis, String> {
-    let s = text.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    if let Ok(ms) = s.parse::<f64>() {
-        return ms_from_f64(ms, text);
-    }
-    if s.contains(char::is_whitespace) {
-        return Err(format!(
-            "invalid duration {text:?}: write it without spaces, with units ms, s, m, h, d (e.g. 90s, 2h30m)"
-        ));
-    }
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    let mut total = 0.0f64;
-    while i < bytes.len() {
-        let start = i;
-        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
-            i += 1;
-        }
-        if start == i {
-            return Err(format!(
-                "invalid duration {text:?}: expected a number at {:?} (use e.g. 90s, 2h30m, 150ms)",
-                &s[start..]
-            ));
-        }
-        let number: f64 = s[start..i]
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: bad number {:?}", &s[start..i]))?;
-        let unit_start = i;
-        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
-            i += 1;
-        }
-        let scale = match &s[unit_start..i] {
-            "ms" => 1.0,
-            "s" => 1_000.0,
-            "m" => 60_000.0,
-            "h" => 3_600_000.0,
-            "d" => 86_400_000.0,
-            "" => {
-                return Err(format!(
-                    "invalid duration {text:?}: {number} needs a unit (ms, s, m, h, d)"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h, d)"
-                ));
-            }
-        };
-        total += number * scale;
-    }
-    ms_from_f64(total, text)
-}
+/// The longest duration a trace may give: 10^15 ms (about 31 700 years).
+const MAX_MS: u128 = 1_000_000_000_000_000;
 
-fn ms_from_f64(ms: f64, text: &str) -> Result<Millis, String> {
-    if !ms.is_finite() || ms < 0.0 {
-        return Err(format!("invalid duration {text:?}: must be a non-negative time"));
+/// Parses a trace duration by [`duration::parse`] with [`Units::TRACE`]: a
+/// bare number is milliseconds (`250`), otherwise `<number><unit>` parts
+/// (`2h30m`, `1.5s`). The result is rounded to whole milliseconds.
+pub fn parse_duration(text: &str) -> Result<Millis, String> {
+    let d = duration::parse(text, Units::TRACE).map_err(|e| format!("invalid duration {e}"))?;
+    let ms = (d.as_nanos() + 500_000) / 1_000_000;
+    if ms > MAX_MS {
+        return Err(format!("invalid duration {:?}: too large", text.trim()));
     }
-    if ms > 1e15 {
-        return Err(format!("invalid duration {text:?}: too large"));
-    }
-    Ok(ms.round() as Millis)
+    Ok(ms as Millis)
 }
 
 /// Formats virtual milliseconds compactly for people: `0s`, `850ms`, `12.5s`,

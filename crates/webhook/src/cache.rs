@@ -20,8 +20,8 @@ pub trait ClusterView: Send + Sync {
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
         self.namespace_labels(namespace)
-            .and_then(|l| l.get(crate::DEFAULT_QUEUE_NS_LABEL).cloned())
-            .is_some_and(|v| v == crate::DEFAULT_QUEUE_NS_VALUE)
+            .and_then(|l| l.get(sluice_api::labels::DEFAULT_QUEUE).cloned())
+            .is_some_and(|v| v == sluice_api::labels::DEFAULT_QUEUE_ENABLED)
     }
 }
 
@@ -149,11 +149,11 @@ mod tests {
         let v = MemoryView::synced_empty();
         v.upsert_namespace(
             "ml",
-            BTreeMap::from([(crate::DEFAULT_QUEUE_NS_LABEL.to_owned(), "enabled".to_owned())]),
+            BTreeMap::from([(sluice_api::labels::DEFAULT_QUEUE.to_owned(), "enabled".to_owned())]),
         );
         v.upsert_namespace(
             "web",
-            BTreeMap::from([(crate::DEFAULT_QUEUE_NS_LABEL.to_owned(), "true".to_owned())]),
+            BTreeMap::from([(sluice_api::labels::DEFAULT_QUEUE.to_owned(), "true".to_owned())]),
         );
         assert!(v.default_queue_enabled("ml"));
         assert!(!v.default_queue_enabled("web"));

@@ -211,7 +211,7 @@ impl Default for WebhookConfig {
         Self {
             gpu: GpuConfig::default(),
             excluded_namespaces: DEFAULT_EXCLUDED_NAMESPACES.iter().map(|n| (*n).to_owned()).collect(),
-            queue_label: crate::QUEUE_LABEL.to_owned(),
+            queue_label: sluice_api::labels::QUEUE.to_owned(),
             kueue_compat: false,
             admission_writers: Vec::new(),
             controller_service_account: crate::CONTROLLER_SERVICE_ACCOUNT.to_owned(),
@@ -290,8 +290,8 @@ impl WebhookConfig {
         let labels = labels?;
         if labels.contains_key(&self.queue_label) {
             Some(&self.queue_label)
-        } else if self.kueue_compat && labels.contains_key(crate::KUEUE_QUEUE_LABEL) {
-            Some(crate::KUEUE_QUEUE_LABEL)
+        } else if self.kueue_compat && labels.contains_key(sluice_api::labels::KUEUE_QUEUE_NAME) {
+            Some(sluice_api::labels::KUEUE_QUEUE_NAME)
         } else {
             None
         }

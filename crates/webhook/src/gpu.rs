@@ -16,11 +16,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, EnvVar, NodeSelectorRequirement, PodSpec, Toleration};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use sluice_api::quantity;
 
 pub use crate::config::RuntimeClass;
 use crate::config::{GpuConfig, NodeAffinitySpec, TolerationSpec, VisibleDevicesPolicy};
 use crate::patch::{PatchOp, Pointer};
-use crate::quantity;
 
 /// The environment variable that selects GPUs for the NVIDIA container runtime.
 pub const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";

@@ -22,7 +22,6 @@ pub mod kube_view;
 pub mod manifests;
 pub mod metrics;
 pub mod patch;
-pub mod quantity;
 pub mod review;
 pub mod run;
 pub mod selfsigned;
@@ -31,17 +30,6 @@ pub mod server;
 mod testing;
 pub mod tls;
 pub mod validate;
-
-/// The label that puts a Job in a LocalQueue.
-pub const QUEUE_LABEL: &str = "sluice.dev/queue";
-/// Kueue's queue label, honoured with `kueueCompat`.
-pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
-/// The namespace label that opts a namespace in to default queueing.
-pub const DEFAULT_QUEUE_NS_LABEL: &str = "sluice.dev/default-queue";
-/// The value of [`DEFAULT_QUEUE_NS_LABEL`] that opts in.
-pub const DEFAULT_QUEUE_NS_VALUE: &str = "enabled";
-/// The LocalQueue that unlabelled Jobs go to in opted-in namespaces.
-pub const DEFAULT_LOCAL_QUEUE: &str = "default";
 
 /// The controller's service account, in the namespace Sluice runs in.
 pub const CONTROLLER_SERVICE_ACCOUNT: &str = "sluice-controller";

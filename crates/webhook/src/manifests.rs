@@ -68,7 +68,7 @@ impl Default for ManifestOptions {
                 .chain(&["sluice-system"])
                 .map(|n| (*n).to_owned())
                 .collect(),
-            queue_label: crate::QUEUE_LABEL.to_owned(),
+            queue_label: sluice_api::labels::QUEUE.to_owned(),
             kueue_compat: false,
             timeout_seconds: 5,
         }
@@ -217,8 +217,8 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         "Fail",
         selector(
             Some(BTreeMap::from([(
-                crate::DEFAULT_QUEUE_NS_LABEL.to_owned(),
-                crate::DEFAULT_QUEUE_NS_VALUE.to_owned(),
+                sluice_api::labels::DEFAULT_QUEUE.to_owned(),
+                sluice_api::labels::DEFAULT_QUEUE_ENABLED.to_owned(),
             )])),
             not_excluded(o),
         ),
@@ -226,7 +226,7 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         selector(None, {
             let mut exprs = vec![req(&o.queue_label, "DoesNotExist", None)];
             if o.kueue_compat {
-                exprs.push(req(crate::KUEUE_QUEUE_LABEL, "DoesNotExist", None));
+                exprs.push(req(sluice_api::labels::KUEUE_QUEUE_NAME, "DoesNotExist", None));
             }
             exprs
         }),
@@ -242,7 +242,7 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
             selector(
                 None,
                 vec![
-                    req(crate::KUEUE_QUEUE_LABEL, "Exists", None),
+                    req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
                     req(&o.queue_label, "DoesNotExist", None),
                 ],
             ),
@@ -289,7 +289,7 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             Endpoint::ValidateJobs,
             vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
             selector(None, not_excluded(o)),
-            selector(None, vec![req(crate::KUEUE_QUEUE_LABEL, "Exists", None)]),
+            selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
         ));
     }
     for kind in [

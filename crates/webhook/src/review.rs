@@ -362,7 +362,7 @@ impl Reviewer {
                 Some(q.clone())
             }
             None if opted_in || self.view.default_queue_enabled(&namespace) => {
-                let default = crate::DEFAULT_LOCAL_QUEUE;
+                let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
                 // Until the cache has listed, "no LocalQueue default" is not
                 // known: queue the Job anyway (fail closed); it waits
                 // suspended until the LocalQueue exists.

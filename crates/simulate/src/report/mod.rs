@@ -14,8 +14,8 @@
 //! - *GPU-hours lost to preemption*: for every run cut short by preemption
 //!   or a stop policy, its GPUs (`nvidia.com/gpu` and other GPU resources,
 //!   MIG slices counted as units) × how long it had run.
-//! - percentiles use the nearest-rank method: p50 of n sorted values is
-//!   the value at rank ⌈0.5·n⌉.
+//! - percentiles use the nearest-rank method ([`nearest_rank`], also
+//!   `sluice bench`'s): p50 of n sorted values is the value at rank ⌈0.5·n⌉.
 //! - *utilisation* of a resource: quota in use (reserved by admitted
 //!   workloads, summed over the queue's flavors) integrated over the run,
 //!   divided by nominal quota × the run's length. Above 100 % means the queue
@@ -210,7 +210,7 @@ pub fn ratio_stats(mut values: Vec<f64>) -> RatioStats {
     }
     values.sort_unstable_by(f64::total_cmp);
     let n = values.len();
-    let rank = |p: f64| values[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let rank = |p: f64| nearest_rank(&values, p).unwrap_or_default();
     RatioStats {
         count: n as u64,
         mean: values.iter().sum::<f64>() / n as f64,
@@ -307,13 +307,23 @@ fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
     }
 }
 
+/// Nearest-rank percentile of sorted values: the value at rank ⌈p·n⌉.
+pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
+    Some(sorted[rank - 1])
+}
+
 pub fn wait_stats(mut waits: Vec<Millis>) -> WaitStats {
     if waits.is_empty() {
         return WaitStats::default();
     }
     waits.sort_unstable();
     let n = waits.len();
-    let rank = |p: f64| waits[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let rank = |p: f64| nearest_rank(&waits, p).unwrap_or_default();
     WaitStats {
         count: n as u64,
         mean_ms: waits.iter().map(|&w| w as f64).sum::<f64>() / n as f64,
@@ -624,4 +634,26 @@ fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>, per_flavor: 
         }
     }
     peaks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        // n = 10 sorted values 1..=10: p50 at rank ⌈5⌉ = 5 → 5;
+        // p95 at rank ⌈9.5⌉ = 10 → 10; p0 clamps to rank 1.
+        let v: Vec<i64> = (1..=10).collect();
+        assert_eq!(nearest_rank(&v, 0.50), Some(5));
+        assert_eq!(nearest_rank(&v, 0.95), Some(10));
+        assert_eq!(nearest_rank(&v, 0.0), Some(1));
+        // n = 3: p50 at ⌈1.5⌉ = 2, p95 at ⌈2.85⌉ = 3.
+        assert_eq!(nearest_rank(&[10, 20, 30], 0.50), Some(20));
+        assert_eq!(nearest_rank(&[10, 20, 30], 0.95), Some(30));
+        assert_eq!(nearest_rank::<i64>(&[], 0.5), None);
+        // wait_stats (class figures, here and in sluice bench): the same rule.
+        let s = wait_stats(vec![30, 10, 20]);
+        assert_eq!((s.p50_ms, s.p95_ms, s.max_ms, s.mean_ms), (20, 30, 30, 20.0));
+    }
 }
