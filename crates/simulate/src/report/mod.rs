@@ -23,8 +23,13 @@
 //! - *borrowed share*: the part of that usage above nominal quota (per
 //!   flavor), integrated, divided by the usage integral.
 
+mod column;
 pub mod html;
+mod stats;
 pub mod table;
+
+pub use column::{Column, is_gpu_resource, resource_order};
+pub use stats::{RatioStats, WaitStats, nearest_rank, ratio_stats, wait_stats};
 
 use std::collections::BTreeMap;
 
@@ -147,28 +152,6 @@ pub struct Group {
     pub flavors: Vec<ResourceUse>,
 }
 
-/// Time to admission over the admitted workloads, ms.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WaitStats {
-    pub count: u64,
-    pub mean_ms: f64,
-    pub p50_ms: Millis,
-    pub p95_ms: Millis,
-    pub max_ms: Millis,
-}
-
-/// Mean and percentiles of a ratio.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RatioStats {
-    pub count: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub max: f64,
-}
-
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceUse {
@@ -184,90 +167,6 @@ pub struct ResourceUse {
     pub utilisation: Option<f64>,
     /// Borrowed part of the usage (0–1); `null` when nothing was used.
     pub borrowed_share: Option<f64>,
-}
-
-/// GPU resources first, then the rest by name (`cpu`, `memory`, …).
-pub fn resource_order(a: &str, b: &str) -> std::cmp::Ordering {
-    fn rank(r: &str) -> u8 {
-        if r == "nvidia.com/gpu" {
-            0
-        } else if r.contains("gpu") || r.contains("mig-") {
-            1
-        } else if r == "cpu" {
-            2
-        } else if r == "memory" {
-            3
-        } else {
-            4
-        }
-    }
-    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-}
-
-pub fn ratio_stats(mut values: Vec<f64>) -> RatioStats {
-    if values.is_empty() {
-        return RatioStats::default();
-    }
-    values.sort_unstable_by(f64::total_cmp);
-    let n = values.len();
-    let rank = |p: f64| nearest_rank(&values, p).unwrap_or_default();
-    RatioStats {
-        count: n as u64,
-        mean: values.iter().sum::<f64>() / n as f64,
-        p50: rank(0.50),
-        p95: rank(0.95),
-        max: values[n - 1],
-    }
-}
-
-/// A resource column of the queue tables: GPUs per flavor (an H100 is not
-/// an L4), other resources summed over flavors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    pub resource: String,
-    pub flavor: Option<String>,
-}
-
-impl Column {
-    /// The columns for a report, from its totals.
-    pub fn all(totals: &Group) -> Vec<Column> {
-        let gpus = totals.flavors.iter().filter(|x| is_gpu_resource(&x.resource));
-        let rest = totals.resources.iter().filter(|x| !is_gpu_resource(&x.resource));
-        gpus.chain(rest)
-            .map(|x| Column {
-                resource: x.resource.clone(),
-                flavor: x.flavor.clone(),
-            })
-            .collect()
-    }
-
-    /// This column's figures in a group.
-    pub fn of<'a>(&self, g: &'a Group) -> Option<&'a ResourceUse> {
-        let list = if self.flavor.is_some() {
-            &g.flavors
-        } else {
-            &g.resources
-        };
-        list.iter()
-            .find(|x| x.resource == self.resource && x.flavor == self.flavor)
-    }
-
-    /// `gpu a100-80gb`, `cpu`, `memory`.
-    pub fn label(&self) -> String {
-        let short = match self.resource.as_str() {
-            "nvidia.com/gpu" => "gpu",
-            r => r.strip_prefix("nvidia.com/").unwrap_or(r),
-        };
-        match &self.flavor {
-            Some(f) => format!("{short} {f}"),
-            None => short.to_string(),
-        }
-    }
-}
-
-/// Whether a resource counts as GPUs for GPU-hours.
-pub fn is_gpu_resource(resource: &str) -> bool {
-    resource == "nvidia.com/gpu" || resource.contains("gpu") || resource.contains("mig-")
 }
 
 /// A workload's figures from its record.
@@ -304,32 +203,6 @@ fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
         preemptions: rec.preempted,
         evictions: rec.evicted,
         gpu_hours_lost: gpus as f64 / 1000.0 * lost_ms as f64 / 3_600_000.0,
-    }
-}
-
-/// Nearest-rank percentile of sorted values: the value at rank ⌈p·n⌉.
-pub fn nearest_rank<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-    Some(sorted[rank - 1])
-}
-
-pub fn wait_stats(mut waits: Vec<Millis>) -> WaitStats {
-    if waits.is_empty() {
-        return WaitStats::default();
-    }
-    waits.sort_unstable();
-    let n = waits.len();
-    let rank = |p: f64| nearest_rank(&waits, p).unwrap_or_default();
-    WaitStats {
-        count: n as u64,
-        mean_ms: waits.iter().map(|&w| w as f64).sum::<f64>() / n as f64,
-        p50_ms: rank(0.50),
-        p95_ms: rank(0.95),
-        max_ms: waits[n - 1],
     }
 }
 
@@ -634,26 +507,4 @@ fn cluster_peaks<'a>(queues: impl Iterator<Item = &'a QueueSeries>, per_flavor: 
         }
     }
     peaks
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        // n = 10 sorted values 1..=10: p50 at rank ⌈5⌉ = 5 → 5;
-        // p95 at rank ⌈9.5⌉ = 10 → 10; p0 clamps to rank 1.
-        let v: Vec<i64> = (1..=10).collect();
-        assert_eq!(nearest_rank(&v, 0.50), Some(5));
-        assert_eq!(nearest_rank(&v, 0.95), Some(10));
-        assert_eq!(nearest_rank(&v, 0.0), Some(1));
-        // n = 3: p50 at ⌈1.5⌉ = 2, p95 at ⌈2.85⌉ = 3.
-        assert_eq!(nearest_rank(&[10, 20, 30], 0.50), Some(20));
-        assert_eq!(nearest_rank(&[10, 20, 30], 0.95), Some(30));
-        assert_eq!(nearest_rank::<i64>(&[], 0.5), None);
-        // wait_stats (class figures, here and in sluice bench): the same rule.
-        let s = wait_stats(vec![30, 10, 20]);
-        assert_eq!((s.p50_ms, s.p95_ms, s.max_ms, s.mean_ms), (20, 30, 30, 20.0));
-    }
 }

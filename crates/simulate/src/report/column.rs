@@ -1,0 +1,72 @@
+//! The resource columns of the report's tables, and the order resources
+//! are listed in.
+
+use super::{Group, ResourceUse};
+
+/// GPU resources first, then the rest by name (`cpu`, `memory`, …).
+pub fn resource_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn rank(r: &str) -> u8 {
+        if r == "nvidia.com/gpu" {
+            0
+        } else if r.contains("gpu") || r.contains("mig-") {
+            1
+        } else if r == "cpu" {
+            2
+        } else if r == "memory" {
+            3
+        } else {
+            4
+        }
+    }
+    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+}
+
+/// A resource column of the queue tables: GPUs per flavor (an H100 is not
+/// an L4), other resources summed over flavors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    pub resource: String,
+    pub flavor: Option<String>,
+}
+
+impl Column {
+    /// The columns for a report, from its totals.
+    pub fn all(totals: &Group) -> Vec<Column> {
+        let gpus = totals.flavors.iter().filter(|x| is_gpu_resource(&x.resource));
+        let rest = totals.resources.iter().filter(|x| !is_gpu_resource(&x.resource));
+        gpus.chain(rest)
+            .map(|x| Column {
+                resource: x.resource.clone(),
+                flavor: x.flavor.clone(),
+            })
+            .collect()
+    }
+
+    /// This column's figures in a group.
+    pub fn of<'a>(&self, g: &'a Group) -> Option<&'a ResourceUse> {
+        let list = if self.flavor.is_some() {
+            &g.flavors
+        } else {
+            &g.resources
+        };
+        list.iter()
+            .find(|x| x.resource == self.resource && x.flavor == self.flavor)
+    }
+
+    /// `gpu a100-80gb`, `cpu`, `memory`.
+    pub fn label(&self) -> String {
+        let short = match self.resource.as_str() {
+            "nvidia.com/gpu" => "gpu",
+            r => r.strip_prefix("nvidia.com/").unwrap_or(r),
+        };
+        match &self.flavor {
+            Some(f) => format!("{short} {f}"),
+            None => short.to_string(),
+        }
+    }
+}
+
+/// Whether a resource counts as GPUs for GPU-hours.
+pub fn is_gpu_resource(resource: &str) -> bool {
+    resource == "nvidia.com/gpu" || resource.contains("gpu") || resource.contains("mig-")
+}
