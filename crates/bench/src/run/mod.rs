@@ -22,22 +22,14 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use futures::StreamExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::DynamicObject;
-use kube::runtime::{WatchStreamExt as _, watcher};
-use serde_json::Value;
-use sluice_api::v1alpha1::Workload;
-use sluice_api::v1alpha1::conditions as cond;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
@@ -46,11 +38,18 @@ use super::floor::{self, FloorOptions};
 use super::plan::{self, Plan, RUN_LABEL};
 use super::report::{self, Extras, RunReport};
 use super::scrape::{self, HttpUrl};
-use super::track::{self, Ms, Observation, Tracker};
+use super::track::{Ms, Observation, Tracker};
 use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
 use sluice_controller::limit::Limiter;
 use sluice_simulate::scenario::{LoadOptions, load_with};
 use sluice_simulate::units::format_duration;
+
+mod events;
+mod progress;
+
+pub use events::finish_body;
+use events::{Msg, WatchMsg, watch};
+use progress::{Progress, Warnings};
 
 /// How long to wait for the controller to show it sees the run's queues.
 pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);
@@ -61,8 +60,6 @@ const RSS_PERIOD: Duration = Duration::from_millis(250);
 /// A creation or Finished mark that failed after its tries is tried again
 /// this much later.
 const RETRY_MS: Ms = 1_000;
-/// Warnings of one kind printed at most.
-const MAX_WARNINGS: u64 = 5;
 
 /// How to run a plan.
 #[derive(Debug, Clone)]
@@ -81,158 +78,12 @@ pub struct RunOptions {
     pub quiet: bool,
 }
 
-/// The `Finished` mark of a workload: what the controller writes when a
-/// Job completes (type Finished, status True, reason Succeeded), applied
-/// by the harness's own field manager.
-pub fn finish_body(namespace: &str, name: &str, generation: Option<i64>, runtime: Ms, now: Timestamp) -> Value {
-    let condition = Condition {
-        type_: cond::FINISHED.into(),
-        status: cond::status::TRUE.into(),
-        reason: cond::reasons::SUCCEEDED.into(),
-        message: format!("Finished by sluice bench after its run time of {runtime} ms"),
-        last_transition_time: Time(now),
-        observed_generation: generation,
-    };
-    cluster::condition_apply_body(namespace, name, condition)
-}
-
-enum WatchMsg {
-    Init,
-    InitDone,
-    Object(String, Result<Observation, String>),
-    Error(String),
-}
-
-enum Msg {
-    Watch(Instant, WatchMsg),
-    Created {
-        index: usize,
-        at: Instant,
-        result: Result<(), CallError>,
-    },
-    Finished {
-        index: usize,
-        epoch: u32,
-        result: Result<(), CallError>,
-    },
-}
-
-fn decode(o: DynamicObject) -> (String, Result<Observation, String>) {
-    let key = format!(
-        "{}/{}",
-        o.metadata.namespace.as_deref().unwrap_or_default(),
-        o.metadata.name.as_deref().unwrap_or_default()
-    );
-    let obs = serde_json::to_value(o)
-        .and_then(serde_json::from_value::<Workload>)
-        .map_err(|e| format!("not a readable Workload: {e}"))
-        .and_then(|wl| track::observe(&wl));
-    (key, obs)
-}
-
-/// The Workload watch of a run, as messages on `tx`.
-async fn watch(client: Client, run_id: String, tx: mpsc::UnboundedSender<Msg>) {
-    let cfg = watcher::Config::default().labels(&cluster::selector(Some(&run_id)));
-    let stream = watcher(cluster::all_workloads(&client), cfg).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        let at = Instant::now();
-        let msg = match ev {
-            Ok(watcher::Event::Init) => WatchMsg::Init,
-            Ok(watcher::Event::InitDone) => WatchMsg::InitDone,
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                let (key, obs) = decode(o);
-                WatchMsg::Object(key, obs)
-            }
-            Ok(watcher::Event::Delete(_)) => continue,
-            Err(e) => WatchMsg::Error(e.to_string()),
-        };
-        if tx.send(Msg::Watch(at, msg)).is_err() {
-            return;
-        }
-    }
-}
-
 fn ms_since(t0: Instant, at: Instant) -> Ms {
     at.saturating_duration_since(t0).as_millis() as Ms
 }
 
 fn instant_at(t0: Instant, ms: Ms) -> Instant {
     t0 + Duration::from_millis(ms.max(0) as u64)
-}
-
-/// Counts warnings and prints the first few.
-#[derive(Default)]
-struct Warnings(u64);
-
-impl Warnings {
-    fn warn(&mut self, what: &str) {
-        self.0 += 1;
-        if self.0 <= MAX_WARNINGS {
-            eprintln!("warning: {what}");
-        } else if self.0 == MAX_WARNINGS + 1 {
-            eprintln!("warning: more of these follow; not printed");
-        }
-    }
-}
-
-/// Progress on stderr: a line redrawn on a terminal, else one every 10 s.
-struct Progress {
-    quiet: bool,
-    terminal: bool,
-    last: Instant,
-    drawn: bool,
-}
-
-impl Progress {
-    fn new(quiet: bool) -> Self {
-        Self {
-            quiet,
-            terminal: std::io::stderr().is_terminal(),
-            last: Instant::now(),
-            drawn: false,
-        }
-    }
-
-    fn period(&self) -> Duration {
-        if self.terminal {
-            Duration::from_millis(500)
-        } else {
-            Duration::from_secs(10)
-        }
-    }
-
-    fn show(&mut self, t: &Tracker, created: usize, elapsed: Ms) {
-        if self.quiet || self.last.elapsed() < self.period() {
-            return;
-        }
-        self.last = Instant::now();
-        let admitted = t.records().iter().filter(|r| r.first_admitted_at.is_some()).count();
-        let n = t.records().len();
-        let line = format!(
-            "{}: {created}/{n} created, {admitted} admitted, {} finished{}",
-            format_duration(elapsed),
-            t.finished(),
-            if t.violations() > 0 {
-                format!(", {} QUOTA VIOLATIONS", t.violations())
-            } else {
-                String::new()
-            }
-        );
-        if self.terminal {
-            self.drawn = true;
-            let _ = write!(std::io::stderr(), "\r\x1b[2K{line}");
-        } else {
-            eprintln!("{line}");
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.drawn {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
-            self.drawn = false;
-        }
-    }
 }
 
 /// Runs the plan against the cluster (objects are left for the caller to
@@ -708,8 +559,12 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use super::events::decode;
     use super::*;
+    use crate::track;
+    use kube::api::DynamicObject;
     use serde_json::json;
+    use sluice_api::v1alpha1::Workload;
 
     #[test]
     fn the_finished_mark_is_a_job_completion() {

@@ -1,0 +1,303 @@
+//! The terminal rendering of a bench run's and a floor measurement's
+//! figures.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::{FloorReport, ResourceUsage, RunReport};
+use crate::track::{Ms, Scope};
+use sluice_simulate::report::table::Table;
+use sluice_simulate::units::format_duration;
+
+/// Above this many cluster queues the table shows cohorts instead.
+const MAX_QUEUE_ROWS: usize = 40;
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+fn dur(ms: f64) -> String {
+    format_duration(ms.round() as Ms)
+}
+
+fn amount(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The terminal summary of a run.
+pub fn render(r: &RunReport) -> String {
+    let mut out = String::new();
+    let status = if r.complete {
+        "all workloads finished".to_string()
+    } else if r.timed_out {
+        format!(
+            "TIMED OUT: {} of {} workloads finished",
+            r.workloads.finished, r.workloads.planned
+        )
+    } else {
+        format!(
+            "INCOMPLETE: {} of {} workloads finished",
+            r.workloads.finished, r.workloads.planned
+        )
+    };
+    let _ = writeln!(
+        out,
+        "sluice bench run: {} × {} (run {}): {status}\n",
+        r.scenario, r.scale, r.run_id
+    );
+    let mut lines: Vec<(String, String)> = Vec::new();
+    lines.push(("wall time".into(), dur(r.wall_ms as f64)));
+    let w = &r.workloads;
+    lines.push((
+        "workloads".into(),
+        format!(
+            "{} planned, {} created, {} admitted, {} finished; {} evictions",
+            w.planned, w.created, w.admitted, w.finished, w.evictions
+        ),
+    ));
+    lines.push((
+        "admissions".into(),
+        format!(
+            "{} ({:.1}/s mean, {:.1}/s peak over {}s)",
+            w.admissions,
+            r.admission_rate.mean_per_second,
+            r.admission_rate.peak_per_second,
+            r.admission_rate.window_seconds
+        ),
+    ));
+    if let Some(f) = &r.floor {
+        let ratio = r
+            .vs_floor
+            .as_ref()
+            .map(|v| {
+                format!(
+                    "; admissions/s at {:.0}% (mean), {:.0}% (peak) of it",
+                    v.mean * 100.0,
+                    v.peak * 100.0
+                )
+            })
+            .unwrap_or_default();
+        lines.push(("write floor".into(), format!("{}{ratio}", floor_line(f))));
+    }
+    match &r.api_writes {
+        Some(a) => {
+            let kinds: Vec<String> = a
+                .per_kind
+                .iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect();
+            let per = a
+                .per_admission
+                .map(|p| format!(", {p:.2} per admission"))
+                .unwrap_or_default();
+            lines.push((
+                "controller writes".into(),
+                format!("{:.0}{per} ({})", a.total, kinds.join(", ")),
+            ));
+        }
+        None => lines.push(("controller writes".into(), "— (no --controller-metrics)".into())),
+    }
+    match &r.controller_peak_rss {
+        Some(p) => lines.push((
+            "controller peak RSS".into(),
+            format!("{:.1} MiB ({})", p.bytes as f64 / (1024.0 * 1024.0), p.source),
+        )),
+        None => lines.push(("controller peak RSS".into(), "— (no --controller-pid)".into())),
+    }
+    lines.push((
+        "creation lag".into(),
+        format!(
+            "{} mean, {} max behind the schedule",
+            dur(r.creation_lag.mean_ms),
+            dur(r.creation_lag.max_ms as f64)
+        ),
+    ));
+    lines.push((
+        "quota violations".into(),
+        if r.quota_violations.is_empty() {
+            "none".into()
+        } else {
+            format!("{} (listed below)", r.quota_violations.len())
+        },
+    ));
+    if r.watch_restarts > 0 || r.create_write_errors > 0 || r.finish_write_errors > 0 {
+        lines.push((
+            "harness".into(),
+            format!(
+                "{} watch restarts, {} failed creations, {} failed Finished marks (tried again)",
+                r.watch_restarts, r.create_write_errors, r.finish_write_errors
+            ),
+        ));
+    }
+    let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    for (k, v) in &lines {
+        let _ = writeln!(out, "{k:<width$}  {v}");
+    }
+
+    out.push_str("\ntime to admission per class (creation → the admission it finished in, as Kueue counts)\n");
+    let mut t = Table::new(
+        [
+            "class",
+            "workloads",
+            "admitted",
+            "finished",
+            "evictions",
+            "mean",
+            "p50",
+            "p95",
+            "max",
+            "mean to 1st",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    for c in &r.classes {
+        let s = &c.time_to_admission;
+        let mut row = vec![
+            c.name.clone(),
+            c.workloads.to_string(),
+            c.admitted.to_string(),
+            c.finished.to_string(),
+            c.evictions.to_string(),
+        ];
+        if s.count == 0 {
+            row.extend(std::iter::repeat_n("—".to_string(), 5));
+        } else {
+            row.extend([
+                dur(s.mean_ms),
+                format_duration(s.p50_ms),
+                format_duration(s.p95_ms),
+                format_duration(s.max_ms),
+                dur(c.time_to_first_admission.mean_ms),
+            ]);
+        }
+        t.rows.push(row);
+    }
+    t.render(&mut out);
+
+    out.push_str("\nusage (∫ admitted quota ÷ nominal × wall time)\n");
+    let mut t = Table::new(
+        ["cluster queue", "cohort", "resource", "nominal", "used", "usage"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let row = |name: &str, cohort: &str, u: &ResourceUsage| {
+        vec![
+            name.to_string(),
+            cohort.to_string(),
+            u.resource.clone(),
+            amount(u.nominal),
+            format!("{:.1} {}·s", u.used_unit_seconds, short_resource(&u.resource)),
+            pct(u.usage),
+        ]
+    };
+    if r.cluster_queues.len() <= MAX_QUEUE_ROWS {
+        for q in &r.cluster_queues {
+            for u in &q.resources {
+                t.rows.push(row(&q.name, q.cohort.as_deref().unwrap_or("—"), u));
+            }
+        }
+    } else {
+        // Per cohort: its queues' sums.
+        let mut cohorts: BTreeMap<&str, BTreeMap<&str, (f64, f64, usize)>> = BTreeMap::new();
+        for q in &r.cluster_queues {
+            for u in &q.resources {
+                let e = cohorts
+                    .entry(q.cohort.as_deref().unwrap_or("(no cohort)"))
+                    .or_default()
+                    .entry(u.resource.as_str())
+                    .or_default();
+                e.0 += u.nominal;
+                e.1 += u.used_unit_seconds;
+                e.2 += 1;
+            }
+        }
+        for (cohort, resources) in cohorts {
+            for (resource, (nominal, used, n)) in resources {
+                let usage = (nominal > 0.0 && r.wall_ms > 0).then(|| used / (nominal * r.wall_ms as f64 / 1000.0));
+                let u = ResourceUsage {
+                    resource: resource.to_string(),
+                    nominal,
+                    used_unit_seconds: used,
+                    usage,
+                };
+                t.rows.push(row(&format!("{n} queues"), cohort, &u));
+            }
+        }
+    }
+    t.rule();
+    for u in &r.total_usage {
+        t.rows.push(row("all", "", u));
+    }
+    t.render(&mut out);
+
+    if !r.quota_violations.is_empty() {
+        out.push_str("\nquota violations (observed)\n");
+        let mut t = Table::new(
+            ["scope", "name", "flavor", "resource", "limit", "peak", "from", "to"]
+                .map(String::from)
+                .to_vec(),
+        );
+        for v in &r.quota_violations {
+            t.rows.push(vec![
+                match v.scope {
+                    Scope::ClusterQueue => "clusterQueue".into(),
+                    Scope::Cohort => "cohort".into(),
+                },
+                v.name.clone(),
+                v.flavor.clone(),
+                v.resource.clone(),
+                amount(v.limit),
+                amount(v.peak),
+                dur(v.from_ms as f64),
+                dur(v.to_ms as f64),
+            ]);
+        }
+        t.render(&mut out);
+    }
+    out
+}
+
+fn short_resource(r: &str) -> &str {
+    r.strip_prefix("nvidia.com/").unwrap_or(r)
+}
+
+fn floor_line(f: &FloorReport) -> String {
+    let limit = if f.kube_qps > 0.0 {
+        format!("--kube-qps {} --kube-burst {}", f.kube_qps, f.kube_burst)
+    } else {
+        "no client limit".to_string()
+    };
+    format!(
+        "{:.1} patches/s (p50 {:.1} ms, p95 {:.1} ms; {limit}, concurrency {}{})",
+        f.patches_per_second,
+        f.latency.p50_ms,
+        f.latency.p95_ms,
+        f.concurrency,
+        if f.failed > 0 {
+            format!(", {} failed", f.failed)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The terminal summary of a floor measurement.
+pub fn render_floor(f: &FloorReport) -> String {
+    format!(
+        "sluice bench floor (run {}): {} Workload status patches in {}\n{}\nlatency: mean {:.1} ms, p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms\n",
+        f.run_id,
+        f.patches,
+        dur(f.elapsed_ms),
+        floor_line(f),
+        f.latency.mean_ms,
+        f.latency.p50_ms,
+        f.latency.p95_ms,
+        f.latency.max_ms
+    )
+}
