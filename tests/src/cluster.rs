@@ -24,10 +24,9 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
@@ -41,6 +40,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+
+use crate::controller::http_get;
+pub use crate::controller::{Controller, metric_value};
 
 /// `assert_eq!` that returns an error instead of panicking, so that the
 /// test's cleanup runs.
@@ -124,61 +126,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// A running `sluice controller`.
-pub struct Controller {
-    pub child: Child,
-    pub identity: String,
-    pub metrics_port: u16,
-}
-
-impl Controller {
-    /// `GET path` on the metrics port: (status code, body).
-    pub fn get(&self, path: &str) -> Result<(u16, String)> {
-        http_get(self.metrics_port, path)
-    }
-
-    /// The value of an unlabelled sample of `/metrics` (e.g.
-    /// `sluice_admitted_workloads_total`), if present.
-    pub fn metric(&self, sample: &str) -> Result<Option<f64>> {
-        let (code, body) = self.get("/metrics")?;
-        if code != 200 {
-            bail!("/metrics answered {code}");
-        }
-        Ok(metric_value(&body, sample))
-    }
-
-    /// Kills the process at once (SIGKILL: no graceful shutdown).
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The value of sample `name` (no labels) in a Prometheus text exposition.
-pub fn metric_value(body: &str, name: &str) -> Option<f64> {
-    body.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .context("no HTTP status line")?;
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
 }
 
 /// One test's namespace, cluster-scoped objects and controllers.

@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod controller;
 pub mod envtest;
