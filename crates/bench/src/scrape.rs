@@ -13,6 +13,8 @@ use serde::Serialize;
 
 /// The controller's counter of API writes, labelled by `kind`.
 pub const WRITES_METRIC: &str = "sluice_api_writes_total";
+/// The controller's writes per lane of its write queue.
+pub const LANE_WRITES_METRIC: &str = "sluice_lane_writes_total";
 
 /// Time limit of connecting to, and of each read from, the metrics endpoint.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -196,14 +198,39 @@ fn sample(line: &str) -> Option<(&str, BTreeMap<String, String>, f64)> {
 
 /// `sluice_api_writes_total` per `kind` (summed over any other labels).
 pub fn writes_by_kind(exposition: &str) -> BTreeMap<String, f64> {
+    by_label(exposition, WRITES_METRIC, "kind")
+}
+
+/// `sluice_lane_writes_total` per `lane` (state, bookkeeping, explanation).
+pub fn writes_by_lane(exposition: &str) -> BTreeMap<String, f64> {
+    by_label(exposition, LANE_WRITES_METRIC, "lane")
+}
+
+fn by_label(exposition: &str, metric: &str, label: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for (name, labels, value) in exposition.lines().filter_map(sample) {
-        if name == WRITES_METRIC {
-            let kind = labels.get("kind").cloned().unwrap_or_default();
-            *out.entry(kind).or_insert(0.0) += value;
+        if name == metric {
+            let key = labels.get(label).cloned().unwrap_or_default();
+            *out.entry(key).or_insert(0.0) += value;
         }
     }
     out
+}
+
+/// The controller's write counters at one moment: per kind and per lane.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteSample {
+    pub kinds: BTreeMap<String, f64>,
+    pub lanes: BTreeMap<String, f64>,
+}
+
+impl WriteSample {
+    pub fn parse(exposition: &str) -> Self {
+        Self {
+            kinds: writes_by_kind(exposition),
+            lanes: writes_by_lane(exposition),
+        }
+    }
 }
 
 /// API writes the controller made during the run.
@@ -212,30 +239,45 @@ pub fn writes_by_kind(exposition: &str) -> BTreeMap<String, f64> {
 pub struct WriteCounts {
     pub total: f64,
     pub per_kind: BTreeMap<String, f64>,
+    /// Per lane of the controller's write queue (Events are in none).
+    pub per_lane: BTreeMap<String, f64>,
 }
 
-/// After − before, per kind. A counter that went down means the controller
-/// restarted between the scrapes: the difference is then meaningless.
-pub fn writes_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> Result<WriteCounts, String> {
-    let mut per_kind = BTreeMap::new();
-    for (kind, a) in after {
-        let b = before.get(kind).copied().unwrap_or(0.0);
-        if *a < b {
-            return Err(format!(
-                "{WRITES_METRIC}{{kind={kind:?}}} went down from {b} to {a}: did the controller restart during the run?"
-            ));
-        }
-        per_kind.insert(kind.clone(), a - b);
-    }
-    if let Some(kind) = before.keys().find(|k| !after.contains_key(*k)) {
-        return Err(format!(
-            "{WRITES_METRIC}{{kind={kind:?}}} disappeared: did the controller restart during the run?"
-        ));
-    }
+/// After − before, per kind and per lane. A counter that went down means
+/// the controller restarted between the scrapes: the difference is then
+/// meaningless.
+pub fn writes_delta(before: &WriteSample, after: &WriteSample) -> Result<WriteCounts, String> {
+    let per_kind = delta(WRITES_METRIC, "kind", &before.kinds, &after.kinds)?;
+    let per_lane = delta(LANE_WRITES_METRIC, "lane", &before.lanes, &after.lanes)?;
     Ok(WriteCounts {
         total: per_kind.values().sum(),
         per_kind,
+        per_lane,
     })
+}
+
+fn delta(
+    metric: &str,
+    label: &str,
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> Result<BTreeMap<String, f64>, String> {
+    let mut out = BTreeMap::new();
+    for (key, a) in after {
+        let b = before.get(key).copied().unwrap_or(0.0);
+        if *a < b {
+            return Err(format!(
+                "{metric}{{{label}={key:?}}} went down from {b} to {a}: did the controller restart during the run?"
+            ));
+        }
+        out.insert(key.clone(), a - b);
+    }
+    if let Some(key) = before.keys().find(|k| !after.contains_key(*k)) {
+        return Err(format!(
+            "{metric}{{{label}={key:?}}} disappeared: did the controller restart during the run?"
+        ));
+    }
+    Ok(out)
 }
 
 /// Memory figures of `/proc/<pid>/status`, bytes.
@@ -366,11 +408,15 @@ mod tests {
         }
         m.write("event", true);
         m.write("event", false); // an error: counted apart
-        let before = writes_by_kind(&m.encode());
+        m.lane_writes
+            .get_or_create(&vec![("lane", "state".to_string())])
+            .inc_by(3);
+        let before = WriteSample::parse(&m.encode());
         assert_eq!(
-            before,
+            before.kinds,
             BTreeMap::from([("event".into(), 1.0), ("workload_status".into(), 3.0)])
         );
+        assert_eq!(before.lanes, BTreeMap::from([("state".into(), 3.0)]));
 
         let after_text = "# HELP sluice_api_writes API writes made, by kind.\n\
             # TYPE sluice_api_writes counter\n\
@@ -378,13 +424,19 @@ mod tests {
             sluice_api_writes_total{kind=\"event\"} 4\n\
             sluice_api_writes_total{kind=\"queue_status\"} 2\n\
             sluice_api_write_errors_total{kind=\"event\"} 1\n\
+            sluice_lane_writes_total{lane=\"state\"} 8\n\
+            sluice_lane_writes_total{lane=\"bookkeeping\"} 4\n\
             # EOF\n";
-        let after = writes_by_kind(after_text);
+        let after = WriteSample::parse(after_text);
         // 10 − 3 = 7 status writes, 4 − 1 = 3 events, 2 − 0 = 2 queue statuses: 12.
         let d = writes_delta(&before, &after).expect("monotonic");
         assert_eq!(d.total, 12.0);
         assert_eq!(d.per_kind["workload_status"], 7.0);
         assert_eq!(d.per_kind["queue_status"], 2.0);
+        assert_eq!(
+            d.per_lane,
+            BTreeMap::from([("bookkeeping".into(), 4.0), ("state".into(), 5.0)])
+        );
         let restarted = writes_delta(&after, &before).unwrap_err();
         assert!(restarted.contains("restart"), "{restarted}");
     }

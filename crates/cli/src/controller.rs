@@ -63,6 +63,15 @@ pub struct ControllerArgs {
     /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
     #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
+    /// Pending-explanation writes per second at most, never more than a
+    /// tenth of --kube-qps, and only from budget admissions leave unused
+    /// (0: a tenth of --kube-qps; no cap of its own without --kube-qps).
+    #[arg(long, env = "SLUICE_EXPLAIN_QPS", default_value_t = sluice_controller::limit::DEFAULT_EXPLAIN_QPS)]
+    explain_qps: f64,
+    /// No pending explanation is written for a workload created less than
+    /// this long ago (most waits in a busy queue end sooner; 0: at once).
+    #[arg(long, env = "SLUICE_EXPLAIN_AFTER", default_value = "5s", value_parser = parse_duration)]
+    explain_after: Duration,
 }
 
 pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
@@ -82,6 +91,8 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         log,
         kueue_compat,
         queue_status_interval,
+        explain_qps,
+        explain_after,
     } = args;
     log.init();
     let identity = identity
@@ -96,6 +107,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             backoff_base_ms: millis(requeue_backoff_base),
             backoff_max_ms: millis(requeue_backoff_max),
             requeue_limit,
+            explain_after_ms: millis(explain_after),
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {
@@ -107,6 +119,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         identity,
         metrics_addr,
         queue_status_interval: queue_status_interval.max(Duration::from_millis(100)),
+        explain_qps: sluice_controller::limit::explain_qps(explain_qps, kube_qps),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

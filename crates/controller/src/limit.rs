@@ -12,6 +12,26 @@ pub const DEFAULT_KUBE_QPS: f64 = 50.0;
 /// `sluice controller --kube-burst` default.
 pub const DEFAULT_KUBE_BURST: u32 = 100;
 
+/// `sluice controller --explain-qps` default.
+pub const DEFAULT_EXPLAIN_QPS: f64 = 5.0;
+
+/// The explanation lane's cap from `--explain-qps` and `--kube-qps`: never
+/// more than a tenth of `kube_qps` (0 or less asks for exactly that
+/// tenth); without a client-side limit (`kube_qps` 0), `explain_qps` as
+/// given (0: no cap of its own).
+pub fn explain_qps(explain_qps: f64, kube_qps: f64) -> f64 {
+    let explain = if explain_qps.is_nan() {
+        0.0
+    } else {
+        explain_qps.max(0.0)
+    };
+    if kube_qps.is_nan() || kube_qps <= 0.0 {
+        return explain;
+    }
+    let tenth = kube_qps / 10.0;
+    if explain == 0.0 { tenth } else { explain.min(tenth) }
+}
+
 /// A token bucket: `qps` writes per second sustained, `burst` at once.
 #[derive(Debug, Clone)]
 pub struct Bucket {
@@ -38,16 +58,39 @@ impl Bucket {
 
     /// Takes a token, or says how long to wait for one.
     pub fn take(&mut self, now: Instant) -> Option<Duration> {
+        self.take_spare(now, 1, 0)
+    }
+
+    /// Takes `n` tokens only if `keep` tokens are left after them (spare
+    /// budget: what the writes that come first would not miss), or says how
+    /// long until they are there.
+    pub fn take_spare(&mut self, now: Instant, n: u32, keep: u32) -> Option<Duration> {
+        let wait = self.wait_spare(now, n, keep);
+        if wait.is_none() {
+            self.tokens -= f64::from(n);
+        }
+        wait
+    }
+
+    /// How long until `n` tokens can be taken with `keep` left (`None`: now).
+    /// Takes nothing.
+    pub fn wait_spare(&mut self, now: Instant, n: u32, keep: u32) -> Option<Duration> {
         let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.qps;
         self.tokens = (self.tokens + refill).min(self.burst);
         self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        // Never more than the bucket holds: a full bucket is always enough.
+        let need = (f64::from(n) + f64::from(keep)).min(self.burst.max(f64::from(n)));
+        if self.tokens >= need {
             None
         } else {
             // At most an hour (a tiny qps must not overflow a Duration).
-            Some(Duration::from_secs_f64(((1.0 - self.tokens) / self.qps).min(3600.0)))
+            Some(Duration::from_secs_f64(((need - self.tokens) / self.qps).min(3600.0)))
         }
+    }
+
+    /// Tokens the bucket holds at most.
+    pub fn burst(&self) -> u32 {
+        self.burst as u32
     }
 }
 
@@ -62,14 +105,38 @@ impl Limiter {
 
     /// Waits for a token (at once without a limit).
     pub async fn acquire(&self) {
-        let Some(bucket) = &self.0 else { return };
         loop {
-            let wait = bucket.lock().unwrap_or_else(|e| e.into_inner()).take(Instant::now());
-            match wait {
+            match self.try_acquire(1, 0) {
                 None => return,
                 Some(d) => tokio::time::sleep(d).await,
             }
         }
+    }
+
+    /// Takes `n` tokens if `keep` stay in the bucket after them, else says
+    /// how long to wait ([`Bucket::take_spare`]); `None` without a limit.
+    pub fn try_acquire(&self, n: u32, keep: u32) -> Option<Duration> {
+        let bucket = self.0.as_ref()?;
+        bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_spare(Instant::now(), n, keep)
+    }
+
+    /// How long until [`Limiter::try_acquire`] would succeed; takes nothing.
+    pub fn wait_time(&self, n: u32, keep: u32) -> Option<Duration> {
+        let bucket = self.0.as_ref()?;
+        bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wait_spare(Instant::now(), n, keep)
+    }
+
+    /// Tokens the bucket holds at most; `None` without a limit.
+    pub fn burst(&self) -> Option<u32> {
+        self.0
+            .as_ref()
+            .map(|b| b.lock().unwrap_or_else(|e| e.into_inner()).burst())
     }
 }
 
@@ -104,6 +171,41 @@ mod tests {
             assert_eq!(b.take(t2), None);
         }
         assert!(b.take(t2).is_some());
+    }
+
+    #[test]
+    fn explanations_get_a_tenth_of_the_write_limit_at_most() {
+        assert_eq!(explain_qps(5.0, 50.0), 5.0);
+        assert_eq!(explain_qps(5.0, 20.0), 2.0);
+        assert_eq!(explain_qps(0.0, 50.0), 5.0);
+        assert_eq!(explain_qps(1.0, 50.0), 1.0);
+        // No client-side limit: the flag as given, 0 = no cap of its own.
+        assert_eq!(explain_qps(5.0, 0.0), 5.0);
+        assert_eq!(explain_qps(0.0, 0.0), 0.0);
+        assert_eq!(explain_qps(-3.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn spare_tokens_are_taken_only_above_the_reserve() {
+        // qps 10, burst 20, keep 5: 15 spare tokens at once, then one more
+        // every 100 ms; the reserve itself is never touched.
+        let t0 = Instant::now();
+        let mut b = Bucket::new(10.0, 20, t0).expect("limited");
+        for i in 0..15 {
+            assert_eq!(b.take_spare(t0, 1, 5), None, "spare token {i}");
+        }
+        assert_eq!(b.take_spare(t0, 1, 5), Some(Duration::from_millis(100)));
+        // Looking does not take.
+        assert_eq!(b.wait_spare(t0, 1, 5), Some(Duration::from_millis(100)));
+        // The reserve is still there for ordinary takes.
+        for i in 0..5 {
+            assert_eq!(b.take(t0), None, "reserved token {i}");
+        }
+        assert_eq!(b.take(t0), Some(Duration::from_millis(100)));
+        // A reserve larger than the bucket asks for a full bucket, not more.
+        let mut small = Bucket::new(10.0, 2, t0).expect("limited");
+        assert_eq!(small.take_spare(t0, 1, 10), None);
+        assert_eq!(small.take_spare(t0, 1, 10), Some(Duration::from_millis(100)));
     }
 
     #[test]

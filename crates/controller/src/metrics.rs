@@ -12,7 +12,8 @@
 //! | `sluice_admission_cycle_duration_seconds` | histogram | — |
 //! | `sluice_api_writes_total` | counter | `kind` (workload, workload_status, job, job_status, event, queue_status) |
 //! | `sluice_api_write_errors_total` | counter | `kind` |
-//! | `sluice_dropped_writes_total` | counter | — (writes and Events not made because this replica is not the leader or the Lease fence refused them) |
+//! | `sluice_lane_writes_total` | counter | `lane` (state, bookkeeping, explanation: API writes made per lane of the write queue; Events are not in a lane) |
+//! | `sluice_dropped_writes_total` | counter | `lane` (state, bookkeeping, explanation, event), `reason` (not_leader: not made because this replica is not the leader or the Lease fence refused them; superseded: a queued lazy write replaced by a newer one or by a state change of its workload) |
 //! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
@@ -39,7 +40,8 @@ pub struct Metrics {
     pub cycle_duration: Histogram,
     pub writes: Family<Labels, Counter>,
     pub write_errors: Family<Labels, Counter>,
-    pub dropped_writes: Counter,
+    pub lane_writes: Family<Labels, Counter>,
+    pub dropped_writes: Family<Labels, Counter>,
     pub dropped_events: Counter,
     pub reconcile_errors: Family<Labels, Counter>,
     pub unrestored: Gauge,
@@ -82,7 +84,8 @@ impl Metrics {
             cycle_duration: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             writes: Family::default(),
             write_errors: Family::default(),
-            dropped_writes: Counter::default(),
+            lane_writes: Family::default(),
+            dropped_writes: Family::default(),
             dropped_events: Counter::default(),
             reconcile_errors: Family::default(),
             unrestored: Gauge::default(),
@@ -124,8 +127,13 @@ impl Metrics {
             m.write_errors.clone(),
         );
         r.register(
+            "lane_writes",
+            "API writes made, by lane of the write queue",
+            m.lane_writes.clone(),
+        );
+        r.register(
             "dropped_writes",
-            "Writes not made because this replica does not hold the lease",
+            "Writes not made, by lane and reason (not_leader, superseded)",
             m.dropped_writes.clone(),
         );
         r.register(
@@ -154,6 +162,13 @@ impl Metrics {
     pub fn write(&self, kind: &'static str, ok: bool) {
         let family = if ok { &self.writes } else { &self.write_errors };
         family.get_or_create(&vec![("kind", kind.to_string())]).inc();
+    }
+
+    /// A write of `lane` not made (`not_leader`, `superseded`).
+    pub fn dropped(&self, lane: &'static str, reason: &'static str) {
+        self.dropped_writes
+            .get_or_create(&vec![("lane", lane.to_string()), ("reason", reason.to_string())])
+            .inc();
     }
 
     /// The text exposition format.

@@ -96,6 +96,12 @@ impl Step {
         )
     }
 
+    /// Whether the step takes a token of the client-side limit when the
+    /// writer makes it (Events in a lane of their own are never made by it).
+    pub fn is_budgeted(&self) -> bool {
+        !matches!(self, Step::Event(_))
+    }
+
     /// Whether the step writes (counted in `sluice_api_writes_total`).
     pub fn is_write(&self) -> bool {
         !matches!(self, Step::ConfirmPodsGone { .. })
@@ -181,19 +187,6 @@ impl Purpose {
             Purpose::Report => "report",
             Purpose::QueueStatus => "queue_status",
         }
-    }
-
-    /// Admissions and evictions go before everything else.
-    pub fn is_urgent(&self) -> bool {
-        matches!(
-            self,
-            Purpose::Admit { .. }
-                | Purpose::Evict { .. }
-                | Purpose::Requeue { .. }
-                | Purpose::ConfirmPodsGone { .. }
-                | Purpose::Deactivate { .. }
-                | Purpose::SuspendJob
-        )
     }
 }
 

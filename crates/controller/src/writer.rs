@@ -16,7 +16,7 @@
 //! Workload read back; other failures are forgotten so that they are
 //! tried again.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -35,7 +35,10 @@ pub use crate::run::lease::LeaseFence;
 
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
-use crate::plan::{EventSpec, Plan, Purpose, Step};
+use crate::plan::{EventSpec, Plan, Step};
+
+mod queue;
+pub use queue::{Lane, WriteQueue};
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "sluice-controller";
@@ -114,6 +117,8 @@ pub struct Writer {
     fence: Option<Arc<LeaseFence>>,
     /// Events go here instead of being written inline (see [`event_lane`]).
     events: Option<tokio::sync::mpsc::Sender<EventSpec>>,
+    /// The explanation lane's own cap (`--explain-qps`).
+    explain: Option<Arc<Limiter>>,
 }
 
 impl Writer {
@@ -125,6 +130,7 @@ impl Writer {
             leader: None,
             fence: None,
             events: None,
+            explain: None,
         }
     }
 
@@ -132,6 +138,50 @@ impl Writer {
     pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
         self.limiter = Some(Arc::new(Limiter::new(qps, burst)));
         self
+    }
+
+    /// Caps explanation writes at `qps` per second (a burst of one
+    /// second's worth), on top of taking only spare budget; no cap of its
+    /// own when `qps` is 0 or less.
+    pub fn with_explain_rate(mut self, qps: f64) -> Self {
+        self.explain = Some(Arc::new(Limiter::new(qps, qps.ceil().max(1.0) as u32)));
+        self
+    }
+
+    /// Tokens of the client-side limit kept for state changes: a lazy
+    /// write is made only if this many stay after it (a tenth of the
+    /// burst, at least one).
+    pub fn reserve(&self) -> u32 {
+        self.limiter
+            .as_ref()
+            .and_then(|l| l.burst())
+            .map_or(0, |b| (b / 10).max(1))
+    }
+
+    /// Takes the budget of a lazy plan making `writes` API writes: spare
+    /// tokens of the client-side limit (above [`Writer::reserve`]) and, for
+    /// an explanation, a token of its own cap. Otherwise how long to wait.
+    pub fn spare(&self, lane: Lane, writes: u32) -> Result<(), Duration> {
+        if writes == 0 {
+            return Ok(());
+        }
+        let own = match (&self.explain, lane) {
+            (Some(l), Lane::Explanation) => Some(l),
+            _ => None,
+        };
+        if let Some(wait) = own.and_then(|l| l.wait_time(writes, 0)) {
+            return Err(wait);
+        }
+        if let Some(l) = &self.limiter
+            && let Some(wait) = l.try_acquire(writes, self.reserve())
+        {
+            return Err(wait);
+        }
+        // Looked at above: nobody else takes from this bucket.
+        if let Some(l) = own {
+            let _ = l.try_acquire(writes, 0);
+        }
+        Ok(())
     }
 
     /// Writes only while the receiver says this replica leads.
@@ -168,6 +218,18 @@ impl Writer {
     /// Applies the steps in order; stops at the first failed non-Event step.
     /// Returns the resourceVersion each status write made, by step index.
     pub async fn apply(&self, plan: &Plan, metrics: Option<&Metrics>) -> Result<Vec<(usize, String)>, PlanError> {
+        self.apply_with(plan, metrics, false).await
+    }
+
+    /// [`Writer::apply`]; `prepaid`: the plan's budgeted writes have their
+    /// tokens already ([`Writer::spare`]).
+    pub async fn apply_with(
+        &self,
+        plan: &Plan,
+        metrics: Option<&Metrics>,
+        prepaid: bool,
+    ) -> Result<Vec<(usize, String)>, PlanError> {
+        let lane = Lane::of(&plan.purpose);
         let mut acks = Vec::new();
         for (i, step) in plan.steps.iter().enumerate() {
             if let (Step::Event(spec), Some(lane)) = (step, &self.events) {
@@ -181,11 +243,19 @@ impl Writer {
                 }
                 continue;
             }
-            let result = self.step(step).await;
+            if !(prepaid && step.is_budgeted()) {
+                self.throttle().await;
+            }
+            let result = self.call(step).await;
             if let Some(m) = metrics
                 && step.is_write()
             {
                 m.write(step.kind(), result.is_ok());
+                if result.is_ok() && step.is_budgeted() {
+                    m.lane_writes
+                        .get_or_create(&vec![("lane", lane.label().to_string())])
+                        .inc();
+                }
             }
             match result {
                 Ok(rv) => acks.extend(rv.map(|rv| (i, rv))),
@@ -205,10 +275,16 @@ impl Writer {
         Ok(acks)
     }
 
-    /// One API call. A status write returns the resourceVersion it made.
+    /// One API call, after a token of the client-side limit. A status
+    /// write returns the resourceVersion it made.
     pub async fn step(&self, step: &Step) -> Result<Option<String>, WriteError> {
-        let kind = step.kind();
         self.throttle().await;
+        self.call(step).await
+    }
+
+    /// One API call, with no token taken here.
+    async fn call(&self, step: &Step) -> Result<Option<String>, WriteError> {
+        let kind = step.kind();
         if let Some(l) = &self.leader
             && !*l.borrow()
         {
@@ -355,9 +431,7 @@ pub async fn event_lane(
         let m = (*metrics).as_ref();
         match writer.step(&Step::Event(spec)).await {
             Ok(_) => m.write("event", true),
-            Err(WriteError::NotLeader { .. }) => {
-                m.dropped_writes.inc();
-            }
+            Err(WriteError::NotLeader { .. }) => m.dropped("event", "not_leader"),
             Err(e) => {
                 tracing::warn!(error = %e, "event not recorded");
                 m.write("event", false);
@@ -398,139 +472,14 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-/// Plans waiting to be written, so that the loop never waits on the API:
-/// state changes (admissions, evictions, requeues, finishes, Job patches,
-/// Workload creation) first, in order; pending explanations and reports
-/// after them, one per workload (latest wins). Queuing a state change of a
-/// workload drops its queued explanation, which the state change supersedes.
-#[derive(Default)]
-pub struct WriteQueue {
-    state: Mutex<QueueState>,
-    ready: tokio::sync::Notify,
-}
-
-#[derive(Default)]
-struct QueueState {
-    urgent: std::collections::VecDeque<Plan>,
-    lazy: std::collections::BTreeMap<String, Plan>,
-    lazy_order: std::collections::VecDeque<String>,
-    reports: u64,
-    epoch: u64,
-}
-
-fn plan_uid(p: &Plan) -> Option<&str> {
-    match &p.purpose {
-        Purpose::Admit { uid }
-        | Purpose::Evict { uid }
-        | Purpose::Requeue { uid }
-        | Purpose::ConfirmPodsGone { uid }
-        | Purpose::Finish { uid }
-        | Purpose::Deactivate { uid }
-        | Purpose::PodsReady { uid }
-        | Purpose::Pending { uid }
-        | Purpose::StartJob { uid } => Some(uid),
-        Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report | Purpose::QueueStatus => None,
-    }
-}
-
-impl WriteQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a plan; returns the queued plan it supersedes, if any (the
-    /// index must hear of a status write that will not be made).
-    #[must_use = "a superseded plan must be reported to the index"]
-    pub fn push(&self, plan: Plan) -> Option<Plan> {
-        let superseded;
-        {
-            let mut q = self.lock();
-            match &plan.purpose {
-                Purpose::Pending { uid } => {
-                    let uid = uid.clone();
-                    superseded = q.lazy.insert(uid.clone(), plan);
-                    if superseded.is_none() {
-                        q.lazy_order.push_back(uid);
-                    }
-                }
-                Purpose::QueueStatus => {
-                    let key = match plan.steps.first() {
-                        Some(Step::ApplyQueueStatus { queue, .. }) => format!("\u{0}queue-{queue}"),
-                        _ => String::from("\u{0}queue-?"),
-                    };
-                    superseded = q.lazy.insert(key.clone(), plan);
-                    if superseded.is_none() {
-                        q.lazy_order.push_back(key);
-                    }
-                }
-                Purpose::Report => {
-                    q.reports += 1;
-                    let key = format!("\u{0}report-{}", q.reports);
-                    q.lazy.insert(key.clone(), plan);
-                    q.lazy_order.push_back(key);
-                    superseded = None;
-                }
-                _ => {
-                    superseded = plan_uid(&plan).and_then(|uid| q.lazy.remove(uid));
-                    q.urgent.push_back(plan);
-                }
-            }
-        }
-        self.ready.notify_one();
-        superseded
-    }
-
-    /// The next plan to write, state changes first, with the epoch it was
-    /// queued in.
-    pub fn pop(&self) -> Option<(u64, Plan)> {
-        let mut q = self.lock();
-        let epoch = q.epoch;
-        if let Some(p) = q.urgent.pop_front() {
-            return Some((epoch, p));
-        }
-        while let Some(key) = q.lazy_order.pop_front() {
-            if let Some(p) = q.lazy.remove(&key) {
-                return Some((epoch, p));
-            }
-        }
-        None
-    }
-
-    /// Forgets everything queued (leadership lost) and starts a new epoch:
-    /// feedback about plans of an earlier epoch is for an index that is gone.
-    pub fn clear(&self) {
-        let mut q = self.lock();
-        let epoch = q.epoch + 1;
-        *q = QueueState::default();
-        q.epoch = epoch;
-    }
-
-    /// The current epoch.
-    pub fn epoch(&self) -> u64 {
-        self.lock().epoch
-    }
-
-    pub fn len(&self) -> usize {
-        let q = self.lock();
-        q.urgent.len() + q.lazy.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Waits until something may have been queued.
-    pub async fn wait(&self) {
-        self.ready.notified().await;
-    }
-}
-
 /// What the writer tells the index about a plan it is done with: the
 /// resourceVersions its status writes made, or why it stopped.
 pub type Feedback = Result<Vec<(usize, String)>, PlanError>;
 
-/// Writes queued plans forever; failures (other than "not the leader"),
-/// status-write acknowledgements and pods-gone answers go back to the index.
+/// Writes queued plans forever: state changes as soon as the limit allows,
+/// the lazy lanes from spare budget only (see [`queue`]); failures (other
+/// than "not the leader"), status-write acknowledgements and pods-gone
+/// answers go back to the index.
 pub async fn drain(
     writer: Writer,
     queue: Arc<WriteQueue>,
@@ -538,11 +487,29 @@ pub async fn drain(
     metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
 ) {
     loop {
-        let Some((epoch, plan)) = queue.pop() else {
+        let (epoch, plan, prepaid) = if let Some((epoch, plan)) = queue.pop_state() {
+            (epoch, plan, false)
+        } else if let Some((lane, writes)) = queue.next_lazy() {
+            match writer.spare(lane, writes) {
+                Ok(()) => match queue.pop_lazy(lane) {
+                    Some((epoch, plan)) => (epoch, plan, true),
+                    None => continue,
+                },
+                Err(wait) => {
+                    // A state change queued meanwhile goes first.
+                    tokio::select! {
+                        () = queue.wait() => {}
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+            }
+        } else {
             queue.wait().await;
             continue;
         };
-        match writer.apply(&plan, Some((*metrics).as_ref())).await {
+        let result = writer.apply_with(&plan, Some((*metrics).as_ref()), prepaid).await;
+        match result {
             // Status writes are acknowledged and pod checks answered; other
             // successes need nothing.
             Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => {
@@ -552,7 +519,9 @@ pub async fn drain(
             }
             Ok(_) => {}
             Err(e) if matches!(e.error, WriteError::NotLeader { .. }) => {
-                (*metrics).as_ref().dropped_writes.inc();
+                (*metrics)
+                    .as_ref()
+                    .dropped(Lane::of(&plan.purpose).label(), "not_leader");
                 // Still told: if this replica still leads (the fence lapsed
                 // for a moment), the index rolls the admission back.
                 if failures.send((epoch, plan, Err(e))).is_err() {

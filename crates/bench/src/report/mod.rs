@@ -148,6 +148,13 @@ pub struct ApiWrites {
     pub per_kind: BTreeMap<String, f64>,
     /// total ÷ admissions; `null` without admissions.
     pub per_admission: Option<f64>,
+    /// Per lane of the controller's write queue (`state`, `bookkeeping`,
+    /// `explanation`; Events are in none).
+    pub per_lane: BTreeMap<String, f64>,
+    /// State-lane writes (admissions, evictions, requeues, Job start and
+    /// suspend, Workload creation) ÷ admissions: what admitting costs;
+    /// `null` without admissions or an older controller.
+    pub writes_per_admission: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -362,10 +369,13 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
     let total_usage = resource_usages(totals, wall);
 
     let admission_rate = admission_rate(&closed.admissions, wall, RATE_WINDOW_MS);
+    let per_admission = |n: f64| (workloads.admissions > 0).then(|| n / workloads.admissions as f64);
     let api_writes = extras.writes.map(|w| ApiWrites {
-        per_admission: (workloads.admissions > 0).then(|| w.total / workloads.admissions as f64),
+        per_admission: per_admission(w.total),
+        writes_per_admission: w.per_lane.get("state").copied().and_then(per_admission),
         total: w.total,
         per_kind: w.per_kind,
+        per_lane: w.per_lane,
     });
     let vs_floor = extras.floor.as_ref().and_then(|f| {
         (f.patches_per_second > 0.0).then(|| VsFloor {
@@ -660,6 +670,7 @@ mod tests {
                 writes: Some(WriteCounts {
                     total: 9.0,
                     per_kind: BTreeMap::from([("workload_status".into(), 6.0), ("event".into(), 3.0)]),
+                    per_lane: BTreeMap::from([("state".into(), 3.0), ("bookkeeping".into(), 3.0)]),
                 }),
                 floor: Some(floor),
                 ..Extras::default()
@@ -705,6 +716,7 @@ mod tests {
         assert!((vs.mean - 3.0 / 2.2 / 50.0).abs() < 1e-9);
         // Writes: 9 for 3 admissions = 3 per admission.
         assert_eq!(r.api_writes.as_ref().and_then(|a| a.per_admission), Some(3.0));
+        assert_eq!(r.api_writes.as_ref().and_then(|a| a.writes_per_admission), Some(1.0));
         // The queue held 14 > 10 CPU from 1 200 to 1 520 ms; the cohort (one
         // queue, pool 10) too.
         let v: Vec<(Scope, &str, f64, f64, Ms, Ms)> = r

@@ -95,6 +95,18 @@ pub fn render(r: &RunReport) -> String {
                 .per_admission
                 .map(|p| format!(", {p:.2} per admission"))
                 .unwrap_or_default();
+            let lanes: Vec<String> = a
+                .per_lane
+                .iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect();
+            if let Some(w) = a.writes_per_admission {
+                lines.push((
+                    "writes per admission".into(),
+                    format!("{w:.3} (state lane; by lane: {})", lanes.join(", ")),
+                ));
+            }
             lines.push((
                 "controller writes".into(),
                 format!("{:.0}{per} ({})", a.total, kinds.join(", ")),

@@ -149,7 +149,7 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     }
 
     let before = match &opts.metrics {
-        Some(url) => Some(scrape::writes_by_kind(&scrape::fetch(url).await.map_err(|e| {
+        Some(url) => Some(scrape::WriteSample::parse(&scrape::fetch(url).await.map_err(|e| {
             anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path)
         })?)),
         None => None,
@@ -357,7 +357,7 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
 
     if let (Some(url), Some(before)) = (&opts.metrics, &before) {
         match scrape::fetch(url).await {
-            Ok(text) => match scrape::writes_delta(before, &scrape::writes_by_kind(&text)) {
+            Ok(text) => match scrape::writes_delta(before, &scrape::WriteSample::parse(&text)) {
                 Ok(w) => extras.writes = Some(w),
                 Err(e) => eprintln!("warning: controller writes not reported: {e}"),
             },

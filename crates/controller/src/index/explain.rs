@@ -57,10 +57,33 @@ impl Index {
     /// is now; workloads no longer pending are skipped). The rest stay
     /// marked for later calls: memory and the write queue stay bounded,
     /// and the latest explanation is what gets written.
+    ///
+    /// A workload created less than `explain_after_ms` ago is left marked:
+    /// most waits in a busy queue end sooner, and its admission then makes
+    /// the only write.
+    ///
+    /// No more than `explanations_per_cycle` are out (handed out, not yet
+    /// answered) at once.
     pub fn take_explanations(&mut self, max: usize, now_ms: i64) -> Vec<Plan> {
+        let max = max.min(self.config.explanations_per_cycle.saturating_sub(self.explain_out));
+        let grace = self.config.explain_after_ms;
+        let mut due = Vec::new();
+        let mut gone = Vec::new();
+        for uid in &self.explain {
+            if due.len() >= max {
+                break;
+            }
+            match self.by_uid.get(uid).and_then(|wk| self.workloads.get(wk)) {
+                Some(e) if grace > 0 && e.created_ms.saturating_add(grace) > now_ms => {}
+                Some(_) => due.push(uid.clone()),
+                None => gone.push(uid.clone()),
+            }
+        }
+        for uid in gone.iter().chain(&due) {
+            self.explain.remove(uid);
+        }
         let mut out = Vec::new();
-        while out.len() < max {
-            let Some(uid) = self.explain.pop_first() else { break };
+        for uid in due {
             if !matches!(
                 self.engine.workload_state(&uid),
                 Some(WorkloadState::Pending | WorkloadState::Preempting)
@@ -79,6 +102,7 @@ impl Index {
                 steps: vec![step],
             });
         }
+        self.explain_out += out.len();
         out
     }
 

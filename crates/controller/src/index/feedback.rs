@@ -16,6 +16,9 @@ impl Index {
     /// its failure is handled (see [`Index::plan_stopped`]). The one way
     /// feedback comes into the index.
     pub fn feedback(&mut self, plan: &Plan, result: &Feedback, now_ms: i64) {
+        if matches!(plan.purpose, Purpose::Pending { .. }) {
+            self.explain_out = self.explain_out.saturating_sub(1);
+        }
         match result {
             Ok(acks) => {
                 self.acknowledge(plan, acks);
@@ -149,6 +152,7 @@ impl Index {
             }
         }
         if let Purpose::Pending { uid } = &plan.purpose {
+            self.explain_out = self.explain_out.saturating_sub(1);
             self.explanation_not_written(uid);
         }
     }

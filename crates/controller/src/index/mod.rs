@@ -129,6 +129,9 @@ pub struct IndexConfig {
     pub requeue_limit: Option<u32>,
     /// Most explanation writes a cycle hands out (the rest follow later).
     pub explanations_per_cycle: usize,
+    /// No pending explanation is written for a workload created less than
+    /// this long ago (`--explain-after`).
+    pub explain_after_ms: i64,
 }
 
 impl Default for IndexConfig {
@@ -140,6 +143,7 @@ impl Default for IndexConfig {
             backoff_max_ms: 3_600_000,
             requeue_limit: None,
             explanations_per_cycle: 500,
+            explain_after_ms: 0,
         }
     }
 }
@@ -286,6 +290,9 @@ pub struct Index {
     prior: HashMap<String, WorkloadStatus>,
     /// Workloads whose explanation changed and is not written yet.
     explain: BTreeSet<String>,
+    /// Explanation writes handed out and not yet answered or superseded:
+    /// at most `explanations_per_cycle`, so the write queue stays bounded.
+    explain_out: usize,
     /// Namespace labels (for ClusterQueue namespaceSelectors).
     namespaces: HashMap<String, BTreeMap<String, String>>,
     /// Pending workloads held out of the engine: their namespace is not
@@ -347,6 +354,7 @@ impl Index {
             retry_soon: false,
             prior: HashMap::new(),
             explain: BTreeSet::new(),
+            explain_out: 0,
             namespaces: HashMap::new(),
             not_selected: BTreeSet::new(),
             orphan_scan_due: false,

@@ -90,14 +90,13 @@ pub(super) async fn event_loop(
                     && !fenced
                 {
                     let mut ix = ix.lock().await;
-                    // Refill explanation writes as the queue drains.
-                    let room = cfg.index.explanations_per_cycle.saturating_sub(io.queue.len());
-                    let mut plans = ix.take_explanations(room, now_ms());
+                    // Refill explanation writes as they are answered (the
+                    // index keeps at most explanations_per_cycle out), and
+                    // hand out those whose grace period (--explain-after) ended.
+                    let mut plans = ix.take_explanations(cfg.index.explanations_per_cycle, now_ms());
                     plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
                     for plan in plans {
-                        if let Some(old) = io.queue.push(plan) {
-                            ix.superseded(&old);
-                        }
+                        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
                     }
                 }
                 continue;
@@ -195,9 +194,7 @@ pub(super) async fn event_loop(
             {
                 let mut ix = m.lock().await;
                 for plan in plans {
-                    if let Some(old) = io.queue.push(plan) {
-                        ix.superseded(&old);
-                    }
+                    enqueue(&io.queue, &mut ix, plan, &shared.metrics);
                 }
             }
             // Workloads whose status write failed: read them again.
@@ -232,6 +229,15 @@ pub(super) async fn event_loop(
                 cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
             }
         }
+    }
+}
+
+/// Queues a plan; the index hears of the queued plans it supersedes,
+/// which are counted as dropped.
+pub(super) fn enqueue(queue: &writer::WriteQueue, ix: &mut Index, plan: crate::plan::Plan, metrics: &Metrics) {
+    for old in queue.push(plan) {
+        metrics.dropped(writer::Lane::of(&old.purpose).label(), "superseded");
+        ix.superseded(&old);
     }
 }
 

@@ -67,6 +67,9 @@ pub struct RunConfig {
     pub metrics_addr: SocketAddr,
     /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
     pub queue_status_interval: Duration,
+    /// Cap of pending-explanation writes per second (0 or less: none of its
+    /// own); see [`crate::limit::explain_qps`].
+    pub explain_qps: f64,
 }
 
 /// Why the loop stopped.
@@ -125,6 +128,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     };
     let mut writer = Writer::new(client.clone(), cfg.identity.clone())
         .with_rate_limit(cfg.kube_qps, cfg.kube_burst)
+        .with_explain_rate(cfg.explain_qps)
         .with_leader(leader_rx.clone());
     let fence = cfg.lease.as_ref().map(|l| lease::fence(l, &cfg.identity));
     let fence_task = cfg.lease.as_ref().zip(fence.clone()).map(|(l, f)| {

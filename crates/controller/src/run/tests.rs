@@ -184,6 +184,7 @@ fn queue_status_is_handed_to_the_writer_once_and_remembered_when_written() {
         identity: "test".into(),
         metrics_addr: "127.0.0.1:0".parse().unwrap(),
         queue_status_interval: Duration::from_secs(1),
+        explain_qps: 0.0,
     };
     let mut w = QueueStatusWriter::default();
     let plans = w.plans(&ix, &m, &cfg);
@@ -224,6 +225,7 @@ fn a_new_leader_does_not_rewrite_queue_status_the_server_already_has() {
         identity: "test".into(),
         metrics_addr: "127.0.0.1:0".parse().unwrap(),
         queue_status_interval: Duration::from_secs(1),
+        explain_qps: 0.0,
     };
     let m = Metrics::new();
     let mut cache = Cache::default();
@@ -505,6 +507,7 @@ async fn start(
         identity: "test-0".into(),
         metrics_addr: ([127, 0, 0, 1], port).into(),
         queue_status_interval: Duration::from_secs(1),
+        explain_qps: 0.0,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(run(client, cfg, async move {
@@ -700,4 +703,43 @@ async fn a_conflicting_admission_write_is_rolled_back_and_retried_by_the_loop() 
         .expect("graceful stop")
         .unwrap()
         .unwrap();
+}
+
+#[test]
+fn a_superseded_explanation_is_counted_as_dropped_and_the_newest_is_written() {
+    use crate::index::Index;
+    use crate::writer::{Lane, WriteQueue};
+    let queue = WriteQueue::default();
+    let mut ix = Index::new(IndexConfig::default());
+    let metrics = crate::metrics::Metrics::new();
+    let pending = |reason: &str| crate::plan::Plan {
+        purpose: Purpose::Pending { uid: "u".into() },
+        steps: vec![Step::workload_status(
+            crate::plan::ObjKey {
+                namespace: "research".into(),
+                name: "w".into(),
+            },
+            "u".into(),
+            WorkloadStatus {
+                pending: Some(serde_json::from_value(json!({"reason": reason, "message": reason})).unwrap()),
+                ..WorkloadStatus::default()
+            },
+            1,
+        )],
+    };
+    super::event_loop::enqueue(&queue, &mut ix, pending("first"), &metrics);
+    super::event_loop::enqueue(&queue, &mut ix, pending("second"), &metrics);
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"sluice_dropped_writes_total{lane="explanation",reason="superseded"} 1"#),
+        "{text}"
+    );
+    assert_eq!(queue.lane_len(Lane::Explanation), 1);
+    let (_, plan) = queue.pop().expect("queued");
+    match &plan.steps[0] {
+        Step::ApplyWorkloadStatus { status, .. } => {
+            assert_eq!(status.pending.as_ref().unwrap().reason, "second");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use super::*;
 use crate::index::{Index, IndexConfig, Kind};
 use crate::job;
-use crate::plan::ObjKey;
+use crate::plan::{ObjKey, Purpose};
 use crate::testing::{cq, fixture, flavor, job_fixture, lq};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -121,7 +121,7 @@ async fn apply_plans(writer: Writer, index: &Mutex<Index>, plans: Vec<Plan>, now
     let queue = Arc::new(WriteQueue::default());
     let n = plans.len();
     for plan in plans {
-        assert!(queue.push(plan).is_none());
+        assert!(queue.push(plan).is_empty());
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let drainer = tokio::spawn(drain(writer, queue, tx, Arc::new(Metrics::new())));
@@ -539,23 +539,27 @@ fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
 }
 
 #[test]
-fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
+fn the_queue_writes_state_changes_first_then_bookkeeping_then_explanations_and_drops_superseded_ones() {
     let plan = |purpose: Purpose| Plan { purpose, steps: vec![] };
     let q = WriteQueue::default();
-    assert!(q.push(plan(Purpose::Pending { uid: "a".into() })).is_none());
-    assert!(q.push(plan(Purpose::Report)).is_none());
-    assert!(q.push(plan(Purpose::Pending { uid: "b".into() })).is_none());
+    assert!(q.push(plan(Purpose::Pending { uid: "a".into() })).is_empty());
+    assert!(q.push(plan(Purpose::Report)).is_empty());
+    assert!(q.push(plan(Purpose::Pending { uid: "b".into() })).is_empty());
     // Superseded plans come back, so the index hears of them.
     assert_eq!(
-        q.push(plan(Purpose::Pending { uid: "b".into() })).map(|p| p.purpose),
+        q.push(plan(Purpose::Pending { uid: "b".into() }))
+            .pop()
+            .map(|p| p.purpose),
         Some(Purpose::Pending { uid: "b".into() })
     );
     assert_eq!(
-        q.push(plan(Purpose::Admit { uid: "a".into() })).map(|p| p.purpose),
+        q.push(plan(Purpose::Admit { uid: "a".into() }))
+            .pop()
+            .map(|p| p.purpose),
         Some(Purpose::Pending { uid: "a".into() })
     );
-    assert!(q.push(plan(Purpose::Evict { uid: "c".into() })).is_none());
-    assert!(q.push(plan(Purpose::Report)).is_none());
+    assert!(q.push(plan(Purpose::Evict { uid: "c".into() })).is_empty());
+    assert!(q.push(plan(Purpose::Report)).is_empty());
     assert_eq!(q.len(), 5);
     let epoch = q.epoch();
     let order: Vec<String> = std::iter::from_fn(|| q.pop())
@@ -570,8 +574,8 @@ fn the_queue_writes_state_changes_first_and_drops_superseded_explanations() {
             "Admit { uid: \"a\" }",
             "Evict { uid: \"c\" }",
             "Report",
+            "Report",
             "Pending { uid: \"b\" }",
-            "Report"
         ]
     );
     assert!(q.is_empty());
@@ -594,15 +598,15 @@ fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
         }],
     };
     let q = WriteQueue::default();
-    assert!(q.push(status("gpu", 1)).is_none());
-    assert!(q.push(status("cpu", 1)).is_none());
-    assert!(q.push(status("gpu", 2)).is_some());
+    assert!(q.push(status("gpu", 1)).is_empty());
+    assert!(q.push(status("cpu", 1)).is_empty());
+    assert_eq!(q.push(status("gpu", 2)).len(), 1);
     assert!(
         q.push(Plan {
             purpose: Purpose::Admit { uid: "a".into() },
             steps: vec![],
         })
-        .is_none()
+        .is_empty()
     );
     assert_eq!(q.len(), 3);
     assert_eq!(q.pop().unwrap().1.purpose, Purpose::Admit { uid: "a".into() });
@@ -676,4 +680,101 @@ async fn with_an_event_lane_an_admission_makes_two_calls_and_hands_its_events_ov
         !text.contains("kind=\"event\""),
         "not written by the main writer: {text}"
     );
+}
+
+/// A plan writing the status of `research/<name>` (uid `<name>`).
+fn status_plan(purpose: Purpose, name: &str) -> Plan {
+    let key = ObjKey {
+        namespace: "research".into(),
+        name: name.into(),
+    };
+    Plan {
+        purpose,
+        steps: vec![Step::workload_status(key, name.into(), WorkloadStatus::default(), 1)],
+    }
+}
+
+/// Answers the next request (a Workload status write) with its own body,
+/// and returns the workload's name.
+async fn answer_status_write(handle: &mut Handle) -> String {
+    let (req, reply) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .expect("a write within 5 s")
+        .expect("service dropped");
+    let path = req.uri().path().to_string();
+    let name = path
+        .strip_prefix("/apis/sluice.dev/v1alpha1/namespaces/research/workloads/")
+        .and_then(|p| p.strip_suffix("/status"))
+        .unwrap_or_else(|| panic!("not a status write: {path}"))
+        .to_string();
+    let body = json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
+        "metadata": {"name": name, "namespace": "research", "uid": name, "resourceVersion": "5"},
+        "spec": {"queueName": "q", "podSets": []}
+    });
+    respond(reply, StatusCode::OK, &body);
+    name
+}
+
+#[tokio::test]
+async fn with_a_full_explanation_backlog_an_admission_goes_out_within_one_token() {
+    // qps 200, burst 20: explanations take spare tokens only (2 stay for
+    // state changes); the explanation lane has no cap of its own here.
+    let (writer, mut handle) = mock();
+    let writer = writer.with_rate_limit(200.0, 20);
+    let queue = Arc::new(WriteQueue::default());
+    for i in 0..200 {
+        assert!(
+            queue
+                .push(status_plan(Purpose::Pending { uid: format!("e{i}") }, &format!("e{i}")))
+                .is_empty()
+        );
+    }
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let drainer = tokio::spawn(drain(writer, queue.clone(), tx, Arc::new(Metrics::new())));
+    for _ in 0..30 {
+        assert!(answer_status_write(&mut handle).await.starts_with('e'));
+    }
+    assert!(
+        queue
+            .push(status_plan(Purpose::Admit { uid: "admit".into() }, "admit"))
+            .is_empty()
+    );
+    // At most the explanation already in flight is answered before it.
+    let mut before = 0;
+    while answer_status_write(&mut handle).await != "admit" {
+        before += 1;
+        assert!(before <= 1, "{before} explanation writes went before the admission");
+    }
+    drainer.abort();
+}
+
+#[tokio::test]
+async fn explanation_writes_never_exceed_their_own_cap() {
+    // No client-side limit, explanations capped at 20/s (a burst of 20):
+    // in 500 ms, at most 20 + 10 (+1 in flight) of 200 waiting.
+    let (writer, mut handle) = mock();
+    let writer = writer.with_explain_rate(20.0);
+    let queue = Arc::new(WriteQueue::default());
+    for i in 0..200 {
+        let _ = queue.push(status_plan(Purpose::Pending { uid: format!("e{i}") }, &format!("e{i}")));
+    }
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let drainer = tokio::spawn(drain(writer, queue.clone(), tx, Arc::new(Metrics::new())));
+    let start = std::time::Instant::now();
+    let mut written = 0;
+    while start.elapsed() < Duration::from_millis(500) {
+        match tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await {
+            Ok(Some((_, reply))) => {
+                respond(reply, StatusCode::OK, &json!({}));
+                written += 1;
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    drainer.abort();
+    assert!(written >= 20, "the burst goes out at once: {written}");
+    assert!(written <= 31, "{written} explanation writes in 500 ms at 20/s");
+    assert!(queue.lane_len(Lane::Explanation) >= 169);
 }
