@@ -101,7 +101,25 @@ async fn queues_when_full_and_admits_when_the_first_finishes() -> Result<()> {
         c.job("first", "team", 4, 2, &[], true).await?;
         c.wait_condition("first", "Admitted", "True", T).await?;
         c.job("second", "team", 4, 2, &[], true).await?;
+        let created = std::time::Instant::now();
+        // No explanation within the grace period (--explain-after, 5 s by
+        // default, from the Workload's creation); its reason within grace + 5 s.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let early = c.workloads().get_opt("job-second").await?;
+        ensure!(
+            early
+                .as_ref()
+                .and_then(|w| w.status.as_ref())
+                .and_then(|s| s.pending.as_ref())
+                .is_none(),
+            "explained within the grace period: {early:?}"
+        );
         let wl = c.wait_condition("second", "QuotaReserved", "False", T).await?;
+        let waited = created.elapsed();
+        ensure!(
+            waited <= Duration::from_secs(10),
+            "explained after {waited:?} (grace 5 s + 5 s)"
+        );
         let pending = status(&wl)?.pending.as_ref().context("not explained")?;
         ensure_eq!(pending.reason, "InsufficientQuota");
         ensure!(c.job_suspended("second").await?);
