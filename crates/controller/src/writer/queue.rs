@@ -217,8 +217,9 @@ impl WriteQueue {
         plan.map(|p| (epoch, p))
     }
 
-    /// The next plan to write in lane order, ignoring budgets (tests, and
-    /// anything that writes without a limit).
+    /// The next plan in lane order, ignoring budgets (tests look at the
+    /// order this way; [`super::drain`] pops per lane).
+    #[cfg(test)]
     pub fn pop(&self) -> Option<(u64, Plan)> {
         Lane::ALL.into_iter().find_map(|lane| self.pop_lazy(lane))
     }
@@ -243,6 +244,7 @@ impl WriteQueue {
     }
 
     /// Plans waiting in one lane.
+    #[cfg(test)]
     pub fn lane_len(&self, lane: Lane) -> usize {
         let q = self.lock();
         match lane {
