@@ -74,7 +74,7 @@ pub struct LimitArgs {
 /// Arguments of `sluice bench run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// A built-in scenario (kueue-baseline, kueue-large-scale) or a scenario
+    /// A built-in scenario (kueue-baseline, kueue-large-scale, deep-queue) or a scenario
     /// file in `sluice simulate`'s format.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: String,

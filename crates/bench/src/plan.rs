@@ -54,7 +54,7 @@ pub const IMAGE: &str = "registry.k8s.io/pause:3.10";
 
 /// Scenarios shipped in the binary, by name: the same files `sluice simulate`
 /// reads from `examples/simulate/`.
-pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
+pub const BUILTIN_SCENARIOS: [(&str, &str); 3] = [
     (
         "kueue-baseline",
         include_str!("../../../examples/simulate/kueue-baseline.yaml"),
@@ -63,6 +63,7 @@ pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
         "kueue-large-scale",
         include_str!("../../../examples/simulate/kueue-large-scale.yaml"),
     ),
+    ("deep-queue", include_str!("../../../examples/simulate/deep-queue.yaml")),
 ];
 
 /// The text of a scenario and what to call it in error messages.

@@ -11,11 +11,12 @@ fn baseline(scale: f64) -> Plan {
 fn builtin_names_and_files_resolve() {
     assert!(scenario_text("kueue-baseline").unwrap().text.contains("cq-4-5"));
     assert!(scenario_text("kueue-large-scale").unwrap().text.contains("cq-9-99"));
+    assert!(scenario_text("deep-queue").unwrap().text.contains("count: 1000"));
     let path = format!("{}/../../examples/simulate/gpu-teams.yaml", env!("CARGO_MANIFEST_DIR"));
     assert!(scenario_text(&path).unwrap().text.contains("kind: Trace"));
     let err = scenario_text("kueue-basline").unwrap_err();
     assert!(err.contains("--scenario \"kueue-basline\""), "{err}");
-    assert!(err.contains("kueue-baseline, kueue-large-scale"), "{err}");
+    assert!(err.contains("kueue-baseline, kueue-large-scale, deep-queue"), "{err}");
 }
 
 #[test]
@@ -185,4 +186,24 @@ fn a_run_id_too_long_for_the_names_is_refused() {
     let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.02 }).expect("loads");
     let errors = build("not a run id", &s, &m, 0.02).unwrap_err();
     assert!(errors[0].contains("is not a run id"), "{errors:?}");
+}
+
+#[test]
+fn the_deep_queue_is_a_thousand_workloads_at_once_in_one_queue_with_room_for_all() {
+    let src = scenario_text("deep-queue").expect("built in");
+    let (s, m) = load_with(&src.file, &src.text, &LoadOptions { scale: 1.0 }).expect("loads");
+    let plan = build("sb-test", &s, &m, 1.0).expect("plans");
+    assert_eq!(plan.workloads.len(), 1000);
+    let w = &plan.workloads[999];
+    assert_eq!(
+        (w.arrival, w.queue.as_str(), w.namespace.as_str()),
+        (0, "lq", "sb-test-deep"),
+        "{w:?}"
+    );
+    assert!(plan.workloads.iter().all(|w| w.arrival == 0 && w.queue == "lq"));
+    assert_eq!(plan.cluster_queues.len(), 1);
+    assert_eq!(plan.namespaces, ["sb-test-deep"]);
+    // Quota for every one of them (1 CPU each, nominal 1 000).
+    let quota = plan.quotas.queues.values().next().expect("one queue");
+    assert_eq!(quota.limits.values().map(|l| l.nominal).sum::<i64>(), 1_000_000);
 }

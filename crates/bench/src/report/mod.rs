@@ -162,6 +162,26 @@ pub struct ApiWrites {
 pub struct VsFloor {
     pub mean: f64,
     pub peak: f64,
+    /// What the floor needs for this run's admissions ([`floor_time_ms`]);
+    /// `None` when the floor measurement cannot tell its sustained rate.
+    pub floor_wall_ms: Option<f64>,
+    /// Wall time ÷ `floor_wall_ms`.
+    pub wall: Option<f64>,
+}
+
+/// The time the write floor needs for `writes` patches: with a client-side
+/// limit, its burst at once and the rest at the rate the floor sustained
+/// after its burst ((successful patches − burst) ÷ elapsed); without one,
+/// all at its measured rate. `None` when the floor made no more patches
+/// than its burst (no sustained rate to go by).
+pub fn floor_time_ms(f: &FloorReport, writes: u64) -> Option<f64> {
+    let ok = f.patches.saturating_sub(f.failed) as f64;
+    let burst = if f.kube_qps > 0.0 { f64::from(f.kube_burst) } else { 0.0 };
+    if ok <= burst || f.elapsed_ms <= 0.0 {
+        return None;
+    }
+    let per_ms = (ok - burst) / f.elapsed_ms;
+    Some((writes as f64 - burst).max(0.0) / per_ms)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -378,9 +398,14 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
         per_lane: w.per_lane,
     });
     let vs_floor = extras.floor.as_ref().and_then(|f| {
-        (f.patches_per_second > 0.0).then(|| VsFloor {
-            mean: admission_rate.mean_per_second / f.patches_per_second,
-            peak: admission_rate.peak_per_second / f.patches_per_second,
+        (f.patches_per_second > 0.0).then(|| {
+            let floor_wall_ms = floor_time_ms(f, workloads.admissions);
+            VsFloor {
+                mean: admission_rate.mean_per_second / f.patches_per_second,
+                peak: admission_rate.peak_per_second / f.patches_per_second,
+                floor_wall_ms,
+                wall: floor_wall_ms.filter(|t| *t > 0.0).map(|t| wall as f64 / t),
+            }
         })
     });
     let units = |milli: i64| milli as f64 / 1000.0;

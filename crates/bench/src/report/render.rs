@@ -74,8 +74,16 @@ pub fn render(r: &RunReport) -> String {
             .vs_floor
             .as_ref()
             .map(|v| {
+                let wall = match (v.wall, v.floor_wall_ms) {
+                    (Some(ratio), Some(t)) => format!(
+                        "; wall time {:.2} × its {:.1} s for these admissions",
+                        ratio,
+                        t / 1000.0
+                    ),
+                    _ => String::new(),
+                };
                 format!(
-                    "; admissions/s at {:.0}% (mean), {:.0}% (peak) of it",
+                    "; admissions/s at {:.0}% (mean), {:.0}% (peak) of it{wall}",
                     v.mean * 100.0,
                     v.peak * 100.0
                 )

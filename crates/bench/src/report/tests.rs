@@ -45,6 +45,18 @@ fn floor_figures_from_latencies() {
     let f = floor_figures("r", (50.0, 100, 1), vec![6_000, 2_000, 20_000, 4_000], 1, 100.0);
     assert_eq!((f.patches, f.failed), (5, 1));
     assert_eq!(f.patches_per_second, 40.0);
+    // Burst 100 > 4 patches: no sustained rate to go by.
+    assert_eq!(floor_time_ms(&f, 1_000), None);
+    // 2 000 patches (none failed) in 38 s with burst 100: 1 900 in 38 s
+    // = 50 /s after the burst; 15 000 writes need 100 at once and 14 900
+    // at 50 /s = 298 s.
+    let mut big = f.clone();
+    (big.patches, big.failed, big.elapsed_ms) = (2_000, 0, 38_000.0);
+    assert!((floor_time_ms(&big, 15_000).unwrap() - 298_000.0).abs() < 1e-6);
+    assert_eq!(floor_time_ms(&big, 50), Some(0.0), "within the burst");
+    // Without a limit: all at the measured rate (2 000 in 4 s).
+    (big.kube_qps, big.elapsed_ms) = (0.0, 4_000.0);
+    assert!((floor_time_ms(&big, 15_000).unwrap() - 30_000.0).abs() < 1e-6);
     assert_eq!(
         f.latency,
         Latency {
@@ -271,6 +283,8 @@ fn a_run_report_from_observations() {
     assert!((r.admission_rate.mean_per_second - 3.0 / 2.2).abs() < 1e-9);
     let vs = r.vs_floor.as_ref().expect("with a floor");
     assert!((vs.mean - 3.0 / 2.2 / 50.0).abs() < 1e-9);
+    // 100 patches, burst 100: no sustained rate, no floor time.
+    assert_eq!((vs.floor_wall_ms, vs.wall), (None, None));
     // Writes: 9 for 3 admissions = 3 per admission.
     assert_eq!(r.api_writes.as_ref().and_then(|a| a.per_admission), Some(3.0));
     assert_eq!(r.api_writes.as_ref().and_then(|a| a.writes_per_admission), Some(1.0));
