@@ -41,6 +41,8 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
             Err(e) => ix.report_malformed(Kind::Workload, "(cached)", &e.to_string()),
         },
         Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
+        // Only a leader's cache holds these, and no index is built from it.
+        Obj::Indexed => {}
     }
 }
 
@@ -71,6 +73,27 @@ pub(super) fn build_index(cache: &Cache, cfg: &IndexConfig) -> Index {
         ix.mark_synced(*k);
     }
     ix
+}
+
+impl Cache {
+    /// A cache that lists everything again (a replica that stops leading:
+    /// its cache kept Workloads as keys only).
+    pub(super) fn empty(kueue_compat: bool) -> Self {
+        Self {
+            kueue_compat,
+            ..Self::default()
+        }
+    }
+
+    /// The index holds what it needs of every Workload now: the cache
+    /// keeps their keys only (for deletions missed during a relist).
+    pub(super) fn keep_workload_keys_only(&mut self) {
+        if let Some(wls) = self.objects.get_mut(&Kind::Workload) {
+            for o in wls.values_mut() {
+                *o = Obj::Indexed;
+            }
+        }
+    }
 }
 
 pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i64) {
@@ -104,6 +127,7 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
             if let Some(seen) = cache.relisting.get_mut(&kind) {
                 seen.insert(key.clone());
             }
+            let leading = ix.is_some();
             if let Some(ix) = ix {
                 apply_to_index(ix, &o, now);
             }
@@ -142,9 +166,14 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                             *cached = Obj::JobView(Box::new(crate::job::JobView::of(&j, compat)));
                         }
                     }
-                    match serde_json::to_vec(&*w) {
-                        Ok(bytes) => Obj::WorkloadJson(bytes.into()),
-                        Err(_) => Obj::Workload(w),
+                    if leading {
+                        // The leader's index has it.
+                        Obj::Indexed
+                    } else {
+                        match serde_json::to_vec(&*w) {
+                            Ok(bytes) => Obj::WorkloadJson(bytes.into()),
+                            Err(_) => Obj::Workload(w),
+                        }
                     }
                 }
                 other => other,

@@ -42,10 +42,7 @@ pub(super) async fn event_loop(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let mut stream = all_watches(&client, cfg);
-    let mut cache = Cache {
-        kueue_compat: cfg.index.kueue_compat,
-        ..Cache::default()
-    };
+    let mut cache = Cache::empty(cfg.index.kueue_compat);
     let mut index: Option<Mutex<Index>> = None;
     let mut cycle_at: Option<Instant> = None;
     let mut fenced_since: Option<Instant> = None;
@@ -130,9 +127,16 @@ pub(super) async fn event_loop(
                 let leading = *leader_rx.borrow();
                 tracing::info!(leading, "leadership changed");
                 if !leading {
-                    index = None;
                     io.queue.clear();
                     queue_status = QueueStatusWriter::default();
+                    if index.take().is_some() {
+                        // The leader's cache kept Workloads as keys only:
+                        // list everything again, as a follower that may
+                        // lead later.
+                        cache = Cache::empty(cfg.index.kueue_compat);
+                        stream = all_watches(&client, cfg);
+                        shared.synced.store(false, Ordering::Relaxed);
+                    }
                 }
             }
             done = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
@@ -167,6 +171,7 @@ pub(super) async fn event_loop(
         let synced = shared.synced.load(Ordering::Relaxed);
         if leading && !fenced && synced && index.is_none() {
             let ix = build_index(&cache, &cfg.index);
+            cache.keep_workload_keys_only();
             tracing::info!(
                 workloads = ix.engine().workload_count(),
                 unrestored = ix.unrestored(),

@@ -86,6 +86,56 @@ fn a_new_leader_rebuilds_the_ledger_from_the_cache_before_any_cycle() {
 }
 
 #[test]
+fn the_leaders_cache_keeps_workload_keys_only_and_a_relist_still_finds_deletions() {
+    let mut cache = Cache::default();
+    let wl = admitted_workload();
+    listed(
+        &mut cache,
+        vec![
+            Obj::Workload(Arc::new(wl.clone())),
+            Obj::ClusterQueue(Box::new(cq("cluster-gpu", 8))),
+            Obj::Flavor(Box::new(flavor("a100"))),
+            Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+        ],
+    );
+    let key = "research/job-train-research".to_string();
+    assert!(matches!(cache.objects[&Kind::Workload][&key], Obj::WorkloadJson(_)));
+    // Leading: the index has the Workload; the cache keeps its key.
+    let mut ix = build_index(&cache, &IndexConfig::default());
+    cache.keep_workload_keys_only();
+    assert!(matches!(cache.objects[&Kind::Workload][&key], Obj::Indexed));
+    // Created directly (no Job), waiting.
+    let mut other = wl.clone();
+    other.metadata.name = Some("job-other".into());
+    other.metadata.uid = Some("other-uid".into());
+    other.metadata.owner_references = None;
+    other.metadata.labels = None;
+    other.status = None;
+    handle(
+        &mut cache,
+        Some(&mut ix),
+        Msg::Apply(Obj::Workload(Arc::new(other.clone()))),
+        0,
+    );
+    assert!(matches!(
+        cache.objects[&Kind::Workload]["research/job-other"],
+        Obj::Indexed
+    ));
+    assert_eq!(ix.engine().workload_state("other-uid"), Some(WorkloadState::Pending));
+    // 410 Gone: listed again without the admitted one, deleted while the
+    // watch was down: its quota is released.
+    handle(&mut cache, Some(&mut ix), Msg::Init(Kind::Workload), 0);
+    handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Workload(Arc::new(other))), 0);
+    handle(&mut cache, Some(&mut ix), Msg::InitDone(Kind::Workload), 0);
+    assert_eq!(ix.engine().workload_state("wl-uid"), None);
+    assert_eq!(cache.objects[&Kind::Workload].len(), 1);
+    assert_eq!(
+        ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+        0
+    );
+}
+
+#[test]
 fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
     let mut cache = Cache::default();
     listed(

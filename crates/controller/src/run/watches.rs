@@ -37,8 +37,12 @@ pub(super) enum Obj {
     Namespace(String, BTreeMap<String, String>),
     Workload(Arc<Workload>),
     Job(Arc<Job>),
-    /// How the cache keeps a Workload: compact JSON (slim templates).
+    /// How a follower's cache keeps a Workload: compact JSON (slim
+    /// templates), what a new leader builds its index from.
     WorkloadJson(Arc<[u8]>),
+    /// How the leader's cache keeps a Workload: its key only (the index has
+    /// what it needs; a replica that stops leading lists everything again).
+    Indexed,
     /// How the cache keeps a Job: what the index needs of it.
     JobView(Box<crate::job::JobView>),
     /// A Job without a Workload yet: compact JSON of the whole Job, which
@@ -56,7 +60,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
         Obj::PodClass(..) => Kind::PriorityClass,
         Obj::Namespace(..) => Kind::Namespace,
-        Obj::Workload(_) | Obj::WorkloadJson(_) => Kind::Workload,
+        Obj::Workload(_) | Obj::WorkloadJson(_) | Obj::Indexed => Kind::Workload,
         Obj::Job(_) | Obj::JobView(_) | Obj::JobJson(_) => Kind::Job,
         Obj::Malformed(k, ..) => *k,
     }
@@ -72,7 +76,7 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
-        Obj::WorkloadJson(_) | Obj::JobJson(_) | Obj::Malformed(..) => String::new(),
+        Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::Malformed(..) => String::new(),
     }
 }
 
