@@ -63,9 +63,10 @@ pub struct ControllerArgs {
     /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
     #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
-    /// Pending-explanation writes per second at most, never more than a
-    /// tenth of --kube-qps, and only from budget admissions leave unused
-    /// (0: a tenth of --kube-qps; no cap of its own without --kube-qps).
+    /// Writes per second for pending explanations and bookkeeping (queue
+    /// status, finished states) beyond the budget admissions leave unused;
+    /// never more than a tenth of --kube-qps (0: that tenth; not used
+    /// without --kube-qps).
     #[arg(long, env = "SLUICE_EXPLAIN_QPS", default_value_t = sluice_controller::limit::DEFAULT_EXPLAIN_QPS)]
     explain_qps: f64,
     /// No pending explanation is written for a workload created less than

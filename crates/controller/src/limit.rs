@@ -15,10 +15,11 @@ pub const DEFAULT_KUBE_BURST: u32 = 100;
 /// `sluice controller --explain-qps` default.
 pub const DEFAULT_EXPLAIN_QPS: f64 = 5.0;
 
-/// The explanation lane's cap from `--explain-qps` and `--kube-qps`: never
-/// more than a tenth of `kube_qps` (0 or less asks for exactly that
-/// tenth); without a client-side limit (`kube_qps` 0), `explain_qps` as
-/// given (0: no cap of its own).
+/// The lazy lanes' own share (explanations and bookkeeping, on top of the
+/// budget the state lane leaves unused) from `--explain-qps` and
+/// `--kube-qps`: never more than a tenth of `kube_qps` (0 or less asks for
+/// exactly that tenth). Without a client-side limit (`kube_qps` 0) the
+/// lazy lanes write whenever no state change waits: 0, no share needed.
 pub fn explain_qps(explain_qps: f64, kube_qps: f64) -> f64 {
     let explain = if explain_qps.is_nan() {
         0.0
@@ -26,7 +27,7 @@ pub fn explain_qps(explain_qps: f64, kube_qps: f64) -> f64 {
         explain_qps.max(0.0)
     };
     if kube_qps.is_nan() || kube_qps <= 0.0 {
-        return explain;
+        return 0.0;
     }
     let tenth = kube_qps / 10.0;
     if explain == 0.0 { tenth } else { explain.min(tenth) }
@@ -174,13 +175,13 @@ mod tests {
     }
 
     #[test]
-    fn explanations_get_a_tenth_of_the_write_limit_at_most() {
+    fn the_lazy_share_is_a_tenth_of_the_write_limit_at_most() {
         assert_eq!(explain_qps(5.0, 50.0), 5.0);
         assert_eq!(explain_qps(5.0, 20.0), 2.0);
         assert_eq!(explain_qps(0.0, 50.0), 5.0);
         assert_eq!(explain_qps(1.0, 50.0), 1.0);
-        // No client-side limit: the flag as given, 0 = no cap of its own.
-        assert_eq!(explain_qps(5.0, 0.0), 5.0);
+        // No client-side limit: no share needed (nothing is held back).
+        assert_eq!(explain_qps(5.0, 0.0), 0.0);
         assert_eq!(explain_qps(0.0, 0.0), 0.0);
         assert_eq!(explain_qps(-3.0, 0.0), 0.0);
     }

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
-use sluice_api::v1alpha1::{Workload, WorkloadStatus};
+use sluice_api::v1alpha1::{Workload, WorkloadState, WorkloadStatus};
 
 /// A namespaced object's key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,6 +45,15 @@ pub enum Step {
         status: Box<WorkloadStatus>,
         seq: u64,
     },
+    /// JSON merge patch of a Workload's `status.state` alone (the printer
+    /// column), through `/status`, with its uid as a precondition: what a
+    /// workload its owner finished needs. Small on purpose: thousands may
+    /// wait in the bookkeeping lane.
+    PatchWorkloadState {
+        key: ObjKey,
+        uid: String,
+        state: WorkloadState,
+    },
     /// JSON merge patch of a Job.
     PatchJob { key: ObjKey, patch: Value },
     /// JSON merge patch of a Workload (its spec: `active`).
@@ -77,7 +86,7 @@ impl Step {
     pub fn kind(&self) -> &'static str {
         match self {
             Step::ApplyWorkload(_) => "workload",
-            Step::ApplyWorkloadStatus { .. } => "workload_status",
+            Step::ApplyWorkloadStatus { .. } | Step::PatchWorkloadState { .. } => "workload_status",
             Step::PatchJob { .. } => "job",
             Step::PatchWorkload { .. } => "workload",
             Step::PatchJobStatus { .. } => "job_status",
@@ -92,7 +101,10 @@ impl Step {
     pub fn wants_feedback(&self) -> bool {
         matches!(
             self,
-            Step::ApplyWorkloadStatus { .. } | Step::ConfirmPodsGone { .. } | Step::ApplyQueueStatus { .. }
+            Step::ApplyWorkloadStatus { .. }
+                | Step::PatchWorkloadState { .. }
+                | Step::ConfirmPodsGone { .. }
+                | Step::ApplyQueueStatus { .. }
         )
     }
 

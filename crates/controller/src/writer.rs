@@ -37,8 +37,10 @@ use crate::limit::Limiter;
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, Plan, Step};
 
+mod drain;
 mod queue;
-pub use queue::{Lane, WriteQueue};
+pub use drain::drain;
+pub use queue::{Lane, Lazy, WriteQueue};
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "sluice-controller";
@@ -117,7 +119,7 @@ pub struct Writer {
     fence: Option<Arc<LeaseFence>>,
     /// Events go here instead of being written inline (see [`event_lane`]).
     events: Option<tokio::sync::mpsc::Sender<EventSpec>>,
-    /// The explanation lane's own cap (`--explain-qps`).
+    /// The lazy lanes' own share (`--explain-qps`).
     explain: Option<Arc<Limiter>>,
 }
 
@@ -140,48 +142,57 @@ impl Writer {
         self
     }
 
-    /// Caps explanation writes at `qps` per second (a burst of one
-    /// second's worth), on top of taking only spare budget; no cap of its
-    /// own when `qps` is 0 or less.
+    /// The lazy lanes' own share (`--explain-qps`): `qps` writes per
+    /// second (a burst of one second's worth) beyond the budget the state
+    /// lane leaves unused; none when `qps` is 0 or less.
     pub fn with_explain_rate(mut self, qps: f64) -> Self {
         self.explain = Some(Arc::new(Limiter::new(qps, qps.ceil().max(1.0) as u32)));
         self
     }
 
-    /// Tokens of the client-side limit kept for state changes: a lazy
-    /// write is made only if this many stay after it (a tenth of the
-    /// burst, at least one).
-    pub fn reserve(&self) -> u32 {
-        self.limiter
-            .as_ref()
-            .and_then(|l| l.burst())
-            .map_or(0, |b| (b / 10).max(1))
-    }
-
-    /// Takes the budget of a lazy plan making `writes` API writes: spare
-    /// tokens of the client-side limit (above [`Writer::reserve`]) and, for
-    /// an explanation, a token of its own cap. Otherwise how long to wait.
-    pub fn spare(&self, lane: Lane, writes: u32) -> Result<(), Duration> {
+    /// Takes the budget of a lazy plan making `writes` API writes, or says
+    /// how long until it could:
+    /// - budget the state lane leaves unused: tokens the client-side
+    ///   limit's bucket would lose because it is full (so a burst of
+    ///   state changes that comes next still finds a full bucket, less
+    ///   one write), or, without a limit, any moment no state change waits;
+    /// - otherwise the lazy lanes' own share ([`Writer::with_explain_rate`]).
+    pub fn spare(&self, writes: u32) -> Result<(), Duration> {
         if writes == 0 {
             return Ok(());
         }
-        let own = match (&self.explain, lane) {
-            (Some(l), Lane::Explanation) => Some(l),
-            _ => None,
+        let unused = match &self.limiter {
+            Some(l) => match l.burst() {
+                Some(burst) => l.try_acquire(writes, burst.saturating_sub(writes)),
+                None => None,
+            },
+            None => None,
         };
-        if let Some(wait) = own.and_then(|l| l.wait_time(writes, 0)) {
-            return Err(wait);
+        let Some(wait_unused) = unused else { return Ok(()) };
+        match self.explain.as_ref().map(|l| (l, l.burst())) {
+            // A share of its own.
+            Some((l, Some(_))) => match l.try_acquire(writes, 0) {
+                None => Ok(()),
+                Some(wait) => Err(wait.min(wait_unused)),
+            },
+            _ => Err(wait_unused),
         }
-        if let Some(l) = &self.limiter
-            && let Some(wait) = l.try_acquire(writes, self.reserve())
-        {
-            return Err(wait);
+    }
+
+    /// Takes `writes` tokens of the lazy lanes' own share only (a lazy
+    /// plan written while a state change waits for its token); `false`
+    /// when the share has none now, or there is no share.
+    pub fn share(&self, writes: u32) -> bool {
+        match &self.explain {
+            Some(l) if l.burst().is_some() => l.try_acquire(writes, 0).is_none(),
+            _ => false,
         }
-        // Looked at above: nobody else takes from this bucket.
-        if let Some(l) = own {
-            let _ = l.try_acquire(writes, 0);
-        }
-        Ok(())
+    }
+
+    /// How long a state change would wait for its token now (`None`: it
+    /// would not wait). Takes nothing.
+    pub fn state_wait(&self) -> Option<Duration> {
+        self.limiter.as_ref().and_then(|l| l.wait_time(1, 0))
     }
 
     /// Writes only while the receiver says this replica leads.
@@ -327,6 +338,16 @@ impl Writer {
                         )
                         .await
                         .map(|o| (true, o.metadata.resource_version))
+                }
+                Step::PatchWorkloadState { key, uid, state } => {
+                    // The uid is a precondition: the server refuses to
+                    // change it (422) on a Workload created again under
+                    // this name.
+                    let patch = json!({"metadata": {"uid": uid}, "status": {"state": state}});
+                    self.workloads(&key.namespace)
+                        .patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
+                        .await
+                        .map(|_| (true, None))
                 }
                 Step::PatchWorkload { key, patch } => self
                     .workloads(&key.namespace)
@@ -475,70 +496,6 @@ fn truncate(s: &str, max: usize) -> String {
 /// What the writer tells the index about a plan it is done with: the
 /// resourceVersions its status writes made, or why it stopped.
 pub type Feedback = Result<Vec<(usize, String)>, PlanError>;
-
-/// Writes queued plans forever: state changes as soon as the limit allows,
-/// the lazy lanes from spare budget only (see [`queue`]); failures (other
-/// than "not the leader"), status-write acknowledgements and pods-gone
-/// answers go back to the index.
-pub async fn drain(
-    writer: Writer,
-    queue: Arc<WriteQueue>,
-    failures: tokio::sync::mpsc::UnboundedSender<(u64, Plan, Feedback)>,
-    metrics: Arc<impl AsRef<Metrics> + Send + Sync + 'static>,
-) {
-    loop {
-        let (epoch, plan, prepaid) = if let Some((epoch, plan)) = queue.pop_state() {
-            (epoch, plan, false)
-        } else if let Some((lane, writes)) = queue.next_lazy() {
-            match writer.spare(lane, writes) {
-                Ok(()) => match queue.pop_lazy(lane) {
-                    Some((epoch, plan)) => (epoch, plan, true),
-                    None => continue,
-                },
-                Err(wait) => {
-                    // A state change queued meanwhile goes first.
-                    tokio::select! {
-                        () = queue.wait() => {}
-                        () = tokio::time::sleep(wait) => {}
-                    }
-                    continue;
-                }
-            }
-        } else {
-            queue.wait().await;
-            continue;
-        };
-        let result = writer.apply_with(&plan, Some((*metrics).as_ref()), prepaid).await;
-        match result {
-            // Status writes are acknowledged and pod checks answered; other
-            // successes need nothing.
-            Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => {
-                if failures.send((epoch, plan, Ok(acks))).is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(e) if matches!(e.error, WriteError::NotLeader { .. }) => {
-                (*metrics)
-                    .as_ref()
-                    .dropped(Lane::of(&plan.purpose).label(), "not_leader");
-                // Still told: if this replica still leads (the fence lapsed
-                // for a moment), the index rolls the admission back.
-                if failures.send((epoch, plan, Err(e))).is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                if !matches!(e.error, WriteError::PodsRemain { .. }) {
-                    tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
-                }
-                if failures.send((epoch, plan, Err(e))).is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

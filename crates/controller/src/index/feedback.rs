@@ -21,6 +21,7 @@ impl Index {
         }
         match result {
             Ok(acks) => {
+                self.state_written(plan);
                 self.acknowledge(plan, acks);
                 if let Purpose::ConfirmPodsGone { uid } = &plan.purpose {
                     self.pods_gone(uid, now_ms);
@@ -124,6 +125,13 @@ impl Index {
                     // after its admission was written has no event to wait for).
                     self.retry_jobs.insert(key.clone());
                 }
+                Step::PatchWorkloadState { key, .. } if i >= from => {
+                    // Read back: the state is planned again if still wanted.
+                    if let Some(e) = self.workloads.get_mut(key) {
+                        e.state_out = false;
+                        self.refetch_workloads.insert(key.clone());
+                    }
+                }
                 Step::ApplyWorkloadStatus { key, seq, .. } if i >= from => {
                     // Not made, or made without an answer (a timeout may
                     // still have landed): the index's status is a guess now.
@@ -143,6 +151,7 @@ impl Index {
 
     /// A queued plan was replaced by a later one and will not be written.
     pub fn superseded(&mut self, plan: &Plan) {
+        self.state_written(plan);
         for s in &plan.steps {
             if let Step::ApplyWorkloadStatus { key, seq, .. } = s
                 && let Some(e) = self.workloads.get_mut(key)
@@ -154,6 +163,18 @@ impl Index {
         if let Purpose::Pending { uid } = &plan.purpose {
             self.explain_out = self.explain_out.saturating_sub(1);
             self.explanation_not_written(uid);
+        }
+    }
+
+    /// A [`Step::PatchWorkloadState`] is out of the queue (written, or
+    /// superseded by a whole-status write): another may be planned.
+    fn state_written(&mut self, plan: &Plan) {
+        for s in &plan.steps {
+            if let Step::PatchWorkloadState { key, .. } = s
+                && let Some(e) = self.workloads.get_mut(key)
+            {
+                e.state_out = false;
+            }
         }
     }
 

@@ -197,6 +197,8 @@ struct WlEntry {
     pods_ready_seen: bool,
     /// The `PodsReady=True` write failed: retried on the next Job event.
     pods_ready_unwritten: bool,
+    /// A [`Step::PatchWorkloadState`] of it is queued or in flight.
+    state_out: bool,
 }
 
 impl WlEntry {

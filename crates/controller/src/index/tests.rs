@@ -1553,8 +1553,9 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     let (plans, _) = ix.cycle(T0);
     assert_eq!(purposes(&plans), ["admit"]);
     // Its owner marks it finished: the quota is released and the state
-    // (a printer column) follows in one status write.
+    // (a printer column) follows in one small write of that field alone.
     let mut st = status_step(&plans[0]).clone();
+    ix.feedback(&plans[0], &Ok(vec![(0, "10".into())]), T0);
     set_condition(
         &mut st.conditions,
         cond::FINISHED,
@@ -1565,14 +1566,36 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
         Some(1),
     );
     wl.status = Some(st);
-    ix.apply_workload(wl, T0 + 1);
+    wl.metadata.resource_version = Some("11".into());
+    ix.apply_workload(wl.clone(), T0 + 1);
     assert_eq!(ix.engine().workload_state("wl-uid-tool"), Some(WorkloadState::Finished));
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["finish"]);
+    let finished_state = Step::PatchWorkloadState {
+        key: ObjKey::new("research", "job-tool"),
+        uid: "wl-uid-tool".into(),
+        state: sluice_api::v1alpha1::WorkloadState::Finished,
+    };
+    assert_eq!(plans[0].steps, [finished_state.clone()]);
+    // One at a time: the same status seen again plans nothing more.
+    ix.apply_workload(wl.clone(), T0 + 2);
+    assert!(ix.take_plans().is_empty());
+    // Failed: the Workload is read back, and the state is planned again
+    // from what is read.
+    ix.plan_failed(&plans[0], 0, T0 + 3);
+    assert_eq!(ix.take_workload_refetch(), [ObjKey::new("research", "job-tool")]);
+    ix.apply_fetched_workload(&wl, T0 + 4);
+    let plans = ix.take_plans();
     assert_eq!(
-        status_step(&plans[0]).state,
-        Some(sluice_api::v1alpha1::WorkloadState::Finished)
+        plans.iter().map(|p| p.steps.clone()).collect::<Vec<_>>(),
+        [vec![finished_state]]
     );
+    // Written: the watch shows it, and nothing more is planned.
+    ix.feedback(&plans[0], &Ok(vec![]), T0 + 5);
+    wl.status.as_mut().unwrap().state = Some(sluice_api::v1alpha1::WorkloadState::Finished);
+    wl.metadata.resource_version = Some("12".into());
+    ix.apply_workload(wl, T0 + 6);
+    assert!(ix.take_plans().is_empty());
 }
 
 #[test]
@@ -1639,7 +1662,7 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
             let writes = p
                 .steps
                 .iter()
-                .filter(|s| matches!(s, Step::ApplyWorkloadStatus { .. }))
+                .filter(|s| matches!(s, Step::ApplyWorkloadStatus { .. } | Step::PatchWorkloadState { .. }))
                 .count();
             if Lane::of(&p.purpose) == Lane::State {
                 state_writes += writes;

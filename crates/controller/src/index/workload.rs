@@ -13,7 +13,7 @@ use super::explain::{explanation_fp, slim_pending};
 use super::status::{self, is_true};
 use super::{Index, Kind, WlEntry, key_of, ms};
 use crate::job;
-use crate::plan::{ObjKey, Plan, Purpose};
+use crate::plan::{ObjKey, Plan, Purpose, Step};
 use sluice_convert::adapter;
 
 impl Index {
@@ -123,6 +123,7 @@ impl Index {
                         admitted_at: None,
                         pods_ready_seen: false,
                         pods_ready_unwritten: false,
+                        state_out: false,
                     },
                 );
             }
@@ -136,6 +137,33 @@ impl Index {
         if let Some(job_key) = self.job_key_of(&key) {
             self.reconcile_job(&job_key, now_ms);
         }
+    }
+
+    /// `status.state` (a printer column) follows the conditions: a
+    /// workload its owner marked `Finished` gets that state written, alone
+    /// (a bookkeeping write: its quota is released already), once at a
+    /// time, and again after a failure (the Workload is read back).
+    fn follow_finished_state(&mut self, key: &ObjKey) {
+        let Some(e) = self.workloads.get_mut(key) else { return };
+        // A whole-status write of ours in flight writes the state as well;
+        // its own watch event brings it back here if it did not.
+        if e.awaiting || e.state_out {
+            return;
+        }
+        let state = e.status.derive_state(e.active);
+        if e.status.state == Some(state) {
+            return;
+        }
+        e.state_out = true;
+        e.status.state = Some(state);
+        self.plans.push(Plan {
+            purpose: Purpose::Finish { uid: e.uid.clone() },
+            steps: vec![Step::PatchWorkloadState {
+                key: key.clone(),
+                uid: e.uid.clone(),
+                state,
+            }],
+        });
     }
 
     pub(super) fn engine_spec(&self, wl: &Workload) -> Result<eng::WorkloadSpec, IndexError> {
@@ -166,19 +194,11 @@ impl Index {
             {
                 engine_ok("finish", &uid, self.engine.finish(&uid));
                 self.evicting.remove(&uid);
-                // `status.state` (a printer column) follows: Finished.
-                let e = self.workloads.get_mut(key).expect("present");
-                let state = e.status.derive_state(e.active);
-                if e.status.state != Some(state) {
-                    e.status.state = Some(state);
-                    self.plans.push(Plan {
-                        purpose: Purpose::Finish { uid: uid.clone() },
-                        steps: vec![e.status_write(key)],
-                    });
-                }
+                self.follow_finished_state(key);
             } else if finished {
                 engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
                 self.workloads.get_mut(key).expect("present").in_engine = false;
+                self.follow_finished_state(key);
                 return;
             } else if e.status.holds_quota()
                 && e.status.admission.is_some()
@@ -213,6 +233,7 @@ impl Index {
             }
         }
         if finished {
+            self.follow_finished_state(key);
             return;
         }
         let spec = match wl.map(|w| self.engine_spec(w)) {

@@ -67,8 +67,9 @@ pub struct RunConfig {
     pub metrics_addr: SocketAddr,
     /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
     pub queue_status_interval: Duration,
-    /// Cap of pending-explanation writes per second (0 or less: none of its
-    /// own); see [`crate::limit::explain_qps`].
+    /// The lazy lanes' own share of writes per second, beyond the budget
+    /// the state lane leaves unused (0 or less: none); see
+    /// [`crate::limit::explain_qps`].
     pub explain_qps: f64,
 }
 

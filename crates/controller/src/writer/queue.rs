@@ -4,18 +4,21 @@
 //! - [`Lane::State`]: admissions, evictions, requeues, Job start/suspend,
 //!   Workload creation, deactivation, pods-ready. Written in order, each
 //!   as soon as the client-side limit (`--kube-qps`) gives a token.
-//! - [`Lane::Bookkeeping`]: the `Finished` state of a workload whose owner
-//!   finished it (quota is released in the engine at once; the write only
-//!   records it), queue status, reports. Latest wins per workload or queue.
-//! - [`Lane::Explanation`]: pending explanations. Latest wins per workload;
-//!   also capped by `--explain-qps`.
+//! - [`Lane::Bookkeeping`]: queue status and reports (latest wins per
+//!   queue), and the `Finished` state of a workload whose owner finished
+//!   it (quota is released in the engine at once; the write only records
+//!   it). Latest wins per workload or queue.
+//! - [`Lane::Explanation`]: pending explanations. Latest wins per workload.
 //!
-//! The two lazy lanes (bookkeeping before explanations) are written only
-//! while the state lane is empty, and only from *spare* budget: tokens the
-//! bucket holds beyond a reserve kept for the state changes that come next
-//! (see [`super::drain`]). A lazy plan replaced by a newer one, or dropped
-//! because a state change of its workload supersedes it, is handed back to
-//! the caller and counted in `sluice_dropped_writes_total{lane}`.
+//! The lazy lanes are written from budget the state lane leaves unused
+//! (while it is empty) or from their own small share (`--explain-qps`),
+//! also in the gaps while a state change waits for its token (see
+//! [`super::drain`]). They take turns, so
+//! that a backlog of one (15 000 finished workloads) never starves the
+//! others: queue status and reports, explanations, finished states. A lazy
+//! plan replaced by a newer one, or dropped because a state change of its
+//! workload supersedes it, is handed back to the caller and counted in
+//! `sluice_dropped_writes_total{lane}`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -67,13 +70,85 @@ pub struct WriteQueue {
     ready: tokio::sync::Notify,
 }
 
+/// A lazy queue: where a lazy plan waits for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lazy {
+    /// Queue status and reports (bookkeeping).
+    Queues,
+    /// Pending explanations.
+    Explanations,
+    /// `Finished` states (bookkeeping).
+    Finished,
+}
+
+impl Lazy {
+    const TURNS: [Lazy; 3] = [Lazy::Queues, Lazy::Explanations, Lazy::Finished];
+
+    /// The lane its writes are counted in.
+    pub fn lane(self) -> Lane {
+        match self {
+            Lazy::Explanations => Lane::Explanation,
+            Lazy::Queues | Lazy::Finished => Lane::Bookkeeping,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Lazy::Queues => 0,
+            Lazy::Explanations => 1,
+            Lazy::Finished => 2,
+        }
+    }
+}
+
 #[derive(Default)]
 struct QueueState {
     urgent: VecDeque<Plan>,
-    bookkeeping: Latest,
-    explanations: Latest,
+    /// By [`Lazy::index`].
+    lazy: [Latest; 3],
+    /// The lazy queue whose turn is next.
+    turn: usize,
     reports: u64,
     epoch: u64,
+}
+
+impl QueueState {
+    fn lazy(&mut self, which: Lazy) -> &mut Latest {
+        &mut self.lazy[which.index()]
+    }
+
+    /// The requeue of a workload without a Job (nothing to stop) is queued
+    /// while its eviction's status write still waits: that write is
+    /// dropped (returned as a plan of its own), since the requeue writes
+    /// the whole status, evicted and requeued, in one write at its later
+    /// place in the lane. The eviction's Events stay. Quota stays safe:
+    /// the API sees the release no earlier than before, and everything
+    /// admitted with that quota is queued after the requeue.
+    fn merge_eviction(&mut self, uid: &str) -> Option<Plan> {
+        let evict = self.urgent.iter_mut().find(|p| {
+            matches!(&p.purpose, Purpose::Evict { uid: u } if u == uid)
+                && !p
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s, Step::PatchJob { .. } | Step::PatchJobStatus { .. }))
+        })?;
+        let at = evict
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::ApplyWorkloadStatus { .. }))?;
+        Some(Plan {
+            purpose: evict.purpose.clone(),
+            steps: vec![evict.steps.remove(at)],
+        })
+    }
+
+    /// Drops the queued lazy plans of a workload (a newer write of it
+    /// supersedes them).
+    fn remove_lazy(&mut self, uid: &str, out: &mut Vec<Plan>) {
+        for which in [Lazy::Explanations, Lazy::Finished] {
+            out.extend(self.lazy(which).remove(uid));
+        }
+    }
 }
 
 /// Plans by key, latest wins, in the order their keys were first queued.
@@ -151,15 +226,16 @@ impl WriteQueue {
             let uid = plan_uid(&plan).map(str::to_owned);
             match (Lane::of(&plan.purpose), uid) {
                 (Lane::Explanation, Some(uid)) => {
-                    // A queued bookkeeping write of the workload writes its
-                    // whole status as the index has it then: it stays.
-                    superseded.extend(q.explanations.insert(uid, plan));
+                    // A queued `Finished` state of the workload is another
+                    // field: it stays.
+                    superseded.extend(q.lazy(Lazy::Explanations).insert(uid, plan));
                 }
                 (Lane::Bookkeeping, Some(uid)) => {
-                    superseded.extend(q.explanations.remove(&uid));
-                    superseded.extend(q.bookkeeping.insert(uid, plan));
+                    // A finished workload needs no explanation.
+                    superseded.extend(q.lazy(Lazy::Explanations).remove(&uid));
+                    superseded.extend(q.lazy(Lazy::Finished).insert(uid, plan));
                 }
-                (Lane::Bookkeeping, None) => {
+                (_, None) if Lane::of(&plan.purpose) != Lane::State => {
                     let key = match (&plan.purpose, plan.steps.first()) {
                         (Purpose::QueueStatus, Some(Step::ApplyQueueStatus { queue, .. })) => {
                             format!("\u{0}queue-{queue}")
@@ -169,12 +245,14 @@ impl WriteQueue {
                             format!("\u{0}report-{}", q.reports)
                         }
                     };
-                    superseded.extend(q.bookkeeping.insert(key, plan));
+                    superseded.extend(q.lazy(Lazy::Queues).insert(key, plan));
                 }
                 (_, uid) => {
                     if let Some(uid) = uid {
-                        superseded.extend(q.explanations.remove(&uid));
-                        superseded.extend(q.bookkeeping.remove(&uid));
+                        q.remove_lazy(&uid, &mut superseded);
+                    }
+                    if let Purpose::Requeue { uid } = &plan.purpose {
+                        superseded.extend(q.merge_eviction(uid));
                     }
                     q.urgent.push_back(plan);
                 }
@@ -191,37 +269,44 @@ impl WriteQueue {
         q.urgent.pop_front().map(|p| (epoch, p))
     }
 
-    /// The lane of the next lazy plan and the API writes it makes (what it
-    /// needs from the budget), while no state change waits.
-    pub fn next_lazy(&self) -> Option<(Lane, u32)> {
-        let mut q = self.lock();
-        if !q.urgent.is_empty() {
+    /// The lazy queue whose turn it is (the next non-empty one from the
+    /// turn on) and the API writes its next plan makes (what it needs from
+    /// the budget), while no state change waits.
+    pub fn next_lazy(&self) -> Option<(Lazy, u32)> {
+        if !self.lock().urgent.is_empty() {
             return None;
         }
-        let writes = |p: &Plan| p.steps.iter().filter(|s| s.is_budgeted()).count() as u32;
-        if let Some(p) = q.bookkeeping.front() {
-            return Some((Lane::Bookkeeping, writes(p)));
-        }
-        q.explanations.front().map(|p| (Lane::Explanation, writes(p)))
+        self.peek_lazy()
     }
 
-    /// The next plan of a lazy lane.
-    pub fn pop_lazy(&self, lane: Lane) -> Option<(u64, Plan)> {
+    /// [`WriteQueue::next_lazy`], whether or not a state change waits.
+    pub fn peek_lazy(&self) -> Option<(Lazy, u32)> {
+        let mut q = self.lock();
+        let writes = |p: &Plan| p.steps.iter().filter(|s| s.is_budgeted()).count() as u32;
+        let turn = q.turn;
+        (0..Lazy::TURNS.len())
+            .map(|i| Lazy::TURNS[(turn + i) % Lazy::TURNS.len()])
+            .find_map(|which| q.lazy(which).front().map(|p| (which, writes(p))))
+    }
+
+    /// The next plan of a lazy queue; the turn passes to the queue after it.
+    pub fn pop_lazy(&self, which: Lazy) -> Option<(u64, Plan)> {
         let mut q = self.lock();
         let epoch = q.epoch;
-        let plan = match lane {
-            Lane::State => q.urgent.pop_front(),
-            Lane::Bookkeeping => q.bookkeeping.pop(),
-            Lane::Explanation => q.explanations.pop(),
-        };
-        plan.map(|p| (epoch, p))
+        let plan = q.lazy(which).pop()?;
+        q.turn = (which.index() + 1) % Lazy::TURNS.len();
+        Some((epoch, plan))
     }
 
-    /// The next plan in lane order, ignoring budgets (tests look at the
-    /// order this way; [`super::drain`] pops per lane).
+    /// The next plan, state changes first, then the lazy queues in turn,
+    /// ignoring budgets (tests look at the order this way).
     #[cfg(test)]
     pub fn pop(&self) -> Option<(u64, Plan)> {
-        Lane::ALL.into_iter().find_map(|lane| self.pop_lazy(lane))
+        if let Some(p) = self.pop_state() {
+            return Some(p);
+        }
+        let (which, _) = self.next_lazy()?;
+        self.pop_lazy(which)
     }
 
     /// Forgets everything queued (leadership lost) and starts a new epoch:
@@ -240,17 +325,17 @@ impl WriteQueue {
 
     pub fn len(&self) -> usize {
         let q = self.lock();
-        q.urgent.len() + q.bookkeeping.len() + q.explanations.len()
+        q.urgent.len() + q.lazy.iter().map(Latest::len).sum::<usize>()
     }
 
     /// Plans waiting in one lane.
     #[cfg(test)]
     pub fn lane_len(&self, lane: Lane) -> usize {
-        let q = self.lock();
+        let mut q = self.lock();
         match lane {
             Lane::State => q.urgent.len(),
-            Lane::Bookkeeping => q.bookkeeping.len(),
-            Lane::Explanation => q.explanations.len(),
+            Lane::Bookkeeping => q.lazy(Lazy::Queues).len() + q.lazy(Lazy::Finished).len(),
+            Lane::Explanation => q.lazy(Lazy::Explanations).len(),
         }
     }
 
@@ -263,3 +348,6 @@ impl WriteQueue {
         self.ready.notified().await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -538,87 +538,6 @@ fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
     assert_eq!(v["eventTime"], "2027-01-15T08:00:00.000000Z");
 }
 
-#[test]
-fn the_queue_writes_state_changes_first_then_bookkeeping_then_explanations_and_drops_superseded_ones() {
-    let plan = |purpose: Purpose| Plan { purpose, steps: vec![] };
-    let q = WriteQueue::default();
-    assert!(q.push(plan(Purpose::Pending { uid: "a".into() })).is_empty());
-    assert!(q.push(plan(Purpose::Report)).is_empty());
-    assert!(q.push(plan(Purpose::Pending { uid: "b".into() })).is_empty());
-    // Superseded plans come back, so the index hears of them.
-    assert_eq!(
-        q.push(plan(Purpose::Pending { uid: "b".into() }))
-            .pop()
-            .map(|p| p.purpose),
-        Some(Purpose::Pending { uid: "b".into() })
-    );
-    assert_eq!(
-        q.push(plan(Purpose::Admit { uid: "a".into() }))
-            .pop()
-            .map(|p| p.purpose),
-        Some(Purpose::Pending { uid: "a".into() })
-    );
-    assert!(q.push(plan(Purpose::Evict { uid: "c".into() })).is_empty());
-    assert!(q.push(plan(Purpose::Report)).is_empty());
-    assert_eq!(q.len(), 5);
-    let epoch = q.epoch();
-    let order: Vec<String> = std::iter::from_fn(|| q.pop())
-        .map(|(e, p)| {
-            assert_eq!(e, epoch);
-            format!("{:?}", p.purpose)
-        })
-        .collect();
-    assert_eq!(
-        order,
-        [
-            "Admit { uid: \"a\" }",
-            "Evict { uid: \"c\" }",
-            "Report",
-            "Report",
-            "Pending { uid: \"b\" }",
-        ]
-    );
-    assert!(q.is_empty());
-    let _ = q.push(plan(Purpose::Pending { uid: "x".into() }));
-    q.clear();
-    assert!(q.pop().is_none());
-    assert_eq!(q.epoch(), epoch + 1, "a new epoch after leadership is lost");
-}
-
-#[test]
-fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
-    let status = |name: &str, n: u32| Plan {
-        purpose: Purpose::QueueStatus,
-        steps: vec![Step::ApplyQueueStatus {
-            queue: crate::plan::QueueRef {
-                namespace: None,
-                name: name.into(),
-            },
-            status: json!({"pendingWorkloads": n}),
-        }],
-    };
-    let q = WriteQueue::default();
-    assert!(q.push(status("gpu", 1)).is_empty());
-    assert!(q.push(status("cpu", 1)).is_empty());
-    assert_eq!(q.push(status("gpu", 2)).len(), 1);
-    assert!(
-        q.push(Plan {
-            purpose: Purpose::Admit { uid: "a".into() },
-            steps: vec![],
-        })
-        .is_empty()
-    );
-    assert_eq!(q.len(), 3);
-    assert_eq!(q.pop().unwrap().1.purpose, Purpose::Admit { uid: "a".into() });
-    let written: Vec<Value> = std::iter::from_fn(|| q.pop())
-        .map(|(_, p)| match &p.steps[0] {
-            Step::ApplyQueueStatus { queue, status } => json!([queue.name, status["pendingWorkloads"]]),
-            _ => Value::Null,
-        })
-        .collect();
-    assert_eq!(written, [json!(["gpu", 2]), json!(["cpu", 1])]);
-}
-
 #[tokio::test]
 async fn queue_status_is_applied_to_the_status_subresource() {
     let (writer, mut handle) = mock();
@@ -717,9 +636,64 @@ async fn answer_status_write(handle: &mut Handle) -> String {
 }
 
 #[tokio::test]
+async fn lazy_writes_take_unused_budget_then_their_own_share() {
+    // qps 1, burst 5; a share of 2 per second (burst 2).
+    let (writer, _handle) = mock();
+    let writer = writer.with_rate_limit(1.0, 5).with_explain_rate(2.0);
+    // The bucket is full: that token would be lost, so it is unused.
+    assert_eq!(writer.spare(1), Ok(()));
+    // No longer full: the share pays, twice, then says how long to wait
+    // (half a second at 2/s; the bucket is full again in a second).
+    assert_eq!(writer.spare(1), Ok(()));
+    assert_eq!(writer.spare(1), Ok(()));
+    let wait = writer.spare(1).expect_err("no budget left");
+    assert!(wait <= Duration::from_millis(500), "{wait:?}");
+    assert!(wait >= Duration::from_millis(400), "{wait:?}");
+    // The state lane still finds 4 tokens at once.
+    for _ in 0..4 {
+        assert_eq!(writer.limiter.as_ref().unwrap().try_acquire(1, 0), None);
+    }
+    // Without a share, only unused budget.
+    let (writer, _handle) = mock();
+    let writer = writer.with_rate_limit(1.0, 5);
+    assert_eq!(writer.spare(2), Ok(()));
+    assert!(writer.spare(1).is_err());
+    // Without a client-side limit, nothing is held back.
+    let (writer, _handle) = mock();
+    for _ in 0..100 {
+        assert_eq!(writer.spare(1), Ok(()));
+    }
+}
+
+#[tokio::test]
+async fn a_finished_state_is_a_merge_patch_of_that_field_with_the_uid() {
+    let (writer, mut handle) = mock();
+    let server = tokio::spawn(async move {
+        let call = expect(&mut handle, Method::PATCH, WL_STATUS).await;
+        assert_eq!(call.query, query(&[("fieldManager", "sluice-controller")]));
+        assert_eq!(call.content_type, "application/merge-patch+json");
+        assert_eq!(
+            call.body,
+            json!({"metadata": {"uid": "wl-uid"}, "status": {"state": "Finished"}})
+        );
+        respond(call.reply, StatusCode::OK, &json!({}));
+        no_more_requests(&mut handle).await;
+    });
+    let step = Step::PatchWorkloadState {
+        key: ObjKey::new("research", "job-train-research"),
+        uid: "wl-uid".into(),
+        state: sluice_api::v1alpha1::WorkloadState::Finished,
+    };
+    assert_eq!(step.kind(), "workload_status");
+    assert!(step.wants_feedback());
+    writer.step(&step).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
 async fn with_a_full_explanation_backlog_an_admission_goes_out_within_one_token() {
-    // qps 200, burst 20: explanations take spare tokens only (2 stay for
-    // state changes); the explanation lane has no cap of its own here.
+    // qps 200, burst 20: explanations take only tokens a full bucket would
+    // lose; the lazy lanes have no share of their own here.
     let (writer, mut handle) = mock();
     let writer = writer.with_rate_limit(200.0, 20);
     let queue = Arc::new(WriteQueue::default());
@@ -750,11 +724,12 @@ async fn with_a_full_explanation_backlog_an_admission_goes_out_within_one_token(
 }
 
 #[tokio::test]
-async fn explanation_writes_never_exceed_their_own_cap() {
-    // No client-side limit, explanations capped at 20/s (a burst of 20):
-    // in 500 ms, at most 20 + 10 (+1 in flight) of 200 waiting.
+async fn explanation_writes_never_exceed_their_own_share_and_the_unused_budget() {
+    // The client-side limit at 1/s (a burst of 1: one unused token at the
+    // start, one more at most in 500 ms), the share at 20/s (a burst of
+    // 20): in 500 ms, at most 2 + 20 + 10 (+1 in flight) of 200 waiting.
     let (writer, mut handle) = mock();
-    let writer = writer.with_explain_rate(20.0);
+    let writer = writer.with_rate_limit(1.0, 1).with_explain_rate(20.0);
     let queue = Arc::new(WriteQueue::default());
     for i in 0..200 {
         let _ = queue.push(status_plan(Purpose::Pending { uid: format!("e{i}") }, &format!("e{i}")));
@@ -775,6 +750,6 @@ async fn explanation_writes_never_exceed_their_own_cap() {
     }
     drainer.abort();
     assert!(written >= 20, "the burst goes out at once: {written}");
-    assert!(written <= 31, "{written} explanation writes in 500 ms at 20/s");
+    assert!(written <= 33, "{written} explanation writes in 500 ms at 20/s");
     assert!(queue.lane_len(Lane::Explanation) >= 169);
 }
