@@ -33,6 +33,20 @@ pub fn explain_qps(explain_qps: f64, kube_qps: f64) -> f64 {
     if explain == 0.0 { tenth } else { explain.min(tenth) }
 }
 
+/// State changes queued ahead of the writer before the loop runs another
+/// cycle: what the limit lets out in about a second (`kube_qps`, or the
+/// burst if larger; 500 without a limit). Admissions are assumed in the
+/// engine until written, so a deeper backlog means deciding further ahead
+/// of the API: a higher-priority workload arriving meanwhile would preempt
+/// admissions nobody has seen yet, two more writes each. The writer never
+/// runs dry at this depth, so the write rate is not lowered.
+pub fn cycle_backlog(kube_qps: f64, kube_burst: u32) -> usize {
+    if kube_qps.is_nan() || kube_qps <= 0.0 {
+        return 500;
+    }
+    (kube_qps.ceil() as usize).max(kube_burst as usize).max(1)
+}
+
 /// A token bucket: `qps` writes per second sustained, `burst` at once.
 #[derive(Debug, Clone)]
 pub struct Bucket {
@@ -184,6 +198,15 @@ mod tests {
         assert_eq!(explain_qps(5.0, 0.0), 0.0);
         assert_eq!(explain_qps(0.0, 0.0), 0.0);
         assert_eq!(explain_qps(-3.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn cycles_wait_while_more_than_a_second_of_writes_is_queued() {
+        assert_eq!(cycle_backlog(50.0, 100), 100, "the burst goes out at once");
+        assert_eq!(cycle_backlog(200.0, 100), 200);
+        assert_eq!(cycle_backlog(0.5, 0), 1);
+        assert_eq!(cycle_backlog(0.0, 100), 500, "no limit");
+        assert_eq!(cycle_backlog(f64::NAN, 100), 500);
     }
 
     #[test]

@@ -1576,7 +1576,7 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
         uid: "wl-uid-tool".into(),
         state: sluice_api::v1alpha1::WorkloadState::Finished,
     };
-    assert_eq!(plans[0].steps, [finished_state.clone()]);
+    assert_eq!(plans[0].steps, std::slice::from_ref(&finished_state));
     // One at a time: the same status seen again plans nothing more.
     ix.apply_workload(wl.clone(), T0 + 2);
     assert!(ix.take_plans().is_empty());

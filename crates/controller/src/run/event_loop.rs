@@ -50,6 +50,7 @@ pub(super) async fn event_loop(
     queue_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut queue_status = QueueStatusWriter::default();
     let coalesce = Duration::from_millis(50);
+    let backlog = crate::limit::cycle_backlog(cfg.kube_qps, cfg.kube_burst);
     tokio::pin!(shutdown);
     loop {
         let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -183,7 +184,13 @@ pub(super) async fn event_loop(
         shared
             .ready
             .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
-        let due = cycle_at.is_some_and(|t| t <= Instant::now());
+        let mut due = cycle_at.is_some_and(|t| t <= Instant::now());
+        if due && io.queue.state_len() > backlog {
+            // The writer has a second of decisions to write: decide later,
+            // on what the cluster looks like then (see `cycle_backlog`).
+            due = false;
+            cycle_at = Some(Instant::now() + Duration::from_millis(20));
+        }
         if let Some(m) = &index
             && due
             && !fenced

@@ -339,6 +339,11 @@ impl WriteQueue {
         }
     }
 
+    /// State changes waiting (the writer's backlog of decisions).
+    pub fn state_len(&self) -> usize {
+        self.lock().urgent.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
