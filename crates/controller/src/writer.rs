@@ -161,21 +161,15 @@ impl Writer {
         if writes == 0 {
             return Ok(());
         }
-        let unused = match &self.limiter {
-            Some(l) => match l.burst() {
-                Some(burst) => l.try_acquire(writes, burst.saturating_sub(writes)),
-                None => None,
-            },
-            None => None,
-        };
+        let unused = self.limiter.as_ref().and_then(|l| {
+            let burst = l.burst()?;
+            l.try_acquire(writes, burst.saturating_sub(writes))
+        });
         let Some(wait_unused) = unused else { return Ok(()) };
-        match self.explain.as_ref().map(|l| (l, l.burst())) {
-            // A share of its own.
-            Some((l, Some(_))) => match l.try_acquire(writes, 0) {
-                None => Ok(()),
-                Some(wait) => Err(wait.min(wait_unused)),
-            },
-            _ => Err(wait_unused),
+        match self.own_share().map(|l| l.try_acquire(writes, 0)) {
+            Some(None) => Ok(()),
+            Some(Some(wait)) => Err(wait.min(wait_unused)),
+            None => Err(wait_unused),
         }
     }
 
@@ -183,10 +177,12 @@ impl Writer {
     /// plan written while a state change waits for its token); `false`
     /// when the share has none now, or there is no share.
     pub fn share(&self, writes: u32) -> bool {
-        match &self.explain {
-            Some(l) if l.burst().is_some() => l.try_acquire(writes, 0).is_none(),
-            _ => false,
-        }
+        self.own_share().is_some_and(|l| l.try_acquire(writes, 0).is_none())
+    }
+
+    /// The lazy lanes' own share, if they have one.
+    fn own_share(&self) -> Option<&Limiter> {
+        self.explain.as_deref().filter(|l| l.burst().is_some())
     }
 
     /// How long a state change would wait for its token now (`None`: it
