@@ -34,8 +34,6 @@ pub enum Lane {
 }
 
 impl Lane {
-    pub const ALL: [Lane; 3] = [Lane::State, Lane::Bookkeeping, Lane::Explanation];
-
     /// The lane of a plan.
     pub fn of(purpose: &Purpose) -> Lane {
         match purpose {
@@ -83,14 +81,6 @@ pub enum Lazy {
 
 impl Lazy {
     const TURNS: [Lazy; 3] = [Lazy::Queues, Lazy::Explanations, Lazy::Finished];
-
-    /// The lane its writes are counted in.
-    pub fn lane(self) -> Lane {
-        match self {
-            Lazy::Explanations => Lane::Explanation,
-            Lazy::Queues | Lazy::Finished => Lane::Bookkeeping,
-        }
-    }
 
     fn index(self) -> usize {
         match self {
