@@ -341,8 +341,20 @@ impl Cluster {
 
     /// Waits until Workload `job-<job>` has condition `type_` with `status`.
     pub async fn wait_condition(&self, job: &str, type_: &str, status: &str, timeout: Duration) -> Result<Workload> {
+        self.wait_workload_condition(&format!("job-{job}"), type_, status, timeout)
+            .await
+    }
+
+    /// Waits until Workload `name` has condition `type_` with `status`.
+    pub async fn wait_workload_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        timeout: Duration,
+    ) -> Result<Workload> {
         let api = self.workloads();
-        let name = format!("job-{job}");
+        let name = name.to_string();
         wait_for(&format!("{name} {type_}={status}"), timeout, || {
             let api = api.clone();
             let name = name.clone();

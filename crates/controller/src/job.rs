@@ -109,6 +109,34 @@ pub fn workload_for_job(
     workload_class: impl Fn(&str) -> Option<i32>,
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
+    let (name, namespace, uid) = identity(job)?;
+    let queue = queue_of(job, kueue_compat).ok_or(JobError::NotQueued)?;
+    let pod_set = pod_set_of(job, MAIN_POD_SET)?;
+    let (priority, class) = resolve_priority(job, workload_class, pod_class);
+    Ok(Workload {
+        metadata: ObjectMeta {
+            name: Some(workload_name(name)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (labels::QUEUE.to_string(), queue.to_string()),
+                (JOB_UID_LABEL.to_string(), uid.to_string()),
+            ])),
+            owner_references: Some(vec![owner_reference(name, uid, true)]),
+            ..Default::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets: vec![pod_set],
+            queue_name: queue.to_string(),
+            priority: Some(priority),
+            priority_class_name: class,
+            active: true,
+        },
+        status: None,
+    })
+}
+
+/// A Job's name, namespace and uid, each required.
+pub(crate) fn identity(job: &Job) -> Result<(&str, &str, &str), JobError> {
     let name = job
         .metadata
         .name
@@ -122,54 +150,44 @@ pub fn workload_for_job(
         .uid
         .as_deref()
         .ok_or(JobError::Missing { field: "metadata.uid" })?;
-    let queue = queue_of(job, kueue_compat).ok_or(JobError::NotQueued)?;
+    Ok((name, namespace, uid))
+}
+
+/// An owner reference to Job `name`; `controller` for a Job's own
+/// Workload, not for a gang's (a gang has several owners, none of them
+/// its controller).
+pub(crate) fn owner_reference(name: &str, uid: &str, controller: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+        name: name.to_string(),
+        uid: uid.to_string(),
+        controller: Some(controller),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The pod set `name` a Job asks for: `min(parallelism, completions)`
+/// pods ([`pods_count`]) of its template as the user wrote it (injected
+/// directives are not part of what the workload asks for).
+pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     let spec = job.spec.as_ref().ok_or(JobError::Missing { field: "spec" })?;
     let parallelism = spec.parallelism.unwrap_or(1);
     if parallelism < 1 {
         return Err(JobError::Parallelism(parallelism));
     }
-    let count = pods_count(spec.parallelism, spec.completions);
-    let (priority, class) = resolve_priority(job, workload_class, pod_class);
     let mut template = spec.template.clone();
-    // The template as the user wrote it: injected directives are not part
-    // of what the workload asks for.
     if let Some(original) = stored_original(job)?
         && let Some(pod) = template.spec.as_mut()
     {
         pod.node_selector = original.node_selector;
         pod.tolerations = original.tolerations;
     }
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(workload_name(name)),
-            namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([
-                (labels::QUEUE.to_string(), queue.to_string()),
-                (JOB_UID_LABEL.to_string(), uid.to_string()),
-            ])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "batch/v1".into(),
-                kind: "Job".into(),
-                name: name.to_string(),
-                uid: uid.to_string(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        spec: WorkloadSpec {
-            pod_sets: vec![PodSet {
-                name: MAIN_POD_SET.into(),
-                count,
-                min_count: None,
-                template,
-            }],
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
+    Ok(PodSet {
+        name: name.into(),
+        count: pods_count(spec.parallelism, spec.completions),
+        min_count: None,
+        template,
     })
 }
 
@@ -378,6 +396,8 @@ pub struct JobView {
     pub tolerations: Option<Vec<Toleration>>,
     /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
     pub original: Option<String>,
+    /// Its gang labels, when it is a member of a multi-Job gang.
+    pub gang: Option<crate::gang::Labels>,
 }
 
 impl JobView {
@@ -407,6 +427,7 @@ impl JobView {
                 .as_ref()
                 .and_then(|a| a.get(ORIGINAL_SCHEDULING))
                 .cloned(),
+            gang: crate::gang::Labels::of(&job.metadata),
         }
     }
 

@@ -11,6 +11,8 @@
 //!   decisions → the text users read;
 //! - [`job`]: Job ↔ Workload as pure functions (construction, priority,
 //!   flavor injection and exact restoration);
+//! - [`gang`]: multi-Job gangs as pure functions (membership, their
+//!   Workload);
 //! - [`index`]: state fed by watch events, driving the engine, producing
 //!   [`plan::Plan`]s; restart restore, rollback;
 //! - [`writer`]: applies plans (server-side apply, merge patches, Events);
@@ -22,6 +24,7 @@
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
+pub mod gang;
 pub mod index;
 pub mod job;
 pub mod limit;

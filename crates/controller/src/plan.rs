@@ -65,6 +65,9 @@ pub enum Step {
     /// Server-side apply of a ClusterQueue's (`namespace: None`) or
     /// LocalQueue's status.
     ApplyQueueStatus { queue: QueueRef, status: Value },
+    /// Deletion of a Workload, with its uid as a precondition (one created
+    /// again under this name is not deleted); already gone counts as done.
+    DeleteWorkload { key: ObjKey, uid: String },
     /// A read, not a write: succeeds only if no pod of the Job (label
     /// `controller-uid`) is still running or terminating.
     ConfirmPodsGone { key: ObjKey, job_uid: String },
@@ -88,7 +91,7 @@ impl Step {
             Step::ApplyWorkload(_) => "workload",
             Step::ApplyWorkloadStatus { .. } | Step::PatchWorkloadState { .. } => "workload_status",
             Step::PatchJob { .. } => "job",
-            Step::PatchWorkload { .. } => "workload",
+            Step::PatchWorkload { .. } | Step::DeleteWorkload { .. } => "workload",
             Step::PatchJobStatus { .. } => "job_status",
             Step::Event(_) => "event",
             Step::ConfirmPodsGone { .. } => "pod_list",
@@ -165,6 +168,9 @@ pub enum Purpose {
     ConfirmPodsGone { uid: String },
     /// The workload finished.
     Finish { uid: String },
+    /// A gang lost a member: its Workload (holding no quota) is deleted,
+    /// and a new one is made when the gang is whole again.
+    RetireGang { uid: String },
     /// The workload is deactivated (`spec.active: false`).
     Deactivate { uid: String },
     /// All pods of an admitted workload were seen ready (`PodsReady=True`).
@@ -191,6 +197,7 @@ impl Purpose {
             Purpose::Requeue { .. } => "requeue",
             Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",
+            Purpose::RetireGang { .. } => "retire_gang",
             Purpose::Deactivate { .. } => "deactivate",
             Purpose::PodsReady { .. } => "pods_ready",
             Purpose::Pending { .. } => "pending",

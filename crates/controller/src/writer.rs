@@ -27,7 +27,9 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use serde_json::json;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 
@@ -350,6 +352,19 @@ impl Writer {
                     .patch(&key.name, &merge_params(), &Patch::Merge(patch))
                     .await
                     .map(|_| (true, None)),
+                Step::DeleteWorkload { key, uid } => {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid.clone()),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    match self.workloads(&key.namespace).delete(&key.name, &dp).await {
+                        Err(kube::Error::Api(e)) if e.code == 404 => Ok((true, None)),
+                        r => r.map(|_| (true, None)),
+                    }
+                }
                 Step::PatchJob { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
                     api.patch(&key.name, &merge_params(), &Patch::Merge(patch))

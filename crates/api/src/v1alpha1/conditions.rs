@@ -87,6 +87,9 @@ pub mod reasons {
     pub const CLUSTER_QUEUE_STOPPED: &str = "ClusterQueueStopped";
     /// Evicted because its LocalQueue is stopped with `HoldAndDrain`.
     pub const LOCAL_QUEUE_STOPPED: &str = "LocalQueueStopped";
+    /// Evicted because a Job of its gang was deleted (a gang runs whole or
+    /// not at all); its Workload is deleted once its pods are gone.
+    pub const GANG_INCOMPLETE: &str = "GangIncomplete";
     /// Evicted because the workload was deactivated (`spec.active: false`).
     pub const DEACTIVATED: &str = "Deactivated";
     /// Evicted because it was requeued too often and deactivated.

@@ -9,6 +9,7 @@ use sluice_api::v1alpha1::conditions as cond;
 use sluice_scheduler::{self as eng, WorkloadState};
 
 use super::Index;
+use super::jobs::flavors_of;
 use super::status::{self, is_true};
 use crate::plan::{Plan, Purpose, Step};
 use sluice_convert::adapter;
@@ -30,6 +31,7 @@ impl Index {
         self.retry_soon = false;
         if std::mem::take(&mut self.orphan_scan_due) {
             self.finish_orphans(now_ms);
+            self.reconcile_gangs(now_ms);
         }
         self.tick(now_ms);
         for key in std::mem::take(&mut self.retry_jobs) {
@@ -165,8 +167,10 @@ impl Index {
             .push(((now_ms - created).max(0)) as f64 / 1000.0);
         self.stats.admitted += 1;
         let mut steps = vec![e.status_write(&wk)];
-        if let Some(jk) = self.job_key_of(&wk) {
-            let job_steps = self.start_job_steps(&jk, &adm.pod_sets);
+        let gang = self.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
+        for jk in self.member_keys(&wk) {
+            let flavors = flavors_of(&adm.pod_sets, gang.then_some(jk.name.as_str()));
+            let job_steps = self.start_job_steps(&jk, &flavors);
             if !job_steps.is_empty() {
                 self.starting.insert(jk);
             }

@@ -55,14 +55,14 @@ impl Index {
             _ => "Other",
         });
         let mut steps = vec![step];
-        if let Some(jk) = self.job_key_of(&wk)
-            && self.jobs.contains_key(&jk)
-        {
-            self.suspending.insert(jk.clone());
-            steps.push(Step::PatchJob {
-                key: jk,
-                patch: job::suspend_patch(),
-            });
+        for jk in self.member_keys(&wk) {
+            if self.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
+                self.suspending.insert(jk.clone());
+                steps.push(Step::PatchJob {
+                    key: jk,
+                    patch: job::suspend_patch(),
+                });
+            }
         }
         steps.extend(self.events(&wk, "Normal", reason, "Evict", message));
         self.plans.push(Plan {
@@ -93,7 +93,8 @@ impl Index {
         });
     }
 
-    pub(super) fn confirm_pods_gone(&mut self, job: &ObjKey, job_uid: String, uid: String, now_ms: i64) {
+    /// Looks at the pods of an evicted workload's Jobs (key, uid).
+    pub(super) fn confirm_pods_gone(&mut self, jobs: Vec<(ObjKey, String)>, uid: String, now_ms: i64) {
         let c = self.confirming.entry(uid.clone()).or_default();
         if c.in_flight || now_ms < c.not_before_ms {
             return;
@@ -101,10 +102,10 @@ impl Index {
         c.in_flight = true;
         self.plans.push(Plan {
             purpose: Purpose::ConfirmPodsGone { uid },
-            steps: vec![Step::ConfirmPodsGone {
-                key: job.clone(),
-                job_uid,
-            }],
+            steps: jobs
+                .into_iter()
+                .map(|(key, job_uid)| Step::ConfirmPodsGone { key, job_uid })
+                .collect(),
         });
     }
 
@@ -121,10 +122,14 @@ impl Index {
         if self.engine.workload_state(uid) != Some(WorkloadState::Evicting) {
             return;
         }
-        match self.job_key_of(&wk).and_then(|jk| self.jobs.get(&jk)) {
-            Some(j) if j.suspended && j.live == 0 => self.complete_eviction(&wk, now_ms),
-            // Something changed meanwhile: the next tick looks again.
-            _ => {}
+        // Something changed meanwhile: the next tick looks again.
+        let settled = self
+            .member_keys(&wk)
+            .iter()
+            .filter_map(|jk| self.jobs.get(jk))
+            .all(|j| j.finished.is_some() || (j.suspended && j.live == 0));
+        if settled {
+            self.complete_eviction(&wk, now_ms);
         }
     }
 
@@ -139,6 +144,11 @@ impl Index {
     }
 
     pub(super) fn complete_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
+        if self.gang_broken(wk) {
+            // Not requeued: a gang without all its Jobs cannot run.
+            self.retire_gang(wk);
+            return;
+        }
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
         self.confirming.remove(&uid);
@@ -159,9 +169,23 @@ impl Index {
         }
         let message = status::requeued(&mut e.status, not_before, e.active, now_ms, e.generation);
         let mut steps = vec![e.status_write(wk)];
-        if let Some(jk) = self.job_key_of(wk)
-            && let Some(j) = self.jobs.get(&jk)
-        {
+        steps.extend(self.restoration_steps(wk));
+        steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
+        self.plans.push(Plan {
+            purpose: Purpose::Requeue { uid },
+            steps,
+        });
+    }
+
+    /// The steps that put back the scheduling directives the user wrote
+    /// into an evicted workload's (suspended, unfinished) Jobs.
+    pub(super) fn restoration_steps(&mut self, wk: &ObjKey) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for jk in self.member_keys(wk) {
+            let Some(j) = self.jobs.get(&jk) else { continue };
+            if j.finished.is_some() {
+                continue;
+            }
             let started = j.started;
             match job::restoration_patch(&j.patch_base()) {
                 Ok(Some(patch)) => {
@@ -179,11 +203,7 @@ impl Index {
                 }
             }
         }
-        steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
-        self.plans.push(Plan {
-            purpose: Purpose::Requeue { uid },
-            steps,
-        });
+        steps
     }
 
     /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
@@ -193,10 +213,11 @@ impl Index {
             let Some(wk) = self.by_uid.get(&uid).cloned() else {
                 continue;
             };
-            match self.job_key_of(&wk) {
+            if self.member_keys(&wk).is_empty() {
                 // No Job: nobody we know runs its pods.
-                None => self.complete_eviction(&wk, now_ms),
-                Some(jk) => self.reconcile_job(&jk, now_ms),
+                self.complete_eviction(&wk, now_ms);
+            } else {
+                self.reconcile_owner(&wk, now_ms);
             }
         }
         let Some(timeout) = self.config.pods_ready_timeout_ms else {
@@ -204,7 +225,7 @@ impl Index {
         };
         let mut expired = Vec::new();
         for (wk, e) in &self.workloads {
-            if e.pods_ready_seen || !e.in_engine || e.owner.is_none() {
+            if e.pods_ready_seen || !e.in_engine || !e.has_jobs() {
                 continue;
             }
             if let Some(at) = e.admitted_at
@@ -217,10 +238,11 @@ impl Index {
         for wk in expired {
             // A server that does not report `status.ready` (JobReadyPods off)
             // cannot tell us: give up the check rather than evict running work.
-            let measurable = self
-                .job_key_of(&wk)
-                .and_then(|jk| self.jobs.get(&jk))
-                .is_some_and(|j| j.ready.is_some());
+            let members = self.member_keys(&wk);
+            let measurable = !members.is_empty()
+                && members
+                    .iter()
+                    .all(|jk| self.jobs.get(jk).is_some_and(|j| j.ready.is_some()));
             let e = self.workloads.get_mut(&wk).expect("present");
             if !measurable {
                 tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
@@ -277,7 +299,7 @@ impl Index {
         let timeout = self.config.pods_ready_timeout_ms?;
         self.workloads
             .values()
-            .filter(|e| !e.pods_ready_seen && e.in_engine && e.owner.is_some())
+            .filter(|e| !e.pods_ready_seen && e.in_engine && e.has_jobs())
             // Same rule as `tick`: only an admitted workload has a deadline
             // (a finished or evicting one would wake the loop at once, forever).
             .filter(|e| self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted))

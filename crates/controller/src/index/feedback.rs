@@ -55,8 +55,7 @@ impl Index {
             engine_ok("evict", uid, self.engine.evict(uid));
             engine_ok("eviction_complete", uid, self.engine.eviction_complete(uid, now_ms));
         }
-        let jk = self.job_key_of(&wk);
-        if let Some(jk) = jk {
+        for jk in self.member_keys(&wk) {
             self.starting.remove(&jk);
         }
         let e = self.workloads.get_mut(&wk).expect("indexed");
@@ -110,6 +109,9 @@ impl Index {
         }
         if let Purpose::Pending { uid } = &plan.purpose {
             self.explanation_not_written(uid);
+        }
+        if let Purpose::RetireGang { uid } = &plan.purpose {
+            self.retire_failed(uid);
         }
         for (i, s) in plan.steps.iter().enumerate() {
             match s {

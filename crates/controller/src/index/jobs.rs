@@ -6,15 +6,14 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
 use sluice_api::v1alpha1::{ResourceFlavor, conditions as cond};
 use sluice_scheduler::{self as eng, WorkloadState};
 
 use super::errors::engine_ok;
 use super::status::{self, is_true};
 use super::{Index, Kind, reference};
-use crate::job;
 use crate::plan::{EventSpec, ObjKey, Plan, Purpose, Step};
+use crate::{gang, job};
 
 impl Index {
     /// A Job as observed (the full object: its Workload may be created from it).
@@ -38,9 +37,16 @@ impl Index {
             self.starting.remove(&key);
         }
         self.refetch.remove(&key);
+        let wk = ObjKey::new(
+            key.namespace.clone(),
+            gang::workload_name_of(&key.name, view.gang.as_ref()),
+        );
+        let left = self.track_gang(&key, &view, full, &wk);
         self.jobs.insert(key.clone(), view);
+        if let Some(old) = left {
+            self.reconcile_gang(&old, now_ms);
+        }
         // Its Workload, seen first and kept aside, can come in now.
-        let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
         if self
             .workloads
             .get(&wk)
@@ -57,10 +63,17 @@ impl Index {
     }
 
     pub fn delete_job(&mut self, key: &ObjKey, now_ms: i64) {
-        self.jobs.remove(key);
+        let view = self.jobs.remove(key);
         self.refetch.remove(key);
         self.suspending.remove(key);
         self.starting.remove(key);
+        if let Some(g) = view.as_ref().and_then(|v| v.gang.as_ref()) {
+            let gk = ObjKey::new(key.namespace.clone(), g.name.clone());
+            let finished = view.as_ref().and_then(|v| v.finished.map(|ok| (ok, v.uid.as_str())));
+            self.leave_gang(&gk, key, finished);
+            self.reconcile_gang(&gk, now_ms);
+            return;
+        }
         let wk = ObjKey::new(key.namespace.clone(), job::workload_name(&key.name));
         // Quota is released now; the Workload goes with its owner (garbage
         // collector) and is forgotten when its deletion is observed.
@@ -71,7 +84,6 @@ impl Index {
             e.in_engine = false;
             self.evicting.remove(&e.uid);
         }
-        let _ = now_ms;
     }
 
     pub(super) fn reconcile_job(&mut self, key: &ObjKey, now_ms: i64) {
@@ -81,6 +93,11 @@ impl Index {
     /// Level-triggered: what a Job needs given its Workload's state.
     pub(super) fn reconcile(&mut self, key: &ObjKey, full: Option<&Job>, now_ms: i64) {
         let Some(j) = self.jobs.get(key) else { return };
+        if let Some(g) = &j.gang {
+            let gk = ObjKey::new(key.namespace.clone(), g.name.clone());
+            self.reconcile_gang(&gk, now_ms);
+            return;
+        }
         if j.queue.is_none() {
             return;
         }
@@ -89,144 +106,222 @@ impl Index {
         let owned = self
             .workloads
             .get(&wk)
-            .filter(|e| e.owner.as_ref().is_some_and(|(_, u)| *u == job_uid));
-        let Some(e) = owned else {
-            if self.workloads.contains_key(&wk) {
-                self.record_error(
-                    Kind::Job,
-                    key.to_string(),
-                    "WorkloadNameTaken",
-                    format!("Workload {wk} exists but is not owned by this Job"),
-                );
-                return;
-            }
-            if j.finished.is_some() {
-                return;
-            }
-            // No Workload yet: create it, and hold the Job if it runs.
-            if !j.suspended && self.suspending.insert(key.clone()) {
-                self.plans.push(Plan {
-                    purpose: Purpose::SuspendJob,
-                    steps: vec![Step::PatchJob {
-                        key: key.clone(),
-                        patch: job::suspend_patch(),
-                    }],
-                });
-            }
-            if !self.creating.contains(&wk) {
-                let Some(full) = full else {
-                    self.refetch.insert(key.clone());
-                    return;
-                };
-                let wcs = &self.workload_classes;
-                let pcs = &self.pod_classes;
-                match job::workload_for_job(
-                    full,
-                    self.config.kueue_compat,
-                    |n| wcs.get(n).copied(),
-                    |n| pcs.get(n).copied(),
-                ) {
-                    Ok(wl) => {
-                        self.creating.insert(wk);
-                        self.plans.push(Plan {
-                            purpose: Purpose::CreateWorkload,
-                            steps: vec![Step::ApplyWorkload(Box::new(wl))],
-                        });
-                    }
-                    Err(err) => {
-                        self.record_error(Kind::Job, key.to_string(), err.metric_label(), err.to_string());
-                    }
-                }
-            }
+            .is_some_and(|e| e.owner.as_ref().is_some_and(|(_, u)| *u == job_uid));
+        if owned {
+            self.drive(&wk, now_ms);
+            return;
+        }
+        if self.workloads.contains_key(&wk) {
+            self.record_error(
+                Kind::Job,
+                key.to_string(),
+                "WorkloadNameTaken",
+                format!("Workload {wk} exists but is not owned by this Job"),
+            );
+            return;
+        }
+        if j.finished.is_some() {
+            return;
+        }
+        // No Workload yet: create it, and hold the Job if it runs.
+        self.hold(key);
+        if self.creating.contains(&wk) {
+            return;
+        }
+        let Some(full) = full else {
+            self.refetch.insert(key.clone());
             return;
         };
+        let wcs = &self.workload_classes;
+        let pcs = &self.pod_classes;
+        match job::workload_for_job(
+            full,
+            self.config.kueue_compat,
+            |n| wcs.get(n).copied(),
+            |n| pcs.get(n).copied(),
+        ) {
+            Ok(wl) => {
+                self.creating.insert(wk);
+                self.plans.push(Plan {
+                    purpose: Purpose::CreateWorkload,
+                    steps: vec![Step::ApplyWorkload(Box::new(wl))],
+                });
+            }
+            Err(err) => {
+                self.record_error(Kind::Job, key.to_string(), err.metric_label(), err.to_string());
+            }
+        }
+    }
+
+    /// Suspends a queued Job that runs without admission (once per
+    /// observed state).
+    pub(super) fn hold(&mut self, key: &ObjKey) {
+        let Some(j) = self.jobs.get(key) else { return };
+        if j.suspended || j.finished.is_some() || !self.suspending.insert(key.clone()) {
+            return;
+        }
+        self.plans.push(Plan {
+            purpose: Purpose::SuspendJob,
+            steps: vec![Step::PatchJob {
+                key: key.clone(),
+                patch: job::suspend_patch(),
+            }],
+        });
+    }
+
+    /// Level-triggered: what the Jobs of a Workload (its own Job, or a
+    /// gang's members) need given its state.
+    pub(super) fn drive(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get(wk) else { return };
         let uid = e.uid.clone();
         let count = e.count;
+        let gang = e.gang.as_ref().map(|g| (g.members.len(), g.done.clone()));
         let state = if e.in_engine {
             self.engine.workload_state(&uid)
         } else {
             None
         };
         let finished_status = is_true(&e.status, cond::FINISHED);
-        let unrestored = self.unrestored.contains(&wk);
-        if let Some(ok) = j.finished {
+        let unrestored = self.unrestored.contains(wk);
+        let members = self.member_keys(wk);
+        let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.jobs.get(k)).collect();
+        if views.is_empty() {
+            return;
+        }
+        // Finished when every Job finished (a gang's deleted after
+        // finishing count with the outcome they had).
+        let whole = gang.as_ref().is_none_or(|(n, done)| views.len() + done.len() == *n);
+        if whole && views.iter().all(|j| j.finished.is_some()) {
             if !finished_status {
-                self.finish(&wk, ok, now_ms);
+                let ok = views.iter().all(|j| j.finished == Some(true))
+                    && gang.as_ref().is_none_or(|(_, done)| done.values().all(|ok| *ok));
+                self.finish(wk, ok, now_ms);
             }
             return;
         }
         if finished_status || unrestored {
             return;
         }
-        let suspended = j.suspended;
-        let live = j.live;
         match state {
             Some(WorkloadState::Admitted) => {
-                if j.all_pods_ready(count) {
-                    self.pods_ready(&wk, now_ms);
+                let ready = views
+                    .iter()
+                    .all(|j| j.finished.is_some() || j.all_pods_ready(if gang.is_some() { j.pods } else { count }));
+                if ready {
+                    self.pods_ready(wk, now_ms);
                 }
-                if suspended && !self.starting.contains(key) {
-                    // Admitted but the Job never started (e.g. a crash between
-                    // the status write and the Job patch): start it.
-                    if let Some(adm) = self.engine.admission(&uid) {
-                        let steps = self.start_job_steps(key, &adm.pod_sets);
-                        if !steps.is_empty() {
-                            self.starting.insert(key.clone());
-                            self.plans.push(Plan {
-                                purpose: Purpose::StartJob { uid },
-                                steps,
-                            });
-                        }
-                    }
+                // Admitted but a Job never started (e.g. a crash between the
+                // status write and the Job patch): start it.
+                let idle: Vec<ObjKey> = members
+                    .iter()
+                    .filter(|k| {
+                        self.jobs.get(*k).is_some_and(|j| j.suspended && j.finished.is_none())
+                            && !self.starting.contains(*k)
+                    })
+                    .cloned()
+                    .collect();
+                if idle.is_empty() {
+                    return;
                 }
-            }
-            Some(WorkloadState::Evicting) => {
-                if !suspended {
-                    if self.suspending.insert(key.clone()) {
+                let Some(adm) = self.engine.admission(&uid) else { return };
+                for k in idle {
+                    let flavors = flavors_of(&adm.pod_sets, gang.is_some().then_some(k.name.as_str()));
+                    let steps = self.start_job_steps(&k, &flavors);
+                    if !steps.is_empty() {
+                        self.starting.insert(k);
                         self.plans.push(Plan {
-                            purpose: Purpose::SuspendJob,
-                            steps: vec![Step::PatchJob {
-                                key: key.clone(),
-                                patch: job::suspend_patch(),
-                            }],
+                            purpose: Purpose::StartJob { uid: uid.clone() },
+                            steps,
                         });
                     }
-                } else if live == 0 {
-                    if j.reports_terminating {
-                        self.complete_eviction(&wk, now_ms);
-                    } else {
-                        // `active` is 0 but pods being deleted are not
-                        // counted: look before releasing their quota.
-                        self.confirm_pods_gone(key, job_uid, uid, now_ms);
-                    }
                 }
             }
+            Some(WorkloadState::Evicting) => self.drive_eviction(wk, now_ms),
             Some(WorkloadState::Pending | WorkloadState::Preempting) | None => {
-                if !suspended && self.suspending.insert(key.clone()) {
-                    self.plans.push(Plan {
-                        purpose: Purpose::SuspendJob,
-                        steps: vec![Step::PatchJob {
-                            key: key.clone(),
-                            patch: job::suspend_patch(),
-                        }],
-                    });
+                for k in &members {
+                    self.hold(k);
                 }
             }
             Some(WorkloadState::Finished) => {}
         }
     }
 
-    pub(super) fn job_key_of(&self, wl: &ObjKey) -> Option<ObjKey> {
-        let e = self.workloads.get(wl)?;
-        let (name, _) = e.owner.as_ref()?;
-        Some(ObjKey::new(wl.namespace.clone(), name.clone()))
+    /// An evicted workload's Jobs: suspended, and once none has a pod
+    /// left, the eviction completes (quota released).
+    pub(super) fn drive_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get(wk) else { return };
+        let uid = e.uid.clone();
+        let members = self.member_keys(wk);
+        let mut settled = true;
+        let mut terminating_known = true;
+        let mut checks = Vec::new();
+        for k in &members {
+            let Some(j) = self.jobs.get(k) else { continue };
+            if j.finished.is_some() {
+                continue;
+            }
+            if !j.suspended {
+                settled = false;
+                self.hold(k);
+                continue;
+            }
+            settled &= j.live == 0;
+            terminating_known &= j.reports_terminating;
+            checks.push((k.clone(), j.uid.clone()));
+        }
+        if !settled {
+            return;
+        }
+        if terminating_known || checks.is_empty() {
+            self.complete_eviction(wk, now_ms);
+        } else {
+            // `active` is 0 but pods being deleted are not counted: look
+            // before releasing their quota.
+            self.confirm_pods_gone(checks, uid, now_ms);
+        }
     }
 
-    /// The steps that start an admitted workload's suspended Job on its flavors.
-    pub(super) fn start_job_steps(&mut self, key: &ObjKey, pod_sets: &[eng::PodSetAssignment]) -> Vec<Step> {
+    /// The Jobs a Workload stands for that exist: its own Job (its key,
+    /// whether or not it exists), or the gang's members still there with
+    /// the uid it was made from.
+    pub(super) fn member_keys(&self, wk: &ObjKey) -> Vec<ObjKey> {
+        let Some(e) = self.workloads.get(wk) else {
+            return Vec::new();
+        };
+        match (&e.gang, &e.owner) {
+            (Some(g), _) => g
+                .members
+                .iter()
+                .filter(|(name, uid)| {
+                    uid.is_some()
+                        && self
+                            .jobs
+                            .get(&ObjKey::new(wk.namespace.clone(), name.clone()))
+                            .is_some_and(|j| Some(&j.uid) == uid.as_ref())
+                })
+                .map(|(name, _)| ObjKey::new(wk.namespace.clone(), name.clone()))
+                .collect(),
+            (None, Some((name, _))) => vec![ObjKey::new(wk.namespace.clone(), name.clone())],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// Reconciles whatever owns a Workload: its Job, or its gang.
+    pub(super) fn reconcile_owner(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get(wk) else { return };
+        if let Some(g) = &e.gang {
+            let gk = ObjKey::new(wk.namespace.clone(), g.name.clone());
+            self.reconcile_gang(&gk, now_ms);
+        } else if let Some((name, _)) = &e.owner {
+            let jk = ObjKey::new(wk.namespace.clone(), name.clone());
+            self.reconcile_job(&jk, now_ms);
+        }
+    }
+
+    /// The steps that start an admitted workload's suspended Job on `flavors`.
+    pub(super) fn start_job_steps(&mut self, key: &ObjKey, flavors: &BTreeSet<String>) -> Vec<Step> {
         let Some(j) = self.jobs.get(key) else { return Vec::new() };
-        let names: BTreeSet<&String> = pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
-        let flavors: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.flavors.get(*n)).collect();
+        let flavors: Vec<&ResourceFlavor> = flavors.iter().filter_map(|n| self.flavors.get(n)).collect();
         let base = j.patch_base();
         let patch = match job::injection_patch(&base, &flavors) {
             Ok(p) => p,
@@ -249,12 +344,6 @@ impl Index {
         steps
     }
 
-    pub(super) fn job_reference(&self, wk: &ObjKey) -> Option<ObjectReference> {
-        let jk = self.job_key_of(wk)?;
-        let j = self.jobs.get(&jk)?;
-        Some(reference("batch/v1", "Job", &jk, Some(&j.uid)))
-    }
-
     pub(super) fn events(
         &self,
         wk: &ObjKey,
@@ -273,9 +362,10 @@ impl Index {
                 note: note.to_string(),
             }));
         }
-        if let Some(r) = self.job_reference(wk) {
+        for jk in self.member_keys(wk) {
+            let Some(j) = self.jobs.get(&jk) else { continue };
             out.push(Step::Event(EventSpec {
-                regarding: r,
+                regarding: reference("batch/v1", "Job", &jk, Some(&j.uid)),
                 type_,
                 reason: reason.to_string(),
                 action,
@@ -369,4 +459,14 @@ impl Index {
             steps,
         });
     }
+}
+
+/// The flavors an admission assigned: to every pod set, or to the pod
+/// set named `pod_set` (a gang member's).
+pub(super) fn flavors_of(pod_sets: &[eng::PodSetAssignment], pod_set: Option<&str>) -> BTreeSet<String> {
+    pod_sets
+        .iter()
+        .filter(|p| pod_set.is_none_or(|n| p.name == n))
+        .flat_map(|p| p.flavors.values().cloned())
+        .collect()
 }

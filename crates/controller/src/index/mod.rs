@@ -33,6 +33,8 @@
 //! - `workload`: Workload events, restart restore, adoption, deletion;
 //! - `jobs`: Job events and the level-triggered Job ↔ Workload
 //!   reconcile (create, suspend, start, finish, orphans);
+//! - `gangs`: multi-Job gangs: membership, their Workload made once
+//!   whole, and retired when a member goes;
 //! - `eviction`: evictions, pods-gone confirmation, pods-ready timeouts
 //!   and the requeue backoff;
 //! - `cycle`: running the engine, admissions, the drift check;
@@ -60,6 +62,7 @@ mod errors;
 mod eviction;
 mod explain;
 mod feedback;
+mod gangs;
 mod jobs;
 mod status;
 mod workload;
@@ -165,6 +168,8 @@ struct WlEntry {
     /// The [`job::JOB_UID_LABEL`]: made by Sluice for that Job (kept when
     /// the owner reference is stripped by an orphaning delete).
     job_uid: Option<String>,
+    /// A multi-Job gang's Workload: its gang and members.
+    gang: Option<GangEntry>,
     generation: Option<i64>,
     active: bool,
     queue_name: String,
@@ -201,7 +206,26 @@ struct WlEntry {
     state_out: bool,
 }
 
+/// A gang Workload's members ([`crate::gang::members_of`]).
+#[derive(Clone, Debug, Default)]
+struct GangEntry {
+    /// The [`sluice_api::labels::GANG`] name.
+    name: String,
+    /// Job name (its pod set's) and the uid of its owner reference, if the
+    /// Workload still has one.
+    members: Vec<(String, Option<String>)>,
+    /// Members deleted after they finished (a Job's TTL), with their
+    /// outcome (`true`: Complete): they count as finished, not as missing.
+    /// Known only to this process.
+    done: BTreeMap<String, bool>,
+}
+
 impl WlEntry {
+    /// Jobs run its pods: its own Job, or a gang's.
+    fn has_jobs(&self) -> bool {
+        self.owner.is_some() || self.gang.is_some()
+    }
+
     /// Numbers a status write about to be planned.
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
@@ -302,6 +326,15 @@ pub struct Index {
     not_selected: BTreeSet<ObjKey>,
     /// Jobs were (re)listed: look for orphaned Workloads in the next cycle.
     orphan_scan_due: bool,
+    /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
+    gangs: BTreeMap<ObjKey, BTreeSet<String>>,
+    /// Gang members whose gang has no Workload yet, whole (slimmed): the
+    /// Workload is made from all of them at once.
+    gang_jobs: BTreeMap<ObjKey, k8s_openapi::api::batch::v1::Job>,
+    /// What a waiting gang's Jobs were last told.
+    gang_told: BTreeMap<ObjKey, String>,
+    /// Gang Workloads being deleted (by uid).
+    retiring: BTreeSet<String>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -360,6 +393,10 @@ impl Index {
             namespaces: HashMap::new(),
             not_selected: BTreeSet::new(),
             orphan_scan_due: false,
+            gangs: BTreeMap::new(),
+            gang_jobs: BTreeMap::new(),
+            gang_told: BTreeMap::new(),
+            retiring: BTreeSet::new(),
         }
     }
 

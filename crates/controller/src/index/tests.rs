@@ -1686,3 +1686,5 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
     // (its reason never changes here), and each finish is recorded once.
     assert!(lazy_writes <= 2 * n as usize, "{lazy_writes} lazy writes");
 }
+
+mod gangs;

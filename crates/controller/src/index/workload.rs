@@ -11,7 +11,7 @@ use sluice_scheduler::{self as eng, WorkloadState};
 use super::errors::{IndexError, engine_ok};
 use super::explain::{explanation_fp, slim_pending};
 use super::status::{self, is_true};
-use super::{Index, Kind, WlEntry, key_of, ms};
+use super::{GangEntry, Index, Kind, WlEntry, key_of, ms};
 use crate::job;
 use crate::plan::{ObjKey, Plan, Purpose, Step};
 use sluice_convert::adapter;
@@ -38,6 +38,23 @@ impl Index {
             .as_ref()
             .and_then(|l| l.get(job::JOB_UID_LABEL))
             .cloned();
+        let gang = crate::gang::members_of(wl).map(|members| GangEntry {
+            name: wl
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(sluice_api::labels::GANG))
+                .cloned()
+                .unwrap_or_default(),
+            members,
+            done: Default::default(),
+        });
+        if let Some(g) = &gang {
+            // Made: its Jobs no longer need to be held whole.
+            for (name, _) in &g.members {
+                self.gang_jobs.remove(&ObjKey::new(key.namespace.clone(), name.clone()));
+            }
+        }
         let generation = wl.metadata.generation;
         let mut active = wl.spec.active;
         if self.deactivating.contains(&uid) {
@@ -66,6 +83,13 @@ impl Index {
                 let reactivated = !e.active && active;
                 e.owner = owner;
                 e.job_uid = job_uid;
+                match (&mut e.gang, gang) {
+                    (Some(old), Some(mut new)) => {
+                        new.done = std::mem::take(&mut old.done);
+                        *old = new;
+                    }
+                    (slot, new) => *slot = new,
+                }
                 e.generation = generation;
                 e.active = active;
                 e.queue_name = queue_name;
@@ -108,6 +132,7 @@ impl Index {
                         priority,
                         owner,
                         job_uid,
+                        gang,
                         generation,
                         active,
                         queue_name,
@@ -134,9 +159,7 @@ impl Index {
             slim_pending(e);
         }
         self.sync_workload(&key, Some(wl), now_ms);
-        if let Some(job_key) = self.job_key_of(&key) {
-            self.reconcile_job(&job_key, now_ms);
-        }
+        self.reconcile_owner(&key, now_ms);
     }
 
     /// `status.state` (a printer column) follows the conditions: a
@@ -366,8 +389,12 @@ impl Index {
         if e.in_engine {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
         }
-        // The Job still wants a Workload: recreate it.
-        if let Some((name, _)) = &e.owner {
+        self.retiring.remove(&e.uid);
+        // The Job (or gang) still wants a Workload: recreate it.
+        if let Some(g) = &e.gang {
+            let gk = ObjKey::new(key.namespace.clone(), g.name.clone());
+            self.reconcile_gang(&gk, now_ms);
+        } else if let Some((name, _)) = &e.owner {
             let jk = ObjKey::new(key.namespace.clone(), name.clone());
             self.reconcile_job(&jk, now_ms);
         }

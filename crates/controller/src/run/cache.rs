@@ -135,7 +135,8 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
             let o = match o {
                 Obj::Job(j) => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    let wl_key = format!("{ns}/{}", crate::job::workload_name(name));
+                    let gang = crate::gang::Labels::of(&j.metadata);
+                    let wl_key = format!("{ns}/{}", crate::gang::workload_name_of(name, gang.as_ref()));
                     let has_workload = cache
                         .objects
                         .get(&Kind::Workload)
@@ -154,12 +155,13 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                     }
                 }
                 Obj::Workload(w) => {
-                    // Its Job no longer needs to be kept whole.
-                    if let Some((job_name, _)) = crate::job::owning_job(&w) {
-                        let ns = w.metadata.namespace.as_deref().unwrap_or_default();
-                        let compat = cache.kueue_compat;
+                    // Its Job (or its gang's Jobs) no longer need to be kept whole.
+                    let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+                    let compat = cache.kueue_compat;
+                    let owners = w.metadata.owner_references.iter().flatten();
+                    for o in owners.filter(|o| o.kind == "Job" && o.api_version == "batch/v1") {
                         if let Some(jobs) = cache.objects.get_mut(&Kind::Job)
-                            && let Some(cached) = jobs.get_mut(&format!("{ns}/{job_name}"))
+                            && let Some(cached) = jobs.get_mut(&format!("{ns}/{}", o.name))
                             && let Obj::JobJson(bytes) = cached
                             && let Ok(j) = serde_json::from_slice::<Job>(bytes)
                         {

@@ -43,6 +43,7 @@ impl Lane {
             | Purpose::Admit { .. }
             | Purpose::Evict { .. }
             | Purpose::Requeue { .. }
+            | Purpose::RetireGang { .. }
             | Purpose::ConfirmPodsGone { .. }
             | Purpose::Deactivate { .. }
             | Purpose::PodsReady { .. }
@@ -191,6 +192,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         Purpose::Admit { uid }
         | Purpose::Evict { uid }
         | Purpose::Requeue { uid }
+        | Purpose::RetireGang { uid }
         | Purpose::ConfirmPodsGone { uid }
         | Purpose::Finish { uid }
         | Purpose::Deactivate { uid }

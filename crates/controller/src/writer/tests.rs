@@ -753,3 +753,35 @@ async fn explanation_writes_never_exceed_their_own_share_and_the_unused_budget()
     assert!(written <= 33, "{written} explanation writes in 500 ms at 20/s");
     assert!(queue.lane_len(Lane::Explanation) >= 169);
 }
+
+#[tokio::test]
+async fn a_retired_gang_workload_is_deleted_with_its_uid_as_precondition_and_gone_counts_as_done() {
+    let (writer, mut handle) = mock();
+    let path = "/apis/sluice.dev/v1alpha1/namespaces/research/workloads/gang-ft";
+    let server = tokio::spawn(async move {
+        let call = expect(&mut handle, Method::DELETE, path).await;
+        assert_eq!(call.body["preconditions"], json!({"uid": "wl-uid-ft"}), "{}", call.body);
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        );
+        // Deleted meanwhile (by the garbage collector, with its last Job).
+        let call = expect(&mut handle, Method::DELETE, path).await;
+        respond(
+            call.reply,
+            StatusCode::NOT_FOUND,
+            &fixture("error-404-workload-status-apply-missing-object.json"),
+        );
+        no_more_requests(&mut handle).await;
+    });
+    let step = Step::DeleteWorkload {
+        key: ObjKey::new("research", "gang-ft"),
+        uid: "wl-uid-ft".into(),
+    };
+    assert_eq!(step.kind(), "workload");
+    assert!(step.is_write() && step.is_budgeted());
+    writer.step(&step).await.unwrap();
+    writer.step(&step).await.unwrap();
+    server.await.unwrap();
+}

@@ -1,0 +1,350 @@
+//! Multi-Job gangs in the index: which Jobs carry a gang label, the
+//! gang's Workload made once every Job of it exists (from all of them at
+//! once), what its Jobs are told while it is not whole or its labels
+//! conflict, and its Workload retired when a member goes (evicted first if
+//! admitted: the rest are suspended and its quota released once their
+//! pods are gone; a new Workload is made when the gang is whole again).
+//! Driving an intact gang's Jobs is the same rule as a single Job's
+//! (`jobs::drive`), over every member.
+
+use k8s_openapi::api::batch::v1::Job;
+use sluice_api::v1alpha1::conditions as cond;
+use sluice_scheduler::WorkloadState;
+
+use super::errors::engine_ok;
+use super::status::is_true;
+use super::{Index, Kind, reference};
+use crate::gang::{self, Assessment};
+use crate::job::JobView;
+use crate::plan::{EventSpec, ObjKey, Plan, Purpose, Step};
+
+impl Index {
+    /// Keeps the gang membership of a Job about to be stored as `view`
+    /// (and its whole object, while its gang's Workload `wk` is still to
+    /// be made). Returns the gang it left, if it changed gangs.
+    pub(super) fn track_gang(
+        &mut self,
+        key: &ObjKey,
+        view: &JobView,
+        full: Option<&Job>,
+        wk: &ObjKey,
+    ) -> Option<ObjKey> {
+        let gang_key = |v: &JobView| {
+            v.gang
+                .as_ref()
+                .map(|g| ObjKey::new(key.namespace.clone(), g.name.clone()))
+        };
+        let old = self.jobs.get(key).and_then(gang_key);
+        let new = gang_key(view);
+        let left = old.filter(|o| new.as_ref() != Some(o));
+        if let Some(o) = &left {
+            self.leave_gang(o, key, None);
+        }
+        if let Some(n) = new {
+            self.gangs.entry(n).or_default().insert(key.name.clone());
+            if let Some(full) = full
+                && !self.workloads.contains_key(wk)
+            {
+                let mut whole = full.clone();
+                whole.metadata.managed_fields = None;
+                whole.status = None;
+                self.gang_jobs.insert(key.clone(), whole);
+            }
+        }
+        left
+    }
+
+    /// Job `key` is no longer in gang `gk` (deleted, or relabelled). A
+    /// member deleted after it finished (`finished`: its outcome and uid)
+    /// counts as done, not as missing: Jobs deleted by their TTL do not
+    /// break a gang.
+    pub(super) fn leave_gang(&mut self, gk: &ObjKey, key: &ObjKey, finished: Option<(bool, &str)>) {
+        if let Some(names) = self.gangs.get_mut(gk) {
+            names.remove(&key.name);
+            if names.is_empty() {
+                self.gangs.remove(gk);
+                self.gang_told.remove(gk);
+            }
+        }
+        self.gang_jobs.remove(key);
+        self.clear_error(Kind::Job, &key.to_string());
+        let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
+        if let Some((ok, uid)) = finished
+            && let Some(g) = self.workloads.get_mut(&wk).and_then(|e| e.gang.as_mut())
+            && g.members
+                .iter()
+                .any(|(n, u)| *n == key.name && u.as_deref() == Some(uid))
+        {
+            g.done.insert(key.name.clone(), ok);
+        }
+    }
+
+    /// Level-triggered: what gang `gk` (namespace, gang name) needs.
+    pub(super) fn reconcile_gang(&mut self, gk: &ObjKey, now_ms: i64) {
+        let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
+        let names: Vec<ObjKey> = self
+            .gangs
+            .get(gk)
+            .into_iter()
+            .flatten()
+            .map(|n| ObjKey::new(gk.namespace.clone(), n.clone()))
+            .collect();
+        if let Some(e) = self.workloads.get(&wk) {
+            let Some(g) = &e.gang else {
+                for k in names {
+                    self.record_error(
+                        Kind::Job,
+                        k.to_string(),
+                        "WorkloadNameTaken",
+                        format!("Workload {wk} of gang {} exists but is not a gang's", gk.name),
+                    );
+                }
+                return;
+            };
+            if is_true(&e.status, cond::FINISHED) {
+                return;
+            }
+            let members: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
+            let current = self.member_keys(&wk);
+            for k in &names {
+                if current.contains(k) {
+                    continue;
+                }
+                // Labelled into a gang whose Workload was made without it.
+                self.hold(k);
+                self.record_error(
+                    Kind::Job,
+                    k.to_string(),
+                    "GangConflict",
+                    format!(
+                        "gang {:?} already has its Workload {wk}, made from Jobs {}; this Job is not one of them",
+                        gk.name,
+                        members.join(", ")
+                    ),
+                );
+            }
+            if self.gang_broken(&wk) {
+                self.break_gang(&wk, now_ms);
+            } else {
+                self.drive(&wk, now_ms);
+            }
+            return;
+        }
+        if self.creating.contains(&wk) {
+            return;
+        }
+        let views: Vec<(ObjKey, &JobView)> = names
+            .iter()
+            .filter_map(|k| self.jobs.get(k).map(|v| (k.clone(), v)))
+            .collect();
+        if views.iter().all(|(_, v)| v.queue.is_none()) {
+            // Not queued: not Sluice's.
+            return;
+        }
+        let labels: Vec<gang::Labels> = views.iter().filter_map(|(_, v)| v.gang.clone()).collect();
+        let members: Vec<gang::Member<'_>> = views
+            .iter()
+            .zip(&labels)
+            .map(|((k, v), l)| gang::Member {
+                job: &k.name,
+                labels: l,
+                queue: v.queue.as_deref(),
+            })
+            .collect();
+        let assessment = gang::assess(&gk.name, &members);
+        drop(members);
+        for k in &names {
+            self.hold(k);
+        }
+        match assessment {
+            Assessment::Conflict(err) => {
+                for k in &names {
+                    self.record_error(Kind::Job, k.to_string(), err.reason(), err.to_string());
+                }
+            }
+            Assessment::Incomplete { have, want } => {
+                for k in &names {
+                    self.clear_error(Kind::Job, &k.to_string());
+                }
+                self.tell_waiting(gk, &names, have, want);
+            }
+            Assessment::Complete { queue, .. } => {
+                let missing: Vec<ObjKey> = names
+                    .iter()
+                    .filter(|k| !self.gang_jobs.contains_key(*k))
+                    .cloned()
+                    .collect();
+                if !missing.is_empty() {
+                    // Known by their views only (a new leader): read again.
+                    self.refetch.extend(missing);
+                    return;
+                }
+                let jobs: Vec<&Job> = names.iter().filter_map(|k| self.gang_jobs.get(k)).collect();
+                let wcs = &self.workload_classes;
+                let pcs = &self.pod_classes;
+                let made = gang::workload_for_gang(
+                    &gk.name,
+                    &queue,
+                    &jobs,
+                    |n| wcs.get(n).copied(),
+                    |n| pcs.get(n).copied(),
+                );
+                match made {
+                    Ok(wl) => {
+                        for k in &names {
+                            self.clear_error(Kind::Job, &k.to_string());
+                        }
+                        self.gang_told.remove(gk);
+                        self.creating.insert(wk);
+                        self.plans.push(Plan {
+                            purpose: Purpose::CreateWorkload,
+                            steps: vec![Step::ApplyWorkload(Box::new(wl))],
+                        });
+                    }
+                    Err(err) => {
+                        for k in &names {
+                            self.record_error(Kind::Job, k.to_string(), err.reason(), err.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every gang Workload checked against its Jobs (once Jobs are listed:
+    /// members deleted while no one watched).
+    pub(super) fn reconcile_gangs(&mut self, now_ms: i64) {
+        let gangs: Vec<ObjKey> = self
+            .workloads
+            .iter()
+            .filter_map(|(wk, e)| {
+                e.gang
+                    .as_ref()
+                    .map(|g| ObjKey::new(wk.namespace.clone(), g.name.clone()))
+            })
+            .collect();
+        for gk in gangs {
+            self.reconcile_gang(&gk, now_ms);
+        }
+    }
+
+    /// A gang Workload one of whose Jobs is gone (or was replaced by
+    /// another of the same name), once Jobs are listed.
+    pub(super) fn gang_broken(&self, wk: &ObjKey) -> bool {
+        let Some(g) = self.workloads.get(wk).and_then(|e| e.gang.as_ref()) else {
+            return false;
+        };
+        if !self.synced.contains(&Kind::Job) {
+            return false;
+        }
+        let present = self.member_keys(wk);
+        g.members
+            .iter()
+            .any(|(name, _)| !g.done.contains_key(name) && !present.iter().any(|k| k.name == *name))
+    }
+
+    /// A gang that lost a Job: evicted if admitted (its other Jobs are
+    /// suspended; the eviction ends in [`Index::retire_gang`] once their
+    /// pods are gone), retired at once otherwise.
+    fn break_gang(&mut self, wk: &ObjKey, now_ms: i64) {
+        let Some(e) = self.workloads.get(wk) else { return };
+        let uid = e.uid.clone();
+        let state = if e.in_engine {
+            self.engine.workload_state(&uid)
+        } else {
+            None
+        };
+        match state {
+            Some(WorkloadState::Admitted) => {
+                let present = self.member_keys(wk);
+                let (name, missing) = match &e.gang {
+                    Some(g) => (
+                        g.name.clone(),
+                        g.members
+                            .iter()
+                            .filter(|(n, _)| !g.done.contains_key(n) && !present.iter().any(|k| k.name == *n))
+                            .map(|(n, _)| n.clone())
+                            .collect::<Vec<_>>(),
+                    ),
+                    None => return,
+                };
+                let message = format!(
+                    "Job {} of gang {name} was deleted: a gang runs whole or not at all",
+                    missing.join(", ")
+                );
+                if self.engine.evict(&uid).is_ok() {
+                    self.on_evicted(&uid, cond::reasons::GANG_INCOMPLETE, None, &message, now_ms);
+                }
+            }
+            Some(WorkloadState::Evicting) => self.drive_eviction(wk, now_ms),
+            _ => self.retire_gang(wk),
+        }
+    }
+
+    /// Deletes the Workload of a gang that lost a Job (its quota released
+    /// first, its other Jobs' templates restored); the gang gets a new one
+    /// when it is whole again.
+    pub(super) fn retire_gang(&mut self, wk: &ObjKey) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        if !self.retiring.insert(uid.clone()) {
+            return;
+        }
+        if e.in_engine {
+            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+            e.in_engine = false;
+        }
+        e.admitted_at = None;
+        self.evicting.remove(&uid);
+        self.confirming.remove(&uid);
+        tracing::info!(workload = %wk, "a Job of its gang is gone: the Workload is deleted");
+        let mut steps = self.restoration_steps(wk);
+        steps.push(Step::DeleteWorkload {
+            key: wk.clone(),
+            uid: uid.clone(),
+        });
+        self.plans.push(Plan {
+            purpose: Purpose::RetireGang { uid },
+            steps,
+        });
+    }
+
+    /// The retirement of a gang Workload failed: it is read again (and
+    /// retired again if it still exists).
+    pub(super) fn retire_failed(&mut self, uid: &str) {
+        self.retiring.remove(uid);
+        if let Some(wk) = self.by_uid.get(uid) {
+            self.refetch_workloads.insert(wk.clone());
+        }
+    }
+
+    /// Tells a gang's Jobs (an Event each, once per change) how many of its
+    /// Jobs exist.
+    fn tell_waiting(&mut self, gk: &ObjKey, jobs: &[ObjKey], have: usize, want: usize) {
+        let note = gang::waiting_message(&gk.name, have, want);
+        if self.gang_told.get(gk) == Some(&note) {
+            return;
+        }
+        tracing::info!(gang = %gk, have, want, "gang not whole yet");
+        self.gang_told.insert(gk.clone(), note.clone());
+        let steps: Vec<Step> = jobs
+            .iter()
+            .filter_map(|k| self.jobs.get(k).map(|j| (k, j)))
+            .map(|(k, j)| {
+                Step::Event(EventSpec {
+                    regarding: reference("batch/v1", "Job", k, Some(&j.uid)),
+                    type_: "Normal",
+                    reason: cond::reasons::WAITING_FOR_GANG.to_string(),
+                    action: "Wait",
+                    note: note.clone(),
+                })
+            })
+            .collect();
+        if !steps.is_empty() {
+            self.plans.push(Plan {
+                purpose: Purpose::Report,
+                steps,
+            });
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Multi-Job gangs in the index: made whole, admitted in one status
+//! write, evicted and retired together.
+
+use super::*;
+use crate::gang;
+
+fn gang_job(name: &str, gang_name: &str, size: &str, pods: i32, gpus: u32) -> Job {
+    let mut j = mk_job(name, "team-a", pods, gpus);
+    let labels = j.metadata.labels.as_mut().unwrap();
+    labels.insert("sluice.dev/gang".into(), gang_name.into());
+    labels.insert("sluice.dev/gang-size".into(), size.into());
+    j
+}
+
+/// The gang Workload as the API server holds it once created.
+fn stored_gang(jobs: &[&Job]) -> Workload {
+    let mut wl = gang::workload_for_gang("ft", "team-a", jobs, |_| None, |_| None).unwrap();
+    wl.metadata.uid = Some("wl-uid-ft".into());
+    wl.metadata.generation = Some(1);
+    wl.metadata.creation_timestamp = Some(time_of(T0));
+    wl
+}
+
+fn gkey() -> ObjKey {
+    ObjKey::new(NS, "gang-ft")
+}
+
+fn with(j: &Job, f: impl FnOnce(&mut Value)) -> Job {
+    let mut v = serde_json::to_value(j).unwrap();
+    f(&mut v);
+    serde_json::from_value(v).unwrap()
+}
+
+fn events(plan: &Plan) -> Vec<(String, String, String)> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Event(e) => Some((
+                e.regarding.name.clone().unwrap_or_default(),
+                e.reason.clone(),
+                e.note.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two 4-GPU Jobs of gang `ft` (size 2), both seen, their Workload stored.
+fn whole_gang(ix: &mut Index) -> (Job, Job) {
+    let a = gang_job("workers", "ft", "2", 2, 2);
+    let b = gang_job("launcher", "ft", "2", 4, 1);
+    ix.apply_job(a.clone(), T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["report"], "no Workload for half a gang");
+    assert_eq!(
+        events(&plans[0]),
+        [(
+            "workers".to_string(),
+            "WaitingForGang".to_string(),
+            "1 of 2 Jobs of gang ft exist; admission waits for all of them".to_string()
+        )]
+    );
+    ix.apply_job(b.clone(), T0 + 1000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["create_workload"]);
+    let Step::ApplyWorkload(wl) = &plans[0].steps[0] else {
+        panic!("{:?}", plans[0].steps[0]);
+    };
+    assert_eq!(wl.metadata.name.as_deref(), Some("gang-ft"));
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("launcher", 4), ("workers", 2)]);
+    ix.apply_workload(stored_gang(&[&b, &a]), T0 + 1000);
+    assert!(ix.take_plans().is_empty());
+    (a, b)
+}
+
+#[test]
+fn a_gang_larger_than_its_queue_is_never_partly_admitted() {
+    let mut ix = ready_index();
+    ix.apply_cluster_queue(cq("cluster-gpu", 6));
+    whole_gang(&mut ix);
+    let (plans, _) = ix.cycle(T0 + 2000);
+    assert!(!purposes(&plans).contains(&"admit"), "{:?}", purposes(&plans));
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Pending));
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
+}
+
+#[test]
+fn a_whole_gang_is_admitted_in_one_status_write_and_every_job_starts() {
+    let mut ix = ready_index();
+    let (a, b) = whole_gang(&mut ix);
+    let (plans, _) = ix.cycle(T0 + 2000);
+    assert_eq!(purposes(&plans), ["admit"]);
+    let p = &plans[0];
+    let writes = p
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::ApplyWorkloadStatus { .. }))
+        .count();
+    assert_eq!(writes, 1);
+    let adm = status_step(p).admission.as_ref().unwrap();
+    let sets: Vec<(&str, i32)> = adm
+        .pod_set_assignments
+        .iter()
+        .map(|a| (a.name.as_str(), a.count))
+        .collect();
+    assert_eq!(sets, [("launcher", 4), ("workers", 2)]);
+    let started: Vec<&str> = p
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::PatchJob { key, patch } => {
+                assert_eq!(patch["spec"]["suspend"], json!(false));
+                assert_eq!(
+                    patch["spec"]["template"]["spec"]["nodeSelector"],
+                    json!({"gpu": "a100"})
+                );
+                Some(key.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["launcher", "workers"]);
+    // An Admitted Event on the Workload and each Job.
+    let told: Vec<String> = events(p).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(told, ["gang-ft", "launcher", "workers"]);
+    // Both Jobs finish: the Workload finishes, once.
+    observe_status(&mut ix, &a, 0, 0, T0 + 3000);
+    let done = |j: &Job| {
+        with(j, |v| {
+            v["spec"]["suspend"] = json!(false);
+            v["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        })
+    };
+    ix.apply_job(done(&a), T0 + 4000);
+    assert!(
+        !purposes(&ix.take_plans()).contains(&"finish"),
+        "finished only when every Job did"
+    );
+    ix.apply_job(done(&b), T0 + 5000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::FINISHED).1, "Succeeded");
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
+}
+
+#[test]
+fn a_deleted_member_evicts_the_gang_releases_its_quota_and_retires_its_workload() {
+    let mut ix = ready_index();
+    let (a, b) = whole_gang(&mut ix);
+    assert_eq!(purposes(&ix.cycle(T0 + 2000).0), ["admit"]);
+    let gk = gkey();
+    let mut wl = stored_gang(&[&b, &a]);
+    wl.status = ix.workload_status(&gk).cloned();
+    ix.apply_workload(wl, T0 + 2000);
+    let running = with(&a, |v| {
+        v["spec"]["suspend"] = json!(false);
+        v["status"] = json!({"startTime": "2027-01-15T08:00:01Z", "active": 2});
+    });
+    ix.apply_job(running.clone(), T0 + 3000);
+    ix.delete_job(&ObjKey::new(NS, "launcher"), T0 + 4000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["evict"]);
+    let (st, reason, msg) = condition(status_step(&plans[0]), cond::EVICTED);
+    assert_eq!((st, reason), ("True", "GangIncomplete"));
+    assert_eq!(
+        msg,
+        "Job launcher of gang ft was deleted: a gang runs whole or not at all"
+    );
+    assert_eq!(job_patches(&plans[0]), [("job", &json!({"spec": {"suspend": true}}))]);
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Evicting));
+    // The other Job's pods are gone: quota released, Workload deleted.
+    let gone = with(&running, |v| {
+        v["spec"]["suspend"] = json!(true);
+        v["status"] = json!({"startTime": "2027-01-15T08:00:01Z", "active": 0, "terminating": 0});
+    });
+    ix.apply_job(gone.clone(), T0 + 5000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["retire_gang"]);
+    assert_eq!(
+        plans[0].steps.last(),
+        Some(&Step::DeleteWorkload {
+            key: gk.clone(),
+            uid: "wl-uid-ft".into()
+        })
+    );
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), None);
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
+    // Not requeued: nothing is admitted while the gang is not whole.
+    assert!(!purposes(&ix.cycle(T0 + 6000).0).contains(&"admit"));
+    // Its deletion observed: the remaining Job is told what it waits for.
+    ix.delete_workload(&gk, T0 + 7000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["report"]);
+    assert_eq!(events(&plans[0])[0].1, "WaitingForGang");
+    // The member comes back (a new uid): a new Workload is made.
+    let back = with(&b, |v| v["metadata"]["uid"] = json!("job-uid-launcher-2"));
+    ix.apply_job(back, T0 + 8000);
+    // The Job kept since is known by its view only: read again, then made.
+    assert_eq!(ix.take_refetch(), [ObjKey::new(NS, "workers")]);
+    assert!(!purposes(&ix.take_plans()).contains(&"create_workload"));
+    ix.apply_job(gone, T0 + 9000);
+    assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
+}
+
+#[test]
+fn a_pending_gang_that_loses_a_member_is_retired_at_once() {
+    let mut ix = ready_index();
+    ix.apply_cluster_queue(cq("cluster-gpu", 6));
+    whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    ix.delete_job(&ObjKey::new(NS, "workers"), T0 + 3000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["retire_gang"]);
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), None);
+    // A failed deletion is read back and tried again.
+    fail(&mut ix, &plans[0], 0, T0 + 4000);
+    assert_eq!(ix.take_workload_refetch(), [gkey()]);
+}
+
+#[test]
+fn a_member_deleted_after_it_finished_does_not_break_the_gang() {
+    let mut ix = ready_index();
+    let (a, b) = whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    observe_status(&mut ix, &a, 0, 0, T0 + 2000);
+    let done = with(&b, |v| {
+        v["spec"]["suspend"] = json!(false);
+        v["status"] = json!({"conditions": [{"type": "Failed", "status": "True"}]});
+    });
+    ix.apply_job(done, T0 + 3000);
+    // Deleted by its TTL.
+    ix.delete_job(&ObjKey::new(NS, "launcher"), T0 + 4000);
+    assert!(ix.take_plans().is_empty());
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Admitted));
+    let finished = with(&a, |v| {
+        v["spec"]["suspend"] = json!(false);
+        v["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    });
+    ix.apply_job(finished, T0 + 5000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::FINISHED).1, "Failed");
+}
+
+#[test]
+fn conflicting_gang_labels_are_reported_and_nothing_is_made() {
+    let mut ix = ready_index();
+    let a = gang_job("a", "ft", "2", 1, 1);
+    let b = gang_job("b", "ft", "3", 1, 1);
+    ix.apply_job(a, T0);
+    ix.take_plans();
+    ix.apply_job(b, T0);
+    let plans = ix.take_plans();
+    assert!(!purposes(&plans).contains(&"create_workload"));
+    let errors = ix.errors();
+    let e = &errors[&(Kind::Job, format!("{NS}/a"))];
+    assert_eq!(e.reason, "GangConflict");
+    assert_eq!(
+        e.message,
+        "gang \"ft\": its Jobs disagree on sluice.dev/gang-size: 2 (a); 3 (b)"
+    );
+    // Both Jobs carry a Warning Event saying so.
+    let warned: Vec<String> = plans.iter().flat_map(events).map(|(n, _, _)| n).collect();
+    assert!(
+        warned.contains(&"a".to_string()) && warned.contains(&"b".to_string()),
+        "{warned:?}"
+    );
+    // Fixed: the error goes and the Workload is made.
+    ix.apply_job(gang_job("b", "ft", "2", 1, 1), T0 + 1000);
+    assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
+    assert!(ix.errors().is_empty());
+}
+
+#[test]
+fn a_running_member_of_an_incomplete_gang_is_suspended() {
+    let mut ix = ready_index();
+    let a = with(&gang_job("a", "ft", "2", 1, 1), |v| v["spec"]["suspend"] = json!(false));
+    ix.apply_job(a, T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["suspend_job", "report"]);
+}
