@@ -239,7 +239,7 @@ kind: Trace
 spec:
   jobs:
   - {{name: learner, gang: rl, namespace: team, queue: jobs, arrival: 0s, requests: {{nvidia.com/gpu: 4}}, duration: 1h}}
-  - {{name: actors, gang: rl, namespace: team, queue: jobs, arrival: 0s, pods: 4, requests: {{nvidia.com/gpu: 1, cpu: 500m}}, duration: 2h}}
+  - {{name: actors, gang: rl, namespace: team, queue: jobs, arrival: 10m, priorityClass: high, pods: 4, requests: {{nvidia.com/gpu: 1, cpu: 500m}}, duration: 2h}}
 ",
         // The actors request cpu too: the queue must cover it, or the gang
         // could never be admitted (and the scenario is refused).
@@ -257,6 +257,9 @@ spec:
     assert_eq!(w.pod_sets[1].requests["cpu"], 500);
     assert_eq!(w.total("nvidia.com/gpu"), 8_000);
     assert_eq!(w.duration, 7_200_000, "a gang runs as long as its longest member");
+    // As in the controller, its Workload comes with its last Job.
+    assert_eq!(w.arrival, 600_000, "a gang arrives with its last member");
+    assert_eq!(w.priority, 1000, "at the highest priority of its members");
 }
 
 #[test]
@@ -373,15 +376,18 @@ fn manifests_are_validated_and_gangs_must_agree() {
     assert_eq!(e.path, "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit");
     assert_eq!((e.line, e.column), (21, 49), "{e}");
 
-    // Gang members must arrive together.
+    // Gang members must name one queue (the controller admits nothing of
+    // such a gang).
     let text = format!(
-        "{HEADER}{}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  jobs:\n  - {{name: a, gang: g, namespace: team, queue: jobs, arrival: 0s, requests: {{cpu: 1}}, duration: 1m}}\n  - {{name: b, gang: g, namespace: team, queue: jobs, arrival: 5s, requests: {{cpu: 1}}, duration: 1m}}\n",
+        "{HEADER}{}---\napiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec:\n  jobs:\n  - {{name: a, gang: g, namespace: team, queue: jobs, arrival: 0s, requests: {{cpu: 1}}, duration: 1m}}\n  - {{name: b, gang: g, namespace: team, queue: other, arrival: 5s, requests: {{cpu: 1}}, duration: 1m}}\n",
         queue("team", None, 8, None, "{}")
     );
-    let e = one_error(&text);
+    let errors = load_errors(&text);
     assert!(
-        e.contains("spec.jobs[1].gang: gang \"g\" members must share arrival"),
-        "{e}"
+        errors.iter().any(|e| e
+            .to_string()
+            .contains("spec.jobs[1].gang: gang \"g\" members must share queue")),
+        "{errors:?}"
     );
 
     // No Trace at all.

@@ -124,28 +124,19 @@ pub fn expand(
             let key = format!("{}/{}", job.namespace, gang.value);
             if let Some(&idx) = gangs.get(&key) {
                 let w = &mut out[idx];
-                let mut mismatch = |what: &str, here: String, there: String| {
+                // As the controller does: the gang's Workload is made when
+                // its last Job arrives, at the highest priority among them.
+                w.arrival = w.arrival.max(job.arrival.value.0);
+                w.priority = w.priority.max(prio);
+                if w.local_queue != local_queue {
                     errors.push(origin.at(
                         gang.referenced,
                         format!("{p}.gang"),
                         format!(
-                            "gang {:?} members must share {what}: this job has {here}, an earlier member {there}",
-                            gang.value
+                            "gang {:?} members must share queue: this job has {local_queue}, an earlier member {}",
+                            gang.value, w.local_queue
                         ),
                     ));
-                };
-                if w.arrival != job.arrival.value.0 {
-                    mismatch(
-                        "arrival",
-                        job.arrival.value.0.to_string() + "ms",
-                        w.arrival.to_string() + "ms",
-                    );
-                }
-                if w.local_queue != local_queue {
-                    mismatch("queue", local_queue.clone(), w.local_queue.clone());
-                }
-                if w.priority != prio {
-                    mismatch("priority", prio.to_string(), w.priority.to_string());
                 }
                 if w.pod_sets.iter().any(|ps| ps.name == pod_set.name) {
                     errors.push(origin.at(
