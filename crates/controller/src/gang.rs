@@ -82,6 +82,8 @@ pub enum GangError {
     QueueConflict { gang: String, found: String },
     #[error("gang {gang:?}: {have} Jobs carry it, more than its {} of {want}", labels::GANG_SIZE)]
     TooMany { gang: String, have: usize, want: usize },
+    #[error("gang {gang:?}: its Workload would be refused: {reason}")]
+    Unusable { gang: String, reason: String },
     #[error("gang {gang:?}: Job {job}: {source}")]
     Member {
         gang: String,
@@ -99,7 +101,7 @@ impl GangError {
             GangError::SizeConflict { .. } | GangError::QueueConflict { .. } | GangError::TooMany { .. } => {
                 "GangConflict"
             }
-            GangError::Member { .. } => "InvalidGangMember",
+            GangError::Member { .. } | GangError::Unusable { .. } => "InvalidGangMember",
         }
     }
 }

@@ -52,6 +52,8 @@ pub enum JobError {
     Parallelism(i32),
     #[error("metadata.annotations[{ORIGINAL_SCHEDULING}]: not valid JSON of the original scheduling directives: {0}")]
     BadAnnotation(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
 }
 
 impl JobError {
@@ -62,6 +64,7 @@ impl JobError {
             JobError::NotQueued => "job_not_queued",
             JobError::Parallelism(_) => "job_parallelism",
             JobError::BadAnnotation(_) => "job_bad_annotation",
+            JobError::Invalid { .. } => "job_invalid",
         }
     }
 }
@@ -81,16 +84,27 @@ pub fn resolve_priority(
     workload_class: impl Fn(&str) -> Option<i32>,
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> (i32, Option<String>) {
-    if let Some(name) = job.metadata.labels.as_ref().and_then(|l| l.get(labels::PRIORITY_CLASS))
-        && let Some(v) = workload_class(name)
-    {
-        return (v, Some(name.clone()));
-    }
     let template_class = job
         .spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|p| p.priority_class_name.as_deref());
+    priority_of(job.metadata.labels.as_ref(), template_class, workload_class, pod_class)
+}
+
+/// [`resolve_priority`] for any kind: from the object's labels and the
+/// `priorityClassName` of its (first) pod template.
+pub fn priority_of(
+    object_labels: Option<&BTreeMap<String, String>>,
+    template_class: Option<&str>,
+    workload_class: impl Fn(&str) -> Option<i32>,
+    pod_class: impl Fn(&str) -> Option<i32>,
+) -> (i32, Option<String>) {
+    if let Some(name) = object_labels.and_then(|l| l.get(labels::PRIORITY_CLASS))
+        && let Some(v) = workload_class(name)
+    {
+        return (v, Some(name.clone()));
+    }
     (template_class.and_then(pod_class).unwrap_or(0), None)
 }
 
@@ -193,12 +207,21 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
 
 /// The name and uid of the Job that controls a Workload, if one does.
 pub fn owning_job(wl: &Workload) -> Option<(&str, &str)> {
-    wl.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
-        .map(|o| (o.name.as_str(), o.uid.as_str()))
+    match owner_of(wl)? {
+        (crate::integration::JobKind::Job, name, uid) => Some((name, uid)),
+        _ => None,
+    }
+}
+
+/// The kind, name and uid of the object (of a kind Sluice queues) that
+/// controls a Workload, if one does.
+pub fn owner_of(wl: &Workload) -> Option<(crate::integration::JobKind, &str, &str)> {
+    wl.metadata.owner_references.iter().flatten().find_map(|o| {
+        let kind = crate::integration::JobKind::ALL
+            .into_iter()
+            .find(|k| o.kind == k.kind() && o.api_version == k.api_version())?;
+        (o.controller == Some(true)).then_some((kind, o.name.as_str(), o.uid.as_str()))
+    })
 }
 
 /// A template's scheduling directives, as recorded in [`ORIGINAL_SCHEDULING`].
@@ -219,7 +242,7 @@ fn current_directives(job: &Job) -> SchedulingDirectives {
     }
 }
 
-fn stored_original(job: &Job) -> Result<Option<SchedulingDirectives>, JobError> {
+pub(crate) fn stored_original(job: &Job) -> Result<Option<SchedulingDirectives>, JobError> {
     match job
         .metadata
         .annotations
@@ -365,12 +388,24 @@ pub fn slim_template(t: &mut k8s_openapi::api::core::v1::PodTemplateSpec) {
     }
 }
 
+/// A pod template's `nodeSelector` and `tolerations`, and the pod set it
+/// belongs to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TemplateDirectives {
+    pub pod_set: String,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
 /// What Sluice keeps of a Job in memory: the few fields it decides on,
 /// and the template's scheduling directives and original-scheduling
 /// annotation for the patches. (The full Job is needed only to create its
 /// Workload, which happens when the Job is observed.)
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobView {
+    /// The kind of object it is a view of (a JobSet's view is made by
+    /// [`crate::integration::jobset`]).
+    pub kind: crate::integration::JobKind,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -392,8 +427,9 @@ pub struct JobView {
     pub reports_terminating: bool,
     /// `status.startTime` is set.
     pub started: bool,
-    pub node_selector: Option<BTreeMap<String, String>>,
-    pub tolerations: Option<Vec<Toleration>>,
+    /// Each pod template's scheduling directives as they are now, in the
+    /// object's order (a Job has one, pod set [`MAIN_POD_SET`]).
+    pub templates: Vec<TemplateDirectives>,
     /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
     pub original: Option<String>,
     /// Its gang labels, when it is a member of a multi-Job gang.
@@ -404,6 +440,7 @@ impl JobView {
     pub fn of(job: &Job, kueue_compat: bool) -> Self {
         let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
         JobView {
+            kind: crate::integration::JobKind::Job,
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             name: job.metadata.name.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -419,8 +456,11 @@ impl JobView {
             live: live_pods(job),
             reports_terminating: job.status.as_ref().is_some_and(|s| s.terminating.is_some()),
             started: has_started(job),
-            node_selector: pod.and_then(|p| p.node_selector.clone()),
-            tolerations: pod.and_then(|p| p.tolerations.clone()),
+            templates: vec![TemplateDirectives {
+                pod_set: MAIN_POD_SET.into(),
+                node_selector: pod.and_then(|p| p.node_selector.clone()),
+                tolerations: pod.and_then(|p| p.tolerations.clone()),
+            }],
             original: job
                 .metadata
                 .annotations
@@ -435,6 +475,7 @@ impl JobView {
     pub fn patch_base(&self) -> Job {
         use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
         use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+        let t = self.templates.first();
         Job {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -450,8 +491,8 @@ impl JobView {
                 template: PodTemplateSpec {
                     metadata: None,
                     spec: Some(PodSpec {
-                        node_selector: self.node_selector.clone(),
-                        tolerations: self.tolerations.clone(),
+                        node_selector: t.and_then(|t| t.node_selector.clone()),
+                        tolerations: t.and_then(|t| t.tolerations.clone()),
                         ..Default::default()
                     }),
                 },

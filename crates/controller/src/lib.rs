@@ -26,6 +26,7 @@
 
 pub mod gang;
 pub mod index;
+pub mod integration;
 pub mod job;
 pub mod limit;
 pub mod metrics;

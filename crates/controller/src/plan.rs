@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
 use sluice_api::v1alpha1::{Workload, WorkloadState, WorkloadStatus};
 
+use crate::integration::{JobKind, ObjPatch};
+
 /// A namespaced object's key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjKey {
@@ -25,6 +27,42 @@ impl ObjKey {
 impl std::fmt::Display for ObjKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// An object of a kind Sluice queues (a Job, a JobSet).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobRef {
+    pub kind: JobKind,
+    pub key: ObjKey,
+}
+
+impl JobRef {
+    pub fn new(kind: JobKind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            key: ObjKey::new(namespace, name),
+        }
+    }
+
+    /// A batch/v1 Job.
+    pub fn job(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self::new(JobKind::Job, namespace, name)
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.key.namespace
+    }
+
+    pub fn name(&self) -> &str {
+        &self.key.name
+    }
+}
+
+/// `namespace/name` (the kind is said where it matters).
+impl std::fmt::Display for JobRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.key.fmt(f)
     }
 }
 
@@ -54,8 +92,9 @@ pub enum Step {
         uid: String,
         state: WorkloadState,
     },
-    /// JSON merge patch of a Job.
-    PatchJob { key: ObjKey, patch: Value },
+    /// A patch of a queued object (a Job's template or `suspend`, a
+    /// JobSet's).
+    PatchJob { job: JobRef, patch: ObjPatch },
     /// JSON merge patch of a Workload (its spec: `active`).
     PatchWorkload { key: ObjKey, patch: Value },
     /// JSON merge patch of a Job's `/status`.
@@ -68,9 +107,9 @@ pub enum Step {
     /// Deletion of a Workload, with its uid as a precondition (one created
     /// again under this name is not deleted); already gone counts as done.
     DeleteWorkload { key: ObjKey, uid: String },
-    /// A read, not a write: succeeds only if no pod of the Job (label
-    /// `controller-uid`) is still running or terminating.
-    ConfirmPodsGone { key: ObjKey, job_uid: String },
+    /// A read, not a write: succeeds only if no pod of the object with uid
+    /// `uid` ([`JobKind::pods_selector`]) is still running or terminating.
+    ConfirmPodsGone { job: JobRef, uid: String },
 }
 
 impl Step {

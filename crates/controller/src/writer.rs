@@ -37,6 +37,7 @@ pub use crate::run::lease::LeaseFence;
 
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
+use crate::integration::ObjPatch;
 use crate::plan::{EventSpec, Plan, Step};
 
 mod drain;
@@ -365,11 +366,17 @@ impl Writer {
                         r => r.map(|_| (true, None)),
                     }
                 }
-                Step::PatchJob { key, patch } => {
-                    let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
-                    api.patch(&key.name, &merge_params(), &Patch::Merge(patch))
-                        .await
-                        .map(|_| (true, None))
+                Step::PatchJob { job, patch } => {
+                    let ar = job.kind.api_resource();
+                    let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), job.namespace(), &ar);
+                    match patch {
+                        ObjPatch::Merge(p) => api.patch(job.name(), &merge_params(), &Patch::Merge(p)).await,
+                        ObjPatch::Json(p) => match serde_json::from_value::<json_patch::Patch>(p.clone()) {
+                            Ok(ops) => api.patch(job.name(), &merge_params(), &Patch::Json::<()>(ops)).await,
+                            Err(e) => Err(kube::Error::SerdeError(e)),
+                        },
+                    }
+                    .map(|_| (true, None))
                 }
                 Step::PatchJobStatus { key, patch } => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
@@ -413,12 +420,12 @@ impl Writer {
                     .await
                     .map(|_| (true, None))
                 }
-                Step::ConfirmPodsGone { key, job_uid } => {
+                Step::ConfirmPodsGone { job, uid } => {
                     // `controller-uid` is set on a Job's pods by every
                     // server version (1.27+ also sets the prefixed label).
-                    let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+                    let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
                     let lp = ListParams::default()
-                        .labels(&format!("controller-uid={job_uid}"))
+                        .labels(&job.kind.pods_selector(uid))
                         .fields("status.phase!=Succeeded,status.phase!=Failed")
                         .limit(1);
                     api.list_metadata(&lp).await.map(|l| (l.items.is_empty(), None))
@@ -429,7 +436,7 @@ impl Writer {
             Ok(Ok((true, rv))) => Ok(rv),
             Ok(Ok((false, _))) => Err(WriteError::PodsRemain {
                 job: match step {
-                    Step::ConfirmPodsGone { key, .. } => key.to_string(),
+                    Step::ConfirmPodsGone { job, .. } => job.to_string(),
                     _ => String::new(),
                 },
             }),

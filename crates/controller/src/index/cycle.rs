@@ -169,7 +169,7 @@ impl Index {
         let mut steps = vec![e.status_write(&wk)];
         let gang = self.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
         for jk in self.member_keys(&wk) {
-            let flavors = flavors_of(&adm.pod_sets, gang.then_some(jk.name.as_str()));
+            let flavors = flavors_of(&adm.pod_sets, gang.then_some(jk.name()));
             let job_steps = self.start_job_steps(&jk, &flavors);
             if !job_steps.is_empty() {
                 self.starting.insert(jk);

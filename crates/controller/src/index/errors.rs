@@ -55,6 +55,7 @@ impl Kind {
             Kind::Namespace => "InvalidNamespace",
             Kind::Workload => "InvalidWorkload",
             Kind::Job => "InvalidJob",
+            Kind::JobSet => "InvalidJobSet",
         }
     }
 }
@@ -87,6 +88,7 @@ impl Index {
         };
         let api_version = match kind {
             Kind::Job => "batch/v1",
+            Kind::JobSet => crate::integration::jobset::API_VERSION,
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::Namespace => "v1",
             _ => "sluice.dev/v1alpha1",

@@ -10,8 +10,8 @@ use sluice_scheduler::WorkloadState;
 use super::errors::engine_ok;
 use super::status::{self, is_true};
 use super::{Index, Kind, time_of};
-use crate::job;
-use crate::plan::{ObjKey, Plan, Purpose, Step};
+use crate::integration;
+use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
 
 /// A pods-gone check of an evicted Job: one in flight at a time, retried
 /// with backoff (1 s doubling to 16 s) while pods remain.
@@ -59,8 +59,8 @@ impl Index {
             if self.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
                 self.suspending.insert(jk.clone());
                 steps.push(Step::PatchJob {
-                    key: jk,
-                    patch: job::suspend_patch(),
+                    patch: integration::suspend_patch(jk.kind),
+                    job: jk,
                 });
             }
         }
@@ -94,7 +94,7 @@ impl Index {
     }
 
     /// Looks at the pods of an evicted workload's Jobs (key, uid).
-    pub(super) fn confirm_pods_gone(&mut self, jobs: Vec<(ObjKey, String)>, uid: String, now_ms: i64) {
+    pub(super) fn confirm_pods_gone(&mut self, jobs: Vec<(JobRef, String)>, uid: String, now_ms: i64) {
         let c = self.confirming.entry(uid.clone()).or_default();
         if c.in_flight || now_ms < c.not_before_ms {
             return;
@@ -104,7 +104,7 @@ impl Index {
             purpose: Purpose::ConfirmPodsGone { uid },
             steps: jobs
                 .into_iter()
-                .map(|(key, job_uid)| Step::ConfirmPodsGone { key, job_uid })
+                .map(|(job, uid)| Step::ConfirmPodsGone { job, uid })
                 .collect(),
         });
     }
@@ -186,20 +186,14 @@ impl Index {
             if j.finished.is_some() {
                 continue;
             }
-            let started = j.started;
-            match job::restoration_patch(&j.patch_base()) {
-                Ok(Some(patch)) => {
-                    if started {
-                        steps.push(Step::PatchJobStatus {
-                            key: jk.clone(),
-                            patch: job::clear_start_time_patch(),
-                        });
-                    }
-                    steps.push(Step::PatchJob { key: jk, patch });
-                }
-                Ok(None) => {}
+            match integration::restore_patches(j) {
+                Ok(patches) => steps.extend(
+                    patches
+                        .into_iter()
+                        .map(|(status, patch)| super::jobs::job_step(&jk, status, patch)),
+                ),
                 Err(err) => {
-                    self.record_error(Kind::Job, jk.to_string(), err.metric_label(), err.to_string());
+                    self.record_error(Kind::of_job(jk.kind), jk.to_string(), err.metric_label(), err.to_string());
                 }
             }
         }

@@ -120,7 +120,7 @@ impl Index {
                         self.creating.remove(&k);
                     }
                 }
-                Step::PatchJob { key, .. } => {
+                Step::PatchJob { job: key, .. } => {
                     self.suspending.remove(key);
                     self.starting.remove(key);
                     // Looked at again next cycle (a Job start left undone

@@ -8,6 +8,7 @@
 //! (`jobs::drive`), over every member.
 
 use k8s_openapi::api::batch::v1::Job;
+use sluice_api::Validate;
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_scheduler::WorkloadState;
 
@@ -16,7 +17,7 @@ use super::status::is_true;
 use super::{Index, Kind, reference};
 use crate::gang::{self, Assessment};
 use crate::job::JobView;
-use crate::plan::{EventSpec, ObjKey, Plan, Purpose, Step};
+use crate::plan::{EventSpec, JobRef, ObjKey, Plan, Purpose, Step};
 
 impl Index {
     /// Keeps the gang membership of a Job about to be stored as `view`
@@ -24,7 +25,7 @@ impl Index {
     /// be made). Returns the gang it left, if it changed gangs.
     pub(super) fn track_gang(
         &mut self,
-        key: &ObjKey,
+        key: &JobRef,
         view: &JobView,
         full: Option<&Job>,
         wk: &ObjKey,
@@ -32,16 +33,29 @@ impl Index {
         let gang_key = |v: &JobView| {
             v.gang
                 .as_ref()
-                .map(|g| ObjKey::new(key.namespace.clone(), g.name.clone()))
+                .map(|g| ObjKey::new(key.namespace(), g.name.clone()))
         };
         let old = self.jobs.get(key).and_then(gang_key);
         let new = gang_key(view);
         let left = old.filter(|o| new.as_ref() != Some(o));
         if let Some(o) = &left {
-            self.leave_gang(o, key, None);
+            self.leave_gang(o, key);
+        }
+        // A member seen finished counts as done from now on: its Workload
+        // may lose the owner reference to it (a TTL deletes it in the
+        // foreground) before the Job is gone.
+        if let Some(ok) = view.finished
+            && let Some(wk) = self.member_of.get(key)
+            && let Some(g) = self.workloads.get_mut(wk).and_then(|e| e.gang.as_mut())
+            && g
+                .members
+                .iter()
+                .any(|(n, u)| n == key.name() && u.as_deref() == Some(view.uid.as_str()))
+        {
+            g.done.insert(key.name().to_string(), ok);
         }
         if let Some(n) = new {
-            self.gangs.entry(n).or_default().insert(key.name.clone());
+            self.gangs.entry(n).or_default().insert(key.name().to_string());
             if let Some(full) = full
                 && !self.workloads.contains_key(wk)
             {
@@ -54,13 +68,12 @@ impl Index {
         left
     }
 
-    /// Job `key` is no longer in gang `gk` (deleted, or relabelled). A
-    /// member deleted after it finished (`finished`: its outcome and uid)
-    /// counts as done, not as missing: Jobs deleted by their TTL do not
-    /// break a gang.
-    pub(super) fn leave_gang(&mut self, gk: &ObjKey, key: &ObjKey, finished: Option<(bool, &str)>) {
+    /// Job `key` no longer carries gang `gk`'s label (deleted, or
+    /// relabelled). A member of the gang's Workload stays one
+    /// (`member_of`) until that Workload goes.
+    pub(super) fn leave_gang(&mut self, gk: &ObjKey, key: &JobRef) {
         if let Some(names) = self.gangs.get_mut(gk) {
-            names.remove(&key.name);
+            names.remove(key.name());
             if names.is_empty() {
                 self.gangs.remove(gk);
                 self.gang_told.remove(gk);
@@ -68,26 +81,22 @@ impl Index {
         }
         self.gang_jobs.remove(key);
         self.clear_error(Kind::Job, &key.to_string());
-        let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
-        if let Some((ok, uid)) = finished
-            && let Some(g) = self.workloads.get_mut(&wk).and_then(|e| e.gang.as_mut())
-            && g.members
-                .iter()
-                .any(|(n, u)| *n == key.name && u.as_deref() == Some(uid))
-        {
-            g.done.insert(key.name.clone(), ok);
-        }
     }
 
     /// Level-triggered: what gang `gk` (namespace, gang name) needs.
     pub(super) fn reconcile_gang(&mut self, gk: &ObjKey, now_ms: i64) {
         let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
-        let names: Vec<ObjKey> = self
+        let names: Vec<JobRef> = self
             .gangs
             .get(gk)
             .into_iter()
             .flatten()
-            .map(|n| ObjKey::new(gk.namespace.clone(), n.clone()))
+            .map(|n| JobRef::job(gk.namespace.clone(), n.clone()))
+            // Queued on its own before it was labelled: not the gang's.
+            .filter(|k| {
+                let own = ObjKey::new(k.namespace(), crate::job::workload_name(k.name()));
+                self.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
+            })
             .collect();
         if let Some(e) = self.workloads.get(&wk) {
             let Some(g) = &e.gang else {
@@ -101,9 +110,7 @@ impl Index {
                 }
                 return;
             };
-            if is_true(&e.status, cond::FINISHED) {
-                return;
-            }
+            let finished = is_true(&e.status, cond::FINISHED);
             let members: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
             let current = self.member_keys(&wk);
             for k in &names {
@@ -112,16 +119,23 @@ impl Index {
                 }
                 // Labelled into a gang whose Workload was made without it.
                 self.hold(k);
-                self.record_error(
-                    Kind::Job,
-                    k.to_string(),
-                    "GangConflict",
+                let why = if finished {
+                    format!(
+                        "gang {:?} already ran as Workload {wk} (Jobs {}), which goes when the last of those Jobs is deleted; this Job is not one of them: give it another gang name, or delete the old Jobs",
+                        gk.name,
+                        members.join(", ")
+                    )
+                } else {
                     format!(
                         "gang {:?} already has its Workload {wk}, made from Jobs {}; this Job is not one of them",
                         gk.name,
                         members.join(", ")
-                    ),
-                );
+                    )
+                };
+                self.record_error(Kind::Job, k.to_string(), "GangConflict", why);
+            }
+            if finished {
+                return;
             }
             if self.gang_broken(&wk) {
                 self.break_gang(&wk, now_ms);
@@ -133,7 +147,7 @@ impl Index {
         if self.creating.contains(&wk) {
             return;
         }
-        let views: Vec<(ObjKey, &JobView)> = names
+        let views: Vec<(JobRef, &JobView)> = names
             .iter()
             .filter_map(|k| self.jobs.get(k).map(|v| (k.clone(), v)))
             .collect();
@@ -146,7 +160,7 @@ impl Index {
             .iter()
             .zip(&labels)
             .map(|((k, v), l)| gang::Member {
-                job: &k.name,
+                job: k.name(),
                 labels: l,
                 queue: v.queue.as_deref(),
             })
@@ -169,7 +183,7 @@ impl Index {
                 self.tell_waiting(gk, &names, have, want);
             }
             Assessment::Complete { queue, .. } => {
-                let missing: Vec<ObjKey> = names
+                let missing: Vec<JobRef> = names
                     .iter()
                     .filter(|k| !self.gang_jobs.contains_key(*k))
                     .cloned()
@@ -189,6 +203,14 @@ impl Index {
                     |n| wcs.get(n).copied(),
                     |n| pcs.get(n).copied(),
                 );
+                // What the API server would refuse (more pod sets than a
+                // Workload holds, names that are not DNS labels) is said here.
+                let made = made.and_then(|wl| {
+                    wl.check().map(|()| wl).map_err(|e| gang::GangError::Unusable {
+                        gang: gk.name.clone(),
+                        reason: e.to_string(),
+                    })
+                });
                 match made {
                     Ok(wl) => {
                         for k in &names {
@@ -240,7 +262,7 @@ impl Index {
         let present = self.member_keys(wk);
         g.members
             .iter()
-            .any(|(name, _)| !g.done.contains_key(name) && !present.iter().any(|k| k.name == *name))
+            .any(|(name, _)| !g.done.contains_key(name) && !present.iter().any(|k| k.name() == name))
     }
 
     /// A gang that lost a Job: evicted if admitted (its other Jobs are
@@ -262,7 +284,7 @@ impl Index {
                         g.name.clone(),
                         g.members
                             .iter()
-                            .filter(|(n, _)| !g.done.contains_key(n) && !present.iter().any(|k| k.name == *n))
+                            .filter(|(n, _)| !g.done.contains_key(n) && !present.iter().any(|k| k.name() == n))
                             .map(|(n, _)| n.clone())
                             .collect::<Vec<_>>(),
                     ),
@@ -277,6 +299,14 @@ impl Index {
                 }
             }
             Some(WorkloadState::Evicting) => self.drive_eviction(wk, now_ms),
+            // Admitted, but its ClusterQueue is not known yet (kept out of
+            // the engine): its Jobs may run; hold them, and break it once
+            // it is restored.
+            _ if e.status.holds_quota() && e.status.admission.is_some() => {
+                for k in self.member_keys(wk) {
+                    self.hold(&k);
+                }
+            }
             _ => self.retire_gang(wk),
         }
     }
@@ -320,7 +350,7 @@ impl Index {
 
     /// Tells a gang's Jobs (an Event each, once per change) how many of its
     /// Jobs exist.
-    fn tell_waiting(&mut self, gk: &ObjKey, jobs: &[ObjKey], have: usize, want: usize) {
+    fn tell_waiting(&mut self, gk: &ObjKey, jobs: &[JobRef], have: usize, want: usize) {
         let note = gang::waiting_message(&gk.name, have, want);
         if self.gang_told.get(gk) == Some(&note) {
             return;
@@ -332,7 +362,7 @@ impl Index {
             .filter_map(|k| self.jobs.get(k).map(|j| (k, j)))
             .map(|(k, j)| {
                 Step::Event(EventSpec {
-                    regarding: reference("batch/v1", "Job", k, Some(&j.uid)),
+                    regarding: reference("batch/v1", "Job", &k.key, Some(&j.uid)),
                     type_: "Normal",
                     reason: cond::reasons::WAITING_FOR_GANG.to_string(),
                     action: "Wait",

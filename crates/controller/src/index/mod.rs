@@ -54,7 +54,8 @@ use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadSta
 use sluice_scheduler::{self as eng, Engine};
 
 use crate::job;
-use crate::plan::{ObjKey, Plan, Step};
+use crate::integration::JobKind;
+use crate::plan::{JobRef, ObjKey, Plan, Step};
 
 mod config;
 mod cycle;
@@ -62,6 +63,7 @@ mod errors;
 mod eviction;
 mod explain;
 mod feedback;
+mod finish;
 mod gangs;
 mod jobs;
 mod status;
@@ -86,10 +88,13 @@ pub enum Kind {
     Namespace,
     Workload,
     Job,
+    JobSet,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    /// Every kind, in the order a new leader's index is built in
+    /// (configuration, then Workloads, then the objects queued).
+    pub const ALL: [Kind; 9] = [
         Kind::ResourceFlavor,
         Kind::ClusterQueue,
         Kind::LocalQueue,
@@ -98,6 +103,7 @@ impl Kind {
         Kind::Namespace,
         Kind::Workload,
         Kind::Job,
+        Kind::JobSet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +116,7 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Workload => "Workload",
             Kind::Job => "Job",
+            Kind::JobSet => "JobSet",
         }
     }
 }
@@ -135,6 +142,21 @@ pub struct IndexConfig {
     /// No pending explanation is written for a workload created less than
     /// this long ago (`--explain-after`).
     pub explain_after_ms: i64,
+    /// The kinds queued besides batch/v1 Jobs (`--integrations`): their
+    /// objects are watched and must be listed before anything is admitted.
+    pub integrations: BTreeSet<JobKind>,
+}
+
+impl IndexConfig {
+    /// Whether objects of `kind` are watched: the kinds of
+    /// [`IndexConfig::integrations`], and every kind that is not a queued
+    /// object.
+    pub fn watches(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::JobSet => self.integrations.contains(&JobKind::JobSet),
+            _ => true,
+        }
+    }
 }
 
 impl Default for IndexConfig {
@@ -147,6 +169,7 @@ impl Default for IndexConfig {
             requeue_limit: None,
             explanations_per_cycle: 500,
             explain_after_ms: 0,
+            integrations: BTreeSet::from([JobKind::Job]),
         }
     }
 }
@@ -163,8 +186,8 @@ pub struct ObjectError {
 /// the object (its pod templates are what the engine already holds).
 struct WlEntry {
     uid: String,
-    /// Name and uid of the controlling Job.
-    owner: Option<(String, String)>,
+    /// The controlling object (a Job, a JobSet) and its uid.
+    owner: Option<(JobRef, String)>,
     /// The [`job::JOB_UID_LABEL`]: made by Sluice for that Job (kept when
     /// the owner reference is stripped by an orphaning delete).
     job_uid: Option<String>,
@@ -276,9 +299,9 @@ pub struct Index {
     local_queues: BTreeMap<ObjKey, LocalQueue>,
     workload_classes: BTreeMap<String, i32>,
     pod_classes: BTreeMap<String, i32>,
-    jobs: BTreeMap<ObjKey, job::JobView>,
-    /// Jobs whose full object is needed (to create their Workload) but not held.
-    refetch: BTreeSet<ObjKey>,
+    jobs: BTreeMap<JobRef, job::JobView>,
+    /// Objects whose full object is needed (to create their Workload) but not held.
+    refetch: BTreeSet<JobRef>,
     workloads: BTreeMap<ObjKey, WlEntry>,
     by_uid: HashMap<String, ObjKey>,
     /// Admitted workloads whose ClusterQueue is unknown: kept out of the
@@ -289,8 +312,8 @@ pub struct Index {
     /// Writes in flight or done whose effect has not been observed yet, so
     /// that repeated events do not repeat them.
     creating: BTreeSet<ObjKey>,
-    suspending: BTreeSet<ObjKey>,
-    starting: BTreeSet<ObjKey>,
+    suspending: BTreeSet<JobRef>,
+    starting: BTreeSet<JobRef>,
     /// Workloads being evicted (checked for "pods gone" on every tick).
     evicting: BTreeSet<String>,
     /// Evicted workloads whose Job's pods are being looked at (servers
@@ -303,7 +326,7 @@ pub struct Index {
     /// Deactivations whose `spec.active: false` patch failed: tried again.
     deactivate_retry: BTreeSet<String>,
     /// Jobs to reconcile again next cycle (a Job patch failed).
-    retry_jobs: BTreeSet<ObjKey>,
+    retry_jobs: BTreeSet<JobRef>,
     /// Workloads to read again (a status write failed).
     refetch_workloads: BTreeSet<ObjKey>,
     /// `apply_workload` is taking a Workload read on purpose.
@@ -330,7 +353,10 @@ pub struct Index {
     gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the
     /// Workload is made from all of them at once.
-    gang_jobs: BTreeMap<ObjKey, k8s_openapi::api::batch::v1::Job>,
+    gang_jobs: BTreeMap<JobRef, k8s_openapi::api::batch::v1::Job>,
+    /// Jobs that are members of a gang's Workload (with the uid it was
+    /// made from) → that Workload.
+    member_of: BTreeMap<JobRef, ObjKey>,
     /// What a waiting gang's Jobs were last told.
     gang_told: BTreeMap<ObjKey, String>,
     /// Gang Workloads being deleted (by uid).
@@ -395,6 +421,7 @@ impl Index {
             orphan_scan_due: false,
             gangs: BTreeMap::new(),
             gang_jobs: BTreeMap::new(),
+            member_of: BTreeMap::new(),
             gang_told: BTreeMap::new(),
             retiring: BTreeSet::new(),
         }
@@ -413,7 +440,17 @@ impl Index {
 
     /// Every kind listed and the ledger rebuilt from it.
     pub fn is_ready(&self) -> bool {
-        Kind::ALL.iter().all(|k| self.synced.contains(k))
+        Kind::ALL
+            .iter()
+            .filter(|k| self.watches(**k))
+            .all(|k| self.synced.contains(k))
+    }
+
+    /// Whether objects of `kind` are watched (the kinds of
+    /// [`IndexConfig::integrations`] and every kind that is not a queued
+    /// object).
+    pub fn watches(&self, kind: Kind) -> bool {
+        self.config.watches(kind)
     }
 
     /// The key of the workload with this uid.

@@ -92,7 +92,10 @@ fn job_patches(plan: &Plan) -> Vec<(&'static str, &Value)> {
     plan.steps
         .iter()
         .filter_map(|s| match s {
-            Step::PatchJob { patch, .. } => Some(("job", patch)),
+            Step::PatchJob {
+                patch: crate::integration::ObjPatch::Merge(patch),
+                ..
+            } => Some(("job", patch)),
             Step::PatchJobStatus { patch, .. } => Some(("status", patch)),
             _ => None,
         })
@@ -444,7 +447,7 @@ fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
             .any(|p| p.purpose == Purpose::Admit { uid: "wl-uid-b".into() })
     );
     // b is deleted while admitted: quota released at once.
-    ix.delete_job(&ObjKey::new(NS, "b"), T0 + 30);
+    ix.delete_job(&crate::plan::JobRef::job(NS, "b"), T0 + 30);
     assert_eq!(
         ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
         0
@@ -468,7 +471,7 @@ fn a_deleted_workload_of_a_live_job_is_recreated() {
     ix.delete_workload(&wkey("train"), T0 + 1);
     // The index keeps only a view of the Job: it asks for the Job again...
     assert!(ix.take_plans().is_empty());
-    assert_eq!(ix.take_refetch(), [ObjKey::new(NS, "train")]);
+    assert_eq!(ix.take_refetch(), [crate::plan::JobRef::job(NS, "train")]);
     // ...and recreates the Workload from it.
     ix.apply_job(j, T0 + 2);
     assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
@@ -896,8 +899,8 @@ fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
     assert_eq!(
         plans[0].steps,
         [Step::ConfirmPodsGone {
-            key: ObjKey::new(NS, "evicted"),
-            job_uid: "job-uid-evicted".into()
+            job: crate::plan::JobRef::job(NS, "evicted"),
+            uid: "job-uid-evicted".into()
         }]
     );
     assert!(!plans[0].steps[0].is_write());
@@ -1505,7 +1508,7 @@ fn an_orphaned_workload_of_a_deleted_job_is_finished_and_never_takes_quota_again
     assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
     let admitted = ix.workload_status(&wkey("gone")).cloned();
     // `DELETE` of a batch/v1 Job without a propagation policy orphans.
-    ix.delete_job(&ObjKey::new(NS, "gone"), T0 + 10);
+    ix.delete_job(&crate::plan::JobRef::job(NS, "gone"), T0 + 10);
     let mut wl = orphaned(stored_workload(&j, 0, 0));
     wl.status = admitted.clone();
     ix.apply_workload(wl, T0 + 11);

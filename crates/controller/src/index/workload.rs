@@ -13,7 +13,7 @@ use super::explain::{explanation_fp, slim_pending};
 use super::status::{self, is_true};
 use super::{GangEntry, Index, Kind, WlEntry, key_of, ms};
 use crate::job;
-use crate::plan::{ObjKey, Plan, Purpose, Step};
+use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
 use sluice_convert::adapter;
 
 impl Index {
@@ -31,7 +31,12 @@ impl Index {
             self.delete_workload(&key, now_ms);
         }
         let observed = wl.status.clone().unwrap_or_default();
-        let owner = job::owning_job(wl).map(|(n, u)| (n.to_string(), u.to_string()));
+        let owner = job::owner_of(wl).map(|(kind, n, u)| {
+            (
+                JobRef::new(kind, key.namespace.clone(), n.to_string()),
+                u.to_string(),
+            )
+        });
         let job_uid = wl
             .metadata
             .labels
@@ -50,9 +55,13 @@ impl Index {
             done: Default::default(),
         });
         if let Some(g) = &gang {
-            // Made: its Jobs no longer need to be held whole.
-            for (name, _) in &g.members {
-                self.gang_jobs.remove(&ObjKey::new(key.namespace.clone(), name.clone()));
+            for (name, uid) in &g.members {
+                let jk = JobRef::job(key.namespace.clone(), name.clone());
+                // Made: its Jobs no longer need to be held whole.
+                self.gang_jobs.remove(&jk);
+                if uid.is_some() {
+                    self.member_of.insert(jk, key.clone());
+                }
             }
         }
         let generation = wl.metadata.generation;
@@ -274,12 +283,9 @@ impl Index {
         // not take quota (a deleted Job's Workload is about to be garbage
         // collected). Kept aside; its Job's arrival brings it in.
         if let Some(e) = self.workloads.get_mut(key)
-            && let Some((job_name, job_uid)) = &e.owner
-            && self.synced.contains(&Kind::Job)
-            && self
-                .jobs
-                .get(&ObjKey::new(key.namespace.clone(), job_name.clone()))
-                .is_none_or(|j| j.uid != *job_uid)
+            && let Some((owner, owner_uid)) = &e.owner
+            && self.synced.contains(&Kind::of_job(owner.kind))
+            && self.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
         {
             e.spec = Some(Box::new(spec));
             return;
@@ -390,12 +396,22 @@ impl Index {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
         }
         self.retiring.remove(&e.uid);
-        // The Job (or gang) still wants a Workload: recreate it.
+        // The object (or gang) still wants a Workload: recreate it.
         if let Some(g) = &e.gang {
+            for (name, _) in &g.members {
+                let jk = JobRef::job(key.namespace.clone(), name.clone());
+                if self.member_of.get(&jk) == Some(key) {
+                    self.member_of.remove(&jk);
+                }
+            }
             let gk = ObjKey::new(key.namespace.clone(), g.name.clone());
             self.reconcile_gang(&gk, now_ms);
-        } else if let Some((name, _)) = &e.owner {
-            let jk = ObjKey::new(key.namespace.clone(), name.clone());
+            // Members relabelled meanwhile go where their labels say.
+            for (name, _) in &g.members {
+                self.reconcile_job(&JobRef::job(key.namespace.clone(), name.clone()), now_ms);
+            }
+        } else if let Some((owner, _)) = &e.owner {
+            let jk = owner.clone();
             self.reconcile_job(&jk, now_ms);
         }
     }

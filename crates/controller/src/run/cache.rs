@@ -9,6 +9,8 @@ use sluice_api::v1alpha1::Workload;
 use super::now_ms;
 use super::watches::{Msg, Obj, key_of_obj, kind_of, split_key};
 use crate::index::{Index, IndexConfig, Kind};
+use crate::integration::JobKind;
+use crate::plan::JobRef;
 
 /// Every object seen, by kind and key; what a new leader builds its index
 /// from. Workloads and Jobs are kept compact (JSON, views).
@@ -47,6 +49,7 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
 }
 
 pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64) {
+    let split = split_key(key);
     match kind {
         Kind::ResourceFlavor => ix.delete_flavor(key),
         Kind::ClusterQueue => ix.delete_cluster_queue(key),
@@ -55,7 +58,8 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::PriorityClass => ix.delete_priority_class(key),
         Kind::Namespace => ix.delete_namespace(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
-        Kind::Job => ix.delete_job(&split_key(key), now),
+        Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
+        Kind::JobSet => ix.delete_job(&JobRef::new(JobKind::JobSet, split.namespace, split.name), now),
     }
 }
 

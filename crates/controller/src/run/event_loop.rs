@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use sluice_api::v1alpha1::Workload;
 use tokio::sync::{Mutex, watch};
 
@@ -19,6 +19,7 @@ use super::queue_status::QueueStatusWriter;
 use super::watches::all_watches;
 use super::{RunConfig, RunError, Shared, now_ms};
 use crate::index::{Index, Kind};
+use crate::integration::JobKind;
 use crate::metrics::Metrics;
 use crate::writer;
 
@@ -74,7 +75,10 @@ pub(super) async fn event_loop(
                     handle(&mut cache, ix.as_deref_mut(), m, now_ms());
                 }
                 drop(ix);
-                let all_synced = Kind::ALL.iter().all(|k| cache.synced.contains(k));
+                let all_synced = Kind::ALL
+                    .iter()
+                    .filter(|k| cfg.index.watches(**k))
+                    .all(|k| cache.synced.contains(k));
                 shared.synced.store(all_synced, Ordering::Relaxed);
                 let soon = Instant::now() + coalesce;
                 cycle_at = Some(cycle_at.map_or(soon, |t| t.min(soon)));
@@ -221,16 +225,40 @@ pub(super) async fn event_loop(
                     Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
                 }
             }
-            // Jobs whose Workload must be (re)created: read them again.
+            // Objects whose Workload must be (re)created: read them again.
             let refetch = m.lock().await.take_refetch();
             if !refetch.is_empty() {
                 for key in refetch {
-                    let api: Api<Job> = Api::namespaced(client.clone(), &key.namespace);
-                    match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
-                        Ok(Ok(Some(j))) => m.lock().await.apply_job(j, now_ms()),
+                    let kind = key.kind.kind();
+                    let read = match key.kind {
+                        JobKind::Job => {
+                            let api: Api<Job> = Api::namespaced(client.clone(), key.namespace());
+                            tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
+                                .await
+                                .map(|r| r.map(|o| o.map(|j| serde_json::to_value(j).unwrap_or_default())))
+                        }
+                        JobKind::JobSet => {
+                            let ar = key.kind.api_resource();
+                            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), key.namespace(), &ar);
+                            tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
+                                .await
+                                .map(|r| r.map(|o| o.map(|d| serde_json::to_value(d).unwrap_or_default())))
+                        }
+                    };
+                    match read {
+                        Ok(Ok(Some(v))) => {
+                            let mut ix = m.lock().await;
+                            match key.kind {
+                                JobKind::Job => match serde_json::from_value::<Job>(v) {
+                                    Ok(j) => ix.apply_job(j, now_ms()),
+                                    Err(e) => ix.report_malformed(Kind::Job, &key.to_string(), &e.to_string()),
+                                },
+                                JobKind::JobSet => ix.apply_jobset(&v, now_ms()),
+                            }
+                        }
                         Ok(Ok(None)) => {}
-                        Ok(Err(e)) => tracing::warn!(job = %key, error = %e, "cannot read Job"),
-                        Err(_) => tracing::warn!(job = %key, "reading Job timed out"),
+                        Ok(Err(e)) => tracing::warn!(kind, object = %key, error = %e, "cannot read it"),
+                        Err(_) => tracing::warn!(kind, object = %key, "reading it timed out"),
                     }
                 }
             }

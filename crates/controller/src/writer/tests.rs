@@ -16,7 +16,8 @@ use tokio::sync::Mutex;
 use super::*;
 use crate::index::{Index, IndexConfig, Kind};
 use crate::job;
-use crate::plan::{ObjKey, Purpose};
+use crate::integration::ObjPatch;
+use crate::plan::{JobRef, ObjKey, Purpose};
 use crate::testing::{cq, fixture, flavor, job_fixture, lq};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -314,16 +315,16 @@ async fn restoring_a_started_job_suspends_clears_start_time_then_patches_the_tem
         purpose: Purpose::Requeue { uid: "u".into() },
         steps: vec![
             Step::PatchJob {
-                key: key.clone(),
-                patch: job::suspend_patch(),
+                job: JobRef::job(key.namespace.clone(), key.name.clone()),
+                patch: ObjPatch::Merge(job::suspend_patch()),
             },
             Step::PatchJobStatus {
                 key: key.clone(),
                 patch: job::clear_start_time_patch(),
             },
             Step::PatchJob {
-                key: key.clone(),
-                patch: json!({"spec": {"template": {"spec": {"nodeSelector": null}}}}),
+                job: JobRef::job(key.namespace.clone(), key.name.clone()),
+                patch: ObjPatch::Merge(json!({"spec": {"template": {"spec": {"nodeSelector": null}}}})),
             },
         ],
     };
@@ -427,8 +428,8 @@ async fn pods_of_an_evicted_job_are_listed_until_none_runs_or_terminates() {
     let plan = Plan {
         purpose: Purpose::ConfirmPodsGone { uid: "wl-uid".into() },
         steps: vec![Step::ConfirmPodsGone {
-            key: ObjKey::new("research", "train-preempted"),
-            job_uid: job_uid.clone(),
+            job: JobRef::job("research", "train-preempted"),
+            uid: job_uid.clone(),
         }],
     };
     let metrics = Metrics::new();

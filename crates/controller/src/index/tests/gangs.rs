@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::gang;
+use crate::integration::ObjPatch;
+use crate::plan::JobRef;
 
 fn gang_job(name: &str, gang_name: &str, size: &str, pods: i32, gpus: u32) -> Job {
     let mut j = mk_job(name, "team-a", pods, gpus);
@@ -109,13 +111,16 @@ fn a_whole_gang_is_admitted_in_one_status_write_and_every_job_starts() {
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::PatchJob { key, patch } => {
+            Step::PatchJob {
+                job: key,
+                patch: ObjPatch::Merge(patch),
+            } => {
                 assert_eq!(patch["spec"]["suspend"], json!(false));
                 assert_eq!(
                     patch["spec"]["template"]["spec"]["nodeSelector"],
                     json!({"gpu": "a100"})
                 );
-                Some(key.name.as_str())
+                Some(key.name())
             }
             _ => None,
         })
@@ -158,7 +163,7 @@ fn a_deleted_member_evicts_the_gang_releases_its_quota_and_retires_its_workload(
         v["status"] = json!({"startTime": "2027-01-15T08:00:01Z", "active": 2});
     });
     ix.apply_job(running.clone(), T0 + 3000);
-    ix.delete_job(&ObjKey::new(NS, "launcher"), T0 + 4000);
+    ix.delete_job(&JobRef::job(NS, "launcher"), T0 + 4000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["evict"]);
     let (st, reason, msg) = condition(status_step(&plans[0]), cond::EVICTED);
@@ -197,7 +202,7 @@ fn a_deleted_member_evicts_the_gang_releases_its_quota_and_retires_its_workload(
     let back = with(&b, |v| v["metadata"]["uid"] = json!("job-uid-launcher-2"));
     ix.apply_job(back, T0 + 8000);
     // The Job kept since is known by its view only: read again, then made.
-    assert_eq!(ix.take_refetch(), [ObjKey::new(NS, "workers")]);
+    assert_eq!(ix.take_refetch(), [JobRef::job(NS, "workers")]);
     assert!(!purposes(&ix.take_plans()).contains(&"create_workload"));
     ix.apply_job(gone, T0 + 9000);
     assert_eq!(purposes(&ix.take_plans()), ["create_workload"]);
@@ -209,7 +214,7 @@ fn a_pending_gang_that_loses_a_member_is_retired_at_once() {
     ix.apply_cluster_queue(cq("cluster-gpu", 6));
     whole_gang(&mut ix);
     ix.cycle(T0 + 2000);
-    ix.delete_job(&ObjKey::new(NS, "workers"), T0 + 3000);
+    ix.delete_job(&JobRef::job(NS, "workers"), T0 + 3000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["retire_gang"]);
     assert_eq!(ix.engine().workload_state("wl-uid-ft"), None);
@@ -230,7 +235,7 @@ fn a_member_deleted_after_it_finished_does_not_break_the_gang() {
     });
     ix.apply_job(done, T0 + 3000);
     // Deleted by its TTL.
-    ix.delete_job(&ObjKey::new(NS, "launcher"), T0 + 4000);
+    ix.delete_job(&JobRef::job(NS, "launcher"), T0 + 4000);
     assert!(ix.take_plans().is_empty());
     assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Admitted));
     let finished = with(&a, |v| {

@@ -191,8 +191,8 @@ fn the_requeue_of_a_workload_without_a_job_takes_over_its_queued_eviction_write(
             steps: vec![
                 status(3),
                 Step::PatchJob {
-                    key: job,
-                    patch: json!({})
+                    job: crate::plan::JobRef::job(job.namespace, job.name),
+                    patch: crate::integration::ObjPatch::Merge(json!({}))
                 }
             ],
         })

@@ -1,0 +1,129 @@
+//! What ends a workload: its Jobs finish, or (for a Job's own Workload)
+//! the Job is deleted with its Workload orphaned; and the Events said
+//! about a workload, on it and on each of its Jobs.
+
+use sluice_api::v1alpha1::conditions as cond;
+use sluice_scheduler::WorkloadState;
+
+use super::errors::engine_ok;
+use super::status::{self, is_true};
+use super::{Index, Kind, reference};
+use crate::plan::{EventSpec, JobRef, ObjKey, Plan, Purpose, Step};
+
+impl Index {
+    pub(super) fn events(
+        &self,
+        wk: &ObjKey,
+        type_: &'static str,
+        reason: &str,
+        action: &'static str,
+        note: &str,
+    ) -> Vec<Step> {
+        let mut out = Vec::new();
+        if let Some(e) = self.workloads.get(wk) {
+            out.push(Step::Event(EventSpec {
+                regarding: reference("sluice.dev/v1alpha1", "Workload", wk, Some(&e.uid)),
+                type_,
+                reason: reason.to_string(),
+                action,
+                note: note.to_string(),
+            }));
+        }
+        for jk in self.member_keys(wk) {
+            let Some(j) = self.jobs.get(&jk) else { continue };
+            out.push(Step::Event(EventSpec {
+                regarding: reference(jk.kind.api_version(), jk.kind.kind(), &jk.key, Some(&j.uid)),
+                type_,
+                reason: reason.to_string(),
+                action,
+                note: note.to_string(),
+            }));
+        }
+        out
+    }
+
+    /// A Workload Sluice made for a Job ([`job::JOB_UID_LABEL`]) that has
+    /// lost its owner reference (an orphaning delete) while that Job is
+    /// gone (once Jobs are listed): nobody will ever finish it.
+    pub(super) fn is_orphan(&self, wk: &ObjKey) -> bool {
+        let Some(e) = self.workloads.get(wk) else { return false };
+        let Some(job_uid) = &e.job_uid else { return false };
+        if e.owner.is_some() || !self.synced.contains(&Kind::Job) {
+            return false;
+        }
+        let job_name = wk.name.strip_prefix("job-").unwrap_or(&wk.name);
+        self.jobs
+            .get(&JobRef::job(wk.namespace.clone(), job_name))
+            .is_none_or(|j| j.uid != *job_uid)
+    }
+
+    /// Finishes an orphaned Workload (JobDeleted): its quota is released
+    /// and a restart never takes it again.
+    pub(super) fn finish_orphan(&mut self, wk: &ObjKey, now_ms: i64) {
+        self.unrestored.remove(wk);
+        self.not_selected.remove(wk);
+        if let Some(e) = self.workloads.get_mut(wk) {
+            e.spec = None;
+        }
+        tracing::info!(workload = %wk, "its Job was deleted (Workload orphaned): finished");
+        self.finish_with(
+            wk,
+            cond::reasons::JOB_DELETED,
+            "The Job was deleted; its Workload was orphaned",
+            now_ms,
+        );
+    }
+
+    /// Orphaned Workloads seen before Jobs were listed.
+    pub(super) fn finish_orphans(&mut self, now_ms: i64) {
+        let orphans: Vec<ObjKey> = self
+            .workloads
+            .iter()
+            .filter(|(_, e)| e.job_uid.is_some() && e.owner.is_none() && !is_true(&e.status, cond::FINISHED))
+            .map(|(k, _)| k.clone())
+            .filter(|k| self.is_orphan(k))
+            .collect();
+        for k in orphans {
+            self.finish_orphan(&k, now_ms);
+        }
+    }
+
+    pub(super) fn finish(&mut self, wk: &ObjKey, succeeded: bool, now_ms: i64) {
+        let (reason, message) = if succeeded {
+            (cond::reasons::SUCCEEDED, "Job finished successfully")
+        } else {
+            (cond::reasons::FAILED, "Job failed")
+        };
+        self.finish_with(wk, reason, message, now_ms);
+    }
+
+    pub(super) fn finish_with(&mut self, wk: &ObjKey, reason: &str, message: &str, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        if e.in_engine {
+            match self.engine.workload_state(&uid) {
+                Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    engine_ok("finish", &uid, self.engine.finish(&uid));
+                }
+                _ => {
+                    engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+                    e.in_engine = false;
+                }
+            }
+        }
+        self.evicting.remove(&uid);
+        e.admitted_at = None;
+        status::finished(&mut e.status, reason, message, e.active, now_ms, e.generation);
+        e.pending_fp = None;
+        let mut steps = vec![e.status_write(wk)];
+        steps.extend(
+            self.events(wk, "Normal", "Finished", "Finish", message)
+                .into_iter()
+                .take(1),
+        );
+        self.plans.push(Plan {
+            purpose: Purpose::Finish { uid },
+            steps,
+        });
+    }
+}

@@ -1,0 +1,184 @@
+//! The kinds of workload Sluice queues, one file each: what a kind's
+//! object becomes in the index (a [`JobView`]), its Workload, and the
+//! patches that suspend it, start it on its flavors and put back what its
+//! user wrote. The index calls them through [`JobKind`] and never reads a
+//! kind's object itself.
+//!
+//! | kind | file | Workload | pod sets |
+//! |------|------|----------|----------|
+//! | `batch/v1` Job | [`crate::job`] | `job-<name>` | `main` |
+//! | multi-Job gang of Jobs | [`crate::gang`] | `gang-<gang>` | one per Job |
+//! | `jobset.x-k8s.io/v1alpha2` JobSet | [`jobset`] | `jobset-<name>` | one per replicated Job |
+//!
+//! A new kind is a file here with the same functions as [`jobset`], a
+//! variant of [`JobKind`], and its watch.
+
+use std::collections::BTreeMap;
+
+use kube::api::ApiResource;
+use serde_json::Value;
+use sluice_api::v1alpha1::ResourceFlavor;
+
+use crate::job::{self, JobError, JobView};
+
+pub mod jobset;
+
+/// A kind of workload object Sluice queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum JobKind {
+    /// `batch/v1` Job.
+    #[default]
+    Job,
+    /// `jobset.x-k8s.io/v1alpha2` JobSet.
+    JobSet,
+}
+
+impl JobKind {
+    pub const ALL: [JobKind; 2] = [JobKind::Job, JobKind::JobSet];
+
+    pub fn api_version(self) -> &'static str {
+        match self {
+            JobKind::Job => "batch/v1",
+            JobKind::JobSet => jobset::API_VERSION,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            JobKind::Job => "Job",
+            JobKind::JobSet => jobset::KIND,
+        }
+    }
+
+    /// The name `--integrations` knows it by.
+    pub fn flag_name(self) -> &'static str {
+        match self {
+            JobKind::Job => "batch/job",
+            JobKind::JobSet => "jobset.x-k8s.io/jobset",
+        }
+    }
+
+    pub fn from_flag(name: &str) -> Option<JobKind> {
+        JobKind::ALL.into_iter().find(|k| k.flag_name() == name)
+    }
+
+    /// Its API resource (for dynamic calls).
+    pub fn api_resource(self) -> ApiResource {
+        match self {
+            JobKind::Job => ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&()),
+            JobKind::JobSet => ApiResource {
+                group: jobset::GROUP.into(),
+                version: jobset::VERSION.into(),
+                api_version: jobset::API_VERSION.into(),
+                kind: jobset::KIND.into(),
+                plural: jobset::PLURAL.into(),
+            },
+        }
+    }
+
+    /// The name of the Workload of its object `name`.
+    pub fn workload_name(self, name: &str) -> String {
+        match self {
+            JobKind::Job => job::workload_name(name),
+            JobKind::JobSet => jobset::workload_name(name),
+        }
+    }
+
+    /// The label selector of the pods of its object with uid `uid`.
+    pub fn pods_selector(self, uid: &str) -> String {
+        match self {
+            JobKind::Job => format!("controller-uid={uid}"),
+            JobKind::JobSet => format!("{}={uid}", jobset::UID_LABEL),
+        }
+    }
+}
+
+/// A patch of a kind's object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjPatch {
+    /// JSON merge patch (RFC 7386).
+    Merge(Value),
+    /// JSON patch (RFC 6902): a list of operations, `test`s first where the
+    /// list positions it writes must still hold what it was computed from.
+    Json(Value),
+}
+
+/// The patch that suspends an object of `kind`.
+pub fn suspend_patch(kind: JobKind) -> ObjPatch {
+    match kind {
+        JobKind::Job => ObjPatch::Merge(job::suspend_patch()),
+        JobKind::JobSet => ObjPatch::Merge(jobset::suspend_patch()),
+    }
+}
+
+/// The patches that start a suspended object on the flavors assigned to
+/// each of its pod sets (`flavors`: pod set name → flavors): for a Job,
+/// `status.startTime` cleared first when it is set (`true`: through
+/// `/status`), then the template; for a JobSet, the annotation, then one
+/// JSON patch.
+pub fn start_patches(
+    view: &JobView,
+    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+    match view.kind {
+        JobKind::Job => {
+            let all: Vec<&ResourceFlavor> = flavors.values().flatten().copied().collect();
+            let mut out = Vec::new();
+            if view.started {
+                out.push((true, ObjPatch::Merge(job::clear_start_time_patch())));
+            }
+            out.push((false, ObjPatch::Merge(job::injection_patch(&view.patch_base(), &all)?)));
+            Ok(out)
+        }
+        JobKind::JobSet => Ok(jobset::injection_patches(view, flavors)?
+            .into_iter()
+            .map(|p| (false, p))
+            .collect()),
+    }
+}
+
+/// The patches that put back what the user wrote into an evicted,
+/// suspended object (none when nothing was injected).
+pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+    match view.kind {
+        JobKind::Job => {
+            let Some(patch) = job::restoration_patch(&view.patch_base())? else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            if view.started {
+                out.push((true, ObjPatch::Merge(job::clear_start_time_patch())));
+            }
+            out.push((false, ObjPatch::Merge(patch)));
+            Ok(out)
+        }
+        JobKind::JobSet => Ok(jobset::restoration_patches(view)?
+            .into_iter()
+            .flatten()
+            .map(|p| (false, p))
+            .collect()),
+    }
+}
+
+/// A queued object as observed in full: what its Workload is made from.
+#[derive(Clone, Copy, Debug)]
+pub enum Full<'a> {
+    Job(&'a k8s_openapi::api::batch::v1::Job),
+    /// A JobSet's JSON.
+    JobSet(&'a Value),
+}
+
+impl Full<'_> {
+    /// The Workload of the object (without status).
+    pub fn workload(
+        self,
+        kueue_compat: bool,
+        workload_class: impl Fn(&str) -> Option<i32>,
+        pod_class: impl Fn(&str) -> Option<i32>,
+    ) -> Result<sluice_api::v1alpha1::Workload, JobError> {
+        match self {
+            Full::Job(j) => job::workload_for_job(j, kueue_compat, workload_class, pod_class),
+            Full::JobSet(v) => jobset::workload(v, kueue_compat, workload_class, pod_class),
+        }
+    }
+}
