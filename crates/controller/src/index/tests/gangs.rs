@@ -285,3 +285,114 @@ fn a_running_member_of_an_incomplete_gang_is_suspended() {
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["suspend_job", "report"]);
 }
+
+#[test]
+fn a_member_finished_then_deleted_in_the_foreground_does_not_break_the_gang() {
+    // The TTL controller deletes a finished Job in the foreground: the
+    // garbage collector drops the Workload's owner reference to it first.
+    let mut ix = ready_index();
+    let (a, b) = whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    let done = with(&b, |v| {
+        v["spec"]["suspend"] = json!(false);
+        v["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    });
+    ix.apply_job(done, T0 + 3000);
+    let mut wl = stored_gang(&[&b, &a]);
+    wl.status = ix.workload_status(&gkey()).cloned();
+    wl.metadata
+        .owner_references
+        .as_mut()
+        .unwrap()
+        .retain(|o| o.name != "launcher");
+    ix.apply_workload(wl, T0 + 4000);
+    ix.delete_job(&JobRef::job(NS, "launcher"), T0 + 5000);
+    assert!(
+        !purposes(&ix.take_plans()).contains(&"evict"),
+        "a finished member's going is not a broken gang"
+    );
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Admitted));
+}
+
+#[test]
+fn a_member_relabelled_out_stays_in_its_gang_and_gets_no_workload_of_its_own() {
+    let mut ix = ready_index();
+    let (a, _) = whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    let out = with(&a, |v| {
+        v["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("sluice.dev/gang");
+        v["spec"]["suspend"] = json!(false);
+    });
+    ix.apply_job(out, T0 + 3000);
+    let plans = ix.take_plans();
+    assert!(
+        !purposes(&plans).contains(&"create_workload") && !purposes(&plans).contains(&"suspend_job"),
+        "{:?}",
+        purposes(&plans)
+    );
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Admitted));
+}
+
+#[test]
+fn a_job_queued_on_its_own_then_labelled_into_a_gang_stays_its_own() {
+    let mut ix = ready_index();
+    let j = mk_job("solo", "team-a", 1, 2);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0 + 1000).0), ["admit"]);
+    let labelled = with(&j, |v| {
+        v["metadata"]["labels"]["sluice.dev/gang"] = json!("ft");
+        v["metadata"]["labels"]["sluice.dev/gang-size"] = json!("1");
+        v["spec"]["suspend"] = json!(false);
+    });
+    ix.apply_job(labelled, T0 + 2000);
+    let plans = ix.take_plans();
+    assert!(!purposes(&plans).contains(&"create_workload"), "{:?}", purposes(&plans));
+    assert_eq!(
+        ix.errors()[&(Kind::Job, format!("{NS}/solo"))].reason,
+        "GangConflict"
+    );
+    // Its own Workload still holds the quota, and is released when it goes.
+    ix.delete_job(&JobRef::job(NS, "solo"), T0 + 3000);
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
+}
+
+#[test]
+fn a_gang_whose_workload_would_be_refused_is_reported() {
+    let mut ix = ready_index();
+    // Nine Jobs: a Workload holds at most eight pod sets.
+    for i in 0..9 {
+        ix.apply_job(gang_job(&format!("m{i}"), "big", "9", 1, 0), T0);
+    }
+    let plans = ix.take_plans();
+    assert!(!purposes(&plans).contains(&"create_workload"));
+    let e = &ix.errors()[&(Kind::Job, format!("{NS}/m0"))];
+    assert_eq!(e.reason, "InvalidGangMember");
+    assert!(e.message.contains("spec.podSets"), "{}", e.message);
+}
+
+#[test]
+fn a_new_job_in_a_gang_that_already_ran_is_told_why_it_waits() {
+    let mut ix = ready_index();
+    let (a, b) = whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    for j in [&a, &b] {
+        let done = with(j, |v| {
+            v["spec"]["suspend"] = json!(false);
+            v["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        });
+        ix.apply_job(done, T0 + 3000);
+    }
+    let mut wl = stored_gang(&[&b, &a]);
+    wl.status = ix.workload_status(&gkey()).cloned();
+    ix.apply_workload(wl, T0 + 4000);
+    ix.take_plans();
+    ix.apply_job(gang_job("again", "ft", "2", 1, 1), T0 + 5000);
+    let e = &ix.errors()[&(Kind::Job, format!("{NS}/again"))];
+    assert_eq!(e.reason, "GangConflict");
+    assert!(e.message.contains("already ran"), "{}", e.message);
+}
