@@ -998,8 +998,13 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
                 ],
                 "",
             ),
-            // server-side apply of a Workload (create when it is new)
-            expect(&["create", "patch"], "sluice.dev", &["workloads"], ""),
+            // server-side apply of a Workload (create when it is new); a
+            // gang's Workload deleted when one of its Jobs goes
+            expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
+            // JobSets: watched, read back, patched (suspend, injection);
+            // blockOwnerDeletion on their Workloads' owner references
+            expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
+            expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
             expect(
                 &["patch"],
                 "sluice.dev",

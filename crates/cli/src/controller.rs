@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::{ArgAction, Args};
 use sluice_api::duration::{millis, parse_duration};
 use sluice_controller::index::IndexConfig;
+use sluice_controller::integration::JobKind;
 use sluice_controller::run::{LeaseConfig, RunConfig};
 
 use crate::logging::LogArgs;
@@ -73,6 +74,35 @@ pub struct ControllerArgs {
     /// this long ago (most waits in a busy queue end sooner; 0: at once).
     #[arg(long, env = "SLUICE_EXPLAIN_AFTER", default_value = "5s", value_parser = parse_duration)]
     explain_after: Duration,
+    /// Kinds to queue besides batch/v1 Jobs, comma-separated
+    /// (jobset.x-k8s.io/jobset), or "auto": every one whose resource the API
+    /// server serves at start (a kind installed later needs a restart).
+    #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]
+    integrations: Integrations,
+}
+
+/// `--integrations`.
+#[derive(Clone, Debug)]
+enum Integrations {
+    Auto,
+    Listed(Vec<JobKind>),
+}
+
+fn parse_integrations(s: &str) -> Result<Integrations, String> {
+    if s.trim() == "auto" {
+        return Ok(Integrations::Auto);
+    }
+    let mut kinds = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match JobKind::from_flag(name) {
+            Some(k) => kinds.push(k),
+            None => {
+                let known: Vec<&str> = JobKind::ALL.iter().map(|k| k.flag_name()).collect();
+                return Err(format!("unknown kind {name:?} (known: {}, or auto)", known.join(", ")));
+            }
+        }
+    }
+    Ok(Integrations::Listed(kinds))
 }
 
 pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
@@ -94,12 +124,13 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         queue_status_interval,
         explain_qps,
         explain_after,
+        integrations,
     } = args;
     log.init();
     let identity = identity
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("sluice-controller-{}", std::process::id()));
-    let cfg = RunConfig {
+    let mut cfg = RunConfig {
         kube_qps,
         kube_burst,
         index: IndexConfig {
@@ -130,6 +161,13 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         let client = kube::Client::try_default()
             .await
             .context("connecting to the API server")?;
+        let requested = match &integrations {
+            Integrations::Auto => None,
+            Integrations::Listed(kinds) => Some(kinds.as_slice()),
+        };
+        cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
+            .await
+            .context("integrations")?;
         sluice_controller::run::run(client, cfg, terminated())
             .await
             .context("controller")

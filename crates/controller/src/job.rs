@@ -434,6 +434,9 @@ pub struct JobView {
     pub original: Option<String>,
     /// Its gang labels, when it is a member of a multi-Job gang.
     pub gang: Option<crate::gang::Labels>,
+    /// A Job made by an object of another kind Sluice queues (a JobSet's
+    /// child): queued as part of that object, never on its own.
+    pub managed: bool,
 }
 
 impl JobView {
@@ -468,6 +471,12 @@ impl JobView {
                 .and_then(|a| a.get(ORIGINAL_SCHEDULING))
                 .cloned(),
             gang: crate::gang::Labels::of(&job.metadata),
+            managed: job.metadata.owner_references.iter().flatten().any(|o| {
+                o.controller == Some(true)
+                    && crate::integration::JobKind::ALL.into_iter().any(|k| {
+                        k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
+                    })
+            }),
         }
     }
 

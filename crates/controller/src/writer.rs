@@ -35,9 +35,9 @@ use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 
 pub use crate::run::lease::LeaseFence;
 
+use crate::integration::ObjPatch;
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
-use crate::integration::ObjPatch;
 use crate::plan::{EventSpec, Plan, Step};
 
 mod drain;

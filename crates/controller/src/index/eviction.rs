@@ -193,7 +193,12 @@ impl Index {
                         .map(|(status, patch)| super::jobs::job_step(&jk, status, patch)),
                 ),
                 Err(err) => {
-                    self.record_error(Kind::of_job(jk.kind), jk.to_string(), err.metric_label(), err.to_string());
+                    self.record_error(
+                        Kind::of_job(jk.kind),
+                        jk.to_string(),
+                        err.metric_label(),
+                        err.to_string(),
+                    );
                 }
             }
         }

@@ -30,11 +30,7 @@ impl Index {
         full: Option<&Job>,
         wk: &ObjKey,
     ) -> Option<ObjKey> {
-        let gang_key = |v: &JobView| {
-            v.gang
-                .as_ref()
-                .map(|g| ObjKey::new(key.namespace(), g.name.clone()))
-        };
+        let gang_key = |v: &JobView| v.gang.as_ref().map(|g| ObjKey::new(key.namespace(), g.name.clone()));
         let old = self.jobs.get(key).and_then(gang_key);
         let new = gang_key(view);
         let left = old.filter(|o| new.as_ref() != Some(o));
@@ -47,8 +43,7 @@ impl Index {
         if let Some(ok) = view.finished
             && let Some(wk) = self.member_of.get(key)
             && let Some(g) = self.workloads.get_mut(wk).and_then(|e| e.gang.as_mut())
-            && g
-                .members
+            && g.members
                 .iter()
                 .any(|(n, u)| n == key.name() && u.as_deref() == Some(view.uid.as_str()))
         {

@@ -106,18 +106,15 @@ impl Index {
         if key.kind != JobKind::Job || self.owns(&own, &view.uid) {
             return own;
         }
-        ObjKey::new(
-            key.namespace(),
-            gang::workload_name_of(key.name(), view.gang.as_ref()),
-        )
+        ObjKey::new(key.namespace(), gang::workload_name_of(key.name(), view.gang.as_ref()))
     }
 
     /// Whether Workload `wk` is the unfinished own Workload of the object
     /// with uid `uid`.
     pub(super) fn owns(&self, wk: &ObjKey, uid: &str) -> bool {
-        self.workloads.get(wk).is_some_and(|e| {
-            e.owner.as_ref().is_some_and(|(_, u)| u == uid) && !is_true(&e.status, cond::FINISHED)
-        })
+        self.workloads
+            .get(wk)
+            .is_some_and(|e| e.owner.as_ref().is_some_and(|(_, u)| u == uid) && !is_true(&e.status, cond::FINISHED))
     }
 
     /// Objects to read again from the API server and pass to
@@ -149,7 +146,9 @@ impl Index {
         // collector) and is forgotten when its deletion is observed.
         if let Some(e) = self.workloads.get_mut(&wk)
             && e.in_engine
-            && view.as_ref().is_some_and(|v| e.owner.as_ref().is_some_and(|(_, u)| *u == v.uid))
+            && view
+                .as_ref()
+                .is_some_and(|v| e.owner.as_ref().is_some_and(|(_, u)| *u == v.uid))
         {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
             e.in_engine = false;
@@ -167,6 +166,10 @@ impl Index {
     /// Level-triggered: what an object needs given its Workload's state.
     pub(super) fn reconcile(&mut self, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) {
         let Some(j) = self.jobs.get(key) else { return };
+        if j.managed {
+            // A JobSet's child: its JobSet is what is queued.
+            return;
+        }
         if let Some(wk) = self.member_of.get(key) {
             // A gang's member stays one until the gang's Workload goes.
             if let Some(g) = self.workloads.get(wk).and_then(|e| e.gang.as_ref()) {
@@ -229,7 +232,11 @@ impl Index {
         };
         let wcs = &self.workload_classes;
         let pcs = &self.pod_classes;
-        match full.workload(self.config.kueue_compat, |n| wcs.get(n).copied(), |n| pcs.get(n).copied()) {
+        match full.workload(
+            self.config.kueue_compat,
+            |n| wcs.get(n).copied(),
+            |n| pcs.get(n).copied(),
+        ) {
             Ok(wl) => {
                 self.creating.insert(wk);
                 self.plans.push(Plan {
@@ -238,7 +245,12 @@ impl Index {
                 });
             }
             Err(err) => {
-                self.record_error(Kind::of_job(key.kind), key.to_string(), err.metric_label(), err.to_string());
+                self.record_error(
+                    Kind::of_job(key.kind),
+                    key.to_string(),
+                    err.metric_label(),
+                    err.to_string(),
+                );
             }
         }
     }
@@ -391,7 +403,9 @@ impl Index {
     /// it exists), or the gang's Jobs still there with the uid it was
     /// made from.
     pub(super) fn member_keys(&self, wk: &ObjKey) -> Vec<JobRef> {
-        let Some(e) = self.workloads.get(wk) else { return Vec::new() };
+        let Some(e) = self.workloads.get(wk) else {
+            return Vec::new();
+        };
         match (&e.gang, &e.owner) {
             (Some(g), _) => g
                 .members
@@ -431,9 +445,17 @@ impl Index {
             .map(|(ps, names)| (ps.clone(), names.iter().filter_map(|n| self.flavors.get(n)).collect()))
             .collect();
         match integration::start_patches(j, &flavors) {
-            Ok(patches) => patches.into_iter().map(|(status, patch)| job_step(key, status, patch)).collect(),
+            Ok(patches) => patches
+                .into_iter()
+                .map(|(status, patch)| job_step(key, status, patch))
+                .collect(),
             Err(err) => {
-                self.record_error(Kind::of_job(key.kind), key.to_string(), err.metric_label(), err.to_string());
+                self.record_error(
+                    Kind::of_job(key.kind),
+                    key.to_string(),
+                    err.metric_label(),
+                    err.to_string(),
+                );
                 Vec::new()
             }
         }
@@ -448,7 +470,10 @@ pub(super) fn job_step(key: &JobRef, status: bool, patch: integration::ObjPatch)
             key: key.key.clone(),
             patch: p,
         },
-        (_, patch) => Step::PatchJob { job: key.clone(), patch },
+        (_, patch) => Step::PatchJob {
+            job: key.clone(),
+            patch,
+        },
     }
 }
 
@@ -460,7 +485,9 @@ pub(super) fn flavors_of(
 ) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for p in pod_sets.iter().filter(|p| pod_set.is_none_or(|n| p.name == n)) {
-        out.entry(p.name.clone()).or_default().extend(p.flavors.values().cloned());
+        out.entry(p.name.clone())
+            .or_default()
+            .extend(p.flavors.values().cloned());
     }
     out
 }

@@ -53,8 +53,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadStatus};
 use sluice_scheduler::{self as eng, Engine};
 
-use crate::job;
 use crate::integration::JobKind;
+use crate::job;
 use crate::plan::{JobRef, ObjKey, Plan, Step};
 
 mod config;

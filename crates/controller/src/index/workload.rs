@@ -31,12 +31,8 @@ impl Index {
             self.delete_workload(&key, now_ms);
         }
         let observed = wl.status.clone().unwrap_or_default();
-        let owner = job::owner_of(wl).map(|(kind, n, u)| {
-            (
-                JobRef::new(kind, key.namespace.clone(), n.to_string()),
-                u.to_string(),
-            )
-        });
+        let owner = job::owner_of(wl)
+            .map(|(kind, n, u)| (JobRef::new(kind, key.namespace.clone(), n.to_string()), u.to_string()));
         let job_uid = wl
             .metadata
             .labels

@@ -165,7 +165,11 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         finished,
         ready: Some(status.replicated_jobs_status.iter().map(|s| s.ready).sum()),
         succeeded: status.replicated_jobs_status.iter().map(|s| s.succeeded).sum(),
-        pods: spec.replicated_jobs.iter().map(|rj| rj.replicas.unwrap_or(1).max(1)).sum(),
+        pods: spec
+            .replicated_jobs
+            .iter()
+            .map(|rj| rj.replicas.unwrap_or(1).max(1))
+            .sum(),
         // Its pods are looked up by label before its quota is released.
         live: 0,
         reports_terminating: false,
@@ -188,6 +192,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .cloned(),
         gang: None,
+        managed: false,
     })
 }
 
@@ -200,7 +205,10 @@ pub fn workload(
 ) -> Result<Workload, JobError> {
     let (js, spec) = parse(obj)?;
     let meta = &js.metadata;
-    let name = meta.name.as_deref().ok_or(JobError::Missing { field: "metadata.name" })?;
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or(JobError::Missing { field: "metadata.name" })?;
     let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
         field: "metadata.namespace",
     })?;
@@ -210,10 +218,20 @@ pub fn workload(
         .as_ref()
         .and_then(|l| labels::queue_name(l, kueue_compat))
         .ok_or(JobError::NotQueued)?;
-    let originals = recorded(meta.annotations.as_ref().and_then(|a| a.get(ORIGINAL_SCHEDULING)).map(String::as_str))?;
+    let originals = recorded(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+            .map(String::as_str),
+    )?;
     let mut pod_sets = Vec::with_capacity(spec.replicated_jobs.len());
     for rj in &spec.replicated_jobs {
-        let mut template = rj.template.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+        let mut template = rj
+            .template
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
         if let Some(original) = originals.as_ref().and_then(|o| o.get(&rj.name))
             && let Some(pod) = template.spec.as_mut()
         {

@@ -34,6 +34,11 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::Workload(x) => ix.apply_workload(x.clone(), now),
         Obj::Job(x) => ix.apply_job(&**x, now),
         Obj::JobView(v) => ix.apply_job_view((**v).clone(), None, now),
+        Obj::JobSet(v) => ix.apply_jobset(v, now),
+        Obj::JobSetJson(bytes) => match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(v) => ix.apply_jobset(&v, now),
+            Err(e) => ix.report_malformed(Kind::JobSet, "(cached)", &e.to_string()),
+        },
         Obj::JobJson(bytes) => match serde_json::from_slice::<Job>(bytes) {
             Ok(j) => ix.apply_job(j, now),
             Err(e) => ix.report_malformed(Kind::Job, "(cached)", &e.to_string()),
@@ -158,18 +163,53 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         }
                     }
                 }
+                Obj::JobSet(v) => {
+                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                    let wl_key = format!("{ns}/{}", JobKind::JobSet.workload_name(name));
+                    let has_workload = cache
+                        .objects
+                        .get(&Kind::Workload)
+                        .is_some_and(|m| m.contains_key(&wl_key));
+                    match crate::integration::jobset::view(&v, cache.kueue_compat) {
+                        Ok(view) if has_workload => Obj::JobView(Box::new(view)),
+                        // Its Workload is still to be made from it.
+                        Ok(_) => match serde_json::to_vec(&*v) {
+                            Ok(bytes) => Obj::JobSetJson(bytes.into()),
+                            Err(_) => Obj::JobSet(v),
+                        },
+                        Err(e) => Obj::Malformed(Kind::JobSet, key.clone(), e.to_string()),
+                    }
+                }
                 Obj::Workload(w) => {
-                    // Its Job (or its gang's Jobs) no longer need to be kept whole.
+                    // Its Job (or its gang's Jobs, or its JobSet) no longer
+                    // need to be kept whole.
                     let ns = w.metadata.namespace.as_deref().unwrap_or_default();
                     let compat = cache.kueue_compat;
-                    let owners = w.metadata.owner_references.iter().flatten();
-                    for o in owners.filter(|o| o.kind == "Job" && o.api_version == "batch/v1") {
-                        if let Some(jobs) = cache.objects.get_mut(&Kind::Job)
-                            && let Some(cached) = jobs.get_mut(&format!("{ns}/{}", o.name))
-                            && let Obj::JobJson(bytes) = cached
-                            && let Ok(j) = serde_json::from_slice::<Job>(bytes)
-                        {
-                            *cached = Obj::JobView(Box::new(crate::job::JobView::of(&j, compat)));
+                    for o in w.metadata.owner_references.iter().flatten() {
+                        let Some(kind) = JobKind::ALL
+                            .into_iter()
+                            .find(|k| o.kind == k.kind() && o.api_version == k.api_version())
+                        else {
+                            continue;
+                        };
+                        let Some(cached) = cache
+                            .objects
+                            .get_mut(&Kind::of_job(kind))
+                            .and_then(|m| m.get_mut(&format!("{ns}/{}", o.name)))
+                        else {
+                            continue;
+                        };
+                        let view = match cached {
+                            Obj::JobJson(bytes) => serde_json::from_slice::<Job>(bytes)
+                                .ok()
+                                .map(|j| crate::job::JobView::of(&j, compat)),
+                            Obj::JobSetJson(bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
+                                .ok()
+                                .and_then(|v| crate::integration::jobset::view(&v, compat).ok()),
+                            _ => None,
+                        };
+                        if let Some(view) = view {
+                            *cached = Obj::JobView(Box::new(view));
                         }
                     }
                     if leading {

@@ -42,12 +42,14 @@ use crate::metrics::Metrics;
 use crate::writer::{self, Writer};
 
 mod cache;
+mod discovery;
 mod event_loop;
 mod http;
 pub(crate) mod lease;
 mod queue_status;
 mod watches;
 
+pub use discovery::integrations;
 pub use lease::LeaseConfig;
 
 use event_loop::{LoopIo, event_loop};
@@ -84,6 +86,12 @@ pub enum RunError {
     },
     #[error("leader election: {0}")]
     Lease(String),
+    #[error("cannot discover {api_version}: {message}")]
+    Discovery { api_version: String, message: String },
+    #[error(
+        "--integrations lists {kind}, but the API server does not serve {resource} (install its CRD, or leave it out)"
+    )]
+    NotServed { kind: &'static str, resource: String },
 }
 
 /// Readiness and metrics, shared with the HTTP server.

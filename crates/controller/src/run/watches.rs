@@ -16,6 +16,7 @@ use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, W
 
 use super::RunConfig;
 use crate::index::Kind;
+use crate::integration::JobKind;
 use crate::plan::ObjKey;
 
 /// A decoded watch event.
@@ -48,6 +49,10 @@ pub(super) enum Obj {
     /// A Job without a Workload yet: compact JSON of the whole Job, which
     /// its Workload is created from.
     JobJson(Arc<[u8]>),
+    /// A JobSet (its JSON) as observed.
+    JobSet(Arc<serde_json::Value>),
+    /// A JobSet without a Workload yet, as the cache keeps it: compact JSON.
+    JobSetJson(Arc<[u8]>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -61,7 +66,9 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::PodClass(..) => Kind::PriorityClass,
         Obj::Namespace(..) => Kind::Namespace,
         Obj::Workload(_) | Obj::WorkloadJson(_) | Obj::Indexed => Kind::Workload,
-        Obj::Job(_) | Obj::JobView(_) | Obj::JobJson(_) => Kind::Job,
+        Obj::Job(_) | Obj::JobJson(_) => Kind::Job,
+        Obj::JobView(v) => Kind::of_job(v.kind),
+        Obj::JobSet(_) | Obj::JobSetJson(_) => Kind::JobSet,
         Obj::Malformed(k, ..) => *k,
     }
 }
@@ -76,7 +83,10 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
-        Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::Malformed(..) => String::new(),
+        Obj::JobSet(v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
+        Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::JobSetJson(_) | Obj::Malformed(..) => {
+            String::new()
+        }
     }
 }
 
@@ -157,7 +167,7 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     };
     let pcs: Api<PriorityClass> = Api::all(client.clone());
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let streams: Vec<MsgStream> = vec![
+    let mut streams: Vec<MsgStream> = vec![
         sluice_watch::<ResourceFlavor>(client, Kind::ResourceFlavor, |o| Obj::Flavor(Box::new(o))),
         sluice_watch::<ClusterQueue>(client, Kind::ClusterQueue, |o| Obj::ClusterQueue(Box::new(o))),
         sluice_watch::<LocalQueue>(client, Kind::LocalQueue, |o| Obj::LocalQueue(Box::new(o))),
@@ -191,5 +201,20 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
         )),
     ];
+    if cfg.index.integrations.contains(&JobKind::JobSet) {
+        let ar = JobKind::JobSet.api_resource();
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let js_cfg = if cfg.index.kueue_compat {
+            watcher::Config::default()
+        } else {
+            watcher::Config::default().labels(sluice_api::labels::QUEUE)
+        };
+        streams.push(Box::pin(events(
+            watcher(api, js_cfg),
+            Kind::JobSet,
+            |o: DynamicObject| Obj::JobSet(Arc::new(serde_json::to_value(o).unwrap_or_default())),
+            |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
+        )));
+    }
     Box::pin(futures::stream::select_all(streams))
 }

@@ -15,8 +15,8 @@ use tokio::sync::Mutex;
 
 use super::*;
 use crate::index::{Index, IndexConfig, Kind};
-use crate::job;
 use crate::integration::ObjPatch;
+use crate::job;
 use crate::plan::{JobRef, ObjKey, Purpose};
 use crate::testing::{cq, fixture, flavor, job_fixture, lq};
 

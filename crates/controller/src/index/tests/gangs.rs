@@ -352,10 +352,7 @@ fn a_job_queued_on_its_own_then_labelled_into_a_gang_stays_its_own() {
     ix.apply_job(labelled, T0 + 2000);
     let plans = ix.take_plans();
     assert!(!purposes(&plans).contains(&"create_workload"), "{:?}", purposes(&plans));
-    assert_eq!(
-        ix.errors()[&(Kind::Job, format!("{NS}/solo"))].reason,
-        "GangConflict"
-    );
+    assert_eq!(ix.errors()[&(Kind::Job, format!("{NS}/solo"))].reason, "GangConflict");
     // Its own Workload still holds the quota, and is released when it goes.
     ix.delete_job(&JobRef::job(NS, "solo"), T0 + 3000);
     assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);

@@ -55,12 +55,21 @@ fn a_jobset_is_one_workload_with_a_pod_set_per_replicated_job() {
     let wl = workload(&jobset(), false, |n| (n == "training").then_some(500), |_| None).unwrap();
     assert_eq!(wl.metadata.name.as_deref(), Some("jobset-pretrain"));
     let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
-    assert_eq!(sets, [("driver", 1), ("workers", 8)], "replicas × min(parallelism, completions)");
+    assert_eq!(
+        sets,
+        [("driver", 1), ("workers", 8)],
+        "replicas × min(parallelism, completions)"
+    );
     assert_eq!(wl.spec.queue_name, "team-a");
     assert_eq!(wl.spec.priority, Some(500));
     let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
-        (owner.api_version.as_str(), owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
         ("jobset.x-k8s.io/v1alpha2", "JobSet", "js-uid-1", Some(true))
     );
     let limits = wl.spec.pod_sets[1].template.spec.as_ref().unwrap().containers[0]
@@ -71,10 +80,16 @@ fn a_jobset_is_one_workload_with_a_pod_set_per_replicated_job() {
         .as_ref()
         .unwrap();
     assert_eq!(limits["nvidia.com/gpu"].0, "8");
-    assert_eq!(crate::job::owner_of(&wl).map(|(k, n, _)| (k, n)), Some((JobKind::JobSet, "pretrain")));
+    assert_eq!(
+        crate::job::owner_of(&wl).map(|(k, n, _)| (k, n)),
+        Some((JobKind::JobSet, "pretrain"))
+    );
 
     let v = view(&jobset(), false).unwrap();
-    assert_eq!((v.kind, v.suspended, v.finished, v.pods), (JobKind::JobSet, true, None, 3));
+    assert_eq!(
+        (v.kind, v.suspended, v.finished, v.pods),
+        (JobKind::JobSet, true, None, 3)
+    );
     assert_eq!(v.queue.as_deref(), Some("team-a"));
     assert!(!v.all_pods_ready(v.pods));
 }
@@ -107,9 +122,17 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     // The originals first (a merge patch: the object may have no
     // annotations), then one JSON patch guarded by the names.
     assert!(matches!(start[0].1, ObjPatch::Merge(_)));
-    let ObjPatch::Json(ops) = &start[1].1 else { panic!("{start:?}") };
-    assert_eq!(ops[0], json!({"op": "test", "path": "/spec/replicatedJobs/0/name", "value": "driver"}));
-    assert_eq!(ops[1], json!({"op": "test", "path": "/spec/replicatedJobs/1/name", "value": "workers"}));
+    let ObjPatch::Json(ops) = &start[1].1 else {
+        panic!("{start:?}")
+    };
+    assert_eq!(
+        ops[0],
+        json!({"op": "test", "path": "/spec/replicatedJobs/0/name", "value": "driver"})
+    );
+    assert_eq!(
+        ops[1],
+        json!({"op": "test", "path": "/spec/replicatedJobs/1/name", "value": "workers"})
+    );
     let started = apply(&js, &start);
     let pod = |v: &Value, i: usize| v["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"].clone();
     assert_eq!(started["spec"]["suspend"], json!(false));
@@ -121,7 +144,10 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
 
     // Starting again from the started object (a retry) changes nothing.
     let again = view(&started, false).unwrap();
-    assert_eq!(apply(&started, &integration::start_patches(&again, &flavors).unwrap()), started);
+    assert_eq!(
+        apply(&started, &integration::start_patches(&again, &flavors).unwrap()),
+        started
+    );
 
     // Evicted: suspended, then restored exactly.
     let mut suspended = started.clone();

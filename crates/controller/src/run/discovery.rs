@@ -1,0 +1,56 @@
+//! Which kinds the controller queues: `--integrations`, or by default
+//! every kind whose resource the API server serves, found once at start
+//! (a kind installed later needs a restart).
+
+use std::collections::BTreeSet;
+
+use kube::Client;
+
+use super::RunError;
+use crate::integration::JobKind;
+
+/// Whether the API server serves `kind`'s resource.
+async fn served(client: &Client, kind: JobKind) -> Result<bool, RunError> {
+    let ar = kind.api_resource();
+    match client.list_api_group_resources(&ar.api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == ar.plural)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(RunError::Discovery {
+            api_version: ar.api_version,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// The kinds to queue: batch/v1 Jobs always, and `requested` (each must
+/// be served), or with `None` every other kind the server serves. Logged.
+pub async fn integrations(client: &Client, requested: Option<&[JobKind]>) -> Result<BTreeSet<JobKind>, RunError> {
+    let mut kinds = BTreeSet::from([JobKind::Job]);
+    for kind in JobKind::ALL.into_iter().filter(|k| *k != JobKind::Job) {
+        let wanted = requested.is_none_or(|r| r.contains(&kind));
+        if !wanted {
+            continue;
+        }
+        if served(client, kind).await? {
+            kinds.insert(kind);
+        } else if requested.is_some() {
+            let ar = kind.api_resource();
+            return Err(RunError::NotServed {
+                kind: kind.flag_name(),
+                resource: format!("{}/{}", ar.api_version, ar.plural),
+            });
+        }
+    }
+    let names: Vec<&str> = kinds.iter().map(|k| k.flag_name()).collect();
+    let skipped: Vec<&str> = JobKind::ALL
+        .into_iter()
+        .filter(|k| !kinds.contains(k))
+        .map(|k| k.flag_name())
+        .collect();
+    tracing::info!(
+        queued = %names.join(", "),
+        not_served_or_not_asked = %skipped.join(", "),
+        "integrations (a kind installed later is picked up after a restart)"
+    );
+    Ok(kinds)
+}
