@@ -369,7 +369,7 @@ fn scoped_configurations(
             r.resources
                 .iter()
                 .flatten()
-                .any(|res| res == "jobs" || res.starts_with("jobs/"))
+                .any(|res| res == "jobs" || res.starts_with("jobs/") || res == "jobsets")
         });
         if is_job {
             scope(&mut w.namespace_selector);
@@ -903,5 +903,84 @@ async fn pods_in_the_gpu_operator_namespace_are_left_alone() -> Result<()> {
     }
     let pod = result.context("a GPU operator pod was refused")?;
     assert!(pod.spec.unwrap().runtime_class_name.is_none(), "left alone");
+    h.cleanup().await
+}
+
+/// Applies the minimal JobSet CRD of `tests/crds` and waits until it is served.
+async fn ensure_jobset_crd(client: &Client) -> Result<()> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/jobset.x-k8s.io_jobsets.yaml");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(
+        "jobsets.jobset.x-k8s.io",
+        &PatchParams::apply("sluice-e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !client
+        .list_api_group_resources("jobset.x-k8s.io/v1alpha2")
+        .await
+        .is_ok_and(|l| l.resources.iter().any(|r| r.name == "jobsets"))
+    {
+        if Instant::now() > deadline {
+            bail!("the JobSet CRD is not served after 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_only_the_controller_resumes_it()
+-> Result<()> {
+    let h = Harness::start(false).await?;
+    ensure_jobset_crd(&h.client).await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+    let template = json!({"spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never",
+        "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}}}});
+    let js: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "pretrain", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"replicatedJobs": [
+            {"name": "driver", "replicas": 1, "template": template.clone()},
+            {"name": "workers", "replicas": 2, "template": template}
+        ]}
+    }))?;
+    let created = api.create(&PostParams::default(), &js).await?;
+    anyhow::ensure!(
+        created.data["spec"]["suspend"] == json!(true),
+        "{:?}",
+        created.data["spec"]
+    );
+    for i in 0..2 {
+        let pod = &created.data["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"];
+        anyhow::ensure!(pod["runtimeClassName"] == json!(RUNTIME_CLASS), "template {i}: {pod}");
+        anyhow::ensure!(
+            pod["tolerations"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["key"] == json!("nvidia.com/gpu"))),
+            "template {i}: {pod}"
+        );
+    }
+    // A user cannot start it: only the controller unsuspends it.
+    let err = api
+        .patch(
+            "pretrain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .expect_err("a user unsuspended a queued JobSet");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("spec.suspend: cannot be changed"),
+        "{code} {message}"
+    );
     h.cleanup().await
 }

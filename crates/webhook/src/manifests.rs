@@ -9,6 +9,8 @@
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
 //! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
+//! | `queued-jobsets.mutate.sluice.dev` | JobSet CREATE with the queue label | Fail |
+//! | `jobsets.validate.sluice.dev` | JobSet UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
 //! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`
@@ -76,6 +78,10 @@ impl Default for ManifestOptions {
 }
 
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// JobSet's API group and version (a rule for a resource the server does
+/// not serve matches nothing: harmless where JobSet is not installed).
+const JOBSET_GROUP: &str = "jobset.x-k8s.io";
+const JOBSET_VERSION: &str = "v1alpha2";
 
 fn client_config(o: &ManifestOptions, ep: Endpoint) -> WebhookClientConfig {
     let ca_bundle = o.ca_bundle.clone().map(ByteString);
@@ -262,7 +268,16 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         selector(None, not_excluded(o)),
         None,
     );
-    let mut webhooks = vec![queued, default_queue, pods];
+    let jobsets = mutating(
+        o,
+        "queued-jobsets.mutate.sluice.dev",
+        Endpoint::MutateJobSets,
+        vec![rule(JOBSET_GROUP, JOBSET_VERSION, &["jobsets"], &["CREATE"])],
+        "Fail",
+        selector(None, not_excluded(o)),
+        selector(None, vec![req(&o.queue_label, "Exists", None)]),
+    );
+    let mut webhooks = vec![queued, default_queue, pods, jobsets];
     webhooks.extend(kueue);
     MutatingWebhookConfiguration {
         metadata: metadata(o),
@@ -282,6 +297,14 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
         // removed or changed is seen either way.
         selector(None, vec![req(&o.queue_label, "Exists", None)]),
     )];
+    hooks.push(validating(
+        o,
+        "jobsets.validate.sluice.dev",
+        Endpoint::ValidateJobSets,
+        vec![rule(JOBSET_GROUP, JOBSET_VERSION, &["jobsets"], &["UPDATE"])],
+        selector(None, not_excluded(o)),
+        selector(None, vec![req(&o.queue_label, "Exists", None)]),
+    ));
     if o.kueue_compat {
         hooks.push(validating(
             o,

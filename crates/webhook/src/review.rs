@@ -1,5 +1,5 @@
 //! AdmissionReview in, AdmissionReview out: decoding, dispatch by endpoint,
-//! and the Job rules. No I/O: the only outside knowledge comes from a
+//! and the rules (those of the queued kinds in `jobs`). No I/O: the only outside knowledge comes from a
 //! [`ClusterView`] (an informer cache).
 //!
 //! dryRun requests are handled exactly like real ones: the webhook has no
@@ -11,13 +11,14 @@ use base64::Engine as _;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::{DynamicObject, Status, TypeMeta};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::cache::ClusterView;
 use crate::config::WebhookConfig;
 use crate::gpu::{self, FixKind, SpecLocation};
-use crate::patch::{self, PatchOp, Pointer};
+use crate::patch::{self, PatchOp};
 use crate::validate::{self, SluiceKind};
+use jobs::Queued;
 
 /// The AdmissionReview version this webhook speaks.
 pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
@@ -32,15 +33,20 @@ pub enum Endpoint {
     MutateJobsDefaultQueue,
     MutatePods,
     ValidateJobs,
+    /// JobSets with the queue label (jobset.x-k8s.io/v1alpha2).
+    MutateJobSets,
+    ValidateJobSets,
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 9] = [
+    pub const ALL: [Endpoint; 11] = [
         Endpoint::MutateJobs,
         Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
         Endpoint::ValidateJobs,
+        Endpoint::MutateJobSets,
+        Endpoint::ValidateJobSets,
         Endpoint::Validate(SluiceKind::ClusterQueue),
         Endpoint::Validate(SluiceKind::LocalQueue),
         Endpoint::Validate(SluiceKind::ResourceFlavor),
@@ -55,6 +61,8 @@ impl Endpoint {
             Self::MutateJobsDefaultQueue => "/mutate/jobs/default-queue",
             Self::MutatePods => "/mutate/pods",
             Self::ValidateJobs => "/validate/jobs",
+            Self::MutateJobSets => "/mutate/jobsets",
+            Self::ValidateJobSets => "/validate/jobsets",
             Self::Validate(k) => k.path(),
         }
     }
@@ -68,6 +76,7 @@ impl Endpoint {
         match self {
             Self::MutateJobs | Self::MutateJobsDefaultQueue | Self::ValidateJobs => ("batch", "v1", "Job"),
             Self::MutatePods => ("", "v1", "Pod"),
+            Self::MutateJobSets | Self::ValidateJobSets => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
     }
@@ -203,10 +212,12 @@ impl Reviewer {
             ));
         }
         match endpoint {
-            Endpoint::MutateJobs => self.mutate_job(req, false),
-            Endpoint::MutateJobsDefaultQueue => self.mutate_job(req, true),
+            Endpoint::MutateJobs => self.mutate_queued(req, false, Queued::Job),
+            Endpoint::MutateJobsDefaultQueue => self.mutate_queued(req, true, Queued::Job),
             Endpoint::MutatePods => self.mutate_pod(req),
-            Endpoint::ValidateJobs => self.validate_job(req),
+            Endpoint::ValidateJobs => self.validate_queued(req, Queued::Job),
+            Endpoint::MutateJobSets => self.mutate_queued(req, false, Queued::JobSet),
+            Endpoint::ValidateJobSets => self.validate_queued(req, Queued::JobSet),
             Endpoint::Validate(k) => {
                 let mut d = Decision::default();
                 match validate::validate_sluice(k, req, &self.cfg) {
@@ -319,162 +330,6 @@ impl Reviewer {
         }
         d
     }
-
-    fn mutate_job(&self, req: &AdmissionRequest<DynamicObject>, opted_in: bool) -> Decision {
-        let mut d = Decision::default();
-        if req.operation != Operation::Create || self.excluded(req) {
-            return d;
-        }
-        let Some(obj) = &req.object else {
-            d.denials.push("object: missing from the CREATE request".to_owned());
-            return d;
-        };
-        // The API server always sends these; patches below assume them.
-        if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
-            d.denials
-                .push("metadata.name: required (or metadata.generateName)".to_owned());
-            return d;
-        }
-        if !obj.data.get("spec").is_some_and(Value::is_object) {
-            d.denials.push("spec: missing or not an object".to_owned());
-            return d;
-        }
-        let namespace = req
-            .namespace
-            .clone()
-            .or_else(|| obj.metadata.namespace.clone())
-            .unwrap_or_default();
-        let labels = obj.metadata.labels.as_ref();
-        let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
-        let queue = match labels.and_then(|l| l.get(label)) {
-            Some(q) if q.is_empty() => {
-                d.denials.push(format!(
-                    "metadata.labels[{label}]: is empty; it must name a LocalQueue in namespace {namespace:?}"
-                ));
-                return d;
-            }
-            Some(q) => {
-                if self.view.synced() && !self.view.local_queue_exists(&namespace, q) {
-                    d.warnings.push(format!(
-                        "sluice: LocalQueue {q:?} does not exist in namespace {namespace:?}; the Job stays suspended until it does"
-                    ));
-                }
-                Some(q.clone())
-            }
-            None if opted_in || self.view.default_queue_enabled(&namespace) => {
-                let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
-                // Until the cache has listed, "no LocalQueue default" is not
-                // known: queue the Job anyway (fail closed); it waits
-                // suspended until the LocalQueue exists.
-                let synced = self.view.synced();
-                if !synced || self.view.local_queue_exists(&namespace, default) {
-                    let labels_ptr = Pointer::from_plain("/metadata/labels");
-                    d.ops.push(if labels.is_none() {
-                        PatchOp::add(
-                            &labels_ptr,
-                            Value::Object(serde_json::Map::from_iter([(label.to_owned(), json!(default))])),
-                        )
-                    } else {
-                        PatchOp::add(&labels_ptr.key(label), json!(default))
-                    });
-                    d.warnings.push(format!(
-                        "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
-                    ));
-                    if !synced {
-                        d.warnings.push(format!(
-                            "sluice: the webhook has not yet listed LocalQueues, so it could not check that LocalQueue {default:?} exists in namespace {namespace:?}; the Job stays suspended until it does"
-                        ));
-                    }
-                    d.fixes.push(FixKind::QueueLabel);
-                    Some(default.to_owned())
-                } else {
-                    d.warnings.push(format!(
-                        "sluice: namespace {namespace:?} opts in to default queueing but has no LocalQueue {default:?}; the Job is not queued"
-                    ));
-                    None
-                }
-            }
-            None => None,
-        };
-        if let Some(q) = queue {
-            let suspended = obj.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
-            if !suspended {
-                d.ops
-                    .push(PatchOp::add(&Pointer::from_plain("/spec/suspend"), json!(true)));
-                d.warnings.push(format!(
-                    "sluice: set spec.suspend to true: the Job waits in LocalQueue {q:?} until Sluice admits it"
-                ));
-                d.fixes.push(FixKind::Suspend);
-            }
-        }
-        let template_labels: Option<std::collections::BTreeMap<String, String>> = obj
-            .data
-            .pointer("/spec/template/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok());
-        if let Some(spec) = obj.data.pointer("/spec/template/spec")
-            && !self.gpu_fixes_skipped(&namespace, template_labels.as_ref())
-        {
-            match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &SpecLocation::template()) {
-                Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod template (spec.template.metadata.labels)"),
-                Err(e) => d.denials.push(e.to_string()),
-            }
-        }
-        d
-    }
-
-    fn validate_job(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
-        let mut d = Decision::default();
-        if req.operation != Operation::Update {
-            return d;
-        }
-        let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
-            d.denials
-                .push("object, oldObject: both must be present in an UPDATE request".to_owned());
-            return d;
-        };
-        let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
-        let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
-        let get = |o: &DynamicObject| {
-            let labels = o.metadata.labels.as_ref();
-            let key = self.cfg.queue_label_of(labels)?;
-            labels.and_then(|l| l.get(key)).cloned()
-        };
-        let (before, after) = (get(old), get(new));
-        let suspended = |o: &DynamicObject| o.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
-        let running = |o: &DynamicObject| !suspended(o) && !job_finished(o);
-        let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
-        if before != after && (running(old) || running(new)) {
-            d.denials.push(format!(
-                "metadata.labels[{label}]: cannot change from {} to {} while the Job runs (spec.suspend is not true); suspend the Job first",
-                show(&before),
-                show(&after)
-            ));
-        }
-        // A queued Job starts only when Sluice admits it: only the
-        // controller (an admission writer) may unsuspend it.
-        let queued = before.as_ref().or(after.as_ref());
-        let user = req.user_info.username.as_deref().unwrap_or("");
-        // Taking the label off a suspended Job would make it unmanaged, free
-        // to be unsuspended by its owner: the same bypass in two steps.
-        if let (Some(q), None) = (&before, &after)
-            && suspended(old)
-            && !self.cfg.is_admission_writer(user)
-        {
-            d.denials.push(format!(
-                "metadata.labels[{label}]: cannot be removed by {user:?}: the Job waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the Job instead, or move it to another LocalQueue"
-            ));
-        }
-        if let Some(q) = queued
-            && suspended(old)
-            && !suspended(new)
-            && !self.cfg.is_admission_writer(user)
-        {
-            d.denials.push(format!(
-                "spec.suspend: cannot be changed from true to false by {user:?}: the Job waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the Job is admitted; leave spec.suspend true"
-            ));
-        }
-        d
-    }
 }
 
 fn gvk_string(group: &str, version: &str, kind: &str) -> String {
@@ -491,19 +346,6 @@ fn skipped(warning: String) -> Decision {
         skipped: true,
         ..Decision::default()
     }
-}
-
-/// Whether a Job has a Complete or Failed condition that is True.
-fn job_finished(o: &DynamicObject) -> bool {
-    o.data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
 }
 
 fn finish(types: &TypeMeta, req: &AdmissionRequest<DynamicObject>, d: Decision) -> Result<Reply, ReviewError> {
@@ -594,6 +436,8 @@ fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewE
     };
     serde_json::to_vec(&wire).map_err(|e| ReviewError::Encode(e.to_string()))
 }
+
+mod jobs;
 
 #[cfg(test)]
 mod tests;

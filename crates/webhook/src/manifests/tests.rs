@@ -14,7 +14,8 @@ fn mutating_entries_match_the_issue() {
         [
             "queued-jobs.mutate.sluice.dev",
             "default-queue-jobs.mutate.sluice.dev",
-            "pods.mutate.sluice.dev"
+            "pods.mutate.sluice.dev",
+            "queued-jobsets.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -32,6 +33,29 @@ fn mutating_entries_match_the_issue() {
         );
     }
     let (queued, default_queue, pods) = (&hooks[0], &hooks[1], &hooks[2]);
+    // JobSets: like queued Jobs, on their own path.
+    let jobsets = &hooks[3];
+    assert_eq!(jobsets.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(jobsets.object_selector, queued.object_selector);
+    let rule = &jobsets.rules.as_ref().unwrap()[0];
+    assert_eq!(
+        (
+            rule.api_groups.as_deref().unwrap(),
+            rule.api_versions.as_deref().unwrap(),
+            rule.resources.as_deref().unwrap(),
+            rule.operations.as_deref().unwrap()
+        ),
+        (
+            &["jobset.x-k8s.io".to_string()][..],
+            &["v1alpha2".to_string()][..],
+            &["jobsets".to_string()][..],
+            &["CREATE".to_string()][..]
+        )
+    );
+    assert_eq!(
+        jobsets.client_config.service.as_ref().unwrap().path.as_deref(),
+        Some("/mutate/jobsets")
+    );
     assert_eq!(queued.failure_policy.as_deref(), Some("Fail"));
     assert_eq!(default_queue.failure_policy.as_deref(), Some("Fail"));
     assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"));
@@ -101,6 +125,7 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         paths,
         [
             "/validate/jobs",
+            "/validate/jobsets",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/localqueues",
@@ -130,7 +155,13 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             .iter()
             .any(|e| e.key == "sluice.dev/queue" && e.operator == "Exists")
     );
-    let wl = hooks[5].rules.as_ref().unwrap();
+    // JobSets: the same check, on their own path.
+    assert_eq!(
+        hooks[1].rules.as_ref().unwrap()[0].resources.as_deref().unwrap(),
+        ["jobsets"]
+    );
+    assert_eq!(hooks[1].object_selector, hooks[0].object_selector);
+    let wl = hooks[6].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -267,6 +298,6 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        3
+        4
     );
 }

@@ -4,6 +4,7 @@ use super::*;
 use crate::cache::MemoryView;
 use crate::config::WebhookConfig;
 use crate::testing::{fixture, patch_of, reviewer_with};
+use serde_json::json;
 
 fn reviewer() -> Reviewer {
     reviewer_with(Arc::new(MemoryView::synced_with_nvidia_runtime_class()))
@@ -984,3 +985,5 @@ fn without_a_nvidia_runtime_class_none_is_written() {
     let patched = apply_reply(&review["request"]["object"], &reply);
     assert!(patched.pointer("/spec/template/spec/runtimeClassName").is_none());
 }
+
+mod jobsets;

@@ -1,0 +1,246 @@
+//! The rules for the objects Sluice queues (batch/v1 Jobs, JobSets):
+//! on CREATE, a queued object is suspended (and, for a Job in a namespace
+//! that opted in, given the default queue) and its pod templates get the
+//! GPU fixes; on UPDATE, only the controller may unsuspend it, and its
+//! queue label cannot be changed while it runs.
+
+use serde_json::{Value, json};
+
+use super::{Decision, Reviewer};
+use crate::gpu::{self, FixKind, SpecLocation};
+use crate::patch::{PatchOp, Pointer};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+
+/// A kind of object the webhook queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Queued {
+    Job,
+    JobSet,
+}
+
+impl Queued {
+    fn noun(self) -> &'static str {
+        match self {
+            Queued::Job => "Job",
+            Queued::JobSet => "JobSet",
+        }
+    }
+
+    /// Each pod template of `obj`: where its spec is, and the pointer of
+    /// its labels.
+    fn templates(self, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
+        match self {
+            Queued::Job => vec![(SpecLocation::template(), "/spec/template/metadata/labels".to_owned())],
+            Queued::JobSet => {
+                let n = obj
+                    .data
+                    .pointer("/spec/replicatedJobs")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                (0..n)
+                    .map(|i| {
+                        let base = format!("/spec/replicatedJobs/{i}/template/spec/template");
+                        (
+                            SpecLocation {
+                                pointer: Pointer::from_plain(&format!("{base}/spec")),
+                                field: format!("spec.replicatedJobs[{i}].template.spec.template.spec"),
+                            },
+                            format!("{base}/metadata/labels"),
+                        )
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Whether it has finished (its terminal condition is True).
+    fn finished(self, o: &DynamicObject) -> bool {
+        let terminal: &[&str] = match self {
+            Queued::Job => &["Complete", "Failed"],
+            Queued::JobSet => &["Completed", "Failed"],
+        };
+        o.data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| terminal.contains(&t))
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+            })
+    }
+}
+
+impl Reviewer {
+    pub(super) fn mutate_queued(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+        opted_in: bool,
+        kind: Queued,
+    ) -> Decision {
+        let noun = kind.noun();
+        let mut d = Decision::default();
+        if req.operation != Operation::Create || self.excluded(req) {
+            return d;
+        }
+        let Some(obj) = &req.object else {
+            d.denials.push("object: missing from the CREATE request".to_owned());
+            return d;
+        };
+        // The API server always sends these; patches below assume them.
+        if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
+            d.denials
+                .push("metadata.name: required (or metadata.generateName)".to_owned());
+            return d;
+        }
+        if !obj.data.get("spec").is_some_and(Value::is_object) {
+            d.denials.push("spec: missing or not an object".to_owned());
+            return d;
+        }
+        let namespace = req
+            .namespace
+            .clone()
+            .or_else(|| obj.metadata.namespace.clone())
+            .unwrap_or_default();
+        let labels = obj.metadata.labels.as_ref();
+        let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
+        let queue = match labels.and_then(|l| l.get(label)) {
+            Some(q) if q.is_empty() => {
+                d.denials.push(format!(
+                    "metadata.labels[{label}]: is empty; it must name a LocalQueue in namespace {namespace:?}"
+                ));
+                return d;
+            }
+            Some(q) => {
+                if self.view.synced() && !self.view.local_queue_exists(&namespace, q) {
+                    d.warnings.push(format!(
+                        "sluice: LocalQueue {q:?} does not exist in namespace {namespace:?}; the {noun} stays suspended until it does"
+                    ));
+                }
+                Some(q.clone())
+            }
+            None if opted_in || self.view.default_queue_enabled(&namespace) => {
+                let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
+                // Until the cache has listed, "no LocalQueue default" is not
+                // known: queue the Job anyway (fail closed); it waits
+                // suspended until the LocalQueue exists.
+                let synced = self.view.synced();
+                if !synced || self.view.local_queue_exists(&namespace, default) {
+                    let labels_ptr = Pointer::from_plain("/metadata/labels");
+                    d.ops.push(if labels.is_none() {
+                        PatchOp::add(
+                            &labels_ptr,
+                            Value::Object(serde_json::Map::from_iter([(label.to_owned(), json!(default))])),
+                        )
+                    } else {
+                        PatchOp::add(&labels_ptr.key(label), json!(default))
+                    });
+                    d.warnings.push(format!(
+                        "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
+                    ));
+                    if !synced {
+                        d.warnings.push(format!(
+                            "sluice: the webhook has not yet listed LocalQueues, so it could not check that LocalQueue {default:?} exists in namespace {namespace:?}; the {noun} stays suspended until it does"
+                        ));
+                    }
+                    d.fixes.push(FixKind::QueueLabel);
+                    Some(default.to_owned())
+                } else {
+                    d.warnings.push(format!(
+                        "sluice: namespace {namespace:?} opts in to default queueing but has no LocalQueue {default:?}; the {noun} is not queued"
+                    ));
+                    None
+                }
+            }
+            None => None,
+        };
+        if let Some(q) = queue {
+            let suspended = obj.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+            if !suspended {
+                d.ops
+                    .push(PatchOp::add(&Pointer::from_plain("/spec/suspend"), json!(true)));
+                d.warnings.push(format!(
+                    "sluice: set spec.suspend to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
+                ));
+                d.fixes.push(FixKind::Suspend);
+            }
+        }
+        for (at, labels_at) in kind.templates(obj) {
+            let template_labels: Option<std::collections::BTreeMap<String, String>> = obj
+                .data
+                .pointer(&labels_at)
+                .and_then(|l| serde_json::from_value(l.clone()).ok());
+            if let Some(spec) = obj.data.pointer(at.pointer.as_str())
+                && !self.gpu_fixes_skipped(&namespace, template_labels.as_ref())
+            {
+                let what = format!(
+                    "the pod template ({})",
+                    labels_at.trim_start_matches('/').replace('/', ".")
+                );
+                match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &at) {
+                    Ok(out) => d.absorb_gpu(out, &self.cfg, &what),
+                    Err(e) => d.denials.push(e.to_string()),
+                }
+            }
+        }
+        d
+    }
+
+    pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: Queued) -> Decision {
+        let noun = kind.noun();
+        let mut d = Decision::default();
+        if req.operation != Operation::Update {
+            return d;
+        }
+        let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+            d.denials
+                .push("object, oldObject: both must be present in an UPDATE request".to_owned());
+            return d;
+        };
+        let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
+        let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
+        let get = |o: &DynamicObject| {
+            let labels = o.metadata.labels.as_ref();
+            let key = self.cfg.queue_label_of(labels)?;
+            labels.and_then(|l| l.get(key)).cloned()
+        };
+        let (before, after) = (get(old), get(new));
+        let suspended = |o: &DynamicObject| o.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        let running = |o: &DynamicObject| !suspended(o) && !kind.finished(o);
+        let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
+        if before != after && (running(old) || running(new)) {
+            d.denials.push(format!(
+                "metadata.labels[{label}]: cannot change from {} to {} while the {noun} runs (spec.suspend is not true); suspend the {noun} first",
+                show(&before),
+                show(&after)
+            ));
+        }
+        // A queued Job starts only when Sluice admits it: only the
+        // controller (an admission writer) may unsuspend it.
+        let queued = before.as_ref().or(after.as_ref());
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        // Taking the label off a suspended Job would make it unmanaged, free
+        // to be unsuspended by its owner: the same bypass in two steps.
+        if let (Some(q), None) = (&before, &after)
+            && suspended(old)
+            && !self.cfg.is_admission_writer(user)
+        {
+            d.denials.push(format!(
+                "metadata.labels[{label}]: cannot be removed by {user:?}: the {noun} waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the {noun} instead, or move it to another LocalQueue"
+            ));
+        }
+        if let Some(q) = queued
+            && suspended(old)
+            && !suspended(new)
+            && !self.cfg.is_admission_writer(user)
+        {
+            d.denials.push(format!(
+                "spec.suspend: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave spec.suspend true"
+            ));
+        }
+        d
+    }
+}

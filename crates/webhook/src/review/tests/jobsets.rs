@@ -1,0 +1,101 @@
+//! JobSets: the recorded Job CREATE review with its Job turned into the
+//! template of a JobSet's two replicated Jobs.
+
+use super::*;
+
+/// The recorded Job CREATE (4 pods × 2 GPUs, queued in team-a) as a
+/// JobSet CREATE: a driver and workers with the recorded Job's spec.
+fn jobset_review(suspend: Option<bool>) -> Value {
+    let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
+    let job = review["request"]["object"].clone();
+    let gvk = json!({"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet"});
+    let gvr = json!({"group": "jobset.x-k8s.io", "version": "v1alpha2", "resource": "jobsets"});
+    review["request"]["kind"] = gvk.clone();
+    review["request"]["requestKind"] = gvk;
+    review["request"]["resource"] = gvr.clone();
+    review["request"]["requestResource"] = gvr;
+    let mut spec = job["spec"].clone();
+    spec.as_object_mut().unwrap().remove("suspend");
+    let mut js = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "pretrain", "namespace": job["metadata"]["namespace"],
+                     "labels": job["metadata"]["labels"]},
+        "spec": {"replicatedJobs": [
+            {"name": "driver", "replicas": 1, "template": {"spec": spec.clone()}},
+            {"name": "workers", "replicas": 2, "template": {"spec": spec}}
+        ]}
+    });
+    if let Some(s) = suspend {
+        js["spec"]["suspend"] = json!(s);
+    }
+    review["request"]["object"] = js;
+    review
+}
+
+#[test]
+fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
+    let r = reviewer();
+    let review = jobset_review(None);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateJobSets, &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    assert_eq!(patched["spec"]["suspend"], true);
+    // The same fixes the recorded Job gets, in both pod templates.
+    let job = review_applied(
+        &r,
+        Endpoint::MutateJobs,
+        &fixture("admissionreview-request-job-create-before-jsonpatch.json"),
+    )
+    .1;
+    for i in 0..2 {
+        let pod = &patched["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"];
+        assert!(
+            !pod["tolerations"].is_null() && !pod["runtimeClassName"].is_null(),
+            "{pod}"
+        );
+        assert_eq!(
+            pod["runtimeClassName"],
+            job["spec"]["template"]["spec"]["runtimeClassName"]
+        );
+        assert_eq!(pod["tolerations"], job["spec"]["template"]["spec"]["tolerations"]);
+        assert_eq!(pod["affinity"], job["spec"]["template"]["spec"]["affinity"]);
+    }
+    let warnings = response_of(&reply)["warnings"].to_string();
+    assert!(warnings.contains("the JobSet waits in LocalQueue"), "{warnings}");
+    // Already suspended: only the GPU fixes.
+    let (reply, _) = review_applied(&r, Endpoint::MutateJobSets, &jobset_review(Some(true)));
+    assert!(!reply.fixes.contains(&FixKind::Suspend));
+    // A Job review posted to the JobSet path is not a JobSet: allowed unchanged.
+    let reply = r
+        .handle(
+            Endpoint::MutateJobSets,
+            &body(&fixture("admissionreview-request-job-create-before-jsonpatch.json")),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Skipped);
+}
+
+#[test]
+fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
+    let r = Reviewer::new(
+        WebhookConfig::default().with_own_namespace("sluice-system"),
+        Arc::new(MemoryView::synced_with_nvidia_runtime_class()),
+    );
+    let mut review = jobset_review(Some(false));
+    review["request"]["operation"] = json!("UPDATE");
+    let mut old = review["request"]["object"].clone();
+    old["spec"]["suspend"] = json!(true);
+    review["request"]["oldObject"] = old;
+    let reply = r.handle(Endpoint::ValidateJobSets, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let msg = reply.response.result.message.clone();
+    assert!(
+        msg.starts_with("spec.suspend: cannot be changed from true to false by \"alice@example.com\"")
+            && msg.contains("the JobSet is admitted"),
+        "{msg}"
+    );
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobSets, &body(&review)).unwrap().verdict,
+        Verdict::Allowed
+    );
+}
