@@ -200,3 +200,20 @@ fn finished_and_ready_come_from_the_jobset_status() {
         "jobset.sigs.k8s.io/jobset-uid=js-uid-1"
     );
 }
+
+#[test]
+fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
+    use sluice_api::Validate;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/jobs/jobset-pretrain.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut obj: Value = serde_saphyr::from_str(&text).unwrap();
+    obj["metadata"]["uid"] = json!("uid-1");
+    let wl = workload(&obj, false, |n| (n == "training").then_some(100), |_| None).unwrap();
+    wl.check().unwrap();
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("coordinator", 1), ("workers", 8)]);
+    assert_eq!(wl.spec.queue_name, "team-a");
+    assert_eq!(wl.spec.priority, Some(100));
+    let spec = sluice_convert::adapter::workload(&wl, 100, 0).unwrap();
+    assert_eq!(spec.pod_sets.len(), 2);
+}
