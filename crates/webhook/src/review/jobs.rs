@@ -107,7 +107,12 @@ impl Reviewer {
             .unwrap_or_default();
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
+        // A JobSet's child Job (with the queue label its template carried):
+        // its JobSet is what is queued and what Sluice suspends; holding
+        // the child would keep it from ever running.
+        let part_of_queued = kind == Queued::Job && made_by_jobset(obj);
         let queue = match labels.and_then(|l| l.get(label)) {
+            Some(_) if part_of_queued => None,
             Some(q) if q.is_empty() => {
                 d.denials.push(format!(
                     "metadata.labels[{label}]: is empty; it must name a LocalQueue in namespace {namespace:?}"
@@ -122,7 +127,7 @@ impl Reviewer {
                 }
                 Some(q.clone())
             }
-            None if opted_in || self.view.default_queue_enabled(&namespace) => {
+            None if !part_of_queued && (opted_in || self.view.default_queue_enabled(&namespace)) => {
                 let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
                 // Until the cache has listed, "no LocalQueue default" is not
                 // known: queue the Job anyway (fail closed); it waits
@@ -200,6 +205,10 @@ impl Reviewer {
                 .push("object, oldObject: both must be present in an UPDATE request".to_owned());
             return d;
         };
+        if kind == Queued::Job && made_by_jobset(old) {
+            // Its JobSet controller suspends and resumes it with the JobSet.
+            return d;
+        }
         let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
         let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
         let get = |o: &DynamicObject| {
@@ -243,4 +252,13 @@ impl Reviewer {
         }
         d
     }
+}
+
+/// Whether a Job is controlled by a JobSet (its child).
+fn made_by_jobset(o: &DynamicObject) -> bool {
+    o.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.kind == "JobSet" && r.api_version.starts_with("jobset.x-k8s.io/"))
 }

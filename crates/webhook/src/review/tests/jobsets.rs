@@ -99,3 +99,29 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
         Verdict::Allowed
     );
 }
+
+#[test]
+fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
+    let r = reviewer();
+    let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
+    review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "pretrain",
+        "uid": "js-uid", "controller": true, "blockOwnerDeletion": true}]);
+    review["request"]["object"]["spec"]["suspend"] = json!(false);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    assert!(!reply.fixes.contains(&FixKind::Suspend), "{:?}", reply.fixes);
+    assert_eq!(patched["spec"]["suspend"], json!(false));
+    // Its GPU fixes still apply.
+    assert_eq!(patched["spec"]["template"]["spec"]["runtimeClassName"], "nvidia");
+    // The JobSet controller resumes it: allowed.
+    let mut update = fixture("admissionreview-request-job-update-unsuspend.json");
+    for which in ["object", "oldObject"] {
+        update["request"][which]["metadata"]["ownerReferences"] =
+            review["request"]["object"]["metadata"]["ownerReferences"].clone();
+    }
+    update["request"]["userInfo"]["username"] = json!("system:serviceaccount:jobset-system:jobset-controller-manager");
+    assert_eq!(
+        r.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        Verdict::Allowed
+    );
+}
