@@ -580,3 +580,29 @@ pub async fn install_crds(client: &Client) -> Result<()> {
     }
     Ok(())
 }
+
+/// Applies (server-side) the CRD in `tests/crds/<file>` — a stand-in for
+/// another project's kind — and waits until the API server serves
+/// `plural` in `api_version`.
+pub async fn install_crd_file(client: &Client, file: &str, api_version: &str, plural: &str) -> Result<()> {
+    let path = format!("{}/crds/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).with_context(|| format!("parsing {path}"))?;
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch(&name, &PatchParams::apply("sluice-e2e").force(), &Patch::Apply(&crd))
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+    wait_for(
+        &format!("{api_version} {plural} served"),
+        Duration::from_secs(30),
+        || async {
+            let served = client
+                .list_api_group_resources(api_version)
+                .await
+                .is_ok_and(|l| l.resources.iter().any(|r| r.name == plural));
+            Ok(served.then_some(()))
+        },
+    )
+    .await
+}

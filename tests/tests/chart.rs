@@ -1005,6 +1005,19 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             // blockOwnerDeletion on their Workloads' owner references
             expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
             expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
+            // Kubeflow PyTorchJobs and MPIJobs: the same
+            expect(
+                &["get", "list", "watch", "patch"],
+                "kubeflow.org",
+                &["pytorchjobs", "mpijobs"],
+                "",
+            ),
+            expect(
+                &["update"],
+                "kubeflow.org",
+                &["pytorchjobs/finalizers", "mpijobs/finalizers"],
+                "",
+            ),
             expect(
                 &["patch"],
                 "sluice.dev",

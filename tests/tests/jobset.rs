@@ -12,10 +12,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use sluice_e2e::cluster::{Cluster, wait_for};
+use sluice_e2e::cluster::{Cluster, install_crd_file, wait_for};
 use sluice_e2e::ensure_eq;
 
 const T: Duration = Duration::from_secs(60);
@@ -33,23 +32,12 @@ fn jobset_resource() -> ApiResource {
 
 /// Applies the JobSet CRD and waits until it is served.
 async fn install_jobset_crd(c: &Cluster) -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/jobset.x-k8s.io_jobsets.yaml");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
-    let api: Api<CustomResourceDefinition> = Api::all(c.client.clone());
-    api.patch(
-        "jobsets.jobset.x-k8s.io",
-        &PatchParams::apply("sluice-e2e").force(),
-        &Patch::Apply(&crd),
+    install_crd_file(
+        &c.client,
+        "jobset.x-k8s.io_jobsets.yaml",
+        "jobset.x-k8s.io/v1alpha2",
+        "jobsets",
     )
-    .await?;
-    wait_for("the JobSet CRD served", T, || async {
-        let served = c
-            .client
-            .list_api_group_resources("jobset.x-k8s.io/v1alpha2")
-            .await
-            .is_ok_and(|l| l.resources.iter().any(|r| r.name == "jobsets"));
-        Ok(served.then_some(()))
-    })
     .await
 }
 

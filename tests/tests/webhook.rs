@@ -366,10 +366,11 @@ fn scoped_configurations(
     let mut v = validating_configuration(opts);
     for w in v.webhooks.iter_mut().flatten() {
         let is_job = w.rules.iter().flatten().any(|r| {
-            r.resources
-                .iter()
-                .flatten()
-                .any(|res| res == "jobs" || res.starts_with("jobs/") || res == "jobsets")
+            r.resources.iter().flatten().any(|res| {
+                res == "jobs"
+                    || res.starts_with("jobs/")
+                    || ["jobsets", "pytorchjobs", "mpijobs"].contains(&res.as_str())
+            })
         });
         if is_job {
             scope(&mut w.namespace_selector);
@@ -713,7 +714,10 @@ fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
     }
     let mut sluice_kinds = 0;
     for w in v.webhooks.iter().flatten() {
-        if w.name.starts_with("jobs.") || w.name.starts_with("jobsets.") {
+        if ["jobs.", "jobsets.", "pytorchjobs.", "mpijobs."]
+            .iter()
+            .any(|p| w.name.starts_with(p))
+        {
             assert!(has_run(&w.namespace_selector), "{}", w.name);
         } else {
             // Cluster-scoped kinds ignore namespaceSelector: only an
@@ -906,37 +910,18 @@ async fn pods_in_the_gpu_operator_namespace_are_left_alone() -> Result<()> {
     h.cleanup().await
 }
 
-/// Applies the minimal JobSet CRD of `tests/crds` and waits until it is served.
-async fn ensure_jobset_crd(client: &Client) -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/jobset.x-k8s.io_jobsets.yaml");
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch(
-        "jobsets.jobset.x-k8s.io",
-        &PatchParams::apply("sluice-e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !client
-        .list_api_group_resources("jobset.x-k8s.io/v1alpha2")
-        .await
-        .is_ok_and(|l| l.resources.iter().any(|r| r.name == "jobsets"))
-    {
-        if Instant::now() > deadline {
-            bail!("the JobSet CRD is not served after 30 s");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
-}
-
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_only_the_controller_resumes_it()
 -> Result<()> {
     let h = Harness::start(false).await?;
-    ensure_jobset_crd(&h.client).await?;
+    sluice_e2e::cluster::install_crd_file(
+        &h.client,
+        "jobset.x-k8s.io_jobsets.yaml",
+        "jobset.x-k8s.io/v1alpha2",
+        "jobsets",
+    )
+    .await?;
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
         "jobsets",

@@ -333,7 +333,7 @@ pub fn restoration_patch(job: &Job) -> Result<Option<Value>, JobError> {
 
 /// Merge patch of a map: `target`'s entries, and `null` for every current
 /// key that `target` lacks (the whole map is `null` when `target` is empty).
-fn selector_patch(current: Option<&BTreeMap<String, String>>, target: &BTreeMap<String, String>) -> Value {
+pub(crate) fn selector_patch(current: Option<&BTreeMap<String, String>>, target: &BTreeMap<String, String>) -> Value {
     if target.is_empty() {
         return Value::Null;
     }
@@ -393,6 +393,9 @@ pub fn slim_template(t: &mut k8s_openapi::api::core::v1::PodTemplateSpec) {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TemplateDirectives {
     pub pod_set: String,
+    /// Where the template is in its object: a JobSet's replicated Job's
+    /// name, a Kubeflow job's role (a Job's: its pod set's name).
+    pub key: String,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub tolerations: Option<Vec<Toleration>>,
 }
@@ -461,6 +464,7 @@ impl JobView {
             started: has_started(job),
             templates: vec![TemplateDirectives {
                 pod_set: MAIN_POD_SET.into(),
+                key: MAIN_POD_SET.into(),
                 node_selector: pod.and_then(|p| p.node_selector.clone()),
                 tolerations: pod.and_then(|p| p.tolerations.clone()),
             }],

@@ -425,7 +425,7 @@ impl Writer {
                     // server version (1.27+ also sets the prefixed label).
                     let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
                     let lp = ListParams::default()
-                        .labels(&job.kind.pods_selector(uid))
+                        .labels(&job.kind.pods_selector(job.name(), uid))
                         .fields("status.phase!=Succeeded,status.phase!=Failed")
                         .limit(1);
                     api.list_metadata(&lp).await.map(|l| (l.items.is_empty(), None))

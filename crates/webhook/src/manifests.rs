@@ -9,8 +9,8 @@
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
 //! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
-//! | `queued-jobsets.mutate.sluice.dev` | JobSet CREATE with the queue label | Fail |
-//! | `jobsets.validate.sluice.dev` | JobSet UPDATE with the queue label (old or new) | Fail |
+//! | `queued-{jobsets,pytorchjobs,mpijobs}.mutate.sluice.dev` | JobSet, PyTorchJob, MPIJob CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
+//! | `{jobsets,pytorchjobs,mpijobs}.validate.sluice.dev` | their UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
 //! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`
@@ -26,7 +26,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 
-use crate::review::Endpoint;
+use crate::review::{Endpoint, Queued};
 use crate::validate::{GROUP, SluiceKind, VERSION};
 
 /// How the API server reaches the webhook.
@@ -78,10 +78,6 @@ impl Default for ManifestOptions {
 }
 
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-/// JobSet's API group and version (a rule for a resource the server does
-/// not serve matches nothing: harmless where JobSet is not installed).
-const JOBSET_GROUP: &str = "jobset.x-k8s.io";
-const JOBSET_VERSION: &str = "v1alpha2";
 
 fn client_config(o: &ManifestOptions, ep: Endpoint) -> WebhookClientConfig {
     let ca_bundle = o.ca_bundle.clone().map(ByteString);
@@ -268,16 +264,19 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         selector(None, not_excluded(o)),
         None,
     );
-    let jobsets = mutating(
-        o,
-        "queued-jobsets.mutate.sluice.dev",
-        Endpoint::MutateJobSets,
-        vec![rule(JOBSET_GROUP, JOBSET_VERSION, &["jobsets"], &["CREATE"])],
-        "Fail",
-        selector(None, not_excluded(o)),
-        selector(None, vec![req(&o.queue_label, "Exists", None)]),
-    );
-    let mut webhooks = vec![queued, default_queue, pods, jobsets];
+    let mut webhooks = vec![queued, default_queue, pods];
+    for k in Queued::OTHERS {
+        let (group, version, _) = k.gvk();
+        webhooks.push(mutating(
+            o,
+            &format!("queued-{}.mutate.sluice.dev", k.plural()),
+            Endpoint::MutateQueued(k),
+            vec![rule(group, version, &[k.plural()], &["CREATE"])],
+            "Fail",
+            selector(None, not_excluded(o)),
+            selector(None, vec![req(&o.queue_label, "Exists", None)]),
+        ));
+    }
     webhooks.extend(kueue);
     MutatingWebhookConfiguration {
         metadata: metadata(o),
@@ -297,14 +296,17 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
         // removed or changed is seen either way.
         selector(None, vec![req(&o.queue_label, "Exists", None)]),
     )];
-    hooks.push(validating(
-        o,
-        "jobsets.validate.sluice.dev",
-        Endpoint::ValidateJobSets,
-        vec![rule(JOBSET_GROUP, JOBSET_VERSION, &["jobsets"], &["UPDATE"])],
-        selector(None, not_excluded(o)),
-        selector(None, vec![req(&o.queue_label, "Exists", None)]),
-    ));
+    for k in Queued::OTHERS {
+        let (group, version, _) = k.gvk();
+        hooks.push(validating(
+            o,
+            &format!("{}.validate.sluice.dev", k.plural()),
+            Endpoint::ValidateQueued(k),
+            vec![rule(group, version, &[k.plural()], &["UPDATE"])],
+            selector(None, not_excluded(o)),
+            selector(None, vec![req(&o.queue_label, "Exists", None)]),
+        ));
+    }
     if o.kueue_compat {
         hooks.push(validating(
             o,

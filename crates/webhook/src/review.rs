@@ -18,7 +18,7 @@ use crate::config::WebhookConfig;
 use crate::gpu::{self, FixKind, SpecLocation};
 use crate::patch::{self, PatchOp};
 use crate::validate::{self, SluiceKind};
-use jobs::Queued;
+pub use jobs::Queued;
 
 /// The AdmissionReview version this webhook speaks.
 pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
@@ -33,20 +33,25 @@ pub enum Endpoint {
     MutateJobsDefaultQueue,
     MutatePods,
     ValidateJobs,
-    /// JobSets with the queue label (jobset.x-k8s.io/v1alpha2).
-    MutateJobSets,
-    ValidateJobSets,
+    /// Objects of the other queued kinds (JobSet, PyTorchJob, MPIJob)
+    /// with the queue label: CREATE, and UPDATE.
+    MutateQueued(Queued),
+    ValidateQueued(Queued),
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 11] = [
+    pub const ALL: [Endpoint; 15] = [
         Endpoint::MutateJobs,
         Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
         Endpoint::ValidateJobs,
-        Endpoint::MutateJobSets,
-        Endpoint::ValidateJobSets,
+        Endpoint::MutateQueued(Queued::JobSet),
+        Endpoint::ValidateQueued(Queued::JobSet),
+        Endpoint::MutateQueued(Queued::PyTorchJob),
+        Endpoint::ValidateQueued(Queued::PyTorchJob),
+        Endpoint::MutateQueued(Queued::MpiJob),
+        Endpoint::ValidateQueued(Queued::MpiJob),
         Endpoint::Validate(SluiceKind::ClusterQueue),
         Endpoint::Validate(SluiceKind::LocalQueue),
         Endpoint::Validate(SluiceKind::ResourceFlavor),
@@ -61,8 +66,8 @@ impl Endpoint {
             Self::MutateJobsDefaultQueue => "/mutate/jobs/default-queue",
             Self::MutatePods => "/mutate/pods",
             Self::ValidateJobs => "/validate/jobs",
-            Self::MutateJobSets => "/mutate/jobsets",
-            Self::ValidateJobSets => "/validate/jobsets",
+            Self::MutateQueued(k) => k.mutate_path(),
+            Self::ValidateQueued(k) => k.validate_path(),
             Self::Validate(k) => k.path(),
         }
     }
@@ -76,7 +81,7 @@ impl Endpoint {
         match self {
             Self::MutateJobs | Self::MutateJobsDefaultQueue | Self::ValidateJobs => ("batch", "v1", "Job"),
             Self::MutatePods => ("", "v1", "Pod"),
-            Self::MutateJobSets | Self::ValidateJobSets => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+            Self::MutateQueued(k) | Self::ValidateQueued(k) => k.gvk(),
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
     }
@@ -216,8 +221,8 @@ impl Reviewer {
             Endpoint::MutateJobsDefaultQueue => self.mutate_queued(req, true, Queued::Job),
             Endpoint::MutatePods => self.mutate_pod(req),
             Endpoint::ValidateJobs => self.validate_queued(req, Queued::Job),
-            Endpoint::MutateJobSets => self.mutate_queued(req, false, Queued::JobSet),
-            Endpoint::ValidateJobSets => self.validate_queued(req, Queued::JobSet),
+            Endpoint::MutateQueued(k) => self.mutate_queued(req, false, k),
+            Endpoint::ValidateQueued(k) => self.validate_queued(req, k),
             Endpoint::Validate(k) => {
                 let mut d = Decision::default();
                 match validate::validate_sluice(k, req, &self.cfg) {
@@ -437,7 +442,7 @@ fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewE
     serde_json::to_vec(&wire).map_err(|e| ReviewError::Encode(e.to_string()))
 }
 
-mod jobs;
+pub mod jobs;
 
 #[cfg(test)]
 mod tests;

@@ -56,6 +56,8 @@ impl Kind {
             Kind::Workload => "InvalidWorkload",
             Kind::Job => "InvalidJob",
             Kind::JobSet => "InvalidJobSet",
+            Kind::PyTorchJob => "InvalidPyTorchJob",
+            Kind::MpiJob => "InvalidMPIJob",
         }
     }
 }
@@ -88,7 +90,7 @@ impl Index {
         };
         let api_version = match kind {
             Kind::Job => "batch/v1",
-            Kind::JobSet => crate::integration::jobset::API_VERSION,
+            Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob => kind.queued().map_or("", |k| k.api_version()),
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::Namespace => "v1",
             _ => "sluice.dev/v1alpha1",

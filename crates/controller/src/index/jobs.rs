@@ -22,7 +22,14 @@ impl Kind {
         match kind {
             JobKind::Job => Kind::Job,
             JobKind::JobSet => Kind::JobSet,
+            JobKind::PyTorchJob => Kind::PyTorchJob,
+            JobKind::MpiJob => Kind::MpiJob,
         }
+    }
+
+    /// The queued kind this is, if it is one.
+    pub fn queued(self) -> Option<JobKind> {
+        JobKind::ALL.into_iter().find(|k| Kind::of_job(*k) == self)
     }
 }
 
@@ -34,20 +41,22 @@ impl Index {
         self.apply_job_view(view, Some(Full::Job(j)), now_ms);
     }
 
-    /// A JobSet as observed (its JSON); a malformed one is recorded and skipped.
-    pub fn apply_jobset(&mut self, obj: &serde_json::Value, now_ms: i64) {
-        match integration::jobset::view(obj, self.config.kueue_compat) {
+    /// An object of `kind` (a JobSet, a Kubeflow job) as observed (its
+    /// JSON); a malformed one is recorded and skipped.
+    pub fn apply_object(&mut self, kind: JobKind, obj: &serde_json::Value, now_ms: i64) {
+        let ik = Kind::of_job(kind);
+        match integration::view(kind, obj, self.config.kueue_compat) {
             Ok(view) => {
                 let key = format!("{}/{}", view.namespace, view.name);
                 // It was malformed before: no longer.
                 if self
                     .errors
-                    .get(&(Kind::JobSet, key.clone()))
+                    .get(&(ik, key.clone()))
                     .is_some_and(|e| e.reason.starts_with("job_"))
                 {
-                    self.clear_error(Kind::JobSet, &key);
+                    self.clear_error(ik, &key);
                 }
-                self.apply_job_view(view, Some(Full::JobSet(obj)), now_ms)
+                self.apply_job_view(view, Some(Full::Dynamic(kind, obj)), now_ms)
             }
             Err(err) => {
                 let key = format!(
@@ -55,7 +64,7 @@ impl Index {
                     obj["metadata"]["namespace"].as_str().unwrap_or_default(),
                     obj["metadata"]["name"].as_str().unwrap_or_default()
                 );
-                self.record_error(Kind::JobSet, key, err.metric_label(), err.to_string());
+                self.record_error(ik, key, err.metric_label(), err.to_string());
             }
         }
     }
@@ -118,7 +127,7 @@ impl Index {
     }
 
     /// Objects to read again from the API server and pass to
-    /// [`Index::apply_job`] or [`Index::apply_jobset`].
+    /// [`Index::apply_job`] or [`Index::apply_object`].
     pub fn take_refetch(&mut self) -> Vec<JobRef> {
         std::mem::take(&mut self.refetch).into_iter().collect()
     }

@@ -89,12 +89,14 @@ pub enum Kind {
     Workload,
     Job,
     JobSet,
+    PyTorchJob,
+    MpiJob,
 }
 
 impl Kind {
     /// Every kind, in the order a new leader's index is built in
     /// (configuration, then Workloads, then the objects queued).
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::ResourceFlavor,
         Kind::ClusterQueue,
         Kind::LocalQueue,
@@ -104,6 +106,8 @@ impl Kind {
         Kind::Workload,
         Kind::Job,
         Kind::JobSet,
+        Kind::PyTorchJob,
+        Kind::MpiJob,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -117,6 +121,8 @@ impl Kind {
             Kind::Workload => "Workload",
             Kind::Job => "Job",
             Kind::JobSet => "JobSet",
+            Kind::PyTorchJob => "PyTorchJob",
+            Kind::MpiJob => "MPIJob",
         }
     }
 }
@@ -152,9 +158,9 @@ impl IndexConfig {
     /// [`IndexConfig::integrations`], and every kind that is not a queued
     /// object.
     pub fn watches(&self, kind: Kind) -> bool {
-        match kind {
-            Kind::JobSet => self.integrations.contains(&JobKind::JobSet),
-            _ => true,
+        match kind.queued() {
+            Some(k) => self.integrations.contains(&k),
+            None => true,
         }
     }
 }

@@ -181,6 +181,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
                 let pod = rj.template.spec.as_ref().and_then(|s| s.template.spec.as_ref());
                 TemplateDirectives {
                     pod_set: rj.name.clone(),
+                    key: rj.name.clone(),
                     node_selector: pod.and_then(|p| p.node_selector.clone()),
                     tolerations: pod.and_then(|p| p.tolerations.clone()),
                 }

@@ -9,6 +9,8 @@
 //! | `batch/v1` Job | [`crate::job`] | `job-<name>` | `main` |
 //! | multi-Job gang of Jobs | [`crate::gang`] | `gang-<gang>` | one per Job |
 //! | `jobset.x-k8s.io/v1alpha2` JobSet | [`jobset`] | `jobset-<name>` | one per replicated Job |
+//! | `kubeflow.org/v1` PyTorchJob | [`kubeflow`] | `pytorchjob-<name>` | one per role (master, worker) |
+//! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
 //!
 //! A new kind is a file here with the same functions as [`jobset`], a
 //! variant of [`JobKind`], and its watch.
@@ -22,6 +24,7 @@ use sluice_api::v1alpha1::ResourceFlavor;
 use crate::job::{self, JobError, JobView};
 
 pub mod jobset;
+pub mod kubeflow;
 
 /// A kind of workload object Sluice queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -31,15 +34,21 @@ pub enum JobKind {
     Job,
     /// `jobset.x-k8s.io/v1alpha2` JobSet.
     JobSet,
+    /// `kubeflow.org/v1` PyTorchJob.
+    PyTorchJob,
+    /// `kubeflow.org/v2beta1` MPIJob.
+    MpiJob,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 2] = [JobKind::Job, JobKind::JobSet];
+    pub const ALL: [JobKind; 4] = [JobKind::Job, JobKind::JobSet, JobKind::PyTorchJob, JobKind::MpiJob];
 
     pub fn api_version(self) -> &'static str {
         match self {
             JobKind::Job => "batch/v1",
             JobKind::JobSet => jobset::API_VERSION,
+            JobKind::PyTorchJob => "kubeflow.org/v1",
+            JobKind::MpiJob => "kubeflow.org/v2beta1",
         }
     }
 
@@ -47,6 +56,8 @@ impl JobKind {
         match self {
             JobKind::Job => "Job",
             JobKind::JobSet => jobset::KIND,
+            JobKind::PyTorchJob => "PyTorchJob",
+            JobKind::MpiJob => "MPIJob",
         }
     }
 
@@ -55,6 +66,8 @@ impl JobKind {
         match self {
             JobKind::Job => "batch/job",
             JobKind::JobSet => "jobset.x-k8s.io/jobset",
+            JobKind::PyTorchJob => "kubeflow.org/pytorchjob",
+            JobKind::MpiJob => "kubeflow.org/mpijob",
         }
     }
 
@@ -73,6 +86,19 @@ impl JobKind {
                 kind: jobset::KIND.into(),
                 plural: jobset::PLURAL.into(),
             },
+            JobKind::PyTorchJob | JobKind::MpiJob => {
+                let (version, plural) = match self {
+                    JobKind::PyTorchJob => ("v1", "pytorchjobs"),
+                    _ => ("v2beta1", "mpijobs"),
+                };
+                ApiResource {
+                    group: kubeflow::GROUP.into(),
+                    version: version.into(),
+                    api_version: self.api_version().into(),
+                    kind: self.kind().into(),
+                    plural: plural.into(),
+                }
+            }
         }
     }
 
@@ -81,14 +107,17 @@ impl JobKind {
         match self {
             JobKind::Job => job::workload_name(name),
             JobKind::JobSet => jobset::workload_name(name),
+            JobKind::PyTorchJob => format!("pytorchjob-{name}"),
+            JobKind::MpiJob => format!("mpijob-{name}"),
         }
     }
 
-    /// The label selector of the pods of its object with uid `uid`.
-    pub fn pods_selector(self, uid: &str) -> String {
+    /// The label selector of the pods of its object `name` with uid `uid`.
+    pub fn pods_selector(self, name: &str, uid: &str) -> String {
         match self {
             JobKind::Job => format!("controller-uid={uid}"),
             JobKind::JobSet => format!("{}={uid}", jobset::UID_LABEL),
+            JobKind::PyTorchJob | JobKind::MpiJob => format!("{}={name}", kubeflow::NAME_LABEL),
         }
     }
 }
@@ -108,6 +137,7 @@ pub fn suspend_patch(kind: JobKind) -> ObjPatch {
     match kind {
         JobKind::Job => ObjPatch::Merge(job::suspend_patch()),
         JobKind::JobSet => ObjPatch::Merge(jobset::suspend_patch()),
+        JobKind::PyTorchJob | JobKind::MpiJob => ObjPatch::Merge(kubeflow::suspend_patch()),
     }
 }
 
@@ -134,6 +164,10 @@ pub fn start_patches(
             .into_iter()
             .map(|p| (false, p))
             .collect()),
+        JobKind::PyTorchJob | JobKind::MpiJob => Ok(vec![(
+            false,
+            ObjPatch::Merge(kubeflow::injection_patch(view, flavors)?),
+        )]),
     }
 }
 
@@ -157,6 +191,9 @@ pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError
             .flatten()
             .map(|p| (false, p))
             .collect()),
+        JobKind::PyTorchJob | JobKind::MpiJob => Ok(kubeflow::restoration_patch(view)?
+            .map(|p| vec![(false, ObjPatch::Merge(p))])
+            .unwrap_or_default()),
     }
 }
 
@@ -164,8 +201,8 @@ pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError
 #[derive(Clone, Copy, Debug)]
 pub enum Full<'a> {
     Job(&'a k8s_openapi::api::batch::v1::Job),
-    /// A JobSet's JSON.
-    JobSet(&'a Value),
+    /// An object of another kind, as JSON.
+    Dynamic(JobKind, &'a Value),
 }
 
 impl Full<'_> {
@@ -178,7 +215,31 @@ impl Full<'_> {
     ) -> Result<sluice_api::v1alpha1::Workload, JobError> {
         match self {
             Full::Job(j) => job::workload_for_job(j, kueue_compat, workload_class, pod_class),
-            Full::JobSet(v) => jobset::workload(v, kueue_compat, workload_class, pod_class),
+            Full::Dynamic(JobKind::Job, v) => {
+                let j = serde_json::from_value(v.clone()).map_err(|e| JobError::Invalid {
+                    field: "Job".into(),
+                    problem: e.to_string(),
+                })?;
+                job::workload_for_job(&j, kueue_compat, workload_class, pod_class)
+            }
+            Full::Dynamic(JobKind::JobSet, v) => jobset::workload(v, kueue_compat, workload_class, pod_class),
+            Full::Dynamic(kind, v) => kubeflow::workload(kind, v, kueue_compat, workload_class, pod_class),
         }
+    }
+}
+
+/// The view of an object of a kind other than batch/v1 Job, from its JSON.
+pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+    match kind {
+        JobKind::Job => {
+            let j: k8s_openapi::api::batch::v1::Job =
+                serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
+                    field: "Job".into(),
+                    problem: e.to_string(),
+                })?;
+            Ok(JobView::of(&j, kueue_compat))
+        }
+        JobKind::JobSet => jobset::view(obj, kueue_compat),
+        JobKind::PyTorchJob | JobKind::MpiJob => kubeflow::view(kind, obj, kueue_compat),
     }
 }

@@ -34,10 +34,10 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::Workload(x) => ix.apply_workload(x.clone(), now),
         Obj::Job(x) => ix.apply_job(&**x, now),
         Obj::JobView(v) => ix.apply_job_view((**v).clone(), None, now),
-        Obj::JobSet(v) => ix.apply_jobset(v, now),
-        Obj::JobSetJson(bytes) => match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(v) => ix.apply_jobset(&v, now),
-            Err(e) => ix.report_malformed(Kind::JobSet, "(cached)", &e.to_string()),
+        Obj::Dynamic(kind, v) => ix.apply_object(*kind, v, now),
+        Obj::DynamicJson(kind, bytes) => match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(v) => ix.apply_object(*kind, &v, now),
+            Err(e) => ix.report_malformed(Kind::of_job(*kind), "(cached)", &e.to_string()),
         },
         Obj::JobJson(bytes) => match serde_json::from_slice::<Job>(bytes) {
             Ok(j) => ix.apply_job(j, now),
@@ -64,7 +64,11 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::Namespace => ix.delete_namespace(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
-        Kind::JobSet => ix.delete_job(&JobRef::new(JobKind::JobSet, split.namespace, split.name), now),
+        Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob => {
+            if let Some(k) = kind.queued() {
+                ix.delete_job(&JobRef::new(k, split.namespace, split.name), now);
+            }
+        }
     }
 }
 
@@ -163,21 +167,21 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         }
                     }
                 }
-                Obj::JobSet(v) => {
+                Obj::Dynamic(jk, v) => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    let wl_key = format!("{ns}/{}", JobKind::JobSet.workload_name(name));
+                    let wl_key = format!("{ns}/{}", jk.workload_name(name));
                     let has_workload = cache
                         .objects
                         .get(&Kind::Workload)
                         .is_some_and(|m| m.contains_key(&wl_key));
-                    match crate::integration::jobset::view(&v, cache.kueue_compat) {
+                    match crate::integration::view(jk, &v, cache.kueue_compat) {
                         Ok(view) if has_workload => Obj::JobView(Box::new(view)),
                         // Its Workload is still to be made from it.
                         Ok(_) => match serde_json::to_vec(&*v) {
-                            Ok(bytes) => Obj::JobSetJson(bytes.into()),
-                            Err(_) => Obj::JobSet(v),
+                            Ok(bytes) => Obj::DynamicJson(jk, bytes.into()),
+                            Err(_) => Obj::Dynamic(jk, v),
                         },
-                        Err(e) => Obj::Malformed(Kind::JobSet, key.clone(), e.to_string()),
+                        Err(e) => Obj::Malformed(Kind::of_job(jk), key.clone(), e.to_string()),
                     }
                 }
                 Obj::Workload(w) => {
@@ -203,9 +207,9 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                             Obj::JobJson(bytes) => serde_json::from_slice::<Job>(bytes)
                                 .ok()
                                 .map(|j| crate::job::JobView::of(&j, compat)),
-                            Obj::JobSetJson(bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
+                            Obj::DynamicJson(jk, bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
                                 .ok()
-                                .and_then(|v| crate::integration::jobset::view(&v, compat).ok()),
+                                .and_then(|v| crate::integration::view(*jk, &v, compat).ok()),
                             _ => None,
                         };
                         if let Some(view) = view {

@@ -237,7 +237,7 @@ pub(super) async fn event_loop(
                                 .await
                                 .map(|r| r.map(|o| o.map(|j| serde_json::to_value(j).unwrap_or_default())))
                         }
-                        JobKind::JobSet => {
+                        _ => {
                             let ar = key.kind.api_resource();
                             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), key.namespace(), &ar);
                             tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
@@ -253,7 +253,7 @@ pub(super) async fn event_loop(
                                     Ok(j) => ix.apply_job(j, now_ms()),
                                     Err(e) => ix.report_malformed(Kind::Job, &key.to_string(), &e.to_string()),
                                 },
-                                JobKind::JobSet => ix.apply_jobset(&v, now_ms()),
+                                other => ix.apply_object(other, &v, now_ms()),
                             }
                         }
                         Ok(Ok(None)) => {}

@@ -49,10 +49,12 @@ pub(super) enum Obj {
     /// A Job without a Workload yet: compact JSON of the whole Job, which
     /// its Workload is created from.
     JobJson(Arc<[u8]>),
-    /// A JobSet (its JSON) as observed.
-    JobSet(Arc<serde_json::Value>),
-    /// A JobSet without a Workload yet, as the cache keeps it: compact JSON.
-    JobSetJson(Arc<[u8]>),
+    /// An object of another kind Sluice queues (a JobSet, a Kubeflow job),
+    /// its JSON as observed.
+    Dynamic(JobKind, Arc<serde_json::Value>),
+    /// Such an object without a Workload yet, as the cache keeps it:
+    /// compact JSON.
+    DynamicJson(JobKind, Arc<[u8]>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -68,7 +70,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::Workload(_) | Obj::WorkloadJson(_) | Obj::Indexed => Kind::Workload,
         Obj::Job(_) | Obj::JobJson(_) => Kind::Job,
         Obj::JobView(v) => Kind::of_job(v.kind),
-        Obj::JobSet(_) | Obj::JobSetJson(_) => Kind::JobSet,
+        Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::of_job(*k),
         Obj::Malformed(k, ..) => *k,
     }
 }
@@ -83,8 +85,8 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
-        Obj::JobSet(v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
-        Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::JobSetJson(_) | Obj::Malformed(..) => {
+        Obj::Dynamic(_, v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
+        Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::DynamicJson(..) | Obj::Malformed(..) => {
             String::new()
         }
     }
@@ -201,18 +203,18 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
         )),
     ];
-    if cfg.index.integrations.contains(&JobKind::JobSet) {
-        let ar = JobKind::JobSet.api_resource();
+    for kind in cfg.index.integrations.iter().copied().filter(|k| *k != JobKind::Job) {
+        let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let js_cfg = if cfg.index.kueue_compat {
+        let obj_cfg = if cfg.index.kueue_compat {
             watcher::Config::default()
         } else {
             watcher::Config::default().labels(sluice_api::labels::QUEUE)
         };
         streams.push(Box::pin(events(
-            watcher(api, js_cfg),
-            Kind::JobSet,
-            |o: DynamicObject| Obj::JobSet(Arc::new(serde_json::to_value(o).unwrap_or_default())),
+            watcher(api, obj_cfg),
+            Kind::of_job(kind),
+            move |o: DynamicObject| Obj::Dynamic(kind, Arc::new(serde_json::to_value(o).unwrap_or_default())),
             |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
         )));
     }

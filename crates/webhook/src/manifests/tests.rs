@@ -15,7 +15,9 @@ fn mutating_entries_match_the_issue() {
             "queued-jobs.mutate.sluice.dev",
             "default-queue-jobs.mutate.sluice.dev",
             "pods.mutate.sluice.dev",
-            "queued-jobsets.mutate.sluice.dev"
+            "queued-jobsets.mutate.sluice.dev",
+            "queued-pytorchjobs.mutate.sluice.dev",
+            "queued-mpijobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -126,6 +128,8 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         [
             "/validate/jobs",
             "/validate/jobsets",
+            "/validate/pytorchjobs",
+            "/validate/mpijobs",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/localqueues",
@@ -161,7 +165,13 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         ["jobsets"]
     );
     assert_eq!(hooks[1].object_selector, hooks[0].object_selector);
-    let wl = hooks[6].rules.as_ref().unwrap();
+    for (i, plural, group) in [(2, "pytorchjobs", "kubeflow.org"), (3, "mpijobs", "kubeflow.org")] {
+        let rule = &hooks[i].rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_deref().unwrap(), [plural]);
+        assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
+        assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
+    }
+    let wl = hooks[8].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -298,6 +308,6 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        4
+        6
     );
 }

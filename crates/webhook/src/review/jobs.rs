@@ -13,17 +13,81 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 
 /// A kind of object the webhook queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Queued {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Queued {
     Job,
+    /// jobset.x-k8s.io/v1alpha2 JobSet.
     JobSet,
+    /// kubeflow.org/v1 PyTorchJob.
+    PyTorchJob,
+    /// kubeflow.org/v2beta1 MPIJob.
+    MpiJob,
 }
 
 impl Queued {
-    fn noun(self) -> &'static str {
+    /// The kinds with endpoints of their own (batch/v1 Job has its own).
+    pub const OTHERS: [Queued; 3] = [Queued::JobSet, Queued::PyTorchJob, Queued::MpiJob];
+
+    pub fn noun(self) -> &'static str {
         match self {
             Queued::Job => "Job",
             Queued::JobSet => "JobSet",
+            Queued::PyTorchJob => "PyTorchJob",
+            Queued::MpiJob => "MPIJob",
+        }
+    }
+
+    /// (group, version, kind).
+    pub fn gvk(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Queued::Job => ("batch", "v1", "Job"),
+            Queued::JobSet => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+            Queued::PyTorchJob => ("kubeflow.org", "v1", "PyTorchJob"),
+            Queued::MpiJob => ("kubeflow.org", "v2beta1", "MPIJob"),
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            Queued::Job => "jobs",
+            Queued::JobSet => "jobsets",
+            Queued::PyTorchJob => "pytorchjobs",
+            Queued::MpiJob => "mpijobs",
+        }
+    }
+
+    pub fn mutate_path(self) -> &'static str {
+        match self {
+            Queued::Job => "/mutate/jobs",
+            Queued::JobSet => "/mutate/jobsets",
+            Queued::PyTorchJob => "/mutate/pytorchjobs",
+            Queued::MpiJob => "/mutate/mpijobs",
+        }
+    }
+
+    pub fn validate_path(self) -> &'static str {
+        match self {
+            Queued::Job => "/validate/jobs",
+            Queued::JobSet => "/validate/jobsets",
+            Queued::PyTorchJob => "/validate/pytorchjobs",
+            Queued::MpiJob => "/validate/mpijobs",
+        }
+    }
+
+    /// Where its suspend flag is (a JSON pointer) and its field path.
+    fn suspend_at(self) -> (&'static str, &'static str) {
+        match self {
+            Queued::PyTorchJob | Queued::MpiJob => ("/spec/runPolicy/suspend", "spec.runPolicy.suspend"),
+            _ => ("/spec/suspend", "spec.suspend"),
+        }
+    }
+
+    /// The Kubeflow field holding its roles.
+    fn roles_field(self) -> Option<&'static str> {
+        match self {
+            Queued::PyTorchJob => Some("pytorchReplicaSpecs"),
+            Queued::MpiJob => Some("mpiReplicaSpecs"),
+            _ => None,
         }
     }
 
@@ -32,6 +96,28 @@ impl Queued {
     fn templates(self, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
         match self {
             Queued::Job => vec![(SpecLocation::template(), "/spec/template/metadata/labels".to_owned())],
+            Queued::PyTorchJob | Queued::MpiJob => {
+                let field = self.roles_field().unwrap_or_default();
+                let roles: Vec<String> = obj
+                    .data
+                    .pointer(&format!("/spec/{field}"))
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                roles
+                    .into_iter()
+                    .map(|role| {
+                        let base = format!("/spec/{field}/{}/template", role.replace('~', "~0").replace('/', "~1"));
+                        (
+                            SpecLocation {
+                                pointer: Pointer::from_plain(&format!("{base}/spec")),
+                                field: format!("spec.{field}.{role}.template.spec"),
+                            },
+                            format!("{base}/metadata/labels"),
+                        )
+                    })
+                    .collect()
+            }
             Queued::JobSet => {
                 let n = obj
                     .data
@@ -59,6 +145,7 @@ impl Queued {
         let terminal: &[&str] = match self {
             Queued::Job => &["Complete", "Failed"],
             Queued::JobSet => &["Completed", "Failed"],
+            Queued::PyTorchJob | Queued::MpiJob => &["Succeeded", "Failed"],
         };
         o.data
             .pointer("/status/conditions")
@@ -163,12 +250,20 @@ impl Reviewer {
             None => None,
         };
         if let Some(q) = queue {
-            let suspended = obj.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+            let (at, field) = kind.suspend_at();
+            let suspended = obj.data.pointer(at) == Some(&Value::Bool(true));
             if !suspended {
-                d.ops
-                    .push(PatchOp::add(&Pointer::from_plain("/spec/suspend"), json!(true)));
+                // Its parent may be missing (a Kubeflow job without runPolicy).
+                let parent = &at[..at.rfind('/').unwrap_or(0)];
+                d.ops.push(
+                    if parent == "/spec" || obj.data.pointer(parent).is_some_and(Value::is_object) {
+                        PatchOp::add(&Pointer::from_plain(at), json!(true))
+                    } else {
+                        PatchOp::add(&Pointer::from_plain(parent), json!({"suspend": true}))
+                    },
+                );
                 d.warnings.push(format!(
-                    "sluice: set spec.suspend to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
+                    "sluice: set {field} to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
                 ));
                 d.fixes.push(FixKind::Suspend);
             }
@@ -217,12 +312,13 @@ impl Reviewer {
             labels.and_then(|l| l.get(key)).cloned()
         };
         let (before, after) = (get(old), get(new));
-        let suspended = |o: &DynamicObject| o.data.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        let (suspend_at, suspend_field) = kind.suspend_at();
+        let suspended = |o: &DynamicObject| o.data.pointer(suspend_at) == Some(&Value::Bool(true));
         let running = |o: &DynamicObject| !suspended(o) && !kind.finished(o);
         let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
         if before != after && (running(old) || running(new)) {
             d.denials.push(format!(
-                "metadata.labels[{label}]: cannot change from {} to {} while the {noun} runs (spec.suspend is not true); suspend the {noun} first",
+                "metadata.labels[{label}]: cannot change from {} to {} while the {noun} runs ({suspend_field} is not true); suspend the {noun} first",
                 show(&before),
                 show(&after)
             ));
@@ -247,7 +343,7 @@ impl Reviewer {
             && !self.cfg.is_admission_writer(user)
         {
             d.denials.push(format!(
-                "spec.suspend: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave spec.suspend true"
+                "{suspend_field}: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave {suspend_field} true"
             ));
         }
         d

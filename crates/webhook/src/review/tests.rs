@@ -987,3 +987,4 @@ fn without_a_nvidia_runtime_class_none_is_written() {
 }
 
 mod jobsets;
+mod kubeflow;

@@ -196,7 +196,7 @@ fn finished_and_ready_come_from_the_jobset_status() {
     js["status"]["conditions"] = json!([{"type": "Failed", "status": "True"}]);
     assert_eq!(view(&js, false).unwrap().finished, Some(false));
     assert_eq!(
-        JobKind::JobSet.pods_selector("js-uid-1"),
+        JobKind::JobSet.pods_selector("pretrain", "js-uid-1"),
         "jobset.sigs.k8s.io/jobset-uid=js-uid-1"
     );
 }

@@ -36,7 +36,7 @@ fn jobset_review(suspend: Option<bool>) -> Value {
 fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
     let r = reviewer();
     let review = jobset_review(None);
-    let (reply, patched) = review_applied(&r, Endpoint::MutateJobSets, &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(Queued::JobSet), &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     assert_eq!(patched["spec"]["suspend"], true);
     // The same fixes the recorded Job gets, in both pod templates.
@@ -62,12 +62,12 @@ fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
     let warnings = response_of(&reply)["warnings"].to_string();
     assert!(warnings.contains("the JobSet waits in LocalQueue"), "{warnings}");
     // Already suspended: only the GPU fixes.
-    let (reply, _) = review_applied(&r, Endpoint::MutateJobSets, &jobset_review(Some(true)));
+    let (reply, _) = review_applied(&r, Endpoint::MutateQueued(Queued::JobSet), &jobset_review(Some(true)));
     assert!(!reply.fixes.contains(&FixKind::Suspend));
     // A Job review posted to the JobSet path is not a JobSet: allowed unchanged.
     let reply = r
         .handle(
-            Endpoint::MutateJobSets,
+            Endpoint::MutateQueued(Queued::JobSet),
             &body(&fixture("admissionreview-request-job-create-before-jsonpatch.json")),
         )
         .unwrap();
@@ -85,7 +85,9 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
     let mut old = review["request"]["object"].clone();
     old["spec"]["suspend"] = json!(true);
     review["request"]["oldObject"] = old;
-    let reply = r.handle(Endpoint::ValidateJobSets, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(Queued::JobSet), &body(&review))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let msg = reply.response.result.message.clone();
     assert!(
@@ -95,7 +97,9 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
     );
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
     assert_eq!(
-        r.handle(Endpoint::ValidateJobSets, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(Queued::JobSet), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
 }

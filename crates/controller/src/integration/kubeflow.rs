@@ -1,0 +1,362 @@
+//! Kubeflow training jobs, as pure functions over their JSON:
+//! `kubeflow.org/v1` PyTorchJob (`spec.pytorchReplicaSpecs`: Master,
+//! Worker) and `kubeflow.org/v2beta1` MPIJob (`spec.mpiReplicaSpecs`:
+//! Launcher, Worker). Both are a map of roles, each `replicas` pods of a
+//! pod template.
+//!
+//! - Workload `<kind>-<name>` (`pytorchjob-`, `mpijob-`), one pod set per
+//!   role, named after it in lower case, of `replicas` pods (default 1)
+//!   of its template; controller owner reference to the job.
+//! - Suspended and resumed through `spec.runPolicy.suspend` (the training
+//!   operator deletes and recreates the pods).
+//! - Admission injects each role's flavors into its pod template
+//!   (`spec.<replicaSpecs>.<Role>.template.spec`) with one merge patch (the
+//!   roles are map keys, so nothing can be patched in the wrong place);
+//!   what the user wrote is kept in [`ORIGINAL_SCHEDULING`] (pod set →
+//!   directives) and put back on eviction.
+//! - Finished: condition `Succeeded` or `Failed`. Ready: condition
+//!   `Running` (as Kueue reads these jobs).
+//! - Its pods carry [`NAME_LABEL`] (the job's name).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sluice_api::labels;
+use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+
+use super::JobKind;
+use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
+
+pub const GROUP: &str = "kubeflow.org";
+/// Label the training operator puts on a job's pods: the job's name.
+pub const NAME_LABEL: &str = "training.kubeflow.org/job-name";
+
+/// The field of a kind's spec that holds its roles.
+pub fn replica_specs_field(kind: JobKind) -> &'static str {
+    match kind {
+        JobKind::MpiJob => "mpiReplicaSpecs",
+        _ => "pytorchReplicaSpecs",
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Object {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<Value>,
+    #[serde(default)]
+    status: Option<Status>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplicaSpec {
+    #[serde(default)]
+    replicas: Option<i32>,
+    #[serde(default)]
+    template: PodTemplateSpec,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Status {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Condition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
+/// A parsed job: its metadata, suspend flag and roles (sorted by role).
+struct Parsed {
+    metadata: ObjectMeta,
+    suspend: bool,
+    roles: BTreeMap<String, ReplicaSpec>,
+    status: Status,
+}
+
+fn parse(kind: JobKind, obj: &Value) -> Result<Parsed, JobError> {
+    let o: Object = serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
+        field: kind.kind().into(),
+        problem: e.to_string(),
+    })?;
+    let spec = o.spec.ok_or(JobError::Missing { field: "spec" })?;
+    let field = replica_specs_field(kind);
+    let raw = spec.get(field).cloned().unwrap_or(Value::Null);
+    let roles: BTreeMap<String, ReplicaSpec> = serde_json::from_value(raw).map_err(|e| JobError::Invalid {
+        field: format!("spec.{field}"),
+        problem: format!("must map each role to its replicas and template: {e}"),
+    })?;
+    if roles.is_empty() {
+        return Err(JobError::Invalid {
+            field: format!("spec.{field}"),
+            problem: "must name at least one role".into(),
+        });
+    }
+    for (role, rs) in &roles {
+        if let Some(r) = rs.replicas
+            && r < 0
+        {
+            return Err(JobError::Invalid {
+                field: format!("spec.{field}.{role}.replicas"),
+                problem: format!("{r} must not be negative"),
+            });
+        }
+        if role.is_empty() || !role.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(JobError::Invalid {
+                field: format!("spec.{field}.{role}"),
+                problem: "a role name must be letters, digits and '-' (it names a pod set)".into(),
+            });
+        }
+    }
+    let suspend = spec
+        .pointer("/runPolicy/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Parsed {
+        metadata: o.metadata,
+        suspend,
+        roles,
+        status: o.status.unwrap_or_default(),
+    })
+}
+
+fn recorded(raw: Option<&str>) -> Result<Option<BTreeMap<String, SchedulingDirectives>>, JobError> {
+    raw.map(|r| serde_json::from_str(r).map_err(|e| JobError::BadAnnotation(e.to_string())))
+        .transpose()
+}
+
+fn pod_set_name(role: &str) -> String {
+    role.to_ascii_lowercase()
+}
+
+/// What the index keeps of a job of `kind`.
+pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+    let p = parse(kind, obj)?;
+    let is_true = |t: &str| p.status.conditions.iter().any(|c| c.type_ == t && c.status == "True");
+    let finished = if is_true("Succeeded") {
+        Some(true)
+    } else if is_true("Failed") {
+        Some(false)
+    } else {
+        None
+    };
+    let pods: i32 = p.roles.values().map(|r| r.replicas.unwrap_or(1)).sum();
+    let meta = &p.metadata;
+    Ok(JobView {
+        kind,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        queue: meta
+            .labels
+            .as_ref()
+            .and_then(|l| labels::queue_name(l, kueue_compat))
+            .map(String::from),
+        suspended: p.suspend,
+        finished,
+        // The operator reports Running once every pod runs.
+        ready: Some(if is_true("Running") { pods } else { 0 }),
+        succeeded: 0,
+        pods,
+        live: 0,
+        reports_terminating: false,
+        started: false,
+        templates: p
+            .roles
+            .iter()
+            .map(|(role, rs)| {
+                let pod = rs.template.spec.as_ref();
+                TemplateDirectives {
+                    pod_set: pod_set_name(role),
+                    key: role.clone(),
+                    node_selector: pod.and_then(|p| p.node_selector.clone()),
+                    tolerations: pod.and_then(|p| p.tolerations.clone()),
+                }
+            })
+            .collect(),
+        original: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+            .cloned(),
+        gang: None,
+        managed: false,
+    })
+}
+
+/// The Workload of a queued job of `kind` (without status).
+pub fn workload(
+    kind: JobKind,
+    obj: &Value,
+    kueue_compat: bool,
+    workload_class: impl Fn(&str) -> Option<i32>,
+    pod_class: impl Fn(&str) -> Option<i32>,
+) -> Result<Workload, JobError> {
+    let p = parse(kind, obj)?;
+    let meta = &p.metadata;
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or(JobError::Missing { field: "metadata.name" })?;
+    let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
+        field: "metadata.namespace",
+    })?;
+    let uid = meta.uid.as_deref().ok_or(JobError::Missing { field: "metadata.uid" })?;
+    let queue = meta
+        .labels
+        .as_ref()
+        .and_then(|l| labels::queue_name(l, kueue_compat))
+        .ok_or(JobError::NotQueued)?;
+    let originals = recorded(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+            .map(String::as_str),
+    )?;
+    let mut pod_sets = Vec::with_capacity(p.roles.len());
+    for (role, rs) in &p.roles {
+        let ps = pod_set_name(role);
+        let mut template = rs.template.clone();
+        if let Some(original) = originals.as_ref().and_then(|o| o.get(&ps))
+            && let Some(pod) = template.spec.as_mut()
+        {
+            pod.node_selector = original.node_selector.clone();
+            pod.tolerations = original.tolerations.clone();
+        }
+        pod_sets.push(PodSet {
+            name: ps,
+            count: rs.replicas.unwrap_or(1),
+            min_count: None,
+            template,
+        });
+    }
+    let template_class = pod_sets
+        .iter()
+        .find_map(|p| p.template.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()));
+    let (priority, class) = job::priority_of(meta.labels.as_ref(), template_class, workload_class, pod_class);
+    let mut owner = job::owner_reference(name, uid, true);
+    owner.api_version = kind.api_version().into();
+    owner.kind = kind.kind().into();
+    Ok(Workload {
+        metadata: ObjectMeta {
+            name: Some(kind.workload_name(name)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: queue.to_string(),
+            priority: Some(priority),
+            priority_class_name: class,
+            active: true,
+        },
+        status: None,
+    })
+}
+
+/// The merge patch that suspends a job (`spec.runPolicy.suspend`).
+pub fn suspend_patch() -> Value {
+    json!({"spec": {"runPolicy": {"suspend": true}}})
+}
+
+/// The merge patch of one role's directives: `target`, removing what the
+/// template has that `target` lacks.
+fn role_patch(t: &TemplateDirectives, target: &SchedulingDirectives) -> Value {
+    let mut pod = Map::new();
+    let selector = target.node_selector.clone().unwrap_or_default();
+    pod.insert(
+        "nodeSelector".into(),
+        job::selector_patch(t.node_selector.as_ref(), &selector),
+    );
+    pod.insert(
+        "tolerations".into(),
+        match target.tolerations.as_ref().filter(|v| !v.is_empty()) {
+            Some(v) => serde_json::to_value(v).expect("tolerations serialise"),
+            None => Value::Null,
+        },
+    );
+    json!({"template": {"spec": pod}})
+}
+
+fn originals_of(view: &JobView) -> Result<BTreeMap<String, SchedulingDirectives>, JobError> {
+    Ok(match recorded(view.original.as_deref())? {
+        Some(o) => o,
+        None => view
+            .templates
+            .iter()
+            .map(|t| {
+                (
+                    t.pod_set.clone(),
+                    SchedulingDirectives {
+                        node_selector: t.node_selector.clone(),
+                        tolerations: t.tolerations.clone(),
+                    },
+                )
+            })
+            .collect(),
+    })
+}
+
+/// The merge patch that admits a suspended job: the originals recorded
+/// (unless already), each role's pod template given its pod set's
+/// flavors' node labels and tolerations on top of the original, and
+/// `spec.runPolicy.suspend: false`.
+pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceFlavor>>) -> Result<Value, JobError> {
+    let originals = originals_of(view)?;
+    let mut roles = Map::new();
+    for t in &view.templates {
+        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
+        let mut selector = original.node_selector.clone().unwrap_or_default();
+        let mut tolerations = original.tolerations.clone().unwrap_or_default();
+        for f in flavors.get(&t.pod_set).into_iter().flatten() {
+            selector.extend(f.spec.node_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            for tol in &f.spec.tolerations {
+                if !tolerations.contains(tol) {
+                    tolerations.push(tol.clone());
+                }
+            }
+        }
+        let target = SchedulingDirectives {
+            node_selector: Some(selector),
+            tolerations: Some(tolerations),
+        };
+        roles.insert(t.key.clone(), role_patch(t, &target));
+    }
+    let recorded = serde_json::to_string(&originals).expect("directives serialise");
+    let field = replica_specs_field(view.kind);
+    Ok(json!({
+        "metadata": {"annotations": {ORIGINAL_SCHEDULING: recorded}},
+        "spec": {field: roles, "runPolicy": {"suspend": false}},
+    }))
+}
+
+/// The merge patch that puts back every role's recorded directives and
+/// drops the annotation; `None` when nothing was injected.
+pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
+    let Some(originals) = recorded(view.original.as_deref())? else {
+        return Ok(None);
+    };
+    let mut roles = Map::new();
+    for t in &view.templates {
+        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
+        roles.insert(t.key.clone(), role_patch(t, &original));
+    }
+    let field = replica_specs_field(view.kind);
+    Ok(Some(json!({
+        "metadata": {"annotations": {ORIGINAL_SCHEDULING: null}},
+        "spec": {field: roles},
+    })))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,80 @@
+//! Kubeflow jobs: the recorded Job CREATE review with its pod template as
+//! the roles of a PyTorchJob.
+
+use super::*;
+
+/// The recorded Job CREATE as a PyTorchJob CREATE: Master and Worker with
+/// the recorded Job's pod template, and no runPolicy.
+fn pytorchjob_review() -> Value {
+    let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
+    let job = review["request"]["object"].clone();
+    let gvk = json!({"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"});
+    let gvr = json!({"group": "kubeflow.org", "version": "v1", "resource": "pytorchjobs"});
+    review["request"]["kind"] = gvk.clone();
+    review["request"]["requestKind"] = gvk;
+    review["request"]["resource"] = gvr.clone();
+    review["request"]["requestResource"] = gvr;
+    let template = job["spec"]["template"].clone();
+    review["request"]["object"] = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": job["metadata"]["namespace"], "labels": job["metadata"]["labels"]},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": template.clone()},
+            "Worker": {"replicas": 3, "template": template}
+        }}
+    });
+    review
+}
+
+#[test]
+fn a_queued_pytorchjob_is_suspended_through_its_run_policy_and_every_role_is_fixed() {
+    let r = reviewer();
+    let review = pytorchjob_review();
+    let ep = Endpoint::MutateQueued(Queued::PyTorchJob);
+    let (reply, patched) = review_applied(&r, ep, &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    // No runPolicy: the whole object is added.
+    assert_eq!(patched["spec"]["runPolicy"], json!({"suspend": true}));
+    for role in ["Master", "Worker"] {
+        let pod = &patched["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"];
+        assert_eq!(pod["runtimeClassName"], "nvidia", "{role}: {pod}");
+        assert!(!pod["tolerations"].is_null(), "{role}: {pod}");
+    }
+    let warnings = response_of(&reply)["warnings"].to_string();
+    assert!(
+        warnings.contains("set spec.runPolicy.suspend to true: the PyTorchJob waits"),
+        "{warnings}"
+    );
+    // With a runPolicy: only its suspend is added, the rest kept.
+    let mut review = pytorchjob_review();
+    review["request"]["object"]["spec"]["runPolicy"] = json!({"cleanPodPolicy": "None"});
+    let (_, patched) = review_applied(&r, ep, &review);
+    assert_eq!(
+        patched["spec"]["runPolicy"],
+        json!({"cleanPodPolicy": "None", "suspend": true})
+    );
+}
+
+#[test]
+fn a_queued_pytorchjob_is_resumed_only_by_the_controller() {
+    let r = Reviewer::new(
+        WebhookConfig::default().with_own_namespace("sluice-system"),
+        Arc::new(MemoryView::synced_with_nvidia_runtime_class()),
+    );
+    let mut review = pytorchjob_review();
+    review["request"]["operation"] = json!("UPDATE");
+    review["request"]["object"]["spec"]["runPolicy"] = json!({"suspend": false});
+    let mut old = review["request"]["object"].clone();
+    old["spec"]["runPolicy"]["suspend"] = json!(true);
+    review["request"]["oldObject"] = old;
+    let ep = Endpoint::ValidateQueued(Queued::PyTorchJob);
+    let reply = r.handle(ep, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    let msg = reply.response.result.message.clone();
+    assert!(
+        msg.starts_with("spec.runPolicy.suspend: cannot be changed from true to false by \"alice@example.com\""),
+        "{msg}"
+    );
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
+    assert_eq!(r.handle(ep, &body(&review)).unwrap().verdict, Verdict::Allowed);
+}

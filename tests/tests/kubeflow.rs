@@ -1,0 +1,228 @@
+//! End-to-end tests of Kubeflow training jobs (`kubeflow.org/v1`
+//! PyTorchJob, `kubeflow.org/v2beta1` MPIJob) against a real API server:
+//! the test installs minimal CRDs (`tests/crds/kubeflow.org_*.yaml`) before
+//! the controller starts (it finds the kinds by discovery) and plays the
+//! training operator where one is needed (its conditions); no pods exist.
+//!
+//! ```text
+//! cargo build -p sluice-cli
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test kubeflow -- --ignored --test-threads=1
+//! ```
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use sluice_e2e::cluster::{Cluster, install_crd_file, wait_for};
+use sluice_e2e::ensure_eq;
+
+const T: Duration = Duration::from_secs(60);
+const GPU: &str = "nvidia.com/gpu";
+
+fn resource(version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "kubeflow.org".into(),
+        version: version.into(),
+        api_version: format!("kubeflow.org/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn cluster(gpus: u32) -> Result<(Cluster, String)> {
+    let mut c = Cluster::start().await?;
+    install_crd_file(
+        &c.client,
+        "kubeflow.org_pytorchjobs.yaml",
+        "kubeflow.org/v1",
+        "pytorchjobs",
+    )
+    .await?;
+    install_crd_file(
+        &c.client,
+        "kubeflow.org_mpijobs.yaml",
+        "kubeflow.org/v2beta1",
+        "mpijobs",
+    )
+    .await?;
+    let f = c.flavor("a100").await?;
+    let cq = c
+        .gpu_queue("cq", &f, gpus, None, json!({"withinClusterQueue": "LowerPriority"}))
+        .await?;
+    c.local_queue("team", &cq).await?;
+    c.start_controller(&[]).await?;
+    Ok((c, f))
+}
+
+fn pod(gpus: u32, selector: Value) -> Value {
+    json!({"spec": {"nodeSelector": selector, "containers": [{"name": "main", "image": "busybox",
+        "resources": {"limits": {GPU: gpus.to_string()}}}]}})
+}
+
+fn role(obj: &Value, field: &str, role: &str) -> Value {
+    obj["spec"][field][role]["template"]["spec"].clone()
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and_finished() -> Result<()> {
+    let (mut c, f) = cluster(16).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        &c.namespace,
+        &resource("v1", "PyTorchJob", "pytorchjobs"),
+    );
+    let result = async {
+        let pj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "bert", "labels": {"sluice.dev/queue": "team"}},
+            "spec": {"runPolicy": {"suspend": true, "cleanPodPolicy": "None"}, "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": pod(1, json!({"team": "ml"}))},
+                "Worker": {"replicas": 4, "template": pod(2, json!(null))}
+            }}
+        }))?;
+        api.create(&PostParams::default(), &pj).await?;
+        let wl = c
+            .wait_workload_condition("pytorchjob-bert", "Admitted", "True", T)
+            .await?;
+        let sets: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect();
+        ensure_eq!(sets, vec![("master".to_string(), 1), ("worker".to_string(), 4)]);
+        let get = || async { Ok::<_, anyhow::Error>(serde_json::to_value(api.get("bert").await?)?) };
+        let started = wait_for("PyTorchJob resumed", T, || async {
+            let v = get().await?;
+            Ok((v["spec"]["runPolicy"]["suspend"] == json!(false)).then_some(v))
+        })
+        .await?;
+        ensure_eq!(started["spec"]["runPolicy"]["cleanPodPolicy"], json!("None"));
+        let field = "pytorchReplicaSpecs";
+        ensure_eq!(
+            role(&started, field, "Master")["nodeSelector"],
+            json!({"team": "ml", "sluice.dev/e2e-gpu": f})
+        );
+        ensure_eq!(
+            role(&started, field, "Worker")["nodeSelector"],
+            json!({"sluice.dev/e2e-gpu": f})
+        );
+
+        // A higher-priority 8-GPU Job: 9 + 8 > 16, the PyTorchJob is preempted.
+        let urgent = c.priority_class("urgent", 1000).await?;
+        c.job(
+            "urgent",
+            "team",
+            4,
+            2,
+            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
+            true,
+        )
+        .await?;
+        let evicted = c
+            .wait_workload_condition("pytorchjob-bert", "Evicted", "True", T)
+            .await?;
+        let cond = evicted
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("Evicted"))
+            .context("no Evicted")?;
+        ensure_eq!(cond.reason, "Preempted");
+        let restored = wait_for("PyTorchJob suspended and restored", T, || async {
+            let v = get().await?;
+            let done = v["spec"]["runPolicy"]["suspend"] == json!(true)
+                && v["metadata"]["annotations"]
+                    .get("sluice.dev/original-scheduling")
+                    .is_none();
+            Ok(done.then_some(v))
+        })
+        .await?;
+        ensure_eq!(role(&restored, field, "Master")["nodeSelector"], json!({"team": "ml"}));
+        ensure!(
+            role(&restored, field, "Worker")
+                .get("nodeSelector")
+                .is_none_or(Value::is_null),
+            "{}",
+            role(&restored, field, "Worker")
+        );
+        c.wait_condition("urgent", "Admitted", "True", T).await?;
+
+        // The Job finishes; the PyTorchJob is admitted again and succeeds
+        // (the test plays the training operator).
+        c.wait_suspended("urgent", false, T).await?;
+        c.mark_pods("urgent", 4, "Succeeded").await?;
+        c.wait_workload_condition("pytorchjob-bert", "Admitted", "True", T)
+            .await?;
+        api.patch_status(
+            "bert",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": "Succeeded", "status": "True",
+                "reason": "PyTorchJobSucceeded", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+        )
+        .await?;
+        let done = c
+            .wait_workload_condition("pytorchjob-bert", "Finished", "True", T)
+            .await?;
+        let cond = done
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("Finished"))
+            .context("no Finished")?;
+        ensure_eq!(cond.reason, "Succeeded");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn an_mpijob_created_running_is_held_and_one_larger_than_its_queue_never_runs() -> Result<()> {
+    let (mut c, f) = cluster(8).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        &c.namespace,
+        &resource("v2beta1", "MPIJob", "mpijobs"),
+    );
+    let result = async {
+        let mpi = |name: &str, workers: u32| -> Result<DynamicObject> {
+            Ok(serde_json::from_value(json!({
+                "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                "metadata": {"name": name, "labels": {"sluice.dev/queue": "team"}},
+                "spec": {"slotsPerWorker": 2, "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": pod(0, json!(null))},
+                    "Worker": {"replicas": workers, "template": pod(2, json!(null))}
+                }}
+            }))?)
+        };
+        // No runPolicy, not suspended (no webhook here): held by the
+        // controller, then admitted (6 GPUs of 8) and resumed.
+        api.create(&PostParams::default(), &mpi("hvd", 3)?).await?;
+        let wl = c.wait_workload_condition("mpijob-hvd", "Admitted", "True", T).await?;
+        let sets: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect();
+        ensure_eq!(sets, vec![("launcher".to_string(), 1), ("worker".to_string(), 3)]);
+        let started = wait_for("MPIJob resumed on its flavor", T, || async {
+            let v = serde_json::to_value(api.get("hvd").await?)?;
+            let ok = v["spec"]["runPolicy"]["suspend"] == json!(false)
+                && role(&v, "mpiReplicaSpecs", "Worker")["nodeSelector"]["sluice.dev/e2e-gpu"] == json!(f);
+            Ok(ok.then_some(v))
+        })
+        .await?;
+        ensure_eq!(started["spec"]["slotsPerWorker"], json!(2));
+        // 10 GPUs in an 8-GPU queue: pending, never resumed.
+        api.create(&PostParams::default(), &mpi("big", 5)?).await?;
+        let wl = c
+            .wait_workload_condition("mpijob-big", "QuotaReserved", "False", T)
+            .await?;
+        let pending = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.pending.as_ref())
+            .context("not explained")?;
+        ensure_eq!(pending.reason, "ExceedsQuota");
+        let big = serde_json::to_value(api.get("big").await?)?;
+        ensure_eq!(big["spec"]["runPolicy"]["suspend"], json!(true));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
