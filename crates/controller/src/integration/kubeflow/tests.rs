@@ -159,3 +159,30 @@ fn finished_and_ready_come_from_the_conditions() {
     pj["status"]["conditions"] = json!([{"type": "Failed", "status": "True"}]);
     assert_eq!(view(JobKind::PyTorchJob, &pj, false).unwrap().finished, Some(false));
 }
+
+#[test]
+fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
+    use sluice_api::Validate;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/jobs/pytorchjob-finetune.yaml"
+    );
+    let mut obj: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    obj["metadata"]["uid"] = json!("uid-1");
+    let wl = workload(
+        JobKind::PyTorchJob,
+        &obj,
+        false,
+        |n| (n == "training").then_some(100),
+        |_| None,
+    )
+    .unwrap();
+    wl.check().unwrap();
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("master", 1), ("worker", 3)]);
+    assert_eq!(wl.spec.priority, Some(100));
+    assert_eq!(
+        sluice_convert::adapter::workload(&wl, 100, 0).unwrap().pod_sets.len(),
+        2
+    );
+}
