@@ -1018,6 +1018,9 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
                 &["pytorchjobs/finalizers", "mpijobs/finalizers"],
                 "",
             ),
+            // RayJobs: the same
+            expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
+            expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
             expect(
                 &["patch"],
                 "sluice.dev",

@@ -369,7 +369,7 @@ fn scoped_configurations(
             r.resources.iter().flatten().any(|res| {
                 res == "jobs"
                     || res.starts_with("jobs/")
-                    || ["jobsets", "pytorchjobs", "mpijobs"].contains(&res.as_str())
+                    || ["jobsets", "pytorchjobs", "mpijobs", "rayjobs"].contains(&res.as_str())
             })
         });
         if is_job {
@@ -714,7 +714,7 @@ fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
     }
     let mut sluice_kinds = 0;
     for w in v.webhooks.iter().flatten() {
-        if ["jobs.", "jobsets.", "pytorchjobs.", "mpijobs."]
+        if ["jobs.", "jobsets.", "pytorchjobs.", "mpijobs.", "rayjobs."]
             .iter()
             .any(|p| w.name.starts_with(p))
         {

@@ -9,8 +9,8 @@
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
 //! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
-//! | `queued-{jobsets,pytorchjobs,mpijobs}.mutate.sluice.dev` | JobSet, PyTorchJob, MPIJob CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
-//! | `{jobsets,pytorchjobs,mpijobs}.validate.sluice.dev` | their UPDATE with the queue label (old or new) | Fail |
+//! | `queued-{jobsets,pytorchjobs,mpijobs,rayjobs}.mutate.sluice.dev` | JobSet, PyTorchJob, MPIJob, RayJob CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
+//! | `{jobsets,pytorchjobs,mpijobs,rayjobs}.validate.sluice.dev` | their UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
 //! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`

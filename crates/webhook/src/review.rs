@@ -41,7 +41,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 15] = [
+    pub const ALL: [Endpoint; 17] = [
         Endpoint::MutateJobs,
         Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
@@ -52,6 +52,8 @@ impl Endpoint {
         Endpoint::ValidateQueued(Queued::PyTorchJob),
         Endpoint::MutateQueued(Queued::MpiJob),
         Endpoint::ValidateQueued(Queued::MpiJob),
+        Endpoint::MutateQueued(Queued::RayJob),
+        Endpoint::ValidateQueued(Queued::RayJob),
         Endpoint::Validate(SluiceKind::ClusterQueue),
         Endpoint::Validate(SluiceKind::LocalQueue),
         Endpoint::Validate(SluiceKind::ResourceFlavor),

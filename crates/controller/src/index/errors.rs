@@ -58,6 +58,7 @@ impl Kind {
             Kind::JobSet => "InvalidJobSet",
             Kind::PyTorchJob => "InvalidPyTorchJob",
             Kind::MpiJob => "InvalidMPIJob",
+            Kind::RayJob => "InvalidRayJob",
         }
     }
 }
@@ -90,7 +91,9 @@ impl Index {
         };
         let api_version = match kind {
             Kind::Job => "batch/v1",
-            Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob => kind.queued().map_or("", |k| k.api_version()),
+            Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob | Kind::RayJob => {
+                kind.queued().map_or("", |k| k.api_version())
+            }
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::Namespace => "v1",
             _ => "sluice.dev/v1alpha1",

@@ -24,6 +24,7 @@ impl Kind {
             JobKind::JobSet => Kind::JobSet,
             JobKind::PyTorchJob => Kind::PyTorchJob,
             JobKind::MpiJob => Kind::MpiJob,
+            JobKind::RayJob => Kind::RayJob,
         }
     }
 

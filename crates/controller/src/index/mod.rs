@@ -91,12 +91,13 @@ pub enum Kind {
     JobSet,
     PyTorchJob,
     MpiJob,
+    RayJob,
 }
 
 impl Kind {
     /// Every kind, in the order a new leader's index is built in
     /// (configuration, then Workloads, then the objects queued).
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::ResourceFlavor,
         Kind::ClusterQueue,
         Kind::LocalQueue,
@@ -108,6 +109,7 @@ impl Kind {
         Kind::JobSet,
         Kind::PyTorchJob,
         Kind::MpiJob,
+        Kind::RayJob,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -123,6 +125,7 @@ impl Kind {
             Kind::JobSet => "JobSet",
             Kind::PyTorchJob => "PyTorchJob",
             Kind::MpiJob => "MPIJob",
+            Kind::RayJob => "RayJob",
         }
     }
 }

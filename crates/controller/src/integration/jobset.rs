@@ -26,7 +26,8 @@ use sluice_api::labels;
 use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
 
 use super::ObjPatch;
-use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
+use super::placed::{self, Placed};
+use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
 
 pub const GROUP: &str = "jobset.x-k8s.io";
 pub const VERSION: &str = "v1alpha2";
@@ -124,12 +125,6 @@ fn parse(obj: &Value) -> Result<(JobSet, Spec), JobError> {
     Ok((js, spec))
 }
 
-/// The originals recorded in [`ORIGINAL_SCHEDULING`], by pod set.
-fn recorded(raw: Option<&str>) -> Result<Option<BTreeMap<String, SchedulingDirectives>>, JobError> {
-    raw.map(|r| serde_json::from_str(r).map_err(|e| JobError::BadAnnotation(e.to_string())))
-        .transpose()
-}
-
 fn pods_of(rj: &ReplicatedJob) -> i32 {
     let spec = rj.template.spec.as_ref();
     let per_job = job::pods_count(spec.and_then(|s| s.parallelism), spec.and_then(|s| s.completions));
@@ -219,7 +214,7 @@ pub fn workload(
         .as_ref()
         .and_then(|l| labels::queue_name(l, kueue_compat))
         .ok_or(JobError::NotQueued)?;
-    let originals = recorded(
+    let originals = placed::recorded(
         meta.annotations
             .as_ref()
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
@@ -278,34 +273,16 @@ pub fn suspend_patch() -> Value {
     json!({"spec": {"suspend": true}})
 }
 
-fn template_path(i: usize, field: &str) -> String {
-    format!("/spec/replicatedJobs/{i}/template/spec/template/spec/{field}")
-}
-
-/// Operations that set template `i`'s directives to `target` (adding,
-/// replacing or removing each field as needed).
-fn set_ops(i: usize, t: &TemplateDirectives, target: &SchedulingDirectives, ops: &mut Vec<Value>) {
-    let selector = target.node_selector.clone().filter(|m| !m.is_empty());
-    let tolerations = target.tolerations.clone().filter(|v| !v.is_empty());
-    match selector {
-        Some(m) => ops.push(json!({"op": "add", "path": template_path(i, "nodeSelector"), "value": m})),
-        None if t.node_selector.is_some() => {
-            ops.push(json!({"op": "remove", "path": template_path(i, "nodeSelector")}))
-        }
-        None => {}
-    }
-    match tolerations {
-        Some(v) => ops.push(json!({"op": "add", "path": template_path(i, "tolerations"), "value": v})),
-        None if t.tolerations.is_some() => ops.push(json!({"op": "remove", "path": template_path(i, "tolerations")})),
-        None => {}
-    }
-}
-
-fn name_tests(view: &JobView) -> Vec<Value> {
+/// Where each replicated Job's pod template is, guarded by its name.
+fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates
         .iter()
         .enumerate()
-        .map(|(i, t)| json!({"op": "test", "path": format!("/spec/replicatedJobs/{i}/name"), "value": t.pod_set}))
+        .map(|(i, t)| Placed {
+            template: t,
+            spec: format!("/spec/replicatedJobs/{i}/template/spec/template/spec"),
+            guard: Some((format!("/spec/replicatedJobs/{i}/name"), json!(t.key))),
+        })
         .collect()
 }
 
@@ -318,72 +295,15 @@ pub fn injection_patches(
     view: &JobView,
     flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
 ) -> Result<Vec<ObjPatch>, JobError> {
-    let originals: BTreeMap<String, SchedulingDirectives> = match recorded(view.original.as_deref())? {
-        Some(o) => o,
-        None => view
-            .templates
-            .iter()
-            .map(|t| {
-                (
-                    t.pod_set.clone(),
-                    SchedulingDirectives {
-                        node_selector: t.node_selector.clone(),
-                        tolerations: t.tolerations.clone(),
-                    },
-                )
-            })
-            .collect(),
-    };
-    let mut out = Vec::new();
-    if view.original.is_none() {
-        // A merge patch: the object may have no annotations at all.
-        let recorded = serde_json::to_string(&originals).expect("directives serialise");
-        out.push(ObjPatch::Merge(
-            json!({"metadata": {"annotations": {ORIGINAL_SCHEDULING: recorded}}}),
-        ));
-    }
-    let mut ops = name_tests(view);
-    for (i, t) in view.templates.iter().enumerate() {
-        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
-        let mut selector = original.node_selector.clone().unwrap_or_default();
-        let mut tolerations = original.tolerations.clone().unwrap_or_default();
-        for f in flavors.get(&t.pod_set).into_iter().flatten() {
-            for (k, v) in &f.spec.node_labels {
-                selector.insert(k.clone(), v.clone());
-            }
-            for tol in &f.spec.tolerations {
-                if !tolerations.contains(tol) {
-                    tolerations.push(tol.clone());
-                }
-            }
-        }
-        let target = SchedulingDirectives {
-            node_selector: Some(selector),
-            tolerations: Some(tolerations),
-        };
-        set_ops(i, t, &target, &mut ops);
-    }
-    ops.push(json!({"op": "add", "path": "/spec/suspend", "value": false}));
-    out.push(ObjPatch::Json(Value::Array(ops)));
-    Ok(out)
+    let resume = vec![json!({"op": "add", "path": "/spec/suspend", "value": false})];
+    placed::injection_patches(view, &placed(view), flavors, resume)
 }
 
 /// The patches that put back the recorded directives of every replicated
 /// Job (a JSON patch), then drop the annotation (a merge patch); `None`
 /// when nothing was injected.
 pub fn restoration_patches(view: &JobView) -> Result<Option<Vec<ObjPatch>>, JobError> {
-    let Some(originals) = recorded(view.original.as_deref())? else {
-        return Ok(None);
-    };
-    let mut ops = name_tests(view);
-    for (i, t) in view.templates.iter().enumerate() {
-        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
-        set_ops(i, t, &original, &mut ops);
-    }
-    Ok(Some(vec![
-        ObjPatch::Json(Value::Array(ops)),
-        ObjPatch::Merge(json!({"metadata": {"annotations": {ORIGINAL_SCHEDULING: null}}})),
-    ]))
+    placed::restoration_patches(view, &placed(view))
 }
 
 #[cfg(test)]

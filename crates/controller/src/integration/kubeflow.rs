@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 use sluice_api::labels;
 use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
 
-use super::JobKind;
+use super::{JobKind, placed};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
 
 pub const GROUP: &str = "kubeflow.org";
@@ -128,11 +128,6 @@ fn parse(kind: JobKind, obj: &Value) -> Result<Parsed, JobError> {
     })
 }
 
-fn recorded(raw: Option<&str>) -> Result<Option<BTreeMap<String, SchedulingDirectives>>, JobError> {
-    raw.map(|r| serde_json::from_str(r).map_err(|e| JobError::BadAnnotation(e.to_string())))
-        .transpose()
-}
-
 fn pod_set_name(role: &str) -> String {
     role.to_ascii_lowercase()
 }
@@ -215,7 +210,7 @@ pub fn workload(
         .as_ref()
         .and_then(|l| labels::queue_name(l, kueue_compat))
         .ok_or(JobError::NotQueued)?;
-    let originals = recorded(
+    let originals = placed::recorded(
         meta.annotations
             .as_ref()
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
@@ -288,49 +283,20 @@ fn role_patch(t: &TemplateDirectives, target: &SchedulingDirectives) -> Value {
     json!({"template": {"spec": pod}})
 }
 
-fn originals_of(view: &JobView) -> Result<BTreeMap<String, SchedulingDirectives>, JobError> {
-    Ok(match recorded(view.original.as_deref())? {
-        Some(o) => o,
-        None => view
-            .templates
-            .iter()
-            .map(|t| {
-                (
-                    t.pod_set.clone(),
-                    SchedulingDirectives {
-                        node_selector: t.node_selector.clone(),
-                        tolerations: t.tolerations.clone(),
-                    },
-                )
-            })
-            .collect(),
-    })
-}
-
 /// The merge patch that admits a suspended job: the originals recorded
 /// (unless already), each role's pod template given its pod set's
 /// flavors' node labels and tolerations on top of the original, and
 /// `spec.runPolicy.suspend: false`.
 pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceFlavor>>) -> Result<Value, JobError> {
-    let originals = originals_of(view)?;
+    let originals = placed::originals(view)?;
     let mut roles = Map::new();
     for t in &view.templates {
         let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
-        let mut selector = original.node_selector.clone().unwrap_or_default();
-        let mut tolerations = original.tolerations.clone().unwrap_or_default();
-        for f in flavors.get(&t.pod_set).into_iter().flatten() {
-            selector.extend(f.spec.node_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            for tol in &f.spec.tolerations {
-                if !tolerations.contains(tol) {
-                    tolerations.push(tol.clone());
-                }
-            }
-        }
-        let target = SchedulingDirectives {
-            node_selector: Some(selector),
-            tolerations: Some(tolerations),
-        };
-        roles.insert(t.key.clone(), role_patch(t, &target));
+        let assigned: Vec<&ResourceFlavor> = flavors.get(&t.pod_set).cloned().unwrap_or_default();
+        roles.insert(
+            t.key.clone(),
+            role_patch(t, &placed::with_flavors(&original, &assigned)),
+        );
     }
     let recorded = serde_json::to_string(&originals).expect("directives serialise");
     let field = replica_specs_field(view.kind);
@@ -343,7 +309,7 @@ pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceF
 /// The merge patch that puts back every role's recorded directives and
 /// drops the annotation; `None` when nothing was injected.
 pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
-    let Some(originals) = recorded(view.original.as_deref())? else {
+    let Some(originals) = placed::recorded(view.original.as_deref())? else {
         return Ok(None);
     };
     let mut roles = Map::new();

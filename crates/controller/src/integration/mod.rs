@@ -11,6 +11,7 @@
 //! | `jobset.x-k8s.io/v1alpha2` JobSet | [`jobset`] | `jobset-<name>` | one per replicated Job |
 //! | `kubeflow.org/v1` PyTorchJob | [`kubeflow`] | `pytorchjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
+//! | `ray.io/v1` RayJob | [`ray`] | `rayjob-<name>` | head, and one per worker group |
 //!
 //! A new kind is a file here with the same functions as [`jobset`], a
 //! variant of [`JobKind`], and its watch.
@@ -25,6 +26,8 @@ use crate::job::{self, JobError, JobView};
 
 pub mod jobset;
 pub mod kubeflow;
+mod placed;
+pub mod ray;
 
 /// A kind of workload object Sluice queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -38,10 +41,18 @@ pub enum JobKind {
     PyTorchJob,
     /// `kubeflow.org/v2beta1` MPIJob.
     MpiJob,
+    /// `ray.io/v1` RayJob.
+    RayJob,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 4] = [JobKind::Job, JobKind::JobSet, JobKind::PyTorchJob, JobKind::MpiJob];
+    pub const ALL: [JobKind; 5] = [
+        JobKind::Job,
+        JobKind::JobSet,
+        JobKind::PyTorchJob,
+        JobKind::MpiJob,
+        JobKind::RayJob,
+    ];
 
     pub fn api_version(self) -> &'static str {
         match self {
@@ -49,6 +60,7 @@ impl JobKind {
             JobKind::JobSet => jobset::API_VERSION,
             JobKind::PyTorchJob => "kubeflow.org/v1",
             JobKind::MpiJob => "kubeflow.org/v2beta1",
+            JobKind::RayJob => "ray.io/v1",
         }
     }
 
@@ -58,6 +70,7 @@ impl JobKind {
             JobKind::JobSet => jobset::KIND,
             JobKind::PyTorchJob => "PyTorchJob",
             JobKind::MpiJob => "MPIJob",
+            JobKind::RayJob => "RayJob",
         }
     }
 
@@ -68,6 +81,7 @@ impl JobKind {
             JobKind::JobSet => "jobset.x-k8s.io/jobset",
             JobKind::PyTorchJob => "kubeflow.org/pytorchjob",
             JobKind::MpiJob => "kubeflow.org/mpijob",
+            JobKind::RayJob => "ray.io/rayjob",
         }
     }
 
@@ -85,6 +99,13 @@ impl JobKind {
                 api_version: jobset::API_VERSION.into(),
                 kind: jobset::KIND.into(),
                 plural: jobset::PLURAL.into(),
+            },
+            JobKind::RayJob => ApiResource {
+                group: "ray.io".into(),
+                version: "v1".into(),
+                api_version: "ray.io/v1".into(),
+                kind: "RayJob".into(),
+                plural: "rayjobs".into(),
             },
             JobKind::PyTorchJob | JobKind::MpiJob => {
                 let (version, plural) = match self {
@@ -109,6 +130,7 @@ impl JobKind {
             JobKind::JobSet => jobset::workload_name(name),
             JobKind::PyTorchJob => format!("pytorchjob-{name}"),
             JobKind::MpiJob => format!("mpijob-{name}"),
+            JobKind::RayJob => format!("rayjob-{name}"),
         }
     }
 
@@ -118,6 +140,7 @@ impl JobKind {
             JobKind::Job => format!("controller-uid={uid}"),
             JobKind::JobSet => format!("{}={uid}", jobset::UID_LABEL),
             JobKind::PyTorchJob | JobKind::MpiJob => format!("{}={name}", kubeflow::NAME_LABEL),
+            JobKind::RayJob => format!("{}={name},ray.io/originated-from-crd=RayJob", ray::NAME_LABEL),
         }
     }
 }
@@ -138,6 +161,7 @@ pub fn suspend_patch(kind: JobKind) -> ObjPatch {
         JobKind::Job => ObjPatch::Merge(job::suspend_patch()),
         JobKind::JobSet => ObjPatch::Merge(jobset::suspend_patch()),
         JobKind::PyTorchJob | JobKind::MpiJob => ObjPatch::Merge(kubeflow::suspend_patch()),
+        JobKind::RayJob => ObjPatch::Merge(ray::suspend_patch()),
     }
 }
 
@@ -168,6 +192,10 @@ pub fn start_patches(
             false,
             ObjPatch::Merge(kubeflow::injection_patch(view, flavors)?),
         )]),
+        JobKind::RayJob => Ok(ray::injection_patches(view, flavors)?
+            .into_iter()
+            .map(|p| (false, p))
+            .collect()),
     }
 }
 
@@ -194,6 +222,11 @@ pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError
         JobKind::PyTorchJob | JobKind::MpiJob => Ok(kubeflow::restoration_patch(view)?
             .map(|p| vec![(false, ObjPatch::Merge(p))])
             .unwrap_or_default()),
+        JobKind::RayJob => Ok(ray::restoration_patches(view)?
+            .into_iter()
+            .flatten()
+            .map(|p| (false, p))
+            .collect()),
     }
 }
 
@@ -223,6 +256,7 @@ impl Full<'_> {
                 job::workload_for_job(&j, kueue_compat, workload_class, pod_class)
             }
             Full::Dynamic(JobKind::JobSet, v) => jobset::workload(v, kueue_compat, workload_class, pod_class),
+            Full::Dynamic(JobKind::RayJob, v) => ray::workload(v, kueue_compat, workload_class, pod_class),
             Full::Dynamic(kind, v) => kubeflow::workload(kind, v, kueue_compat, workload_class, pod_class),
         }
     }
@@ -241,5 +275,6 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
         }
         JobKind::JobSet => jobset::view(obj, kueue_compat),
         JobKind::PyTorchJob | JobKind::MpiJob => kubeflow::view(kind, obj, kueue_compat),
+        JobKind::RayJob => ray::view(obj, kueue_compat),
     }
 }

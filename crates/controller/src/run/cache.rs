@@ -64,7 +64,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::Namespace => ix.delete_namespace(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
-        Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob => {
+        Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob | Kind::RayJob => {
             if let Some(k) = kind.queued() {
                 ix.delete_job(&JobRef::new(k, split.namespace, split.name), now);
             }

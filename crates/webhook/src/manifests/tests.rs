@@ -17,7 +17,8 @@ fn mutating_entries_match_the_issue() {
             "pods.mutate.sluice.dev",
             "queued-jobsets.mutate.sluice.dev",
             "queued-pytorchjobs.mutate.sluice.dev",
-            "queued-mpijobs.mutate.sluice.dev"
+            "queued-mpijobs.mutate.sluice.dev",
+            "queued-rayjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -130,6 +131,7 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             "/validate/jobsets",
             "/validate/pytorchjobs",
             "/validate/mpijobs",
+            "/validate/rayjobs",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/localqueues",
@@ -165,13 +167,17 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         ["jobsets"]
     );
     assert_eq!(hooks[1].object_selector, hooks[0].object_selector);
-    for (i, plural, group) in [(2, "pytorchjobs", "kubeflow.org"), (3, "mpijobs", "kubeflow.org")] {
+    for (i, plural, group) in [
+        (2, "pytorchjobs", "kubeflow.org"),
+        (3, "mpijobs", "kubeflow.org"),
+        (4, "rayjobs", "ray.io"),
+    ] {
         let rule = &hooks[i].rules.as_ref().unwrap()[0];
         assert_eq!(rule.resources.as_deref().unwrap(), [plural]);
         assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
         assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
     }
-    let wl = hooks[8].rules.as_ref().unwrap();
+    let wl = hooks[9].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -308,6 +314,6 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        6
+        7
     );
 }

@@ -22,11 +22,13 @@ pub enum Queued {
     PyTorchJob,
     /// kubeflow.org/v2beta1 MPIJob.
     MpiJob,
+    /// ray.io/v1 RayJob.
+    RayJob,
 }
 
 impl Queued {
     /// The kinds with endpoints of their own (batch/v1 Job has its own).
-    pub const OTHERS: [Queued; 3] = [Queued::JobSet, Queued::PyTorchJob, Queued::MpiJob];
+    pub const OTHERS: [Queued; 4] = [Queued::JobSet, Queued::PyTorchJob, Queued::MpiJob, Queued::RayJob];
 
     pub fn noun(self) -> &'static str {
         match self {
@@ -34,6 +36,7 @@ impl Queued {
             Queued::JobSet => "JobSet",
             Queued::PyTorchJob => "PyTorchJob",
             Queued::MpiJob => "MPIJob",
+            Queued::RayJob => "RayJob",
         }
     }
 
@@ -44,6 +47,7 @@ impl Queued {
             Queued::JobSet => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
             Queued::PyTorchJob => ("kubeflow.org", "v1", "PyTorchJob"),
             Queued::MpiJob => ("kubeflow.org", "v2beta1", "MPIJob"),
+            Queued::RayJob => ("ray.io", "v1", "RayJob"),
         }
     }
 
@@ -53,6 +57,7 @@ impl Queued {
             Queued::JobSet => "jobsets",
             Queued::PyTorchJob => "pytorchjobs",
             Queued::MpiJob => "mpijobs",
+            Queued::RayJob => "rayjobs",
         }
     }
 
@@ -62,6 +67,7 @@ impl Queued {
             Queued::JobSet => "/mutate/jobsets",
             Queued::PyTorchJob => "/mutate/pytorchjobs",
             Queued::MpiJob => "/mutate/mpijobs",
+            Queued::RayJob => "/mutate/rayjobs",
         }
     }
 
@@ -71,6 +77,7 @@ impl Queued {
             Queued::JobSet => "/validate/jobsets",
             Queued::PyTorchJob => "/validate/pytorchjobs",
             Queued::MpiJob => "/validate/mpijobs",
+            Queued::RayJob => "/validate/rayjobs",
         }
     }
 
@@ -118,6 +125,32 @@ impl Queued {
                     })
                     .collect()
             }
+            Queued::RayJob => {
+                let head = "/spec/rayClusterSpec/headGroupSpec/template";
+                let mut out = vec![(
+                    SpecLocation {
+                        pointer: Pointer::from_plain(&format!("{head}/spec")),
+                        field: "spec.rayClusterSpec.headGroupSpec.template.spec".to_owned(),
+                    },
+                    format!("{head}/metadata/labels"),
+                )];
+                let n = obj
+                    .data
+                    .pointer("/spec/rayClusterSpec/workerGroupSpecs")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                for i in 0..n {
+                    let base = format!("/spec/rayClusterSpec/workerGroupSpecs/{i}/template");
+                    out.push((
+                        SpecLocation {
+                            pointer: Pointer::from_plain(&format!("{base}/spec")),
+                            field: format!("spec.rayClusterSpec.workerGroupSpecs[{i}].template.spec"),
+                        },
+                        format!("{base}/metadata/labels"),
+                    ));
+                }
+                out
+            }
             Queued::JobSet => {
                 let n = obj
                     .data
@@ -140,12 +173,19 @@ impl Queued {
         }
     }
 
-    /// Whether it has finished (its terminal condition is True).
+    /// Whether it has finished (its terminal condition is True; a
+    /// RayJob's deployment status is terminal).
     fn finished(self, o: &DynamicObject) -> bool {
+        if self == Queued::RayJob {
+            return matches!(
+                o.data.pointer("/status/jobDeploymentStatus").and_then(Value::as_str),
+                Some("Complete" | "Failed")
+            );
+        }
         let terminal: &[&str] = match self {
             Queued::Job => &["Complete", "Failed"],
             Queued::JobSet => &["Completed", "Failed"],
-            Queued::PyTorchJob | Queued::MpiJob => &["Succeeded", "Failed"],
+            Queued::PyTorchJob | Queued::MpiJob | Queued::RayJob => &["Succeeded", "Failed"],
         };
         o.data
             .pointer("/status/conditions")

@@ -78,3 +78,32 @@ fn a_queued_pytorchjob_is_resumed_only_by_the_controller() {
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
     assert_eq!(r.handle(ep, &body(&review)).unwrap().verdict, Verdict::Allowed);
 }
+
+#[test]
+fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() {
+    let r = reviewer();
+    let mut review = pytorchjob_review();
+    let template = review["request"]["object"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"].clone();
+    let gvk = json!({"group": "ray.io", "version": "v1", "kind": "RayJob"});
+    let gvr = json!({"group": "ray.io", "version": "v1", "resource": "rayjobs"});
+    review["request"]["kind"] = gvk.clone();
+    review["request"]["requestKind"] = gvk;
+    review["request"]["resource"] = gvr.clone();
+    review["request"]["requestResource"] = gvr;
+    review["request"]["object"]["apiVersion"] = json!("ray.io/v1");
+    review["request"]["object"]["kind"] = json!("RayJob");
+    review["request"]["object"]["spec"] = json!({"entrypoint": "python tune.py", "rayClusterSpec": {
+        "headGroupSpec": {"template": template.clone()},
+        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template}]
+    }});
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(Queued::RayJob), &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    assert_eq!(patched["spec"]["suspend"], true);
+    for at in [
+        "/spec/rayClusterSpec/headGroupSpec/template/spec",
+        "/spec/rayClusterSpec/workerGroupSpecs/0/template/spec",
+    ] {
+        let pod = patched.pointer(at).unwrap();
+        assert_eq!(pod["runtimeClassName"], "nvidia", "{at}: {pod}");
+    }
+}

@@ -1,0 +1,310 @@
+//! `ray.io/v1` RayJob, as pure functions over its JSON.
+//!
+//! - Workload `rayjob-<name>`: a pod set `head` (1 pod of
+//!   `spec.rayClusterSpec.headGroupSpec.template`) and one per
+//!   `spec.rayClusterSpec.workerGroupSpecs[i]`, named after its
+//!   `groupName` in lower case, of `replicas × numOfHosts` pods (defaults
+//!   1) of its template; controller owner reference to the RayJob. The
+//!   submitter pod KubeRay runs in `K8sJobMode` is not counted.
+//! - Suspended and resumed through `spec.suspend` (KubeRay deletes the
+//!   RayCluster of a suspended RayJob and creates it again on resume).
+//! - Admission injects each group's flavors into its pod template with one
+//!   JSON patch, every worker group's position guarded by a `test` of its
+//!   `groupName` ([`super::placed`]); restored on eviction.
+//! - Finished: `status.jobDeploymentStatus` `Complete` (succeeded when
+//!   `status.jobStatus` is `SUCCEEDED`) or `Failed`. Ready: `Running`.
+//! - Its pods carry `ray.io/originated-from-cr-name` (the RayJob's name).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_api::labels;
+use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+
+use super::placed::{self, Placed};
+use super::{JobKind, ObjPatch};
+use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
+
+/// Label KubeRay puts on a RayJob's pods: the RayJob's name.
+pub const NAME_LABEL: &str = "ray.io/originated-from-cr-name";
+/// The pod set of the head.
+pub const HEAD: &str = "head";
+
+#[derive(Debug, Deserialize)]
+struct RayJob {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: Option<Spec>,
+    #[serde(default)]
+    status: Option<Status>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    #[serde(default)]
+    suspend: Option<bool>,
+    ray_cluster_spec: Option<ClusterSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterSpec {
+    head_group_spec: HeadGroup,
+    #[serde(default)]
+    worker_group_specs: Vec<WorkerGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HeadGroup {
+    template: PodTemplateSpec,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WorkerGroup {
+    group_name: String,
+    #[serde(default)]
+    replicas: Option<i32>,
+    #[serde(default)]
+    num_of_hosts: Option<i32>,
+    template: PodTemplateSpec,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    #[serde(default)]
+    job_deployment_status: Option<String>,
+    #[serde(default)]
+    job_status: Option<String>,
+}
+
+struct Parsed {
+    metadata: ObjectMeta,
+    suspend: bool,
+    /// (pod set, key, pods, template): the head first, then the worker
+    /// groups in their order.
+    groups: Vec<(String, String, i32, PodTemplateSpec)>,
+    status: Status,
+}
+
+fn parse(obj: &Value) -> Result<Parsed, JobError> {
+    let rj: RayJob = serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
+        field: "RayJob".into(),
+        problem: e.to_string(),
+    })?;
+    let spec = rj.spec.ok_or(JobError::Missing { field: "spec" })?;
+    let cluster = spec.ray_cluster_spec.ok_or_else(|| JobError::Invalid {
+        field: "spec.rayClusterSpec".into(),
+        problem:
+            "must be set: Sluice queues RayJobs that create their own RayCluster (clusterSelector is not supported)"
+                .into(),
+    })?;
+    let mut groups = vec![(HEAD.to_string(), HEAD.to_string(), 1, cluster.head_group_spec.template)];
+    for (i, g) in cluster.worker_group_specs.into_iter().enumerate() {
+        let field = format!("spec.rayClusterSpec.workerGroupSpecs[{i}]");
+        let name = g.group_name.to_ascii_lowercase();
+        if name.is_empty() || name == HEAD || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(JobError::Invalid {
+                field: format!("{field}.groupName"),
+                problem: format!(
+                    "{:?} must be letters, digits and '-', and not \"head\" (it names a pod set)",
+                    g.group_name
+                ),
+            });
+        }
+        let replicas = g.replicas.unwrap_or(1);
+        let hosts = g.num_of_hosts.unwrap_or(1);
+        if replicas < 0 || hosts < 1 {
+            return Err(JobError::Invalid {
+                field,
+                problem: format!("replicas {replicas} and numOfHosts {hosts} must be at least 0 and 1"),
+            });
+        }
+        groups.push((name, g.group_name, replicas.saturating_mul(hosts), g.template));
+    }
+    Ok(Parsed {
+        metadata: rj.metadata,
+        suspend: spec.suspend.unwrap_or(false),
+        groups,
+        status: rj.status.unwrap_or_default(),
+    })
+}
+
+/// What the index keeps of a RayJob.
+pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+    let p = parse(obj)?;
+    let deployment = p.status.job_deployment_status.as_deref();
+    let finished = match deployment {
+        Some("Complete") => Some(p.status.job_status.as_deref() == Some("SUCCEEDED")),
+        Some("Failed") => Some(false),
+        _ => None,
+    };
+    let pods: i32 = p.groups.iter().map(|g| g.2).sum();
+    let meta = &p.metadata;
+    Ok(JobView {
+        kind: JobKind::RayJob,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        queue: meta
+            .labels
+            .as_ref()
+            .and_then(|l| labels::queue_name(l, kueue_compat))
+            .map(String::from),
+        suspended: p.suspend,
+        finished,
+        ready: Some(if deployment == Some("Running") { pods } else { 0 }),
+        succeeded: 0,
+        pods,
+        live: 0,
+        reports_terminating: false,
+        started: false,
+        templates: p
+            .groups
+            .iter()
+            .map(|(ps, key, _, template)| {
+                let pod = template.spec.as_ref();
+                TemplateDirectives {
+                    pod_set: ps.clone(),
+                    key: key.clone(),
+                    node_selector: pod.and_then(|p| p.node_selector.clone()),
+                    tolerations: pod.and_then(|p| p.tolerations.clone()),
+                }
+            })
+            .collect(),
+        original: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+            .cloned(),
+        gang: None,
+        managed: false,
+    })
+}
+
+/// The Workload of a queued RayJob (without status).
+pub fn workload(
+    obj: &Value,
+    kueue_compat: bool,
+    workload_class: impl Fn(&str) -> Option<i32>,
+    pod_class: impl Fn(&str) -> Option<i32>,
+) -> Result<Workload, JobError> {
+    let p = parse(obj)?;
+    let meta = &p.metadata;
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or(JobError::Missing { field: "metadata.name" })?;
+    let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
+        field: "metadata.namespace",
+    })?;
+    let uid = meta.uid.as_deref().ok_or(JobError::Missing { field: "metadata.uid" })?;
+    let queue = meta
+        .labels
+        .as_ref()
+        .and_then(|l| labels::queue_name(l, kueue_compat))
+        .ok_or(JobError::NotQueued)?;
+    let originals = placed::recorded(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
+            .map(String::as_str),
+    )?;
+    let pod_sets: Vec<PodSet> = p
+        .groups
+        .iter()
+        .map(|(ps, _, count, template)| {
+            let mut template = template.clone();
+            if let Some(original) = originals.as_ref().and_then(|o| o.get(ps))
+                && let Some(pod) = template.spec.as_mut()
+            {
+                pod.node_selector = original.node_selector.clone();
+                pod.tolerations = original.tolerations.clone();
+            }
+            PodSet {
+                name: ps.clone(),
+                count: *count,
+                min_count: None,
+                template,
+            }
+        })
+        .collect();
+    let template_class = pod_sets
+        .first()
+        .and_then(|p| p.template.spec.as_ref())
+        .and_then(|p| p.priority_class_name.as_deref());
+    let (priority, class) = job::priority_of(meta.labels.as_ref(), template_class, workload_class, pod_class);
+    let mut owner = job::owner_reference(name, uid, true);
+    owner.api_version = JobKind::RayJob.api_version().into();
+    owner.kind = JobKind::RayJob.kind().into();
+    Ok(Workload {
+        metadata: ObjectMeta {
+            name: Some(JobKind::RayJob.workload_name(name)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: queue.to_string(),
+            priority: Some(priority),
+            priority_class_name: class,
+            active: true,
+        },
+        status: None,
+    })
+}
+
+/// The merge patch that suspends a RayJob.
+pub fn suspend_patch() -> Value {
+    json!({"spec": {"suspend": true}})
+}
+
+/// Where each group's pod template is: the head's, then each worker
+/// group's, guarded by its `groupName`.
+fn placed(view: &JobView) -> Vec<Placed<'_>> {
+    view.templates
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if i == 0 {
+                Placed {
+                    template: t,
+                    spec: "/spec/rayClusterSpec/headGroupSpec/template/spec".into(),
+                    guard: None,
+                }
+            } else {
+                let at = format!("/spec/rayClusterSpec/workerGroupSpecs/{}", i - 1);
+                Placed {
+                    template: t,
+                    spec: format!("{at}/template/spec"),
+                    guard: Some((format!("{at}/groupName"), json!(t.key))),
+                }
+            }
+        })
+        .collect()
+}
+
+/// The patches that admit a suspended RayJob (see [`super::placed`]).
+pub fn injection_patches(
+    view: &JobView,
+    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+) -> Result<Vec<ObjPatch>, JobError> {
+    let resume = vec![json!({"op": "add", "path": "/spec/suspend", "value": false})];
+    placed::injection_patches(view, &placed(view), flavors, resume)
+}
+
+/// The patches that put back what the user wrote; `None` when nothing was
+/// injected.
+pub fn restoration_patches(view: &JobView) -> Result<Option<Vec<ObjPatch>>, JobError> {
+    placed::restoration_patches(view, &placed(view))
+}
+
+#[cfg(test)]
+mod tests;

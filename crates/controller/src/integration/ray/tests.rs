@@ -1,0 +1,153 @@
+use super::*;
+use crate::integration;
+use crate::testing::flavor;
+
+/// A RayJob as the API server returns it: a head (its own nodeSelector)
+/// and two worker groups, suspended, queued in team-a.
+fn rayjob() -> Value {
+    let pod = |gpus: &str| {
+        json!({"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0",
+            "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}})
+    };
+    let mut head = pod("0");
+    head["spec"]["nodeSelector"] = json!({"pool": "cpu"});
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": "research", "uid": "rj-uid",
+                     "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {
+            "suspend": true,
+            "entrypoint": "python tune.py",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": head},
+                "workerGroupSpecs": [
+                    {"groupName": "GPU-Small", "replicas": 2, "minReplicas": 1, "maxReplicas": 4,
+                     "rayStartParams": {}, "template": pod("1")},
+                    {"groupName": "gpu-big", "replicas": 1, "numOfHosts": 2, "rayStartParams": {}, "template": pod("8")}
+                ]
+            }
+        }
+    })
+}
+
+fn apply(obj: &Value, patches: &[(bool, ObjPatch)]) -> Value {
+    let mut v = obj.clone();
+    for (_, p) in patches {
+        match p {
+            ObjPatch::Merge(m) => json_patch::merge(&mut v, m),
+            ObjPatch::Json(ops) => {
+                let ops: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
+                json_patch::patch(&mut v, &ops).unwrap();
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_rayjob_is_one_workload_with_the_head_and_a_pod_set_per_worker_group() {
+    use sluice_api::Validate;
+    let wl = workload(&rayjob(), false, |_| None, |_| None).unwrap();
+    wl.check().unwrap();
+    assert_eq!(wl.metadata.name.as_deref(), Some("rayjob-tune"));
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(
+        sets,
+        [("head", 1), ("gpu-small", 2), ("gpu-big", 2)],
+        "replicas × numOfHosts"
+    );
+    let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.api_version.as_str()),
+        ("RayJob", "ray.io/v1")
+    );
+    let v = view(&rayjob(), false).unwrap();
+    assert_eq!(
+        (v.kind, v.suspended, v.pods, v.finished),
+        (JobKind::RayJob, true, 5, None)
+    );
+    assert_eq!(
+        JobKind::RayJob.pods_selector("tune", "rj-uid"),
+        "ray.io/originated-from-cr-name=tune,ray.io/originated-from-crd=RayJob"
+    );
+}
+
+#[test]
+fn malformed_rayjobs_name_the_field() {
+    let mut bad = rayjob();
+    bad["spec"].as_object_mut().unwrap().remove("rayClusterSpec");
+    assert!(
+        view(&bad, false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("spec.rayClusterSpec: must be set")
+    );
+    let mut bad = rayjob();
+    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["groupName"] = json!("head");
+    assert!(
+        view(&bad, false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("spec.rayClusterSpec.workerGroupSpecs[1].groupName: \"head\"")
+    );
+}
+
+#[test]
+fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
+    let rj = rayjob();
+    let v = view(&rj, false).unwrap();
+    let a100 = flavor("a100");
+    let h100 = flavor("h100");
+    let flavors = BTreeMap::from([
+        ("head".to_string(), vec![]),
+        ("gpu-small".to_string(), vec![&a100]),
+        ("gpu-big".to_string(), vec![&h100]),
+    ]);
+    let started = apply(&rj, &integration::start_patches(&v, &flavors).unwrap());
+    let head = |o: &Value| o["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].clone();
+    let worker = |o: &Value, i: usize| o["spec"]["rayClusterSpec"]["workerGroupSpecs"][i]["template"]["spec"].clone();
+    assert_eq!(started["spec"]["suspend"], json!(false));
+    assert_eq!(head(&started)["nodeSelector"], json!({"pool": "cpu"}));
+    assert_eq!(worker(&started, 0)["nodeSelector"], json!({"gpu": "a100"}));
+    assert_eq!(worker(&started, 1)["nodeSelector"], json!({"gpu": "h100"}));
+    // A retry from the started object changes nothing.
+    let again = view(&started, false).unwrap();
+    assert_eq!(
+        apply(&started, &integration::start_patches(&again, &flavors).unwrap()),
+        started
+    );
+    // Worker groups reordered meanwhile: the patch is refused.
+    let ObjPatch::Json(ops) = &integration::start_patches(&v, &flavors).unwrap()[1].1 else {
+        panic!()
+    };
+    let mut swapped = rj.clone();
+    swapped["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        .as_array_mut()
+        .unwrap()
+        .swap(0, 1);
+    let ops: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
+    assert!(json_patch::patch(&mut swapped, &ops).is_err());
+    // Evicted: suspended, then restored exactly.
+    let mut suspended = started.clone();
+    json_patch::merge(&mut suspended, &suspend_patch());
+    let sv = view(&suspended, false).unwrap();
+    let restored = apply(&suspended, &integration::restore_patches(&sv).unwrap());
+    assert_eq!(head(&restored), head(&rj));
+    assert_eq!(worker(&restored, 0), worker(&rj, 0));
+    assert_eq!(worker(&restored, 1), worker(&rj, 1));
+    assert!(restored["metadata"]["annotations"].get(ORIGINAL_SCHEDULING).is_none());
+}
+
+#[test]
+fn finished_and_ready_come_from_the_deployment_status() {
+    let mut rj = rayjob();
+    rj["status"] = json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"});
+    let v = view(&rj, false).unwrap();
+    assert!(v.all_pods_ready(v.pods));
+    rj["status"] = json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"});
+    assert_eq!(view(&rj, false).unwrap().finished, Some(true));
+    rj["status"] = json!({"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"});
+    assert_eq!(view(&rj, false).unwrap().finished, Some(false));
+    rj["status"] = json!({"jobDeploymentStatus": "Failed"});
+    assert_eq!(view(&rj, false).unwrap().finished, Some(false));
+}
