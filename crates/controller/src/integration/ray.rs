@@ -3,9 +3,9 @@
 //! - Workload `rayjob-<name>`: a pod set `head` (1 pod of
 //!   `spec.rayClusterSpec.headGroupSpec.template`) and one per
 //!   `spec.rayClusterSpec.workerGroupSpecs[i]`, named after its
-//!   `groupName` in lower case, of `replicas × numOfHosts` pods (defaults
-//!   1) of its template; controller owner reference to the RayJob. The
-//!   submitter pod KubeRay runs in `K8sJobMode` is not counted.
+//!   `groupName` in lower case, of `replicas × numOfHosts` pods (both
+//!   default to one) of its template; controller owner reference to the
+//!   RayJob. The submitter pod KubeRay runs in `K8sJobMode` is not counted.
 //! - Suspended and resumed through `spec.suspend` (KubeRay deletes the
 //!   RayCluster of a suspended RayJob and creates it again on resume).
 //! - Admission injects each group's flavors into its pod template with one
