@@ -75,8 +75,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "SLUICE_EXPLAIN_AFTER", default_value = "5s", value_parser = parse_duration)]
     explain_after: Duration,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
-    /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob),
-    /// or "auto": every one whose resource the API server serves at start (a
+    /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
+    /// ray.io/rayjob), or "auto": every one whose resource the API server serves at start (a
     /// kind installed later needs a restart).
     #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]
     integrations: Integrations,
