@@ -26,7 +26,7 @@ fn rayjob(name: &str, workers: u32) -> Result<DynamicObject> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": name, "labels": {"sluice.dev/queue": "team"}},
-        "spec": {"suspend": true, "entrypoint": "python tune.py", "rayClusterSpec": {
+        "spec": {"suspend": true, "shutdownAfterJobFinishes": true, "entrypoint": "python tune.py", "rayClusterSpec": {
             "headGroupSpec": {"rayStartParams": {}, "template": pod(1, json!({"pool": "cpu"}))},
             "workerGroupSpecs": [
                 {"groupName": "gpu", "replicas": workers, "rayStartParams": {}, "template": pod(2, json!(null))}

@@ -437,9 +437,15 @@ pub struct JobView {
     pub original: Option<String>,
     /// Its gang labels, when it is a member of a multi-Job gang.
     pub gang: Option<crate::gang::Labels>,
-    /// A Job made by an object of another kind Sluice queues (a JobSet's
-    /// child): queued as part of that object, never on its own.
-    pub managed: bool,
+    /// The kind of the object of another kind Sluice queues that made this
+    /// Job (a JobSet's child Job, an MPIJob's launcher, a RayJob's
+    /// submitter): while that kind is queued, the Job is queued as part of
+    /// its owner, never on its own.
+    pub managed_by: Option<crate::integration::JobKind>,
+    /// The label selector of its pods, where it is not its kind's usual
+    /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
+    /// RayCluster's.
+    pub pods_selector: Option<String>,
 }
 
 impl JobView {
@@ -475,12 +481,18 @@ impl JobView {
                 .and_then(|a| a.get(ORIGINAL_SCHEDULING))
                 .cloned(),
             gang: crate::gang::Labels::of(&job.metadata),
-            managed: job.metadata.owner_references.iter().flatten().any(|o| {
-                o.controller == Some(true)
-                    && crate::integration::JobKind::ALL.into_iter().any(|k| {
-                        k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
+            managed_by: job
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.controller == Some(true))
+                .find_map(|o| {
+                    crate::integration::JobKind::ALL.into_iter().find(|k| {
+                        *k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
                     })
-            }),
+                }),
+            pods_selector: None,
         }
     }
 

@@ -107,9 +107,10 @@ pub enum Step {
     /// Deletion of a Workload, with its uid as a precondition (one created
     /// again under this name is not deleted); already gone counts as done.
     DeleteWorkload { key: ObjKey, uid: String },
-    /// A read, not a write: succeeds only if no pod of the object with uid
-    /// `uid` ([`JobKind::pods_selector`]) is still running or terminating.
-    ConfirmPodsGone { job: JobRef, uid: String },
+    /// A read, not a write: succeeds only if no pod of the object (label
+    /// `selector`, [`crate::integration::pods_selector_of`]) is still
+    /// running or terminating.
+    ConfirmPodsGone { job: JobRef, selector: String },
 }
 
 impl Step {

@@ -420,12 +420,12 @@ impl Writer {
                     .await
                     .map(|_| (true, None))
                 }
-                Step::ConfirmPodsGone { job, uid } => {
+                Step::ConfirmPodsGone { job, selector } => {
                     // `controller-uid` is set on a Job's pods by every
                     // server version (1.27+ also sets the prefixed label).
                     let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
                     let lp = ListParams::default()
-                        .labels(&job.kind.pods_selector(job.name(), uid))
+                        .labels(selector)
                         .fields("status.phase!=Succeeded,status.phase!=Failed")
                         .limit(1);
                     api.list_metadata(&lp).await.map(|l| (l.items.is_empty(), None))

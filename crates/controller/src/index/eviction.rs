@@ -93,7 +93,7 @@ impl Index {
         });
     }
 
-    /// Looks at the pods of an evicted workload's Jobs (key, uid).
+    /// Looks at the pods of an evicted workload's objects (key, selector).
     pub(super) fn confirm_pods_gone(&mut self, jobs: Vec<(JobRef, String)>, uid: String, now_ms: i64) {
         let c = self.confirming.entry(uid.clone()).or_default();
         if c.in_flight || now_ms < c.not_before_ms {
@@ -104,7 +104,7 @@ impl Index {
             purpose: Purpose::ConfirmPodsGone { uid },
             steps: jobs
                 .into_iter()
-                .map(|(job, uid)| Step::ConfirmPodsGone { job, uid })
+                .map(|(job, selector)| Step::ConfirmPodsGone { job, selector })
                 .collect(),
         });
     }

@@ -90,6 +90,13 @@ impl Index {
             _ => None,
         };
         let left = self.track_gang(&key, &view, full_job, &wk);
+        let mut view = view;
+        if view.pods_selector.is_none()
+            && let Some(old) = self.jobs.get(&key).filter(|o| o.uid == view.uid)
+        {
+            // The last RayCluster name seen: its pods outlive the status.
+            view.pods_selector = old.pods_selector.clone();
+        }
         self.jobs.insert(key.clone(), view);
         if let Some(old) = left {
             self.reconcile_gang(&old, now_ms);
@@ -176,8 +183,9 @@ impl Index {
     /// Level-triggered: what an object needs given its Workload's state.
     pub(super) fn reconcile(&mut self, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) {
         let Some(j) = self.jobs.get(key) else { return };
-        if j.managed {
-            // A JobSet's child: its JobSet is what is queued.
+        if j.managed_by.is_some_and(|k| self.config.integrations.contains(&k)) {
+            // Made by a queued object (a JobSet's child, an MPIJob's
+            // launcher): that object is what is queued.
             return;
         }
         if let Some(wk) = self.member_of.get(key) {
@@ -395,7 +403,7 @@ impl Index {
             }
             settled &= j.live == 0;
             terminating_known &= j.reports_terminating;
-            checks.push((k.clone(), j.uid.clone()));
+            checks.push((k.clone(), integration::pods_selector_of(j)));
         }
         if !settled {
             return;

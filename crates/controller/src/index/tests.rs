@@ -900,7 +900,7 @@ fn without_status_terminating_the_pods_are_listed_before_quota_is_released() {
         plans[0].steps,
         [Step::ConfirmPodsGone {
             job: crate::plan::JobRef::job(NS, "evicted"),
-            uid: "job-uid-evicted".into()
+            selector: "controller-uid=job-uid-evicted".into()
         }]
     );
     assert!(!plans[0].steps[0].is_write());
@@ -1691,3 +1691,4 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
 }
 
 mod gangs;
+mod kinds;

@@ -188,7 +188,8 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .cloned(),
         gang: None,
-        managed: false,
+        managed_by: None,
+        pods_selector: None,
     })
 }
 

@@ -16,7 +16,8 @@
 //!   directives) and put back on eviction.
 //! - Finished: condition `Succeeded` or `Failed`. Ready: condition
 //!   `Running` (as Kueue reads these jobs).
-//! - Its pods carry [`NAME_LABEL`] (the job's name).
+//! - Its pods carry [`NAME_LABEL`] (the job's name) and [`OPERATOR_LABEL`]
+//!   (`pytorchjob-controller`, `mpi-operator`).
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,9 @@ use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirecti
 pub const GROUP: &str = "kubeflow.org";
 /// Label the training operator puts on a job's pods: the job's name.
 pub const NAME_LABEL: &str = "training.kubeflow.org/job-name";
+/// Label naming the operator that made a pod (a PyTorchJob and an MPIJob
+/// of one name are told apart by it).
+pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 
 /// The field of a kind's spec that holds its roles.
 pub fn replica_specs_field(kind: JobKind) -> &'static str {
@@ -157,7 +161,8 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
             .map(String::from),
         suspended: p.suspend,
         finished,
-        // The operator reports Running once every pod runs.
+        // The operator reports Running once the job runs (its master, or
+        // its launcher): Kueue's reading too.
         ready: Some(if is_true("Running") { pods } else { 0 }),
         succeeded: 0,
         pods,
@@ -183,7 +188,8 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .cloned(),
         gang: None,
-        managed: false,
+        managed_by: None,
+        pods_selector: None,
     })
 }
 
@@ -217,7 +223,8 @@ pub fn workload(
             .map(String::as_str),
     )?;
     let mut pod_sets = Vec::with_capacity(p.roles.len());
-    for (role, rs) in &p.roles {
+    // A role of no pods (replicas 0) takes no quota and is no pod set.
+    for (role, rs) in p.roles.iter().filter(|(_, rs)| rs.replicas.unwrap_or(1) > 0) {
         let ps = pod_set_name(role);
         let mut template = rs.template.clone();
         if let Some(original) = originals.as_ref().and_then(|o| o.get(&ps))
@@ -291,7 +298,14 @@ pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceF
     let originals = placed::originals(view)?;
     let mut roles = Map::new();
     for t in &view.templates {
-        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
+        // A role added after the originals were recorded: as it is now.
+        let original = originals
+            .get(&t.pod_set)
+            .cloned()
+            .unwrap_or_else(|| SchedulingDirectives {
+                node_selector: t.node_selector.clone(),
+                tolerations: t.tolerations.clone(),
+            });
         let assigned: Vec<&ResourceFlavor> = flavors.get(&t.pod_set).cloned().unwrap_or_default();
         roles.insert(
             t.key.clone(),
@@ -314,8 +328,10 @@ pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
     };
     let mut roles = Map::new();
     for t in &view.templates {
-        let original = originals.get(&t.pod_set).cloned().unwrap_or_default();
-        roles.insert(t.key.clone(), role_patch(t, &original));
+        // A role added after the injection was never written: as is.
+        if let Some(original) = originals.get(&t.pod_set) {
+            roles.insert(t.key.clone(), role_patch(t, original));
+        }
     }
     let field = replica_specs_field(view.kind);
     Ok(Some(json!({

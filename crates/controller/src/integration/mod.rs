@@ -139,7 +139,18 @@ impl JobKind {
         match self {
             JobKind::Job => format!("controller-uid={uid}"),
             JobKind::JobSet => format!("{}={uid}", jobset::UID_LABEL),
-            JobKind::PyTorchJob | JobKind::MpiJob => format!("{}={name}", kubeflow::NAME_LABEL),
+            JobKind::PyTorchJob => format!(
+                "{}={name},{}=pytorchjob-controller",
+                kubeflow::NAME_LABEL,
+                kubeflow::OPERATOR_LABEL
+            ),
+            JobKind::MpiJob => format!(
+                "{}={name},{}=mpi-operator",
+                kubeflow::NAME_LABEL,
+                kubeflow::OPERATOR_LABEL
+            ),
+            // Its pods are its RayCluster's (see `pods_selector_of`); the
+            // cluster and the submitter carry the RayJob's name.
             JobKind::RayJob => format!("{}={name},ray.io/originated-from-crd=RayJob", ray::NAME_LABEL),
         }
     }
@@ -277,4 +288,12 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
         JobKind::PyTorchJob | JobKind::MpiJob => kubeflow::view(kind, obj, kueue_compat),
         JobKind::RayJob => ray::view(obj, kueue_compat),
     }
+}
+
+/// The label selector of an object's pods: its own (a RayJob's cluster),
+/// else its kind's.
+pub fn pods_selector_of(view: &JobView) -> String {
+    view.pods_selector
+        .clone()
+        .unwrap_or_else(|| view.kind.pods_selector(&view.name, &view.uid))
 }

@@ -112,7 +112,14 @@ pub(super) fn injection_patches(
     }
     let mut ops = guards(placed);
     for p in placed {
-        let original = originals.get(&p.template.pod_set).cloned().unwrap_or_default();
+        // A template added after the originals were recorded: as it is now.
+        let original = originals
+            .get(&p.template.pod_set)
+            .cloned()
+            .unwrap_or_else(|| SchedulingDirectives {
+                node_selector: p.template.node_selector.clone(),
+                tolerations: p.template.tolerations.clone(),
+            });
         let assigned: Vec<&ResourceFlavor> = flavors.get(&p.template.pod_set).cloned().unwrap_or_default();
         set_ops(p, &with_flavors(&original, &assigned), &mut ops);
     }
@@ -130,8 +137,10 @@ pub(super) fn restoration_patches(view: &JobView, placed: &[Placed<'_>]) -> Resu
     };
     let mut ops = guards(placed);
     for p in placed {
-        let original = originals.get(&p.template.pod_set).cloned().unwrap_or_default();
-        set_ops(p, &original, &mut ops);
+        // A template added after the injection was never written: as is.
+        if let Some(original) = originals.get(&p.template.pod_set) {
+            set_ops(p, original, &mut ops);
+        }
     }
     Ok(Some(vec![
         ObjPatch::Json(Value::Array(ops)),

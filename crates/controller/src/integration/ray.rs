@@ -3,17 +3,23 @@
 //! - Workload `rayjob-<name>`: a pod set `head` (1 pod of
 //!   `spec.rayClusterSpec.headGroupSpec.template`) and one per
 //!   `spec.rayClusterSpec.workerGroupSpecs[i]`, named after its
-//!   `groupName` in lower case, of `replicas × numOfHosts` pods (both
-//!   default to one) of its template; controller owner reference to the
+//!   `groupName` in lower case, of `replicas × numOfHosts` pods (replicas
+//!   defaults to 0 as in KubeRay's CRD: such a group is no pod set;
+//!   numOfHosts to 1) of its template; controller owner reference to the
 //!   RayJob. The submitter pod KubeRay runs in `K8sJobMode` is not counted.
+//! - Queued only with `spec.shutdownAfterJobFinishes: true` and its own
+//!   cluster (no `clusterSelector`): KubeRay suspends no other RayJob.
 //! - Suspended and resumed through `spec.suspend` (KubeRay deletes the
 //!   RayCluster of a suspended RayJob and creates it again on resume).
 //! - Admission injects each group's flavors into its pod template with one
 //!   JSON patch, every worker group's position guarded by a `test` of its
 //!   `groupName` ([`super::placed`]); restored on eviction.
 //! - Finished: `status.jobDeploymentStatus` `Complete` (succeeded when
-//!   `status.jobStatus` is `SUCCEEDED`) or `Failed`. Ready: `Running`.
-//! - Its pods carry `ray.io/originated-from-cr-name` (the RayJob's name).
+//!   `status.jobStatus` is `SUCCEEDED`), `Failed` or `ValidationFailed`.
+//!   Ready: `Running`. While `Suspending` (KubeRay deleting the cluster)
+//!   its pods count as not gone.
+//! - Its pods carry [`CLUSTER_LABEL`] with `status.rayClusterName` (the
+//!   last name seen is kept).
 
 use std::collections::BTreeMap;
 
@@ -28,8 +34,11 @@ use super::placed::{self, Placed};
 use super::{JobKind, ObjPatch};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
 
-/// Label KubeRay puts on a RayJob's pods: the RayJob's name.
+/// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
+/// RayJob's name.
 pub const NAME_LABEL: &str = "ray.io/originated-from-cr-name";
+/// Label KubeRay puts on a RayCluster's pods: the cluster's name.
+pub const CLUSTER_LABEL: &str = "ray.io/cluster";
 /// The pod set of the head.
 pub const HEAD: &str = "head";
 
@@ -47,6 +56,10 @@ struct RayJob {
 struct Spec {
     #[serde(default)]
     suspend: Option<bool>,
+    #[serde(default)]
+    shutdown_after_job_finishes: Option<bool>,
+    #[serde(default)]
+    cluster_selector: Option<BTreeMap<String, String>>,
     ray_cluster_spec: Option<ClusterSpec>,
 }
 
@@ -81,6 +94,8 @@ struct Status {
     job_deployment_status: Option<String>,
     #[serde(default)]
     job_status: Option<String>,
+    #[serde(default)]
+    ray_cluster_name: Option<String>,
 }
 
 struct Parsed {
@@ -98,6 +113,18 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
         problem: e.to_string(),
     })?;
     let spec = rj.spec.ok_or(JobError::Missing { field: "spec" })?;
+    if spec.cluster_selector.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(JobError::Invalid {
+            field: "spec.clusterSelector".into(),
+            problem: "a queued RayJob must create its own cluster (spec.rayClusterSpec): one running on an existing cluster holds no quota of its own".into(),
+        });
+    }
+    if spec.shutdown_after_job_finishes != Some(true) {
+        return Err(JobError::Invalid {
+            field: "spec.shutdownAfterJobFinishes".into(),
+            problem: "must be true for a queued RayJob: KubeRay suspends and resumes only RayJobs that delete their cluster when they finish".into(),
+        });
+    }
     let cluster = spec.ray_cluster_spec.ok_or_else(|| JobError::Invalid {
         field: "spec.rayClusterSpec".into(),
         problem:
@@ -117,7 +144,8 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
                 ),
             });
         }
-        let replicas = g.replicas.unwrap_or(1);
+        // KubeRay's CRD defaults replicas to 0.
+        let replicas = g.replicas.unwrap_or(0);
         let hosts = g.num_of_hosts.unwrap_or(1);
         if replicas < 0 || hosts < 1 {
             return Err(JobError::Invalid {
@@ -141,7 +169,8 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     let deployment = p.status.job_deployment_status.as_deref();
     let finished = match deployment {
         Some("Complete") => Some(p.status.job_status.as_deref() == Some("SUCCEEDED")),
-        Some("Failed") => Some(false),
+        // KubeRay refused the spec: it never runs.
+        Some("Failed" | "ValidationFailed") => Some(false),
         _ => None,
     };
     let pods: i32 = p.groups.iter().map(|g| g.2).sum();
@@ -161,7 +190,8 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         ready: Some(if deployment == Some("Running") { pods } else { 0 }),
         succeeded: 0,
         pods,
-        live: 0,
+        // Suspending: KubeRay is still deleting the cluster.
+        live: i32::from(deployment == Some("Suspending")),
         reports_terminating: false,
         started: false,
         templates: p
@@ -183,7 +213,13 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .cloned(),
         gang: None,
-        managed: false,
+        managed_by: None,
+        pods_selector: p
+            .status
+            .ray_cluster_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("{CLUSTER_LABEL}={n}")),
     })
 }
 
@@ -215,9 +251,11 @@ pub fn workload(
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .map(String::as_str),
     )?;
+    // A group of no pods (replicas 0) takes no quota and is no pod set.
     let pod_sets: Vec<PodSet> = p
         .groups
         .iter()
+        .filter(|g| g.2 > 0)
         .map(|(ps, _, count, template)| {
             let mut template = template.clone();
             if let Some(original) = originals.as_ref().and_then(|o| o.get(ps))

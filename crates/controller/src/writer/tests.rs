@@ -429,7 +429,7 @@ async fn pods_of_an_evicted_job_are_listed_until_none_runs_or_terminates() {
         purpose: Purpose::ConfirmPodsGone { uid: "wl-uid".into() },
         steps: vec![Step::ConfirmPodsGone {
             job: JobRef::job("research", "train-preempted"),
-            uid: job_uid.clone(),
+            selector: format!("controller-uid={job_uid}"),
         }],
     };
     let metrics = Metrics::new();

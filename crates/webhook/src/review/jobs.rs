@@ -179,7 +179,7 @@ impl Queued {
         if self == Queued::RayJob {
             return matches!(
                 o.data.pointer("/status/jobDeploymentStatus").and_then(Value::as_str),
-                Some("Complete" | "Failed")
+                Some("Complete" | "Failed" | "ValidationFailed")
             );
         }
         let terminal: &[&str] = match self {
@@ -232,12 +232,36 @@ impl Reviewer {
             .clone()
             .or_else(|| obj.metadata.namespace.clone())
             .unwrap_or_default();
+        if kind == Queued::RayJob {
+            // KubeRay suspends only RayJobs that run their own cluster and
+            // delete it when they finish: any other would be admitted and
+            // never run.
+            if obj
+                .data
+                .pointer("/spec/clusterSelector")
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+            {
+                d.denials.push(
+                    "spec.clusterSelector: a queued RayJob must create its own cluster (spec.rayClusterSpec); one running on an existing cluster cannot be held or admitted".to_owned(),
+                );
+            }
+            if obj.data.pointer("/spec/shutdownAfterJobFinishes") != Some(&Value::Bool(true)) {
+                d.denials.push(
+                    "spec.shutdownAfterJobFinishes: must be true for a queued RayJob (KubeRay suspends and resumes only RayJobs that delete their cluster when they finish)".to_owned(),
+                );
+            }
+            if !d.denials.is_empty() {
+                return d;
+            }
+        }
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
-        // A JobSet's child Job (with the queue label its template carried):
-        // its JobSet is what is queued and what Sluice suspends; holding
-        // the child would keep it from ever running.
-        let part_of_queued = kind == Queued::Job && made_by_jobset(obj);
+        // A Job made by a queued object (a JobSet's child Job with the
+        // queue label its template carried, an MPIJob's launcher, a
+        // RayJob's submitter): its owner is what is queued and what Sluice
+        // suspends; holding the Job would keep it from ever running.
+        let part_of_queued = kind == Queued::Job && made_by_queued_kind(obj);
         let queue = match labels.and_then(|l| l.get(label)) {
             Some(_) if part_of_queued => None,
             Some(q) if q.is_empty() => {
@@ -340,8 +364,8 @@ impl Reviewer {
                 .push("object, oldObject: both must be present in an UPDATE request".to_owned());
             return d;
         };
-        if kind == Queued::Job && made_by_jobset(old) {
-            // Its JobSet controller suspends and resumes it with the JobSet.
+        if kind == Queued::Job && made_by_queued_kind(old) {
+            // Its owner's operator suspends and resumes it with its owner.
             return d;
         }
         let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
@@ -390,11 +414,14 @@ impl Reviewer {
     }
 }
 
-/// Whether a Job is controlled by a JobSet (its child).
-fn made_by_jobset(o: &DynamicObject) -> bool {
-    o.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && r.kind == "JobSet" && r.api_version.starts_with("jobset.x-k8s.io/"))
+/// Whether a Job is controlled by an object of another queued kind (a
+/// JobSet's child Job, an MPIJob's launcher, a RayJob's submitter).
+fn made_by_queued_kind(o: &DynamicObject) -> bool {
+    o.metadata.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && Queued::OTHERS.iter().any(|k| {
+                let (group, _, kind) = k.gvk();
+                r.kind == kind && r.api_version.starts_with(&format!("{group}/"))
+            })
+    })
 }

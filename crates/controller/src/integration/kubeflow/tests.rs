@@ -81,8 +81,13 @@ fn a_pytorchjob_is_one_workload_with_a_pod_set_per_role() {
     );
     assert_eq!(
         JobKind::MpiJob.pods_selector("hvd", "mj-uid"),
-        "training.kubeflow.org/job-name=hvd"
+        "training.kubeflow.org/job-name=hvd,training.kubeflow.org/operator-name=mpi-operator"
     );
+    // A role of no pods is no pod set.
+    let mut idle = pytorchjob();
+    idle["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(0);
+    let wl = workload(JobKind::PyTorchJob, &idle, false, |_| None, |_| None).unwrap();
+    assert_eq!(wl.spec.pod_sets.len(), 1);
 }
 
 #[test]

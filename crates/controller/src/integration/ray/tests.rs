@@ -17,6 +17,7 @@ fn rayjob() -> Value {
                      "labels": {"sluice.dev/queue": "team-a"}},
         "spec": {
             "suspend": true,
+            "shutdownAfterJobFinishes": true,
             "entrypoint": "python tune.py",
             "rayClusterSpec": {
                 "headGroupSpec": {"rayStartParams": {}, "template": head},
@@ -70,6 +71,50 @@ fn a_rayjob_is_one_workload_with_the_head_and_a_pod_set_per_worker_group() {
         JobKind::RayJob.pods_selector("tune", "rj-uid"),
         "ray.io/originated-from-cr-name=tune,ray.io/originated-from-crd=RayJob"
     );
+}
+
+#[test]
+fn a_rayjob_kuberay_would_not_suspend_is_refused_and_empty_groups_are_no_pod_sets() {
+    let mut keeps = rayjob();
+    keeps["spec"]["shutdownAfterJobFinishes"] = json!(false);
+    assert!(
+        view(&keeps, false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("spec.shutdownAfterJobFinishes: must be true")
+    );
+    let mut shared = rayjob();
+    shared["spec"]["clusterSelector"] = json!({"ray.io/cluster": "shared"});
+    assert!(
+        view(&shared, false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("spec.clusterSelector")
+    );
+    // KubeRay's CRD defaults replicas to 0: such a group is no pod set,
+    // but keeps its place for the patches.
+    let mut idle = rayjob();
+    idle["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("replicas");
+    let wl = workload(&idle, false, |_| None, |_| None).unwrap();
+    let sets: Vec<&str> = wl.spec.pod_sets.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(sets, ["head", "gpu-big"]);
+    assert_eq!(view(&idle, false).unwrap().templates.len(), 3);
+}
+
+#[test]
+fn its_pods_are_its_clusters_and_not_gone_while_suspending() {
+    let mut rj = rayjob();
+    rj["status"] = json!({"jobDeploymentStatus": "Suspending", "rayClusterName": "tune-raycluster-x7"});
+    let v = view(&rj, false).unwrap();
+    assert_eq!(integration::pods_selector_of(&v), "ray.io/cluster=tune-raycluster-x7");
+    assert_eq!(v.live, 1, "KubeRay is still deleting the cluster");
+    rj["status"] = json!({"jobDeploymentStatus": "Suspended"});
+    assert_eq!(view(&rj, false).unwrap().live, 0);
+    rj["status"] = json!({"jobDeploymentStatus": "ValidationFailed"});
+    assert_eq!(view(&rj, false).unwrap().finished, Some(false));
 }
 
 #[test]

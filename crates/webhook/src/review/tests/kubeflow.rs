@@ -92,7 +92,7 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
     review["request"]["requestResource"] = gvr;
     review["request"]["object"]["apiVersion"] = json!("ray.io/v1");
     review["request"]["object"]["kind"] = json!("RayJob");
-    review["request"]["object"]["spec"] = json!({"entrypoint": "python tune.py", "rayClusterSpec": {
+    review["request"]["object"]["spec"] = json!({"entrypoint": "python tune.py", "shutdownAfterJobFinishes": true, "rayClusterSpec": {
         "headGroupSpec": {"template": template.clone()},
         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template}]
     }});
@@ -105,5 +105,44 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
     ] {
         let pod = patched.pointer(at).unwrap();
         assert_eq!(pod["runtimeClassName"], "nvidia", "{at}: {pod}");
+    }
+    // One KubeRay would not suspend, or that runs on a cluster of others:
+    // refused, with the field.
+    let mut keeps = review.clone();
+    keeps["request"]["object"]["spec"]["shutdownAfterJobFinishes"] = json!(false);
+    let reply = r.handle(Endpoint::MutateQueued(Queued::RayJob), &body(&keeps)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        reply
+            .response
+            .result
+            .message
+            .starts_with("spec.shutdownAfterJobFinishes: must be true"),
+        "{}",
+        reply.response.result.message
+    );
+    let mut shared = review;
+    shared["request"]["object"]["spec"]["clusterSelector"] = json!({"ray.io/cluster": "shared"});
+    let reply = r
+        .handle(Endpoint::MutateQueued(Queued::RayJob), &body(&shared))
+        .unwrap();
+    assert!(
+        reply.response.result.message.contains("spec.clusterSelector"),
+        "{:?}",
+        reply.response
+    );
+}
+
+#[test]
+fn jobs_made_by_an_mpijob_or_a_rayjob_are_left_to_their_owner() {
+    let r = reviewer();
+    for (api_version, kind) in [("kubeflow.org/v2beta1", "MPIJob"), ("ray.io/v1", "RayJob")] {
+        let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
+        review["request"]["object"]["spec"]["suspend"] = json!(false);
+        review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": api_version, "kind": kind, "name": "x", "uid": "u", "controller": true}]);
+        let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+        assert!(!reply.fixes.contains(&FixKind::Suspend), "{kind}: {:?}", reply.fixes);
+        assert_eq!(patched["spec"]["suspend"], json!(false), "{kind}");
     }
 }

@@ -1,0 +1,58 @@
+//! Objects of the other queued kinds in the index, and the Jobs they make.
+
+use super::*;
+use crate::integration::JobKind;
+
+/// An MPIJob's launcher Job, with the queue label (e.g. copied from a
+/// template by its operator).
+fn launcher() -> Job {
+    let mut j = mk_job("hvd-launcher", "team-a", 1, 0);
+    j.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "kubeflow.org/v2beta1".into(),
+        kind: "MPIJob".into(),
+        name: "hvd".into(),
+        uid: "mj-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    j.spec.as_mut().unwrap().suspend = Some(false);
+    j
+}
+
+#[test]
+fn a_job_made_by_a_queued_kind_is_left_to_its_owner_only_while_that_kind_is_queued() {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(JobKind::MpiJob);
+    let mut ix = ready_index_with(config);
+    ix.apply_job(launcher(), T0);
+    assert!(ix.take_plans().is_empty(), "neither suspended nor given a Workload");
+    // MPIJobs not queued: the Job is queued on its own, as any labelled Job.
+    let mut ix = ready_index();
+    ix.apply_job(launcher(), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+}
+
+#[test]
+fn a_rayjobs_pods_are_looked_up_by_its_last_cluster_name() {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(JobKind::RayJob);
+    let mut ix = ready_index_with(config);
+    let mut rj = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": NS, "uid": "rj-uid", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"suspend": false, "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+            "workerGroupSpecs": []}},
+        "status": {"jobDeploymentStatus": "Running", "rayClusterName": "tune-rc-1"}
+    });
+    ix.apply_object(JobKind::RayJob, &rj, T0);
+    let key = crate::plan::JobRef::new(JobKind::RayJob, NS, "tune");
+    // The status loses the name (the cluster is being deleted): the last
+    // one seen is kept.
+    rj["status"] = json!({"jobDeploymentStatus": "Suspending"});
+    ix.apply_object(JobKind::RayJob, &rj, T0 + 1000);
+    let view = &ix.jobs[&key];
+    assert_eq!(crate::integration::pods_selector_of(view), "ray.io/cluster=tune-rc-1");
+    assert_eq!(view.live, 1);
+}
