@@ -786,3 +786,136 @@ async fn a_retired_gang_workload_is_deleted_with_its_uid_as_precondition_and_gon
     writer.step(&step).await.unwrap();
     server.await.unwrap();
 }
+
+/// The answer of a patch of an object of another kind: the object, as
+/// the API server returns it (its kind's JSON).
+fn patched_object(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": name, "namespace": "research", "uid": "u", "resourceVersion": "7"},
+           "spec": {}})
+}
+
+#[tokio::test]
+async fn a_jobset_is_started_with_a_merge_patch_of_its_annotation_then_a_guarded_json_patch() {
+    use crate::integration::{self, JobKind};
+    let js = json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "pretrain", "namespace": "research", "uid": "js-uid", "labels": {"sluice.dev/queue": "q"}},
+        "spec": {"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+            "parallelism": 2, "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}}}]}
+    });
+    let view = integration::jobset::view(&js, false).unwrap();
+    let a100 = flavor("a100");
+    let flavors = std::collections::BTreeMap::from([("workers".to_string(), vec![&a100])]);
+    let job = JobRef::new(JobKind::JobSet, "research", "pretrain");
+    let steps: Vec<Step> = integration::start_patches(&view, &flavors)
+        .unwrap()
+        .into_iter()
+        .map(|(_, patch)| Step::PatchJob {
+            job: job.clone(),
+            patch,
+        })
+        .collect();
+    let (writer, mut handle) = mock();
+    let path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/pretrain";
+    let server = tokio::spawn(async move {
+        let call = expect(&mut handle, Method::PATCH, path).await;
+        assert_eq!(call.content_type, "application/merge-patch+json");
+        assert_eq!(call.query, query(&[("fieldManager", "sluice-controller")]));
+        assert!(call.body["metadata"]["annotations"]["sluice.dev/original-scheduling"].is_string());
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &patched_object("jobset.x-k8s.io/v1alpha2", "JobSet", "pretrain"),
+        );
+        let call = expect(&mut handle, Method::PATCH, path).await;
+        assert_eq!(call.content_type, "application/json-patch+json");
+        assert_eq!(
+            call.body,
+            json!([
+                {"op": "test", "path": "/spec/replicatedJobs/0/name", "value": "workers"},
+                {"op": "add", "path": "/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector",
+                 "value": {"gpu": "a100"}},
+                {"op": "add", "path": "/spec/replicatedJobs/0/template/spec/template/spec/tolerations",
+                 "value": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+                {"op": "add", "path": "/spec/suspend", "value": false}
+            ])
+        );
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &patched_object("jobset.x-k8s.io/v1alpha2", "JobSet", "pretrain"),
+        );
+        no_more_requests(&mut handle).await;
+    });
+    writer
+        .apply(
+            &Plan {
+                purpose: Purpose::StartJob { uid: "wl".into() },
+                steps,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_found_by_their_labels() {
+    use crate::integration::{self, JobKind};
+    let (writer, mut handle) = mock();
+    let server = tokio::spawn(async move {
+        let call = expect(
+            &mut handle,
+            Method::PATCH,
+            "/apis/kubeflow.org/v1/namespaces/research/pytorchjobs/bert",
+        )
+        .await;
+        assert_eq!(call.content_type, "application/merge-patch+json");
+        assert_eq!(call.body, json!({"spec": {"runPolicy": {"suspend": true}}}));
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &patched_object("kubeflow.org/v1", "PyTorchJob", "bert"),
+        );
+        let call = expect(
+            &mut handle,
+            Method::PATCH,
+            "/apis/ray.io/v1/namespaces/research/rayjobs/tune",
+        )
+        .await;
+        assert_eq!(call.body, json!({"spec": {"suspend": true}}));
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &patched_object("ray.io/v1", "RayJob", "tune"),
+        );
+        let call = expect(&mut handle, Method::GET, "/api/v1/namespaces/research/pods").await;
+        assert_eq!(call.query["labelSelector"], "ray.io%2Fcluster%3Dtune-rc-1");
+        respond(
+            call.reply,
+            StatusCode::OK,
+            &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {"resourceVersion": "9"}, "items": []}),
+        );
+        no_more_requests(&mut handle).await;
+    });
+    for (kind, name) in [(JobKind::PyTorchJob, "bert"), (JobKind::RayJob, "tune")] {
+        writer
+            .step(&Step::PatchJob {
+                job: JobRef::new(kind, "research", name),
+                patch: integration::suspend_patch(kind),
+            })
+            .await
+            .unwrap();
+    }
+    writer
+        .step(&Step::ConfirmPodsGone {
+            job: JobRef::new(JobKind::RayJob, "research", "tune"),
+            selector: "ray.io/cluster=tune-rc-1".into(),
+        })
+        .await
+        .unwrap();
+    server.await.unwrap();
+}
