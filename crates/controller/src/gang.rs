@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::labels;
-use sluice_api::v1alpha1::{Workload, WorkloadSpec};
+use sluice_api::v1alpha1::Workload;
 
 use crate::job::{self, JobError};
 
@@ -214,27 +214,22 @@ pub fn workload_for_gang(
             best = Some(p);
         }
     }
-    let (priority, class) = best.unwrap_or((0, None));
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(workload_name(gang)),
-            namespace: namespace.map(String::from),
-            labels: Some(BTreeMap::from([
-                (labels::QUEUE.to_string(), queue.to_string()),
-                (labels::GANG.to_string(), gang.to_string()),
-            ])),
-            owner_references: Some(owners),
-            ..Default::default()
-        },
-        spec: WorkloadSpec {
-            pod_sets,
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
-    })
+    let metadata = ObjectMeta {
+        name: Some(workload_name(gang)),
+        namespace: namespace.map(String::from),
+        labels: Some(BTreeMap::from([
+            (labels::QUEUE.to_string(), queue.to_string()),
+            (labels::GANG.to_string(), gang.to_string()),
+        ])),
+        owner_references: Some(owners),
+        ..Default::default()
+    };
+    Ok(job::queued_workload(
+        metadata,
+        queue,
+        pod_sets,
+        best.unwrap_or((0, None)),
+    ))
 }
 
 /// The members of a gang Workload: each pod set's name (its Job's) and,

@@ -126,27 +126,39 @@ pub fn workload_for_job(
     let (name, namespace, uid) = identity(job)?;
     let queue = queue_of(job, kueue_compat).ok_or(JobError::NotQueued)?;
     let pod_set = pod_set_of(job, MAIN_POD_SET)?;
-    let (priority, class) = resolve_priority(job, workload_class, pod_class);
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(workload_name(name)),
-            namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([
-                (labels::QUEUE.to_string(), queue.to_string()),
-                (JOB_UID_LABEL.to_string(), uid.to_string()),
-            ])),
-            owner_references: Some(vec![owner_reference(name, uid, true)]),
-            ..Default::default()
-        },
+    let metadata = ObjectMeta {
+        name: Some(workload_name(name)),
+        namespace: Some(namespace.to_string()),
+        labels: Some(BTreeMap::from([
+            (labels::QUEUE.to_string(), queue.to_string()),
+            (JOB_UID_LABEL.to_string(), uid.to_string()),
+        ])),
+        owner_references: Some(vec![owner_reference(name, uid, true)]),
+        ..Default::default()
+    };
+    let priority = resolve_priority(job, workload_class, pod_class);
+    Ok(queued_workload(metadata, queue, vec![pod_set], priority))
+}
+
+/// A new, active Workload (without status) in `queue` with `pod_sets`,
+/// at `priority` (and the WorkloadPriorityClass it came from).
+pub(crate) fn queued_workload(
+    metadata: ObjectMeta,
+    queue: &str,
+    pod_sets: Vec<PodSet>,
+    (priority, class): (i32, Option<String>),
+) -> Workload {
+    Workload {
+        metadata,
         spec: WorkloadSpec {
-            pod_sets: vec![pod_set],
+            pod_sets,
             queue_name: queue.to_string(),
             priority: Some(priority),
             priority_class_name: class,
             active: true,
         },
         status: None,
-    })
+    }
 }
 
 /// A Job's name, namespace and uid, each required.

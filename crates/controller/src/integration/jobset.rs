@@ -22,12 +22,11 @@ use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::labels;
-use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::ObjPatch;
 use super::placed::{self, Placed};
-use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
+use super::{JobKind, ObjPatch, object};
+use crate::job::{self, JobError, JobView};
 
 pub const GROUP: &str = "jobset.x-k8s.io";
 pub const VERSION: &str = "v1alpha2";
@@ -145,17 +144,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
             "Failed" => Some(false),
             _ => None,
         });
-    let meta = &js.metadata;
-    Ok(JobView {
-        kind: super::JobKind::JobSet,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        queue: meta
-            .labels
-            .as_ref()
-            .and_then(|l| labels::queue_name(l, kueue_compat))
-            .map(String::from),
+    let state = object::State {
         suspended: spec.suspend.unwrap_or(false),
         finished,
         ready: Some(status.replicated_jobs_status.iter().map(|s| s.ready).sum()),
@@ -167,30 +156,22 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
             .sum(),
         // Its pods are looked up by label before its quota is released.
         live: 0,
-        reports_terminating: false,
-        started: false,
+        pods_selector: None,
         templates: spec
             .replicated_jobs
             .iter()
-            .map(|rj| {
-                let pod = rj.template.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-                TemplateDirectives {
-                    pod_set: rj.name.clone(),
-                    key: rj.name.clone(),
-                    node_selector: pod.and_then(|p| p.node_selector.clone()),
-                    tolerations: pod.and_then(|p| p.tolerations.clone()),
-                }
-            })
+            .map(|rj| object::directives(&rj.name, &rj.name, &pod_template(rj)))
             .collect(),
-        original: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .cloned(),
-        gang: None,
-        managed_by: None,
-        pods_selector: None,
-    })
+    };
+    Ok(object::view(JobKind::JobSet, &js.metadata, kueue_compat, state))
+}
+
+fn pod_template(rj: &ReplicatedJob) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+    rj.template
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default()
 }
 
 /// The Workload of a queued JobSet (without status).
@@ -201,72 +182,19 @@ pub fn workload(
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
     let (js, spec) = parse(obj)?;
-    let meta = &js.metadata;
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or(JobError::Missing { field: "metadata.name" })?;
-    let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
-        field: "metadata.namespace",
-    })?;
-    let uid = meta.uid.as_deref().ok_or(JobError::Missing { field: "metadata.uid" })?;
-    let queue = meta
-        .labels
-        .as_ref()
-        .and_then(|l| labels::queue_name(l, kueue_compat))
-        .ok_or(JobError::NotQueued)?;
-    let originals = placed::recorded(
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .map(String::as_str),
-    )?;
-    let mut pod_sets = Vec::with_capacity(spec.replicated_jobs.len());
-    for rj in &spec.replicated_jobs {
-        let mut template = rj
-            .template
-            .spec
-            .as_ref()
-            .map(|s| s.template.clone())
-            .unwrap_or_default();
-        if let Some(original) = originals.as_ref().and_then(|o| o.get(&rj.name))
-            && let Some(pod) = template.spec.as_mut()
-        {
-            pod.node_selector = original.node_selector.clone();
-            pod.tolerations = original.tolerations.clone();
-        }
-        pod_sets.push(PodSet {
-            name: rj.name.clone(),
-            count: pods_of(rj),
-            min_count: None,
-            template,
-        });
-    }
-    let template_class = pod_sets
-        .first()
-        .and_then(|p| p.template.spec.as_ref())
-        .and_then(|p| p.priority_class_name.as_deref());
-    let (priority, class) = job::priority_of(meta.labels.as_ref(), template_class, workload_class, pod_class);
-    let mut owner = job::owner_reference(name, uid, true);
-    owner.api_version = API_VERSION.into();
-    owner.kind = KIND.into();
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(workload_name(name)),
-            namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
-            owner_references: Some(vec![owner]),
-            ..Default::default()
-        },
-        spec: WorkloadSpec {
-            pod_sets,
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
-    })
+    let sets = spec
+        .replicated_jobs
+        .iter()
+        .map(|rj| (rj.name.clone(), pods_of(rj), pod_template(rj)))
+        .collect();
+    object::workload(
+        JobKind::JobSet,
+        &js.metadata,
+        sets,
+        kueue_compat,
+        workload_class,
+        pod_class,
+    )
 }
 
 /// The merge patch that suspends a JobSet.

@@ -25,10 +25,9 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use sluice_api::labels;
-use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::{JobKind, placed};
+use super::{JobKind, object, placed};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
 
 pub const GROUP: &str = "kubeflow.org";
@@ -148,17 +147,7 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
         None
     };
     let pods: i32 = p.roles.values().map(|r| r.replicas.unwrap_or(1)).sum();
-    let meta = &p.metadata;
-    Ok(JobView {
-        kind,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        queue: meta
-            .labels
-            .as_ref()
-            .and_then(|l| labels::queue_name(l, kueue_compat))
-            .map(String::from),
+    let state = object::State {
         suspended: p.suspend,
         finished,
         // The operator reports Running once the job runs (its master, or
@@ -167,33 +156,18 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
         succeeded: 0,
         pods,
         live: 0,
-        reports_terminating: false,
-        started: false,
+        pods_selector: None,
         templates: p
             .roles
             .iter()
-            .map(|(role, rs)| {
-                let pod = rs.template.spec.as_ref();
-                TemplateDirectives {
-                    pod_set: pod_set_name(role),
-                    key: role.clone(),
-                    node_selector: pod.and_then(|p| p.node_selector.clone()),
-                    tolerations: pod.and_then(|p| p.tolerations.clone()),
-                }
-            })
+            .map(|(role, rs)| object::directives(&pod_set_name(role), role, &rs.template))
             .collect(),
-        original: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .cloned(),
-        gang: None,
-        managed_by: None,
-        pods_selector: None,
-    })
+    };
+    Ok(object::view(kind, &p.metadata, kueue_compat, state))
 }
 
-/// The Workload of a queued job of `kind` (without status).
+/// The Workload of a queued job of `kind` (without status): a role of no
+/// pods (replicas 0) takes no quota and is no pod set.
 pub fn workload(
     kind: JobKind,
     obj: &Value,
@@ -202,68 +176,12 @@ pub fn workload(
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
     let p = parse(kind, obj)?;
-    let meta = &p.metadata;
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or(JobError::Missing { field: "metadata.name" })?;
-    let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
-        field: "metadata.namespace",
-    })?;
-    let uid = meta.uid.as_deref().ok_or(JobError::Missing { field: "metadata.uid" })?;
-    let queue = meta
-        .labels
-        .as_ref()
-        .and_then(|l| labels::queue_name(l, kueue_compat))
-        .ok_or(JobError::NotQueued)?;
-    let originals = placed::recorded(
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .map(String::as_str),
-    )?;
-    let mut pod_sets = Vec::with_capacity(p.roles.len());
-    // A role of no pods (replicas 0) takes no quota and is no pod set.
-    for (role, rs) in p.roles.iter().filter(|(_, rs)| rs.replicas.unwrap_or(1) > 0) {
-        let ps = pod_set_name(role);
-        let mut template = rs.template.clone();
-        if let Some(original) = originals.as_ref().and_then(|o| o.get(&ps))
-            && let Some(pod) = template.spec.as_mut()
-        {
-            pod.node_selector = original.node_selector.clone();
-            pod.tolerations = original.tolerations.clone();
-        }
-        pod_sets.push(PodSet {
-            name: ps,
-            count: rs.replicas.unwrap_or(1),
-            min_count: None,
-            template,
-        });
-    }
-    let template_class = pod_sets
+    let sets = p
+        .roles
         .iter()
-        .find_map(|p| p.template.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()));
-    let (priority, class) = job::priority_of(meta.labels.as_ref(), template_class, workload_class, pod_class);
-    let mut owner = job::owner_reference(name, uid, true);
-    owner.api_version = kind.api_version().into();
-    owner.kind = kind.kind().into();
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(kind.workload_name(name)),
-            namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
-            owner_references: Some(vec![owner]),
-            ..Default::default()
-        },
-        spec: WorkloadSpec {
-            pod_sets,
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
-    })
+        .map(|(role, rs)| (pod_set_name(role), rs.replicas.unwrap_or(1), rs.template.clone()))
+        .collect();
+    object::workload(kind, &p.metadata, sets, kueue_compat, workload_class, pod_class)
 }
 
 /// The merge patch that suspends a job (`spec.runPolicy.suspend`).

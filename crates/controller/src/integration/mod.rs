@@ -26,6 +26,7 @@ use crate::job::{self, JobError, JobView};
 
 pub mod jobset;
 pub mod kubeflow;
+mod object;
 mod placed;
 pub mod ray;
 

@@ -27,12 +27,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::labels;
-use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use super::placed::{self, Placed};
-use super::{JobKind, ObjPatch};
-use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
+use super::{JobKind, ObjPatch, object};
+use crate::job::{JobError, JobView};
 
 /// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
 /// RayJob's name.
@@ -174,17 +173,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         _ => None,
     };
     let pods: i32 = p.groups.iter().map(|g| g.2).sum();
-    let meta = &p.metadata;
-    Ok(JobView {
-        kind: JobKind::RayJob,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        queue: meta
-            .labels
-            .as_ref()
-            .and_then(|l| labels::queue_name(l, kueue_compat))
-            .map(String::from),
+    let state = object::State {
         suspended: p.suspend,
         finished,
         ready: Some(if deployment == Some("Running") { pods } else { 0 }),
@@ -192,38 +181,23 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         pods,
         // Suspending: KubeRay is still deleting the cluster.
         live: i32::from(deployment == Some("Suspending")),
-        reports_terminating: false,
-        started: false,
-        templates: p
-            .groups
-            .iter()
-            .map(|(ps, key, _, template)| {
-                let pod = template.spec.as_ref();
-                TemplateDirectives {
-                    pod_set: ps.clone(),
-                    key: key.clone(),
-                    node_selector: pod.and_then(|p| p.node_selector.clone()),
-                    tolerations: pod.and_then(|p| p.tolerations.clone()),
-                }
-            })
-            .collect(),
-        original: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .cloned(),
-        gang: None,
-        managed_by: None,
         pods_selector: p
             .status
             .ray_cluster_name
             .as_deref()
             .filter(|n| !n.is_empty())
             .map(|n| format!("{CLUSTER_LABEL}={n}")),
-    })
+        templates: p
+            .groups
+            .iter()
+            .map(|(ps, key, _, template)| object::directives(ps, key, template))
+            .collect(),
+    };
+    Ok(object::view(JobKind::RayJob, &p.metadata, kueue_compat, state))
 }
 
-/// The Workload of a queued RayJob (without status).
+/// The Workload of a queued RayJob (without status): a group of no pods
+/// (replicas 0) takes no quota and is no pod set.
 pub fn workload(
     obj: &Value,
     kueue_compat: bool,
@@ -231,72 +205,19 @@ pub fn workload(
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
     let p = parse(obj)?;
-    let meta = &p.metadata;
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or(JobError::Missing { field: "metadata.name" })?;
-    let namespace = meta.namespace.as_deref().ok_or(JobError::Missing {
-        field: "metadata.namespace",
-    })?;
-    let uid = meta.uid.as_deref().ok_or(JobError::Missing { field: "metadata.uid" })?;
-    let queue = meta
-        .labels
-        .as_ref()
-        .and_then(|l| labels::queue_name(l, kueue_compat))
-        .ok_or(JobError::NotQueued)?;
-    let originals = placed::recorded(
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-            .map(String::as_str),
-    )?;
-    // A group of no pods (replicas 0) takes no quota and is no pod set.
-    let pod_sets: Vec<PodSet> = p
+    let sets = p
         .groups
-        .iter()
-        .filter(|g| g.2 > 0)
-        .map(|(ps, _, count, template)| {
-            let mut template = template.clone();
-            if let Some(original) = originals.as_ref().and_then(|o| o.get(ps))
-                && let Some(pod) = template.spec.as_mut()
-            {
-                pod.node_selector = original.node_selector.clone();
-                pod.tolerations = original.tolerations.clone();
-            }
-            PodSet {
-                name: ps.clone(),
-                count: *count,
-                min_count: None,
-                template,
-            }
-        })
+        .into_iter()
+        .map(|(ps, _, count, template)| (ps, count, template))
         .collect();
-    let template_class = pod_sets
-        .first()
-        .and_then(|p| p.template.spec.as_ref())
-        .and_then(|p| p.priority_class_name.as_deref());
-    let (priority, class) = job::priority_of(meta.labels.as_ref(), template_class, workload_class, pod_class);
-    let mut owner = job::owner_reference(name, uid, true);
-    owner.api_version = JobKind::RayJob.api_version().into();
-    owner.kind = JobKind::RayJob.kind().into();
-    Ok(Workload {
-        metadata: ObjectMeta {
-            name: Some(JobKind::RayJob.workload_name(name)),
-            namespace: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([(labels::QUEUE.to_string(), queue.to_string())])),
-            owner_references: Some(vec![owner]),
-            ..Default::default()
-        },
-        spec: WorkloadSpec {
-            pod_sets,
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
-    })
+    object::workload(
+        JobKind::RayJob,
+        &p.metadata,
+        sets,
+        kueue_compat,
+        workload_class,
+        pod_class,
+    )
 }
 
 /// The merge patch that suspends a RayJob.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::integration::{self, JobKind};
+use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
 
 /// A JobSet as the API server returns it: a driver (1 Job × 1 pod) and

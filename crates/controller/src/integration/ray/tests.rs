@@ -1,5 +1,6 @@
 use super::*;
 use crate::integration;
+use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
 
 /// A RayJob as the API server returns it: a head (its own nodeSelector)
