@@ -371,6 +371,16 @@ impl Cluster {
         .await
     }
 
+    /// Waits until Workload `name` has condition `type_` True; its reason.
+    pub async fn wait_reason(&self, name: &str, type_: &str, timeout: Duration) -> Result<String> {
+        let wl = self.wait_workload_condition(name, type_, "True", timeout).await?;
+        wl.status
+            .as_ref()
+            .and_then(|s| s.condition(type_))
+            .map(|c| c.reason.clone())
+            .with_context(|| format!("{name}: no {type_} condition"))
+    }
+
     /// Whether Workload `job-<job>` holds `type_=True` now.
     pub async fn has_condition(&self, job: &str, type_: &str) -> Result<bool> {
         let wl = self.workloads().get(&format!("job-{job}")).await?;

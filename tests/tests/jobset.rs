@@ -143,15 +143,7 @@ async fn a_jobset_is_admitted_whole_injected_per_pod_set_preempted_restored_and_
             true,
         )
         .await?;
-        let evicted = c
-            .wait_workload_condition("jobset-pretrain", "Evicted", "True", T)
-            .await?;
-        let cond = evicted
-            .status
-            .as_ref()
-            .and_then(|s| s.condition("Evicted"))
-            .context("no Evicted")?;
-        ensure_eq!(cond.reason, "Preempted");
+        ensure_eq!(c.wait_reason("jobset-pretrain", "Evicted", T).await?, "Preempted");
         wait_suspended(&c, "pretrain", true).await?;
         c.wait_condition("urgent", "Admitted", "True", T).await?;
         // No JobSet pods exist: the quota is released and what the user
@@ -189,15 +181,7 @@ async fn a_jobset_is_admitted_whole_injected_per_pod_set_preempted_restored_and_
                     "reason": "AllJobsCompleted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
             )
             .await?;
-        let done = c
-            .wait_workload_condition("jobset-pretrain", "Finished", "True", T)
-            .await?;
-        let cond = done
-            .status
-            .as_ref()
-            .and_then(|s| s.condition("Finished"))
-            .context("no Finished")?;
-        ensure_eq!(cond.reason, "Succeeded");
+        ensure_eq!(c.wait_reason("jobset-pretrain", "Finished", T).await?, "Succeeded");
         Ok::<_, anyhow::Error>(())
     }
     .await;

@@ -116,15 +116,7 @@ async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and
             true,
         )
         .await?;
-        let evicted = c
-            .wait_workload_condition("pytorchjob-bert", "Evicted", "True", T)
-            .await?;
-        let cond = evicted
-            .status
-            .as_ref()
-            .and_then(|s| s.condition("Evicted"))
-            .context("no Evicted")?;
-        ensure_eq!(cond.reason, "Preempted");
+        ensure_eq!(c.wait_reason("pytorchjob-bert", "Evicted", T).await?, "Preempted");
         let restored = wait_for("PyTorchJob suspended and restored", T, || async {
             let v = get().await?;
             let done = v["spec"]["runPolicy"]["suspend"] == json!(true)
@@ -157,15 +149,7 @@ async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and
                 "reason": "PyTorchJobSucceeded", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
         )
         .await?;
-        let done = c
-            .wait_workload_condition("pytorchjob-bert", "Finished", "True", T)
-            .await?;
-        let cond = done
-            .status
-            .as_ref()
-            .and_then(|s| s.condition("Finished"))
-            .context("no Finished")?;
-        ensure_eq!(cond.reason, "Succeeded");
+        ensure_eq!(c.wait_reason("pytorchjob-bert", "Finished", T).await?, "Succeeded");
         Ok::<_, anyhow::Error>(())
     }
     .await;

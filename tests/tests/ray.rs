@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sluice_e2e::cluster::{Cluster, install_crd_file, wait_for};
@@ -84,13 +84,7 @@ async fn a_rayjob_is_admitted_whole_its_groups_injected_and_it_finishes_while_a_
             &Patch::Merge(json!({"status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}})),
         )
         .await?;
-        let done = c.wait_workload_condition("rayjob-tune", "Finished", "True", T).await?;
-        let cond = done
-            .status
-            .as_ref()
-            .and_then(|s| s.condition("Finished"))
-            .context("no Finished")?;
-        ensure_eq!(cond.reason, "Succeeded");
+        ensure_eq!(c.wait_reason("rayjob-tune", "Finished", T).await?, "Succeeded");
         let sweep = serde_json::to_value(api.get("sweep").await?)?;
         ensure_eq!(sweep["spec"]["suspend"], json!(true));
         Ok::<_, anyhow::Error>(())

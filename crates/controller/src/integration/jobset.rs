@@ -16,16 +16,14 @@
 //!   child Job ready or succeeded (`status.replicatedJobsStatus`).
 //! - Its pods carry [`UID_LABEL`].
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::{ResourceFlavor, Workload};
+use sluice_api::v1alpha1::Workload;
 
-use super::placed::{self, Placed};
-use super::{JobKind, ObjPatch, object};
+use super::placed::Placed;
+use super::{JobKind, object};
 use crate::job::{self, JobError, JobView};
 
 pub const GROUP: &str = "jobset.x-k8s.io";
@@ -203,7 +201,7 @@ pub fn suspend_patch() -> Value {
 }
 
 /// Where each replicated Job's pod template is, guarded by its name.
-fn placed(view: &JobView) -> Vec<Placed<'_>> {
+pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates
         .iter()
         .enumerate()
@@ -213,26 +211,6 @@ fn placed(view: &JobView) -> Vec<Placed<'_>> {
             guard: Some((format!("/spec/replicatedJobs/{i}/name"), json!(t.key))),
         })
         .collect()
-}
-
-/// The patches that admit a suspended JobSet: the original directives
-/// recorded (a merge patch, unless already recorded); then one JSON patch
-/// giving each replicated Job's pod template its pod set's flavors' node
-/// labels and tolerations on top of the original, and `spec.suspend:
-/// false`, every position guarded by a `test` of the replicated Job's name.
-pub fn injection_patches(
-    view: &JobView,
-    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
-) -> Result<Vec<ObjPatch>, JobError> {
-    let resume = vec![json!({"op": "add", "path": "/spec/suspend", "value": false})];
-    placed::injection_patches(view, &placed(view), flavors, resume)
-}
-
-/// The patches that put back the recorded directives of every replicated
-/// Job (a JSON patch), then drop the annotation (a merge patch); `None`
-/// when nothing was injected.
-pub fn restoration_patches(view: &JobView) -> Result<Option<Vec<ObjPatch>>, JobError> {
-    placed::restoration_patches(view, &placed(view))
 }
 
 #[cfg(test)]

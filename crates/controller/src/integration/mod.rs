@@ -196,18 +196,17 @@ pub fn start_patches(
             out.push((false, ObjPatch::Merge(job::injection_patch(&view.patch_base(), &all)?)));
             Ok(out)
         }
-        JobKind::JobSet => Ok(jobset::injection_patches(view, flavors)?
-            .into_iter()
-            .map(|p| (false, p))
-            .collect()),
+        JobKind::JobSet | JobKind::RayJob => {
+            let resume = vec![serde_json::json!({"op": "add", "path": "/spec/suspend", "value": false})];
+            Ok(placed::injection_patches(view, &templates_of(view), flavors, resume)?
+                .into_iter()
+                .map(|p| (false, p))
+                .collect())
+        }
         JobKind::PyTorchJob | JobKind::MpiJob => Ok(vec![(
             false,
             ObjPatch::Merge(kubeflow::injection_patch(view, flavors)?),
         )]),
-        JobKind::RayJob => Ok(ray::injection_patches(view, flavors)?
-            .into_iter()
-            .map(|p| (false, p))
-            .collect()),
     }
 }
 
@@ -226,7 +225,7 @@ pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError
             out.push((false, ObjPatch::Merge(patch)));
             Ok(out)
         }
-        JobKind::JobSet => Ok(jobset::restoration_patches(view)?
+        JobKind::JobSet | JobKind::RayJob => Ok(placed::restoration_patches(view, &templates_of(view))?
             .into_iter()
             .flatten()
             .map(|p| (false, p))
@@ -234,11 +233,6 @@ pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError
         JobKind::PyTorchJob | JobKind::MpiJob => Ok(kubeflow::restoration_patch(view)?
             .map(|p| vec![(false, ObjPatch::Merge(p))])
             .unwrap_or_default()),
-        JobKind::RayJob => Ok(ray::restoration_patches(view)?
-            .into_iter()
-            .flatten()
-            .map(|p| (false, p))
-            .collect()),
     }
 }
 
@@ -297,4 +291,13 @@ pub fn pods_selector_of(view: &JobView) -> String {
     view.pods_selector
         .clone()
         .unwrap_or_else(|| view.kind.pods_selector(&view.name, &view.uid))
+}
+
+/// Where the pod templates of an object with templates at list positions
+/// (a JobSet, a RayJob) are: see [`placed`].
+fn templates_of(view: &JobView) -> Vec<placed::Placed<'_>> {
+    match view.kind {
+        JobKind::RayJob => ray::placed(view),
+        _ => jobset::placed(view),
+    }
 }

@@ -27,10 +27,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::{ResourceFlavor, Workload};
+use sluice_api::v1alpha1::Workload;
 
-use super::placed::{self, Placed};
-use super::{JobKind, ObjPatch, object};
+use super::placed::Placed;
+use super::{JobKind, object};
 use crate::job::{JobError, JobView};
 
 /// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
@@ -227,7 +227,7 @@ pub fn suspend_patch() -> Value {
 
 /// Where each group's pod template is: the head's, then each worker
 /// group's, guarded by its `groupName`.
-fn placed(view: &JobView) -> Vec<Placed<'_>> {
+pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates
         .iter()
         .enumerate()
@@ -248,21 +248,6 @@ fn placed(view: &JobView) -> Vec<Placed<'_>> {
             }
         })
         .collect()
-}
-
-/// The patches that admit a suspended RayJob (see [`super::placed`]).
-pub fn injection_patches(
-    view: &JobView,
-    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
-) -> Result<Vec<ObjPatch>, JobError> {
-    let resume = vec![json!({"op": "add", "path": "/spec/suspend", "value": false})];
-    placed::injection_patches(view, &placed(view), flavors, resume)
-}
-
-/// The patches that put back what the user wrote; `None` when nothing was
-/// injected.
-pub fn restoration_patches(view: &JobView) -> Result<Option<Vec<ObjPatch>>, JobError> {
-    placed::restoration_patches(view, &placed(view))
 }
 
 #[cfg(test)]

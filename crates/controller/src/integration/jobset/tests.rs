@@ -1,7 +1,9 @@
 use super::*;
+use crate::integration::ObjPatch;
 use crate::integration::{self, JobKind};
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
+use std::collections::BTreeMap;
 
 /// A JobSet as the API server returns it: a driver (1 Job × 1 pod) and
 /// workers (2 Jobs × 4 pods, 8 GPUs each), suspended, queued in team-a.

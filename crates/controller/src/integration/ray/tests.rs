@@ -1,7 +1,9 @@
 use super::*;
 use crate::integration;
+use crate::integration::ObjPatch;
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
+use std::collections::BTreeMap;
 
 /// A RayJob as the API server returns it: a head (its own nodeSelector)
 /// and two worker groups, suspended, queued in team-a.
