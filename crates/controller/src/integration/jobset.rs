@@ -195,11 +195,6 @@ pub fn workload(
     )
 }
 
-/// The merge patch that suspends a JobSet.
-pub fn suspend_patch() -> Value {
-    json!({"spec": {"suspend": true}})
-}
-
 /// Where each replicated Job's pod template is, guarded by its name.
 pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates

@@ -170,10 +170,9 @@ pub enum ObjPatch {
 /// The patch that suspends an object of `kind`.
 pub fn suspend_patch(kind: JobKind) -> ObjPatch {
     match kind {
-        JobKind::Job => ObjPatch::Merge(job::suspend_patch()),
-        JobKind::JobSet => ObjPatch::Merge(jobset::suspend_patch()),
+        // `spec.suspend: true`, as a Job's.
+        JobKind::Job | JobKind::JobSet | JobKind::RayJob => ObjPatch::Merge(job::suspend_patch()),
         JobKind::PyTorchJob | JobKind::MpiJob => ObjPatch::Merge(kubeflow::suspend_patch()),
-        JobKind::RayJob => ObjPatch::Merge(ray::suspend_patch()),
     }
 }
 

@@ -220,11 +220,6 @@ pub fn workload(
     )
 }
 
-/// The merge patch that suspends a RayJob.
-pub fn suspend_patch() -> Value {
-    json!({"spec": {"suspend": true}})
-}
-
 /// Where each group's pod template is: the head's, then each worker
 /// group's, guarded by its `groupName`.
 pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {

@@ -154,7 +154,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
 
     // Evicted: suspended, then restored exactly.
     let mut suspended = started.clone();
-    json_patch::merge(&mut suspended, &suspend_patch());
+    json_patch::merge(&mut suspended, &crate::job::suspend_patch());
     let sv = view(&suspended, false).unwrap();
     let restored = apply(&suspended, &integration::restore_patches(&sv).unwrap());
     assert_eq!(pod(&restored, 0), pod(&js, 0));

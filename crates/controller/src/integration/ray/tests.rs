@@ -177,7 +177,7 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     assert!(json_patch::patch(&mut swapped, &ops).is_err());
     // Evicted: suspended, then restored exactly.
     let mut suspended = started.clone();
-    json_patch::merge(&mut suspended, &suspend_patch());
+    json_patch::merge(&mut suspended, &crate::job::suspend_patch());
     let sv = view(&suspended, false).unwrap();
     let restored = apply(&suspended, &integration::restore_patches(&sv).unwrap());
     assert_eq!(head(&restored), head(&rj));
