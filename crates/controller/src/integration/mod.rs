@@ -13,8 +13,11 @@
 //! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
 //! | `ray.io/v1` RayJob | [`ray`] | `rayjob-<name>` | head, and one per worker group |
 //!
-//! A new kind is a file here with the same functions as [`jobset`], a
-//! variant of [`JobKind`], and its watch.
+//! A new kind is a file here — its `view` and `workload` (built with
+//! `object`), and where its pod templates are (map keys patched by merge
+//! patches, as in [`kubeflow`], or list positions guarded by `placed`, as
+//! in [`jobset`] and [`ray`]) — plus a [`JobKind`] variant and its arms in
+//! the dispatch below; watches, the cache and discovery take every kind.
 
 use std::collections::BTreeMap;
 
