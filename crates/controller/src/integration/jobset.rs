@@ -10,7 +10,7 @@
 //!   template (`spec.replicatedJobs[i].template.spec.template.spec`) with
 //!   one JSON patch, each position guarded by a `test` of the replicated
 //!   Job's name; what the user wrote is kept first in
-//!   [`ORIGINAL_SCHEDULING`] (a JSON object: pod set → directives) and put
+//!   [`crate::job::ORIGINAL_SCHEDULING`] (a JSON object: pod set → directives) and put
 //!   back on eviction.
 //! - Finished: condition `Completed` (succeeded) or `Failed`. Ready: every
 //!   child Job ready or succeeded (`status.replicatedJobsStatus`).

@@ -13,7 +13,7 @@
 //!   RayCluster of a suspended RayJob and creates it again on resume).
 //! - Admission injects each group's flavors into its pod template with one
 //!   JSON patch, every worker group's position guarded by a `test` of its
-//!   `groupName` ([`super::placed`]); restored on eviction.
+//!   `groupName` (see `placed`); restored on eviction.
 //! - Finished: `status.jobDeploymentStatus` `Complete` (succeeded when
 //!   `status.jobStatus` is `SUCCEEDED`), `Failed` or `ValidationFailed`.
 //!   Ready: `Running`. While `Suspending` (KubeRay deleting the cluster)
