@@ -159,7 +159,8 @@ async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and
 
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
-async fn an_mpijob_created_running_is_held_and_one_larger_than_its_queue_never_runs() -> Result<()> {
+async fn an_mpijob_created_running_is_held_admitted_preempted_restored_and_one_larger_than_its_queue_never_runs()
+-> Result<()> {
     let (mut c, f) = cluster(8).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(
         c.client.clone(),
@@ -191,6 +192,32 @@ async fn an_mpijob_created_running_is_held_and_one_larger_than_its_queue_never_r
         })
         .await?;
         ensure_eq!(started["spec"]["slotsPerWorker"], json!(2));
+        // A higher-priority 4-GPU Job: 6 + 4 > 8, the MPIJob is preempted,
+        // suspended, and its templates are put back.
+        let urgent = c.priority_class("urgent", 1000).await?;
+        c.job(
+            "urgent",
+            "team",
+            2,
+            2,
+            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
+            true,
+        )
+        .await?;
+        ensure_eq!(c.wait_reason("mpijob-hvd", "Evicted", T).await?, "Preempted");
+        wait_for("MPIJob suspended and restored", T, || async {
+            let v = serde_json::to_value(api.get("hvd").await?)?;
+            let done = v["spec"]["runPolicy"]["suspend"] == json!(true)
+                && role(&v, "mpiReplicaSpecs", "Worker")
+                    .get("nodeSelector")
+                    .is_none_or(Value::is_null)
+                && v["metadata"]["annotations"]
+                    .get("sluice.dev/original-scheduling")
+                    .is_none();
+            Ok(done.then_some(()))
+        })
+        .await?;
+        c.wait_condition("urgent", "Admitted", "True", T).await?;
         // 10 GPUs in an 8-GPU queue: pending, never resumed.
         api.create(&PostParams::default(), &mpi("big", 5)?).await?;
         let wl = c

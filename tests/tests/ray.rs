@@ -37,11 +37,14 @@ fn rayjob(name: &str, workers: u32) -> Result<DynamicObject> {
 
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
-async fn a_rayjob_is_admitted_whole_its_groups_injected_and_it_finishes_while_a_larger_one_waits() -> Result<()> {
+async fn a_rayjob_is_admitted_whole_its_groups_injected_preempted_restored_and_it_finishes_while_a_larger_one_waits()
+-> Result<()> {
     let mut c = Cluster::start().await?;
     install_crd_file(&c.client, "ray.io_rayjobs.yaml", "ray.io/v1", "rayjobs").await?;
     let f = c.flavor("a100").await?;
-    let cq = c.gpu_queue("cq", &f, 8, None, json!({})).await?;
+    let cq = c
+        .gpu_queue("cq", &f, 8, None, json!({"withinClusterQueue": "LowerPriority"}))
+        .await?;
     c.local_queue("team", &cq).await?;
     c.start_controller(&[]).await?;
     let ar = ApiResource {
@@ -76,6 +79,35 @@ async fn a_rayjob_is_admitted_whole_its_groups_injected_and_it_finishes_while_a_
         api.create(&PostParams::default(), &rayjob("sweep", 5)?).await?;
         c.wait_workload_condition("rayjob-sweep", "QuotaReserved", "False", T)
             .await?;
+        // A higher-priority 2-GPU Job: 7 + 2 > 8, the RayJob is preempted,
+        // suspended and both templates put back; readmitted once the Job
+        // finishes.
+        let urgent = c.priority_class("urgent", 1000).await?;
+        c.job(
+            "urgent",
+            "team",
+            1,
+            2,
+            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
+            true,
+        )
+        .await?;
+        ensure_eq!(c.wait_reason("rayjob-tune", "Evicted", T).await?, "Preempted");
+        wait_for("RayJob suspended and restored", T, || async {
+            let v = serde_json::to_value(api.get("tune").await?)?;
+            let spec = &v["spec"]["rayClusterSpec"];
+            let done = v["spec"]["suspend"] == json!(true)
+                && spec["headGroupSpec"]["template"]["spec"]["nodeSelector"] == json!({"pool": "cpu"})
+                && spec["workerGroupSpecs"][0]["template"]["spec"]
+                    .get("nodeSelector")
+                    .is_none_or(Value::is_null);
+            Ok(done.then_some(()))
+        })
+        .await?;
+        c.wait_condition("urgent", "Admitted", "True", T).await?;
+        c.wait_suspended("urgent", false, T).await?;
+        c.mark_pods("urgent", 1, "Succeeded").await?;
+        c.wait_workload_condition("rayjob-tune", "Admitted", "True", T).await?;
         // KubeRay reports the first one complete: it finishes, its quota
         // goes, and the second is still too large for the queue.
         api.patch_status(

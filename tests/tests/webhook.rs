@@ -969,3 +969,81 @@ async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_
     );
     h.cleanup().await
 }
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn queued_kubeflow_and_ray_jobs_come_back_suspended_with_every_template_fixed() -> Result<()> {
+    let h = Harness::start(false).await?;
+    use sluice_e2e::cluster::install_crd_file;
+    install_crd_file(
+        &h.client,
+        "kubeflow.org_pytorchjobs.yaml",
+        "kubeflow.org/v1",
+        "pytorchjobs",
+    )
+    .await?;
+    install_crd_file(
+        &h.client,
+        "kubeflow.org_mpijobs.yaml",
+        "kubeflow.org/v2beta1",
+        "mpijobs",
+    )
+    .await?;
+    install_crd_file(&h.client, "ray.io_rayjobs.yaml", "ray.io/v1", "rayjobs").await?;
+    let template = json!({"spec": {"restartPolicy": "Never",
+        "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}});
+    let labels = json!({"sluice.dev/queue": "team-a"});
+    let cases = [
+        (
+            ("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+            json!({"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template},
+                                           "Worker": {"replicas": 2, "template": template}}}),
+            "/spec/runPolicy/suspend",
+            vec![
+                "/spec/pytorchReplicaSpecs/Master/template/spec",
+                "/spec/pytorchReplicaSpecs/Worker/template/spec",
+            ],
+        ),
+        (
+            ("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+            json!({"runPolicy": {"cleanPodPolicy": "Running"},
+                   "mpiReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}}),
+            "/spec/runPolicy/suspend",
+            vec!["/spec/mpiReplicaSpecs/Worker/template/spec"],
+        ),
+        (
+            ("ray.io", "v1", "RayJob", "rayjobs"),
+            json!({"entrypoint": "python x.py", "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+                "headGroupSpec": {"template": template},
+                "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template}]}}),
+            "/spec/suspend",
+            vec![
+                "/spec/rayClusterSpec/headGroupSpec/template/spec",
+                "/spec/rayClusterSpec/workerGroupSpecs/0/template/spec",
+            ],
+        ),
+    ];
+    for ((group, version, kind, plural), spec, suspend_at, templates) in cases {
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{group}/{version}"), "kind": kind,
+            "metadata": {"name": "train", "labels": labels}, "spec": spec
+        }))?;
+        let created = serde_json::to_value(api.create(&PostParams::default(), &obj).await?)?;
+        anyhow::ensure!(
+            created.pointer(suspend_at) == Some(&json!(true)),
+            "{kind}: {}",
+            created["spec"]
+        );
+        for at in templates {
+            let pod = created.pointer(at).with_context(|| format!("{kind}: no {at}"))?;
+            anyhow::ensure!(pod["runtimeClassName"] == json!(RUNTIME_CLASS), "{kind} {at}: {pod}");
+        }
+        if kind == "MPIJob" {
+            // The rest of runPolicy is kept.
+            anyhow::ensure!(created["spec"]["runPolicy"]["cleanPodPolicy"] == json!("Running"));
+        }
+    }
+    h.cleanup().await
+}

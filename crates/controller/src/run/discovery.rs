@@ -41,6 +41,7 @@ pub async fn integrations(client: &Client, requested: Option<&[JobKind]>) -> Res
             });
         }
     }
+    pod_groups(client).await;
     let names: Vec<&str> = kinds.iter().map(|k| k.flag_name()).collect();
     let skipped: Vec<&str> = JobKind::ALL
         .into_iter()
@@ -53,4 +54,22 @@ pub async fn integrations(client: &Client, requested: Option<&[JobKind]>) -> Res
         "integrations (a kind installed later is picked up after a restart)"
     );
     Ok(kinds)
+}
+
+/// Plain Pod groups are not queued: says so once, with whether this server
+/// could hold them at all (pod scheduling gates, Kubernetes 1.27+). Never
+/// fails.
+async fn pod_groups(client: &Client) {
+    let version = client.apiserver_version().await.ok();
+    let minor = version
+        .as_ref()
+        .and_then(|v| v.minor.trim_end_matches('+').parse::<u32>().ok());
+    let server = version.map_or_else(|| "unknown".to_string(), |v| v.git_version);
+    match minor {
+        Some(m) if m < 27 => tracing::info!(
+            server = %server,
+            "plain Pod groups are not queued: this server has no pod scheduling gates (Kubernetes 1.27+)"
+        ),
+        _ => tracing::info!(server = %server, "plain Pod groups are not queued by this version of Sluice"),
+    }
 }

@@ -919,3 +919,112 @@ async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_f
         .unwrap();
     server.await.unwrap();
 }
+
+/// For each kind: the start patches, then (from the started, suspended
+/// object) the restore patches, go to the kind's path with the content
+/// type of each patch and exactly its body.
+#[tokio::test]
+async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
+    use crate::integration::{self, JobKind};
+    let pod = json!({"spec": {"nodeSelector": {"zone": "a"}, "containers": [{"name": "c", "image": "x",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}});
+    let meta = |kind: &str, api: &str| {
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x", "namespace": "research", "uid": "u",
+               "labels": {"sluice.dev/queue": "q"}}})
+    };
+    let mut jobset = meta("JobSet", "jobset.x-k8s.io/v1alpha2");
+    jobset["spec"] = json!({"suspend": true, "replicatedJobs": [{"name": "w", "replicas": 1,
+        "template": {"spec": {"template": pod}}}]});
+    let mut pytorch = meta("PyTorchJob", "kubeflow.org/v1");
+    pytorch["spec"] =
+        json!({"runPolicy": {"suspend": true}, "pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": pod}}});
+    let mut mpi = meta("MPIJob", "kubeflow.org/v2beta1");
+    mpi["spec"] =
+        json!({"runPolicy": {"suspend": true}, "mpiReplicaSpecs": {"Worker": {"replicas": 1, "template": pod}}});
+    let mut ray = meta("RayJob", "ray.io/v1");
+    ray["spec"] = json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+        "headGroupSpec": {"template": pod}, "workerGroupSpecs": []}});
+    let cases = [
+        (
+            JobKind::JobSet,
+            jobset,
+            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/x",
+        ),
+        (
+            JobKind::PyTorchJob,
+            pytorch,
+            "/apis/kubeflow.org/v1/namespaces/research/pytorchjobs/x",
+        ),
+        (
+            JobKind::MpiJob,
+            mpi,
+            "/apis/kubeflow.org/v2beta1/namespaces/research/mpijobs/x",
+        ),
+        (JobKind::RayJob, ray, "/apis/ray.io/v1/namespaces/research/rayjobs/x"),
+    ];
+    let a100 = flavor("a100");
+    for (kind, obj, path) in cases {
+        let view = integration::view(kind, &obj, false).unwrap();
+        let flavors = view
+            .templates
+            .iter()
+            .map(|t| (t.pod_set.clone(), vec![&a100]))
+            .collect();
+        let start = integration::start_patches(&view, &flavors).unwrap();
+        // The object as the server holds it once started and suspended again.
+        let mut started = obj.clone();
+        for (_, p) in &start {
+            match p {
+                ObjPatch::Merge(m) => json_patch::merge(&mut started, m),
+                ObjPatch::Json(ops) => {
+                    let ops: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
+                    json_patch::patch(&mut started, &ops).unwrap()
+                }
+            }
+        }
+        json_patch::merge(
+            &mut started,
+            match &integration::suspend_patch(kind) {
+                ObjPatch::Merge(m) => m,
+                ObjPatch::Json(_) => unreachable!("suspend is a merge patch"),
+            },
+        );
+        let restore = integration::restore_patches(&integration::view(kind, &started, false).unwrap()).unwrap();
+        assert!(!restore.is_empty(), "{kind:?}: something to restore");
+        let expected: Vec<ObjPatch> = start.iter().chain(&restore).map(|(_, p)| p.clone()).collect();
+        let job = JobRef::new(kind, "research", "x");
+        let steps = expected
+            .iter()
+            .map(|p| Step::PatchJob {
+                job: job.clone(),
+                patch: p.clone(),
+            })
+            .collect();
+        let (writer, mut handle) = mock();
+        let answer = obj.clone();
+        let server = tokio::spawn(async move {
+            for p in expected {
+                let call = expect(&mut handle, Method::PATCH, path).await;
+                let (content_type, body) = match p {
+                    ObjPatch::Merge(b) => ("application/merge-patch+json", b),
+                    ObjPatch::Json(b) => ("application/json-patch+json", b),
+                };
+                assert_eq!(call.content_type, content_type, "{path}");
+                assert_eq!(call.body, body, "{path}");
+                respond(call.reply, StatusCode::OK, &answer);
+            }
+            no_more_requests(&mut handle).await;
+        });
+        writer
+            .apply(
+                &Plan {
+                    purpose: Purpose::StartJob { uid: "wl".into() },
+                    steps,
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        server.await.unwrap();
+    }
+}

@@ -191,3 +191,16 @@ fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
         2
     );
 }
+
+#[test]
+fn the_shipped_mpijob_example_is_a_valid_workload_the_engine_can_take() {
+    use sluice_api::Validate;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/jobs/mpijob-horovod.yaml");
+    let mut obj: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    obj["metadata"]["uid"] = json!("uid-1");
+    let wl = workload(JobKind::MpiJob, &obj, false, |_| None, |_| None).unwrap();
+    wl.check().unwrap();
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("launcher", 1), ("worker", 2)]);
+    assert_eq!(sluice_convert::adapter::workload(&wl, 0, 0).unwrap().pod_sets.len(), 2);
+}

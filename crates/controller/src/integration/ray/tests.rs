@@ -199,3 +199,16 @@ fn finished_and_ready_come_from_the_deployment_status() {
     rj["status"] = json!({"jobDeploymentStatus": "Failed"});
     assert_eq!(view(&rj, false).unwrap().finished, Some(false));
 }
+
+#[test]
+fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
+    use sluice_api::Validate;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/jobs/rayjob-tune.yaml");
+    let mut obj: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    obj["metadata"]["uid"] = json!("uid-1");
+    let wl = workload(&obj, false, |n| (n == "experiment").then_some(10), |_| None).unwrap();
+    wl.check().unwrap();
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("head", 1), ("gpu", 4)]);
+    assert_eq!(sluice_convert::adapter::workload(&wl, 10, 0).unwrap().pod_sets.len(), 2);
+}
