@@ -89,13 +89,10 @@ impl Index {
             Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
             None => (None, key.to_string()),
         };
-        let api_version = match kind {
-            Kind::Job => "batch/v1",
-            Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob | Kind::RayJob => {
-                kind.queued().map_or("", |k| k.api_version())
-            }
-            Kind::PriorityClass => "scheduling.k8s.io/v1",
-            Kind::Namespace => "v1",
+        let api_version = match (kind, kind.queued()) {
+            (_, Some(k)) => k.api_version(),
+            (Kind::PriorityClass, _) => "scheduling.k8s.io/v1",
+            (Kind::Namespace, _) => "v1",
             _ => "sluice.dev/v1alpha1",
         };
         self.plans.push(Plan {

@@ -20,10 +20,12 @@ use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::Workload;
+use std::collections::BTreeMap;
+
+use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use super::placed::Placed;
-use super::{JobKind, object};
+use super::{JobKind, ObjPatch, Queueable, Resource, object};
 use crate::job::{self, JobError, JobView};
 
 pub const GROUP: &str = "jobset.x-k8s.io";
@@ -36,7 +38,7 @@ pub const UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
 
 /// The name of JobSet `name`'s Workload.
 pub fn workload_name(name: &str) -> String {
-    format!("jobset-{name}")
+    JobKind::JobSet.workload_name(name)
 }
 
 /// What Sluice reads of a JobSet.
@@ -196,7 +198,7 @@ pub fn workload(
 }
 
 /// Where each replicated Job's pod template is, guarded by its name.
-pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
+fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates
         .iter()
         .enumerate()
@@ -206,6 +208,63 @@ pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
             guard: Some((format!("/spec/replicatedJobs/{i}/name"), json!(t.key))),
         })
         .collect()
+}
+
+/// JobSet as a [`Queueable`].
+pub(super) struct JobSetKind;
+
+impl Queueable for JobSetKind {
+    fn resource(&self) -> Resource {
+        Resource {
+            group: GROUP,
+            version: VERSION,
+            api_version: API_VERSION,
+            kind: KIND,
+            plural: PLURAL,
+        }
+    }
+
+    fn flag_name(&self) -> &'static str {
+        "jobset.x-k8s.io/jobset"
+    }
+
+    fn workload_prefix(&self) -> &'static str {
+        "jobset-"
+    }
+
+    fn pods_selector(&self, _name: &str, uid: &str) -> String {
+        format!("{UID_LABEL}={uid}")
+    }
+
+    fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+        view(obj, kueue_compat)
+    }
+
+    fn workload(
+        &self,
+        obj: &Value,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError> {
+        workload(obj, kueue_compat, workload_class, pod_class)
+    }
+
+    fn suspend_patch(&self) -> ObjPatch {
+        ObjPatch::Merge(job::suspend_patch())
+    }
+
+    fn start_patches(
+        &self,
+        view: &JobView,
+        flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+    ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        super::placed_start(view, &placed(view), flavors)
+    }
+
+    fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        super::placed_restore(view, &placed(view))
+    }
 }
 
 #[cfg(test)]

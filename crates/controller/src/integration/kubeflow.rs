@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::{JobKind, object, placed};
+use super::{JobKind, ObjPatch, Queueable, Resource, object, placed};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
 
 pub const GROUP: &str = "kubeflow.org";
@@ -256,6 +256,94 @@ pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
         "metadata": {"annotations": {ORIGINAL_SCHEDULING: null}},
         "spec": {field: roles},
     })))
+}
+
+/// A Kubeflow kind as a [`Queueable`].
+pub(super) struct Kubeflow {
+    kind: JobKind,
+    resource: Resource,
+    flag: &'static str,
+    prefix: &'static str,
+    /// The [`OPERATOR_LABEL`] of its pods.
+    operator: &'static str,
+}
+
+pub(super) const PYTORCH_JOB: Kubeflow = Kubeflow {
+    kind: JobKind::PyTorchJob,
+    resource: Resource {
+        group: GROUP,
+        version: "v1",
+        api_version: "kubeflow.org/v1",
+        kind: "PyTorchJob",
+        plural: "pytorchjobs",
+    },
+    flag: "kubeflow.org/pytorchjob",
+    prefix: "pytorchjob-",
+    operator: "pytorchjob-controller",
+};
+
+pub(super) const MPI_JOB: Kubeflow = Kubeflow {
+    kind: JobKind::MpiJob,
+    resource: Resource {
+        group: GROUP,
+        version: "v2beta1",
+        api_version: "kubeflow.org/v2beta1",
+        kind: "MPIJob",
+        plural: "mpijobs",
+    },
+    flag: "kubeflow.org/mpijob",
+    prefix: "mpijob-",
+    operator: "mpi-operator",
+};
+
+impl Queueable for Kubeflow {
+    fn resource(&self) -> Resource {
+        self.resource
+    }
+
+    fn flag_name(&self) -> &'static str {
+        self.flag
+    }
+
+    fn workload_prefix(&self) -> &'static str {
+        self.prefix
+    }
+
+    fn pods_selector(&self, name: &str, _uid: &str) -> String {
+        format!("{NAME_LABEL}={name},{OPERATOR_LABEL}={}", self.operator)
+    }
+
+    fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+        view(self.kind, obj, kueue_compat)
+    }
+
+    fn workload(
+        &self,
+        obj: &Value,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError> {
+        workload(self.kind, obj, kueue_compat, workload_class, pod_class)
+    }
+
+    fn suspend_patch(&self) -> ObjPatch {
+        ObjPatch::Merge(suspend_patch())
+    }
+
+    fn start_patches(
+        &self,
+        view: &JobView,
+        flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+    ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        Ok(vec![(false, ObjPatch::Merge(injection_patch(view, flavors)?))])
+    }
+
+    fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        Ok(restoration_patch(view)?
+            .map(|p| vec![(false, ObjPatch::Merge(p))])
+            .unwrap_or_default())
+    }
 }
 
 #[cfg(test)]

@@ -1,23 +1,29 @@
-//! The kinds of workload Sluice queues, one file each: what a kind's
-//! object becomes in the index (a [`JobView`]), its Workload, and the
-//! patches that suspend it, start it on its flavors and put back what its
-//! user wrote. The index calls them through [`JobKind`] and never reads a
+//! The kinds of workload Sluice queues, one file each, each implementing
+//! [`Queueable`] (Kueue's `GenericJob` is the model): what a kind's object
+//! becomes in the index (a [`JobView`]: pod sets, suspended, finished,
+//! ready), its Workload (pod sets with their counts and templates, the
+//! priority class), and the patches that suspend it, start it on its
+//! flavors and put back what its user wrote, and its pods' label. The
+//! index calls them through [`JobKind::integration`] and never reads a
 //! kind's object itself.
 //!
 //! | kind | file | Workload | pod sets |
 //! |------|------|----------|----------|
-//! | `batch/v1` Job | [`crate::job`] | `job-<name>` | `main` |
+//! | `batch/v1` Job | `batch` (rules in [`crate::job`]) | `job-<name>` | `main` |
 //! | multi-Job gang of Jobs | [`crate::gang`] | `gang-<gang>` | one per Job |
 //! | `jobset.x-k8s.io/v1alpha2` JobSet | [`jobset`] | `jobset-<name>` | one per replicated Job |
 //! | `kubeflow.org/v1` PyTorchJob | [`kubeflow`] | `pytorchjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
 //! | `ray.io/v1` RayJob | [`ray`] | `rayjob-<name>` | head, and one per worker group |
 //!
-//! A new kind is a file here — its `view` and `workload` (built with
-//! `object`), and where its pod templates are (map keys patched by merge
-//! patches, as in [`kubeflow`], or list positions guarded by `placed`, as
-//! in [`jobset`] and [`ray`]) — plus a [`JobKind`] variant and its arms in
-//! the dispatch below; watches, the cache and discovery take every kind.
+//! A new kind is a file here implementing [`Queueable`] (its view and
+//! Workload built with `object`; its pod templates patched by merge
+//! patches where they are map keys, as in [`kubeflow`], or by guarded JSON
+//! patches where they sit at list positions, `placed`, as in [`jobset`]
+//! and [`ray`]), plus its [`JobKind`] variant, its arm in
+//! [`JobKind::integration`] and its `Kind` in the index; watches, the
+//! cache and discovery take every kind. The webhook (its own crate) and
+//! the chart's RBAC list the kinds too.
 
 use std::collections::BTreeMap;
 
@@ -25,8 +31,11 @@ use kube::api::ApiResource;
 use serde_json::Value;
 use sluice_api::v1alpha1::ResourceFlavor;
 
-use crate::job::{self, JobError, JobView};
+use sluice_api::v1alpha1::Workload;
 
+use crate::job::{JobError, JobView};
+
+mod batch;
 pub mod jobset;
 pub mod kubeflow;
 mod object;
@@ -58,35 +67,28 @@ impl JobKind {
         JobKind::RayJob,
     ];
 
-    pub fn api_version(self) -> &'static str {
+    /// What queues objects of this kind.
+    pub fn integration(self) -> &'static dyn Queueable {
         match self {
-            JobKind::Job => "batch/v1",
-            JobKind::JobSet => jobset::API_VERSION,
-            JobKind::PyTorchJob => "kubeflow.org/v1",
-            JobKind::MpiJob => "kubeflow.org/v2beta1",
-            JobKind::RayJob => "ray.io/v1",
+            JobKind::Job => &batch::BatchJob,
+            JobKind::JobSet => &jobset::JobSetKind,
+            JobKind::PyTorchJob => &kubeflow::PYTORCH_JOB,
+            JobKind::MpiJob => &kubeflow::MPI_JOB,
+            JobKind::RayJob => &ray::RayJobKind,
         }
     }
 
+    pub fn api_version(self) -> &'static str {
+        self.integration().resource().api_version
+    }
+
     pub fn kind(self) -> &'static str {
-        match self {
-            JobKind::Job => "Job",
-            JobKind::JobSet => jobset::KIND,
-            JobKind::PyTorchJob => "PyTorchJob",
-            JobKind::MpiJob => "MPIJob",
-            JobKind::RayJob => "RayJob",
-        }
+        self.integration().resource().kind
     }
 
     /// The name `--integrations` knows it by.
     pub fn flag_name(self) -> &'static str {
-        match self {
-            JobKind::Job => "batch/job",
-            JobKind::JobSet => "jobset.x-k8s.io/jobset",
-            JobKind::PyTorchJob => "kubeflow.org/pytorchjob",
-            JobKind::MpiJob => "kubeflow.org/mpijob",
-            JobKind::RayJob => "ray.io/rayjob",
-        }
+        self.integration().flag_name()
     }
 
     pub fn from_flag(name: &str) -> Option<JobKind> {
@@ -95,69 +97,71 @@ impl JobKind {
 
     /// Its API resource (for dynamic calls).
     pub fn api_resource(self) -> ApiResource {
-        match self {
-            JobKind::Job => ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&()),
-            JobKind::JobSet => ApiResource {
-                group: jobset::GROUP.into(),
-                version: jobset::VERSION.into(),
-                api_version: jobset::API_VERSION.into(),
-                kind: jobset::KIND.into(),
-                plural: jobset::PLURAL.into(),
-            },
-            JobKind::RayJob => ApiResource {
-                group: "ray.io".into(),
-                version: "v1".into(),
-                api_version: "ray.io/v1".into(),
-                kind: "RayJob".into(),
-                plural: "rayjobs".into(),
-            },
-            JobKind::PyTorchJob | JobKind::MpiJob => {
-                let (version, plural) = match self {
-                    JobKind::PyTorchJob => ("v1", "pytorchjobs"),
-                    _ => ("v2beta1", "mpijobs"),
-                };
-                ApiResource {
-                    group: kubeflow::GROUP.into(),
-                    version: version.into(),
-                    api_version: self.api_version().into(),
-                    kind: self.kind().into(),
-                    plural: plural.into(),
-                }
-            }
+        let r = self.integration().resource();
+        ApiResource {
+            group: r.group.into(),
+            version: r.version.into(),
+            api_version: r.api_version.into(),
+            kind: r.kind.into(),
+            plural: r.plural.into(),
         }
     }
 
     /// The name of the Workload of its object `name`.
     pub fn workload_name(self, name: &str) -> String {
-        match self {
-            JobKind::Job => job::workload_name(name),
-            JobKind::JobSet => jobset::workload_name(name),
-            JobKind::PyTorchJob => format!("pytorchjob-{name}"),
-            JobKind::MpiJob => format!("mpijob-{name}"),
-            JobKind::RayJob => format!("rayjob-{name}"),
-        }
+        format!("{}{name}", self.integration().workload_prefix())
     }
 
     /// The label selector of the pods of its object `name` with uid `uid`.
     pub fn pods_selector(self, name: &str, uid: &str) -> String {
-        match self {
-            JobKind::Job => format!("controller-uid={uid}"),
-            JobKind::JobSet => format!("{}={uid}", jobset::UID_LABEL),
-            JobKind::PyTorchJob => format!(
-                "{}={name},{}=pytorchjob-controller",
-                kubeflow::NAME_LABEL,
-                kubeflow::OPERATOR_LABEL
-            ),
-            JobKind::MpiJob => format!(
-                "{}={name},{}=mpi-operator",
-                kubeflow::NAME_LABEL,
-                kubeflow::OPERATOR_LABEL
-            ),
-            // Its pods are its RayCluster's (see `pods_selector_of`); the
-            // cluster and the submitter carry the RayJob's name.
-            JobKind::RayJob => format!("{}={name},ray.io/originated-from-crd=RayJob", ray::NAME_LABEL),
-        }
+        self.integration().pods_selector(name, uid)
     }
+}
+
+/// A kind's API resource, as constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+/// A kind of object Sluice queues: how it reads, what its Workload is, and
+/// how it is suspended, started and put back.
+pub trait Queueable: Sync {
+    /// Its API resource.
+    fn resource(&self) -> Resource;
+    /// The name `--integrations` knows it by.
+    fn flag_name(&self) -> &'static str;
+    /// The prefix of its Workloads' names.
+    fn workload_prefix(&self) -> &'static str;
+    /// The label selector of the pods of its object `name` with uid `uid`.
+    fn pods_selector(&self, name: &str, uid: &str) -> String;
+    /// What the index keeps of an object (its JSON): pod set templates,
+    /// suspended, finished, ready.
+    fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError>;
+    /// The Workload of a queued object (without status).
+    fn workload(
+        &self,
+        obj: &Value,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError>;
+    /// The patch that suspends an object.
+    fn suspend_patch(&self) -> ObjPatch;
+    /// The patches that start a suspended object on the flavors of each
+    /// of its pod sets (`true`: through `/status`).
+    fn start_patches(
+        &self,
+        view: &JobView,
+        flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+    ) -> Result<Vec<(bool, ObjPatch)>, JobError>;
+    /// The patches that put back what the user wrote into an evicted,
+    /// suspended object (none when nothing was injected).
+    fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError>;
 }
 
 /// A patch of a kind's object.
@@ -172,70 +176,22 @@ pub enum ObjPatch {
 
 /// The patch that suspends an object of `kind`.
 pub fn suspend_patch(kind: JobKind) -> ObjPatch {
-    match kind {
-        // `spec.suspend: true`, as a Job's.
-        JobKind::Job | JobKind::JobSet | JobKind::RayJob => ObjPatch::Merge(job::suspend_patch()),
-        JobKind::PyTorchJob | JobKind::MpiJob => ObjPatch::Merge(kubeflow::suspend_patch()),
-    }
+    kind.integration().suspend_patch()
 }
 
 /// The patches that start a suspended object on the flavors assigned to
-/// each of its pod sets (`flavors`: pod set name → flavors): for a Job,
-/// `status.startTime` cleared first when it is set (`true`: through
-/// `/status`), then the template; for a JobSet, the annotation, then one
-/// JSON patch.
+/// each of its pod sets (`flavors`: pod set name → flavors).
 pub fn start_patches(
     view: &JobView,
     flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
 ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-    match view.kind {
-        JobKind::Job => {
-            let all: Vec<&ResourceFlavor> = flavors.values().flatten().copied().collect();
-            let mut out = Vec::new();
-            if view.started {
-                out.push((true, ObjPatch::Merge(job::clear_start_time_patch())));
-            }
-            out.push((false, ObjPatch::Merge(job::injection_patch(&view.patch_base(), &all)?)));
-            Ok(out)
-        }
-        JobKind::JobSet | JobKind::RayJob => {
-            let resume = vec![serde_json::json!({"op": "add", "path": "/spec/suspend", "value": false})];
-            Ok(placed::injection_patches(view, &templates_of(view), flavors, resume)?
-                .into_iter()
-                .map(|p| (false, p))
-                .collect())
-        }
-        JobKind::PyTorchJob | JobKind::MpiJob => Ok(vec![(
-            false,
-            ObjPatch::Merge(kubeflow::injection_patch(view, flavors)?),
-        )]),
-    }
+    view.kind.integration().start_patches(view, flavors)
 }
 
 /// The patches that put back what the user wrote into an evicted,
 /// suspended object (none when nothing was injected).
 pub fn restore_patches(view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-    match view.kind {
-        JobKind::Job => {
-            let Some(patch) = job::restoration_patch(&view.patch_base())? else {
-                return Ok(Vec::new());
-            };
-            let mut out = Vec::new();
-            if view.started {
-                out.push((true, ObjPatch::Merge(job::clear_start_time_patch())));
-            }
-            out.push((false, ObjPatch::Merge(patch)));
-            Ok(out)
-        }
-        JobKind::JobSet | JobKind::RayJob => Ok(placed::restoration_patches(view, &templates_of(view))?
-            .into_iter()
-            .flatten()
-            .map(|p| (false, p))
-            .collect()),
-        JobKind::PyTorchJob | JobKind::MpiJob => Ok(kubeflow::restoration_patch(view)?
-            .map(|p| vec![(false, ObjPatch::Merge(p))])
-            .unwrap_or_default()),
-    }
+    view.kind.integration().restore_patches(view)
 }
 
 /// A queued object as observed in full: what its Workload is made from.
@@ -253,38 +209,19 @@ impl Full<'_> {
         kueue_compat: bool,
         workload_class: impl Fn(&str) -> Option<i32>,
         pod_class: impl Fn(&str) -> Option<i32>,
-    ) -> Result<sluice_api::v1alpha1::Workload, JobError> {
+    ) -> Result<Workload, JobError> {
         match self {
-            Full::Job(j) => job::workload_for_job(j, kueue_compat, workload_class, pod_class),
-            Full::Dynamic(JobKind::Job, v) => {
-                let j = serde_json::from_value(v.clone()).map_err(|e| JobError::Invalid {
-                    field: "Job".into(),
-                    problem: e.to_string(),
-                })?;
-                job::workload_for_job(&j, kueue_compat, workload_class, pod_class)
-            }
-            Full::Dynamic(JobKind::JobSet, v) => jobset::workload(v, kueue_compat, workload_class, pod_class),
-            Full::Dynamic(JobKind::RayJob, v) => ray::workload(v, kueue_compat, workload_class, pod_class),
-            Full::Dynamic(kind, v) => kubeflow::workload(kind, v, kueue_compat, workload_class, pod_class),
+            Full::Job(j) => crate::job::workload_for_job(j, kueue_compat, workload_class, pod_class),
+            Full::Dynamic(kind, v) => kind
+                .integration()
+                .workload(v, kueue_compat, &workload_class, &pod_class),
         }
     }
 }
 
-/// The view of an object of a kind other than batch/v1 Job, from its JSON.
+/// The view of an object of `kind`, from its JSON.
 pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
-    match kind {
-        JobKind::Job => {
-            let j: k8s_openapi::api::batch::v1::Job =
-                serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
-                    field: "Job".into(),
-                    problem: e.to_string(),
-                })?;
-            Ok(JobView::of(&j, kueue_compat))
-        }
-        JobKind::JobSet => jobset::view(obj, kueue_compat),
-        JobKind::PyTorchJob | JobKind::MpiJob => kubeflow::view(kind, obj, kueue_compat),
-        JobKind::RayJob => ray::view(obj, kueue_compat),
-    }
+    kind.integration().view(obj, kueue_compat)
 }
 
 /// The label selector of an object's pods: its own (a RayJob's cluster),
@@ -295,11 +232,25 @@ pub fn pods_selector_of(view: &JobView) -> String {
         .unwrap_or_else(|| view.kind.pods_selector(&view.name, &view.uid))
 }
 
-/// Where the pod templates of an object with templates at list positions
-/// (a JobSet, a RayJob) are: see [`placed`].
-fn templates_of(view: &JobView) -> Vec<placed::Placed<'_>> {
-    match view.kind {
-        JobKind::RayJob => ray::placed(view),
-        _ => jobset::placed(view),
-    }
+/// The start patches of a kind whose templates sit at list positions
+/// (`placed`), resumed by `spec.suspend: false`.
+fn placed_start(
+    view: &JobView,
+    at: &[placed::Placed<'_>],
+    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+    let resume = vec![serde_json::json!({"op": "add", "path": "/spec/suspend", "value": false})];
+    Ok(placed::injection_patches(view, at, flavors, resume)?
+        .into_iter()
+        .map(|p| (false, p))
+        .collect())
+}
+
+/// The restore patches of a kind whose templates sit at list positions.
+fn placed_restore(view: &JobView, at: &[placed::Placed<'_>]) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+    Ok(placed::restoration_patches(view, at)?
+        .into_iter()
+        .flatten()
+        .map(|p| (false, p))
+        .collect())
 }

@@ -27,10 +27,10 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::Workload;
+use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use super::placed::Placed;
-use super::{JobKind, object};
+use super::{JobKind, ObjPatch, Queueable, Resource, object};
 use crate::job::{JobError, JobView};
 
 /// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
@@ -222,7 +222,7 @@ pub fn workload(
 
 /// Where each group's pod template is: the head's, then each worker
 /// group's, guarded by its `groupName`.
-pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
+fn placed(view: &JobView) -> Vec<Placed<'_>> {
     view.templates
         .iter()
         .enumerate()
@@ -243,6 +243,66 @@ pub(super) fn placed(view: &JobView) -> Vec<Placed<'_>> {
             }
         })
         .collect()
+}
+
+/// RayJob as a [`Queueable`].
+pub(super) struct RayJobKind;
+
+impl Queueable for RayJobKind {
+    fn resource(&self) -> Resource {
+        Resource {
+            group: "ray.io",
+            version: "v1",
+            api_version: "ray.io/v1",
+            kind: "RayJob",
+            plural: "rayjobs",
+        }
+    }
+
+    fn flag_name(&self) -> &'static str {
+        "ray.io/rayjob"
+    }
+
+    fn workload_prefix(&self) -> &'static str {
+        "rayjob-"
+    }
+
+    /// Its cluster and submitter carry the RayJob's name; its pods are its
+    /// RayCluster's, selected through the view (`pods_selector`) once the
+    /// cluster's name is known.
+    fn pods_selector(&self, name: &str, _uid: &str) -> String {
+        format!("{NAME_LABEL}={name},ray.io/originated-from-crd=RayJob")
+    }
+
+    fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+        view(obj, kueue_compat)
+    }
+
+    fn workload(
+        &self,
+        obj: &Value,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError> {
+        workload(obj, kueue_compat, workload_class, pod_class)
+    }
+
+    fn suspend_patch(&self) -> ObjPatch {
+        ObjPatch::Merge(crate::job::suspend_patch())
+    }
+
+    fn start_patches(
+        &self,
+        view: &JobView,
+        flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+    ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        super::placed_start(view, &placed(view), flavors)
+    }
+
+    fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        super::placed_restore(view, &placed(view))
+    }
 }
 
 #[cfg(test)]
