@@ -185,7 +185,12 @@ pub fn workload(
     let sets = spec
         .replicated_jobs
         .iter()
-        .map(|rj| (rj.name.clone(), pods_of(rj), pod_template(rj)))
+        .map(|rj| object::Set {
+            name: rj.name.clone(),
+            count: pods_of(rj),
+            min: None,
+            template: pod_template(rj),
+        })
         .collect();
     object::workload(
         JobKind::JobSet,

@@ -81,6 +81,8 @@ struct Condition {
 struct Parsed {
     metadata: ObjectMeta,
     suspend: bool,
+    /// `spec.elasticPolicy.minReplicas` (PyTorchJob).
+    elastic_min: Option<i32>,
     roles: BTreeMap<String, ReplicaSpec>,
     status: Status,
 }
@@ -123,9 +125,14 @@ fn parse(kind: JobKind, obj: &Value) -> Result<Parsed, JobError> {
         .pointer("/runPolicy/suspend")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let elastic_min = spec
+        .pointer("/elasticPolicy/minReplicas")
+        .and_then(Value::as_i64)
+        .and_then(|m| i32::try_from(m).ok());
     Ok(Parsed {
         metadata: o.metadata,
         suspend,
+        elastic_min,
         roles,
         status: o.status.unwrap_or_default(),
     })
@@ -179,7 +186,13 @@ pub fn workload(
     let sets = p
         .roles
         .iter()
-        .map(|(role, rs)| (pod_set_name(role), rs.replicas.unwrap_or(1), rs.template.clone()))
+        .map(|(role, rs)| object::Set {
+            name: pod_set_name(role),
+            count: rs.replicas.unwrap_or(1),
+            // An elastic PyTorchJob's workers may run with fewer.
+            min: (role == "Worker").then_some(p.elastic_min).flatten(),
+            template: rs.template.clone(),
+        })
         .collect();
     object::workload(kind, &p.metadata, sets, kueue_compat, workload_class, pod_class)
 }

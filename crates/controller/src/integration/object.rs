@@ -71,12 +71,23 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
     }
 }
 
-/// The Workload of a queued object of `kind` with these pod sets (name,
-/// pods, template as it is now); a pod set of no pods is left out.
+/// One pod set of an object: its name, pods, the fewest it can run with
+/// where the kind has such a minimum (recorded as `minCount`; admission
+/// is all or nothing until partial admission exists), and its template as
+/// it is now.
+pub(super) struct Set {
+    pub(super) name: String,
+    pub(super) count: i32,
+    pub(super) min: Option<i32>,
+    pub(super) template: PodTemplateSpec,
+}
+
+/// The Workload of a queued object of `kind` with these pod sets; a pod
+/// set of no pods is left out.
 pub(super) fn workload(
     kind: JobKind,
     meta: &ObjectMeta,
-    pod_sets: Vec<(String, i32, PodTemplateSpec)>,
+    pod_sets: Vec<Set>,
     kueue_compat: bool,
     workload_class: impl Fn(&str) -> Option<i32>,
     pod_class: impl Fn(&str) -> Option<i32>,
@@ -102,23 +113,30 @@ pub(super) fn workload(
     )?;
     let pod_sets: Vec<PodSet> = pod_sets
         .into_iter()
-        .filter(|(_, count, _)| *count > 0)
-        .map(|(ps, count, mut template)| {
-            // The template as the user wrote it: injected directives are
-            // not part of what the workload asks for.
-            if let Some(original) = originals.as_ref().and_then(|o| o.get(&ps))
-                && let Some(pod) = template.spec.as_mut()
-            {
-                pod.node_selector = original.node_selector.clone();
-                pod.tolerations = original.tolerations.clone();
-            }
-            PodSet {
-                name: ps,
-                count,
-                min_count: None,
-                template,
-            }
-        })
+        .filter(|s| s.count > 0)
+        .map(
+            |Set {
+                 name: ps,
+                 count,
+                 min,
+                 mut template,
+             }| {
+                // The template as the user wrote it: injected directives are
+                // not part of what the workload asks for.
+                if let Some(original) = originals.as_ref().and_then(|o| o.get(&ps))
+                    && let Some(pod) = template.spec.as_mut()
+                {
+                    pod.node_selector = original.node_selector.clone();
+                    pod.tolerations = original.tolerations.clone();
+                }
+                PodSet {
+                    name: ps,
+                    count,
+                    min_count: min.filter(|m| (1..count).contains(m)),
+                    template,
+                }
+            },
+        )
         .collect();
     let template_class = pod_sets
         .iter()

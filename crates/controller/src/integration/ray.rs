@@ -82,6 +82,8 @@ struct WorkerGroup {
     #[serde(default)]
     replicas: Option<i32>,
     #[serde(default)]
+    min_replicas: Option<i32>,
+    #[serde(default)]
     num_of_hosts: Option<i32>,
     template: PodTemplateSpec,
 }
@@ -97,12 +99,22 @@ struct Status {
     ray_cluster_name: Option<String>,
 }
 
+/// A group of the cluster: the head, or a worker group.
+struct Group {
+    pod_set: String,
+    /// Its `groupName` (the head's: `head`).
+    key: String,
+    pods: i32,
+    /// `minReplicas × numOfHosts` of an autoscaled worker group.
+    min: Option<i32>,
+    template: PodTemplateSpec,
+}
+
 struct Parsed {
     metadata: ObjectMeta,
     suspend: bool,
-    /// (pod set, key, pods, template): the head first, then the worker
-    /// groups in their order.
-    groups: Vec<(String, String, i32, PodTemplateSpec)>,
+    /// The head first, then the worker groups in their order.
+    groups: Vec<Group>,
     status: Status,
 }
 
@@ -130,7 +142,13 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
             "must be set: Sluice queues RayJobs that create their own RayCluster (clusterSelector is not supported)"
                 .into(),
     })?;
-    let mut groups = vec![(HEAD.to_string(), HEAD.to_string(), 1, cluster.head_group_spec.template)];
+    let mut groups = vec![Group {
+        pod_set: HEAD.to_string(),
+        key: HEAD.to_string(),
+        pods: 1,
+        min: None,
+        template: cluster.head_group_spec.template,
+    }];
     for (i, g) in cluster.worker_group_specs.into_iter().enumerate() {
         let field = format!("spec.rayClusterSpec.workerGroupSpecs[{i}]");
         let name = g.group_name.to_ascii_lowercase();
@@ -152,7 +170,13 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
                 problem: format!("replicas {replicas} and numOfHosts {hosts} must be at least 0 and 1"),
             });
         }
-        groups.push((name, g.group_name, replicas.saturating_mul(hosts), g.template));
+        groups.push(Group {
+            pod_set: name,
+            key: g.group_name,
+            pods: replicas.saturating_mul(hosts),
+            min: g.min_replicas.map(|m| m.saturating_mul(hosts)),
+            template: g.template,
+        });
     }
     Ok(Parsed {
         metadata: rj.metadata,
@@ -172,7 +196,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         Some("Failed" | "ValidationFailed") => Some(false),
         _ => None,
     };
-    let pods: i32 = p.groups.iter().map(|g| g.2).sum();
+    let pods: i32 = p.groups.iter().map(|g| g.pods).sum();
     let state = object::State {
         suspended: p.suspend,
         finished,
@@ -190,7 +214,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         templates: p
             .groups
             .iter()
-            .map(|(ps, key, _, template)| object::directives(ps, key, template))
+            .map(|g| object::directives(&g.pod_set, &g.key, &g.template))
             .collect(),
     };
     Ok(object::view(JobKind::RayJob, &p.metadata, kueue_compat, state))
@@ -208,7 +232,12 @@ pub fn workload(
     let sets = p
         .groups
         .into_iter()
-        .map(|(ps, _, count, template)| (ps, count, template))
+        .map(|g| object::Set {
+            name: g.pod_set,
+            count: g.pods,
+            min: g.min,
+            template: g.template,
+        })
         .collect();
     object::workload(
         JobKind::RayJob,

@@ -204,3 +204,19 @@ fn the_shipped_mpijob_example_is_a_valid_workload_the_engine_can_take() {
     assert_eq!(sets, [("launcher", 1), ("worker", 2)]);
     assert_eq!(sluice_convert::adapter::workload(&wl, 0, 0).unwrap().pod_sets.len(), 2);
 }
+
+#[test]
+fn an_elastic_pytorchjob_records_its_workers_minimum() {
+    let mut pj = pytorchjob();
+    pj["spec"]["elasticPolicy"] = json!({"minReplicas": 2, "maxReplicas": 3});
+    let wl = workload(JobKind::PyTorchJob, &pj, false, |_| None, |_| None).unwrap();
+    let mins: Vec<(&str, Option<i32>)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.min_count))
+        .collect();
+    assert_eq!(mins, [("master", None), ("worker", Some(2))]);
+    use sluice_api::Validate;
+    wl.check().unwrap();
+}

@@ -212,3 +212,16 @@ fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
     assert_eq!(sets, [("head", 1), ("gpu", 4)]);
     assert_eq!(sluice_convert::adapter::workload(&wl, 10, 0).unwrap().pod_sets.len(), 2);
 }
+
+#[test]
+fn an_autoscaled_worker_group_records_its_minimum() {
+    // GPU-Small: replicas 2, minReplicas 1; gpu-big has no minimum.
+    let wl = workload(&rayjob(), false, |_| None, |_| None).unwrap();
+    let mins: Vec<(&str, Option<i32>)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.min_count))
+        .collect();
+    assert_eq!(mins, [("head", None), ("gpu-small", Some(1)), ("gpu-big", None)]);
+}
