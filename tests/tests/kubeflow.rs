@@ -66,7 +66,8 @@ fn role(obj: &Value, field: &str, role: &str) -> Value {
 
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
-async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and_finished() -> Result<()> {
+async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and_finished_and_a_larger_one_never_runs()
+-> Result<()> {
     let (mut c, f) = cluster(16).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(
         c.client.clone(),
@@ -150,6 +151,28 @@ async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and
         )
         .await?;
         ensure_eq!(c.wait_reason("pytorchjob-bert", "Finished", T).await?, "Succeeded");
+        // 1 + 8 × 2 = 17 GPUs in the 16-GPU queue: never partly admitted.
+        let mut huge = pj.clone();
+        huge.metadata.name = Some("huge".into());
+        huge.data["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(8);
+        api.create(&PostParams::default(), &huge).await?;
+        let wl = c
+            .wait_workload_condition("pytorchjob-huge", "QuotaReserved", "False", T)
+            .await?;
+        let pending = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.pending.as_ref())
+            .context("not explained")?;
+        ensure_eq!(pending.reason, "ExceedsQuota");
+        let v = serde_json::to_value(api.get("huge").await?)?;
+        ensure_eq!(v["spec"]["runPolicy"]["suspend"], json!(true));
+        ensure!(
+            v["metadata"]["annotations"]
+                .get("sluice.dev/original-scheduling")
+                .is_none(),
+            "nothing injected"
+        );
         Ok::<_, anyhow::Error>(())
     }
     .await;
