@@ -7,7 +7,7 @@
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
 //! | `default-queue-jobs.mutate.sluice.dev` (`/mutate/jobs/default-queue`) | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
-//! | `kueue-jobs.{mutate,validate}.sluice.dev` | only with `kueue_compat`: Jobs labelled `kueue.x-k8s.io/queue-name` | Fail |
+//! | `kueue-{jobs,jobsets,pytorchjobs,mpijobs,rayjobs}.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
 //! | `queued-{jobsets,pytorchjobs,mpijobs,rayjobs}.mutate.sluice.dev` | JobSet, PyTorchJob, MPIJob, RayJob CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
 //! | `{jobsets,pytorchjobs,mpijobs,rayjobs}.validate.sluice.dev` | their UPDATE with the queue label (old or new) | Fail |
@@ -278,6 +278,27 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         ));
     }
     webhooks.extend(kueue);
+    if o.kueue_compat {
+        // The other kinds, labelled with Kueue's queue label only.
+        for k in Queued::OTHERS {
+            let (group, version, _) = k.gvk();
+            webhooks.push(mutating(
+                o,
+                &format!("kueue-{}.mutate.sluice.dev", k.plural()),
+                Endpoint::MutateQueued(k),
+                vec![rule(group, version, &[k.plural()], &["CREATE"])],
+                "Fail",
+                selector(None, not_excluded(o)),
+                selector(
+                    None,
+                    vec![
+                        req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
+                        req(&o.queue_label, "DoesNotExist", None),
+                    ],
+                ),
+            ));
+        }
+    }
     MutatingWebhookConfiguration {
         metadata: metadata(o),
         webhooks: Some(webhooks),
@@ -316,6 +337,17 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             selector(None, not_excluded(o)),
             selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
         ));
+        for k in Queued::OTHERS {
+            let (group, version, _) = k.gvk();
+            hooks.push(validating(
+                o,
+                &format!("kueue-{}.validate.sluice.dev", k.plural()),
+                Endpoint::ValidateQueued(k),
+                vec![rule(group, version, &[k.plural()], &["UPDATE"])],
+                selector(None, not_excluded(o)),
+                selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
+            ));
+        }
     }
     for kind in [
         SluiceKind::ResourceFlavor,

@@ -274,9 +274,24 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
         ..ManifestOptions::default()
     };
     let m = mutating_configuration(&o);
-    assert_eq!(names(&m).last().copied(), Some("kueue-jobs.mutate.sluice.dev"));
+    let kueue_names: Vec<&str> = names(&m).into_iter().filter(|n| n.starts_with("kueue-")).collect();
+    assert_eq!(
+        kueue_names,
+        [
+            "kueue-jobs.mutate.sluice.dev",
+            "kueue-jobsets.mutate.sluice.dev",
+            "kueue-pytorchjobs.mutate.sluice.dev",
+            "kueue-mpijobs.mutate.sluice.dev",
+            "kueue-rayjobs.mutate.sluice.dev"
+        ]
+    );
     let hooks = m.webhooks.unwrap();
+    // Every Kueue entry selects the same way; the last is RayJobs'.
     let kueue = hooks.last().unwrap();
+    assert_eq!(
+        kueue.client_config.service.as_ref().unwrap().path.as_deref(),
+        Some("/mutate/rayjobs")
+    );
     assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
     let exprs = kueue
         .object_selector
@@ -302,12 +317,15 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
         .unwrap();
     assert_eq!(default_queue.len(), 2);
     let v = validating_configuration(&o);
-    assert!(
-        v.webhooks
-            .unwrap()
-            .iter()
-            .any(|w| w.name == "kueue-jobs.validate.sluice.dev")
-    );
+    let hooks = v.webhooks.unwrap();
+    for plural in ["jobs", "jobsets", "pytorchjobs", "mpijobs", "rayjobs"] {
+        assert!(
+            hooks
+                .iter()
+                .any(|w| w.name == format!("kueue-{plural}.validate.sluice.dev")),
+            "{plural}"
+        );
+    }
     // Off by default.
     assert_eq!(
         mutating_configuration(&ManifestOptions::default())
