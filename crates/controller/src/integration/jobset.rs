@@ -36,11 +36,6 @@ pub const PLURAL: &str = "jobsets";
 /// Label the JobSet controller puts on its Jobs and pods: the JobSet's uid.
 pub const UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
 
-/// The name of JobSet `name`'s Workload.
-pub fn workload_name(name: &str) -> String {
-    JobKind::JobSet.workload_name(name)
-}
-
 /// What Sluice reads of a JobSet.
 #[derive(Debug, Deserialize)]
 struct JobSet {
