@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice_api::labels;
-use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload, WorkloadSpec};
+use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload};
 
 /// Job annotation holding the template's `nodeSelector` and `tolerations`
 /// as they were before Sluice injected a flavor's (JSON of
@@ -137,28 +137,12 @@ pub fn workload_for_job(
         ..Default::default()
     };
     let priority = resolve_priority(job, workload_class, pod_class);
-    Ok(queued_workload(metadata, queue, vec![pod_set], priority))
-}
-
-/// A new, active Workload (without status) in `queue` with `pod_sets`,
-/// at `priority` (and the WorkloadPriorityClass it came from).
-pub(crate) fn queued_workload(
-    metadata: ObjectMeta,
-    queue: &str,
-    pod_sets: Vec<PodSet>,
-    (priority, class): (i32, Option<String>),
-) -> Workload {
-    Workload {
+    Ok(crate::integration::queued_workload(
         metadata,
-        spec: WorkloadSpec {
-            pod_sets,
-            queue_name: queue.to_string(),
-            priority: Some(priority),
-            priority_class_name: class,
-            active: true,
-        },
-        status: None,
-    }
+        queue,
+        vec![pod_set],
+        priority,
+    ))
 }
 
 /// A Job's name, namespace and uid, each required.

@@ -31,7 +31,8 @@ use kube::api::ApiResource;
 use serde_json::Value;
 use sluice_api::v1alpha1::ResourceFlavor;
 
-use sluice_api::v1alpha1::Workload;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
 
 use crate::job::{JobError, JobView};
 
@@ -253,4 +254,25 @@ fn placed_restore(view: &JobView, at: &[placed::Placed<'_>]) -> Result<Vec<(bool
         .flatten()
         .map(|p| (false, p))
         .collect())
+}
+
+/// A new, active Workload (without status) in `queue` with `pod_sets`,
+/// at `priority` (and the WorkloadPriorityClass it came from).
+pub(crate) fn queued_workload(
+    metadata: ObjectMeta,
+    queue: &str,
+    pod_sets: Vec<PodSet>,
+    (priority, class): (i32, Option<String>),
+) -> Workload {
+    Workload {
+        metadata,
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: queue.to_string(),
+            priority: Some(priority),
+            priority_class_name: class,
+            active: true,
+        },
+        status: None,
+    }
 }

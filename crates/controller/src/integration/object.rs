@@ -152,5 +152,5 @@ pub(super) fn workload(
         owner_references: Some(vec![owner]),
         ..Default::default()
     };
-    Ok(job::queued_workload(metadata, queue, pod_sets, priority))
+    Ok(super::queued_workload(metadata, queue, pod_sets, priority))
 }
