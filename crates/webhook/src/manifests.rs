@@ -265,39 +265,32 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         None,
     );
     let mut webhooks = vec![queued, default_queue, pods];
-    for k in Queued::OTHERS {
-        let (group, version, _) = k.gvk();
-        webhooks.push(mutating(
-            o,
-            &format!("queued-{}.mutate.sluice.dev", k.plural()),
-            Endpoint::MutateQueued(k),
-            vec![rule(group, version, &[k.plural()], &["CREATE"])],
-            "Fail",
-            selector(None, not_excluded(o)),
-            selector(None, vec![req(&o.queue_label, "Exists", None)]),
-        ));
-    }
-    webhooks.extend(kueue);
-    if o.kueue_compat {
-        // The other kinds, labelled with Kueue's queue label only.
-        for k in Queued::OTHERS {
+    // The other queued kinds: by the queue label, and (with Kueue
+    // compatibility, after Jobs' Kueue entry) by Kueue's label alone.
+    let others = |prefix: &str, object: Vec<LabelSelectorRequirement>| {
+        Queued::OTHERS.map(|k| {
             let (group, version, _) = k.gvk();
-            webhooks.push(mutating(
+            mutating(
                 o,
-                &format!("kueue-{}.mutate.sluice.dev", k.plural()),
+                &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
                 Endpoint::MutateQueued(k),
                 vec![rule(group, version, &[k.plural()], &["CREATE"])],
                 "Fail",
                 selector(None, not_excluded(o)),
-                selector(
-                    None,
-                    vec![
-                        req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
-                        req(&o.queue_label, "DoesNotExist", None),
-                    ],
-                ),
-            ));
-        }
+                selector(None, object.clone()),
+            )
+        })
+    };
+    webhooks.extend(others("queued", vec![req(&o.queue_label, "Exists", None)]));
+    webhooks.extend(kueue);
+    if o.kueue_compat {
+        webhooks.extend(others(
+            "kueue",
+            vec![
+                req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
+                req(&o.queue_label, "DoesNotExist", None),
+            ],
+        ));
     }
     MutatingWebhookConfiguration {
         metadata: metadata(o),
@@ -317,17 +310,22 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
         // removed or changed is seen either way.
         selector(None, vec![req(&o.queue_label, "Exists", None)]),
     )];
-    for k in Queued::OTHERS {
-        let (group, version, _) = k.gvk();
-        hooks.push(validating(
-            o,
-            &format!("{}.validate.sluice.dev", k.plural()),
-            Endpoint::ValidateQueued(k),
-            vec![rule(group, version, &[k.plural()], &["UPDATE"])],
-            selector(None, not_excluded(o)),
-            selector(None, vec![req(&o.queue_label, "Exists", None)]),
-        ));
-    }
+    // The other queued kinds: by the queue label, and (with Kueue
+    // compatibility) by Kueue's label.
+    let others = |prefix: &str, label: &str| {
+        Queued::OTHERS.map(|k| {
+            let (group, version, _) = k.gvk();
+            validating(
+                o,
+                &format!("{prefix}{}.validate.sluice.dev", k.plural()),
+                Endpoint::ValidateQueued(k),
+                vec![rule(group, version, &[k.plural()], &["UPDATE"])],
+                selector(None, not_excluded(o)),
+                selector(None, vec![req(label, "Exists", None)]),
+            )
+        })
+    };
+    hooks.extend(others("", &o.queue_label));
     if o.kueue_compat {
         hooks.push(validating(
             o,
@@ -337,17 +335,7 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             selector(None, not_excluded(o)),
             selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
         ));
-        for k in Queued::OTHERS {
-            let (group, version, _) = k.gvk();
-            hooks.push(validating(
-                o,
-                &format!("kueue-{}.validate.sluice.dev", k.plural()),
-                Endpoint::ValidateQueued(k),
-                vec![rule(group, version, &[k.plural()], &["UPDATE"])],
-                selector(None, not_excluded(o)),
-                selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
-            ));
-        }
+        hooks.extend(others("kueue-", sluice_api::labels::KUEUE_QUEUE_NAME));
     }
     for kind in [
         SluiceKind::ResourceFlavor,
