@@ -155,6 +155,7 @@
 
 mod decision;
 mod engine;
+pub mod idle;
 mod ledger;
 mod model;
 

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{FlavorUsage, StopPolicy};
+use super::idle_reclaim::IdleReclaim;
 use crate::quantity::non_negative_milli;
 use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, RESOURCE_NAME_PATTERN, Validate, Violation, Violations};
 
@@ -111,6 +112,11 @@ pub struct ClusterQueueSpec {
     /// admitted workloads are evicted.
     #[serde(default)]
     pub stop_policy: StopPolicy,
+    /// Idle-GPU reclaim: what happens to admitted workloads whose GPUs sit
+    /// idle (from DCGM metrics in Prometheus; needs the controller's
+    /// `--prometheus-url`). Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_reclaim: Option<IdleReclaim>,
 }
 
 /// How pending workloads of a ClusterQueue are ordered and whether a
@@ -325,6 +331,9 @@ impl Validate for ClusterQueue {
             v.push("spec.minRuntimeSeconds", "must be at least 0");
         }
         validate_preemption(&mut v, &spec.preemption);
+        if let Some(idle) = &spec.idle_reclaim {
+            idle.validate_into(&mut v, "spec.idleReclaim");
+        }
         if spec.resource_groups.len() > MAX_RESOURCE_GROUPS {
             v.push(
                 "spec.resourceGroups",

@@ -35,6 +35,14 @@ pub const REQUEUED: &str = "Requeued";
 pub const FINISHED: &str = "Finished";
 /// ClusterQueue and LocalQueue condition: the queue can admit workloads.
 pub const ACTIVE: &str = "Active";
+/// Workload condition: its GPUs were idle by its ClusterQueue's
+/// `idleReclaim` policy (`True`, with the measured utilisation and window),
+/// or are used again (`False`).
+pub const GPU_IDLE: &str = "GPUIdle";
+/// ClusterQueue condition: the idle-GPU check of its `idleReclaim` policy
+/// cannot run (Prometheus unreachable, failing or answering garbage), so
+/// nothing is judged idle; `False` once a check succeeds again.
+pub const IDLE_CHECK_UNAVAILABLE: &str = "IdleCheckUnavailable";
 
 /// Standard condition status values.
 pub mod status {
@@ -92,6 +100,9 @@ pub mod reasons {
     pub const GANG_INCOMPLETE: &str = "GangIncomplete";
     /// Evicted because the workload was deactivated (`spec.active: false`).
     pub const DEACTIVATED: &str = "Deactivated";
+    /// Evicted (or deactivated) because its GPUs were idle by its
+    /// ClusterQueue's `idleReclaim` policy; also the `GPUIdle` reason.
+    pub const IDLE_GPU: &str = "IdleGPU";
     /// Evicted because it was requeued too often and deactivated.
     pub const REQUEUING_LIMIT_EXCEEDED: &str = "DeactivatedDueToRequeuingLimitExceeded";
 
@@ -134,4 +145,14 @@ pub mod reasons {
     pub const CLUSTER_QUEUE_DOES_NOT_EXIST: &str = "ClusterQueueDoesNotExist";
     /// The LocalQueue's ClusterQueue is not active.
     pub const CLUSTER_QUEUE_IS_INACTIVE: &str = "ClusterQueueIsInactive";
+
+    // --- GPUIdle ---
+    /// Its GPUs are used again (above the threshold).
+    pub const GPU_BUSY: &str = "GPUBusy";
+
+    // --- IdleCheckUnavailable ---
+    /// Prometheus could not be asked or answered with an error.
+    pub const PROMETHEUS_UNAVAILABLE: &str = "PrometheusUnavailable";
+    /// The last idle check succeeded.
+    pub const IDLE_CHECK_OK: &str = "IdleCheckSucceeded";
 }

@@ -11,6 +11,7 @@
 pub mod cluster_queue;
 pub mod common;
 pub mod conditions;
+pub mod idle_reclaim;
 pub mod local_queue;
 pub mod priority_class;
 pub mod resource_flavor;
@@ -20,6 +21,7 @@ pub use cluster_queue::{
     BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, FlavorQuotas,
     Preemption, QueueingStrategy, ReclaimWithinCohort, ResourceGroup, ResourceQuota, WithinClusterQueue,
 };
+pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use common::{FlavorUsage, ResourceUsage, StopPolicy, find_condition, is_condition_true};
 pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};

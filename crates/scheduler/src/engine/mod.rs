@@ -17,6 +17,7 @@
 //!   queue.rs       putting workloads into queues and waking queues
 //!   cohort.rs      cohort membership and pools
 //!   consistency.rs the ledger's self-check (tests)
+//!   contention.rs  who waits for an admitted workload's quota (idle reclaim)
 //!   state.rs       the internal types
 //! ```
 
@@ -39,6 +40,7 @@ mod admit;
 mod cohort;
 mod config;
 mod consistency;
+mod contention;
 mod cycle;
 mod explain;
 mod fifo;

@@ -9,6 +9,7 @@ mod common;
 mod admission;
 mod cohorts;
 mod config;
+mod contention;
 mod explanations;
 mod fifo;
 mod flavors;
