@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{ArgAction, Args};
 use sluice_api::duration::{millis, parse_duration};
+use sluice_controller::idle::{IdleSettings, PromSettings};
 use sluice_controller::index::IndexConfig;
 use sluice_controller::integration::JobKind;
 use sluice_controller::run::{LeaseConfig, RunConfig};
@@ -80,6 +81,28 @@ pub struct ControllerArgs {
     /// kind installed later needs a restart).
     #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]
     integrations: Integrations,
+    /// Prometheus holding dcgm-exporter's GPU metrics, for ClusterQueues'
+    /// idleReclaim (http:// or https://, e.g. http://prometheus.monitoring:9090).
+    /// Unset: queues with idleReclaim report IdleCheckUnavailable.
+    #[arg(long, env = "SLUICE_PROMETHEUS_URL")]
+    prometheus_url: Option<String>,
+    /// PEM file of the CA of Prometheus's HTTPS certificate (default: the
+    /// cluster's CA from the service account).
+    #[arg(long, env = "SLUICE_PROMETHEUS_CA_FILE")]
+    prometheus_ca_file: Option<std::path::PathBuf>,
+    /// File holding a bearer token for Prometheus (read before every query).
+    #[arg(long, env = "SLUICE_PROMETHEUS_TOKEN_FILE")]
+    prometheus_token_file: Option<std::path::PathBuf>,
+    /// Time limit of one Prometheus query attempt (3 attempts per check).
+    #[arg(long, env = "SLUICE_PROMETHEUS_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    prometheus_timeout: Duration,
+    /// PromQL giving GPU utilisation (percent) as one series per pod,
+    /// labelled namespace and pod; evaluated over each idle window.
+    #[arg(long, env = "SLUICE_IDLE_QUERY", default_value = sluice_controller::idle::DEFAULT_QUERY)]
+    idle_query: String,
+    /// Time between idle-GPU checks, also the query's resolution (at least 1s).
+    #[arg(long, env = "SLUICE_IDLE_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    idle_interval: Duration,
 }
 
 /// `--integrations`.
@@ -126,6 +149,12 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         explain_qps,
         explain_after,
         integrations,
+        prometheus_url,
+        prometheus_ca_file,
+        prometheus_token_file,
+        prometheus_timeout,
+        idle_query,
+        idle_interval,
     } = args;
     log.init();
     let identity = identity
@@ -153,6 +182,16 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         metrics_addr,
         queue_status_interval: queue_status_interval.max(Duration::from_millis(100)),
         explain_qps: sluice_controller::limit::explain_qps(explain_qps, kube_qps),
+        idle: IdleSettings {
+            prometheus: prometheus_url.map(|url| PromSettings {
+                ca_file: prometheus_ca_file,
+                token_file: prometheus_token_file,
+                timeout: prometheus_timeout.max(Duration::from_millis(100)),
+                ..PromSettings::new(url)
+            }),
+            query: idle_query,
+            interval: idle_interval.max(Duration::from_secs(1)),
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

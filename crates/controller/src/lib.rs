@@ -18,6 +18,8 @@
 //! - [`writer`]: applies plans (server-side apply, merge patches, Events);
 //! - [`run`]: watchers, cache, leader election, cycles, queue status,
 //!   `/metrics`, `/healthz`, `/readyz`;
+//! - [`idle`]: idle-GPU reclaim's checks (pods, Prometheus, the window
+//!   rule); the index acts on them;
 //! - [`limit`]: the client-side write limit (token bucket);
 //! - [`metrics`]: the Prometheus registry;
 //!
@@ -25,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod gang;
+pub mod idle;
 pub mod index;
 pub mod integration;
 pub mod job;

@@ -18,6 +18,10 @@
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
 //! | `sluice_ledger_drift_total` | counter | `kind` (engine_only, status_only: repairs by the periodic check) |
+//! | `sluice_idle_gpu_workloads` | gauge | `cluster_queue` (admitted workloads found idle by the last idle check, acted on or not) |
+//! | `sluice_idle_reclaims_total` | counter | `cluster_queue`, `action` (Warn, Evict, Deactivate) |
+//! | `sluice_idle_gpu_hours_reclaimed_total` | counter | — (GPUs × idle window of each workload evicted or deactivated as idle) |
+//! | `sluice_idle_check_failures_total` | counter | `reason` (unreachable, timeout, http_status, too_large, malformed, refused, setup, not_configured) |
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -46,6 +50,10 @@ pub struct Metrics {
     pub reconcile_errors: Family<Labels, Counter>,
     pub unrestored: Gauge,
     pub drift: Family<Labels, Counter>,
+    pub idle_workloads: Family<Labels, Gauge>,
+    pub idle_reclaims: Family<Labels, Counter>,
+    pub idle_gpu_hours: Counter<f64, std::sync::atomic::AtomicU64>,
+    pub idle_check_failures: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -90,6 +98,10 @@ impl Metrics {
             reconcile_errors: Family::default(),
             unrestored: Gauge::default(),
             drift: Family::default(),
+            idle_workloads: Family::default(),
+            idle_reclaims: Family::default(),
+            idle_gpu_hours: Counter::default(),
+            idle_check_failures: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -156,6 +168,26 @@ impl Metrics {
             "Ledger entries out of step with Workload statuses, repaired by the periodic check",
             m.drift.clone(),
         );
+        r.register(
+            "idle_gpu_workloads",
+            "Admitted workloads found idle by the last idle-GPU check, per ClusterQueue",
+            m.idle_workloads.clone(),
+        );
+        r.register(
+            "idle_reclaims",
+            "Actions taken on idle-GPU workloads, by ClusterQueue and action",
+            m.idle_reclaims.clone(),
+        );
+        r.register(
+            "idle_gpu_hours_reclaimed",
+            "GPUs times idle window of the workloads evicted or deactivated as idle, in hours",
+            m.idle_gpu_hours.clone(),
+        );
+        r.register(
+            "idle_check_failures",
+            "Idle-GPU checks that judged nothing, by reason",
+            m.idle_check_failures.clone(),
+        );
         Self { registry: r, ..m }
     }
 
@@ -169,6 +201,26 @@ impl Metrics {
         self.dropped_writes
             .get_or_create(&vec![("lane", lane.to_string()), ("reason", reason.to_string())])
             .inc();
+    }
+
+    /// What an idle-GPU check did.
+    pub fn idle(&self, applied: &crate::index::IdleApplied) {
+        for (cq, n) in &applied.idle {
+            self.idle_workloads
+                .get_or_create(&vec![("cluster_queue", cq.clone())])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        for (cq, action) in &applied.reclaims {
+            self.idle_reclaims
+                .get_or_create(&vec![
+                    ("cluster_queue", cq.clone()),
+                    ("action", action.as_str().to_string()),
+                ])
+                .inc();
+        }
+        if applied.gpu_hours_reclaimed > 0.0 {
+            self.idle_gpu_hours.inc_by(applied.gpu_hours_reclaimed);
+        }
     }
 
     /// The text exposition format.

@@ -223,6 +223,9 @@ pub enum Purpose {
     StartJob { uid: String },
     /// A report about a malformed object.
     Report,
+    /// An admitted workload's `GPUIdle` condition changed (idle-GPU
+    /// reclaim's warning), with its event.
+    IdleGpu { uid: String },
     /// A queue's status changed (latest wins while it waits).
     QueueStatus,
 }
@@ -244,6 +247,7 @@ impl Purpose {
             Purpose::SuspendJob => "suspend_job",
             Purpose::StartJob { .. } => "start_job",
             Purpose::Report => "report",
+            Purpose::IdleGpu { .. } => "idle_gpu",
             Purpose::QueueStatus => "queue_status",
         }
     }

@@ -309,7 +309,10 @@ mod tests {
             rule().judge(50 * MIN, 25 * MIN, &pods(&s)),
             Idleness::Unknown(Unknown::WarmingUp { judged_from: 55 * MIN })
         );
-        assert!(matches!(rule().judge(55 * MIN, 25 * MIN, &pods(&s)), Idleness::Idle { .. }));
+        assert!(matches!(
+            rule().judge(55 * MIN, 25 * MIN, &pods(&s)),
+            Idleness::Idle { .. }
+        ));
     }
 
     #[test]

@@ -235,11 +235,19 @@ mod tests {
         let paths: Vec<&str> = v.0.iter().map(|x| x.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["spec.idleReclaim.utilizationBelow", "spec.idleReclaim.for", "spec.idleReclaim.gracePeriod"]
+            [
+                "spec.idleReclaim.utilizationBelow",
+                "spec.idleReclaim.for",
+                "spec.idleReclaim.gracePeriod"
+            ]
         );
         assert!(v.0[1].message.contains("at least 10s"), "{}", v.0[1]);
         assert!(v.0[2].message.contains("expected a duration"), "{}", v.0[2]);
-        assert!(spec.policy().unwrap_err().starts_with("spec.idleReclaim.utilizationBelow"));
+        assert!(
+            spec.policy()
+                .unwrap_err()
+                .starts_with("spec.idleReclaim.utilizationBelow")
+        );
     }
 
     #[test]

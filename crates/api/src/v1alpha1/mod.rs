@@ -21,8 +21,8 @@ pub use cluster_queue::{
     BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, FlavorQuotas,
     Preemption, QueueingStrategy, ReclaimWithinCohort, ResourceGroup, ResourceQuota, WithinClusterQueue,
 };
-pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use common::{FlavorUsage, ResourceUsage, StopPolicy, find_condition, is_condition_true};
+pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
 pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};

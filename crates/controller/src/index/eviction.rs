@@ -52,6 +52,7 @@ impl Index {
             cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
             cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
             cond::reasons::DEACTIVATED => cond::reasons::DEACTIVATED,
+            cond::reasons::IDLE_GPU => cond::reasons::IDLE_GPU,
             _ => "Other",
         });
         let mut steps = vec![step];
@@ -248,49 +249,69 @@ impl Index {
                 e.pods_ready_seen = true;
                 continue;
             }
-            // The count comes from the API (anyone may write it): no overflow.
-            let n = e
-                .status
-                .requeue_state
-                .as_ref()
-                .map_or(0, |r| r.count.max(0))
-                .saturating_add(1);
-            let over = self
-                .config
-                .requeue_limit
-                .is_some_and(|limit| i64::from(n) > i64::from(limit));
-            let uid = e.uid.clone();
-            let mut msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
+            let msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
+            self.evict_and_requeue(&wk, cond::reasons::PODS_READY_TIMEOUT, msg, false, now_ms);
+        }
+    }
+
+    /// Evicts an admitted workload on the controller's own decision (a
+    /// pods-ready timeout, idle GPUs): counted as a requeue with backoff,
+    /// or deactivated (`spec.active: false`) when `deactivate` is asked or
+    /// the requeue limit is exceeded.
+    pub(super) fn evict_and_requeue(
+        &mut self,
+        wk: &ObjKey,
+        reason: &'static str,
+        mut msg: String,
+        deactivate: bool,
+        now_ms: i64,
+    ) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        // The count comes from the API (anyone may write it): no overflow.
+        let n = e
+            .status
+            .requeue_state
+            .as_ref()
+            .map_or(0, |r| r.count.max(0))
+            .saturating_add(1);
+        let over = self
+            .config
+            .requeue_limit
+            .is_some_and(|limit| i64::from(n) > i64::from(limit));
+        let uid = e.uid.clone();
+        if over || deactivate {
+            e.status.requeue_state = Some(RequeueState {
+                count: n,
+                requeue_at: None,
+            });
+            e.active = false;
             if over {
                 // Requeued as often as allowed: deactivated, as if its owner
                 // had set spec.active to false (Kueue's RequeuingLimitExceeded).
-                e.status.requeue_state = Some(RequeueState {
-                    count: n,
-                    requeue_at: None,
-                });
-                e.active = false;
                 msg.push_str(&format!(
                     "; evicted {n} times, over the requeue limit of {}: deactivated (set spec.active to true to queue it again)",
                     self.config.requeue_limit.unwrap_or_default()
                 ));
-                self.deactivating.insert(uid.clone());
-                self.plans.push(Plan {
-                    purpose: Purpose::Deactivate { uid: uid.clone() },
-                    steps: vec![Step::PatchWorkload {
-                        key: wk.clone(),
-                        patch: serde_json::json!({"spec": {"active": false}}),
-                    }],
-                });
             } else {
-                let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
-                e.status.requeue_state = Some(RequeueState {
-                    count: n,
-                    requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
-                });
+                msg.push_str("; deactivated (set spec.active to true to queue it again)");
             }
-            if self.engine.evict(&uid).is_ok() {
-                self.on_evicted(&uid, cond::reasons::PODS_READY_TIMEOUT, None, &msg, now_ms);
-            }
+            self.deactivating.insert(uid.clone());
+            self.plans.push(Plan {
+                purpose: Purpose::Deactivate { uid: uid.clone() },
+                steps: vec![Step::PatchWorkload {
+                    key: wk.clone(),
+                    patch: serde_json::json!({"spec": {"active": false}}),
+                }],
+            });
+        } else {
+            let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
+            e.status.requeue_state = Some(RequeueState {
+                count: n,
+                requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
+            });
+        }
+        if self.engine.evict(&uid).is_ok() {
+            self.on_evicted(&uid, reason, None, &msg, now_ms);
         }
     }
 

@@ -65,6 +65,7 @@ mod explain;
 mod feedback;
 mod finish;
 mod gangs;
+mod idle;
 mod jobs;
 mod status;
 mod workload;
@@ -72,6 +73,7 @@ mod workload;
 pub use config::selects;
 pub use errors::IndexError;
 pub use eviction::backoff_ms;
+pub use idle::{IdleApplied, IdleOutcome, IdleTarget, is_gpu_resource};
 pub use status::set_condition;
 
 use eviction::Confirmation;
@@ -358,6 +360,8 @@ pub struct Index {
     not_selected: BTreeSet<ObjKey>,
     /// Jobs were (re)listed: look for orphaned Workloads in the next cycle.
     orphan_scan_due: bool,
+    /// The last idle-GPU check's health (`None`: none ran yet).
+    idle_health: Option<idle::IdleHealth>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the
@@ -428,6 +432,7 @@ impl Index {
             namespaces: HashMap::new(),
             not_selected: BTreeSet::new(),
             orphan_scan_due: false,
+            idle_health: None,
             gangs: BTreeMap::new(),
             gang_jobs: BTreeMap::new(),
             member_of: BTreeMap::new(),

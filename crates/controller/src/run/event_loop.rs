@@ -30,6 +30,8 @@ pub(super) struct LoopIo {
     /// and no cycle runs while it refuses writes.
     pub(super) fence: Option<Arc<writer::LeaseFence>>,
     pub(super) failed: tokio::sync::mpsc::UnboundedReceiver<(u64, crate::plan::Plan, writer::Feedback)>,
+    /// Idle-GPU checks, run beside the loop.
+    pub(super) checker: Arc<crate::idle::Checker>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -52,6 +54,10 @@ pub(super) async fn event_loop(
     let mut queue_status = QueueStatusWriter::default();
     let coalesce = Duration::from_millis(50);
     let backlog = crate::limit::cycle_backlog(cfg.kube_qps, cfg.kube_burst);
+    let mut idle_tick = tokio::time::interval(cfg.idle.interval.max(Duration::from_secs(1)));
+    idle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (idle_tx, mut idle_rx) = tokio::sync::mpsc::channel::<(u64, crate::index::IdleOutcome)>(1);
+    let mut idle_in_flight = false;
     tokio::pin!(shutdown);
     loop {
         let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -102,6 +108,48 @@ pub(super) async fn event_loop(
                     }
                 }
                 continue;
+            }
+            _ = idle_tick.tick() => {
+                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+                if let Some(ix) = &index
+                    && !fenced
+                    && !idle_in_flight
+                {
+                    let targets = {
+                        let ix = ix.lock().await;
+                        ix.has_idle_policies().then(|| ix.idle_targets(now_ms()))
+                    };
+                    if let Some(targets) = targets {
+                        idle_in_flight = true;
+                        let (checker, tx, epoch) = (io.checker.clone(), idle_tx.clone(), io.queue.epoch());
+                        tokio::spawn(async move {
+                            let outcome = checker.check(targets, now_ms()).await;
+                            let _ = tx.send((epoch, outcome)).await;
+                        });
+                    }
+                }
+                continue;
+            }
+            Some((epoch, outcome)) = idle_rx.recv() => {
+                idle_in_flight = false;
+                if let crate::index::IdleOutcome::Unavailable { metric, .. } = &outcome {
+                    shared.metrics.idle_check_failures.get_or_create(&vec![("reason", metric.to_string())]).inc();
+                }
+                if let Some(m) = &index
+                    && epoch == io.queue.epoch()
+                {
+                    let mut ix = m.lock().await;
+                    let applied = ix.apply_idle(outcome, now_ms());
+                    shared.metrics.idle(&applied);
+                    for plan in ix.take_plans() {
+                        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
+                    }
+                    drop(ix);
+                    if !applied.reclaims.is_empty() {
+                        // Evictions and warnings to write, a waiter to admit.
+                        cycle_at = Some(Instant::now());
+                    }
+                }
             }
             Some((epoch, plan, result)) = io.failed.recv() => {
                 if plan.purpose == crate::plan::Purpose::QueueStatus {

@@ -73,6 +73,8 @@ pub struct RunConfig {
     /// the state lane leaves unused (0 or less: none); see
     /// [`crate::limit::explain_qps`].
     pub explain_qps: f64,
+    /// Idle-GPU checks (`--prometheus-url`, `--idle-query`, `--idle-interval`).
+    pub idle: crate::idle::IdleSettings,
 }
 
 /// Why the loop stopped.
@@ -86,6 +88,8 @@ pub enum RunError {
     },
     #[error("leader election: {0}")]
     Lease(String),
+    #[error("idle-GPU checks: {0}")]
+    Idle(#[from] crate::idle::PromError),
     #[error("cannot discover {api_version}: {message}")]
     Discovery { api_version: String, message: String },
     #[error(
@@ -152,10 +156,12 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     let mut events = tokio::spawn(writer::event_lane(event_writer, events_rx, shared.clone()));
     let writer = writer.with_event_lane(events_tx);
     let drainer = tokio::spawn(writer::drain(writer, queue.clone(), failed_tx, shared.clone()));
+    let checker = Arc::new(crate::idle::Checker::new(client.clone(), &cfg.idle)?);
     let io = LoopIo {
         queue,
         fence,
         failed: failed_rx,
+        checker,
     };
     let result = event_loop(client, &cfg, io, leader_rx, &mut lease_task, &shared, shutdown).await;
     if let Some(t) = fence_task {

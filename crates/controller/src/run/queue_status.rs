@@ -225,7 +225,8 @@ impl QueueStatusWriter {
             if let Some(u) = &usage {
                 record_usage(m, &name, u);
             }
-            let status = cluster_queue_status(condition, usage.as_ref());
+            let mut status = cluster_queue_status(condition, usage.as_ref());
+            status.conditions.extend(ix.idle_check_condition(&name));
             wanted.push(((true, None, name), cluster_queue_body(&status, usage.is_some())));
         }
         for (key, st) in ix.local_queue_stats() {

@@ -38,7 +38,9 @@ impl Lane {
     pub fn of(purpose: &Purpose) -> Lane {
         match purpose {
             Purpose::Pending { .. } => Lane::Explanation,
-            Purpose::Finish { .. } | Purpose::QueueStatus | Purpose::Report => Lane::Bookkeeping,
+            Purpose::Finish { .. } | Purpose::QueueStatus | Purpose::Report | Purpose::IdleGpu { .. } => {
+                Lane::Bookkeeping
+            }
             Purpose::CreateWorkload
             | Purpose::Admit { .. }
             | Purpose::Evict { .. }
@@ -199,7 +201,12 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }
         | Purpose::StartJob { uid } => Some(uid),
-        Purpose::CreateWorkload | Purpose::SuspendJob | Purpose::Report | Purpose::QueueStatus => None,
+        // Not keyed by workload: a warning must not replace its `Finished`.
+        Purpose::IdleGpu { .. }
+        | Purpose::CreateWorkload
+        | Purpose::SuspendJob
+        | Purpose::Report
+        | Purpose::QueueStatus => None,
     }
 }
 

@@ -29,7 +29,9 @@ fn a_workload_that_does_not_fit_waits_for_the_same_flavor() {
 #[test]
 fn a_waiter_for_another_resource_does_not_count() {
     let mut w = World::new(vec![
-        cq("a").group(vec![("a100", vec![q(GPU, 8)])]).group(vec![("default", vec![q(CPU, 4)])]),
+        cq("a")
+            .group(vec![("a100", vec![q(GPU, 8)])])
+            .group(vec![("default", vec![q(CPU, 4)])]),
     ]);
     w.add(wl("idle").queue("a").pods(1, &[(GPU, 8)]));
     w.add(wl("cpu-hog").queue("a").pods(1, &[(CPU, 4)]));

@@ -1,0 +1,249 @@
+use super::*;
+
+/// A range-query answer as Prometheus 2.x gives it (labels as dcgm-exporter
+/// sets them, aggregated by namespace and pod).
+const SUCCESS: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[
+ {"metric":{"namespace":"team-a","pod":"train-0"},"values":[[1700000000,"3"],[1700000060,"2.5"],[1700000120,"4"]]},
+ {"metric":{"namespace":"team-a","pod":"train-1"},"values":[[1700000000,"88"],[1700000060,"91"]]},
+ {"metric":{"namespace":"team-b"},"values":[[1700000000,"1"]]}
+]}}"#;
+
+#[test]
+fn a_matrix_gives_samples_per_pod_in_milliseconds() {
+    let m = parse_matrix(SUCCESS.as_bytes()).unwrap();
+    assert_eq!(m.len(), 2, "the series without a pod label cannot be matched: skipped");
+    assert_eq!(
+        m[&("team-a".to_string(), "train-0".to_string())],
+        vec![
+            (1_700_000_000_000, 3.0),
+            (1_700_000_060_000, 2.5),
+            (1_700_000_120_000, 4.0)
+        ]
+    );
+    assert_eq!(m[&("team-a".to_string(), "train-1".to_string())].len(), 2);
+}
+
+#[test]
+fn an_empty_result_is_no_pods() {
+    let m = parse_matrix(br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#).unwrap();
+    assert!(m.is_empty());
+}
+
+#[test]
+fn series_of_one_pod_per_gpu_are_averaged() {
+    let body = r#"{"status":"success","data":{"resultType":"matrix","result":[
+     {"metric":{"namespace":"n","pod":"p","gpu":"0"},"values":[[10,"2"],[20,"4"]]},
+     {"metric":{"namespace":"n","pod":"p","gpu":"1"},"values":[[10,"6"]]}]}}"#;
+    let m = parse_matrix(body.as_bytes()).unwrap();
+    assert_eq!(
+        m[&("n".to_string(), "p".to_string())],
+        vec![(10_000, 4.0), (20_000, 4.0)]
+    );
+}
+
+#[test]
+fn special_values_are_read_and_judged_unknown_later() {
+    let body = r#"{"status":"success","data":{"resultType":"matrix","result":[
+     {"metric":{"namespace":"n","pod":"p"},"values":[[10,"NaN"],[20,"+Inf"]]}]}}"#;
+    let m = parse_matrix(body.as_bytes()).unwrap();
+    let s = &m[&("n".to_string(), "p".to_string())];
+    assert!(s[0].1.is_nan() && s[1].1.is_infinite());
+}
+
+#[test]
+fn an_error_answer_names_the_error() {
+    let body = br#"{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected identifier"}"#;
+    let e = parse_matrix(body).unwrap_err();
+    assert!(matches!(e, PromError::Refused { .. }));
+    assert_eq!(
+        e.to_string(),
+        "Prometheus refused the query (bad_data): 1:5: parse error: unexpected identifier"
+    );
+}
+
+#[test]
+fn non_json_and_wrong_shapes_are_malformed_with_where() {
+    let e = parse_matrix(b"<html>502 Bad Gateway</html>").unwrap_err();
+    assert!(
+        e.to_string().contains("not JSON") && e.to_string().contains("502 Bad Gateway"),
+        "{e}"
+    );
+    let e = parse_matrix(br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#).unwrap_err();
+    assert!(e.to_string().contains("\"vector\", expected \"matrix\""), "{e}");
+    let e = parse_matrix(
+        br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"namespace":"n","pod":"p"},"values":[[1,"x"]]}]}}"#,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("data.result[0].values[0]"), "{e}");
+    let e = parse_matrix(br#"{"data":{}}"#).unwrap_err();
+    assert!(e.to_string().contains("expected \"success\""), "{e}");
+}
+
+#[test]
+fn a_huge_answer_parses_in_full() {
+    // 2 000 pods × 31 samples: a 30-minute window at a 1-minute step.
+    let mut body = String::from(r#"{"status":"success","data":{"resultType":"matrix","result":["#);
+    for p in 0..2000 {
+        if p > 0 {
+            body.push(',');
+        }
+        body.push_str(&format!(r#"{{"metric":{{"namespace":"n","pod":"p{p}"}},"values":["#));
+        let values: Vec<String> = (0..31).map(|i| format!(r#"[{},"{}"]"#, 1000 + i * 60, i % 7)).collect();
+        body.push_str(&values.join(","));
+        body.push_str("]}");
+    }
+    body.push_str("]}}");
+    let m = parse_matrix(body.as_bytes()).unwrap();
+    assert_eq!(m.len(), 2000);
+    assert!(m.values().all(|s| s.len() == 31));
+}
+
+/// A one-shot HTTP server on loopback answering every request with
+/// `status` and `body` (after `delay`); counts requests.
+async fn serve(status: u16, body: Vec<u8>, delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = sock.read(&mut buf).await;
+                tokio::time::sleep(delay).await;
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
+            });
+        }
+    });
+    (url, hits)
+}
+
+fn settings(url: &str) -> PromSettings {
+    PromSettings {
+        timeout: Duration::from_millis(500),
+        attempts: 2,
+        ..PromSettings::new(url)
+    }
+}
+
+#[tokio::test]
+async fn a_query_reaches_the_server_and_is_parsed() {
+    let (url, hits) = serve(200, SUCCESS.as_bytes().to_vec(), Duration::ZERO).await;
+    let p = Prometheus::new(settings(&url)).unwrap();
+    let m = p
+        .query_range("avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL)", 0, 60_000, 60_000)
+        .await
+        .unwrap();
+    assert_eq!(m.len(), 2);
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_then_reported() {
+    let (url, hits) = serve(503, b"overloaded".to_vec(), Duration::ZERO).await;
+    let e = Prometheus::new(settings(&url))
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "Prometheus answered HTTP 503: overloaded");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2, "retried once");
+}
+
+#[tokio::test]
+async fn a_refused_query_is_not_retried() {
+    let body = br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.to_vec();
+    let (url, hits) = serve(400, body, Duration::ZERO).await;
+    let e = Prometheus::new(settings(&url))
+        .unwrap()
+        .query_range("(", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, PromError::Refused { .. }), "{e}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out() {
+    let (url, _) = serve(200, SUCCESS.as_bytes().to_vec(), Duration::from_secs(5)).await;
+    let s = PromSettings {
+        attempts: 1,
+        ..settings(&url)
+    };
+    let e = Prometheus::new(s)
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, PromError::Timeout(_)), "{e}");
+}
+
+#[tokio::test]
+async fn an_answer_over_the_cap_is_refused_whole() {
+    let (url, _) = serve(200, SUCCESS.as_bytes().to_vec(), Duration::ZERO).await;
+    let s = PromSettings {
+        max_answer_bytes: 100,
+        ..settings(&url)
+    };
+    let e = Prometheus::new(s)
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, PromError::TooLarge(100)), "{e}");
+}
+
+#[tokio::test]
+async fn nobody_listening_is_unreachable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let s = PromSettings {
+        attempts: 1,
+        ..settings(&url)
+    };
+    let e = Prometheus::new(s)
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, PromError::Unreachable { .. }), "{e}");
+}
+
+#[test]
+fn bad_urls_and_https_without_a_ca_are_refused_at_start() {
+    assert!(matches!(
+        Prometheus::new(PromSettings::new("prometheus:9090")),
+        Err(PromError::BadUrl { .. })
+    ));
+    let e = Prometheus::new(PromSettings::new("https://prometheus:9090"))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("--prometheus-ca-file"), "{e}");
+    let s = PromSettings {
+        ca_file: Some("/nonexistent/ca.pem".into()),
+        ..PromSettings::new("https://prometheus:9090")
+    };
+    let e = Prometheus::new(s).err().unwrap();
+    assert!(e.to_string().starts_with("cannot read /nonexistent/ca.pem"), "{e}");
+}
+
+#[test]
+fn the_query_is_form_encoded() {
+    assert_eq!(
+        encode(r#"avg by (namespace, pod) (X{a="b"})"#),
+        "avg%20by%20%28namespace%2C%20pod%29%20%28X%7Ba%3D%22b%22%7D%29"
+    );
+    assert_eq!(seconds(1_700_000_000_123), "1700000000.123");
+}
