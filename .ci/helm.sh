@@ -89,6 +89,7 @@ bad_values=(
     "--set=certificates.mode=letsencrypt|/certificates/mode"
     "--set=webhook.config.gpu.visibleDevicesPolicy=sometimes|/webhook/config/gpu/visibleDevicesPolicy"
     "--set=controller.podsReadyTimeout=ten-minutes|/controller/podsReadyTimeout"
+    "--set=controller.prometheusUrl=prometheus:9090|/controller/prometheusUrl"
     "--set=noSuchKey=1|"
     "--set=webhook.port=443|/webhook/port"
     # cert-manager parses Go durations: no days, a unit on every number.

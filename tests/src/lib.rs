@@ -4,3 +4,4 @@
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod prometheus;

@@ -382,6 +382,34 @@ fn rendered_flags_exist_in_the_cli() -> Result<()> {
 }
 
 #[test]
+fn idle_checks_are_flagged_only_with_a_prometheus_url() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        let a = args(&pod_spec(deployment(o, "controller")?).containers[0]);
+        let idle: Vec<&String> = a
+            .iter()
+            .filter(|x| x.starts_with("--prometheus-url=") || x.starts_with("--idle-interval="))
+            .collect();
+        if set == "kueue-compat" {
+            same_flags(
+                &idle,
+                &["--prometheus-url=http://prometheus.monitoring:9090", "--idle-interval=30s"],
+                set,
+            )?;
+        } else {
+            ensure!(idle.is_empty(), "{set}: idle flags without controller.prometheusUrl: {idle:?}");
+        }
+    }
+    Ok(())
+}
+
+fn same_flags(got: &[&String], want: &[&str], set: &str) -> Result<()> {
+    let got: Vec<&str> = got.iter().map(|s| s.as_str()).collect();
+    ensure!(got == want, "{set}: {got:?} != {want:?}");
+    Ok(())
+}
+
+#[test]
 fn pods_are_hardened_and_probed() -> Result<()> {
     let Some(sets) = all_sets()? else { return Ok(()) };
     for (set, o) in &sets {

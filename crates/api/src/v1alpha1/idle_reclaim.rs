@@ -251,6 +251,18 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_queue_reports_its_policy_violations() {
+        use crate::validation::Validate;
+        let cq: crate::v1alpha1::ClusterQueue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "q"},
+            "spec": {"idleReclaim": {"utilizationBelow": 150, "gracePeriod": "-1m"}}
+        }))
+        .unwrap();
+        let paths: Vec<String> = cq.validate().into_iter().map(|v| v.path).collect();
+        assert_eq!(paths, ["spec.idleReclaim.utilizationBelow", "spec.idleReclaim.gracePeriod"]);
+    }
+
+    #[test]
     fn unknown_action_is_refused_by_serde() {
         let err = serde_json::from_value::<IdleReclaim>(serde_json::json!({"action": "Kill"})).unwrap_err();
         assert!(err.to_string().contains("unknown variant `Kill`"), "{err}");

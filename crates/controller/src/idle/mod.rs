@@ -17,6 +17,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -26,6 +28,9 @@ use sluice_scheduler::idle::{IdleWindow, Idleness, PodSamples, Unknown};
 use crate::index::{IdleOutcome, IdleTarget, is_gpu_resource};
 
 pub mod prometheus;
+
+/// Pod lists a check has in flight at once.
+const POD_LISTS_AT_ONCE: usize = 8;
 
 pub use prometheus::{PromError, PromSettings, Prometheus};
 
@@ -102,16 +107,20 @@ impl Checker {
                 };
             }
         };
-        let mut pods_by_selector: BTreeMap<(String, String), Result<Vec<String>, String>> = BTreeMap::new();
-        for t in &targets {
-            for (job, selector) in &t.pods {
-                let key = (job.key.namespace.clone(), selector.clone());
-                if !pods_by_selector.contains_key(&key) {
+        // The pods of each (namespace, selector), a few lists at a time.
+        let keys: std::collections::BTreeSet<(String, String)> = targets
+            .iter()
+            .flat_map(|t| t.pods.iter().map(|(job, sel)| (job.key.namespace.clone(), sel.clone())))
+            .collect();
+        let pods_by_selector: BTreeMap<(String, String), Result<Vec<String>, String>> =
+            futures::stream::iter(keys)
+                .map(|key| async move {
                     let pods = self.gpu_pods(&key.0, &key.1).await;
-                    pods_by_selector.insert(key, pods);
-                }
-            }
-        }
+                    (key, pods)
+                })
+                .buffer_unordered(POD_LISTS_AT_ONCE)
+                .collect()
+                .await;
         let mut verdicts = Vec::with_capacity(targets.len());
         for t in targets {
             let mut names = Vec::new();
@@ -142,7 +151,7 @@ impl Checker {
                     rule.judge(now_ms, t.admitted_at_ms.saturating_add(t.policy.grace_period_ms), &pods)
                 }
             };
-            verdicts.push((t.uid, verdict));
+            verdicts.push((t.uid, t.admitted_at_ms, verdict));
         }
         IdleOutcome::Checked { verdicts }
     }

@@ -42,8 +42,10 @@ pub enum IdleOutcome {
         metric: &'static str,
         message: String,
     },
-    /// A verdict per target (by uid), and how many GPUs each holds.
-    Checked { verdicts: Vec<(String, Idleness)> },
+    /// A verdict per target: its uid, the admission time it was judged
+    /// for (a workload admitted again since is not judged by it), and the
+    /// verdict.
+    Checked { verdicts: Vec<(String, i64, Idleness)> },
 }
 
 /// What applying a check did, for metrics.
@@ -142,11 +144,13 @@ impl Index {
             IdleOutcome::Checked { verdicts } => verdicts,
         };
         self.set_idle_health(None, now_ms);
-        for (uid, verdict) in verdicts {
+        for (uid, admitted_at, verdict) in verdicts {
             let Some(wk) = self.by_uid.get(&uid).cloned() else {
                 continue;
             };
-            if self.engine.workload_state(&uid) != Some(WorkloadState::Admitted) {
+            if self.engine.workload_state(&uid) != Some(WorkloadState::Admitted)
+                || self.workloads.get(&wk).and_then(|e| e.admitted_at) != Some(admitted_at)
+            {
                 continue;
             }
             let Some(adm) = self.engine.admission(&uid) else {

@@ -194,6 +194,8 @@ pub(super) fn evicted(
     let mut conds = vec![(cond::EVICTED, cond::status::TRUE, reason, message)];
     conds.extend(preempted.map(|p| (cond::PREEMPTED, cond::status::TRUE, p, message)));
     set_all(status, &conds, now_ms, generation);
+    // Its GPUs go back to the queue: an idle warning no longer applies.
+    status.conditions.retain(|c| c.type_ != cond::GPU_IDLE);
     status.state = Some(status.derive_state(active));
 }
 

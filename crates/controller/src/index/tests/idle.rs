@@ -58,7 +58,7 @@ fn idle() -> Idleness {
 
 fn verdict(v: Idleness) -> IdleOutcome {
     IdleOutcome::Checked {
-        verdicts: vec![("wl-uid-nb".into(), v)],
+        verdicts: vec![("wl-uid-nb".into(), T0, v)],
     }
 }
 
@@ -152,6 +152,31 @@ fn evict_requeues_with_backoff_and_the_reason_idle_gpu() {
     let rq = s.requeue_state.as_ref().unwrap();
     assert_eq!((rq.count, ms(rq.requeue_at.as_ref().unwrap())), (1, now + 60_000));
     assert_eq!(ix.engine().workload_state("wl-uid-nb"), Some(WorkloadState::Evicting));
+}
+
+#[test]
+fn a_warning_goes_with_the_eviction_and_a_verdict_for_an_older_admission_is_ignored() {
+    let mut ix = idle_index(IdleAction::Warn, true, None);
+    admit(&mut ix, "nb", 8, T0);
+    waiter(&mut ix, T0 + 40 * MIN);
+    ix.apply_idle(verdict(idle()), T0 + 45 * MIN);
+    ix.take_plans();
+    let mut q = cq("cluster-gpu", 8);
+    q.spec.idle_reclaim = Some(IdleReclaim {
+        action: IdleAction::Evict,
+        ..IdleReclaim::default()
+    });
+    ix.apply_cluster_queue(q);
+    // Judged for an admission at another time: not this one's verdict.
+    let stale = IdleOutcome::Checked {
+        verdicts: vec![("wl-uid-nb".into(), T0 - MIN, idle())],
+    };
+    assert!(ix.apply_idle(stale, T0 + 46 * MIN).reclaims.is_empty());
+    ix.apply_idle(verdict(idle()), T0 + 46 * MIN);
+    let plans = ix.take_plans();
+    let s = status_step(&plans[0]);
+    assert_eq!(condition(s, cond::EVICTED).1, "IdleGPU");
+    assert!(s.condition(cond::GPU_IDLE).is_none(), "the warning is gone with the GPUs");
 }
 
 #[test]
