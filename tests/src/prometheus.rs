@@ -131,7 +131,12 @@ impl PrometheusServer {
 
     /// Whether the server has scraped a sample for the pod.
     pub fn has_series(&self, namespace: &str, pod: &str) -> Result<bool> {
-        let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).context("port")?;
+        let port: u16 = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .context("port")?;
         let q = format!("DCGM_FI_DEV_GPU_UTIL%7Bnamespace%3D%22{namespace}%22%2Cpod%3D%22{pod}%22%7D");
         let (code, body) = http_get(port, &format!("/api/v1/query?query={q}"))?;
         if code != 200 {

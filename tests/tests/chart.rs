@@ -393,11 +393,17 @@ fn idle_checks_are_flagged_only_with_a_prometheus_url() -> Result<()> {
         if set == "kueue-compat" {
             same_flags(
                 &idle,
-                &["--prometheus-url=http://prometheus.monitoring:9090", "--idle-interval=30s"],
+                &[
+                    "--prometheus-url=http://prometheus.monitoring:9090",
+                    "--idle-interval=30s",
+                ],
                 set,
             )?;
         } else {
-            ensure!(idle.is_empty(), "{set}: idle flags without controller.prometheusUrl: {idle:?}");
+            ensure!(
+                idle.is_empty(),
+                "{set}: idle flags without controller.prometheusUrl: {idle:?}"
+            );
         }
     }
     Ok(())

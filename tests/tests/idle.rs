@@ -47,11 +47,22 @@ async fn controller(c: &mut Cluster, prometheus: &str) -> Result<()> {
 
 /// Admits Job `name` (1 pod, 2 GPUs), runs its pod, and reports `percent`
 /// for it; waits until Prometheus has its series. Returns the pod's name.
-async fn running(c: &Cluster, exporter: &GpuExporter, prom: &PrometheusServer, name: &str, percent: f64) -> Result<String> {
+async fn running(
+    c: &Cluster,
+    exporter: &GpuExporter,
+    prom: &PrometheusServer,
+    name: &str,
+    percent: f64,
+) -> Result<String> {
     c.job(name, "team", 1, 2, &[], true).await?;
     c.wait_suspended(name, false, T).await?;
     c.mark_pods(name, 1, "Running").await?;
-    let pod = c.job_pods(name).await?.first().and_then(|p| p.metadata.name.clone()).context("no pod")?;
+    let pod = c
+        .job_pods(name)
+        .await?
+        .first()
+        .and_then(|p| p.metadata.name.clone())
+        .context("no pod")?;
     exporter.set(&c.namespace, &pod, percent);
     wait_for("Prometheus has the pod's series", T, || async {
         Ok(prom.has_series(&c.namespace, &pod)?.then_some(()))
@@ -90,11 +101,18 @@ async fn an_idle_workload_is_warned_then_evicted_only_while_another_waits() -> R
         exporter.set(&c.namespace, &pod, 2.0);
         // Idle for a whole window, but nobody waits: no warning.
         tokio::time::sleep(Duration::from_secs(20)).await;
-        ensure!(!c.has_condition("notebook", "GPUIdle").await?, "warned without contention");
+        ensure!(
+            !c.has_condition("notebook", "GPUIdle").await?,
+            "warned without contention"
+        );
         // Someone waits for its GPUs: warned, with the numbers, and an event on the Job.
         c.job("batch", "team", 1, 2, &[], true).await?;
         let wl = c.wait_condition("notebook", "GPUIdle", "True", T).await?;
-        let idle = wl.status.as_ref().and_then(|s| s.condition("GPUIdle")).context("GPUIdle")?;
+        let idle = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("GPUIdle"))
+            .context("GPUIdle")?;
         ensure_eq!(idle.reason, "IdleGPU");
         ensure!(
             idle.message.contains("utilisation 2.0 % on average")
@@ -103,7 +121,10 @@ async fn an_idle_workload_is_warned_then_evicted_only_while_another_waits() -> R
             "{}",
             idle.message
         );
-        ensure!(c.events_about("Job", "notebook", "IdleGPU").await? >= 1, "no event on the Job");
+        ensure!(
+            c.events_about("Job", "notebook", "IdleGPU").await? >= 1,
+            "no event on the Job"
+        );
         ensure!(!c.job_suspended("notebook").await?, "warned, still running");
         // The admin turns Evict on: evicted with reason IdleGPU, the waiter admitted.
         Api::<ClusterQueue>::all(c.client.clone())
@@ -121,11 +142,17 @@ async fn an_idle_workload_is_warned_then_evicted_only_while_another_waits() -> R
         })
         .await?;
         let wl = c.workload_of("notebook").await?;
-        let rq = wl.status.as_ref().and_then(|s| s.requeue_state.as_ref()).context("requeueState")?;
+        let rq = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .context("requeueState")?;
         ensure_eq!(rq.count, 1, "requeued with backoff like any eviction");
         let metrics = c.controllers[0].get("/metrics")?.1;
         ensure!(
-            metrics.contains(&format!("sluice_idle_reclaims_total{{cluster_queue=\"{cq}\",action=\"Evict\"}} 1")),
+            metrics.contains(&format!(
+                "sluice_idle_reclaims_total{{cluster_queue=\"{cq}\",action=\"Evict\"}} 1"
+            )),
             "{metrics}"
         );
         Ok::<_, anyhow::Error>(())

@@ -112,15 +112,14 @@ impl Checker {
             .iter()
             .flat_map(|t| t.pods.iter().map(|(job, sel)| (job.key.namespace.clone(), sel.clone())))
             .collect();
-        let pods_by_selector: BTreeMap<(String, String), Result<Vec<String>, String>> =
-            futures::stream::iter(keys)
-                .map(|key| async move {
-                    let pods = self.gpu_pods(&key.0, &key.1).await;
-                    (key, pods)
-                })
-                .buffer_unordered(POD_LISTS_AT_ONCE)
-                .collect()
-                .await;
+        let pods_by_selector: BTreeMap<(String, String), Result<Vec<String>, String>> = futures::stream::iter(keys)
+            .map(|key| async move {
+                let pods = self.gpu_pods(&key.0, &key.1).await;
+                (key, pods)
+            })
+            .buffer_unordered(POD_LISTS_AT_ONCE)
+            .collect()
+            .await;
         let mut verdicts = Vec::with_capacity(targets.len());
         for t in targets {
             let mut names = Vec::new();

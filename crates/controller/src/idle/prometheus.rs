@@ -279,6 +279,9 @@ fn snippet(body: &[u8]) -> String {
     s
 }
 
+/// A timestamp's values of one pod while parsing: (time, sum, how many).
+type Summed = (i64, f64, u32);
+
 /// Parses a `/api/v1/query_range` answer into samples per
 /// `(namespace, pod)`. Series without both labels are skipped (they cannot
 /// be matched to a pod); two series of one pod (a query that does not
@@ -314,7 +317,7 @@ pub fn parse_matrix(body: &[u8]) -> Result<Matrix, PromError> {
         .pointer("/data/result")
         .and_then(|r| r.as_array())
         .ok_or_else(|| PromError::Malformed("data.result is not a list".into()))?;
-    let mut sums: HashMap<(String, String), Vec<(i64, f64, u32)>> = HashMap::new();
+    let mut sums: HashMap<(String, String), Vec<Summed>> = HashMap::new();
     for (i, s) in series.iter().enumerate() {
         let label = |k: &str| s.pointer(&format!("/metric/{k}")).and_then(|x| x.as_str());
         let (Some(ns), Some(pod)) = (label("namespace"), label("pod")) else {

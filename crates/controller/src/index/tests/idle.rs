@@ -176,7 +176,10 @@ fn a_warning_goes_with_the_eviction_and_a_verdict_for_an_older_admission_is_igno
     let plans = ix.take_plans();
     let s = status_step(&plans[0]);
     assert_eq!(condition(s, cond::EVICTED).1, "IdleGPU");
-    assert!(s.condition(cond::GPU_IDLE).is_none(), "the warning is gone with the GPUs");
+    assert!(
+        s.condition(cond::GPU_IDLE).is_none(),
+        "the warning is gone with the GPUs"
+    );
 }
 
 #[test]
