@@ -247,3 +247,120 @@ fn the_query_is_form_encoded() {
     );
     assert_eq!(seconds(1_700_000_000_123), "1700000000.123");
 }
+
+/// A CA and a certificate for 127.0.0.1 it signed: (CA PEM, cert PEM, key PEM).
+fn loopback_certs() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// An HTTPS server on loopback answering SUCCESS only to `Bearer <token>`.
+async fn serve_tls(cert_pem: &str, key_pem: &str, token: &'static str) -> String {
+    use rustls::pki_types::PrivateKeyDer;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 65536];
+                let n = tls.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                let (status, body) = if request.contains(&format!("authorization: bearer {token}")) {
+                    (200, SUCCESS)
+                } else {
+                    (401, "Unauthorized")
+                };
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = tls.write_all(head.as_bytes()).await;
+                let _ = tls.write_all(body.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn https_with_a_given_ca_and_a_bearer_token() {
+    let (ca, cert, key) = loopback_certs();
+    let url = serve_tls(&cert, &key, "s3cret").await;
+    let dir = std::env::temp_dir().join(format!("sluice-prom-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca_file, token_file) = (dir.join("ca.pem"), dir.join("token"));
+    std::fs::write(&ca_file, ca).unwrap();
+    std::fs::write(&token_file, "s3cret\n").unwrap();
+    let with = |token: Option<std::path::PathBuf>| PromSettings {
+        ca_file: Some(ca_file.clone()),
+        token_file: token,
+        attempts: 1,
+        ..settings(&url)
+    };
+    let m = Prometheus::new(with(Some(token_file.clone())))
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap();
+    assert_eq!(m.len(), 2);
+    // Without the token: the server's 401, reported as such.
+    let e = Prometheus::new(with(None))
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "Prometheus answered HTTP 401: Unauthorized");
+    // A CA that did not sign the server's certificate: not trusted.
+    let (other_ca, _, _) = loopback_certs();
+    std::fs::write(&ca_file, other_ca).unwrap();
+    let e = Prometheus::new(with(Some(token_file)))
+        .unwrap()
+        .query_range("up", 0, 1, 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, PromError::Unreachable { .. }) && e.to_string().contains("certificate"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_success_with_warnings_still_parses() {
+    // Prometheus adds warnings to partial answers (e.g. a remote-read shard down).
+    let body = r#"{"status":"success","warnings":["remote read: shard 2 unavailable"],
+      "data":{"resultType":"matrix","result":[{"metric":{"namespace":"n","pod":"p"},"values":[[10,"1"]]}]}}"#;
+    let m = parse_matrix(body.as_bytes()).unwrap();
+    assert_eq!(
+        m.len(),
+        1,
+        "what came is used; a pod it lacks is judged missing, never idle"
+    );
+}
