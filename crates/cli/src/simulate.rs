@@ -35,6 +35,15 @@ pub struct SimulateArgs {
     /// else 30s.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
     pub eviction_delay: Option<units::Millis>,
+    /// Time between idle-GPU checks of ClusterQueues with `idleReclaim`
+    /// (at least 1s). Default: the Trace's `spec.idleInterval`, else 1m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_idle_interval_arg)]
+    pub idle_interval: Option<units::Millis>,
+    /// Idle-GPU evictions of one workload that requeue it; the next one
+    /// deactivates it (as the controller's `--requeue-limit`; never
+    /// unlimited here, so that a run ends).
+    #[arg(long, value_name = "N", default_value_t = sluice_simulate::idle::DEFAULT_REQUEUE_LIMIT)]
+    pub requeue_limit: u32,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -42,6 +51,10 @@ pub struct SimulateArgs {
 
 fn parse_duration_arg(s: &str) -> Result<units::Millis, String> {
     units::parse_duration(s)
+}
+
+fn parse_idle_interval_arg(s: &str) -> Result<units::Millis, String> {
+    units::parse_duration(s).and_then(sluice_simulate::trace::profile::check_interval)
 }
 
 /// Runs `sluice simulate`.
@@ -53,6 +66,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         api_qps,
         api_burst,
         eviction_delay,
+        idle_interval,
+        requeue_limit,
         quiet,
     } = args;
     if !(api_qps.is_finite() && api_qps >= 0.0) {
@@ -89,6 +104,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         eviction_delay: eviction_delay
             .or(scenario.eviction_delay)
             .unwrap_or(DEFAULT_EVICTION_DELAY),
+        idle_interval,
+        requeue_limit,
     };
 
     let show_progress = !quiet && std::io::stderr().is_terminal();
@@ -175,6 +192,8 @@ mod tests {
             api_qps: 0.0,
             api_burst: 1,
             eviction_delay: None,
+            idle_interval: None,
+            requeue_limit: 10,
             quiet: true,
         };
         let err = run(args).unwrap_err();

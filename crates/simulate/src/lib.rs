@@ -17,6 +17,7 @@
 
 pub mod checks;
 pub mod clock;
+pub mod idle;
 pub mod report;
 pub mod scenario;
 pub mod sim;

@@ -305,6 +305,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let mut cluster_queues: Vec<Placed<'_, sluice_scheduler::ClusterQueueSpec>> = Vec::new();
     let mut local_queues: Vec<Placed<'_, sluice_scheduler::LocalQueueSpec>> = Vec::new();
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
+    // Valid policies only: validate() has refused the others.
+    let mut idle_reclaim = BTreeMap::new();
     let mut trace_doc = None;
 
     for doc in split_documents(text) {
@@ -390,6 +392,9 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 if let Some(cq) = sluice_kind!(ClusterQueue, "ClusterQueue") {
                     match adapter::cluster_queue(&cq) {
                         Ok(c) => {
+                            if let Some(p) = cq.spec.idle_reclaim.as_ref().and_then(|r| r.policy().ok()) {
+                                idle_reclaim.insert(c.name.clone(), p);
+                            }
                             cluster_queues.push(Placed {
                                 spec: c,
                                 doc: doc.clone(),
@@ -476,6 +481,9 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
             Vec::new()
         }
     };
+    let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
+        .map_err(|e| errors.push(e))
+        .unwrap_or_default();
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -493,6 +501,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         local_queues: local_queues.into_iter().map(|l| l.spec).collect(),
         workloads,
         eviction_delay,
+        idle_reclaim,
+        idle_interval,
     };
     Ok((scenario, manifests))
 }

@@ -16,145 +16,25 @@
 //! workload loses its progress, releases its quota after the eviction write
 //! plus `--eviction-delay`, requeues and runs again from the start when
 //! re-admitted.
+//!
+//! Idle-GPU reclaim ([`super::idle`]) checks admitted workloads at its own
+//! interval, before the events of that instant, and evicts through the
+//! same path. The types a run is given and gives back are in `result.rs`.
+
+mod result;
+
+pub use result::{Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use sluice_scheduler::{ClusterQueueSpec, Engine, FlavorSpec, LocalQueueSpec, PodSetSpec, WorkloadSpec};
+use sluice_scheduler::{Engine, PodSetSpec, WorkloadSpec};
 
 use super::clock::{EventQueue, WriteLimiter};
-use super::trace::TraceWorkload;
+use super::idle::{IdleOutcome, Reclaimer};
+use super::trace::profile::DEFAULT_IDLE_INTERVAL;
 use super::units::Millis;
-
-/// Everything a run needs, already checked.
-pub struct Scenario {
-    pub name: String,
-    pub flavors: Vec<FlavorSpec>,
-    pub cluster_queues: Vec<ClusterQueueSpec>,
-    pub local_queues: Vec<LocalQueueSpec>,
-    pub workloads: Vec<TraceWorkload>,
-    /// The Trace's `spec.evictionDelay`, if it sets one.
-    pub eviction_delay: Option<Millis>,
-}
-
-#[derive(Debug, Clone)]
-pub struct SimOptions {
-    /// API writes per second for admissions and evictions; `None` = unlimited.
-    pub api_qps: Option<f64>,
-    pub api_burst: u32,
-    /// Time from the eviction write until the victim's pods are gone.
-    pub eviction_delay: Millis,
-}
-
-impl Default for SimOptions {
-    fn default() -> Self {
-        Self {
-            api_qps: None,
-            api_burst: 1,
-            eviction_delay: 30_000,
-        }
-    }
-}
-
-/// How one admission of a workload ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum RunEnd {
-    Finished,
-    Preempted,
-    Evicted,
-    /// Still running when the simulation stopped (only with a time limit).
-    Running,
-}
-
-/// One admission of a workload, from decision to end.
-#[derive(Debug, Clone)]
-pub struct Run {
-    /// The cycle that reserved quota.
-    pub admitted_at: Millis,
-    /// When the admission write went through and the pods started.
-    pub started_at: Option<Millis>,
-    /// When it finished, or when it was chosen as a victim / evicted.
-    pub ended_at: Option<Millis>,
-    pub end: RunEnd,
-    pub borrowing: bool,
-    /// Flavors used, e.g. `h100-80gb`.
-    pub flavors: Vec<String>,
-}
-
-/// What happened to one workload.
-#[derive(Debug, Clone)]
-pub struct WorkloadRecord {
-    pub cluster_queue: Arc<str>,
-    pub runs: Vec<Run>,
-    pub preempted: u32,
-    pub evicted: u32,
-    /// Set when the engine refused the workload at arrival.
-    pub rejected: Option<String>,
-    /// The last pending explanation the engine gave.
-    pub last_pending: Option<String>,
-}
-
-impl WorkloadRecord {
-    /// Time of the first admission write (pods first started).
-    pub fn first_start(&self) -> Option<Millis> {
-        // A run preempted before its admission write went through never started.
-        self.runs.iter().find_map(|r| r.started_at)
-    }
-
-    pub fn finished_at(&self) -> Option<Millis> {
-        self.runs
-            .last()
-            .filter(|r| r.end == RunEnd::Finished)
-            .and_then(|r| r.ended_at)
-    }
-}
-
-/// A point of a cluster queue's time series; the value holds until the next.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    pub at: Millis,
-    /// Per quota slot (see [`QueueSeries::slots`]), milli-units in use.
-    pub used: Box<[i64]>,
-    pub pending: u32,
-    pub admitted: u32,
-}
-
-/// One (flavor, resource) of a cluster queue's quota.
-#[derive(Debug, Clone)]
-pub struct Slot {
-    pub flavor: String,
-    pub resource: String,
-    pub nominal: i64,
-}
-
-#[derive(Debug, Clone)]
-pub struct QueueSeries {
-    pub name: String,
-    pub cohort: Option<String>,
-    pub slots: Vec<Slot>,
-    pub samples: Vec<Sample>,
-}
-
-/// The raw outcome of a run; `report` turns it into figures.
-pub struct SimResult {
-    pub workloads: Vec<TraceWorkload>,
-    pub records: Vec<WorkloadRecord>,
-    pub queues: Vec<QueueSeries>,
-    pub end: Millis,
-    pub cycles: u64,
-    pub api_writes: u64,
-    pub write_delay_total: i64,
-    pub write_delay_max: i64,
-}
-
-/// Progress of a run, for the terminal indicator.
-pub struct Progress {
-    pub now: Millis,
-    pub done: usize,
-    pub total: usize,
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
@@ -176,11 +56,11 @@ enum State {
     Done,
 }
 
-fn uid_of(i: usize) -> String {
+pub(crate) fn uid_of(i: usize) -> String {
     format!("w{i:08}")
 }
 
-fn index_of(uid: &str) -> Option<usize> {
+pub(crate) fn index_of(uid: &str) -> Option<usize> {
     uid.strip_prefix('w')?.parse().ok()
 }
 
@@ -210,8 +90,37 @@ impl QueueState {
 }
 
 /// Runs the scenario to completion: until no event is left (every workload
-/// finished, or the rest can never be admitted).
+/// finished, or the rest can never be admitted). When a ClusterQueue has
+/// `idleReclaim` and some workload a utilisation profile, the scenario is
+/// run a second time without any `idleReclaim`, for the report's wait-time
+/// comparison ([`IdleOutcome::baseline_waits`]); without profiles nothing
+/// can be reclaimed, and that run would be this one.
 pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Progress)) -> Result<SimResult> {
+    let mut result = run_once(scenario, opts, progress, true)?;
+    if result.idle.is_some() && !scenario.idle_reclaim.is_empty() {
+        let waits = |records: &[WorkloadRecord]| {
+            (records.iter().zip(&scenario.workloads))
+                .map(|(rec, w)| rec.latest_start().map(|s| s - w.arrival))
+                .collect()
+        };
+        let baseline = if scenario.workloads.iter().any(|w| w.utilization.is_some()) {
+            waits(&run_once(scenario, opts, progress, false)?.records)
+        } else {
+            waits(&result.records)
+        };
+        if let Some(idle) = result.idle.as_mut() {
+            idle.baseline_waits = Some(baseline);
+        }
+    }
+    Ok(result)
+}
+
+fn run_once(
+    scenario: &Scenario,
+    opts: &SimOptions,
+    progress: &mut dyn FnMut(Progress),
+    reclaim: bool,
+) -> Result<SimResult> {
     let mut engine = Engine::new();
     for f in &scenario.flavors {
         engine.upsert_flavor(f.clone());
@@ -268,6 +177,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
             evicted: 0,
             rejected: None,
             last_pending: None,
+            deactivated: false,
         })
         .collect();
     let mut state = vec![State::NotArrived; n];
@@ -285,12 +195,70 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
     let mut done = 0usize;
     let mut cycles = 0u64;
     let mut now: Millis = 0;
+    // The last instant anything happened: the leftover events of a
+    // deactivated workload (its finish) do not lengthen the run.
+    let mut last: Millis = 0;
     let mut steps = 0u64;
+    let idle_interval = opts
+        .idle_interval
+        .or(scenario.idle_interval)
+        .unwrap_or(DEFAULT_IDLE_INTERVAL);
+    let mut idle = if reclaim {
+        Reclaimer::new(scenario, idle_interval, opts.requeue_limit)
+    } else {
+        None
+    };
 
-    while let Some(t) = events.peek_time() {
-        now = t;
+    // Ends workload `i`'s run at `t` (`why`): one eviction write, then its
+    // pods take the eviction delay to go, then its quota is free.
+    macro_rules! begin_eviction {
+        ($i:expr, $why:expr, $t:expr) => {{
+            let (i, why, t): (usize, RunEnd, Millis) = ($i, $why, $t);
+            epoch[i] += 1;
+            state[i] = State::Evicting;
+            if let Some(run) = records[i].runs.last_mut() {
+                run.ended_at = Some(t);
+                run.end = why;
+            }
+            match why {
+                RunEnd::Evicted => records[i].evicted += 1,
+                RunEnd::Preempted => records[i].preempted += 1,
+                _ => {}
+            }
+            if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
+                queues[q].admitted = queues[q].admitted.saturating_sub(1);
+                touched.insert(q);
+            }
+            if let Some(idle) = idle.as_mut() {
+                idle.released(i);
+            }
+            let write_at = limiter.acquire(t);
+            events.push(write_at + opts.eviction_delay, Event::EvictionDone(i, epoch[i]));
+        }};
+    }
+
+    while let Some(mut t) = events.peek_time() {
         let mut need_cycle = false;
+        // Idle checks come first at their instant, so that a cycle then
+        // already sees the workloads they evict.
+        let check = idle.as_ref().and_then(Reclaimer::due).filter(|&c| c <= t);
+        if let Some(c) = check {
+            t = c;
+            let reclaimed = idle
+                .as_mut()
+                .map(|d| d.check(t, &engine, &scenario.workloads, &records))
+                .unwrap_or_default();
+            for i in reclaimed {
+                engine
+                    .evict(&uid_of(i))
+                    .with_context(|| format!("engine refused to evict idle {}", scenario.workloads[i].name))?;
+                begin_eviction!(i, RunEnd::IdleReclaimed, t);
+            }
+        }
+        now = t;
+        let mut left_over = check.is_none();
         while let Some(ev) = events.pop_due(t) {
+            left_over &= matches!(ev, Event::Start(i, _) | Event::Finish(i, _) if records[i].deactivated);
             match ev {
                 Event::Arrive(i) => {
                     let w = &scenario.workloads[i];
@@ -347,13 +315,29 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                             queues[q].admitted = queues[q].admitted.saturating_sub(1);
                             touched.insert(q);
                         }
+                        if let Some(idle) = idle.as_mut() {
+                            idle.released(i);
+                        }
                         state[i] = State::Done;
                         done += 1;
                         need_cycle = true;
                     }
                 }
                 Event::EvictionDone(i, e) => {
-                    if epoch[i] == e && state[i] == State::Evicting {
+                    if epoch[i] == e
+                        && state[i] == State::Evicting
+                        && idle.as_ref().is_some_and(|d| d.is_deactivated(i))
+                    {
+                        // Deactivated: out of the queue for good.
+                        engine
+                            .remove_workload(&uid_of(i))
+                            .with_context(|| format!("engine refused to remove {}", scenario.workloads[i].name))?;
+                        release(&mut queues, &mut held[i], &mut touched);
+                        records[i].deactivated = true;
+                        state[i] = State::Done;
+                        done += 1;
+                        need_cycle = true;
+                    } else if epoch[i] == e && state[i] == State::Evicting {
                         engine
                             .eviction_complete(&uid_of(i), t)
                             .with_context(|| format!("engine refused eviction of {}", scenario.workloads[i].name))?;
@@ -371,6 +355,9 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                     need_cycle = true;
                 }
             }
+        }
+        if !left_over {
+            last = t;
         }
         if need_cycle {
             cycles += 1;
@@ -412,6 +399,9 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                     flavors,
                 });
                 records[i].last_pending = None;
+                if let Some(idle) = idle.as_mut() {
+                    idle.admitted(i, &scenario.workloads[i], &a.cluster_queue, t);
+                }
                 events.push(write_at, Event::Start(i, epoch[i]));
             }
             let victims = cycle
@@ -424,22 +414,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                 if state[i] != State::Admitted {
                     continue;
                 }
-                epoch[i] += 1;
-                state[i] = State::Evicting;
-                if let Some(run) = records[i].runs.last_mut() {
-                    run.ended_at = Some(t);
-                    run.end = why;
-                }
-                match why {
-                    RunEnd::Evicted => records[i].evicted += 1,
-                    _ => records[i].preempted += 1,
-                }
-                if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
-                    queues[q].admitted = queues[q].admitted.saturating_sub(1);
-                    touched.insert(q);
-                }
-                let write_at = limiter.acquire(t);
-                events.push(write_at + opts.eviction_delay, Event::EvictionDone(i, epoch[i]));
+                begin_eviction!(i, why, t);
             }
             for (uid, explanation) in &cycle.pending_changed {
                 if let Some(i) = index_of(uid) {
@@ -479,7 +454,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
         .filter_map(|q| q.series.samples.last().map(|s| s.at))
         .max()
         .unwrap_or(0)
-        .max(now);
+        .max(last);
     Ok(SimResult {
         workloads: scenario.workloads.clone(),
         records,
@@ -489,6 +464,14 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
         api_writes: limiter.writes,
         write_delay_total: limiter.delay_total,
         write_delay_max: limiter.delay_max,
+        idle: (reclaim
+            && (!scenario.idle_reclaim.is_empty() || scenario.workloads.iter().any(|w| w.utilization.is_some())))
+        .then(|| IdleOutcome {
+            interval: idle_interval,
+            policies: scenario.idle_reclaim.clone(),
+            events: idle.map(Reclaimer::into_events).unwrap_or_default(),
+            baseline_waits: None,
+        }),
     })
 }
 

@@ -193,6 +193,7 @@ fn golden_api_rate_limit_delays_admissions() {
         api_qps: Some(2.0),
         api_burst: 1,
         eviction_delay: 0,
+        ..SimOptions::default()
     };
     let (r, _) = simulate(&text, &opts);
     assert_eq!(r.api_writes.count, 5);
@@ -416,6 +417,7 @@ fn counts_add_up_under_heavy_throttling() {
         api_qps: Some(0.05),
         api_burst: 1,
         eviction_delay: 30_000,
+        ..SimOptions::default()
     };
     let (r, result) = simulate(&text, &opts);
     assert!(r.api_writes.max_delay_ms > 0);

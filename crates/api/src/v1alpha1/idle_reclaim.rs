@@ -259,7 +259,10 @@ mod tests {
         }))
         .unwrap();
         let paths: Vec<String> = cq.validate().into_iter().map(|v| v.path).collect();
-        assert_eq!(paths, ["spec.idleReclaim.utilizationBelow", "spec.idleReclaim.gracePeriod"]);
+        assert_eq!(
+            paths,
+            ["spec.idleReclaim.utilizationBelow", "spec.idleReclaim.gracePeriod"]
+        );
     }
 
     #[test]

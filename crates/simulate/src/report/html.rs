@@ -5,6 +5,7 @@
 
 mod charts;
 mod gantt;
+mod idle;
 mod plot;
 
 use std::fmt::Write as _;
@@ -145,6 +146,9 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     );
     out.push_str(r#"<h2>Workload classes</h2>"#);
     table(&mut out, "class", &report.classes, None, &[]);
+    if let Some(x) = &report.idle {
+        idle::section(&mut out, x);
+    }
     never_admitted(&mut out, report);
 
     let _ = write!(

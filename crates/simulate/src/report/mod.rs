@@ -22,9 +22,12 @@
 //!   borrowed.
 //! - *borrowed share*: the part of that usage above nominal quota (per
 //!   flavor), integrated, divided by the usage integral.
+//! - the `idle` section (idle-GPU reclaim) is defined in [`idle`]; runs
+//!   ended by idle reclaim are not counted as lost to preemption.
 
 mod column;
 pub mod html;
+pub mod idle;
 mod stats;
 pub mod table;
 
@@ -60,6 +63,10 @@ pub struct Report {
     /// Workloads still waiting when the run ended (they can never be
     /// admitted with this quota), with the engine's last explanation.
     pub pending_at_end: Vec<PendingOut>,
+    /// Idle-GPU reclaim; only when some ClusterQueue has `idleReclaim` or
+    /// some workload a utilisation profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<idle::IdleReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -172,7 +179,7 @@ pub struct ResourceUse {
 /// A workload's figures from its record.
 fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
     let first = rec.first_start();
-    let latest = rec.runs.iter().rev().find_map(|r| r.started_at);
+    let latest = rec.latest_start();
     let completion = rec.finished_at().map(|f| f - w.arrival);
     let gpus: i64 = w
         .pod_sets
@@ -471,6 +478,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
                 reason: rec.last_pending.clone(),
             })
             .collect(),
+        idle: r.idle.as_ref().map(|o| idle::build(o, r)),
     }
 }
 

@@ -211,6 +211,9 @@ pub fn render(r: &Report) -> String {
         ]);
     }
     t.render(&mut out);
+    if let Some(idle) = &r.idle {
+        super::idle::render_table(idle, &mut out);
+    }
 
     if !r.pending_at_end.is_empty() {
         let _ = writeln!(

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::profile::{self, Utilization};
 use super::{Diagnostic, DocOrigin, TraceDoc};
 use serde_saphyr::Spanned;
 
@@ -36,6 +37,8 @@ pub struct TraceWorkload {
     pub arrival: Millis,
     pub duration: Millis,
     pub pod_sets: Vec<TracePodSet>,
+    /// GPU utilisation of every pod over a run; `None`: always busy.
+    pub utilization: Option<Utilization>,
 }
 
 impl TraceWorkload {
@@ -115,6 +118,10 @@ pub fn expand(
         }
         let local_queue = queue_key(&job.namespace, &job.queue, format!("{p}.queue"), &mut errors);
         let prio = priority(&job.priority_class, format!("{p}.priorityClass"), &mut errors);
+        let utilization = job
+            .utilization
+            .as_ref()
+            .and_then(|u| profile::read(u, &format!("{p}.utilization"), job.name.referenced, origin, &mut errors));
         let pod_set = TracePodSet {
             name: job.name.value.clone(),
             count: job.pods,
@@ -145,6 +152,17 @@ pub fn expand(
                         format!("job {:?} appears twice in gang {:?}", job.name.value, gang.value),
                     ));
                 }
+                // All pods of a workload follow one profile.
+                if job.utilization.is_some() == utilization.is_some() && w.utilization != utilization {
+                    errors.push(origin.at(
+                        job.name.referenced,
+                        format!("{p}.utilization"),
+                        format!(
+                            "gang {:?} members must all give the same utilization, or none",
+                            gang.value
+                        ),
+                    ));
+                }
                 w.duration = w.duration.max(job.duration.0);
                 w.pod_sets.push(pod_set);
                 continue;
@@ -165,6 +183,7 @@ pub fn expand(
                 arrival: job.arrival.value.0,
                 duration: job.duration.0,
                 pod_sets: vec![pod_set],
+                utilization,
             });
             continue;
         }
@@ -184,6 +203,7 @@ pub fn expand(
             arrival: job.arrival.value.0,
             duration: job.duration.0,
             pod_sets: vec![pod_set],
+            utilization,
         });
     }
 
@@ -235,6 +255,10 @@ pub fn expand(
             ));
         }
         let requests: BTreeMap<String, i64> = gen_.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+        let utilization = gen_.utilization.as_ref().and_then(|u| {
+            let at = gen_.class.referenced;
+            profile::read(u, &format!("{p}.utilization"), at, origin, &mut errors)
+        });
         let start = gen_.start.map_or(0, |d| d.0);
         let total = out.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
         if total > crate::checks::MAX_WORKLOADS {
@@ -290,6 +314,7 @@ pub fn expand(
                         count: gen_.pods,
                         requests: requests.clone(),
                     }],
+                    utilization: utilization.clone(),
                 });
             }
         }

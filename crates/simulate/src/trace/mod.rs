@@ -23,8 +23,10 @@ use serde_saphyr::Spanned;
 use super::units::{Millis, parse_duration};
 
 mod expand;
+pub mod profile;
 
 pub use expand::{ScenarioNames, SplitMix64, TracePodSet, TraceWorkload, expand};
+pub use profile::{SegmentEntry, Utilization};
 
 /// A problem in the scenario, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +166,9 @@ pub struct TraceSpec {
     /// Default for `--eviction-delay` in this scenario.
     #[serde(default)]
     pub eviction_delay: Option<Duration>,
+    /// Default for `--idle-interval`: how often idle-GPU reclaim checks.
+    #[serde(default)]
+    pub idle_interval: Option<Spanned<Duration>>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
@@ -188,6 +193,9 @@ pub struct JobEntry {
     /// Jobs sharing a gang name are admitted as one workload, one pod set each.
     #[serde(default)]
     pub gang: Option<Spanned<String>>,
+    /// GPU utilisation over the run ([`profile`]); absent: always busy.
+    #[serde(default)]
+    pub utilization: Option<Vec<SegmentEntry>>,
 }
 
 /// `count` similar jobs, one every `interval` from `start`, in each queue.
@@ -217,6 +225,9 @@ pub struct GeneratorEntry {
     pub queues: Vec<Spanned<String>>,
     #[serde(default)]
     pub jitter: Option<Jitter>,
+    /// GPU utilisation over the run of every job it makes ([`profile`]).
+    #[serde(default)]
+    pub utilization: Option<Vec<SegmentEntry>>,
 }
 
 /// Deterministic randomness: the same seed gives the same trace.
@@ -245,7 +256,8 @@ pub fn parse_trace(text: &str, origin: DocOrigin<'_>) -> Result<TraceDoc, Diagno
             e.into_inner()
         })
     });
-    let doc: TraceDoc = result.map_err(|e| saphyr_diagnostic(&e, &path, origin))?;
+    // `Spanned` fields add a `value` step to the path; no Trace field has that name.
+    let doc: TraceDoc = result.map_err(|e| saphyr_diagnostic(&e, &path.replace(".value", ""), origin))?;
     if doc.kind != "Trace" || doc.api_version != "sluice.dev/v1alpha1" {
         return Err(Diagnostic {
             file: origin.file.into(),

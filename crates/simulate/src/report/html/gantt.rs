@@ -105,10 +105,10 @@ pub(super) fn gantt(out: &mut String, r: &SimResult, unit: TimeUnit) {
             let stop = run.ended_at.unwrap_or(end);
             let cls = match run.end {
                 RunEnd::Finished | RunEnd::Running => "run",
-                RunEnd::Preempted | RunEnd::Evicted => "run lost",
+                RunEnd::Preempted | RunEnd::Evicted | RunEnd::IdleReclaimed => "run lost",
             };
             bar(out, &p, unit, start, stop, y, cls, Some(color));
-            if matches!(run.end, RunEnd::Preempted | RunEnd::Evicted) {
+            if matches!(run.end, RunEnd::Preempted | RunEnd::Evicted | RunEnd::IdleReclaimed) {
                 let x = p.x(stop as f64 / unit.ms);
                 let _ = write!(
                     out,
@@ -119,7 +119,7 @@ pub(super) fn gantt(out: &mut String, r: &SimResult, unit: TimeUnit) {
             }
             wait_from = stop;
         }
-        if rec.finished_at().is_none() && rec.runs.last().is_none_or(|x| x.end != RunEnd::Running) {
+        if rec.finished_at().is_none() && !rec.deactivated && rec.runs.last().is_none_or(|x| x.end != RunEnd::Running) {
             bar(out, &p, unit, wait_from, end, y, "wait", None);
         }
     }

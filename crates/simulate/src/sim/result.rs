@@ -1,0 +1,165 @@
+//! What a run is given ([`Scenario`], [`SimOptions`]) and what it gives
+//! back ([`SimResult`]: per-workload runs, per-queue time series).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sluice_api::v1alpha1::IdlePolicy;
+use sluice_scheduler::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec};
+
+use crate::idle::{DEFAULT_REQUEUE_LIMIT, IdleOutcome};
+use crate::trace::TraceWorkload;
+use crate::units::Millis;
+
+/// Everything a run needs, already checked.
+pub struct Scenario {
+    pub name: String,
+    pub flavors: Vec<FlavorSpec>,
+    pub cluster_queues: Vec<ClusterQueueSpec>,
+    pub local_queues: Vec<LocalQueueSpec>,
+    pub workloads: Vec<TraceWorkload>,
+    /// The Trace's `spec.evictionDelay`, if it sets one.
+    pub eviction_delay: Option<Millis>,
+    /// `spec.idleReclaim` of the ClusterQueues that have one, by name.
+    pub idle_reclaim: BTreeMap<String, IdlePolicy>,
+    /// The Trace's `spec.idleInterval`, if it sets one.
+    pub idle_interval: Option<Millis>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// API writes per second for admissions and evictions; `None` = unlimited.
+    pub api_qps: Option<f64>,
+    pub api_burst: u32,
+    /// Time from the eviction write until the victim's pods are gone.
+    pub eviction_delay: Millis,
+    /// Time between idle-GPU checks; `None`: the Trace's
+    /// `spec.idleInterval`, else 1 minute.
+    pub idle_interval: Option<Millis>,
+    /// Idle evictions of a workload that requeue it; the next deactivates
+    /// it (the controller's `--requeue-limit`).
+    pub requeue_limit: u32,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            api_qps: None,
+            api_burst: 1,
+            eviction_delay: 30_000,
+            idle_interval: None,
+            requeue_limit: DEFAULT_REQUEUE_LIMIT,
+        }
+    }
+}
+
+/// How one admission of a workload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunEnd {
+    Finished,
+    Preempted,
+    Evicted,
+    /// Evicted by idle-GPU reclaim (`Evict` or `Deactivate`).
+    IdleReclaimed,
+    /// Still running when the simulation stopped (only with a time limit).
+    Running,
+}
+
+/// One admission of a workload, from decision to end.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The cycle that reserved quota.
+    pub admitted_at: Millis,
+    /// When the admission write went through and the pods started.
+    pub started_at: Option<Millis>,
+    /// When it finished, or when it was chosen as a victim / evicted.
+    pub ended_at: Option<Millis>,
+    pub end: RunEnd,
+    pub borrowing: bool,
+    /// Flavors used, e.g. `h100-80gb`.
+    pub flavors: Vec<String>,
+}
+
+/// What happened to one workload.
+#[derive(Debug, Clone)]
+pub struct WorkloadRecord {
+    pub cluster_queue: Arc<str>,
+    pub runs: Vec<Run>,
+    pub preempted: u32,
+    pub evicted: u32,
+    /// Set when the engine refused the workload at arrival.
+    pub rejected: Option<String>,
+    /// The last pending explanation the engine gave.
+    pub last_pending: Option<String>,
+    /// Deactivated by idle-GPU reclaim: evicted and never run again.
+    pub deactivated: bool,
+}
+
+impl WorkloadRecord {
+    /// Time of the first admission write (pods first started).
+    pub fn first_start(&self) -> Option<Millis> {
+        // A run preempted before its admission write went through never started.
+        self.runs.iter().find_map(|r| r.started_at)
+    }
+
+    /// Time of the latest admission write (the run it finished in).
+    pub fn latest_start(&self) -> Option<Millis> {
+        self.runs.iter().rev().find_map(|r| r.started_at)
+    }
+
+    pub fn finished_at(&self) -> Option<Millis> {
+        self.runs
+            .last()
+            .filter(|r| r.end == RunEnd::Finished)
+            .and_then(|r| r.ended_at)
+    }
+}
+
+/// A point of a cluster queue's time series; the value holds until the next.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub at: Millis,
+    /// Per quota slot (see [`QueueSeries::slots`]), milli-units in use.
+    pub used: Box<[i64]>,
+    pub pending: u32,
+    pub admitted: u32,
+}
+
+/// One (flavor, resource) of a cluster queue's quota.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct QueueSeries {
+    pub name: String,
+    pub cohort: Option<String>,
+    pub slots: Vec<Slot>,
+    pub samples: Vec<Sample>,
+}
+
+/// The raw outcome of a run; `report` turns it into figures.
+pub struct SimResult {
+    pub workloads: Vec<TraceWorkload>,
+    pub records: Vec<WorkloadRecord>,
+    pub queues: Vec<QueueSeries>,
+    pub end: Millis,
+    pub cycles: u64,
+    pub api_writes: u64,
+    pub write_delay_total: i64,
+    pub write_delay_max: i64,
+    /// Idle-GPU reclaim's doings; `None` unless some ClusterQueue has
+    /// `idleReclaim` or some workload a utilisation profile.
+    pub idle: Option<IdleOutcome>,
+}
+
+/// Progress of a run, for the terminal indicator.
+pub struct Progress {
+    pub now: Millis,
+    pub done: usize,
+    pub total: usize,
+}
