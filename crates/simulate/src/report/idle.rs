@@ -131,6 +131,35 @@ fn policy_out(p: &IdlePolicy) -> PolicyOut {
     }
 }
 
+/// A row's figures: GPU-hours idle and reclaimed, warnings, evictions,
+/// deactivations (the terminal and HTML tables show the same).
+pub(crate) type Figures = (f64, f64, u64, u64, u64);
+
+impl IdleQueue {
+    pub(crate) fn figures(&self) -> Figures {
+        (
+            self.gpu_hours_idle,
+            self.gpu_hours_reclaimed,
+            self.warnings,
+            self.evictions,
+            self.deactivations,
+        )
+    }
+}
+
+impl IdleReport {
+    /// The cluster's row.
+    pub(crate) fn totals(&self) -> Figures {
+        (
+            self.gpu_hours_idle,
+            self.gpu_hours_reclaimed,
+            self.warnings,
+            self.evictions,
+            self.deactivations,
+        )
+    }
+}
+
 /// The section's figures from a run.
 pub fn build(o: &IdleOutcome, r: &SimResult) -> IdleReport {
     let mut queues: BTreeMap<&str, IdleQueue> = BTreeMap::new();
@@ -299,7 +328,7 @@ pub fn render_table(idle: &IdleReport, out: &mut String) {
         .map(String::from)
         .to_vec(),
     );
-    let row = |name: &str, q: (f64, f64, u64, u64, u64)| {
+    let row = |name: &str, q: Figures| {
         vec![
             name.to_string(),
             format!("{:.1}", q.0),
@@ -310,24 +339,10 @@ pub fn render_table(idle: &IdleReport, out: &mut String) {
         ]
     };
     for q in &idle.cluster_queues {
-        let figures = (
-            q.gpu_hours_idle,
-            q.gpu_hours_reclaimed,
-            q.warnings,
-            q.evictions,
-            q.deactivations,
-        );
-        t.rows.push(row(&q.name, figures));
+        t.rows.push(row(&q.name, q.figures()));
     }
     t.rule();
-    let totals = (
-        idle.gpu_hours_idle,
-        idle.gpu_hours_reclaimed,
-        idle.warnings,
-        idle.evictions,
-        idle.deactivations,
-    );
-    t.rows.push(row("cluster", totals));
+    t.rows.push(row("cluster", idle.totals()));
     t.render(out);
     for q in &idle.cluster_queues {
         if let Some(p) = &q.policy {

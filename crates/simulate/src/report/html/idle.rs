@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::esc;
-use crate::report::idle::{IdleReport, policy_text, wait_text};
+use crate::report::idle::{Figures, IdleReport, policy_text, wait_text};
 use crate::units::format_duration;
 
 /// Reclaims listed one by one, at most.
@@ -17,7 +17,7 @@ pub(super) fn section(out: &mut String, idle: &IdleReport) {
         format_duration(idle.interval_ms)
     );
     out.push_str(r#"<div class="tablewrap"><table><thead><tr><th class="l">cluster queue</th><th class="l">policy</th><th>GPU-h idle</th><th>reclaimed</th><th>warned</th><th>evicted</th><th>deactivated</th></tr></thead><tbody>"#);
-    let row = |out: &mut String, class: &str, name: &str, policy: &str, f: (f64, f64, u64, u64, u64)| {
+    let row = |out: &mut String, class: &str, name: &str, policy: &str, f: Figures| {
         let _ = write!(
             out,
             r#"<tr class="{class}"><td class="l">{}</td><td class="l">{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
@@ -32,23 +32,10 @@ pub(super) fn section(out: &mut String, idle: &IdleReport) {
     };
     for q in &idle.cluster_queues {
         let policy = q.policy.as_ref().map_or("—".into(), policy_text);
-        let f = (
-            q.gpu_hours_idle,
-            q.gpu_hours_reclaimed,
-            q.warnings,
-            q.evictions,
-            q.deactivations,
-        );
+        let f = q.figures();
         row(out, "", &q.name, &policy, f);
     }
-    let totals = (
-        idle.gpu_hours_idle,
-        idle.gpu_hours_reclaimed,
-        idle.warnings,
-        idle.evictions,
-        idle.deactivations,
-    );
-    row(out, "total", "cluster", "", totals);
+    row(out, "total", "cluster", "", idle.totals());
     out.push_str("</tbody></table></div>");
     if let Some(s) = &idle.wait_saved {
         let _ = write!(out, r#"<p class="lede">{}</p>"#, esc(&wait_text(s)));
