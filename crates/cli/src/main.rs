@@ -11,6 +11,7 @@
 mod controller;
 mod crds;
 mod logging;
+mod plugin;
 mod simulate;
 mod webhook;
 
@@ -43,6 +44,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if plugin::invoked_as_plugin() {
+        return plugin::main();
+    }
     let Cli { command } = Cli::parse();
     let result = match command {
         Command::Bench(args) => sluice_bench::run(args),

@@ -65,6 +65,12 @@ pub const MAX_RESOURCES_PER_GROUP: usize = 16;
         json_path = ".status.admittedWorkloads",
         description = "Workloads admitted and not finished"
     ),
+    printcolumn(
+        name = "GPUs",
+        type_ = "string",
+        json_path = ".status.gpus",
+        description = "GPUs in use / nominal quota, over all flavors"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -292,6 +298,10 @@ pub struct ClusterQueueStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub flavors_usage: Vec<FlavorUsage>,
+    /// GPUs in use / nominal quota, summed over flavors (`12/32`); unset for
+    /// a queue without GPU quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
     /// Conditions of the queue; `Active` tells whether it can admit (its
     /// flavors exist and it is not stopped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

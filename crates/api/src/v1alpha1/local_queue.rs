@@ -5,12 +5,13 @@
 // which clippy mistakes for duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{FlavorUsage, StopPolicy};
+use super::visibility::{ClusterQueueSummary, PendingWorkload};
 use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violations};
 
 /// A LocalQueue lives in a team's namespace and sends the workloads queued
@@ -84,6 +85,20 @@ pub struct LocalQueueStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The ClusterQueue behind this queue: its quota and usage per flavor,
+    /// its counts and stop policy (users of the namespace may not read
+    /// ClusterQueues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_queue: Option<ClusterQueueSummary>,
+    /// This queue's first pending workloads in queue order (at most 100),
+    /// with positions, reason and estimated start; refreshed at most once a
+    /// minute (see `pendingAsOf`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub pending: Vec<PendingWorkload>,
+    /// When `pending` was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_as_of: Option<Time>,
 }
 
 impl Validate for LocalQueue {

@@ -15,6 +15,7 @@ pub mod idle_reclaim;
 pub mod local_queue;
 pub mod priority_class;
 pub mod resource_flavor;
+pub mod visibility;
 pub mod workload;
 
 pub use cluster_queue::{
@@ -26,6 +27,7 @@ pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
 pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
+pub use visibility::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 pub use workload::{
     Admission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState, ResourceShortfall,
     Workload, WorkloadSpec, WorkloadState, WorkloadStatus,

@@ -56,6 +56,24 @@ pub const MAX_POD_SETS: usize = 8;
         json_path = ".status.state",
         description = "Pending, QuotaReserved, Admitted, Evicting, Finished or Inactive"
     ),
+    printcolumn(
+        name = "Position",
+        type_ = "integer",
+        json_path = ".status.pending.positionInLocalQueue",
+        description = "0-based place among the LocalQueue's pending workloads (refreshed at most once a minute)"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.pending.reason",
+        description = "Why it waits, in short"
+    ),
+    printcolumn(
+        name = "Est. start",
+        type_ = "date",
+        json_path = ".status.pending.estimatedStart",
+        description = "When it is expected to be admitted"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -235,6 +253,12 @@ pub struct PendingExplanation {
     /// 0-based position among the pending workloads of the LocalQueue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position_in_local_queue: Option<i32>,
+    /// When it is expected to be admitted (a forecast from the expected run
+    /// times of what runs and waits), if within the forecast's horizon.
+    /// Positions and estimate are refreshed at most once a minute, only
+    /// when they changed (the estimate by at least 10 %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<Time>,
 }
 
 /// Why one flavor cannot take the workload.

@@ -50,6 +50,9 @@ impl Index {
         };
         let pos = self.engine.position(uid);
         status::explained(&mut status, expl, pos, e.active, now_ms, e.generation);
+        if let Some(p) = status.pending.as_mut() {
+            p.estimated_start = self.estimate_of(uid).map(super::time_of);
+        }
         status
     }
 

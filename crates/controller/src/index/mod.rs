@@ -68,6 +68,7 @@ mod gangs;
 mod idle;
 mod jobs;
 mod status;
+mod visibility;
 mod workload;
 
 pub use config::selects;
@@ -75,6 +76,7 @@ pub use errors::IndexError;
 pub use eviction::backoff_ms;
 pub use idle::{IdleApplied, IdleOutcome, IdleTarget, is_gpu_resource};
 pub use status::set_condition;
+pub use visibility::PendingSnapshot;
 
 use eviction::Confirmation;
 use status::time_of;
@@ -238,6 +240,8 @@ struct WlEntry {
     pods_ready_unwritten: bool,
     /// A [`Step::PatchWorkloadState`] of it is queued or in flight.
     state_out: bool,
+    /// Position and estimate last handed to its status (pending only).
+    published: Option<visibility::Published>,
 }
 
 /// A gang Workload's members ([`crate::gang::members_of`]).
@@ -362,6 +366,10 @@ pub struct Index {
     orphan_scan_due: bool,
     /// The last idle-GPU check's health (`None`: none ran yet).
     idle_health: Option<idle::IdleHealth>,
+    /// Per LocalQueue, its pending workloads as of the last refresh.
+    pending_snapshots: BTreeMap<ObjKey, visibility::PendingSnapshot>,
+    /// Estimated admission time per pending workload (uid), last refresh.
+    estimates: HashMap<String, i64>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the
@@ -433,6 +441,8 @@ impl Index {
             not_selected: BTreeSet::new(),
             orphan_scan_due: false,
             idle_health: None,
+            pending_snapshots: BTreeMap::new(),
+            estimates: HashMap::new(),
             gangs: BTreeMap::new(),
             gang_jobs: BTreeMap::new(),
             member_of: BTreeMap::new(),

@@ -115,6 +115,7 @@ pub(super) fn pending_explanation(
             }),
         position_in_cluster_queue: pos.map(|p| p.in_cluster_queue as i32),
         position_in_local_queue: pos.map(|p| p.in_local_queue as i32),
+        estimated_start: None,
     }
 }
 

@@ -1011,6 +1011,7 @@ fn a_restart_does_not_rewrite_explanations_whose_reason_is_unchanged() {
         }],
         position_in_cluster_queue: Some(3),
         position_in_local_queue: Some(3),
+        estimated_start: None,
     });
     wl.status = Some(status);
     ix.apply_workload(wl, T0);

@@ -154,6 +154,7 @@ impl Index {
                         pods_ready_seen: false,
                         pods_ready_unwritten: false,
                         state_out: false,
+                        published: None,
                     },
                 );
             }

@@ -10,11 +10,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use sluice_api::quantity::to_quantity;
-use sluice_api::v1alpha1::{ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage};
+use sluice_api::v1alpha1::{ClusterQueueStatus, ClusterQueueSummary, FlavorUsage, LocalQueueStatus, ResourceUsage};
 use sluice_scheduler::QueueUsage;
 
 use super::RunConfig;
-use crate::index::{Index, Kind, LocalQueueStats};
+use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
 use crate::metrics::Metrics;
 use crate::plan::{Plan, Purpose, QueueRef, Step};
 
@@ -89,12 +89,20 @@ pub(super) fn cluster_queue_status(active: Condition, usage: Option<&QueueUsage>
 
 /// A LocalQueue's status: its `Active` condition, its counts, and the
 /// usage of its admitted workloads per flavor.
-pub(super) fn local_queue_status(active: Condition, stats: &LocalQueueStats) -> LocalQueueStatus {
+pub(super) fn local_queue_status(
+    active: Condition,
+    stats: &LocalQueueStats,
+    cluster_queue: Option<ClusterQueueSummary>,
+    pending: Option<&PendingSnapshot>,
+) -> LocalQueueStatus {
     LocalQueueStatus {
         pending_workloads: count(stats.pending),
         admitted_workloads: count(stats.admitted),
         flavors_usage: by_flavor(stats.usage.iter().map(|((f, r), used)| (f, r, *used, None))),
         conditions: vec![active],
+        cluster_queue,
+        pending: pending.map(|p| p.workloads.clone()).unwrap_or_default(),
+        pending_as_of: pending.and_then(|p| p.as_of.clone()),
     }
 }
 
@@ -130,17 +138,28 @@ pub(super) fn cluster_queue_body(status: &ClusterQueueStatus, held: bool) -> Val
         body["admittedWorkloads"] = json!(status.admitted_workloads);
         body["flavorsUsage"] = json!(status.flavors_usage);
     }
+    if let Some(g) = &status.gpus {
+        body["gpus"] = json!(g);
+    }
     body
 }
 
 /// The `status` of a LocalQueue's apply (`flavorsUsage` even when empty).
 pub(super) fn local_queue_body(status: &LocalQueueStatus) -> Value {
-    json!({
+    let mut body = json!({
         "conditions": status.conditions,
         "pendingWorkloads": status.pending_workloads,
         "admittedWorkloads": status.admitted_workloads,
         "flavorsUsage": status.flavors_usage,
-    })
+    });
+    if let Some(cq) = &status.cluster_queue {
+        body["clusterQueue"] = json!(cq);
+    }
+    if let Some(at) = &status.pending_as_of {
+        body["pending"] = json!(status.pending);
+        body["pendingAsOf"] = json!(at);
+    }
+    body
 }
 
 /// The usage metrics of a ClusterQueue the engine holds.
@@ -227,6 +246,7 @@ impl QueueStatusWriter {
             }
             let mut status = cluster_queue_status(condition, usage.as_ref());
             status.conditions.extend(ix.idle_check_condition(&name));
+            status.gpus = ix.cluster_queue_gpus(&name);
             wanted.push(((true, None, name), cluster_queue_body(&status, usage.is_some())));
         }
         for (key, st) in ix.local_queue_stats() {
@@ -238,7 +258,9 @@ impl QueueStatusWriter {
                 "Can submit new workloads to its ClusterQueue",
                 &now,
             );
-            wanted.push((id, local_queue_body(&local_queue_status(condition, &st))));
+            let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
+            let status = local_queue_status(condition, &st, summary, ix.pending_snapshot(&key));
+            wanted.push((id, local_queue_body(&status)));
         }
         // Queues no longer there are forgotten.
         let ids: BTreeSet<&QueueId> = wanted.iter().map(|(id, _)| id).collect();

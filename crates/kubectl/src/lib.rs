@@ -1,0 +1,329 @@
+//! # kubectl sluice
+//!
+//! The command-line view of Sluice for every user, admin or not, with the
+//! user's own kubeconfig and RBAC: `queues`, `workloads`, `why`, `top`,
+//! `stop` and `resume`. Namespaced users see their ClusterQueue through
+//! their LocalQueue's status, which the controller fills for them.
+//!
+//! ```text
+//!   args ─► fetch (kube, the user's rights) ─► Snapshot ─► view (pure) ─► table | json | yaml
+//! ```
+//!
+//! `docs/cli.md` documents every command.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod fetch;
+pub mod snapshot;
+pub mod table;
+pub mod view;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue};
+
+pub use error::PluginError;
+pub use snapshot::Snapshot;
+use view::workloads::Filter;
+
+/// `kubectl sluice`: queues, positions, reasons and estimated starts.
+#[derive(Debug, Args)]
+pub struct PluginArgs {
+    #[command(subcommand)]
+    pub command: PluginCommand,
+    /// Namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// All namespaces.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Output: table (default), wide, json or yaml.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Print again whenever it changes (every 2 s), until interrupted.
+    #[arg(short = 'w', long, global = true)]
+    pub watch: bool,
+    /// Kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// ClusterQueues (if you may read them), else your LocalQueues with
+    /// their ClusterQueue's quota, usage, counts and stop policy.
+    Queues,
+    /// One line per workload: job, queue, state, position, reason,
+    /// estimated start, age.
+    Workloads {
+        /// Only waiting workloads.
+        #[arg(long, conflicts_with = "admitted")]
+        pending: bool,
+        /// Only workloads holding quota.
+        #[arg(long)]
+        admitted: bool,
+        /// Label selector for the Workloads.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+    },
+    /// Why a workload waits (or what happened to it): by Workload name, or
+    /// by its job's name (`NAME`, `job/NAME`, `jobset/NAME`, …).
+    Why { name: String },
+    /// Usage against quota per ClusterQueue and flavor, with a bar.
+    Top,
+    /// Stop a queue: no new admissions (`--drain`: also evict what runs).
+    /// QUEUE is a LocalQueue of the namespace, or `clusterqueue/NAME`.
+    Stop {
+        queue: String,
+        #[arg(long)]
+        drain: bool,
+    },
+    /// Resume a stopped queue (stop policy None).
+    Resume { queue: String },
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+/// Runs the plugin: exit 0, or an error line.
+pub fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PluginError::Connect(e.to_string()))?;
+    rt.block_on(run_async(args))
+}
+
+async fn client(context: Option<&str>) -> Result<Client, PluginError> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match kube::Config::from_kubeconfig(&options).await {
+        Ok(c) => c,
+        Err(e) if context.is_some() => return Err(PluginError::Connect(e.to_string())),
+        Err(_) => kube::Config::infer()
+            .await
+            .map_err(|e| PluginError::Connect(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| PluginError::Connect(e.to_string()))
+}
+
+async fn run_async(args: PluginArgs) -> Result<ExitCode, PluginError> {
+    let client = client(args.context.as_deref()).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let scope = fetch::Scope {
+        namespace: (!args.all_namespaces).then(|| namespace.clone()),
+    };
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    match &args.command {
+        PluginCommand::Stop { queue, drain } => {
+            let policy = if *drain { "HoldAndDrain" } else { "Hold" };
+            set_stop_policy(&client, &namespace, queue, policy).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        PluginCommand::Resume { queue } => {
+            set_stop_policy(&client, &namespace, queue, "None").await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
+    let mut last = String::new();
+    loop {
+        let text = render(&client, &args, &scope, &namespace, colour).await?;
+        if text != last {
+            if args.watch && !last.is_empty() {
+                println!();
+            }
+            print(&text)?;
+            last = text;
+        }
+        if !args.watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+fn print(text: &str) -> Result<(), PluginError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| PluginError::Output(e.to_string()))
+}
+
+/// `-o json|yaml` of any view.
+fn structured<T: serde::Serialize>(v: &T, output: Output) -> Result<String, PluginError> {
+    match output {
+        Output::Yaml => serde_saphyr::to_string(v).map_err(|e| PluginError::Output(e.to_string())),
+        _ => serde_json::to_string_pretty(v)
+            .map(|s| s + "\n")
+            .map_err(|e| PluginError::Output(e.to_string())),
+    }
+}
+
+async fn render(
+    client: &Client,
+    args: &PluginArgs,
+    scope: &fetch::Scope,
+    namespace: &str,
+    colour: bool,
+) -> Result<String, PluginError> {
+    let text_out = matches!(args.output, Output::Table | Output::Wide);
+    let wide = args.output == Output::Wide;
+    match &args.command {
+        PluginCommand::Queues => {
+            let s = fetch::snapshot(client, scope, false, None).await?;
+            let v = view::queues::queues(&s);
+            if text_out {
+                Ok(view::queues::table(&v, wide).render("No queues found."))
+            } else {
+                structured(&v, args.output)
+            }
+        }
+        PluginCommand::Top => {
+            let s = fetch::snapshot(client, scope, false, None).await?;
+            let v = view::top::usage(&view::queues::queues(&s));
+            if text_out {
+                Ok(view::top::table(&v, colour).render("No queues found."))
+            } else {
+                structured(&v, args.output)
+            }
+        }
+        PluginCommand::Workloads {
+            pending,
+            admitted,
+            selector,
+        } => {
+            let s = fetch::snapshot(client, scope, true, selector.as_deref()).await?;
+            let filter = if *pending {
+                Filter::Pending
+            } else if *admitted {
+                Filter::Admitted
+            } else {
+                Filter::All
+            };
+            let v = view::workloads::workloads(&s, filter);
+            if text_out {
+                let empty = match &scope.namespace {
+                    Some(ns) => format!("No workloads found in namespace {ns}."),
+                    None => "No workloads found.".to_string(),
+                };
+                Ok(view::workloads::table(&v, &s, scope.namespace.is_none(), wide, colour).render(&empty))
+            } else {
+                structured(&v, args.output)
+            }
+        }
+        PluginCommand::Why { name } => {
+            let one = fetch::Scope {
+                namespace: Some(namespace.to_string()),
+            };
+            let s = fetch::snapshot(client, &one, true, None).await?;
+            let w = view::why::find(&s, namespace, name).ok_or_else(|| {
+                PluginError::NotFound(format!(
+                    "no Workload {name:?} in namespace {namespace}, and no job of that name has one"
+                ))
+            })?;
+            let mut names = vec![w.metadata.name.clone().unwrap_or_default()];
+            names.extend(w.metadata.owner_references.iter().flatten().map(|o| o.name.clone()));
+            let events = fetch::events(client, namespace, &names).await;
+            let holders = fetch::all_workloads(client).await.map(|all| {
+                let everyone = Snapshot {
+                    workloads: all,
+                    ..s.clone()
+                };
+                view::workloads::workloads(&everyone, Filter::Admitted)
+            });
+            let v = view::why::why(&s, w, events, holders);
+            if text_out {
+                Ok(view::why::text(&v, &s))
+            } else {
+                structured(&v, args.output)
+            }
+        }
+        PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok(String::new()),
+    }
+}
+
+/// Which queue a `stop`/`resume` argument names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueName {
+    Local(String),
+    Cluster(String),
+}
+
+/// `NAME` or `localqueue/NAME` (`lq/`): a LocalQueue; `clusterqueue/NAME`
+/// (`cq/`): a ClusterQueue.
+pub fn parse_queue(arg: &str) -> Result<QueueName, PluginError> {
+    match arg.split_once('/') {
+        None => Ok(QueueName::Local(arg.to_string())),
+        Some(("localqueue" | "localqueues" | "lq", n)) => Ok(QueueName::Local(n.to_string())),
+        Some(("clusterqueue" | "clusterqueues" | "cq", n)) => Ok(QueueName::Cluster(n.to_string())),
+        Some((kind, _)) => Err(PluginError::Usage(format!(
+            "{arg:?}: expected NAME, localqueue/NAME or clusterqueue/NAME, not a {kind}"
+        ))),
+    }
+}
+
+async fn set_stop_policy(client: &Client, namespace: &str, queue: &str, policy: &str) -> Result<(), PluginError> {
+    let patch = Patch::Merge(serde_json::json!({"spec": {"stopPolicy": policy}}));
+    let pp = PatchParams::default();
+    let (what, name) = match parse_queue(queue)? {
+        QueueName::Local(name) => {
+            let api: Api<LocalQueue> = Api::namespaced(client.clone(), namespace);
+            api.patch(&name, &pp, &patch).await.map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => {
+                    PluginError::NotFound(format!("no LocalQueue {name:?} in namespace {namespace}"))
+                }
+                e => error::api_error(e, "patch", "localqueues.sluice.dev", Some(namespace)),
+            })?;
+            ("localqueue", format!("{namespace}/{name}"))
+        }
+        QueueName::Cluster(name) => {
+            let api: Api<ClusterQueue> = Api::all(client.clone());
+            api.patch(&name, &pp, &patch).await.map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => PluginError::NotFound(format!("no ClusterQueue {name:?}")),
+                e => error::api_error(e, "patch", "clusterqueues.sluice.dev", None),
+            })?;
+            ("clusterqueue", name)
+        }
+    };
+    let effect = match policy {
+        "Hold" => "stopped (Hold): nothing new is admitted; admitted workloads keep running",
+        "HoldAndDrain" => "stopped (HoldAndDrain): nothing new is admitted; admitted workloads are evicted",
+        _ => "resumed: admitting again",
+    };
+    print(&format!("{what} {name} {effect}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_arguments() {
+        assert_eq!(parse_queue("team-a").unwrap(), QueueName::Local("team-a".into()));
+        assert_eq!(parse_queue("lq/team-a").unwrap(), QueueName::Local("team-a".into()));
+        assert_eq!(
+            parse_queue("clusterqueue/gpu").unwrap(),
+            QueueName::Cluster("gpu".into())
+        );
+        assert_eq!(parse_queue("cq/gpu").unwrap(), QueueName::Cluster("gpu".into()));
+        assert!(parse_queue("job/x").unwrap_err().to_string().contains("expected NAME"));
+    }
+}

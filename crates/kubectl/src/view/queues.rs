@@ -1,0 +1,204 @@
+//! `kubectl sluice queues`: ClusterQueues for those who may read them,
+//! else the user's LocalQueues with their ClusterQueue's numbers (from the
+//! LocalQueue's status).
+
+use serde::Serialize;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, StopPolicy};
+
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+
+/// One queue and its quota, as `-o json` prints it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueView {
+    /// `ClusterQueue` or `LocalQueue`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The ClusterQueue (itself, for a ClusterQueue).
+    pub cluster_queue: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cohort: Option<String>,
+    /// The queue's own stop policy, and its ClusterQueue's (LocalQueues).
+    pub stop_policy: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue_stop_policy: Option<String>,
+    /// This queue's pending and admitted workloads.
+    pub pending: i32,
+    pub admitted: i32,
+    /// Its ClusterQueue's, over all its LocalQueues (LocalQueues).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue_pending: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue_admitted: Option<i32>,
+    /// Per flavor and resource of the ClusterQueue.
+    pub resources: Vec<QuotaView>,
+}
+
+/// Quota and usage of one resource of one flavor (quantities as the API
+/// writes them).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaView {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit: Option<String>,
+    pub in_use: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub borrowed: Option<String>,
+}
+
+fn stop(p: StopPolicy) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn cluster_queue_view(q: &ClusterQueue) -> QueueView {
+    let name = q.metadata.name.clone().unwrap_or_default();
+    let status = q.status.clone().unwrap_or_default();
+    let mut resources = Vec::new();
+    for (_, f) in q.spec.flavors() {
+        for r in &f.resources {
+            let used = status
+                .flavors_usage
+                .iter()
+                .find(|u| u.name == f.name)
+                .and_then(|u| u.resources.iter().find(|x| x.name == r.name));
+            resources.push(QuotaView {
+                flavor: f.name.clone(),
+                resource: r.name.clone(),
+                nominal: r.nominal_quota.0.clone(),
+                borrowing_limit: r.borrowing_limit.as_ref().map(|q| q.0.clone()),
+                in_use: used.map_or_else(|| "0".into(), |u| u.total.0.clone()),
+                borrowed: used.and_then(|u| u.borrowed.as_ref().map(|b| b.0.clone())),
+            });
+        }
+    }
+    QueueView {
+        kind: "ClusterQueue",
+        namespace: None,
+        cluster_queue: name.clone(),
+        name,
+        cohort: q.spec.cohort.clone(),
+        stop_policy: stop(q.spec.stop_policy),
+        cluster_queue_stop_policy: None,
+        pending: status.pending_workloads,
+        admitted: status.admitted_workloads,
+        cluster_queue_pending: None,
+        cluster_queue_admitted: None,
+        resources,
+    }
+}
+
+fn local_queue_view(q: &LocalQueue) -> QueueView {
+    let status = q.status.clone().unwrap_or_default();
+    let cq = status.cluster_queue.clone();
+    let resources = cq
+        .iter()
+        .flat_map(|c| c.flavors.iter())
+        .flat_map(|f| {
+            f.resources.iter().map(move |r| QuotaView {
+                flavor: f.name.clone(),
+                resource: r.name.clone(),
+                nominal: r.nominal.0.clone(),
+                borrowing_limit: r.borrowing_limit.as_ref().map(|q| q.0.clone()),
+                in_use: r.used.0.clone(),
+                borrowed: r.borrowed.as_ref().map(|b| b.0.clone()),
+            })
+        })
+        .collect();
+    QueueView {
+        kind: "LocalQueue",
+        namespace: q.metadata.namespace.clone(),
+        name: q.metadata.name.clone().unwrap_or_default(),
+        cluster_queue: q.spec.cluster_queue.clone(),
+        cohort: cq.as_ref().and_then(|c| c.cohort.clone()),
+        stop_policy: stop(q.spec.stop_policy),
+        cluster_queue_stop_policy: cq.as_ref().map(|c| stop(c.stop_policy)),
+        pending: status.pending_workloads,
+        admitted: status.admitted_workloads,
+        cluster_queue_pending: cq.as_ref().map(|c| c.pending_workloads),
+        cluster_queue_admitted: cq.as_ref().map(|c| c.admitted_workloads),
+        resources,
+    }
+}
+
+/// ClusterQueues when the user may list them, else the LocalQueues read.
+pub fn queues(s: &Snapshot) -> Vec<QueueView> {
+    match &s.cluster_queues {
+        Some(cqs) => cqs.iter().map(cluster_queue_view).collect(),
+        None => s.local_queues.iter().map(local_queue_view).collect(),
+    }
+}
+
+/// The table: a row per (queue, flavor, resource); the queue's own
+/// columns on its first row only.
+pub fn table(views: &[QueueView], wide: bool) -> Table {
+    let local = views.iter().any(|v| v.kind == "LocalQueue");
+    let mut header = if local {
+        vec!["NAMESPACE", "LOCALQUEUE", "CLUSTERQUEUE"]
+    } else {
+        vec!["CLUSTERQUEUE", "COHORT"]
+    };
+    header.extend([
+        "FLAVOR",
+        "RESOURCE",
+        "NOMINAL",
+        "BORROWING-LIMIT",
+        "IN-USE",
+        "BORROWED",
+        "PENDING",
+        "ADMITTED",
+        "STOP",
+    ]);
+    if wide && local {
+        header.extend(["CQ-PENDING", "CQ-ADMITTED", "CQ-STOP", "COHORT"]);
+    }
+    let mut t = Table::new(header);
+    for v in views {
+        let rows = if v.resources.is_empty() { 1 } else { v.resources.len() };
+        for i in 0..rows {
+            let r = v.resources.get(i);
+            let first = i == 0;
+            let own = |s: String| if first { s } else { String::new() };
+            let mut row = if local {
+                vec![
+                    own(v.namespace.clone().unwrap_or_default()),
+                    own(v.name.clone()),
+                    own(v.cluster_queue.clone()),
+                ]
+            } else {
+                vec![own(v.name.clone()), own(v.cohort.clone().unwrap_or_else(|| "-".into()))]
+            };
+            let dash = || "-".to_string();
+            row.extend([
+                r.map_or_else(dash, |r| r.flavor.clone()),
+                r.map_or_else(dash, |r| r.resource.clone()),
+                r.map_or_else(dash, |r| r.nominal.clone()),
+                r.and_then(|r| r.borrowing_limit.clone()).unwrap_or_else(dash),
+                r.map_or_else(dash, |r| r.in_use.clone()),
+                r.and_then(|r| r.borrowed.clone())
+                    .unwrap_or_else(|| if r.is_some() { "0".into() } else { dash() }),
+                own(v.pending.to_string()),
+                own(v.admitted.to_string()),
+                own(v.stop_policy.clone()),
+            ]);
+            if wide && local {
+                row.extend([
+                    own(v.cluster_queue_pending.map_or_else(dash, |n| n.to_string())),
+                    own(v.cluster_queue_admitted.map_or_else(dash, |n| n.to_string())),
+                    own(v.cluster_queue_stop_policy.clone().unwrap_or_else(dash)),
+                    own(v.cohort.clone().unwrap_or_else(dash)),
+                ]);
+            }
+            t.rows.push(row);
+        }
+    }
+    t
+}
