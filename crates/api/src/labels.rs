@@ -59,6 +59,25 @@ pub const GPU_FIXES_SKIP: &str = "skip";
 /// so a pod author cannot exempt a pod where the admin did not allow it.
 pub const ALLOW_GPU_FIXES_SKIP: &str = "sluice.dev/allow-gpu-fixes-skip";
 
+/// Annotation on a queued object (Job, JobSet, …): how long it is expected
+/// to run once admitted (`45m`, `2h`, bare seconds), for start-time
+/// estimates. Without it, a Job's `spec.activeDeadlineSeconds`, else the
+/// median run time observed in its ClusterQueue.
+pub const EXPECTED_RUNTIME: &str = "sluice.dev/expected-runtime";
+
+/// The [`EXPECTED_RUNTIME`] annotation read, in milliseconds: `Ok(None)`
+/// without it, `Err` with what is wrong when it is not a duration.
+pub fn expected_runtime_ms(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<Option<i64>, String> {
+    let Some(text) = annotations.and_then(|a| a.get(EXPECTED_RUNTIME)) else {
+        return Ok(None);
+    };
+    let d = crate::duration::parse(text, crate::duration::Units::FLAGS)
+        .map_err(|e| format!("annotation {EXPECTED_RUNTIME}: expected a duration such as 45m or 2h; {e}"))?;
+    Ok(Some(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+}
+
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].
 pub fn queue_name(labels: &std::collections::BTreeMap<String, String>, kueue_compat: bool) -> Option<&str> {
@@ -78,6 +97,20 @@ pub fn queue_name(labels: &std::collections::BTreeMap<String, String>, kueue_com
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn expected_runtime_is_a_duration() {
+        let mut a = BTreeMap::new();
+        assert_eq!(expected_runtime_ms(Some(&a)), Ok(None));
+        a.insert(EXPECTED_RUNTIME.to_string(), "1h30m".to_string());
+        assert_eq!(expected_runtime_ms(Some(&a)), Ok(Some(5_400_000)));
+        a.insert(EXPECTED_RUNTIME.to_string(), "soon".to_string());
+        assert!(
+            expected_runtime_ms(Some(&a))
+                .unwrap_err()
+                .starts_with("annotation sluice.dev/expected-runtime: expected a duration")
+        );
+    }
 
     #[test]
     fn queue_label_precedence() {

@@ -103,6 +103,10 @@ pub struct ControllerArgs {
     /// Time between idle-GPU checks, also the query's resolution (at least 1s).
     #[arg(long, env = "SLUICE_IDLE_INTERVAL", default_value = "1m", value_parser = parse_duration)]
     idle_interval: Duration,
+    /// How often queue positions and estimated start times are recomputed
+    /// (a forecast on a copy of the engine) and published (at least 1s).
+    #[arg(long, env = "SLUICE_POSITIONS_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    positions_interval: Duration,
 }
 
 /// `--integrations`.
@@ -155,6 +159,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         prometheus_timeout,
         idle_query,
         idle_interval,
+        positions_interval,
     } = args;
     log.init();
     let identity = identity
@@ -192,6 +197,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             query: idle_query,
             interval: idle_interval.max(Duration::from_secs(1)),
         },
+        positions_interval: positions_interval.max(Duration::from_secs(1)),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

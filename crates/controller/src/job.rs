@@ -400,7 +400,7 @@ pub struct TemplateDirectives {
 /// and the template's scheduling directives and original-scheduling
 /// annotation for the patches. (The full Job is needed only to create its
 /// Workload, which happens when the Job is observed.)
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobView {
     /// The kind of object it is a view of (a JobSet's view is made by
     /// [`crate::integration::jobset`]).
@@ -442,6 +442,9 @@ pub struct JobView {
     /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
     /// RayCluster's.
     pub pods_selector: Option<String>,
+    /// Expected run time (ms): the `sluice.dev/expected-runtime` annotation,
+    /// else a Job's `activeDeadlineSeconds`; `Err` names a bad annotation.
+    pub expected_runtime: Result<Option<i64>, String>,
 }
 
 impl JobView {
@@ -489,6 +492,12 @@ impl JobView {
                     })
                 }),
             pods_selector: None,
+            expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
+                a.or_else(|| {
+                    let secs = job.spec.as_ref()?.active_deadline_seconds?;
+                    Some(secs.saturating_mul(1000))
+                })
+            }),
         }
     }
 

@@ -103,6 +103,10 @@ impl Index {
         if e.in_engine {
             match self.engine.workload_state(&uid) {
                 Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    if let (Some(at), Some(adm)) = (e.admitted_at, self.engine.admission(&uid)) {
+                        let ran = now_ms.saturating_sub(at);
+                        super::forecast::observe_run_time(&mut self.run_times, &adm.cluster_queue, ran);
+                    }
                     engine_ok("finish", &uid, self.engine.finish(&uid));
                 }
                 _ => {

@@ -97,6 +97,7 @@ impl Index {
             // The last RayCluster name seen: its pods outlive the status.
             view.pods_selector = old.pods_selector.clone();
         }
+        self.warn_bad_expected_runtime(&key, &view);
         self.jobs.insert(key.clone(), view);
         if let Some(old) = left {
             self.reconcile_gang(&old, now_ms);

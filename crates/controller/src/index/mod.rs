@@ -64,6 +64,7 @@ mod eviction;
 mod explain;
 mod feedback;
 mod finish;
+mod forecast;
 mod gangs;
 mod idle;
 mod jobs;
@@ -74,6 +75,7 @@ mod workload;
 pub use config::selects;
 pub use errors::IndexError;
 pub use eviction::backoff_ms;
+pub use forecast::ForecastJob;
 pub use idle::{IdleApplied, IdleOutcome, IdleTarget, is_gpu_resource};
 pub use status::set_condition;
 pub use visibility::PendingSnapshot;
@@ -370,6 +372,9 @@ pub struct Index {
     pending_snapshots: BTreeMap<ObjKey, visibility::PendingSnapshot>,
     /// Estimated admission time per pending workload (uid), last refresh.
     estimates: HashMap<String, i64>,
+    /// Run times of finished workloads per ClusterQueue (the last
+    /// [`forecast::OBSERVED_RUNS`]), for expected run times.
+    run_times: HashMap<String, std::collections::VecDeque<i64>>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the
@@ -443,6 +448,7 @@ impl Index {
             idle_health: None,
             pending_snapshots: BTreeMap::new(),
             estimates: HashMap::new(),
+            run_times: HashMap::new(),
             gangs: BTreeMap::new(),
             gang_jobs: BTreeMap::new(),
             member_of: BTreeMap::new(),

@@ -1694,3 +1694,4 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
 mod gangs;
 mod idle;
 mod kinds;
+mod visibility;

@@ -68,6 +68,7 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
         gang: None,
         managed_by: None,
         pods_selector: state.pods_selector,
+        expected_runtime: labels::expected_runtime_ms(meta.annotations.as_ref()),
     }
 }
 

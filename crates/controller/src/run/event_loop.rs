@@ -2,6 +2,7 @@
 //! cycles when due, plans into the write queue, the writer's feedback back
 //! into the index, queue status on its tick, leadership changes.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -58,6 +59,10 @@ pub(super) async fn event_loop(
     idle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (idle_tx, mut idle_rx) = tokio::sync::mpsc::channel::<(u64, crate::index::IdleOutcome)>(1);
     let mut idle_in_flight = false;
+    let mut positions_tick = tokio::time::interval(cfg.positions_interval.max(Duration::from_secs(1)));
+    positions_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (forecast_tx, mut forecast_rx) = tokio::sync::mpsc::channel::<(u64, i64, HashMap<String, i64>)>(1);
+    let mut forecast_in_flight = false;
     tokio::pin!(shutdown);
     loop {
         let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -127,6 +132,33 @@ pub(super) async fn event_loop(
                             let _ = tx.send((epoch, outcome)).await;
                         });
                     }
+                }
+                continue;
+            }
+            _ = positions_tick.tick() => {
+                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
+                if let Some(ix) = &index
+                    && !fenced
+                    && !forecast_in_flight
+                {
+                    // The copy is made under the lock; the forecast runs off it.
+                    let now = now_ms();
+                    let job = ix.lock().await.forecast_job(now);
+                    forecast_in_flight = true;
+                    let (tx, epoch) = (forecast_tx.clone(), io.queue.epoch());
+                    tokio::spawn(async move {
+                        let estimates = tokio::task::spawn_blocking(move || job.run()).await.unwrap_or_default();
+                        let _ = tx.send((epoch, now, estimates)).await;
+                    });
+                }
+                continue;
+            }
+            Some((epoch, at, estimates)) = forecast_rx.recv() => {
+                forecast_in_flight = false;
+                if let Some(m) = &index
+                    && epoch == io.queue.epoch()
+                {
+                    m.lock().await.refresh_positions(estimates, at);
                 }
                 continue;
             }

@@ -75,6 +75,9 @@ pub struct RunConfig {
     pub explain_qps: f64,
     /// Idle-GPU checks (`--prometheus-url`, `--idle-query`, `--idle-interval`).
     pub idle: crate::idle::IdleSettings,
+    /// How often positions and estimated starts are recomputed and
+    /// published (`--positions-interval`).
+    pub positions_interval: Duration,
 }
 
 /// Why the loop stopped.

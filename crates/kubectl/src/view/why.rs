@@ -62,10 +62,9 @@ pub fn find<'a>(s: &'a Snapshot, namespace: &str, name: &str) -> Option<&'a Work
     if kind
         .as_deref()
         .is_none_or(|k| k == "workload" || k == "workloads" || k == "wl")
+        && let Some(w) = in_ns().find(|w| w.metadata.name.as_deref() == Some(bare))
     {
-        if let Some(w) = in_ns().find(|w| w.metadata.name.as_deref() == Some(bare)) {
-            return Some(w);
-        }
+        return Some(w);
     }
     in_ns().find(|w| {
         w.metadata
