@@ -3,6 +3,8 @@
 //! 2. A full cycle over 50 000 pending workloads in 1 000 queues: <= 50 ms.
 //! 3. One finish in a full cluster, then the next cycle: <= 1 ms.
 //! 4. A preemption-heavy mix: cost per preemption round.
+//! 5. A start-time forecast over ~1 000 admitted and ~5 000 pending
+//!    workloads (the controller runs one at most once a minute).
 //!
 //! `cargo bench -p sluice-scheduler` runs them; figures go in the issue note.
 
@@ -224,11 +226,59 @@ fn preemption_heavy(c: &mut Criterion) {
     g.finish();
 }
 
+/// A spread of run times (1 to 50 minutes) that depends only on the UID.
+fn spread(uid: &str) -> Millis {
+    let h = uid.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    60_000 * (1 + (h % 50) as Millis)
+}
+
+fn forecast_6000(c: &mut Criterion) {
+    let mut g = c.benchmark_group("forecast");
+    g.sample_size(10);
+    // 10 cohorts × 10 queues of 10 CPU without borrowing; 60 workloads of
+    // 1 CPU per queue in two priorities: 1 000 admitted, 5 000 pending.
+    let mut e = Engine::new();
+    e.upsert_flavor(FlavorSpec {
+        name: "default".into(),
+        ..Default::default()
+    });
+    let mut t = 0;
+    for c in 0..10 {
+        for q in 0..10 {
+            let name = format!("cq-{c}-{q}");
+            e.upsert_cluster_queue(queue(&name, &format!("cohort-{c}"), 10, Some(0)));
+            let lq = format!("ns/{name}");
+            e.upsert_local_queue(LocalQueueSpec {
+                key: lq.clone(),
+                cluster_queue: name.clone(),
+                ..Default::default()
+            });
+            for i in 0..60 {
+                t += 1;
+                e.add_workload(workload(format!("{name}-{i}"), &lq, 1, 50 * (i % 2) as i32, t))
+                    .unwrap();
+            }
+        }
+    }
+    let first = e.schedule(t);
+    assert_eq!(first.admitted.len(), 1_000);
+    let now = t + 1;
+    let settings = ForecastSettings::default();
+    let out = e.forecast(now, |uid| Some(now + spread(uid) / 2), spread, settings);
+    eprintln!("forecast: {} of 5000 pending estimated", out.len());
+    assert_eq!(out.len(), 5_000);
+    g.bench_function("1000_admitted_5000_pending", |b| {
+        b.iter(|| black_box(e.forecast(now, |uid| Some(now + spread(uid) / 2), spread, settings)))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     baseline_drain,
     full_cycle_50k,
     incremental_cycle,
-    preemption_heavy
+    preemption_heavy,
+    forecast_6000
 );
 criterion_main!(benches);

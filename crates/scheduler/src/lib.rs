@@ -147,6 +147,11 @@
 //! `Hold` admits nothing new. `HoldAndDrain` also evicts what the queue has
 //! admitted; those evictions are reported by the next cycle.
 //!
+//! ## Start-time estimates
+//! [`Engine::forecast`] ([`forecast`]) runs a deep copy of the engine
+//! forward in virtual time, with expected run times, to estimate when each
+//! pending workload will be admitted; the original is not touched.
+//!
 //! ## Determinism
 //! Decisions depend only on the sequence of calls. Iteration that affects a
 //! decision runs over ordered collections; hash maps are used only for
@@ -155,6 +160,7 @@
 
 mod decision;
 mod engine;
+pub mod forecast;
 pub mod idle;
 mod ledger;
 mod model;
@@ -164,4 +170,5 @@ pub use decision::{
     Preemption, PreemptionReason, Verdict,
 };
 pub use engine::{Engine, EngineError, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
+pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};
 pub use model::*;

@@ -107,6 +107,10 @@ pub enum EngineError {
 }
 
 /// The admission engine. See the crate documentation for the algorithm.
+///
+/// `Clone` makes a deep, independent copy (what [`Engine::forecast`] runs
+/// forward); only immutable data behind `Arc`s is shared.
+#[derive(Clone)]
 pub struct Engine {
     config: EngineConfig,
     resources: Interner,

@@ -48,13 +48,13 @@ pub enum WorkloadState {
 impl Engine {
     pub fn workload_state(&self, uid: &str) -> Option<WorkloadState> {
         let id = *self.by_uid.get(uid)?;
-        Some(match self.wl(id).state {
-            State::Pending | State::Backoff(_) => WorkloadState::Pending,
-            State::Preempting(_) => WorkloadState::Preempting,
-            State::Admitted(_) => WorkloadState::Admitted,
-            State::Evicting(_) => WorkloadState::Evicting,
-            State::Finished => WorkloadState::Finished,
-        })
+        Some(outside(&self.wl(id).state))
+    }
+
+    /// Every workload the engine tracks with its state, in no useful order
+    /// (for [`Engine::forecast`]).
+    pub(crate) fn workload_states(&self) -> impl Iterator<Item = (&Arc<str>, WorkloadState)> {
+        self.wls.iter().flatten().map(|wl| (&wl.uid, outside(&wl.state)))
     }
 
     /// The latest explanation of a pending workload, with current numbers.
@@ -143,5 +143,16 @@ impl Engine {
     /// Number of workloads the engine tracks, in any state.
     pub fn workload_count(&self) -> usize {
         self.by_uid.len()
+    }
+}
+
+/// A state as seen from outside (a backoff is pending).
+fn outside(state: &State) -> WorkloadState {
+    match state {
+        State::Pending | State::Backoff(_) => WorkloadState::Pending,
+        State::Preempting(_) => WorkloadState::Preempting,
+        State::Admitted(_) => WorkloadState::Admitted,
+        State::Evicting(_) => WorkloadState::Evicting,
+        State::Finished => WorkloadState::Finished,
     }
 }

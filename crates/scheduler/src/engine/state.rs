@@ -41,7 +41,7 @@ pub(crate) struct OrderKey {
     pub(super) id: WlId,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Interner {
     pub(super) ids: HashMap<Arc<str>, u32>,
     pub(super) names: Vec<Arc<str>>,
@@ -66,17 +66,20 @@ impl Interner {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct GroupFlavor {
     pub(super) flavor: FlavorId,
     /// Slot per resource of the group, aligned with `Group::resources`.
     pub(super) slots: Vec<usize>,
 }
 
+#[derive(Clone)]
 pub(super) struct Group {
     pub(super) resources: Vec<ResId>,
     pub(super) flavors: Vec<GroupFlavor>,
 }
 
+#[derive(Clone)]
 pub(super) struct Cq {
     pub(super) name: Arc<str>,
     pub(super) spec: ClusterQueueSpec,
@@ -129,12 +132,14 @@ impl Cq {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct Cohort {
     pub(super) members: BTreeSet<CqId>,
     pub(super) pools: Vec<Pool>,
     pub(super) pool_of: FastMap<FrKey, usize>,
 }
 
+#[derive(Clone)]
 pub(super) struct PodSet {
     pub(super) name: Arc<str>,
     pub(super) count: u32,
@@ -145,6 +150,7 @@ pub(super) struct PodSet {
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
+#[derive(Clone)]
 pub(super) struct Holding {
     pub(super) cq: CqId,
     pub(super) usage: Vec<(FrKey, Amount)>,
@@ -155,6 +161,7 @@ pub(super) struct Holding {
     pub(super) victims: Vec<(WlId, Arc<str>)>,
 }
 
+#[derive(Clone)]
 pub(super) enum State {
     Pending,
     Backoff(Millis),
@@ -177,6 +184,7 @@ impl State {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct Wl {
     pub(super) uid: Arc<str>,
     pub(super) name: Arc<str>,
