@@ -1,0 +1,114 @@
+//! Every command's output, from objects recorded from a real API server
+//! (`tests/fixtures/`, written by the e2e test
+//! `admins_and_viewers_see_queues_positions_reasons_and_estimates` with
+//! `SLUICE_RECORD_DIR`): one ClusterQueue of 2 GPUs, a Job admitted and
+//! expected to run 30 minutes, two waiting behind it. Rendered as the admin
+//! (ClusterQueues readable) and as a namespaced viewer (not), at the time
+//! of the recording.
+
+use k8s_openapi::jiff::Timestamp;
+use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
+use sluice_kubectl::Snapshot;
+use sluice_kubectl::view::{queues, top, why, workloads};
+
+fn fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn admin() -> Snapshot {
+    let now: Timestamp = std::fs::read_to_string(format!("{}/tests/fixtures/now.txt", env!("CARGO_MANIFEST_DIR")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Snapshot {
+        cluster_queues: Some(fixture::<Vec<ClusterQueue>>("clusterqueues.json")),
+        local_queues: fixture::<Vec<LocalQueue>>("localqueues.json"),
+        workloads: fixture::<Vec<Workload>>("workloads.json"),
+        now,
+    }
+}
+
+fn viewer() -> Snapshot {
+    Snapshot {
+        cluster_queues: None,
+        ..admin()
+    }
+}
+
+fn namespace(s: &Snapshot) -> String {
+    s.local_queues[0].metadata.namespace.clone().unwrap()
+}
+
+#[test]
+fn queues_as_admin_and_as_viewer() {
+    let a = queues::queues(&admin());
+    insta::assert_snapshot!("queues_admin", queues::table(&a, false).render("No queues found."));
+    insta::assert_json_snapshot!("queues_admin_json", a);
+    let v = queues::queues(&viewer());
+    insta::assert_snapshot!("queues_viewer", queues::table(&v, false).render("No queues found."));
+    insta::assert_snapshot!("queues_viewer_wide", queues::table(&v, true).render("No queues found."));
+    insta::assert_json_snapshot!("queues_viewer_json", v);
+}
+
+#[test]
+fn workloads_table_wide_and_json() {
+    let s = admin();
+    let all = workloads::workloads(&s, workloads::Filter::All);
+    insta::assert_snapshot!(
+        "workloads",
+        workloads::table(&all, &s, false, false, false).render("No workloads found.")
+    );
+    insta::assert_snapshot!(
+        "workloads_wide_all_namespaces",
+        workloads::table(&all, &s, true, true, false).render("")
+    );
+    insta::assert_json_snapshot!("workloads_json", all);
+    let pending = workloads::workloads(&s, workloads::Filter::Pending);
+    assert_eq!(
+        pending.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+        ["job-waiting", "job-behind"]
+    );
+    let admitted = workloads::workloads(&s, workloads::Filter::Admitted);
+    assert_eq!(
+        admitted.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+        ["job-running"]
+    );
+}
+
+#[test]
+fn why_as_admin_and_as_viewer() {
+    let s = admin();
+    let ns = namespace(&s);
+    let w = why::find(&s, &ns, "waiting").expect("found by its Job's name");
+    assert_eq!(
+        why::find(&s, &ns, "job/waiting").map(|x| &x.metadata.name),
+        Some(&w.metadata.name)
+    );
+    assert_eq!(
+        why::find(&s, &ns, "job-waiting").map(|x| &x.metadata.name),
+        Some(&w.metadata.name)
+    );
+    assert!(why::find(&s, &ns, "jobset/waiting").is_none(), "not a JobSet's");
+    let holders = workloads::workloads(&s, workloads::Filter::Admitted);
+    let v = why::why(&s, w, Vec::new(), Some(holders));
+    insta::assert_snapshot!("why_admin", why::text(&v, &s));
+    insta::assert_json_snapshot!("why_admin_json", v);
+    let s = viewer();
+    let w = why::find(&s, &ns, "waiting").unwrap();
+    let v = why::why(&s, w, Vec::new(), None);
+    insta::assert_snapshot!("why_viewer", why::text(&v, &s));
+}
+
+#[test]
+fn top_with_bars() {
+    let rows = top::usage(&queues::queues(&admin()));
+    insta::assert_snapshot!("top", top::table(&rows, false).render("No queues found."));
+    insta::assert_json_snapshot!("top_json", rows);
+    assert_eq!(
+        rows,
+        top::usage(&queues::queues(&viewer())),
+        "the same numbers through the LocalQueue"
+    );
+}
