@@ -50,6 +50,7 @@ fn queues_as_admin_and_as_viewer() {
     insta::assert_snapshot!("queues_viewer", queues::table(&v, false).render("No queues found."));
     insta::assert_snapshot!("queues_viewer_wide", queues::table(&v, true).render("No queues found."));
     insta::assert_json_snapshot!("queues_viewer_json", v);
+    insta::assert_snapshot!("queues_viewer_yaml", serde_saphyr::to_string(&v).unwrap());
 }
 
 #[test]

@@ -455,6 +455,21 @@ fn memory_with_15000_workloads_and_30_cluster_queues() {
     // cycle (500 explanation plans). A guard against regressions (debug
     // builds use more), not the target.
     assert!(after <= 130 * 1024, "RSS {after} KiB");
+    // The positions tick: a forecast on a copy of the engine, then the
+    // LocalQueues' lists and the workloads' positions.
+    let started = std::time::Instant::now();
+    let job = ix.forecast_job(now_ms());
+    let copied = started.elapsed();
+    let estimates = job.run();
+    let forecast = started.elapsed();
+    let peak = rss_kib();
+    ix.refresh_positions(estimates, now_ms());
+    eprintln!(
+        "positions tick: engine copied in {copied:?}, forecast done in {forecast:?}, refreshed in {:?}; RSS {} MiB during, {} MiB after",
+        started.elapsed(),
+        peak / 1024,
+        rss_kib() / 1024
+    );
 }
 
 // ----- the whole loop against a mocked API server ---------------------------------
