@@ -44,6 +44,11 @@ pub struct SimulateArgs {
     /// unlimited here, so that a run ends).
     #[arg(long, value_name = "N", default_value_t = sluice_simulate::idle::DEFAULT_REQUEUE_LIMIT)]
     pub requeue_limit: u32,
+    /// Estimate each workload's start at its submission, as the controller
+    /// does, and report how close the estimates came (docs/simulate.md,
+    /// "Start-time estimates"). Costs a forecast per arrival instant.
+    #[arg(long)]
+    pub forecast: bool,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -68,6 +73,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         eviction_delay,
         idle_interval,
         requeue_limit,
+        forecast,
         quiet,
     } = args;
     if !(api_qps.is_finite() && api_qps >= 0.0) {
@@ -106,6 +112,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             .unwrap_or(DEFAULT_EVICTION_DELAY),
         idle_interval,
         requeue_limit,
+        forecast,
     };
 
     let show_progress = !quiet && std::io::stderr().is_terminal();
@@ -194,6 +201,7 @@ mod tests {
             eviction_delay: None,
             idle_interval: None,
             requeue_limit: 10,
+            forecast: false,
             quiet: true,
         };
         let err = run(args).unwrap_err();

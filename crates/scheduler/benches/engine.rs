@@ -228,7 +228,9 @@ fn preemption_heavy(c: &mut Criterion) {
 
 /// A spread of run times (1 to 50 minutes) that depends only on the UID.
 fn spread(uid: &str) -> Millis {
-    let h = uid.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let h = uid
+        .bytes()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
     60_000 * (1 + (h % 50) as Millis)
 }
 
@@ -253,9 +255,9 @@ fn forecast_6000(c: &mut Criterion) {
                 cluster_queue: name.clone(),
                 ..Default::default()
             });
-            for i in 0..60 {
+            for i in 0..60i32 {
                 t += 1;
-                e.add_workload(workload(format!("{name}-{i}"), &lq, 1, 50 * (i % 2) as i32, t))
+                e.add_workload(workload(format!("{name}-{i}"), &lq, 1, 50 * (i % 2), t))
                     .unwrap();
             }
         }

@@ -9,8 +9,9 @@
 //!   loop:
 //!     schedule(t)            admitted: start t (first admission only), ends at t + runtime(uid)
 //!                            victims and drains: evicted at once, requeued
-//!     t = next event         the earliest expected end, the cycle's next_wakeup
-//!                            (backoffs, protections), or t again after evictions
+//!     t = next event         the earliest expected end (an overdue one: now),
+//!                            the cycle's next_wakeup (backoffs, protections),
+//!                            or t again after evictions
 //!     release what ends at t (finish; an eviction under way completes)
 //!   until every workload pending at the call has an estimate,
 //!   nothing is left to happen, t passes now + horizon, or max_cycles cycles ran
@@ -58,7 +59,9 @@ impl Engine {
     ///
     /// - `ends(uid)`: when an admitted (or evicting) workload is expected to
     ///   release its quota, absolute ms. A time at or before `now` means "any
-    ///   moment" and is taken as `now + 1`; `None` (unknown) as never.
+    ///   moment": released at `now`, right after the first cycle (which is
+    ///   the cycle the real engine would run at `now`); `None` (unknown):
+    ///   never.
     /// - `runtime(uid)`: expected run time of a workload once admitted, ms.
     ///
     /// Returns, for the workloads pending at the call that the copy admits
@@ -83,7 +86,7 @@ impl Engine {
                 }
                 WorkloadState::Admitted | WorkloadState::Evicting => {
                     if let Some(end) = ends(uid) {
-                        releases.insert(uid.clone(), end.max(now.saturating_add(1)));
+                        releases.insert(uid.clone(), end.max(now));
                     }
                 }
                 WorkloadState::Finished => {}

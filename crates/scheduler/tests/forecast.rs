@@ -93,7 +93,10 @@ fn small_workloads_start_together_when_they_fit_together() {
         w.add(wl(uid).queue("a").pods(1, &[(GPU, 4)]));
     }
     w.cycle(1);
-    assert_eq!(forecast(&w, 1, &expect(&[("run", 60)], 10)), est(&[("s1", 60), ("s2", 60)]));
+    assert_eq!(
+        forecast(&w, 1, &expect(&[("run", 60)], 10)),
+        est(&[("s1", 60), ("s2", 60)])
+    );
 }
 
 #[test]
@@ -146,8 +149,9 @@ fn an_overdue_end_means_any_moment() {
     w.cycle(0);
     w.add(eight("next").at(1));
     w.cycle(1);
-    // Expected to end at 40, still running at 90: now + 1.
-    assert_eq!(forecast(&w, 90, &expect(&[("run", 40)], 50)), est(&[("next", 91)]));
+    // Expected to end at 40, still running at 90: it ends right after the
+    // cycle at 90, and next starts in the cycle after it, at 90 too.
+    assert_eq!(forecast(&w, 90, &expect(&[("run", 40)], 50)), est(&[("next", 90)]));
 }
 
 #[test]
@@ -204,10 +208,7 @@ fn a_preemptor_starts_when_its_victims_are_gone() {
     assert_eq!(victims(&c), vec!["low"]);
     assert_eq!(w.state("high"), WorkloadState::Preempting);
     // The victim's pods are expected gone at 31.
-    assert_eq!(
-        forecast(&w, 2, &expect(&[("low", 31)], 50)),
-        est(&[("high", 31)])
-    );
+    assert_eq!(forecast(&w, 2, &expect(&[("low", 31)], 50)), est(&[("high", 31)]));
     // A fresh preemption in the copy is instant: the preemptor starts now,
     // and the victim (not pending at the call) is not estimated.
     let mut w = World::new(vec![

@@ -19,10 +19,15 @@
 //!
 //! Idle-GPU reclaim ([`super::idle`]) checks admitted workloads at its own
 //! interval, before the events of that instant, and evicts through the
-//! same path. The types a run is given and gives back are in `result.rs`.
+//! same path. With [`SimOptions::forecast`], every workload still pending
+//! after the cycle at its arrival gets start-time estimates
+//! ([`forecast`]). The types a run is given and gives back are in
+//! `result.rs`.
 
+pub mod forecast;
 mod result;
 
+pub use forecast::{Estimate, ForecastOutcome};
 pub use result::{Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord};
 
 use std::collections::{BTreeSet, HashMap};
@@ -35,6 +40,7 @@ use super::clock::{EventQueue, WriteLimiter};
 use super::idle::{IdleOutcome, Reclaimer};
 use super::trace::profile::DEFAULT_IDLE_INTERVAL;
 use super::units::Millis;
+use forecast::Forecaster;
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
@@ -208,6 +214,8 @@ fn run_once(
     } else {
         None
     };
+    // Estimates in the run reported, not in the comparison run.
+    let mut forecaster = (opts.forecast && reclaim).then(|| Forecaster::new(&scenario.workloads, &records));
 
     // Ends workload `i`'s run at `t` (`why`): one eviction write, then its
     // pods take the eviction delay to go, then its quota is free.
@@ -234,6 +242,9 @@ fn run_once(
             }
             let write_at = limiter.acquire(t);
             events.push(write_at + opts.eviction_delay, Event::EvictionDone(i, epoch[i]));
+            if let Some(f) = forecaster.as_mut() {
+                f.evicting(i, write_at + opts.eviction_delay);
+            }
         }};
     }
 
@@ -282,6 +293,9 @@ fn run_once(
                     match engine.add_workload(spec) {
                         Ok(()) => {
                             state[i] = State::Pending;
+                            if let Some(f) = forecaster.as_mut() {
+                                f.arrived(i);
+                            }
                             if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
                                 queues[q].pending += 1;
                                 touched.insert(q);
@@ -310,6 +324,9 @@ fn run_once(
                         let run = records[i].runs.last_mut().expect("admitted workload has a run");
                         run.ended_at = Some(t);
                         run.end = RunEnd::Finished;
+                        if let (Some(f), Some(started)) = (forecaster.as_mut(), run.started_at) {
+                            f.finished(i, t - started);
+                        }
                         release(&mut queues, &mut held[i], &mut touched);
                         if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
                             queues[q].admitted = queues[q].admitted.saturating_sub(1);
@@ -402,6 +419,9 @@ fn run_once(
                 if let Some(idle) = idle.as_mut() {
                     idle.admitted(i, &scenario.workloads[i], &a.cluster_queue, t);
                 }
+                if let Some(f) = forecaster.as_mut() {
+                    f.admitted(i, t, write_at);
+                }
                 events.push(write_at, Event::Start(i, epoch[i]));
             }
             let victims = cycle
@@ -420,6 +440,9 @@ fn run_once(
                 if let Some(i) = index_of(uid) {
                     records[i].last_pending = Some(sluice_convert::text::explanation(explanation));
                 }
+            }
+            if let Some(f) = forecaster.as_mut() {
+                f.after_cycle(&engine, t);
             }
             // `w == t`: work was requeued during the cycle; one more cycle at
             // the same instant (the set keeps it to one).
@@ -472,6 +495,7 @@ fn run_once(
             events: idle.map(Reclaimer::into_events).unwrap_or_default(),
             baseline_waits: None,
         }),
+        forecast: forecaster.map(Forecaster::into_outcome),
     })
 }
 

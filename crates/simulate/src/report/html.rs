@@ -4,6 +4,7 @@
 //! `plot.rs`, the style sheet in `report.css`.
 
 mod charts;
+mod forecast;
 mod gantt;
 mod idle;
 mod plot;
@@ -148,6 +149,9 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     table(&mut out, "class", &report.classes, None, &[]);
     if let Some(x) = &report.idle {
         idle::section(&mut out, x);
+    }
+    if let Some(x) = &report.forecast {
+        forecast::section(&mut out, x);
     }
     never_admitted(&mut out, report);
 

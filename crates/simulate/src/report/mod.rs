@@ -24,8 +24,11 @@
 //!   flavor), integrated, divided by the usage integral.
 //! - the `idle` section (idle-GPU reclaim) is defined in [`idle`]; runs
 //!   ended by idle reclaim are not counted as lost to preemption.
+//! - the `forecast` section (start-time estimates) is defined in
+//!   [`forecast`].
 
 mod column;
+pub mod forecast;
 pub mod html;
 pub mod idle;
 mod stats;
@@ -67,6 +70,10 @@ pub struct Report {
     /// some workload a utilisation profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle: Option<idle::IdleReport>,
+    /// Start-time estimates against actual admissions; only with
+    /// `--forecast`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<forecast::ForecastReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -479,6 +486,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
             })
             .collect(),
         idle: r.idle.as_ref().map(|o| idle::build(o, r)),
+        forecast: forecast::build(r),
     }
 }
 

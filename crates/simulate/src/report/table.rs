@@ -214,6 +214,9 @@ pub fn render(r: &Report) -> String {
     if let Some(idle) = &r.idle {
         super::idle::render_table(idle, &mut out);
     }
+    if let Some(f) = &r.forecast {
+        super::forecast::render_table(f, &mut out);
+    }
 
     if !r.pending_at_end.is_empty() {
         let _ = writeln!(

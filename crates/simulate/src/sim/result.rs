@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sluice_api::v1alpha1::IdlePolicy;
 use sluice_scheduler::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec};
 
+use super::forecast::ForecastOutcome;
 use crate::idle::{DEFAULT_REQUEUE_LIMIT, IdleOutcome};
 use crate::trace::TraceWorkload;
 use crate::units::Millis;
@@ -39,6 +40,11 @@ pub struct SimOptions {
     /// Idle evictions of a workload that requeue it; the next deactivates
     /// it (the controller's `--requeue-limit`).
     pub requeue_limit: u32,
+    /// Estimate every workload's start at its submission with
+    /// [`sluice_scheduler::Engine::forecast`] and measure the estimates
+    /// against what happened ([`ForecastOutcome`]). Off by default: it runs
+    /// a forecast per arrival instant.
+    pub forecast: bool,
 }
 
 impl Default for SimOptions {
@@ -49,6 +55,7 @@ impl Default for SimOptions {
             eviction_delay: 30_000,
             idle_interval: None,
             requeue_limit: DEFAULT_REQUEUE_LIMIT,
+            forecast: false,
         }
     }
 }
@@ -155,6 +162,9 @@ pub struct SimResult {
     /// Idle-GPU reclaim's doings; `None` unless some ClusterQueue has
     /// `idleReclaim` or some workload a utilisation profile.
     pub idle: Option<IdleOutcome>,
+    /// Start-time estimates made at submission; `None` unless
+    /// [`SimOptions::forecast`].
+    pub forecast: Option<ForecastOutcome>,
 }
 
 /// Progress of a run, for the terminal indicator.

@@ -36,6 +36,8 @@ pub struct TraceWorkload {
     pub priority: i32,
     pub arrival: Millis,
     pub duration: Millis,
+    /// The trace's `expectedRuntime` (start-time estimates); `None`: not given.
+    pub expected_runtime: Option<Millis>,
     pub pod_sets: Vec<TracePodSet>,
     /// GPU utilisation of every pod over a run; `None`: always busy.
     pub utilization: Option<Utilization>,
@@ -164,6 +166,8 @@ pub fn expand(
                     ));
                 }
                 w.duration = w.duration.max(job.duration.0);
+                // The gang runs as long as its longest member is expected to.
+                w.expected_runtime = w.expected_runtime.max(job.expected_runtime.map(|d| d.0));
                 w.pod_sets.push(pod_set);
                 continue;
             }
@@ -182,6 +186,7 @@ pub fn expand(
                 priority: prio,
                 arrival: job.arrival.value.0,
                 duration: job.duration.0,
+                expected_runtime: job.expected_runtime.map(|d| d.0),
                 pod_sets: vec![pod_set],
                 utilization,
             });
@@ -202,6 +207,7 @@ pub fn expand(
             priority: prio,
             arrival: job.arrival.value.0,
             duration: job.duration.0,
+            expected_runtime: job.expected_runtime.map(|d| d.0),
             pod_sets: vec![pod_set],
             utilization,
         });
@@ -309,6 +315,7 @@ pub fn expand(
                     priority: prio,
                     arrival,
                     duration,
+                    expected_runtime: gen_.expected_runtime.map(|d| d.0),
                     pod_sets: vec![TracePodSet {
                         name: "main".into(),
                         count: gen_.pods,

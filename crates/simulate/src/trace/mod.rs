@@ -190,6 +190,10 @@ pub struct JobEntry {
     pub pods: u32,
     pub requests: BTreeMap<String, Amount>,
     pub duration: Duration,
+    /// What the job's owner expects it to run (the `sluice.dev/expected-runtime`
+    /// annotation), for start-time estimates; absent: the queue's median.
+    #[serde(default)]
+    pub expected_runtime: Option<Duration>,
     /// Jobs sharing a gang name are admitted as one workload, one pod set each.
     #[serde(default)]
     pub gang: Option<Spanned<String>>,
@@ -209,6 +213,9 @@ pub struct GeneratorEntry {
     pub start: Option<Duration>,
     pub interval: Duration,
     pub duration: Duration,
+    /// Every generated job's expected run time (not jittered), as for jobs.
+    #[serde(default)]
+    pub expected_runtime: Option<Duration>,
     #[serde(default = "one")]
     pub pods: u32,
     pub requests: BTreeMap<String, Amount>,
