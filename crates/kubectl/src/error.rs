@@ -15,7 +15,7 @@ pub enum PluginError {
         scope: String,
     },
     #[error(
-        "Sluice is not installed on this cluster: the API server does not serve {resource}.sluice.dev/v1alpha1 (install the chart, or `kubectl apply --server-side -f crds/`)"
+        "Sluice is not installed on this cluster: the API server does not serve {resource} (sluice.dev/v1alpha1); install the chart, or `kubectl apply --server-side -f crds/`"
     )]
     NotInstalled { resource: &'static str },
     #[error("{0}")]

@@ -143,15 +143,16 @@ async fn run_async(args: PluginArgs) -> Result<ExitCode, PluginError> {
         }
         _ => {}
     }
-    let mut last = String::new();
+    // Printed again when what it says changes (not when only ages move).
+    let mut last: Option<String> = None;
     loop {
-        let text = render(&client, &args, &scope, &namespace, colour).await?;
-        if text != last {
-            if args.watch && !last.is_empty() {
+        let (text, said) = render(&client, &args, &scope, &namespace, colour).await?;
+        if last.as_ref() != Some(&said) {
+            if last.is_some() {
                 println!();
             }
             print(&text)?;
-            last = text;
+            last = Some(said);
         }
         if !args.watch {
             return Ok(ExitCode::SUCCESS);
@@ -177,33 +178,43 @@ fn structured<T: serde::Serialize>(v: &T, output: Output) -> Result<String, Plug
     }
 }
 
+/// The output (`text` for tables, else the view in JSON or YAML) and
+/// what it says (the view as JSON: without ages, which only move).
+fn output<T: serde::Serialize>(
+    v: &T,
+    format: Output,
+    text: impl FnOnce() -> String,
+) -> Result<(String, String), PluginError> {
+    let said = serde_json::to_string(v).map_err(|e| PluginError::Output(e.to_string()))?;
+    let out = match format {
+        Output::Table | Output::Wide => text(),
+        _ => structured(v, format)?,
+    };
+    Ok((out, said))
+}
+
 async fn render(
     client: &Client,
     args: &PluginArgs,
     scope: &fetch::Scope,
     namespace: &str,
     colour: bool,
-) -> Result<String, PluginError> {
-    let text_out = matches!(args.output, Output::Table | Output::Wide);
+) -> Result<(String, String), PluginError> {
     let wide = args.output == Output::Wide;
     match &args.command {
         PluginCommand::Queues => {
             let s = fetch::snapshot(client, scope, false, None).await?;
             let v = view::queues::queues(&s);
-            if text_out {
-                Ok(view::queues::table(&v, wide).render("No queues found."))
-            } else {
-                structured(&v, args.output)
-            }
+            output(&v, args.output, || {
+                view::queues::table(&v, wide).render("No queues found.")
+            })
         }
         PluginCommand::Top => {
             let s = fetch::snapshot(client, scope, false, None).await?;
             let v = view::top::usage(&view::queues::queues(&s));
-            if text_out {
-                Ok(view::top::table(&v, colour).render("No queues found."))
-            } else {
-                structured(&v, args.output)
-            }
+            output(&v, args.output, || {
+                view::top::table(&v, colour).render("No queues found.")
+            })
         }
         PluginCommand::Workloads {
             pending,
@@ -219,15 +230,13 @@ async fn render(
                 Filter::All
             };
             let v = view::workloads::workloads(&s, filter);
-            if text_out {
-                let empty = match &scope.namespace {
-                    Some(ns) => format!("No workloads found in namespace {ns}."),
-                    None => "No workloads found.".to_string(),
-                };
-                Ok(view::workloads::table(&v, &s, scope.namespace.is_none(), wide, colour).render(&empty))
-            } else {
-                structured(&v, args.output)
-            }
+            let empty = match &scope.namespace {
+                Some(ns) => format!("No workloads found in namespace {ns}."),
+                None => "No workloads found.".to_string(),
+            };
+            output(&v, args.output, || {
+                view::workloads::table(&v, &s, scope.namespace.is_none(), wide, colour).render(&empty)
+            })
         }
         PluginCommand::Why { name } => {
             let one = fetch::Scope {
@@ -250,13 +259,9 @@ async fn render(
                 view::workloads::workloads(&everyone, Filter::Admitted)
             });
             let v = view::why::why(&s, w, events, holders);
-            if text_out {
-                Ok(view::why::text(&v, &s))
-            } else {
-                structured(&v, args.output)
-            }
+            output(&v, args.output, || view::why::text(&v, &s))
         }
-        PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok(String::new()),
+        PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok((String::new(), String::new())),
     }
 }
 

@@ -196,11 +196,7 @@ fn a_backoff_delays_the_estimate_until_it_ends() {
 
 #[test]
 fn a_preemptor_starts_when_its_victims_are_gone() {
-    let mut w = World::new(vec![
-        cq("a")
-            .quota("a100", vec![q(GPU, 8)])
-            .within(WithinClusterQueue::LowerPriority),
-    ]);
+    let mut w = preempting_queue();
     w.add(eight("low").prio(0));
     w.cycle(0);
     w.add(eight("high").prio(10).at(1));
@@ -211,11 +207,7 @@ fn a_preemptor_starts_when_its_victims_are_gone() {
     assert_eq!(forecast(&w, 2, &expect(&[("low", 31)], 50)), est(&[("high", 31)]));
     // A fresh preemption in the copy is instant: the preemptor starts now,
     // and the victim (not pending at the call) is not estimated.
-    let mut w = World::new(vec![
-        cq("a")
-            .quota("a100", vec![q(GPU, 8)])
-            .within(WithinClusterQueue::LowerPriority),
-    ]);
+    let mut w = preempting_queue();
     w.add(eight("low").prio(0));
     w.cycle(0);
     w.add(eight("high").prio(10).at(1));
@@ -224,11 +216,7 @@ fn a_preemptor_starts_when_its_victims_are_gone() {
 
 #[test]
 fn a_workload_preempted_in_the_forecast_keeps_its_first_start() {
-    let mut w = World::new(vec![
-        cq("a")
-            .quota("a100", vec![q(GPU, 8)])
-            .within(WithinClusterQueue::LowerPriority),
-    ]);
+    let mut w = preempting_queue();
     w.add(eight("run").prio(20));
     w.cycle(0);
     w.add(eight("low").prio(0).at(1));
@@ -260,11 +248,7 @@ fn borrowing_follows_the_cohort() {
 
 #[test]
 fn the_forecast_leaves_the_engine_as_it_was() {
-    let mut w = World::new(vec![
-        cq("a")
-            .quota("a100", vec![q(GPU, 8)])
-            .within(WithinClusterQueue::LowerPriority),
-    ]);
+    let mut w = preempting_queue();
     w.add(eight("run").prio(5));
     w.cycle(0);
     w.add(eight("p").prio(0).at(1));
@@ -281,4 +265,13 @@ fn the_forecast_leaves_the_engine_as_it_was() {
     // The next real cycle decides as if no forecast had run.
     let mut twin = before;
     assert_eq!(w.cycle(3), twin.schedule(3));
+}
+
+/// One ClusterQueue of 8 GPUs whose workloads preempt lower priority.
+fn preempting_queue() -> World {
+    World::new(vec![
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .within(WithinClusterQueue::LowerPriority),
+    ])
 }
