@@ -3,8 +3,8 @@
 //! workloads with positions and estimated start. Positions and estimates
 //! are recomputed at most once a minute ([`Index::refresh_positions`]);
 //! a pending workload's own status gets them through the explanation lane,
-//! only when they changed (the estimate by at least 10 %), so the write
-//! budget stays with admissions.
+//! only when they changed (the estimate by at least 10 %) and no state
+//! change waits to be written, so the write budget stays with admissions.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -113,11 +113,13 @@ impl Index {
     }
 
     /// Recomputes positions (and takes `estimates`, uid → estimated
-    /// admission time, ms): the LocalQueues' pending lists, and the
+    /// admission time, ms): the LocalQueues' pending lists, and, when
+    /// `publish` (the caller passes whether no state change waits to be
+    /// written: positions never take budget from admissions), the
     /// workloads whose position or estimate changed since it was last
     /// published get a new explanation write (the estimate only when it
     /// moved by at least 10 % of the wait it announces). Cost: O(pending).
-    pub fn refresh_positions(&mut self, estimates: HashMap<String, i64>, now_ms: i64) {
+    pub fn refresh_positions(&mut self, estimates: HashMap<String, i64>, now_ms: i64, publish: bool) {
         let mut snapshots: BTreeMap<ObjKey, PendingSnapshot> = BTreeMap::new();
         let as_of = Some(time_of(now_ms));
         for cq in self.engine.cluster_queue_names() {
@@ -157,7 +159,7 @@ impl Index {
                 // Only workloads whose explanation was written carry a
                 // position in their status: refresh those.
                 let e = self.workloads.get_mut(&wk).expect("present");
-                if e.pending_fp.is_some() && worth_publishing(e.published, pos, now_ms) {
+                if publish && e.pending_fp.is_some() && worth_publishing(e.published, pos, now_ms) {
                     e.published = Some(pos);
                     self.explain.insert(uid.to_string());
                 }

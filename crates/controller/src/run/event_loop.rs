@@ -158,7 +158,10 @@ pub(super) async fn event_loop(
                 if let Some(m) = &index
                     && epoch == io.queue.epoch()
                 {
-                    m.lock().await.refresh_positions(estimates, at);
+                    // Workloads' own positions wait while admissions or
+                    // evictions wait to be written (the lists always go).
+                    let publish = io.queue.state_len() == 0;
+                    m.lock().await.refresh_positions(estimates, at, publish);
                 }
                 continue;
             }

@@ -463,7 +463,7 @@ fn memory_with_15000_workloads_and_30_cluster_queues() {
     let estimates = job.run();
     let forecast = started.elapsed();
     let peak = rss_kib();
-    ix.refresh_positions(estimates, now_ms());
+    ix.refresh_positions(estimates, now_ms(), true);
     eprintln!(
         "positions tick: engine copied in {copied:?}, forecast done in {forecast:?}, refreshed in {:?}; RSS {} MiB during, {} MiB after",
         started.elapsed(),

@@ -49,7 +49,10 @@ fn positions_and_estimates_follow_the_expected_run_times() {
     assert_eq!(estimates.get("wl-uid-b"), Some(&(T0 + 120 * MIN)));
     assert_eq!(estimates.get("wl-uid-c"), Some(&(T0 + 120 * MIN)));
     assert!(!estimates.contains_key("wl-uid-big"), "admitted: nothing to estimate");
-    ix.refresh_positions(estimates, now);
+    // While state changes wait to be written: the lists only.
+    ix.refresh_positions(estimates.clone(), now, false);
+    assert_eq!(ix.explanations_due(), 0, "no workload write while admissions wait");
+    ix.refresh_positions(estimates, now, true);
 
     let snap = ix.pending_snapshot(&ObjKey::new(NS, "team-a")).unwrap();
     let listed: Vec<(&str, i32, i32)> = snap
@@ -72,7 +75,7 @@ fn positions_and_estimates_follow_the_expected_run_times() {
     }
     // Nothing moved: nothing to write on the next refresh.
     let again = ix.forecast_job(now + MIN).run();
-    ix.refresh_positions(again, now + MIN);
+    ix.refresh_positions(again, now + MIN, true);
     assert_eq!(ix.explanations_due(), 0);
 
     let summary = ix.cluster_queue_summary("cluster-gpu").unwrap();
