@@ -123,6 +123,7 @@ fn status_subresources_and_printer_columns() {
             ("Strategy", ".spec.queueingStrategy"),
             ("Pending", ".status.pendingWorkloads"),
             ("Admitted", ".status.admittedWorkloads"),
+            ("GPUs", ".status.gpus"),
             ("Age", ".metadata.creationTimestamp"),
         ])
     );
@@ -141,6 +142,9 @@ fn status_subresources_and_printer_columns() {
             ("Queue", ".spec.queueName"),
             ("Admitted by", ".status.admission.clusterQueue"),
             ("State", ".status.state"),
+            ("Position", ".status.pending.positionInLocalQueue"),
+            ("Reason", ".status.pending.reason"),
+            ("Est. start", ".status.pending.estimatedStart"),
             ("Age", ".metadata.creationTimestamp"),
         ])
     );
