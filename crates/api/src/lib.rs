@@ -30,6 +30,7 @@ pub mod duration;
 pub mod labels;
 pub mod manifest;
 pub mod quantity;
+pub mod resources;
 pub mod strict;
 pub mod v1alpha1;
 pub mod validation;

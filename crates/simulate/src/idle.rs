@@ -35,11 +35,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use sluice_api::resources::is_gpu;
 use sluice_api::v1alpha1::{IdleAction, IdlePolicy};
 use sluice_scheduler::Engine;
 use sluice_scheduler::idle::{IdleWindow, Idleness, PodSamples, Sample};
 
-use crate::report::is_gpu_resource;
 use crate::sim::{Scenario, WorkloadRecord, index_of, uid_of};
 use crate::trace::{TraceWorkload, Utilization};
 use crate::units::Millis;
@@ -277,7 +277,7 @@ impl Reclaimer {
 pub fn requests_gpus(w: &TraceWorkload) -> bool {
     w.pod_sets
         .iter()
-        .any(|ps| ps.requests.iter().any(|(r, &a)| a > 0 && is_gpu_resource(r)))
+        .any(|ps| ps.requests.iter().any(|(r, &a)| a > 0 && is_gpu(r)))
 }
 
 /// Samples of `profile` for pods started at `started`, one every `step`

@@ -25,7 +25,9 @@ use kube::api::{Api, ListParams};
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_scheduler::idle::{IdleWindow, Idleness, PodSamples, Unknown};
 
-use crate::index::{IdleOutcome, IdleTarget, is_gpu_resource};
+use sluice_api::resources::is_gpu;
+
+use crate::index::{IdleOutcome, IdleTarget};
 
 pub mod prometheus;
 
@@ -185,7 +187,7 @@ pub fn is_running_gpu_pod(pod: &Pod) -> bool {
             [r.limits.as_ref(), r.requests.as_ref()]
                 .into_iter()
                 .flatten()
-                .any(|m| m.iter().any(|(name, q)| is_gpu_resource(name) && q.0.trim() != "0"))
+                .any(|m| m.iter().any(|(name, q)| is_gpu(name) && q.0.trim() != "0"))
         })
     })
 }

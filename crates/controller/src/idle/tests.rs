@@ -28,12 +28,3 @@ fn only_running_pods_that_ask_for_gpus_are_measured() {
     assert!(!is_running_gpu_pod(&pod("Running", Some("0"), false)), "zero GPUs");
     assert!(!is_running_gpu_pod(&pod("Running", Some("1"), true)), "being deleted");
 }
-
-#[test]
-fn gpu_resources_are_vendor_gpus_and_mig_slices() {
-    assert!(is_gpu_resource("nvidia.com/gpu"));
-    assert!(is_gpu_resource("amd.com/gpu"));
-    assert!(is_gpu_resource("nvidia.com/mig-1g.10gb"));
-    assert!(!is_gpu_resource("cpu"));
-    assert!(!is_gpu_resource("nvidia.com/gpus"));
-}

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use sluice_api::resources::is_gpu;
 use sluice_api::v1alpha1::{IdleAction, IdlePolicy, conditions as cond};
 use sluice_scheduler::WorkloadState;
 use sluice_scheduler::idle::Idleness;
@@ -171,7 +172,7 @@ impl Index {
                         .pod_sets
                         .iter()
                         .flat_map(|ps| ps.usage.iter())
-                        .filter(|(r, _)| is_gpu_resource(r))
+                        .filter(|(r, _)| is_gpu(r))
                         .map(|(_, a)| *a)
                         .sum::<i64>()
                         / 1000;
@@ -320,12 +321,6 @@ impl Index {
             observed_generation: None,
         })
     }
-}
-
-/// GPU resources, as Sluice counts them for idle reclaim: `<vendor>/gpu`
-/// and NVIDIA MIG slices (`nvidia.com/mig-…`).
-pub fn is_gpu_resource(name: &str) -> bool {
-    name.ends_with("/gpu") || name.starts_with("nvidia.com/mig-")
 }
 
 fn minutes(ms: i64) -> String {

@@ -76,7 +76,7 @@ pub use config::selects;
 pub use errors::IndexError;
 pub use eviction::backoff_ms;
 pub use forecast::ForecastJob;
-pub use idle::{IdleApplied, IdleOutcome, IdleTarget, is_gpu_resource};
+pub use idle::{IdleApplied, IdleOutcome, IdleTarget};
 pub use status::set_condition;
 pub use visibility::PendingSnapshot;
 

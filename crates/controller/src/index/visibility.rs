@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::quantity::{non_negative_milli, to_quantity};
+use sluice_api::resources::is_gpu;
 use sluice_api::v1alpha1::visibility::MAX_LISTED_PENDING;
 use sluice_api::v1alpha1::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 use sluice_scheduler::WorkloadState;
@@ -85,7 +86,7 @@ impl Index {
         let mut nominal = 0i128;
         let mut any = false;
         for (_, f) in cq.spec.flavors() {
-            for r in f.resources.iter().filter(|r| super::is_gpu_resource(&r.name)) {
+            for r in f.resources.iter().filter(|r| is_gpu(&r.name)) {
                 any = true;
                 nominal += non_negative_milli("nominalQuota", &r.nominal_quota).unwrap_or(0);
             }
@@ -99,7 +100,7 @@ impl Index {
             .map(|u| {
                 u.resources
                     .iter()
-                    .filter(|r| super::is_gpu_resource(&r.resource))
+                    .filter(|r| is_gpu(&r.resource))
                     .map(|r| i128::from(r.used))
                     .sum()
             })

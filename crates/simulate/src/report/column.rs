@@ -1,6 +1,8 @@
 //! The resource columns of the report's tables, and the order resources
 //! are listed in.
 
+use sluice_api::resources::is_gpu;
+
 use super::{Group, ResourceUse};
 
 /// GPU resources first, then the rest by name (`cpu`, `memory`, …).
@@ -32,8 +34,8 @@ pub struct Column {
 impl Column {
     /// The columns for a report, from its totals.
     pub fn all(totals: &Group) -> Vec<Column> {
-        let gpus = totals.flavors.iter().filter(|x| is_gpu_resource(&x.resource));
-        let rest = totals.resources.iter().filter(|x| !is_gpu_resource(&x.resource));
+        let gpus = totals.flavors.iter().filter(|x| is_gpu(&x.resource));
+        let rest = totals.resources.iter().filter(|x| !is_gpu(&x.resource));
         gpus.chain(rest)
             .map(|x| Column {
                 resource: x.resource.clone(),
@@ -64,9 +66,4 @@ impl Column {
             None => short.to_string(),
         }
     }
-}
-
-/// Whether a resource counts as GPUs for GPU-hours.
-pub fn is_gpu_resource(resource: &str) -> bool {
-    resource == "nvidia.com/gpu" || resource.contains("gpu") || resource.contains("mig-")
 }

@@ -21,13 +21,13 @@ use serde::Serialize;
 use sluice_api::v1alpha1::idle_reclaim::DEFAULT_UTILIZATION_BELOW;
 use sluice_api::v1alpha1::{IdleAction, IdlePolicy};
 
-use super::is_gpu_resource;
 use super::nearest_rank;
 use super::table::Table;
 use crate::idle::IdleOutcome;
 use crate::sim::{RunEnd, SimResult};
 use crate::trace::TraceWorkload;
 use crate::units::{Millis, format_duration};
+use sluice_api::resources::is_gpu;
 
 /// Threshold for the idle GPU-hours of a queue without a policy, percent:
 /// the policy's default.
@@ -115,7 +115,7 @@ fn gpus(w: &TraceWorkload) -> f64 {
         .pod_sets
         .iter()
         .flat_map(|ps| ps.requests.iter().map(move |(r, &a)| (r, a * i64::from(ps.count))))
-        .filter(|(r, _)| is_gpu_resource(r))
+        .filter(|(r, _)| is_gpu(r))
         .map(|(_, a)| a)
         .sum();
     milli as f64 / 1000.0

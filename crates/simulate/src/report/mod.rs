@@ -34,12 +34,13 @@ pub mod idle;
 mod stats;
 pub mod table;
 
-pub use column::{Column, is_gpu_resource, resource_order};
+pub use column::{Column, resource_order};
 pub use stats::{RatioStats, WaitStats, nearest_rank, ratio_stats, wait_stats};
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use sluice_api::resources::is_gpu;
 
 use super::sim::{QueueSeries, RunEnd, SimOptions, SimResult, WorkloadRecord};
 use super::trace::TraceWorkload;
@@ -192,7 +193,7 @@ fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
         .pod_sets
         .iter()
         .flat_map(|ps| ps.requests.iter().map(move |(r, &a)| (r, a * i64::from(ps.count))))
-        .filter(|(r, _)| is_gpu_resource(r))
+        .filter(|(r, _)| is_gpu(r))
         .map(|(_, a)| a)
         .sum();
     let lost_ms: i64 = rec
