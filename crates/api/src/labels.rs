@@ -78,6 +78,20 @@ pub fn expected_runtime_ms(
     Ok(Some(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
 }
 
+/// Annotation on a queued object: `required` places every pod set within
+/// one topology domain of its flavor (the flavor's `topologyKey`).
+pub const TOPOLOGY: &str = "sluice.dev/topology";
+
+/// Whether the [`TOPOLOGY`] annotation requires one domain; `Err` with
+/// what is wrong when its value is not `required`.
+pub fn topology_required(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Result<bool, String> {
+    match annotations.and_then(|a| a.get(TOPOLOGY)).map(String::as_str) {
+        None => Ok(false),
+        Some("required") => Ok(true),
+        Some(other) => Err(format!("annotation {TOPOLOGY}: expected \"required\", got {other:?}")),
+    }
+}
+
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].
 pub fn queue_name(labels: &std::collections::BTreeMap<String, String>, kueue_compat: bool) -> Option<&str> {

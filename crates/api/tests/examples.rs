@@ -169,6 +169,7 @@ fn examples_reference_each_other_consistently() {
             name: "main".into(),
             count: spec.parallelism.unwrap_or(1),
             min_count: None,
+            topology: None,
             template: spec.template,
         };
         let covered: BTreeSet<&str> = cluster_queues[cq]
@@ -209,6 +210,7 @@ fn gang_example_is_a_4x8_gpu_gang() {
         name: "workers".into(),
         count: 4,
         min_count: None,
+        topology: None,
         template: workers.spec.clone().unwrap().template,
     };
     assert_eq!(pod_set.total_requests("spec").unwrap()["nvidia.com/gpu"], 32_000);

@@ -161,6 +161,7 @@ impl PlannedWorkload {
                     name: ps.name.clone(),
                     count: i32::try_from(ps.count).unwrap_or(i32::MAX),
                     min_count: None,
+                    topology: None,
                     template: PodTemplateSpec {
                         metadata: None,
                         spec: Some(PodSpec {

@@ -55,6 +55,7 @@ pub fn flavor(rf: &ResourceFlavor) -> Result<eng::FlavorSpec, AdapterError> {
         node_labels: rf.spec.node_labels.clone(),
         taints,
         tolerations,
+        topology_key: rf.spec.topology_key.clone(),
     })
 }
 
@@ -206,6 +207,7 @@ pub fn workload(
             requests,
             node_selector,
             tolerations,
+            require_single_domain: ps.topology == Some(api::TopologyRequest::Required),
         });
     }
     Ok(eng::WorkloadSpec {
@@ -242,6 +244,10 @@ pub fn admission(adm: &api::Admission) -> Result<Vec<eng::PodSetAssignment>, Ada
                 count: a.count as u32,
                 flavors: a.flavors.clone(),
                 usage,
+                topology: a.topology_domain.as_ref().map(|d| eng::TopologyDomain {
+                    key: d.key.clone(),
+                    value: d.value.clone(),
+                }),
             })
         })
         .collect()
@@ -263,6 +269,10 @@ pub fn admission_status(adm: &eng::Admission) -> api::Admission {
                     .map(|(r, milli)| (r.clone(), quantity::to_quantity(r, i128::from(*milli))))
                     .collect(),
                 count: ps.count as i32,
+                topology_domain: ps.topology.as_ref().map(|d| api::TopologyDomain {
+                    key: d.key.clone(),
+                    value: d.value.clone(),
+                }),
             })
             .collect(),
     }

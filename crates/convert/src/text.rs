@@ -59,6 +59,41 @@ pub fn verdict(v: &Verdict) -> String {
         Verdict::PreemptionNotPossible { .. } => {
             "insufficient quota and no workloads the preemption policy allows to preempt".to_string()
         }
+        Verdict::NoNodeFits {
+            resource,
+            per_pod,
+            pods,
+            placeable,
+            quota_free,
+            nominal,
+            nodes,
+            largest_free,
+            largest_node,
+            topology,
+        } => {
+            let quota = format!(
+                "fits quota ({} of {} {resource} free)",
+                amount(*quota_free),
+                amount(*nominal)
+            );
+            let within = match topology {
+                Some(key) => format!(" within one {key} domain"),
+                None => String::new(),
+            };
+            let room = if *pods == 1 {
+                format!("none of its {nodes} node(s) has {} {resource} free{within}", amount(*per_pod))
+            } else {
+                format!(
+                    "only {placeable} of {pods} pods ({} {resource} each) fit on its {nodes} node(s){within}",
+                    amount(*per_pod)
+                )
+            };
+            let largest = match largest_node {
+                Some(node) => format!("largest free block: {} on {node}", amount(*largest_free)),
+                None => "no node matches".to_string(),
+            };
+            format!("{quota} but {room}; {largest}")
+        }
     }
 }
 
@@ -82,6 +117,7 @@ pub fn pending_reason(reason: &PendingReason) -> String {
             format!("waiting for {victims} preempted workload(s) to release their quota")
         }
         PendingReason::WaitingForEvictions => "waiting for evictions under way to release quota".to_string(),
+        PendingReason::NoPlacement => "fits quota but not the nodes".to_string(),
         PendingReason::Backoff { until } => format!("requeued after eviction, backing off until t={until}ms"),
     }
 }

@@ -57,6 +57,16 @@ pub struct PodSetAssignment {
     pub flavors: BTreeMap<String, String>,
     /// Resource name to total usage (count × per-pod request), milli-units.
     pub usage: BTreeMap<String, Amount>,
+    /// The topology domain all its pods must run in, when the pod set
+    /// requires one (the controller pins the pods to it).
+    pub topology: Option<TopologyDomain>,
+}
+
+/// A topology domain: the nodes whose label `key` has value `value`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopologyDomain {
+    pub key: String,
+    pub value: String,
 }
 
 /// Why a victim is preempted (Kueue's reason vocabulary).
@@ -171,6 +181,9 @@ pub enum PendingReason {
     },
     /// Quota is being freed by evictions already under way.
     WaitingForEvictions,
+    /// It fits quota, but its pods fit on no set of nodes now; per-pod-set
+    /// detail in `flavors`.
+    NoPlacement,
     /// Requeued after an eviction; not considered before this time.
     Backoff {
         until: Millis,
@@ -216,6 +229,26 @@ pub enum Verdict {
     },
     /// It would fit by preempting, but no allowed set of victims exists.
     PreemptionNotPossible { protected: usize },
+    /// Quota is there, but the pods do not fit on the flavor's nodes.
+    NoNodeFits {
+        /// The pod's largest request relative to the nodes (usually the GPU).
+        resource: String,
+        per_pod: Amount,
+        pods: u32,
+        /// How many of them fit on the nodes at once.
+        placeable: u32,
+        /// Free quota of `resource` (within nominal, plus borrowable) and the
+        /// nominal quota, for the message.
+        quota_free: Amount,
+        nominal: Amount,
+        /// Nodes the pod set may use (labels, selector, taints, schedulable).
+        nodes: usize,
+        /// The most of `resource` free on one node, and that node.
+        largest_free: Amount,
+        largest_node: Option<String>,
+        /// The topology key when the pod set must fit in one domain.
+        topology: Option<String>,
+    },
 }
 
 impl Verdict {
@@ -224,6 +257,7 @@ impl Verdict {
             (Verdict::InsufficientQuota { resource: a, .. }, Verdict::InsufficientQuota { resource: b, .. }) => a == b,
             (Verdict::ExceedsMaxQuota { resource: a, .. }, Verdict::ExceedsMaxQuota { resource: b, .. }) => a == b,
             (Verdict::PreemptionNotPossible { .. }, Verdict::PreemptionNotPossible { .. }) => true,
+            (Verdict::NoNodeFits { resource: a, .. }, Verdict::NoNodeFits { resource: b, .. }) => a == b,
             (a, b) => a == b,
         }
     }
@@ -266,6 +300,7 @@ impl Explanation {
             PendingReason::BlockedByHead => "BlockedByHead",
             PendingReason::WaitingForPreemption { .. } => "WaitingForPreemption",
             PendingReason::WaitingForEvictions => "WaitingForEvictions",
+            PendingReason::NoPlacement => "NoPlacement",
             PendingReason::Backoff { .. } => "Backoff",
         }
     }

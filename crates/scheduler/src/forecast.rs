@@ -130,6 +130,7 @@ impl Engine {
                 // Only admitted and evicting workloads have a release.
                 match copy.workload_state(&uid) {
                     Some(WorkloadState::Admitted) => {
+                        copy.forget_bound_pods(&uid);
                         let _ = copy.finish(&uid);
                     }
                     Some(WorkloadState::Evicting) => {

@@ -167,7 +167,7 @@ mod model;
 
 pub use decision::{
     Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
-    Preemption, PreemptionReason, Verdict,
+    Preemption, PreemptionReason, TopologyDomain, Verdict,
 };
 pub use engine::{Engine, EngineError, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};

@@ -85,6 +85,10 @@ pub struct FlavorSpec {
     pub taints: Vec<Taint>,
     /// Tolerations injected into admitted pods.
     pub tolerations: Vec<Toleration>,
+    /// Node label whose values are the flavor's topology domains (a rack,
+    /// block or NVLink domain). Pod sets that require one domain are placed
+    /// within a single value of it.
+    pub topology_key: Option<String>,
 }
 
 /// How a ClusterQueue orders its pending workloads.
@@ -211,6 +215,8 @@ pub struct PodSetSpec {
     pub requests: BTreeMap<String, Amount>,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
+    /// All pods on nodes of one topology domain of the flavor.
+    pub require_single_domain: bool,
 }
 
 /// A unit of admission: all its pod sets are admitted together or not at all.
@@ -239,8 +245,52 @@ pub enum RequeueOrder {
     CreationTime,
 }
 
+/// Whether admission also requires the pods to fit on nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PlacementMode {
+    /// Quota alone decides (no node inventory is read).
+    #[default]
+    QuotaOnly,
+    /// A workload is admitted only if every pod fits on some node of its
+    /// flavors at once ([`Engine::upsert_node`](crate::Engine::upsert_node)).
+    Nodes,
+}
+
 /// Engine-wide settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineConfig {
     pub requeue_order: RequeueOrder,
+    pub placement: PlacementMode,
+}
+
+/// A node, as far as placement needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Allocatable per resource, milli-units. `pods` (when present) limits
+    /// the number of pods; any other resource a node does not list is 0.
+    pub allocatable: BTreeMap<String, Amount>,
+    /// False for a cordoned or NotReady node: nothing new is placed on it.
+    pub schedulable: bool,
+}
+
+/// What the pods bound to a node request (every non-terminal pod,
+/// terminating ones included, Sluice's own too).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// Sum of the bound pods' requests, with `pods` their number × 1000.
+    pub requested: BTreeMap<String, Amount>,
+    /// The part of `requested` held by pods that are terminating: gone soon.
+    pub terminating: BTreeMap<String, Amount>,
+}
+
+/// A workload's pods bound to one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BoundPods {
+    pub node: String,
+    pub pods: u32,
+    /// Sum of their requests.
+    pub requested: BTreeMap<String, Amount>,
 }

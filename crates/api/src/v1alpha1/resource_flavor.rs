@@ -47,6 +47,14 @@ pub struct ResourceFlavorSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub tolerations: Vec<Toleration>,
+    /// Node label whose values are the flavor's topology domains (a rack,
+    /// block or NVLink domain, e.g. `topology.kubernetes.io/zone` or
+    /// `nvidia.com/gpu.clique`). A pod set that requires one domain
+    /// (`sluice.dev/topology: required`) is placed within one value of it,
+    /// and its pods are pinned there. Unset: the flavor is one domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    pub topology_key: Option<String>,
 }
 
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
@@ -92,6 +100,9 @@ impl Validate for ResourceFlavor {
                     ),
                 );
             }
+        }
+        if let Some(key) = &spec.topology_key {
+            v.qualified_name("spec.topologyKey", key);
         }
         if spec.tolerations.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
             v.push(

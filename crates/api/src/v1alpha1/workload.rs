@@ -137,6 +137,26 @@ pub struct PodSet {
     /// validates the pods themselves.
     #[schemars(schema_with = "preserve_unknown_object")]
     pub template: PodTemplateSpec,
+    /// `Required`: all its pods run within one topology domain of their
+    /// flavor (the flavor's `topologyKey`). From the object's
+    /// `sluice.dev/topology: required` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyRequest>,
+}
+
+/// How a pod set's pods must be spread over topology domains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TopologyRequest {
+    /// Within one domain, or not admitted.
+    Required,
+}
+
+/// A topology domain: the nodes whose label `key` is `value`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyDomain {
+    pub key: String,
+    pub value: String,
 }
 
 /// Short summary of the conditions for `kubectl get`: Pending,
@@ -217,6 +237,10 @@ pub struct PodSetAssignment {
     /// partial admission.
     #[schemars(range(min = 0))]
     pub count: i32,
+    /// The topology domain its pods are pinned to (nodeSelector
+    /// `key: value`), when the pod set requires one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_domain: Option<TopologyDomain>,
 }
 
 /// Requeue bookkeeping.

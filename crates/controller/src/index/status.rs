@@ -128,6 +128,7 @@ pub(super) fn verdict_reason(v: &eng::Verdict) -> &'static str {
         eng::Verdict::InsufficientQuota { .. } => "InsufficientQuota",
         eng::Verdict::ExceedsMaxQuota { .. } => "ExceedsMaxQuota",
         eng::Verdict::PreemptionNotPossible { .. } => "PreemptionNotPossible",
+        eng::Verdict::NoNodeFits { .. } => "NoNodeFits",
     }
 }
 

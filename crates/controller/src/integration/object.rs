@@ -112,6 +112,7 @@ pub(super) fn workload(
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .map(String::as_str),
     )?;
+    let topology = job::topology_of(meta.annotations.as_ref())?;
     let pod_sets: Vec<PodSet> = pod_sets
         .into_iter()
         .filter(|s| s.count > 0)
@@ -135,6 +136,7 @@ pub(super) fn workload(
                     count,
                     min_count: min.filter(|m| (1..count).contains(m)),
                     template,
+                    topology,
                 }
             },
         )

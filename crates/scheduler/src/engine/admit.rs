@@ -7,18 +7,33 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn admit(&mut self, cq: CqId, id: WlId, attempt: Attempt, now: Millis, out: &mut Cycle) {
+    pub(super) fn admit(
+        &mut self,
+        cq: CqId,
+        id: WlId,
+        attempt: Attempt,
+        placement: Placement,
+        now: Millis,
+        out: &mut Cycle,
+    ) {
         for &(slot, amount) in &attempt.usage {
             self.add_usage(cq, slot, amount, 0);
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
         self.cqs[cq].remove_pending(&key, shape);
-        let holding = self.holding(cq, id, &attempt, now);
+        let holding = self.holding(cq, id, &attempt, placement, now);
         self.admit_holding(id, holding, now, out);
     }
 
-    pub(super) fn holding(&mut self, cq: CqId, id: WlId, attempt: &Attempt, now: Millis) -> Holding {
+    pub(super) fn holding(
+        &mut self,
+        cq: CqId,
+        id: WlId,
+        attempt: &Attempt,
+        placement: Placement,
+        now: Millis,
+    ) -> Holding {
         let q = &self.cqs[cq];
         let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
         let shape = self.wl(id).shape;
@@ -38,6 +53,7 @@ impl Engine {
                 a
             }
         };
+        let assignment = self.with_domains(assignment, &placement);
         Holding {
             cq,
             usage,
@@ -45,7 +61,23 @@ impl Engine {
             borrowing: attempt.borrowing,
             admitted_at: now,
             victims: Vec::new(),
+            placement,
         }
+    }
+
+    /// The assignment with each pod set's topology domain (its own copy
+    /// when there is one: domains differ between workloads of a shape).
+    pub(super) fn with_domains(&self, assignment: SharedAssignment, placement: &Placement) -> SharedAssignment {
+        if placement.domains.is_empty() {
+            return assignment;
+        }
+        let mut own: Vec<PodSetAssignment> = assignment.to_vec();
+        for (ps, domain) in &placement.domains {
+            if let Some(a) = own.get_mut(*ps) {
+                a.topology = Some(domain.clone());
+            }
+        }
+        own.into()
     }
 
     /// The reported assignment of a flavor choice: per pod set, the flavor
@@ -78,6 +110,7 @@ impl Engine {
                     count: ps.count,
                     flavors,
                     usage: ps_usage,
+                    topology: None,
                 }
             })
             .collect()
@@ -100,6 +133,7 @@ impl Engine {
         });
         wl.state = State::Admitted(Box::new(holding));
         self.cqs[cq].admitted.insert(id);
+        self.update_reservation(id);
     }
 
     pub(super) fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
@@ -117,11 +151,12 @@ impl Engine {
         id: WlId,
         victims: Vec<(WlId, PreemptionReason)>,
         attempt: Attempt,
+        placement: Placement,
         now: Millis,
         out: &mut Cycle,
     ) {
         // Admission time is set when the claim completes.
-        let mut holding = self.holding(cq, id, &attempt, 0);
+        let mut holding = self.holding(cq, id, &attempt, placement, 0);
         holding.victims = victims.iter().map(|(v, _)| (*v, self.wl(*v).uid.clone())).collect();
         for &(slot, amount) in &attempt.usage {
             self.add_usage(cq, slot, 0, amount);
@@ -165,6 +200,7 @@ impl Engine {
         self.preempting.insert(key.clone());
         let n = out.preempted.iter().filter(|p| p.preemptor == preemptor_uid).count();
         self.wl_mut(id).state = State::Preempting(Box::new(holding));
+        self.update_reservation(id);
         if n == 0 {
             self.try_complete_claim(key, now, out);
         } else {
@@ -190,6 +226,7 @@ impl Engine {
                 self.add_usage(h.cq, slot, 0, -amount);
             }
         }
+        self.update_reservation(id);
         self.wake_domain(h.cq);
     }
 
@@ -227,6 +264,7 @@ impl Engine {
             }
         }
         self.cqs[cq].admitted.remove(&id);
+        self.update_reservation(id);
         self.wake_domain(cq);
         self.collect_deleted(cq);
     }

@@ -11,6 +11,7 @@ impl Engine {
     pub fn upsert_flavor(&mut self, spec: FlavorSpec) {
         let id = self.flavor_names.intern(&spec.name);
         self.flavors.insert(id, spec);
+        self.refresh_flavor_membership(id);
         self.wake_all();
     }
 
@@ -18,6 +19,7 @@ impl Engine {
     pub fn remove_flavor(&mut self, name: &str) {
         if let Some(id) = self.flavor_names.get(name) {
             self.flavors.remove(&id);
+            self.refresh_flavor_membership(id);
         }
     }
 

@@ -24,6 +24,7 @@ impl Engine {
     pub fn schedule(&mut self, now: Millis) -> Cycle {
         let mut out = Cycle::default();
         self.fire_timers(now);
+        self.wake_freed_flavors();
         self.complete_claims(now, &mut out);
         let dirty: Vec<CqId> = std::mem::take(&mut self.dirty).into_iter().collect();
         let mut done: BTreeSet<CqId> = BTreeSet::new();
@@ -135,9 +136,21 @@ impl Engine {
             self.overlay_add(&mut ov, cq, slot, -amount);
         }
         if self.fits_overlay(&ov, cq, &usage, false) {
-            let State::Preempting(h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
+            let placement = match self.claim_placement(cq, id) {
+                ClaimPlacement::Placed(p) => p,
+                ClaimPlacement::Wait => return,
+                ClaimPlacement::Lost => {
+                    // Someone else took the room meanwhile: from scratch.
+                    self.drop_claim(id);
+                    self.dirty.insert(cq);
+                    return;
+                }
+            };
+            let State::Preempting(mut h) = std::mem::replace(&mut self.wl_mut(id).state, State::Pending) else {
                 unreachable!("checked above")
             };
+            h.assignment = self.with_domains(h.assignment.clone(), &placement);
+            h.placement = placement;
             self.preempting.remove(&key);
             self.cqs[cq].preempting -= 1;
             for &(slot, amount) in &usage {
@@ -244,10 +257,35 @@ impl Engine {
                     merge.defer(cq, key, i);
                     continue;
                 }
-                Ok(attempt) => {
-                    self.admit(cq, id, attempt, now, out);
-                    continue;
-                }
+                Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {
+                    Placed::Yes(placement) => {
+                        self.admit(cq, id, attempt, placement, now, out);
+                        continue;
+                    }
+                    Placed::AfterEvictions(room) => {
+                        let mut e = self.no_room_explanation(cq, id, &room);
+                        e.reason = PendingReason::WaitingForEvictions;
+                        e
+                    }
+                    Placed::No(room) => {
+                        if self.cqs[cq].spec.preemption.can_preempt()
+                            && let Some((victims, placement)) = self.placement_victims(
+                                cq,
+                                id,
+                                &attempt.choice,
+                                &attempt.usage,
+                                attempt.borrowing,
+                                Vec::new(),
+                                now,
+                            )
+                        {
+                            self.start_claim(cq, id, victims, attempt, placement, now, out);
+                            blocked.block_if_strict(strict, cq);
+                            continue;
+                        }
+                        self.no_room_explanation(cq, id, &room)
+                    }
+                },
                 Err(AssignError::NotCovered { pod_set, resource }) => {
                     Explanation::new(PendingReason::ResourceNotCovered {
                         pod_set: pod_set.to_string(),
@@ -266,8 +304,8 @@ impl Engine {
                     };
                     if !never && self.cqs[cq].spec.preemption.can_preempt() {
                         match self.preempt(cq, id, &options, now) {
-                            PreemptOutcome::Victims(victims, attempt) => {
-                                self.start_claim(cq, id, victims, attempt, now, out);
+                            PreemptOutcome::Victims(victims, attempt, placement) => {
+                                self.start_claim(cq, id, victims, attempt, placement, now, out);
                                 blocked.block_if_strict(strict, cq);
                                 continue;
                             }

@@ -386,6 +386,7 @@ mod tests {
                 })
                 .collect(),
             tolerations: Vec::new(),
+            topology_key: None,
         }
     }
 

@@ -86,6 +86,7 @@ impl Engine {
             self.add_usage(cq, slot, amount, 0);
         }
         let borrowing = self.is_borrowing(cq, &usage);
+        let placement = self.restored_placement(cq, id, pod_sets);
         let holding = Holding {
             cq,
             usage,
@@ -93,9 +94,11 @@ impl Engine {
             borrowing,
             admitted_at,
             victims: Vec::new(),
+            placement,
         };
         self.cqs[cq].admitted.insert(id);
         self.wl_mut(id).state = State::Admitted(Box::new(holding));
+        self.update_reservation(id);
         Ok(())
     }
 
@@ -234,6 +237,7 @@ impl Engine {
                 total,
                 node_selector: ps.node_selector.clone(),
                 tolerations,
+                require_single_domain: ps.require_single_domain,
             });
         }
         // Totals across pod sets must fit as well (they add up on a flavor).
@@ -256,6 +260,7 @@ impl Engine {
                 total: p.total.clone(),
                 node_selector: p.node_selector.clone(),
                 tolerations: p.tolerations.clone(),
+                require_single_domain: p.require_single_domain,
             })
             .collect();
         let next_shape = self.shapes.len() as u32;
@@ -273,6 +278,8 @@ impl Engine {
             cq: None,
             explanation: None,
             shaped: false,
+            bound: Vec::new(),
+            reserved: Vec::new(),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {

@@ -18,6 +18,7 @@
 //!   cohort.rs      cohort membership and pools
 //!   consistency.rs the ledger's self-check (tests)
 //!   contention.rs  who waits for an admitted workload's quota (idle reclaim)
+//!   placement/     nodes: inventory, the placement rule, reservations
 //!   state.rs       the internal types
 //! ```
 
@@ -32,9 +33,11 @@ use crate::decision::{
 };
 use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{
-    Amount, BorrowWithinCohort, ClusterQueueSpec, EngineConfig, FlavorSpec, LocalQueueSpec, Millis, QueueingStrategy,
-    ReclaimWithinCohort, RequeueOrder, StopPolicy, TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
+    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, EngineConfig, FlavorSpec, LocalQueueSpec, Millis,
+    NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
+    TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
 };
+use crate::decision::TopologyDomain;
 
 mod admit;
 mod cohort;
@@ -48,6 +51,7 @@ mod flavor;
 mod lifecycle;
 mod order;
 mod overlay;
+mod placement;
 mod preemption;
 mod queries;
 mod queue;
@@ -58,6 +62,7 @@ use fifo::Blocked;
 use flavor::{AssignError, Attempt, Choice, FlavorOption};
 use order::HeadMerge;
 use overlay::Overlay;
+use placement::{ClaimPlacement, NodeDelta, NodeId, Placed, Placement, ResVec};
 use preemption::PreemptOutcome;
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 use state::*;
@@ -151,6 +156,10 @@ pub struct Engine {
     /// re-explaining is a pointer comparison.
     blocked_expl: Arc<Explanation>,
     held_expl: [Arc<Explanation>; 2],
+    /// Nodes, for [`PlacementMode::Nodes`].
+    inv: placement::Inventory,
+    /// The `pods` resource (one per pod on a node).
+    pods_res: ResId,
 }
 
 /// An admission's pod set assignments, shared rather than copied.
@@ -168,9 +177,11 @@ impl Engine {
     }
 
     pub fn with_config(config: EngineConfig) -> Self {
+        let mut resources = Interner::default();
+        let pods_res = resources.intern("pods");
         Self {
             config,
-            resources: Interner::default(),
+            resources,
             flavor_names: Interner::default(),
             flavors: FastMap::default(),
             cqs: Vec::new(),
@@ -198,6 +209,8 @@ impl Engine {
                 Arc::new(Explanation::new(PendingReason::Held { by_local_queue: false })),
                 Arc::new(Explanation::new(PendingReason::Held { by_local_queue: true })),
             ],
+            inv: placement::Inventory::default(),
+            pods_res,
         }
     }
 

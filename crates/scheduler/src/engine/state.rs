@@ -147,6 +147,7 @@ pub(super) struct PodSet {
     pub(super) total: Vec<(ResId, Amount)>,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
+    pub(super) require_single_domain: bool,
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
@@ -159,6 +160,8 @@ pub(super) struct Holding {
     pub(super) admitted_at: Millis,
     /// Victims still to go, by id and uid (ids are reused after removal).
     pub(super) victims: Vec<(WlId, Arc<str>)>,
+    /// Where its pods were placed (empty without placement).
+    pub(super) placement: Placement,
 }
 
 #[derive(Clone)]
@@ -199,6 +202,10 @@ pub(super) struct Wl {
     pub(super) explanation: Option<Arc<Explanation>>,
     /// Parked by shape: the explanation is the queue's one for its shape.
     pub(super) shaped: bool,
+    /// Its pods bound to nodes (node, pods, their requests), as reported.
+    pub(super) bound: Vec<(NodeId, u32, ResVec)>,
+    /// What it holds on nodes now (reservations of unbound pods).
+    pub(super) reserved: Vec<(NodeId, ResVec)>,
 }
 
 impl Wl {
@@ -231,4 +238,5 @@ pub(super) struct PodSetShape {
     pub(super) total: Vec<(ResId, Amount)>,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
+    pub(super) require_single_domain: bool,
 }

@@ -84,6 +84,7 @@ fn restored_admissions_count_against_quota_before_anything_new_is_admitted() {
         count: 1,
         flavors: [(GPU.to_string(), "a100".to_string())].into(),
         usage: [(GPU.to_string(), u(6))].into(),
+        topology: None,
     };
     w.e.restore_admitted(spec.clone(), "a", std::slice::from_ref(&assignment), 0)
         .unwrap();

@@ -5,6 +5,7 @@
 use super::*;
 
 mod order;
+mod placement;
 mod policy;
 
 use order::VictimOrder;
@@ -22,7 +23,7 @@ pub(super) struct Candidate<'a> {
 }
 
 pub(super) enum PreemptOutcome {
-    Victims(Vec<(WlId, PreemptionReason)>, Attempt),
+    Victims(Vec<(WlId, PreemptionReason)>, Attempt, Placement),
     WaitForEvictions,
     /// `protected` candidates were skipped for their minimum runtime; the
     /// first protection ends at `until`.
@@ -66,14 +67,24 @@ impl Engine {
             };
             if let Some(victims) = search.victims {
                 let choice = self.choice_from_pick(self.wl(id).pod_sets.len(), options, &pick);
-                return PreemptOutcome::Victims(
-                    victims,
-                    Attempt {
-                        usage,
-                        choice,
-                        borrowing: false,
-                    },
-                );
+                // With placement, the victims must also make it placeable
+                // (more are chosen if need be); else the next combination.
+                let placed = if self.placement_on() {
+                    self.placement_victims(cq, id, &choice, &usage, false, victims, now)
+                } else {
+                    Some((victims, Placement::default()))
+                };
+                if let Some((victims, placement)) = placed {
+                    return PreemptOutcome::Victims(
+                        victims,
+                        Attempt {
+                            usage,
+                            choice,
+                            borrowing: false,
+                        },
+                        placement,
+                    );
+                }
             }
             // Next combination, last option fastest.
             let mut k = options.len();

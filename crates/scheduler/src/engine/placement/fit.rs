@@ -1,0 +1,235 @@
+//! The placement rule. Pod sets are placed largest pod first (a pod's size
+//! is its largest request relative to the largest node). The pods of one
+//! pod set are identical, so whether they fit is exact: node by node, how
+//! many whole pods its free capacity takes, summed. Which nodes they go to
+//! is *best fit*: the nodes with the least free room of the pod's main
+//! resource first, so that empty nodes stay empty for large pods. A pod set
+//! that requires one topology domain tries the domains with the least room
+//! first and takes the first that holds all its pods. Pod sets share
+//! nodes: one placed earlier leaves less room for the next, and no order
+//! other than largest-first is tried.
+
+use super::*;
+
+/// Where the pods of a workload go.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(in crate::engine) struct Placement {
+    /// (node, pod set index, pods).
+    pub(in crate::engine) pods: Vec<(NodeId, usize, u32)>,
+    /// Per pod set index, the topology domain it was placed in.
+    pub(in crate::engine) domains: Vec<(usize, TopologyDomain)>,
+}
+
+/// Why a workload's pods do not fit: the first pod set that did not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::engine) struct NoRoom {
+    pub(in crate::engine) pod_set: usize,
+    /// The flavor of the pod's main resource.
+    pub(in crate::engine) flavor: FlavorId,
+    pub(in crate::engine) resource: ResId,
+    pub(in crate::engine) per_pod: Amount,
+    pub(in crate::engine) pods: u32,
+    pub(in crate::engine) placeable: u32,
+    pub(in crate::engine) nodes: usize,
+    pub(in crate::engine) largest_free: Amount,
+    pub(in crate::engine) largest_node: Option<NodeId>,
+    pub(in crate::engine) topology: Option<String>,
+}
+
+/// One pod set to place.
+struct Ask {
+    pod_set: usize,
+    per_pod: ResVec,
+    count: u32,
+    main: ResId,
+    main_flavor: FlavorId,
+    size: i128,
+    flavors: Vec<FlavorId>,
+    topology: Option<String>,
+}
+
+impl Engine {
+    /// Places the workload's pods with these flavors, on the nodes' free
+    /// room plus `delta`.
+    pub(in crate::engine) fn place(
+        &self,
+        cq: CqId,
+        id: WlId,
+        choice: &Choice,
+        delta: &NodeDelta,
+    ) -> Result<Placement, Box<NoRoom>> {
+        let wl = self.wl(id);
+        let q = &self.cqs[cq];
+        let mut asks: Vec<Ask> = Vec::with_capacity(wl.pod_sets.len());
+        for (pi, ps) in wl.pod_sets.iter().enumerate() {
+            let groups = choice.0.get(pi).map(Vec::as_slice).unwrap_or(&[]);
+            if groups.is_empty() || ps.total.is_empty() {
+                continue;
+            }
+            let mut flavors: Vec<FlavorId> = groups.iter().map(|g| g.flavor).collect();
+            flavors.sort_unstable();
+            flavors.dedup();
+            let count = ps.count.max(1);
+            let mut per_pod: ResVec = ps.total.iter().map(|&(r, a)| (r, a / count as Amount)).collect();
+            res_add(&mut per_pod, self.pods_res, 1000);
+            // The main resource: the largest share of the largest node.
+            let (mut main, mut size) = (self.pods_res, -1i128);
+            for &(r, a) in &per_pod {
+                if r == self.pods_res {
+                    continue;
+                }
+                let scale = self.inv.max_alloc.get(&r).copied().unwrap_or(0).max(1) as i128;
+                let s = (a as i128) * 1_000_000 / scale;
+                if s > size {
+                    (main, size) = (r, s);
+                }
+            }
+            let main_flavor = q
+                .group_of
+                .get(&main)
+                .and_then(|&g| groups.iter().find(|c| c.group == g))
+                .map_or(flavors[0], |c| c.flavor);
+            let topology = if ps.require_single_domain {
+                std::iter::once(main_flavor)
+                    .chain(flavors.iter().copied())
+                    .find_map(|f| self.flavors.get(&f).and_then(|s| s.topology_key.clone()))
+            } else {
+                None
+            };
+            asks.push(Ask {
+                pod_set: pi,
+                per_pod,
+                count: ps.count,
+                main,
+                main_flavor,
+                size,
+                flavors,
+                topology,
+            });
+        }
+        asks.sort_by(|a, b| b.size.cmp(&a.size).then(a.pod_set.cmp(&b.pod_set)));
+        let mut delta = delta.clone();
+        let mut placement = Placement::default();
+        for ask in &asks {
+            let ps = &wl.pod_sets[ask.pod_set];
+            let nodes = self.candidate_nodes(&ask.flavors, ps);
+            let placed = match &ask.topology {
+                None => self.fill(&nodes, ask, &delta),
+                Some(key) => self.fill_domain(&nodes, ask, key, &delta).map(|(pods, value)| {
+                    placement.domains.push((
+                        ask.pod_set,
+                        TopologyDomain {
+                            key: key.clone(),
+                            value,
+                        },
+                    ));
+                    pods
+                }),
+            };
+            match placed {
+                Ok(pods) => {
+                    for &(n, k) in &pods {
+                        for &(r, a) in &ask.per_pod {
+                            delta.add(n, r, -a * k as Amount);
+                        }
+                        placement.pods.push((n, ask.pod_set, k));
+                    }
+                }
+                Err(placeable) => {
+                    let (largest_free, largest_node) = nodes
+                        .iter()
+                        .map(|&n| (self.node_free(n, ask.main, &delta), n))
+                        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+                        .map_or((0, None), |(f, n)| (f.max(0), Some(n)));
+                    return Err(Box::new(NoRoom {
+                        pod_set: ask.pod_set,
+                        flavor: ask.main_flavor,
+                        resource: ask.main,
+                        per_pod: res_get(&ask.per_pod, ask.main),
+                        pods: ask.count,
+                        placeable,
+                        nodes: nodes.len(),
+                        largest_free,
+                        largest_node,
+                        topology: ask.topology.clone(),
+                    }));
+                }
+            }
+        }
+        Ok(placement)
+    }
+
+    /// How many of the pod fit on node `n`.
+    pub(in crate::engine) fn fit_count(&self, n: NodeId, per_pod: &[(ResId, Amount)], delta: &NodeDelta) -> u32 {
+        let mut k = u32::MAX as Amount;
+        for &(r, a) in per_pod {
+            if a > 0 {
+                k = k.min(self.node_free(n, r, delta).max(0) / a);
+            }
+        }
+        k.clamp(0, u32::MAX as Amount) as u32
+    }
+
+    /// Best fit of `ask.count` identical pods on `nodes`; on failure, how
+    /// many would fit.
+    fn fill(&self, nodes: &[NodeId], ask: &Ask, delta: &NodeDelta) -> Result<Vec<(NodeId, u32)>, u32> {
+        let mut fits: Vec<(Amount, NodeId, u32)> = Vec::new();
+        let mut total: u64 = 0;
+        for &n in nodes {
+            let k = self.fit_count(n, &ask.per_pod, delta);
+            if k > 0 {
+                total += k as u64;
+                fits.push((self.node_free(n, ask.main, delta), n, k));
+            }
+        }
+        if total < ask.count as u64 {
+            return Err(total as u32);
+        }
+        fits.sort_unstable();
+        let mut left = ask.count;
+        let mut out = Vec::new();
+        for (_, n, k) in fits {
+            if left == 0 {
+                break;
+            }
+            let take = k.min(left);
+            out.push((n, take));
+            left -= take;
+        }
+        Ok(out)
+    }
+
+    /// Best fit within one domain of `key`: the domains with the least room
+    /// of the main resource first. On failure, the most pods one domain
+    /// would take.
+    fn fill_domain(
+        &self,
+        nodes: &[NodeId],
+        ask: &Ask,
+        key: &str,
+        delta: &NodeDelta,
+    ) -> Result<(Vec<(NodeId, u32)>, String), u32> {
+        let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+        for &n in nodes {
+            if let Some(v) = self.inv.nodes[n].labels.get(key) {
+                domains.entry(v.as_str()).or_default().push(n);
+            }
+        }
+        let mut ordered: Vec<(Amount, &str, Vec<NodeId>)> = domains
+            .into_iter()
+            .map(|(v, ns)| {
+                let room: Amount = ns.iter().map(|&n| self.node_free(n, ask.main, delta).max(0)).sum();
+                (room, v, ns)
+            })
+            .collect();
+        ordered.sort();
+        let mut best = 0;
+        for (_, value, ns) in ordered {
+            match self.fill(&ns, ask, delta) {
+                Ok(pods) => return Ok((pods, value.to_string())),
+                Err(k) => best = best.max(k),
+            }
+        }
+        Err(best)
+    }
+}

@@ -1,0 +1,211 @@
+//! Nodes: upserts and removals, the requests of the pods bound to them,
+//! which flavors they belong to, and waking the queues of a flavor whose
+//! nodes gained room.
+
+use super::*;
+
+impl Engine {
+    /// Creates or replaces a node (labels, taints, allocatable,
+    /// schedulability). What is bound to it and reserved on it is kept.
+    pub fn upsert_node(&mut self, spec: NodeSpec) {
+        let name: Arc<str> = Arc::from(spec.name.as_str());
+        let mut alloc: ResVec = Vec::with_capacity(spec.allocatable.len());
+        for (r, &a) in &spec.allocatable {
+            res_add(&mut alloc, self.resources.intern(r), a.max(0));
+        }
+        let pod_limit = spec.allocatable.contains_key("pods");
+        for &(r, a) in &alloc {
+            let m = self.inv.max_alloc.entry(r).or_default();
+            *m = (*m).max(a);
+        }
+        let taints: Vec<Taint> = spec
+            .taints
+            .into_iter()
+            .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+            .collect();
+        let id = match self.inv.by_name.get(&name) {
+            Some(&id) => {
+                let n = &mut self.inv.nodes[id];
+                let gained = !n.live
+                    || (spec.schedulable && !n.schedulable)
+                    || alloc.iter().any(|&(r, a)| a > res_get(&n.alloc, r))
+                    || n.labels != spec.labels
+                    || n.taints != taints;
+                n.labels = spec.labels;
+                n.taints = taints;
+                n.alloc = alloc;
+                n.pod_limit = pod_limit;
+                n.schedulable = spec.schedulable;
+                n.live = true;
+                if gained {
+                    self.node_gained(id);
+                }
+                id
+            }
+            None => {
+                let id = self.inv.nodes.len();
+                self.inv.nodes.push(Node {
+                    name: name.clone(),
+                    labels: spec.labels,
+                    taints,
+                    alloc,
+                    pod_limit,
+                    schedulable: spec.schedulable,
+                    live: true,
+                    used: Vec::new(),
+                    terminating: Vec::new(),
+                    reserved: Vec::new(),
+                });
+                self.inv.by_name.insert(name, id);
+                self.node_gained(id);
+                id
+            }
+        };
+        self.refresh_node_membership(id);
+    }
+
+    /// Removes a node: nothing is placed on it any more. Reservations on it
+    /// stay counted there until their workloads' pods are bound elsewhere
+    /// or the workloads release them.
+    pub fn remove_node(&mut self, name: &str) {
+        let Some(&id) = self.inv.by_name.get(name) else {
+            return;
+        };
+        let n = &mut self.inv.nodes[id];
+        n.live = false;
+        n.schedulable = false;
+        n.used.clear();
+        n.terminating.clear();
+        self.refresh_node_membership(id);
+    }
+
+    /// Sets what the pods bound to a node request. A node not known yet is
+    /// created unschedulable (its spec follows).
+    pub fn set_node_usage(&mut self, name: &str, usage: &NodeUsage) {
+        let id = match self.inv.by_name.get(name) {
+            Some(&id) => id,
+            None => {
+                self.upsert_node(NodeSpec {
+                    name: name.to_string(),
+                    ..NodeSpec::default()
+                });
+                self.inv.by_name[name]
+            }
+        };
+        let mut used: ResVec = Vec::with_capacity(usage.requested.len());
+        for (r, &a) in &usage.requested {
+            res_add(&mut used, self.resources.intern(r), a);
+        }
+        let mut terminating: ResVec = Vec::new();
+        for (r, &a) in &usage.terminating {
+            res_add(&mut terminating, self.resources.intern(r), a);
+        }
+        let n = &mut self.inv.nodes[id];
+        let freed = n.used.iter().any(|&(r, a)| a > res_get(&used, r));
+        n.used = used;
+        n.terminating = terminating;
+        if freed {
+            self.node_gained(id);
+        }
+    }
+
+    /// The node's flavors: their queues may fit now.
+    pub(in crate::engine) fn node_gained(&mut self, id: NodeId) {
+        if !self.placement_on() {
+            return;
+        }
+        let flavors: Vec<FlavorId> = self
+            .flavors
+            .iter()
+            .filter(|(_, spec)| self.inv.nodes[id].live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels))
+            .map(|(&f, _)| f)
+            .collect();
+        self.inv.freed.extend(flavors);
+    }
+
+    /// Wakes the queues that use a flavor whose nodes gained room.
+    pub(in crate::engine) fn wake_freed_flavors(&mut self) {
+        if self.inv.freed.is_empty() {
+            return;
+        }
+        let freed = std::mem::take(&mut self.inv.freed);
+        for cq in 0..self.cqs.len() {
+            let uses = self.cqs[cq]
+                .groups
+                .iter()
+                .any(|g| g.flavors.iter().any(|gf| freed.contains(&gf.flavor)));
+            if uses && !self.cqs[cq].pending.is_empty() {
+                self.wake_queue(cq);
+            }
+        }
+    }
+
+    /// Recomputes which flavors a node belongs to.
+    pub(in crate::engine) fn refresh_node_membership(&mut self, id: NodeId) {
+        let live = self.inv.nodes[id].live;
+        for (&f, spec) in &self.flavors {
+            let member = live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels);
+            let list = self.inv.flavor_nodes.entry(f).or_default();
+            match (list.binary_search(&id), member) {
+                (Err(i), true) => list.insert(i, id),
+                (Ok(i), false) => {
+                    list.remove(i);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Recomputes a flavor's nodes (the flavor changed).
+    pub(in crate::engine) fn refresh_flavor_membership(&mut self, f: FlavorId) {
+        let nodes: Vec<NodeId> = match self.flavors.get(&f) {
+            Some(spec) => (0..self.inv.nodes.len())
+                .filter(|&n| self.inv.nodes[n].live && labels_include(&self.inv.nodes[n].labels, &spec.node_labels))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.inv.flavor_nodes.insert(f, nodes);
+    }
+
+    /// The nodes a pod set may use with these flavors: members of every
+    /// flavor, schedulable, matching its node selector, with every
+    /// `NoSchedule`/`NoExecute` taint tolerated by the pod set or one of
+    /// the flavors.
+    pub(in crate::engine) fn candidate_nodes(&self, flavors: &[FlavorId], ps: &PodSet) -> Vec<NodeId> {
+        let Some(&first) = flavors
+            .iter()
+            .min_by_key(|f| self.inv.flavor_nodes.get(f).map_or(0, Vec::len))
+        else {
+            return Vec::new();
+        };
+        let specs: Vec<&FlavorSpec> = flavors.iter().filter_map(|f| self.flavors.get(f)).collect();
+        let Some(list) = self.inv.flavor_nodes.get(&first) else {
+            return Vec::new();
+        };
+        list.iter()
+            .copied()
+            .filter(|&n| {
+                let node = &self.inv.nodes[n];
+                node.schedulable
+                    && labels_include(&node.labels, &ps.node_selector)
+                    && specs.iter().all(|s| labels_include(&node.labels, &s.node_labels))
+                    && node.taints.iter().all(|t| {
+                        ps.tolerations
+                            .iter()
+                            .chain(specs.iter().flat_map(|s| s.tolerations.iter()))
+                            .any(|tol| tol.tolerates(t))
+                    })
+            })
+            .collect()
+    }
+
+    /// How many nodes the engine knows (live ones).
+    pub fn node_count(&self) -> usize {
+        self.inv.nodes.iter().filter(|n| n.live).count()
+    }
+}
+
+/// Whether `labels` has every entry of `wanted`.
+pub(in crate::engine) fn labels_include(labels: &BTreeMap<String, String>, wanted: &BTreeMap<String, String>) -> bool {
+    wanted.iter().all(|(k, v)| labels.get(k) == Some(v))
+}

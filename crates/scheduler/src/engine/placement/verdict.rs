@@ -1,0 +1,170 @@
+//! Placement as the cycle asks for it: whether an admission that fits
+//! quota also fits the nodes (or will once evictions and terminating pods
+//! are gone), the explanation when it does not, and a best-effort
+//! placement for workloads restored as admitted.
+
+use super::*;
+use crate::engine::flavor::GroupChoice;
+
+/// What placement says about a quota-fitting attempt.
+pub(in crate::engine) enum Placed {
+    Yes(Placement),
+    /// Not now, but once evictions under way and terminating pods are gone.
+    AfterEvictions(Box<NoRoom>),
+    No(Box<NoRoom>),
+}
+
+/// A preemptor whose victims are gone: where it goes now.
+pub(in crate::engine) enum ClaimPlacement {
+    Placed(Placement),
+    /// Not yet: terminating pods or evictions still hold the room.
+    Wait,
+    /// The room is gone (taken by pods Sluice does not admit).
+    Lost,
+}
+
+impl Engine {
+    /// Places an attempt (always succeeds, empty, in quota-only mode).
+    pub(in crate::engine) fn try_place(&self, cq: CqId, id: WlId, choice: &Choice) -> Placed {
+        if !self.placement_on() {
+            return Placed::Yes(Placement::default());
+        }
+        match self.place(cq, id, choice, &NodeDelta::default()) {
+            Ok(p) => Placed::Yes(p),
+            Err(room) => {
+                let later = self.leaving_delta();
+                if !later.0.is_empty() && self.place(cq, id, choice, &later).is_ok() {
+                    Placed::AfterEvictions(room)
+                } else {
+                    Placed::No(room)
+                }
+            }
+        }
+    }
+
+    /// Room that terminating pods and workloads being evicted give back.
+    pub(in crate::engine) fn leaving_delta(&self) -> NodeDelta {
+        let mut delta = NodeDelta::default();
+        self.terminating_delta(&mut delta);
+        for q in &self.cqs {
+            if q.evicting == 0 {
+                continue;
+            }
+            for &v in &q.admitted {
+                if matches!(self.wl(v).state, State::Evicting(_)) {
+                    self.footprint(v, 1, &mut delta);
+                }
+            }
+        }
+        delta
+    }
+
+    /// Why a workload that fits quota does not fit the nodes, in numbers.
+    pub(in crate::engine) fn no_room_explanation(&self, cq: CqId, id: WlId, room: &NoRoom) -> Explanation {
+        let q = &self.cqs[cq];
+        let (quota_free, nominal) = q
+            .slot_of
+            .get(&(room.flavor, room.resource))
+            .map(|&s| {
+                let slot = &q.slots[s];
+                let pool = match (slot.pool, q.cohort) {
+                    (Some(p), Some(c)) => Some(&self.cohorts[c].pools[p]),
+                    _ => None,
+                };
+                let available = match ledger::check(slot, pool, 0, 0, Amount::MAX / 4) {
+                    Fit::NotNow { available } => available,
+                    _ => slot.nominal - slot.effective(),
+                };
+                (available.max(0), slot.nominal)
+            })
+            .unwrap_or((0, 0));
+        let ps = &self.wl(id).pod_sets[room.pod_set];
+        Explanation {
+            reason: PendingReason::NoPlacement,
+            flavors: vec![FlavorVerdict {
+                pod_set: ps.name.to_string(),
+                flavor: self.flavor_names.name(room.flavor).to_string(),
+                verdict: Verdict::NoNodeFits {
+                    resource: self.resources.name(room.resource).to_string(),
+                    per_pod: room.per_pod,
+                    pods: room.pods,
+                    placeable: room.placeable,
+                    quota_free,
+                    nominal,
+                    nodes: room.nodes,
+                    largest_free: room.largest_free,
+                    largest_node: room.largest_node.map(|n| self.inv.nodes[n].name.to_string()),
+                    topology: room.topology.clone(),
+                },
+            }],
+        }
+    }
+
+    /// Where a preemptor goes once its victims are gone: placed again on
+    /// the nodes as they are, without its own reservation.
+    pub(in crate::engine) fn claim_placement(&self, cq: CqId, id: WlId) -> ClaimPlacement {
+        if !self.placement_on() {
+            return ClaimPlacement::Placed(Placement::default());
+        }
+        let State::Preempting(h) = &self.wl(id).state else {
+            return ClaimPlacement::Lost;
+        };
+        let choice = self.choice_of(cq, id, &h.assignment);
+        let mut delta = NodeDelta::default();
+        self.footprint(id, 1, &mut delta);
+        if let Ok(p) = self.place(cq, id, &choice, &delta) {
+            return ClaimPlacement::Placed(p);
+        }
+        for (n, v) in self.leaving_delta().0 {
+            for (r, a) in v {
+                delta.add(n, r, a);
+            }
+        }
+        match self.place(cq, id, &choice, &delta) {
+            Ok(_) => ClaimPlacement::Wait,
+            Err(_) => ClaimPlacement::Lost,
+        }
+    }
+
+    /// Where a workload restored as admitted would be placed now, or
+    /// nowhere (its pods are then only counted once bound).
+    pub(in crate::engine) fn restored_placement(
+        &self,
+        cq: CqId,
+        id: WlId,
+        assignments: &[PodSetAssignment],
+    ) -> Placement {
+        if !self.placement_on() {
+            return Placement::default();
+        }
+        let choice = self.choice_of(cq, id, assignments);
+        self.place(cq, id, &choice, &NodeDelta::default()).unwrap_or_default()
+    }
+
+    /// The flavor choice an assignment records.
+    pub(in crate::engine) fn choice_of(&self, cq: CqId, id: WlId, assignments: &[PodSetAssignment]) -> Choice {
+        let q = &self.cqs[cq];
+        let wl = self.wl(id);
+        let mut choice = Vec::with_capacity(wl.pod_sets.len());
+        for ps in &wl.pod_sets {
+            let Some(a) = assignments.iter().find(|a| a.name == *ps.name) else {
+                choice.push(Vec::new());
+                continue;
+            };
+            let mut groups: Vec<GroupChoice> = Vec::new();
+            for &(r, _) in &ps.total {
+                let (Some(&g), Some(f)) = (
+                    q.group_of.get(&r),
+                    a.flavors.get(self.resources.name(r).as_ref()).and_then(|f| self.flavor_names.get(f)),
+                ) else {
+                    continue;
+                };
+                if !groups.iter().any(|c| c.group == g) {
+                    groups.push(GroupChoice { group: g, flavor: f });
+                }
+            }
+            choice.push(groups);
+        }
+        Choice(choice)
+    }
+}
