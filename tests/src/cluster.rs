@@ -166,7 +166,10 @@ impl Cluster {
 
     /// Starts `sluice controller` with leader election on a Lease in the
     /// test namespace; waits until `/readyz` answers 200 (only when
-    /// `wait_ready`, since a follower is ready too).
+    /// `wait_ready`, since a follower is ready too). Without a
+    /// `--placement` in `extra` it runs with `--placement=quota-only`: the
+    /// test control plane has no kubelets, so no Nodes unless a test
+    /// makes them.
     pub async fn start_controller(&mut self, extra: &[&str]) -> Result<usize> {
         let bin = sluice_bin();
         if !bin.exists() {
@@ -185,6 +188,10 @@ impl Cluster {
             .args(["--lease-duration-seconds", "6"])
             .args(["--identity", &identity])
             .args(["--log-format", "plain"])
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--placement")))
+                    .then_some("--placement=quota-only"),
+            )
             .args(extra)
             .env("KUBECONFIG", kubeconfig_path())
             .stdout(Stdio::null())
@@ -313,6 +320,38 @@ impl Cluster {
                         "resources": {"limits": {GPU: gpus.to_string()}}}]}}}
         }))?;
         Ok(self.jobs().create(&PostParams::default(), &job).await?)
+    }
+
+    /// A hand-made Node (no kubelet) with `labels` and `allocatable`,
+    /// `Ready=True` through `nodes/status`; deleted with the test.
+    pub async fn node(&mut self, base: &str, labels: Value, allocatable: Value) -> Result<String> {
+        use k8s_openapi::api::core::v1::Node;
+        let name = self.name(base);
+        let api = Api::<Node>::all(self.client.clone());
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}
+        }))?;
+        api.create(&PostParams::default(), &node).await?;
+        self.cluster_objects.push(("nodes", name.clone()));
+        self.node_heartbeat(&name, &allocatable).await?;
+        Ok(name)
+    }
+
+    /// Writes a Node's status as a kubelet would: capacity, allocatable
+    /// and `Ready=True` now (the node lifecycle controller marks a node
+    /// whose heartbeat is older than 40 s unknown).
+    pub async fn node_heartbeat(&self, name: &str, allocatable: &Value) -> Result<()> {
+        use k8s_openapi::api::core::v1::Node;
+        let now = jiff_now();
+        let status = json!({"status": {
+            "capacity": allocatable, "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "e2e", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        }});
+        Api::<Node>::all(self.client.clone())
+            .patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+            .await?;
+        Ok(())
     }
 
     pub fn jobs(&self) -> Api<Job> {
@@ -513,6 +552,10 @@ async fn delete_all(client: &Client, namespace: &str, objects: Vec<(&'static str
                 .await
                 .map(drop),
             "clusterqueues" => Api::<ClusterQueue>::all(client.clone())
+                .delete(&name, &bg)
+                .await
+                .map(drop),
+            "nodes" => Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
                 .delete(&name, &bg)
                 .await
                 .map(drop),

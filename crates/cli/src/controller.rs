@@ -107,6 +107,12 @@ pub struct ControllerArgs {
     /// (a forecast on a copy of the engine) and published (at least 1s).
     #[arg(long, env = "SLUICE_POSITIONS_INTERVAL", default_value = "1m", value_parser = parse_duration)]
     positions_interval: Duration,
+    /// What admission requires: `nodes` (the default) admits a workload
+    /// only if its pods fit on the nodes of their flavors at once, and
+    /// watches Nodes and bound Pods for it; `quota-only` looks at quota
+    /// alone (for clusters where Sluice may not read Nodes and Pods).
+    #[arg(long, env = "SLUICE_PLACEMENT", default_value = "nodes", value_parser = ["nodes", "quota-only"])]
+    placement: String,
 }
 
 /// `--integrations`.
@@ -160,6 +166,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         idle_query,
         idle_interval,
         positions_interval,
+        placement,
     } = args;
     log.init();
     let identity = identity
@@ -175,6 +182,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             backoff_max_ms: millis(requeue_backoff_max),
             requeue_limit,
             explain_after_ms: millis(explain_after),
+            placement: placement == "nodes",
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {

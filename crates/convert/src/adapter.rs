@@ -299,7 +299,7 @@ fn amount(field: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quanti
     narrow(field, quantity::non_negative_milli(field, q)?)
 }
 
-fn narrow(field: &str, value: i128) -> Result<i64, AdapterError> {
+pub(crate) fn narrow(field: &str, value: i128) -> Result<i64, AdapterError> {
     i64::try_from(value).map_err(|_| AdapterError::OutOfRange {
         field: field.to_string(),
         value,
@@ -318,7 +318,7 @@ fn effect(field: &str, value: &str) -> Result<eng::TaintEffect, AdapterError> {
     }
 }
 
-fn taint(t: &Taint, path: &str) -> Result<eng::Taint, AdapterError> {
+pub(crate) fn taint(t: &Taint, path: &str) -> Result<eng::Taint, AdapterError> {
     Ok(eng::Taint {
         key: t.key.clone(),
         value: t.value.clone().filter(|v| !v.is_empty()),

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod nodes;
 pub mod text;
 
 pub use adapter::*;

@@ -155,7 +155,9 @@ pub enum TopologyRequest {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TopologyDomain {
+    /// The node label, e.g. `rack`.
     pub key: String,
+    /// Its value shared by the domain's nodes.
     pub value: String,
 }
 

@@ -9,7 +9,7 @@ use sluice_api::v1alpha1::conditions as cond;
 use sluice_scheduler::{self as eng, WorkloadState};
 
 use super::Index;
-use super::jobs::flavors_of;
+use super::jobs::{domains_of, flavors_of};
 use super::status::{self, is_true};
 use crate::plan::{Plan, Purpose, Step};
 use sluice_convert::adapter;
@@ -54,6 +54,7 @@ impl Index {
             self.check_drift(now_ms);
             self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
         }
+        self.flush_placement();
         let cycle = self.engine.schedule(now_ms);
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
@@ -169,8 +170,9 @@ impl Index {
         let mut steps = vec![e.status_write(&wk)];
         let gang = self.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
         for jk in self.member_keys(&wk) {
-            let flavors = flavors_of(&adm.pod_sets, gang.then_some(jk.name()));
-            let job_steps = self.start_job_steps(&jk, &flavors);
+            let only = gang.then_some(jk.name());
+            let flavors = flavors_of(&adm.pod_sets, only);
+            let job_steps = self.start_job_steps(&jk, &flavors, &domains_of(&adm.pod_sets, only));
             if !job_steps.is_empty() {
                 self.starting.insert(jk);
             }

@@ -59,6 +59,8 @@ impl Kind {
             Kind::PyTorchJob => "InvalidPyTorchJob",
             Kind::MpiJob => "InvalidMPIJob",
             Kind::RayJob => "InvalidRayJob",
+            Kind::Node => "InvalidNode",
+            Kind::Pod => "InvalidPod",
         }
     }
 }
@@ -92,7 +94,7 @@ impl Index {
         let api_version = match (kind, kind.queued()) {
             (_, Some(k)) => k.api_version(),
             (Kind::PriorityClass, _) => "scheduling.k8s.io/v1",
-            (Kind::Namespace, _) => "v1",
+            (Kind::Namespace | Kind::Node | Kind::Pod, _) => "v1",
             _ => "sluice.dev/v1alpha1",
         };
         self.plans.push(Plan {

@@ -98,6 +98,7 @@ impl Index {
             view.pods_selector = old.pods_selector.clone();
         }
         self.warn_bad_expected_runtime(&key, &view);
+        self.note_pod_owner(&key, Some(&view));
         self.jobs.insert(key.clone(), view);
         if let Some(old) = left {
             self.reconcile_gang(&old, now_ms);
@@ -116,7 +117,7 @@ impl Index {
     /// The Workload an object belongs to: a gang's that has it as a member
     /// (whatever its labels say now), its own when it has one, else the
     /// one its labels ask for.
-    fn workload_key_of(&self, key: &JobRef, view: &job::JobView) -> ObjKey {
+    pub(super) fn workload_key_of(&self, key: &JobRef, view: &job::JobView) -> ObjKey {
         if let Some(wk) = self.member_of.get(key) {
             return wk.clone();
         }
@@ -143,6 +144,7 @@ impl Index {
 
     pub fn delete_job(&mut self, key: &JobRef, now_ms: i64) {
         let view = self.jobs.remove(key);
+        self.note_pod_owner(key, None);
         self.refetch.remove(key);
         self.suspending.remove(key);
         self.starting.remove(key);
@@ -362,8 +364,9 @@ impl Index {
                 }
                 let Some(adm) = self.engine.admission(&uid) else { return };
                 for k in idle {
-                    let flavors = flavors_of(&adm.pod_sets, gang.is_some().then_some(k.name()));
-                    let steps = self.start_job_steps(&k, &flavors);
+                    let only = gang.is_some().then_some(k.name());
+                    let flavors = flavors_of(&adm.pod_sets, only);
+                    let steps = self.start_job_steps(&k, &flavors, &domains_of(&adm.pod_sets, only));
                     if !steps.is_empty() {
                         self.starting.insert(k);
                         self.plans.push(Plan {
@@ -457,11 +460,31 @@ impl Index {
 
     /// The steps that start an admitted workload's suspended object on
     /// `flavors` (pod set name → flavor names).
-    pub(super) fn start_job_steps(&mut self, key: &JobRef, flavors: &BTreeMap<String, BTreeSet<String>>) -> Vec<Step> {
+    /// `flavors` (pod set name → flavor names), pinned to the pod sets'
+    /// topology domains (`domains`, pod set name → domain).
+    pub(super) fn start_job_steps(
+        &mut self,
+        key: &JobRef,
+        flavors: &BTreeMap<String, BTreeSet<String>>,
+        domains: &BTreeMap<String, eng::TopologyDomain>,
+    ) -> Vec<Step> {
         let Some(j) = self.jobs.get(key) else { return Vec::new() };
+        // A domain is pinned like a flavor's node label.
+        let pins: BTreeMap<&String, ResourceFlavor> = domains
+            .iter()
+            .map(|(ps, d)| {
+                let mut pin = ResourceFlavor::new("topology", Default::default());
+                pin.spec.node_labels.insert(d.key.clone(), d.value.clone());
+                (ps, pin)
+            })
+            .collect();
         let flavors: BTreeMap<String, Vec<&ResourceFlavor>> = flavors
             .iter()
-            .map(|(ps, names)| (ps.clone(), names.iter().filter_map(|n| self.flavors.get(n)).collect()))
+            .map(|(ps, names)| {
+                let mut list: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.flavors.get(n)).collect();
+                list.extend(pins.get(ps));
+                (ps.clone(), list)
+            })
             .collect();
         match integration::start_patches(j, &flavors) {
             Ok(patches) => patches
@@ -509,4 +532,17 @@ pub(super) fn flavors_of(
             .extend(p.flavors.values().cloned());
     }
     out
+}
+
+/// The topology domains an admission pins pod sets to, by pod set (or
+/// only that of the pod set named `pod_set`).
+pub(super) fn domains_of(
+    pod_sets: &[eng::PodSetAssignment],
+    pod_set: Option<&str>,
+) -> BTreeMap<String, eng::TopologyDomain> {
+    pod_sets
+        .iter()
+        .filter(|p| pod_set.is_none_or(|n| p.name == n))
+        .filter_map(|p| p.topology.clone().map(|d| (p.name.clone(), d)))
+        .collect()
 }

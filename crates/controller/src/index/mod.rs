@@ -44,7 +44,8 @@
 //!   rollback, read-backs);
 //! - `status`: decision → Workload status (conditions, reason,
 //!   message), pure functions;
-//! - `errors`: malformed and unusable objects.
+//! - `errors`: malformed and unusable objects;
+//! - `placement`: Nodes and bound pods, summed for the engine's placement.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -68,6 +69,7 @@ mod forecast;
 mod gangs;
 mod idle;
 mod jobs;
+mod placement;
 mod status;
 mod visibility;
 mod workload;
@@ -77,6 +79,7 @@ pub use errors::IndexError;
 pub use eviction::backoff_ms;
 pub use forecast::ForecastJob;
 pub use idle::{IdleApplied, IdleOutcome, IdleTarget};
+pub use placement::PodEntry;
 pub use status::set_condition;
 pub use visibility::PendingSnapshot;
 
@@ -98,12 +101,15 @@ pub enum Kind {
     PyTorchJob,
     MpiJob,
     RayJob,
+    Node,
+    Pod,
 }
 
 impl Kind {
     /// Every kind, in the order a new leader's index is built in
-    /// (configuration, then Workloads, then the objects queued).
-    pub const ALL: [Kind; 12] = [
+    /// (configuration, then Workloads, then the objects queued, then
+    /// nodes and their pods).
+    pub const ALL: [Kind; 14] = [
         Kind::ResourceFlavor,
         Kind::ClusterQueue,
         Kind::LocalQueue,
@@ -116,6 +122,8 @@ impl Kind {
         Kind::PyTorchJob,
         Kind::MpiJob,
         Kind::RayJob,
+        Kind::Node,
+        Kind::Pod,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -132,6 +140,8 @@ impl Kind {
             Kind::PyTorchJob => "PyTorchJob",
             Kind::MpiJob => "MPIJob",
             Kind::RayJob => "RayJob",
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -160,15 +170,19 @@ pub struct IndexConfig {
     /// The kinds queued besides batch/v1 Jobs (`--integrations`): their
     /// objects are watched and must be listed before anything is admitted.
     pub integrations: BTreeSet<JobKind>,
+    /// Admit only what fits on the nodes (`--placement=nodes`): Nodes and
+    /// bound pods are watched.
+    pub placement: bool,
 }
 
 impl IndexConfig {
     /// Whether objects of `kind` are watched: the kinds of
-    /// [`IndexConfig::integrations`], and every kind that is not a queued
-    /// object.
+    /// [`IndexConfig::integrations`], Nodes and Pods with
+    /// [`IndexConfig::placement`], and every other kind.
     pub fn watches(&self, kind: Kind) -> bool {
         match kind.queued() {
             Some(k) => self.integrations.contains(&k),
+            None if matches!(kind, Kind::Node | Kind::Pod) => self.placement,
             None => true,
         }
     }
@@ -185,6 +199,7 @@ impl Default for IndexConfig {
             explanations_per_cycle: 500,
             explain_after_ms: 0,
             integrations: BTreeSet::from([JobKind::Job]),
+            placement: false,
         }
     }
 }
@@ -387,6 +402,8 @@ pub struct Index {
     gang_told: BTreeMap<ObjKey, String>,
     /// Gang Workloads being deleted (by uid).
     retiring: BTreeSet<String>,
+    /// Bound pods summed per node and per owner (placement only).
+    placement: placement::Placement,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -410,9 +427,17 @@ fn reference(api_version: &str, kind: &str, key: &ObjKey, uid: Option<&str>) -> 
 
 impl Index {
     pub fn new(config: IndexConfig) -> Self {
+        let engine = Engine::with_config(eng::EngineConfig {
+            placement: if config.placement {
+                eng::PlacementMode::Nodes
+            } else {
+                eng::PlacementMode::QuotaOnly
+            },
+            ..Default::default()
+        });
         Self {
             config,
-            engine: Engine::new(),
+            engine,
             flavors: BTreeMap::new(),
             cluster_queues: BTreeMap::new(),
             local_queues: BTreeMap::new(),
@@ -454,6 +479,7 @@ impl Index {
             member_of: BTreeMap::new(),
             gang_told: BTreeMap::new(),
             retiring: BTreeSet::new(),
+            placement: placement::Placement::default(),
         }
     }
 

@@ -47,6 +47,8 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
             Ok(wl) => ix.apply_workload(wl, now),
             Err(e) => ix.report_malformed(Kind::Workload, "(cached)", &e.to_string()),
         },
+        Obj::Node(spec) => ix.apply_node((**spec).clone()),
+        Obj::Pod(key, pod) => ix.apply_pod(key, pod.clone()),
         Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
         // Only a leader's cache holds these, and no index is built from it.
         Obj::Indexed => {}
@@ -64,6 +66,8 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::Namespace => ix.delete_namespace(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
+        Kind::Node => ix.delete_node(key),
+        Kind::Pod => ix.delete_pod(key),
         Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob | Kind::RayJob => {
             if let Some(k) = kind.queued() {
                 ix.delete_job(&JobRef::new(k, split.namespace, split.name), now);

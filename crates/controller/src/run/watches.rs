@@ -55,6 +55,10 @@ pub(super) enum Obj {
     /// Such an object without a Workload yet, as the cache keeps it:
     /// compact JSON.
     DynamicJson(JobKind, Arc<[u8]>),
+    /// A Node as placement sees it.
+    Node(Box<sluice_scheduler::NodeSpec>),
+    /// A pod bound to a node (`None`: it holds nothing any more), by key.
+    Pod(String, Option<Arc<crate::index::PodEntry>>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -71,6 +75,8 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::Job(_) | Obj::JobJson(_) => Kind::Job,
         Obj::JobView(v) => Kind::of_job(v.kind),
         Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::of_job(*k),
+        Obj::Node(_) => Kind::Node,
+        Obj::Pod(..) => Kind::Pod,
         Obj::Malformed(k, ..) => *k,
     }
 }
@@ -86,6 +92,8 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
         Obj::Dynamic(_, v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
+        Obj::Node(n) => n.name.clone(),
+        Obj::Pod(key, _) => key.clone(),
         Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::DynamicJson(..) | Obj::Malformed(..) => {
             String::new()
         }
@@ -203,6 +211,9 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
         )),
     ];
+    if cfg.index.placement {
+        streams.extend(placement_watches(client));
+    }
     for kind in cfg.index.integrations.iter().copied().filter(|k| *k != JobKind::Job) {
         let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -219,4 +230,44 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         )));
     }
     Box::pin(futures::stream::select_all(streams))
+}
+
+/// Nodes, and the pods bound to nodes that have not finished (a field
+/// selector: a pod that finishes or is deleted leaves the watch). Each
+/// object is reduced on arrival to what placement needs.
+fn placement_watches(client: &Client) -> Vec<MsgStream> {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let pod_cfg = watcher::Config::default().fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed");
+    vec![
+        Box::pin(events(
+            watcher(nodes, watcher::Config::default()),
+            Kind::Node,
+            |n: Node| {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                match sluice_convert::nodes::node(&n) {
+                    Ok(spec) => Obj::Node(Box::new(spec)),
+                    Err(e) => Obj::Malformed(Kind::Node, name, e.to_string()),
+                }
+            },
+            |n: &Node| n.metadata.name.clone().unwrap_or_default(),
+        )),
+        Box::pin(events(
+            watcher(pods, pod_cfg),
+            Kind::Pod,
+            |p: Pod| {
+                let key = name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref());
+                match sluice_convert::nodes::bound_pod(&p) {
+                    Ok(bound) => {
+                        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                        let entry = bound.map(|b| Arc::new(crate::index::PodEntry::new(ns, p.metadata.labels.as_ref(), b)));
+                        Obj::Pod(key, entry)
+                    }
+                    Err(e) => Obj::Malformed(Kind::Pod, key, e.to_string()),
+                }
+            },
+            |p: &Pod| name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref()),
+        )),
+    ]
 }

@@ -1,0 +1,264 @@
+//! Nodes and bound pods for the engine's placement (`--placement=nodes`).
+//!
+//! Every bound, unfinished pod counts on its node: the index sums their
+//! requests per node and hands the sums to the engine before a cycle
+//! ([`Index::flush_placement`]), only for nodes that changed. A pod whose
+//! labels name the object that runs it (the first term of that kind's
+//! pod selector, e.g. a Job's `controller-uid`) is also counted for that
+//! object's Workload, so the engine stops reserving room for pods that
+//! are bound. Terminating pods count until they are gone.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use sluice_scheduler as eng;
+
+use super::*;
+
+/// A bound pod as the index keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodEntry {
+    pub namespace: String,
+    pub node: Arc<str>,
+    /// Requests (with `pods: 1000`), resource names shared.
+    pub requests: Vec<(Arc<str>, i64)>,
+    pub terminating: bool,
+    /// The owner label it carries: (label key, value).
+    pub owner: Option<(Arc<str>, String)>,
+}
+
+/// (namespace, label key, value) of the objects that run pods.
+type OwnerKey = (String, Arc<str>, String);
+
+/// Sums of requests by resource.
+#[derive(Clone, Debug, Default)]
+struct Sums(BTreeMap<Arc<str>, i64>);
+
+impl Sums {
+    fn add(&mut self, requests: &[(Arc<str>, i64)], sign: i64) {
+        for (r, a) in requests {
+            let e = self.0.entry(r.clone()).or_default();
+            *e += sign * a;
+            if *e == 0 {
+                self.0.remove(r);
+            }
+        }
+    }
+    fn to_map(&self) -> BTreeMap<String, i64> {
+        self.0.iter().map(|(r, a)| (r.to_string(), *a)).collect()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct NodeSums {
+    requested: Sums,
+    terminating: Sums,
+}
+
+/// Pods on nodes, as summed for the engine.
+#[derive(Default)]
+pub(super) struct Placement {
+    pods: HashMap<String, Arc<PodEntry>>,
+    nodes: HashMap<Arc<str>, NodeSums>,
+    dirty_nodes: BTreeSet<Arc<str>>,
+    /// Per owner, per node: pods and their requests.
+    by_owner: HashMap<OwnerKey, BTreeMap<Arc<str>, (u32, Sums)>>,
+    owner_jobs: HashMap<OwnerKey, JobRef>,
+    dirty_owners: BTreeSet<OwnerKey>,
+}
+
+impl Placement {
+    fn count(&mut self, p: &PodEntry, sign: i64) {
+        let n = self.nodes.entry(p.node.clone()).or_default();
+        n.requested.add(&p.requests, sign);
+        if p.terminating {
+            n.terminating.add(&p.requests, sign);
+        }
+        self.dirty_nodes.insert(p.node.clone());
+        if let Some((key, value)) = &p.owner {
+            let ok = (p.namespace.clone(), key.clone(), value.clone());
+            let per_node = self.by_owner.entry(ok.clone()).or_default();
+            let e = per_node.entry(p.node.clone()).or_default();
+            e.0 = (e.0 as i64 + sign).max(0) as u32;
+            e.1.add(&p.requests, sign);
+            if e.0 == 0 {
+                per_node.remove(&p.node);
+            }
+            if per_node.is_empty() {
+                self.by_owner.remove(&ok);
+            }
+            self.dirty_owners.insert(ok);
+        }
+    }
+}
+
+/// Names shared between pods (nodes, resources, label keys): one
+/// allocation each however many pods use them.
+fn shared(name: &str) -> Arc<str> {
+    static NAMES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<Arc<str>>>> =
+        std::sync::OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(name) {
+        return n.clone();
+    }
+    let n: Arc<str> = Arc::from(name);
+    names.insert(n.clone());
+    n
+}
+
+/// The labels that say which object runs a pod: the first term of each
+/// queued kind's pod selector (a Job's `controller-uid`, …).
+fn owner_label_keys() -> &'static [String] {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut keys: Vec<String> = crate::integration::JobKind::ALL
+            .into_iter()
+            .filter_map(|k| {
+                let s = k.pods_selector("name", "uid");
+                s.split(',').next()?.split_once('=').map(|(k, _)| k.to_string())
+            })
+            .collect();
+        keys.dedup();
+        keys
+    })
+}
+
+impl PodEntry {
+    /// What the index keeps of a bound pod.
+    pub fn new(
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+        pod: sluice_convert::nodes::BoundPod,
+    ) -> Self {
+        let owner = labels.and_then(|l| {
+            owner_label_keys()
+                .iter()
+                .find_map(|k| l.get(k).map(|v| (shared(k), v.clone())))
+        });
+        Self {
+            namespace: namespace.to_string(),
+            node: shared(&pod.node),
+            requests: pod.requests.iter().map(|(r, a)| (shared(r), *a)).collect(),
+            terminating: pod.terminating,
+            owner,
+        }
+    }
+}
+
+/// The owner key of an object's pods: the first term of its pod selector.
+pub(super) fn owner_key(view: &job::JobView) -> Option<OwnerKey> {
+    let selector = crate::integration::pods_selector_of(view);
+    let first = selector.split(',').next()?;
+    let (k, v) = first.split_once('=')?;
+    Some((view.namespace.clone(), Arc::from(k), v.to_string()))
+}
+
+impl Index {
+    /// A Node, added or changed.
+    pub fn apply_node(&mut self, spec: eng::NodeSpec) {
+        self.clear_error(Kind::Node, &spec.name);
+        self.engine.upsert_node(spec);
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        self.clear_error(Kind::Node, name);
+        self.engine.remove_node(name);
+    }
+
+    /// A bound pod (`key`: namespace/name), added or changed; `None` when
+    /// it no longer holds anything (finished or unbound).
+    pub fn apply_pod(&mut self, key: &str, pod: Option<Arc<PodEntry>>) {
+        self.clear_error(Kind::Pod, key);
+        let old = match &pod {
+            Some(p) => self.placement.pods.insert(key.to_string(), p.clone()),
+            None => self.placement.pods.remove(key),
+        };
+        if old.as_deref() == pod.as_deref() {
+            return;
+        }
+        if let Some(o) = old {
+            self.placement.count(&o, -1);
+        }
+        if let Some(p) = pod {
+            self.placement.count(&p, 1);
+        }
+    }
+
+    pub fn delete_pod(&mut self, key: &str) {
+        self.apply_pod(key, None);
+    }
+
+    /// An object's pods can be told apart from now on (or no more).
+    pub(super) fn note_pod_owner(&mut self, key: &JobRef, view: Option<&job::JobView>) {
+        if !self.config.placement {
+            return;
+        }
+        match view.and_then(owner_key) {
+            Some(ok) => {
+                self.placement.owner_jobs.insert(ok.clone(), key.clone());
+                self.placement.dirty_owners.insert(ok);
+            }
+            None => self.placement.owner_jobs.retain(|_, j| j != key),
+        }
+    }
+
+    /// Hands the engine what changed on nodes since the last call.
+    pub(super) fn flush_placement(&mut self) {
+        if !self.config.placement {
+            return;
+        }
+        for node in std::mem::take(&mut self.placement.dirty_nodes) {
+            let usage = match self.placement.nodes.get(&node) {
+                Some(s) => eng::NodeUsage {
+                    requested: s.requested.to_map(),
+                    terminating: s.terminating.to_map(),
+                },
+                None => eng::NodeUsage::default(),
+            };
+            if usage.requested.is_empty() {
+                self.placement.nodes.remove(&node);
+            }
+            self.engine.set_node_usage(&node, &usage);
+        }
+        let mut workloads: BTreeSet<ObjKey> = BTreeSet::new();
+        for ok in std::mem::take(&mut self.placement.dirty_owners) {
+            if let Some(jk) = self.placement.owner_jobs.get(&ok)
+                && let Some(view) = self.jobs.get(jk)
+            {
+                workloads.insert(self.workload_key_of(jk, view));
+            }
+        }
+        for wk in workloads {
+            let Some(uid) = self.workloads.get(&wk).filter(|e| e.in_engine).map(|e| e.uid.clone()) else {
+                continue;
+            };
+            let mut per_node: BTreeMap<Arc<str>, (u32, Sums)> = BTreeMap::new();
+            for jk in self.member_keys(&wk) {
+                let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else { continue };
+                for (node, (pods, sums)) in self.placement.by_owner.get(&ok).into_iter().flatten() {
+                    let e = per_node.entry(node.clone()).or_default();
+                    e.0 += pods;
+                    for (r, a) in &sums.0 {
+                        *e.1.0.entry(r.clone()).or_default() += a;
+                    }
+                }
+            }
+            let bound: Vec<eng::BoundPods> = per_node
+                .into_iter()
+                .map(|(node, (pods, sums))| eng::BoundPods {
+                    node: node.to_string(),
+                    pods,
+                    requested: sums.to_map(),
+                })
+                .collect();
+            // Unknown to the engine (finished and removed): nothing to hold.
+            let _ = self.engine.set_workload_pods(&uid, &bound);
+        }
+    }
+
+    /// Bound pods known, and nodes with pods (for the memory measurement
+    /// and tests).
+    pub fn placement_counts(&self) -> (usize, usize) {
+        (self.placement.pods.len(), self.placement.nodes.len())
+    }
+}
