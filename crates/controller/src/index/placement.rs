@@ -18,17 +18,66 @@ use super::*;
 /// A bound pod as the index keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodEntry {
-    pub namespace: String,
+    pub namespace: Arc<str>,
     pub node: Arc<str>,
-    /// Requests (with `pods: 1000`), resource names shared.
-    pub requests: Vec<(Arc<str>, i64)>,
+    /// Requests (with `pods: 1000`), shared by pods that request the same.
+    pub requests: Requests,
     pub terminating: bool,
-    /// The owner label it carries: (label key, value).
-    pub owner: Option<(Arc<str>, String)>,
+    /// The owner labels it carries, (label key, value): a JobSet's pod
+    /// names both its Job and its JobSet.
+    pub owners: Box<[(Arc<str>, String)]>,
 }
 
 /// (namespace, label key, value) of the objects that run pods.
-type OwnerKey = (String, Arc<str>, String);
+type OwnerKey = (Arc<str>, Arc<str>, String);
+
+/// A pod's requests by resource, shared between pods that ask the same.
+pub type Requests = Arc<[(Arc<str>, i64)]>;
+
+/// An owner's pods on one node: how many, and their requests.
+type OnNode = (Arc<str>, u32, OwnerSum);
+
+/// The requests of an owner's pods on one node: usually all alike.
+#[derive(Clone, Debug)]
+enum OwnerSum {
+    /// Every pod asks for this.
+    Uniform(Requests),
+    /// Summed.
+    Mixed(Vec<(Arc<str>, i64)>),
+}
+
+impl OwnerSum {
+    fn add(&mut self, pods_before: u32, requests: &Requests, sign: i64) {
+        if let OwnerSum::Uniform(r) = self {
+            if Arc::ptr_eq(r, requests) || **r == **requests {
+                return;
+            }
+            let mut sum = Vec::new();
+            add_requests(&mut sum, r, pods_before as i64);
+            *self = OwnerSum::Mixed(sum);
+        }
+        if let OwnerSum::Mixed(sum) = self {
+            add_requests(sum, requests, sign);
+        }
+    }
+
+    fn total(&self, pods: u32) -> Vec<(Arc<str>, i64)> {
+        match self {
+            OwnerSum::Uniform(r) => r.iter().map(|(k, a)| (k.clone(), a * pods as i64)).collect(),
+            OwnerSum::Mixed(v) => v.clone(),
+        }
+    }
+}
+
+fn add_requests(to: &mut Vec<(Arc<str>, i64)>, requests: &[(Arc<str>, i64)], sign: i64) {
+    for (r, a) in requests {
+        match to.iter_mut().find(|(k, _)| k == r) {
+            Some(e) => e.1 += sign * a,
+            None => to.push((r.clone(), sign * a)),
+        }
+    }
+    to.retain(|(_, a)| *a != 0);
+}
 
 /// Sums of requests by resource.
 #[derive(Clone, Debug, Default)]
@@ -62,7 +111,7 @@ pub(super) struct Placement {
     nodes: HashMap<Arc<str>, NodeSums>,
     dirty_nodes: BTreeSet<Arc<str>>,
     /// Per owner, per node: pods and their requests.
-    by_owner: HashMap<OwnerKey, BTreeMap<Arc<str>, (u32, Sums)>>,
+    by_owner: HashMap<OwnerKey, Vec<OnNode>>,
     owner_jobs: HashMap<OwnerKey, JobRef>,
     dirty_owners: BTreeSet<OwnerKey>,
 }
@@ -75,14 +124,21 @@ impl Placement {
             n.terminating.add(&p.requests, sign);
         }
         self.dirty_nodes.insert(p.node.clone());
-        if let Some((key, value)) = &p.owner {
+        for (key, value) in &p.owners {
             let ok = (p.namespace.clone(), key.clone(), value.clone());
             let per_node = self.by_owner.entry(ok.clone()).or_default();
-            let e = per_node.entry(p.node.clone()).or_default();
-            e.0 = (e.0 as i64 + sign).max(0) as u32;
-            e.1.add(&p.requests, sign);
-            if e.0 == 0 {
-                per_node.remove(&p.node);
+            let i = match per_node.iter().position(|(n, ..)| *n == p.node) {
+                Some(i) => i,
+                None => {
+                    per_node.push((p.node.clone(), 0, OwnerSum::Uniform(p.requests.clone())));
+                    per_node.len() - 1
+                }
+            };
+            let e = &mut per_node[i];
+            e.2.add(e.1, &p.requests, sign);
+            e.1 = (e.1 as i64 + sign).max(0) as u32;
+            if e.1 == 0 {
+                per_node.swap_remove(i);
             }
             if per_node.is_empty() {
                 self.by_owner.remove(&ok);
@@ -106,6 +162,28 @@ fn shared(name: &str) -> Arc<str> {
     n
 }
 
+/// One copy of each distinct request vector. Vectors no pod uses any more
+/// are dropped whenever the set has doubled since the last sweep.
+fn shared_requests(v: Vec<(Arc<str>, i64)>) -> Requests {
+    type Set = (std::collections::HashSet<Requests>, usize);
+    static SET: std::sync::OnceLock<std::sync::Mutex<Set>> = std::sync::OnceLock::new();
+    let mut guard = SET
+        .get_or_init(|| std::sync::Mutex::new((Default::default(), 64)))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let (set, sweep_at) = &mut *guard;
+    if let Some(r) = set.get(v.as_slice()) {
+        return r.clone();
+    }
+    if set.len() >= *sweep_at {
+        set.retain(|r| Arc::strong_count(r) > 1);
+        *sweep_at = (set.len() * 2).max(64);
+    }
+    let r: Requests = Arc::from(v);
+    set.insert(r.clone());
+    r
+}
+
 /// The labels that say which object runs a pod: the first term of each
 /// queued kind's pod selector (a Job's `controller-uid`, …).
 fn owner_label_keys() -> &'static [String] {
@@ -118,6 +196,9 @@ fn owner_label_keys() -> &'static [String] {
                 s.split(',').next()?.split_once('=').map(|(k, _)| k.to_string())
             })
             .collect();
+        // A RayJob's pods are selected by their RayCluster once it is known.
+        keys.push(crate::integration::ray::CLUSTER_LABEL.to_string());
+        keys.sort();
         keys.dedup();
         keys
     })
@@ -130,17 +211,20 @@ impl PodEntry {
         labels: Option<&BTreeMap<String, String>>,
         pod: sluice_convert::nodes::BoundPod,
     ) -> Self {
-        let owner = labels.and_then(|l| {
-            owner_label_keys()
-                .iter()
-                .find_map(|k| l.get(k).map(|v| (shared(k), v.clone())))
-        });
+        let owners = labels
+            .map(|l| {
+                owner_label_keys()
+                    .iter()
+                    .filter_map(|k| l.get(k).map(|v| (shared(k), v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
         Self {
-            namespace: namespace.to_string(),
+            namespace: shared(namespace),
             node: shared(&pod.node),
-            requests: pod.requests.iter().map(|(r, a)| (shared(r), *a)).collect(),
+            requests: shared_requests(pod.requests.iter().map(|(r, a)| (shared(r), *a)).collect()),
             terminating: pod.terminating,
-            owner,
+            owners,
         }
     }
 }
@@ -150,7 +234,7 @@ pub(super) fn owner_key(view: &job::JobView) -> Option<OwnerKey> {
     let selector = crate::integration::pods_selector_of(view);
     let first = selector.split(',').next()?;
     let (k, v) = first.split_once('=')?;
-    Some((view.namespace.clone(), Arc::from(k), v.to_string()))
+    Some((shared(&view.namespace), shared(k), v.to_string()))
 }
 
 impl Index {
@@ -232,23 +316,21 @@ impl Index {
             let Some(uid) = self.workloads.get(&wk).filter(|e| e.in_engine).map(|e| e.uid.clone()) else {
                 continue;
             };
-            let mut per_node: BTreeMap<Arc<str>, (u32, Sums)> = BTreeMap::new();
+            let mut per_node: BTreeMap<Arc<str>, (u32, Vec<(Arc<str>, i64)>)> = BTreeMap::new();
             for jk in self.member_keys(&wk) {
                 let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else { continue };
-                for (node, (pods, sums)) in self.placement.by_owner.get(&ok).into_iter().flatten() {
+                for (node, pods, sum) in self.placement.by_owner.get(&ok).into_iter().flatten() {
                     let e = per_node.entry(node.clone()).or_default();
                     e.0 += pods;
-                    for (r, a) in &sums.0 {
-                        *e.1.0.entry(r.clone()).or_default() += a;
-                    }
+                    add_requests(&mut e.1, &sum.total(*pods), 1);
                 }
             }
             let bound: Vec<eng::BoundPods> = per_node
                 .into_iter()
-                .map(|(node, (pods, sums))| eng::BoundPods {
+                .map(|(node, (pods, requests))| eng::BoundPods {
                     node: node.to_string(),
                     pods,
-                    requested: sums.to_map(),
+                    requested: requests.iter().map(|(r, a)| (r.to_string(), *a)).collect(),
                 })
                 .collect();
             // Unknown to the engine (finished and removed): nothing to hold.

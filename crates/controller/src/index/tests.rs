@@ -1694,4 +1694,5 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
 mod gangs;
 mod idle;
 mod kinds;
+mod placement;
 mod visibility;

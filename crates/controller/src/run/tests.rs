@@ -472,6 +472,73 @@ fn memory_with_15000_workloads_and_30_cluster_queues() {
     );
 }
 
+/// Memory that placement adds: 5 000 Nodes and 100 000 bound pods (the
+/// recorded payloads, varied), decoded as the watches decode them and
+/// applied to a leader's cache and index, then a cycle. Run with
+/// `cargo test -p sluice-controller --release -- --ignored memory --nocapture`.
+#[test]
+#[ignore = "measurement; run alone"]
+fn memory_with_5000_nodes_and_100000_pods() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let config = IndexConfig {
+        placement: true,
+        ..IndexConfig::default()
+    };
+    let mut ix = crate::index::Index::new(config);
+    let mut cache = Cache::default();
+    for k in Kind::ALL {
+        handle(&mut cache, Some(&mut ix), Msg::Init(k), 0);
+    }
+    handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Flavor(Box::new(flavor("a100")))), 0);
+    let before = rss_kib();
+    let node: Node = serde_json::from_value(crate::testing::fixture("node-gpu-create-response.json")).unwrap();
+    let pod: Pod = serde_json::from_value(crate::testing::fixture("pod-of-job-running.json")).unwrap();
+    for i in 0..5_000 {
+        let mut n = node.clone();
+        let name = format!("gpu-node-{i}");
+        n.metadata.name = Some(name.clone());
+        let labels = n.metadata.labels.get_or_insert_default();
+        labels.insert("kubernetes.io/hostname".into(), name);
+        labels.insert("gpu".into(), "a100".into());
+        labels.insert("rack".into(), format!("rack-{}", i / 32));
+        let spec = sluice_convert::nodes::node(&n).unwrap();
+        handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Node(Box::new(spec))), 0);
+    }
+    let nodes = rss_kib();
+    for i in 0..100_000 {
+        let mut p = pod.clone();
+        p.metadata.name = Some(format!("pod-{i}"));
+        p.metadata.namespace = Some(format!("team-{}", i % 50));
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("controller-uid".into(), format!("job-uid-{}", i / 8));
+        p.spec.as_mut().unwrap().node_name = Some(format!("gpu-node-{}", i % 5_000));
+        let key = format!("team-{}/pod-{i}", i % 50);
+        let entry = sluice_convert::nodes::bound_pod(&p)
+            .unwrap()
+            .map(|b| Arc::new(crate::index::PodEntry::new(&format!("team-{}", i % 50), p.metadata.labels.as_ref(), b)));
+        handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Pod(key, entry)), 0);
+    }
+    for k in Kind::ALL {
+        handle(&mut cache, Some(&mut ix), Msg::InitDone(k), 0);
+    }
+    let pods = rss_kib();
+    let _ = ix.cycle(now_ms());
+    let after = rss_kib();
+    assert_eq!(ix.placement_counts(), (100_000, 5_000));
+    eprintln!(
+        "placement: before {} MiB; +5000 nodes {} MiB; +100000 pods {} MiB; after a cycle {} MiB: {} MiB added",
+        before / 1024,
+        nodes / 1024,
+        pods / 1024,
+        after / 1024,
+        after.saturating_sub(before) / 1024
+    );
+    // The budget: at most 150 MiB for 5 000 nodes and 100 000 pods.
+    assert!(after.saturating_sub(before) <= 150 * 1024, "added {} KiB", after - before);
+}
+
 // ----- the whole loop against a mocked API server ---------------------------------
 
 use ::http::{Request, Response};

@@ -1,0 +1,222 @@
+//! Placement in the index: Nodes and bound pods reach the engine, pods of
+//! admitted workloads are told apart by their owner label, and pod sets
+//! are pinned to their topology domain.
+
+use super::*;
+use std::sync::Arc;
+
+fn placing_index(cq_gpus: u32) -> Index {
+    let mut ix = Index::new(IndexConfig {
+        placement: true,
+        ..IndexConfig::default()
+    });
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_cluster_queue(cq("cluster-gpu", cq_gpus));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    ix
+}
+
+fn gpu_node(name: &str, gpus: i64, labels: &[(&str, &str)]) -> eng::NodeSpec {
+    let mut l: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    l.insert("gpu".into(), "a100".into());
+    eng::NodeSpec {
+        name: name.into(),
+        labels: l,
+        taints: Vec::new(),
+        allocatable: BTreeMap::from([("nvidia.com/gpu".to_string(), gpus * 1000)]),
+        schedulable: true,
+    }
+}
+
+fn pod(node: &str, gpus: i64, owner: Option<&str>) -> Option<Arc<PodEntry>> {
+    let bound = sluice_convert::nodes::BoundPod {
+        node: node.into(),
+        requests: BTreeMap::from([("nvidia.com/gpu".to_string(), gpus * 1000), ("pods".to_string(), 1000)]),
+        terminating: false,
+    };
+    let labels = owner.map(|uid| BTreeMap::from([("controller-uid".to_string(), uid.to_string())]));
+    Some(Arc::new(PodEntry::new(NS, labels.as_ref(), bound)))
+}
+
+/// Job `name` and its stored Workload.
+fn queue_job(ix: &mut Index, name: &str, pods: i32, gpus: u32, created_s: i64) {
+    let j = mk_job(name, "team-a", pods, gpus);
+    ix.apply_job(j.clone(), T0);
+    ix.take_plans();
+    ix.apply_workload(stored_workload(&j, 0, created_s), T0);
+}
+
+fn admitted(plans: &[Plan]) -> Vec<String> {
+    plans
+        .iter()
+        .filter_map(|p| match &p.purpose {
+            Purpose::Admit { uid } => Some(uid.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pending_reason(ix: &Index, job: &str) -> Option<String> {
+    ix.workload_status(&wkey(job))
+        .and_then(|s| s.condition(cond::QUOTA_RESERVED))
+        .filter(|c| c.status == "False")
+        .map(|c| c.reason.clone())
+}
+
+#[test]
+fn a_pod_that_fits_quota_but_no_node_waits_and_a_gang_that_fits_the_nodes_is_admitted() {
+    let mut ix = placing_index(16);
+    ix.apply_node(gpu_node("n-a", 4, &[]));
+    ix.apply_node(gpu_node("n-b", 4, &[]));
+    queue_job(&mut ix, "big", 1, 8, 0);
+    queue_job(&mut ix, "pair", 2, 4, 1);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(admitted(&plans), ["wl-uid-pair"]);
+    assert_eq!(pending_reason(&ix, "big").as_deref(), Some("NoPlacement"));
+    // The index keeps statuses without the explanation's text: read the write.
+    let written = plans
+        .iter()
+        .filter(|p| !matches!(p.purpose, Purpose::Admit { .. }))
+        .find_map(|p| match &p.steps[0] {
+            Step::ApplyWorkloadStatus { key, status, .. } if key.name == "job-big" => Some(status.clone()),
+            _ => None,
+        })
+        .expect("job-big's explanation is written");
+    let message = condition(&written, cond::QUOTA_RESERVED).2.to_string();
+    assert!(
+        message.contains("none of its 2 node(s) has 8 nvidia.com/gpu free; largest free block: 4 on n-a"),
+        "{message}"
+    );
+}
+
+#[test]
+fn foreign_pods_take_room_and_their_end_admits_what_waited() {
+    let mut ix = placing_index(8);
+    ix.apply_node(gpu_node("n-a", 8, &[]));
+    ix.apply_pod("kube-system/hog", pod("n-a", 6, None));
+    queue_job(&mut ix, "train", 1, 4, 0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert!(admitted(&plans).is_empty());
+    assert_eq!(pending_reason(&ix, "train").as_deref(), Some("NoPlacement"));
+    ix.delete_pod("kube-system/hog");
+    let (plans, _) = ix.cycle(T0 + 6000);
+    assert_eq!(admitted(&plans), ["wl-uid-train"]);
+}
+
+#[test]
+fn bound_pods_of_an_admitted_workload_replace_its_reservation_instead_of_adding_to_it() {
+    let mut ix = placing_index(16);
+    ix.apply_node(gpu_node("n-a", 8, &[]));
+    ix.apply_node(gpu_node("n-b", 8, &[]));
+    queue_job(&mut ix, "first", 2, 4, 0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(admitted(&plans), ["wl-uid-first"]);
+    // Best fit reserved both pods on one node; the scheduler spread them.
+    ix.apply_pod(&format!("{NS}/first-0"), pod("n-a", 4, Some("job-uid-first")));
+    ix.apply_pod(&format!("{NS}/first-1"), pod("n-b", 4, Some("job-uid-first")));
+    queue_job(&mut ix, "second", 2, 4, 1);
+    // Counted twice, n-a would have no room left and only one pod fit.
+    let (plans, _) = ix.cycle(T0 + 6000);
+    assert_eq!(admitted(&plans), ["wl-uid-second"]);
+}
+
+#[test]
+fn pods_without_an_owner_the_index_knows_count_only_on_their_node() {
+    let mut ix = placing_index(16);
+    ix.apply_node(gpu_node("n-a", 8, &[]));
+    queue_job(&mut ix, "first", 1, 4, 0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(admitted(&plans), ["wl-uid-first"]);
+    // A pod of some other object on the node: the reservation stays.
+    ix.apply_pod(&format!("{NS}/other"), pod("n-a", 4, Some("someone-else")));
+    queue_job(&mut ix, "second", 1, 4, 1);
+    let (plans, _) = ix.cycle(T0 + 6000);
+    assert!(admitted(&plans).is_empty());
+    assert_eq!(pending_reason(&ix, "second").as_deref(), Some("NoPlacement"));
+}
+
+#[test]
+fn a_pod_set_that_requires_one_domain_is_pinned_to_it() {
+    let mut ix = placing_index(16);
+    let mut f = flavor("a100");
+    f.spec.topology_key = Some("rack".into());
+    ix.apply_flavor(f);
+    ix.apply_node(gpu_node("n-a", 4, &[("rack", "r1")]));
+    ix.apply_node(gpu_node("n-b", 4, &[("rack", "r2")]));
+    ix.apply_node(gpu_node("n-c", 4, &[("rack", "r2")]));
+    let mut j = mk_job("ring", "team-a", 2, 4);
+    j.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(sluice_api::labels::TOPOLOGY.into(), "required".into());
+    ix.apply_job(j.clone(), T0);
+    ix.take_plans();
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(admitted(&plans), ["wl-uid-ring"]);
+    let adm = ix
+        .workload_status(&wkey("ring"))
+        .and_then(|s| s.admission.clone())
+        .unwrap();
+    let domain = adm.pod_set_assignments[0].topology_domain.clone().unwrap();
+    assert_eq!((domain.key.as_str(), domain.value.as_str()), ("rack", "r2"));
+    let patches = job_patches(&plans[0]);
+    let selector = &patches
+        .iter()
+        .find(|(k, _)| *k == "job")
+        .map(|(_, p)| p["spec"]["template"]["spec"]["nodeSelector"].clone())
+        .unwrap();
+    assert_eq!(selector, &json!({"gpu": "a100", "rack": "r2"}));
+}
+
+#[test]
+fn a_bad_topology_annotation_is_reported_with_the_field() {
+    let mut ix = placing_index(16);
+    let mut j = mk_job("ring", "team-a", 2, 4);
+    j.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(sluice_api::labels::TOPOLOGY.into(), "preferred".into());
+    ix.apply_job(j, T0);
+    let e = &ix.errors()[&(Kind::Job, format!("{NS}/ring"))];
+    assert!(
+        e.message.contains("metadata.annotations[sluice.dev/topology]") && e.message.contains("\"preferred\""),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn recorded_node_and_pod_payloads_decode_to_what_placement_needs() {
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(crate::testing::fixture("node-gpu-create-response.json")).unwrap();
+    let spec = sluice_convert::nodes::node(&node).unwrap();
+    assert_eq!(spec.allocatable["nvidia.com/gpu"], 8000);
+    assert!(spec.schedulable);
+    assert_eq!(spec.taints.len(), 1);
+    for (file, bound) in [
+        ("pod-of-job-running.json", true),
+        ("pod-of-job-scheduled-pending.json", true),
+        ("pod-of-job-succeeded.json", false),
+        ("pod-of-job-failed.json", false),
+    ] {
+        let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(crate::testing::fixture(file)).unwrap();
+        let b = sluice_convert::nodes::bound_pod(&p).unwrap();
+        assert_eq!(b.is_some(), bound, "{file}");
+        if let Some(b) = b {
+            let e = PodEntry::new("ns", p.metadata.labels.as_ref(), b);
+            let (key, value) = e.owners.first().cloned().expect("a Job's pod names its Job");
+            assert_eq!(&*key, "controller-uid");
+            assert_eq!(Some(&value), p.metadata.labels.as_ref().unwrap().get("controller-uid"));
+            assert_eq!(&*e.node, p.spec.as_ref().unwrap().node_name.as_deref().unwrap());
+        }
+    }
+    let p: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(crate::testing::fixture("pod-of-job-terminating-after-suspend.json")).unwrap();
+    if let Some(b) = sluice_convert::nodes::bound_pod(&p).unwrap() {
+        assert!(b.terminating);
+    }
+}
