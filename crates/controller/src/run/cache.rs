@@ -230,8 +230,8 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         }
                     }
                 }
-                // The leader's index has it (as for Workloads).
-                Obj::Pod(..) if leading => Obj::Indexed,
+                // The leader's index (its engine) has them, as for Workloads.
+                Obj::Pod(..) | Obj::Node(_) if leading => Obj::Indexed,
                 other => other,
             };
             cache.objects.entry(kind).or_default().insert(key, o);
