@@ -109,6 +109,7 @@ const CASES: &[(&str, &[&str])] = &[
             "a100-80gb#spec.nodeTaints[0].effect",
             "a100-80gb#spec.tolerations[0].value",
             "a100-80gb#spec.tolerations[1].key",
+            "a100-80gb#spec.topologyKey",
         ],
     ),
     // Workload: unique pod set names, count >= minCount >= 1, queueName set,
