@@ -104,3 +104,83 @@ async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_
     ensure!(c.job_suspended("big").await?, "the 8-GPU Job was started");
     c.cleanup().await
 }
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_gang_that_requires_one_rack_is_admitted_into_the_rack_that_holds_it_and_pinned_there() -> Result<()> {
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use sluice_api::v1alpha1::ResourceFlavor;
+    let mut c = Cluster::start().await?;
+    let flavor = c.flavor("h100").await?;
+    let rack_key = "sluice.dev/e2e-rack";
+    Api::<ResourceFlavor>::all(c.client.clone())
+        .patch(
+            &flavor,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"topologyKey": rack_key}})),
+        )
+        .await?;
+    let allocatable = json!({"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi", "pods": "110"});
+    // Rack r1 has one node (4 GPUs), rack r2 two (8 GPUs).
+    let mut in_r2 = BTreeSet::new();
+    for (base, rack) in [("r1-a", "r1"), ("r2-a", "r2"), ("r2-b", "r2")] {
+        let labels = json!({"sluice.dev/e2e-gpu": flavor, rack_key: rack});
+        let node = c.node(base, labels, allocatable.clone()).await?;
+        if rack == "r2" {
+            in_r2.insert(node);
+        }
+    }
+    let cq = c.gpu_queue("cq", &flavor, 16, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    c.start_controller(&["--placement=nodes", "--explain-after=0s"]).await?;
+
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "ring", "labels": {"sluice.dev/queue": "team"},
+                     "annotations": {"sluice.dev/topology": "required"}},
+        "spec": {"parallelism": 2, "completions": 2, "suspend": true, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}
+    }))?;
+    c.jobs().create(&PostParams::default(), &job).await?;
+    let wl = c.wait_condition("ring", "Admitted", "True", T).await?;
+    let domain = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .and_then(|a| a.pod_set_assignments[0].topology_domain.clone())
+        .context("no topologyDomain in the admission")?;
+    ensure!(
+        domain.key == rack_key && domain.value == "r2",
+        "admitted into {}={}",
+        domain.key,
+        domain.value
+    );
+    let started = c.wait_suspended("ring", false, T).await?;
+    let selector = started
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.node_selector.clone())
+        .unwrap_or_default();
+    ensure!(
+        selector.get(rack_key).map(String::as_str) == Some("r2"),
+        "template nodeSelector {selector:?} does not pin rack r2"
+    );
+    let bound = wait_for("both pods of ring bound by kube-scheduler", T, || {
+        let c = &c;
+        async move {
+            let pods = c.job_pods("ring").await?;
+            let on: BTreeSet<String> = pods
+                .iter()
+                .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+                .collect();
+            Ok((pods.len() == 2 && on.len() == 2).then_some(on))
+        }
+    })
+    .await?;
+    ensure!(bound == in_r2, "pods bound to {bound:?}, not to rack r2's {in_r2:?}");
+    c.cleanup().await
+}
