@@ -5,10 +5,13 @@
 //! 4. A preemption-heavy mix: cost per preemption round.
 //! 5. A start-time forecast over ~1 000 admitted and ~5 000 pending
 //!    workloads (the controller runs one at most once a minute).
+//! 6. Node-aware placement: a first cycle over 50 000 pending workloads
+//!    and 2 000 nodes, partly full: <= 100 ms; and a steady-state cycle
+//!    (a few finishes, arrivals and node usage changes, then a cycle).
 //!
 //! `cargo bench -p sluice-scheduler` runs them; figures go in the issue note.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -275,12 +278,242 @@ fn forecast_6000(c: &mut Criterion) {
     g.finish();
 }
 
+const GPU: &str = "nvidia.com/gpu";
+const FLAVORS: usize = 8;
+const NODES_PER_FLAVOR: usize = 250;
+const QUEUES_PER_FLAVOR: usize = 125;
+
+/// (pods, GPUs per pod) of the i-th workload of a queue: mostly single
+/// pods of 1 to 8 GPUs, some gangs of 8-GPU pods.
+fn gpu_shape(i: usize) -> (u32, i64) {
+    [(1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (1, 1), (4, 8), (1, 2)][i % 8]
+}
+
+fn gpu_workload(uid: String, lq: &str, (pods, gpus): (u32, i64), priority: i32, t: Millis) -> WorkloadSpec {
+    WorkloadSpec {
+        name: uid.clone(),
+        uid,
+        local_queue: lq.to_string(),
+        priority,
+        queue_order_time: t,
+        pod_sets: vec![PodSetSpec {
+            name: "main".into(),
+            count: pods,
+            requests: BTreeMap::from([(GPU.to_string(), gpus * 1000), (CPU.to_string(), gpus * 8000)]),
+            ..Default::default()
+        }],
+    }
+}
+
+/// Foreign usage of node `i`: 0 to 6 GPUs, so nodes are partly full.
+fn foreign_gpus(i: usize, round: usize) -> i64 {
+    ((i * 7 + round * 3) % 7) as i64
+}
+
+/// 8 flavors of 250 nodes with 8 GPUs (2 000 nodes) and, per flavor, a
+/// cohort of 125 queues of 16 GPUs (1 000 queues) with `per_queue`
+/// pending workloads each; nodes carry foreign pods, and two workloads
+/// per queue are restored as admitted.
+fn nodes_world(per_queue: usize) -> Engine {
+    let mut e = Engine::with_config(EngineConfig {
+        placement: PlacementMode::Nodes,
+        ..Default::default()
+    });
+    for f in 0..FLAVORS {
+        let pool = format!("gpu-{f}");
+        e.upsert_flavor(FlavorSpec {
+            name: pool.clone(),
+            node_labels: BTreeMap::from([("pool".to_string(), pool.clone())]),
+            ..Default::default()
+        });
+        for n in 0..NODES_PER_FLAVOR {
+            let name = format!("{pool}-node-{n}");
+            e.upsert_node(NodeSpec {
+                name: name.clone(),
+                labels: BTreeMap::from([
+                    ("pool".to_string(), pool.clone()),
+                    ("rack".to_string(), format!("rack-{}", n / 16)),
+                ]),
+                allocatable: BTreeMap::from([
+                    (GPU.to_string(), 8_000),
+                    (CPU.to_string(), 128_000),
+                    ("pods".to_string(), 110_000),
+                ]),
+                schedulable: true,
+                ..Default::default()
+            });
+            let g = foreign_gpus(f * NODES_PER_FLAVOR + n, 0);
+            e.set_node_usage(
+                &name,
+                &NodeUsage {
+                    requested: BTreeMap::from([(GPU.to_string(), g * 1000), ("pods".to_string(), g * 1000)]),
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    let mut t = 0;
+    for f in 0..FLAVORS {
+        let pool = format!("gpu-{f}");
+        for q in 0..QUEUES_PER_FLAVOR {
+            let name = format!("cq-{f}-{q}");
+            e.upsert_cluster_queue(ClusterQueueSpec {
+                name: name.clone(),
+                cohort: Some(format!("cohort-{f}")),
+                resource_groups: vec![ResourceGroupSpec {
+                    covered_resources: vec![GPU.into(), CPU.into()],
+                    flavors: vec![FlavorQuotaSpec {
+                        flavor: pool.clone(),
+                        resources: vec![
+                            ResourceQuotaSpec {
+                                resource: GPU.into(),
+                                nominal: 16_000,
+                                borrowing_limit: Some(32_000),
+                                lending_limit: None,
+                            },
+                            ResourceQuotaSpec {
+                                resource: CPU.into(),
+                                nominal: 1_000_000,
+                                borrowing_limit: None,
+                                lending_limit: None,
+                            },
+                        ],
+                    }],
+                }],
+                preemption: PreemptionPolicy {
+                    within_cluster_queue: WithinClusterQueue::LowerPriority,
+                    reclaim_within_cohort: ReclaimWithinCohort::LowerPriority,
+                    borrow_within_cohort: BorrowWithinCohort::Never,
+                },
+                ..Default::default()
+            });
+            let lq = format!("ns/{name}");
+            e.upsert_local_queue(LocalQueueSpec {
+                key: lq.clone(),
+                cluster_queue: name.clone(),
+                ..Default::default()
+            });
+            for i in 0..2 {
+                let shape = gpu_shape(i);
+                let spec = gpu_workload(format!("{name}-running-{i}"), &lq, shape, 50, 0);
+                let assignment = PodSetAssignment {
+                    name: "main".into(),
+                    count: shape.0,
+                    flavors: BTreeMap::from([(GPU.to_string(), pool.clone()), (CPU.to_string(), pool.clone())]),
+                    usage: BTreeMap::from([
+                        (GPU.to_string(), shape.1 * 1000 * shape.0 as i64),
+                        (CPU.to_string(), shape.1 * 8000 * shape.0 as i64),
+                    ]),
+                    topology: None,
+                };
+                e.restore_admitted(spec, &name, &[assignment], 0).unwrap();
+            }
+            for i in 0..per_queue {
+                t += 1;
+                let priority = [0, 50, 100][i % 3];
+                e.add_workload(gpu_workload(format!("{name}-{i}"), &lq, gpu_shape(i), priority, t))
+                    .unwrap();
+            }
+        }
+    }
+    e
+}
+
+fn placement_cycles(c: &mut Criterion) {
+    let mut g = c.benchmark_group("placement");
+    g.sample_size(10);
+    g.bench_function("first_cycle_50000_pending_2000_nodes", |b| {
+        b.iter_batched(
+            || nodes_world(50),
+            |mut e| {
+                let c = e.schedule(1);
+                (e, black_box(c))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    // Steady state: per round, 10 admitted workloads finish (their pods
+    // leave their nodes), 10 arrive, foreign pods move on 10 nodes; then a
+    // cycle.
+    let mut e = nodes_world(50);
+    let first = e.schedule(1);
+    let mut admitted: BTreeSet<String> = first.admitted.iter().map(|a| a.uid.to_string()).collect();
+    eprintln!(
+        "placement: {} admitted, {} preempted by the first cycle",
+        admitted.len(),
+        first.preempted.len()
+    );
+    // Settle: evictions complete until a cycle decides nothing more.
+    let mut now = 1;
+    let mut c = first;
+    while !c.admitted.is_empty() || !c.preempted.is_empty() {
+        for p in &c.preempted {
+            e.eviction_complete(&p.victim, now).unwrap();
+            admitted.remove(&*p.victim);
+        }
+        now += 1;
+        c = e.schedule(now);
+        admitted.extend(c.admitted.iter().map(|a| a.uid.to_string()));
+    }
+    let (mut next, mut round) = (0usize, 0usize);
+    g.bench_function("steady_cycle_2000_nodes", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                now += 1;
+                round += 1;
+                let start = Instant::now();
+                for _ in 0..10 {
+                    let Some(uid) = admitted.pop_first() else { break };
+                    e.finish(&uid).unwrap();
+                    e.remove_workload(&uid).unwrap();
+                }
+                for _ in 0..10 {
+                    next += 1;
+                    let (f, q) = (next % FLAVORS, next % QUEUES_PER_FLAVOR);
+                    let lq = format!("ns/cq-{f}-{q}");
+                    let spec = gpu_workload(
+                        format!("new-{next}"),
+                        &lq,
+                        gpu_shape(next),
+                        50,
+                        1_000_000 + next as Millis,
+                    );
+                    e.add_workload(spec).unwrap();
+                }
+                for k in 0..10 {
+                    let i = (round * 10 + k) * 37 % (FLAVORS * NODES_PER_FLAVOR);
+                    let g = foreign_gpus(i, round);
+                    let name = format!("gpu-{}-node-{}", i / NODES_PER_FLAVOR, i % NODES_PER_FLAVOR);
+                    e.set_node_usage(
+                        &name,
+                        &NodeUsage {
+                            requested: BTreeMap::from([(GPU.to_string(), g * 1000)]),
+                            ..Default::default()
+                        },
+                    );
+                }
+                let c = e.schedule(now);
+                spent += start.elapsed();
+                for p in &c.preempted {
+                    e.eviction_complete(&p.victim, now).unwrap();
+                    admitted.remove(&*p.victim);
+                }
+                admitted.extend(c.admitted.iter().map(|a| a.uid.to_string()));
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     baseline_drain,
     full_cycle_50k,
     incremental_cycle,
     preemption_heavy,
-    forecast_6000
+    forecast_6000,
+    placement_cycles
 );
 criterion_main!(benches);

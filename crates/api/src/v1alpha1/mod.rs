@@ -30,8 +30,7 @@ pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
 pub use visibility::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 pub use workload::{
     Admission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState, ResourceShortfall,
-    TopologyDomain, TopologyRequest,
-    Workload, WorkloadSpec, WorkloadState, WorkloadStatus,
+    TopologyDomain, TopologyRequest, Workload, WorkloadSpec, WorkloadState, WorkloadStatus,
 };
 
 /// API group of every Sluice kind.

@@ -145,6 +145,7 @@ impl Engine {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start_claim(
         &mut self,
         cq: CqId,
@@ -237,6 +238,7 @@ impl Engine {
                 let cq = h.cq;
                 wl.state = State::Evicting(h);
                 self.cqs[cq].evicting += 1;
+                self.refresh_leaving(id);
                 Ok(())
             }
             other => {

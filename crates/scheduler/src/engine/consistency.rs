@@ -102,6 +102,7 @@ impl Engine {
                 }
             }
         }
+        self.check_placement()?;
         Ok(())
     }
 }

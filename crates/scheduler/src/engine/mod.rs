@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::decision::TopologyDomain;
 use crate::decision::{
     Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
     Preemption, PreemptionReason, Verdict,
@@ -37,7 +38,6 @@ use crate::model::{
     NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
     TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
 };
-use crate::decision::TopologyDomain;
 
 mod admit;
 mod cohort;

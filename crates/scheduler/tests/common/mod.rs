@@ -211,6 +211,13 @@ impl WlBuilder {
         }
         self
     }
+    /// Every pod set in one topology domain of its flavor.
+    pub fn single_domain(mut self) -> Self {
+        for ps in &mut self.0.pod_sets {
+            ps.require_single_domain = true;
+        }
+        self
+    }
     pub fn build(self) -> WorkloadSpec {
         self.0
     }
@@ -221,7 +228,122 @@ pub struct World {
     pub e: Engine,
 }
 
+/// Placement flavors: a100 and h100 nodes are told apart by the label
+/// `gpu`; `racked` nodes (label `gpu: racked`) form topology domains by
+/// their label `rack`.
+pub const RACK: &str = "rack";
+
+pub struct NodeBuilder(NodeSpec);
+
+/// A schedulable node of flavor `flavor` (its label `gpu`) with `gpus`
+/// GPUs, 64 CPUs and room for 110 pods.
+pub fn node(name: &str, flavor: &str, gpus: i64) -> NodeBuilder {
+    NodeBuilder(NodeSpec {
+        name: name.to_string(),
+        labels: BTreeMap::from([("gpu".to_string(), flavor.to_string())]),
+        taints: Vec::new(),
+        allocatable: BTreeMap::from([
+            (GPU.to_string(), u(gpus)),
+            (CPU.to_string(), u(64)),
+            ("pods".to_string(), u(110)),
+        ]),
+        schedulable: true,
+    })
+}
+
+impl NodeBuilder {
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.0.labels.insert(k.to_string(), v.to_string());
+        self
+    }
+    pub fn rack(self, r: &str) -> Self {
+        self.label(RACK, r)
+    }
+    pub fn cpus(mut self, n: i64) -> Self {
+        self.0.allocatable.insert(CPU.to_string(), u(n));
+        self
+    }
+    pub fn taint(mut self, key: &str) -> Self {
+        self.0.taints.push(Taint {
+            key: key.to_string(),
+            value: None,
+            effect: TaintEffect::NoSchedule,
+        });
+        self
+    }
+    pub fn cordoned(mut self) -> Self {
+        self.0.schedulable = false;
+        self
+    }
+    pub fn build(self) -> NodeSpec {
+        self.0
+    }
+}
+
+/// `(resource, whole units)` pairs as a request map in milli-units.
+pub fn reqs(r: &[(&str, i64)]) -> BTreeMap<String, Amount> {
+    r.iter().map(|(k, n)| (k.to_string(), u(*n))).collect()
+}
+
+/// Pods bound to one node: (node, pods, per-pod requests in whole units).
+pub type Bound<'a> = (&'a str, u32, &'a [(&'a str, i64)]);
+
 impl World {
+    /// Like [`World::new`] but with [`PlacementMode::Nodes`] and flavors
+    /// whose nodes are told apart by labels (see [`RACK`]); no nodes yet.
+    pub fn placement(queues: Vec<CqBuilder>) -> Self {
+        let mut e = Engine::with_config(EngineConfig {
+            placement: PlacementMode::Nodes,
+            ..Default::default()
+        });
+        for f in ["a100", "h100"] {
+            e.upsert_flavor(labelled_flavor(f, "gpu", f));
+        }
+        let mut racked = labelled_flavor("racked", "gpu", "racked");
+        racked.topology_key = Some(RACK.to_string());
+        e.upsert_flavor(racked);
+        let mut w = Self { e };
+        for q in queues {
+            w.add_queue(q);
+        }
+        w
+    }
+
+    pub fn node(&mut self, n: NodeBuilder) {
+        self.e.upsert_node(n.build());
+    }
+
+    /// What the pods bound to a node request (whole units), none terminating.
+    pub fn usage(&mut self, node: &str, requested: &[(&str, i64)]) {
+        self.usage_terminating(node, requested, &[]);
+    }
+
+    pub fn usage_terminating(&mut self, node: &str, requested: &[(&str, i64)], terminating: &[(&str, i64)]) {
+        self.e.set_node_usage(
+            node,
+            &NodeUsage {
+                requested: reqs(requested),
+                terminating: reqs(terminating),
+            },
+        );
+    }
+
+    /// A workload's pods bound: (node, pods, per-pod requests in whole units).
+    pub fn bind(&mut self, uid: &str, bound: &[Bound<'_>]) {
+        let list: Vec<BoundPods> = bound
+            .iter()
+            .map(|(node, pods, per_pod)| BoundPods {
+                node: node.to_string(),
+                pods: *pods,
+                requested: per_pod
+                    .iter()
+                    .map(|(r, n)| (r.to_string(), u(*n) * *pods as i64))
+                    .collect(),
+            })
+            .collect();
+        self.e.set_workload_pods(uid, &list).expect("known workload");
+    }
+
     /// Flavors `default`, `a100`, `h100`; local queue `ns/<q>` for each queue `q`.
     pub fn new(queues: Vec<CqBuilder>) -> Self {
         let mut e = Engine::new();
@@ -286,6 +408,14 @@ pub fn victims(c: &Cycle) -> Vec<&str> {
     let mut v: Vec<&str> = c.preempted.iter().map(|p| &*p.victim).collect();
     v.sort();
     v
+}
+
+/// The topology domain value of an admission's first pod set.
+pub fn domain_of(c: &Cycle, uid: &str) -> Option<String> {
+    c.admitted
+        .iter()
+        .find(|a| &*a.uid == uid)
+        .and_then(|a| a.pod_sets[0].topology.as_ref().map(|t| t.value.clone()))
 }
 
 pub fn flavor_of(c: &Cycle, uid: &str, resource: &str) -> String {

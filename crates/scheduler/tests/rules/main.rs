@@ -14,5 +14,7 @@ mod explanations;
 mod fifo;
 mod flavors;
 mod lifecycle;
+mod placement;
+mod placement_preemption;
 mod preemption;
 mod stop;

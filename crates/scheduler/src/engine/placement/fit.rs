@@ -36,6 +36,34 @@ pub(in crate::engine) struct NoRoom {
     pub(in crate::engine) topology: Option<String>,
 }
 
+/// The room `place` sees: the nodes under a what-if, less the pods it
+/// placed so far.
+struct Room<'a> {
+    delta: &'a NodeDelta,
+    taken: Vec<(NodeId, ResVec)>,
+}
+
+impl Room<'_> {
+    fn taken(&self, n: NodeId, r: ResId) -> Amount {
+        self.taken
+            .iter()
+            .find(|(m, _)| *m == n)
+            .map_or(0, |(_, v)| res_get(v, r))
+    }
+    fn take(&mut self, n: NodeId, per_pod: &[(ResId, Amount)], k: u32) {
+        let i = match self.taken.iter().position(|(m, _)| *m == n) {
+            Some(i) => i,
+            None => {
+                self.taken.push((n, Vec::new()));
+                self.taken.len() - 1
+            }
+        };
+        for &(r, a) in per_pod {
+            res_add(&mut self.taken[i].1, r, a * k as Amount);
+        }
+    }
+}
+
 /// One pod set to place.
 struct Ask {
     pod_set: usize,
@@ -57,6 +85,19 @@ impl Engine {
         id: WlId,
         choice: &Choice,
         delta: &NodeDelta,
+    ) -> Result<Placement, Box<NoRoom>> {
+        self.place_pinned(cq, id, choice, delta, &[])
+    }
+
+    /// Like [`Engine::place`], with some pod sets (by index) held to one
+    /// topology domain (by value) when they require one.
+    pub(in crate::engine) fn place_pinned(
+        &self,
+        cq: CqId,
+        id: WlId,
+        choice: &Choice,
+        delta: &NodeDelta,
+        pinned: &[(usize, &str)],
     ) -> Result<Placement, Box<NoRoom>> {
         let wl = self.wl(id);
         let q = &self.cqs[cq];
@@ -108,37 +149,41 @@ impl Engine {
             });
         }
         asks.sort_by(|a, b| b.size.cmp(&a.size).then(a.pod_set.cmp(&b.pod_set)));
-        let mut delta = delta.clone();
+        let mut room = Room {
+            delta,
+            taken: Vec::new(),
+        };
         let mut placement = Placement::default();
         for ask in &asks {
             let ps = &wl.pod_sets[ask.pod_set];
             let nodes = self.candidate_nodes(&ask.flavors, ps);
             let placed = match &ask.topology {
-                None => self.fill(&nodes, ask, &delta),
-                Some(key) => self.fill_domain(&nodes, ask, key, &delta).map(|(pods, value)| {
-                    placement.domains.push((
-                        ask.pod_set,
-                        TopologyDomain {
-                            key: key.clone(),
-                            value,
-                        },
-                    ));
-                    pods
-                }),
+                None => self.fill(&nodes, ask, &room),
+                Some(key) => {
+                    let pin = pinned.iter().find(|(pi, _)| *pi == ask.pod_set).map(|(_, v)| *v);
+                    self.fill_domain(&nodes, ask, key, pin, &room).map(|(pods, value)| {
+                        placement.domains.push((
+                            ask.pod_set,
+                            TopologyDomain {
+                                key: key.clone(),
+                                value,
+                            },
+                        ));
+                        pods
+                    })
+                }
             };
             match placed {
                 Ok(pods) => {
                     for &(n, k) in &pods {
-                        for &(r, a) in &ask.per_pod {
-                            delta.add(n, r, -a * k as Amount);
-                        }
+                        room.take(n, &ask.per_pod, k);
                         placement.pods.push((n, ask.pod_set, k));
                     }
                 }
                 Err(placeable) => {
                     let (largest_free, largest_node) = nodes
                         .iter()
-                        .map(|&n| (self.node_free(n, ask.main, &delta), n))
+                        .map(|&n| (self.room_free(n, ask.main, &room), n))
                         .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
                         .map_or((0, None), |(f, n)| (f.max(0), Some(n)));
                     return Err(Box::new(NoRoom {
@@ -159,27 +204,50 @@ impl Engine {
         Ok(placement)
     }
 
-    /// How many of the pod fit on node `n`.
+    /// How many of the pod fit on node `n` under `delta`.
     pub(in crate::engine) fn fit_count(&self, n: NodeId, per_pod: &[(ResId, Amount)], delta: &NodeDelta) -> u32 {
-        let mut k = u32::MAX as Amount;
+        let room = Room {
+            delta,
+            taken: Vec::new(),
+        };
+        self.fit(n, per_pod, self.pods_res, &room).0
+    }
+
+    /// Free `r` on node `n` in `room`.
+    fn room_free(&self, n: NodeId, r: ResId, room: &Room<'_>) -> Amount {
+        self.node_free(n, r, room.delta) - room.taken(n, r)
+    }
+
+    /// How many of the pod fit on node `n` in `room`, and the free amount
+    /// of `main` there.
+    fn fit(&self, n: NodeId, per_pod: &[(ResId, Amount)], main: ResId, room: &Room<'_>) -> (u32, Amount) {
+        // The main resource first: on a busy cluster most nodes stop there.
+        let main_free = self.room_free(n, main, room);
+        let mut k = match res_get(per_pod, main) {
+            a if a > 0 => main_free.max(0) / a,
+            _ => u32::MAX as Amount,
+        };
         for &(r, a) in per_pod {
-            if a > 0 {
-                k = k.min(self.node_free(n, r, delta).max(0) / a);
+            if k == 0 {
+                break;
+            }
+            if a > 0 && r != main {
+                k = k.min(self.room_free(n, r, room).max(0) / a);
             }
         }
-        k.clamp(0, u32::MAX as Amount) as u32
+        (k.clamp(0, u32::MAX as Amount) as u32, main_free)
     }
 
     /// Best fit of `ask.count` identical pods on `nodes`; on failure, how
     /// many would fit.
-    fn fill(&self, nodes: &[NodeId], ask: &Ask, delta: &NodeDelta) -> Result<Vec<(NodeId, u32)>, u32> {
-        let mut fits: Vec<(Amount, NodeId, u32)> = Vec::new();
+    fn fill(&self, nodes: &[NodeId], ask: &Ask, room: &Room<'_>) -> Result<Vec<(NodeId, u32)>, u32> {
+        let mut fits: Vec<(Amount, NodeId, u32)> = Vec::with_capacity(nodes.len());
         let mut total: u64 = 0;
         for &n in nodes {
-            let k = self.fit_count(n, &ask.per_pod, delta);
+            let (k, main_free) = self.fit(n, &ask.per_pod, ask.main, room);
             if k > 0 {
                 total += k as u64;
-                fits.push((self.node_free(n, ask.main, delta), n, k));
+                fits.push((main_free, n, k));
             }
         }
         if total < ask.count as u64 {
@@ -199,33 +267,36 @@ impl Engine {
         Ok(out)
     }
 
-    /// Best fit within one domain of `key`: the domains with the least room
-    /// of the main resource first. On failure, the most pods one domain
-    /// would take.
+    /// Best fit within one domain of `key` (`pin`, when given): the
+    /// domains with the least room of the main resource first. On failure,
+    /// the most pods one domain would take.
     fn fill_domain(
         &self,
         nodes: &[NodeId],
         ask: &Ask,
         key: &str,
-        delta: &NodeDelta,
+        pin: Option<&str>,
+        room: &Room<'_>,
     ) -> Result<(Vec<(NodeId, u32)>, String), u32> {
         let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
         for &n in nodes {
-            if let Some(v) = self.inv.nodes[n].labels.get(key) {
+            if let Some(v) = self.inv.nodes[n].labels.get(key)
+                && pin.is_none_or(|p| p == v)
+            {
                 domains.entry(v.as_str()).or_default().push(n);
             }
         }
         let mut ordered: Vec<(Amount, &str, Vec<NodeId>)> = domains
             .into_iter()
             .map(|(v, ns)| {
-                let room: Amount = ns.iter().map(|&n| self.node_free(n, ask.main, delta).max(0)).sum();
-                (room, v, ns)
+                let free: Amount = ns.iter().map(|&n| self.room_free(n, ask.main, room).max(0)).sum();
+                (free, v, ns)
             })
             .collect();
         ordered.sort();
         let mut best = 0;
         for (_, value, ns) in ordered {
-            match self.fill(&ns, ask, delta) {
+            match self.fill(&ns, ask, room) {
                 Ok(pods) => return Ok((pods, value.to_string())),
                 Err(k) => best = best.max(k),
             }

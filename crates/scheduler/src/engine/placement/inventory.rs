@@ -75,7 +75,11 @@ impl Engine {
         n.live = false;
         n.schedulable = false;
         n.used.clear();
-        n.terminating.clear();
+        if !n.terminating.is_empty() {
+            n.terminating.clear();
+            self.inv.terminating_nodes -= 1;
+            self.inv.leaving.terminating = self.inv.terminating_nodes > 0;
+        }
         self.refresh_node_membership(id);
     }
 
@@ -102,8 +106,15 @@ impl Engine {
         }
         let n = &mut self.inv.nodes[id];
         let freed = n.used.iter().any(|&(r, a)| a > res_get(&used, r));
+        let had_terminating = !n.terminating.is_empty();
         n.used = used;
         n.terminating = terminating;
+        match (had_terminating, n.terminating.is_empty()) {
+            (false, false) => self.inv.terminating_nodes += 1,
+            (true, true) => self.inv.terminating_nodes -= 1,
+            _ => {}
+        }
+        self.inv.leaving.terminating = self.inv.terminating_nodes > 0;
         if freed {
             self.node_gained(id);
         }
@@ -117,7 +128,9 @@ impl Engine {
         let flavors: Vec<FlavorId> = self
             .flavors
             .iter()
-            .filter(|(_, spec)| self.inv.nodes[id].live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels))
+            .filter(|(_, spec)| {
+                self.inv.nodes[id].live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels)
+            })
             .map(|(&f, _)| f)
             .collect();
         self.inv.freed.extend(flavors);
@@ -178,25 +191,34 @@ impl Engine {
         else {
             return Vec::new();
         };
-        let specs: Vec<&FlavorSpec> = flavors.iter().filter_map(|f| self.flavors.get(f)).collect();
-        let Some(list) = self.inv.flavor_nodes.get(&first) else {
+        let (Some(list), Some(first_spec)) = (self.inv.flavor_nodes.get(&first), self.flavors.get(&first)) else {
             return Vec::new();
         };
-        list.iter()
-            .copied()
-            .filter(|&n| {
-                let node = &self.inv.nodes[n];
-                node.schedulable
-                    && labels_include(&node.labels, &ps.node_selector)
-                    && specs.iter().all(|s| labels_include(&node.labels, &s.node_labels))
-                    && node.taints.iter().all(|t| {
-                        ps.tolerations
-                            .iter()
-                            .chain(specs.iter().flat_map(|s| s.tolerations.iter()))
-                            .any(|tol| tol.tolerates(t))
-                    })
-            })
-            .collect()
+        // Nodes of `first` have its labels; the others' are checked.
+        let others: Vec<&FlavorSpec> = flavors
+            .iter()
+            .filter(|&&f| f != first)
+            .filter_map(|f| self.flavors.get(f))
+            .collect();
+        let tolerated = |t: &Taint| {
+            ps.tolerations
+                .iter()
+                .chain(first_spec.tolerations.iter())
+                .chain(others.iter().flat_map(|s| s.tolerations.iter()))
+                .any(|tol| tol.tolerates(t))
+        };
+        let mut out = Vec::with_capacity(list.len());
+        for &n in list {
+            let node = &self.inv.nodes[n];
+            if node.schedulable
+                && node.taints.iter().all(tolerated)
+                && labels_include(&node.labels, &ps.node_selector)
+                && others.iter().all(|s| labels_include(&node.labels, &s.node_labels))
+            {
+                out.push(n);
+            }
+        }
+        out
     }
 
     /// How many nodes the engine knows (live ones).

@@ -6,6 +6,7 @@
 //!   fit.rs         the rule: best fit of identical pods, largest pod sets first
 //!   reserve.rs     what admitted workloads hold on nodes (virtual until bound)
 //!   verdict.rs     placement as the cycle asks for it, and its explanation
+//!   view.rs        read-only views: a workload's placement, a node's reservations
 //! ```
 //!
 //! A node's free capacity is its allocatable minus the requests of every
@@ -19,6 +20,7 @@ mod fit;
 mod inventory;
 mod reserve;
 mod verdict;
+mod view;
 
 pub(super) use fit::{NoRoom, Placement};
 pub(super) use verdict::{ClaimPlacement, Placed};
@@ -89,19 +91,80 @@ pub(super) struct Inventory {
     /// Flavors some of whose nodes gained free capacity since the last
     /// cycle: their queues are woken by the next one.
     pub(super) freed: BTreeSet<FlavorId>,
+    /// How many nodes have terminating pods.
+    pub(super) terminating_nodes: usize,
+    /// Room that evictions under way and terminating pods give back (see
+    /// [`Engine::leaving_delta`]), kept up to date: the footprint of every
+    /// workload being evicted, as added.
+    pub(super) leaving: NodeDelta,
+    pub(super) leaving_of: FastMap<WlId, NodeDelta>,
 }
 
-/// Extra free capacity per node in a what-if (victims gone, claims not
-/// counted); negative for capacity taken.
+/// A what-if on nodes: room gained per node (negative for room taken),
+/// and the requests of bound pods counted as gone. With `terminating`,
+/// terminating pods count as gone too. An evicted workload's bound pods
+/// are usually among the terminating ones, so a node gains the larger of
+/// the two, never their sum (which may underestimate, never overestimate,
+/// the room that comes back).
 #[derive(Clone, Default, Debug)]
-pub(super) struct NodeDelta(pub(super) FastMap<NodeId, ResVec>);
+pub(super) struct NodeDelta {
+    extra: FastMap<NodeId, ResVec>,
+    bound: FastMap<NodeId, ResVec>,
+    pub(super) terminating: bool,
+}
 
 impl NodeDelta {
+    /// Room gained (taken when negative) on node `n`.
     pub(super) fn add(&mut self, n: NodeId, r: ResId, amount: Amount) {
-        res_add(self.0.entry(n).or_default(), r, amount);
+        add_to(&mut self.extra, n, r, amount);
     }
-    pub(super) fn get(&self, n: NodeId, r: ResId) -> Amount {
-        self.0.get(&n).map_or(0, |v| res_get(v, r))
+    /// Bound pods on node `n` counted as gone (back when negative).
+    pub(super) fn add_bound(&mut self, n: NodeId, r: ResId, amount: Amount) {
+        add_to(&mut self.bound, n, r, amount);
+    }
+    /// Room gained on `node` (id `n`), with `extra` and `bound` more.
+    pub(super) fn gain(&self, node: &Node, n: NodeId, r: ResId, extra: Amount, bound: Amount) -> Amount {
+        if self.is_empty() {
+            return extra + bound;
+        }
+        let e = self.extra.get(&n).map_or(0, |v| res_get(v, r)) + extra;
+        let b = self.bound.get(&n).map_or(0, |v| res_get(v, r)) + bound;
+        if self.terminating {
+            e + b.max(res_get(&node.terminating, r))
+        } else {
+            e + b
+        }
+    }
+    /// Changes nothing.
+    pub(super) fn is_empty(&self) -> bool {
+        !self.terminating && self.extra.is_empty() && self.bound.is_empty()
+    }
+    /// Adds another what-if to this one.
+    pub(super) fn merge(&mut self, other: &NodeDelta) {
+        self.merge_scaled(other, 1);
+        self.terminating |= other.terminating;
+    }
+    /// Adds (`sign` 1) or takes away (-1) another what-if's amounts.
+    pub(super) fn merge_scaled(&mut self, other: &NodeDelta, sign: Amount) {
+        for (&n, v) in &other.extra {
+            for &(r, a) in v {
+                self.add(n, r, sign * a);
+            }
+        }
+        for (&n, v) in &other.bound {
+            for &(r, a) in v {
+                self.add_bound(n, r, sign * a);
+            }
+        }
+    }
+}
+
+/// Adds to a node's amounts, dropping the node when nothing is left.
+fn add_to(map: &mut FastMap<NodeId, ResVec>, n: NodeId, r: ResId, amount: Amount) {
+    let v = map.entry(n).or_default();
+    res_add(v, r, amount);
+    if v.is_empty() {
+        map.remove(&n);
     }
 }
 
@@ -112,6 +175,7 @@ impl Engine {
 
     /// Free `r` on node `n` under `delta`.
     pub(super) fn node_free(&self, n: NodeId, r: ResId, delta: &NodeDelta) -> Amount {
-        self.inv.nodes[n].free(r, self.pods_res) + delta.get(n, r)
+        let node = &self.inv.nodes[n];
+        node.free(r, self.pods_res) + delta.gain(node, n, r, 0, 0)
     }
 }

@@ -33,7 +33,7 @@ impl Engine {
             Ok(p) => Placed::Yes(p),
             Err(room) => {
                 let later = self.leaving_delta();
-                if !later.0.is_empty() && self.place(cq, id, choice, &later).is_ok() {
+                if !later.is_empty() && self.place(cq, id, choice, later).is_ok() {
                     Placed::AfterEvictions(room)
                 } else {
                     Placed::No(room)
@@ -43,20 +43,25 @@ impl Engine {
     }
 
     /// Room that terminating pods and workloads being evicted give back.
-    pub(in crate::engine) fn leaving_delta(&self) -> NodeDelta {
-        let mut delta = NodeDelta::default();
-        self.terminating_delta(&mut delta);
-        for q in &self.cqs {
-            if q.evicting == 0 {
-                continue;
-            }
-            for &v in &q.admitted {
-                if matches!(self.wl(v).state, State::Evicting(_)) {
-                    self.footprint(v, 1, &mut delta);
-                }
-            }
+    pub(in crate::engine) fn leaving_delta(&self) -> &NodeDelta {
+        &self.inv.leaving
+    }
+
+    /// Brings the leaving room in line with a workload's state and
+    /// footprint (call after either changes).
+    pub(in crate::engine) fn refresh_leaving(&mut self, id: WlId) {
+        if !self.placement_on() {
+            return;
         }
-        delta
+        if let Some(old) = self.inv.leaving_of.remove(&id) {
+            self.inv.leaving.merge_scaled(&old, -1);
+        }
+        if matches!(self.wl(id).state, State::Evicting(_)) {
+            let mut own = NodeDelta::default();
+            self.footprint(id, 1, &mut own);
+            self.inv.leaving.merge_scaled(&own, 1);
+            self.inv.leaving_of.insert(id, own);
+        }
     }
 
     /// Why a workload that fits quota does not fit the nodes, in numbers.
@@ -71,9 +76,15 @@ impl Engine {
                     (Some(p), Some(c)) => Some(&self.cohorts[c].pools[p]),
                     _ => None,
                 };
-                let available = match ledger::check(slot, pool, 0, 0, Amount::MAX / 4) {
-                    Fit::NotNow { available } => available,
-                    _ => slot.nominal - slot.effective(),
+                // Within nominal, plus what the cohort lends now.
+                let e = slot.effective();
+                let available = match pool {
+                    None => slot.nominal - e,
+                    Some(pool) => {
+                        let g = slot.guaranteed();
+                        let by_pool = g + (pool.capacity - pool.usage + ledger::draw(e, g)) - e;
+                        slot.own_ceiling(true).saturating_sub(e).min(by_pool)
+                    }
                 };
                 (available.max(0), slot.nominal)
             })
@@ -115,19 +126,16 @@ impl Engine {
         if let Ok(p) = self.place(cq, id, &choice, &delta) {
             return ClaimPlacement::Placed(p);
         }
-        for (n, v) in self.leaving_delta().0 {
-            for (r, a) in v {
-                delta.add(n, r, a);
-            }
-        }
+        delta.merge(self.leaving_delta());
         match self.place(cq, id, &choice, &delta) {
             Ok(_) => ClaimPlacement::Wait,
             Err(_) => ClaimPlacement::Lost,
         }
     }
 
-    /// Where a workload restored as admitted would be placed now, or
-    /// nowhere (its pods are then only counted once bound).
+    /// Where a workload restored as admitted would be placed now, within
+    /// the topology domains its admission names, or nowhere (its pods are
+    /// then only counted once bound).
     pub(in crate::engine) fn restored_placement(
         &self,
         cq: CqId,
@@ -138,7 +146,18 @@ impl Engine {
             return Placement::default();
         }
         let choice = self.choice_of(cq, id, assignments);
-        self.place(cq, id, &choice, &NodeDelta::default()).unwrap_or_default()
+        let pinned: Vec<(usize, &str)> = self
+            .wl(id)
+            .pod_sets
+            .iter()
+            .enumerate()
+            .filter_map(|(pi, ps)| {
+                let a = assignments.iter().find(|a| a.name == *ps.name)?;
+                Some((pi, a.topology.as_ref()?.value.as_str()))
+            })
+            .collect();
+        self.place_pinned(cq, id, &choice, &NodeDelta::default(), &pinned)
+            .unwrap_or_default()
     }
 
     /// The flavor choice an assignment records.
@@ -155,7 +174,9 @@ impl Engine {
             for &(r, _) in &ps.total {
                 let (Some(&g), Some(f)) = (
                     q.group_of.get(&r),
-                    a.flavors.get(self.resources.name(r).as_ref()).and_then(|f| self.flavor_names.get(f)),
+                    a.flavors
+                        .get(self.resources.name(r).as_ref())
+                        .and_then(|f| self.flavor_names.get(f)),
                 ) else {
                     continue;
                 };

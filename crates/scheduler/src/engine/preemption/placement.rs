@@ -1,18 +1,26 @@
 //! Placement-aware victims. When a workload fits quota (or will, once its
-//! quota victims are gone) but not the nodes, more victims are chosen node
-//! by node: for the pod that does not fit, the node where the fewest
-//! allowed victims (then the lowest-priority ones) make room for one more
-//! of it, so whole nodes are freed rather than slivers on many. Victims
-//! are allowed by the same policies as for quota, minimum runtime
-//! included. The set is then made minimal (a victim whose room is not
-//! needed is given back, latest chosen first), and nothing is preempted
-//! when even every allowed victim would not make the workload placeable.
+//! quota victims are gone) and its quota victims also make room for its
+//! pods, they are the victims. Otherwise victims are chosen node by node:
+//! for the pod that does not fit, the node where the fewest allowed
+//! victims (then the lowest-priority ones) make room for one more of it,
+//! so whole nodes are freed rather than slivers on many. The quota
+//! victims are candidates like the others, and are added (in their order)
+//! only while the chosen ones do not free enough quota. Victims are
+//! allowed by the same policies as for quota, minimum runtime included;
+//! victims in other queues of the cohort by `borrowWithinCohort` when the
+//! preemptor borrows, by `reclaimWithinCohort` when it then fits within
+//! its nominal quota (and it must stay so). The set is then made minimal
+//! (a victim whose quota and room are not needed is given back, latest
+//! chosen first), and nothing is preempted when even every allowed
+//! victim would not make the workload placeable.
 
 use super::*;
+use crate::engine::placement::{NoRoom, res_add, res_get};
 
 impl Engine {
-    /// `quota_victims` plus the victims that make the workload placeable
-    /// with `choice`, and where it goes; `None` when no allowed set does.
+    /// Victims that make the workload fit quota and placeable with
+    /// `choice` (`quota_victims` make it fit quota), and where it goes;
+    /// `None` when no allowed set does.
     #[allow(clippy::too_many_arguments)]
     pub(in crate::engine) fn placement_victims(
         &self,
@@ -24,13 +32,130 @@ impl Engine {
         quota_victims: Vec<(WlId, PreemptionReason)>,
         now: Millis,
     ) -> Option<(Vec<(WlId, PreemptionReason)>, Placement)> {
-        let mut delta = self.leaving_delta();
+        let mut delta = self.leaving_delta().clone();
         for (v, _) in &quota_victims {
             self.footprint(*v, 1, &mut delta);
         }
         if let Ok(p) = self.place(cq, id, choice, &delta) {
             return Some((quota_victims, p));
         }
+        for (v, _) in &quota_victims {
+            self.footprint(*v, -1, &mut delta);
+        }
+        let mut candidates = self.placement_candidates(cq, id, usage, &quota_victims, now);
+        // Even every candidate gone leaves no room: nothing to preempt.
+        for c in &candidates {
+            self.footprint(c.id, 1, &mut delta);
+        }
+        let possible = self.place(cq, id, choice, &delta).is_ok();
+        for c in &candidates {
+            self.footprint(c.id, -1, &mut delta);
+        }
+        if !possible {
+            return None;
+        }
+        // Quota: without quota victims it fits already (as `borrowing`
+        // says); with them, within nominal if they leave it so.
+        let quota_check = !quota_victims.is_empty();
+        let mut ov = Overlay::default();
+        let within_nominal = if quota_check {
+            ov = self.evictions_overlay(cq);
+            let mut after = ov.clone();
+            for (v, _) in &quota_victims {
+                self.overlay_holding(&mut after, *v, -1);
+            }
+            self.fits_overlay(&after, cq, usage, true)
+        } else {
+            !borrowing
+        };
+        let borrowing = !within_nominal;
+        let is_quota_victim = |v: WlId| quota_victims.iter().any(|(q, _)| *q == v);
+        candidates
+            .retain(|c| is_quota_victim(c.id) || c.cq == cq || if borrowing { c.borrow_ok } else { c.reclaim_ok });
+        let quota_reason = |v: WlId| quota_victims.iter().find(|(q, _)| *q == v).map(|(_, r)| *r);
+        // Which candidates occupy which node, in victim order.
+        let mut on_node: FastMap<NodeId, Vec<usize>> = FastMap::default();
+        for (i, c) in candidates.iter().enumerate() {
+            for n in self.footprint_nodes(c.id) {
+                let list = on_node.entry(n).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        let mut chosen: Vec<usize> = Vec::new();
+        let quota_fits = |ov: &Overlay| !quota_check || self.fits_overlay(ov, cq, usage, within_nominal);
+        let mut placement = loop {
+            let room = match self.place(cq, id, choice, &delta) {
+                Ok(p) if quota_fits(&ov) => break p,
+                Ok(_) => {
+                    // Room enough, quota short: the quota victims make it fit.
+                    let i = (0..candidates.len())
+                        .find(|&i| !chosen.contains(&i) && quota_reason(candidates[i].id).is_some())?;
+                    self.take(i, &candidates, quota_check, &mut chosen, &mut delta, &mut ov);
+                    continue;
+                }
+                Err(room) => room,
+            };
+            let taken = self.cheapest_node(id, choice, &room, &candidates, &on_node, &chosen, &delta)?;
+            for i in taken {
+                self.take(i, &candidates, quota_check, &mut chosen, &mut delta, &mut ov);
+            }
+        };
+        // Minimal: give back, latest chosen first, every victim not needed.
+        for k in (0..chosen.len()).rev() {
+            let v = candidates[chosen[k]].id;
+            self.footprint(v, -1, &mut delta);
+            if quota_check {
+                self.overlay_holding(&mut ov, v, 1);
+            }
+            let placed = if quota_fits(&ov) {
+                self.place(cq, id, choice, &delta).ok()
+            } else {
+                None
+            };
+            match placed {
+                Some(p) => {
+                    placement = p;
+                    chosen.remove(k);
+                }
+                None => {
+                    self.footprint(v, 1, &mut delta);
+                    if quota_check {
+                        self.overlay_holding(&mut ov, v, -1);
+                    }
+                }
+            }
+        }
+        let victims = chosen
+            .into_iter()
+            .map(|i| {
+                let c = &candidates[i];
+                let reason = quota_reason(c.id).unwrap_or(if c.cq == cq {
+                    PreemptionReason::InClusterQueue
+                } else if borrowing {
+                    PreemptionReason::InCohortReclaimWhileBorrowing
+                } else {
+                    PreemptionReason::InCohortReclamation
+                });
+                (c.id, reason)
+            })
+            .collect();
+        Some((victims, placement))
+    }
+
+    /// The victims the policy may allow, in victim order: admitted
+    /// workloads of the own queue and of cohort queues that borrow what
+    /// the preemptor uses (reclaiming or borrowing: the caller narrows
+    /// them), and the quota victims.
+    fn placement_candidates(
+        &self,
+        cq: CqId,
+        id: WlId,
+        usage: &[(usize, Amount)],
+        quota_victims: &[(WlId, PreemptionReason)],
+        now: Millis,
+    ) -> Vec<Candidate<'_>> {
         let me = self.wl(id);
         let policy = self.cqs[cq].spec.preemption;
         let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
@@ -46,100 +171,118 @@ impl Engine {
                 }
             }
         }
-        candidates.retain(|c| {
-            !quota_victims.iter().any(|(v, _)| *v == c.id) && (c.cq == cq || if borrowing { c.borrow_ok } else { c.reclaim_ok })
-        });
+        // Quota victims the collection above does not list (it looks at
+        // every resource the preemptor uses, quota only at the short ones).
+        for &(v, _) in quota_victims {
+            if candidates.iter().any(|c| c.id == v) {
+                continue;
+            }
+            let w = self.wl(v);
+            if let State::Admitted(h) = &w.state {
+                candidates.push(Candidate {
+                    id: v,
+                    cq: h.cq,
+                    priority: w.priority,
+                    admitted_at: h.admitted_at,
+                    uid: &w.uid,
+                    in_borrowing_queue: h.cq != cq,
+                    reclaim_ok: true,
+                    borrow_ok: true,
+                });
+            }
+        }
         candidates.sort_by(|a, b| {
             order::VictimOrder::new(a.in_borrowing_queue, a.priority, a.admitted_at, a.uid, 0).cmp(
                 &order::VictimOrder::new(b.in_borrowing_queue, b.priority, b.admitted_at, b.uid, 0),
             )
         });
-        // Which candidates occupy which node.
-        let mut on_node: FastMap<NodeId, Vec<usize>> = FastMap::default();
-        for (i, c) in candidates.iter().enumerate() {
-            let mut d = NodeDelta::default();
-            self.footprint(c.id, 1, &mut d);
-            for n in d.0.keys() {
-                on_node.entry(*n).or_default().push(i);
-            }
+        candidates
+    }
+
+    /// Counts candidate `i` as gone.
+    fn take(
+        &self,
+        i: usize,
+        candidates: &[Candidate<'_>],
+        quota_check: bool,
+        chosen: &mut Vec<usize>,
+        delta: &mut NodeDelta,
+        ov: &mut Overlay,
+    ) {
+        self.footprint(candidates[i].id, 1, delta);
+        if quota_check {
+            self.overlay_holding(ov, candidates[i].id, -1);
         }
-        let mut chosen: Vec<usize> = Vec::new();
-        let placement = loop {
-            let room = match self.place(cq, id, choice, &delta) {
-                Ok(p) => break p,
-                Err(room) => room,
+        chosen.push(i);
+    }
+
+    /// For the pod set that does not fit, the node where the fewest
+    /// candidates not chosen yet (then the lowest-priority ones, then the
+    /// first node) make room for one more of its pods, and those
+    /// candidates; `None` when no node can gain one.
+    #[allow(clippy::too_many_arguments)]
+    fn cheapest_node(
+        &self,
+        id: WlId,
+        choice: &Choice,
+        room: &NoRoom,
+        candidates: &[Candidate<'_>],
+        on_node: &FastMap<NodeId, Vec<usize>>,
+        chosen: &[usize],
+        delta: &NodeDelta,
+    ) -> Option<Vec<usize>> {
+        let per_pod = self.per_pod(id, room.pod_set);
+        let ps = &self.wl(id).pod_sets[room.pod_set];
+        let mut flavors: Vec<FlavorId> = choice.0[room.pod_set].iter().map(|g| g.flavor).collect();
+        flavors.sort_unstable();
+        flavors.dedup();
+        let mut best: Option<((usize, i32, NodeId), Vec<usize>)> = None;
+        for n in self.candidate_nodes(&flavors, ps) {
+            let Some(here) = on_node.get(&n) else { continue };
+            let node = &self.inv.nodes[n];
+            let k = self.fit_count(n, &per_pod, delta) as Amount;
+            // What the victims taken so far on this node give back.
+            let (mut extra, mut bound): (ResVec, ResVec) = (Vec::new(), Vec::new());
+            let short = |extra: &ResVec, bound: &ResVec| {
+                per_pod.iter().any(|&(r, a)| {
+                    a > 0
+                        && node.free(r, self.pods_res) + delta.gain(node, n, r, res_get(extra, r), res_get(bound, r))
+                            < (k + 1) * a
+                })
             };
-            let per_pod = self.per_pod(id, room.pod_set);
-            let ps = &me.pod_sets[room.pod_set];
-            let mut flavors: Vec<FlavorId> = choice.0[room.pod_set].iter().map(|g| g.flavor).collect();
-            flavors.dedup();
-            let mut best: Option<((usize, i32, NodeId), Vec<usize>)> = None;
-            for n in self.candidate_nodes(&flavors, ps) {
-                let Some(here) = on_node.get(&n) else { continue };
-                let k = self.fit_count(n, &per_pod, &delta) as Amount;
-                let mut need: Vec<(ResId, Amount)> = per_pod
-                    .iter()
-                    .filter(|(_, a)| *a > 0)
-                    .map(|&(r, a)| (r, (k + 1) * a - self.node_free(n, r, &delta)))
-                    .collect();
-                let mut taken = Vec::new();
-                for &i in here {
-                    if need.iter().all(|(_, a)| *a <= 0) {
-                        break;
-                    }
-                    if chosen.contains(&i) {
-                        continue;
-                    }
-                    let mut d = NodeDelta::default();
-                    self.footprint(candidates[i].id, 1, &mut d);
-                    for (r, a) in need.iter_mut() {
-                        *a -= d.get(n, *r);
-                    }
-                    taken.push(i);
+            let mut taken = Vec::new();
+            for &i in here {
+                if !short(&extra, &bound) {
+                    break;
                 }
-                if taken.is_empty() || need.iter().any(|(_, a)| *a > 0) {
+                if chosen.contains(&i) {
                     continue;
                 }
-                let cost = (
-                    taken.len(),
-                    taken.iter().map(|&i| candidates[i].priority).max().unwrap_or(i32::MIN),
-                    n,
-                );
-                if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                    best = Some((cost, taken));
+                let wl = self.wl(candidates[i].id);
+                for (m, _, v) in &wl.bound {
+                    if *m == n {
+                        v.iter().for_each(|&(r, a)| res_add(&mut bound, r, a));
+                    }
                 }
-            }
-            let (_, taken) = best?;
-            for i in taken {
-                self.footprint(candidates[i].id, 1, &mut delta);
-                chosen.push(i);
-            }
-        };
-        // Minimal: give back, latest chosen first, every victim not needed.
-        let mut placement = placement;
-        for k in (0..chosen.len()).rev() {
-            let v = candidates[chosen[k]].id;
-            self.footprint(v, -1, &mut delta);
-            match self.place(cq, id, choice, &delta) {
-                Ok(p) => {
-                    placement = p;
-                    chosen.remove(k);
+                for (m, v) in &wl.reserved {
+                    if *m == n {
+                        v.iter().for_each(|&(r, a)| res_add(&mut extra, r, a));
+                    }
                 }
-                Err(_) => self.footprint(v, 1, &mut delta),
+                taken.push(i);
+            }
+            if taken.is_empty() || short(&extra, &bound) {
+                continue;
+            }
+            let cost = (
+                taken.len(),
+                taken.iter().map(|&i| candidates[i].priority).max().unwrap_or(i32::MIN),
+                n,
+            );
+            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                best = Some((cost, taken));
             }
         }
-        let mut victims = quota_victims;
-        victims.extend(chosen.into_iter().map(|i| {
-            let c = &candidates[i];
-            let reason = if c.cq == cq {
-                PreemptionReason::InClusterQueue
-            } else if borrowing {
-                PreemptionReason::InCohortReclaimWhileBorrowing
-            } else {
-                PreemptionReason::InCohortReclamation
-            };
-            (c.id, reason)
-        }));
-        Some((victims, placement))
+        best.map(|(_, taken)| taken)
     }
 }
