@@ -18,6 +18,7 @@
 pub mod checks;
 pub mod clock;
 pub mod idle;
+pub mod placement;
 pub mod report;
 pub mod scenario;
 pub mod sim;

@@ -484,6 +484,10 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
         .map_err(|e| errors.push(e))
         .unwrap_or_default();
+    let specs = cluster_queues.iter().map(|c| &c.spec);
+    let nodes = trace::nodes::expand(&trace_doc, &flavors, specs, &workloads, &trace_text, origin)
+        .map_err(|e| errors.extend(e))
+        .unwrap_or_default();
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -503,6 +507,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         eviction_delay,
         idle_reclaim,
         idle_interval,
+        nodes,
     };
     Ok((scenario, manifests))
 }

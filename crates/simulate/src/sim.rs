@@ -17,6 +17,13 @@
 //! plus `--eviction-delay`, requeues and runs again from the start when
 //! re-admitted.
 //!
+//! With nodes in the scenario (`spec.nodes`) the engine runs with
+//! [`PlacementMode::Nodes`] and gets every node at the start: a workload
+//! is admitted only where its pods fit, and holds its room on the nodes
+//! (the engine's reservation: pods are never bound here) until it
+//! finishes or its eviction completes. [`WaitClock`] splits every
+//! workload's time pending into waiting for nodes and for quota.
+//!
 //! Idle-GPU reclaim ([`super::idle`]) checks admitted workloads at its own
 //! interval, before the events of that instant, and evicts through the
 //! same path. With [`SimOptions::forecast`], every workload still pending
@@ -34,10 +41,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use sluice_scheduler::{Engine, PodSetSpec, WorkloadSpec};
+use sluice_scheduler::{Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
 
 use super::clock::{EventQueue, WriteLimiter};
 use super::idle::{IdleOutcome, Reclaimer};
+use super::placement::{PlacementOutcome, WaitClock};
 use super::trace::profile::DEFAULT_IDLE_INTERVAL;
 use super::units::Millis;
 use forecast::Forecaster;
@@ -127,9 +135,21 @@ fn run_once(
     progress: &mut dyn FnMut(Progress),
     reclaim: bool,
 ) -> Result<SimResult> {
-    let mut engine = Engine::new();
+    // Nodes, when the scenario has any: then pods must fit on them too.
+    let placement = if scenario.nodes.is_empty() {
+        PlacementMode::QuotaOnly
+    } else {
+        PlacementMode::Nodes
+    };
+    let mut engine = Engine::with_config(EngineConfig {
+        placement,
+        ..EngineConfig::default()
+    });
     for f in &scenario.flavors {
         engine.upsert_flavor(f.clone());
+    }
+    for node in &scenario.nodes {
+        engine.upsert_node(node.spec.clone());
     }
     let mut queues: Vec<QueueState> = Vec::new();
     let mut queue_index: HashMap<String, usize> = HashMap::new();
@@ -187,6 +207,7 @@ fn run_once(
         })
         .collect();
     let mut state = vec![State::NotArrived; n];
+    let mut waits = WaitClock::new(n);
     let mut epoch = vec![0u32; n];
     // What each admitted workload holds: (queue, slot, amount).
     let mut held: Vec<Vec<(usize, usize, i64)>> = vec![Vec::new(); n];
@@ -286,6 +307,7 @@ fn run_once(
                                 name: ps.name.clone(),
                                 count: ps.count,
                                 requests: ps.requests.clone(),
+                                require_single_domain: w.require_single_domain.contains(&ps.name),
                                 ..PodSetSpec::default()
                             })
                             .collect(),
@@ -293,6 +315,7 @@ fn run_once(
                     match engine.add_workload(spec) {
                         Ok(()) => {
                             state[i] = State::Pending;
+                            waits.pending(i, t);
                             if let Some(f) = forecaster.as_mut() {
                                 f.arrived(i);
                             }
@@ -360,6 +383,7 @@ fn run_once(
                             .with_context(|| format!("engine refused eviction of {}", scenario.workloads[i].name))?;
                         release(&mut queues, &mut held[i], &mut touched);
                         state[i] = State::Pending;
+                        waits.pending(i, t);
                         if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
                             queues[q].pending += 1;
                             touched.insert(q);
@@ -383,6 +407,7 @@ fn run_once(
                 let Some(i) = index_of(&a.uid) else { continue };
                 epoch[i] += 1;
                 state[i] = State::Admitted;
+                waits.admitted(i, t);
                 let q = *queue_index
                     .get(&*a.cluster_queue)
                     .with_context(|| format!("admitted into unknown queue {}", a.cluster_queue))?;
@@ -439,6 +464,7 @@ fn run_once(
             for (uid, explanation) in &cycle.pending_changed {
                 if let Some(i) = index_of(uid) {
                     records[i].last_pending = Some(sluice_convert::text::explanation(explanation));
+                    waits.explained(i, t, explanation);
                 }
             }
             if let Some(f) = forecaster.as_mut() {
@@ -496,6 +522,13 @@ fn run_once(
             baseline_waits: None,
         }),
         forecast: forecaster.map(Forecaster::into_outcome),
+        placement: (!scenario.nodes.is_empty()).then(|| PlacementOutcome {
+            nodes: scenario.nodes.clone(),
+            topology_keys: (scenario.flavors.iter())
+                .filter_map(|f| Some((f.name.clone(), f.topology_key.clone()?)))
+                .collect(),
+            waits: waits.finish(end),
+        }),
     })
 }
 

@@ -228,6 +228,7 @@ fn on_gpu_teams_exact_estimates_are_exact_without_later_arrivals() {
             eviction_delay: full.eviction_delay,
             idle_reclaim: full.idle_reclaim.clone(),
             idle_interval: full.idle_interval,
+            nodes: full.nodes.clone(),
         };
         let (r, _) = run_scenario(&cut, &forecast_opts());
         let f = r.forecast.expect("a forecast section");

@@ -7,6 +7,7 @@ mod charts;
 mod forecast;
 mod gantt;
 mod idle;
+mod placement;
 mod plot;
 
 use std::fmt::Write as _;
@@ -147,6 +148,9 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     );
     out.push_str(r#"<h2>Workload classes</h2>"#);
     table(&mut out, "class", &report.classes, None, &[]);
+    if let Some(x) = &report.placement {
+        placement::section(&mut out, x);
+    }
     if let Some(x) = &report.idle {
         idle::section(&mut out, x);
     }

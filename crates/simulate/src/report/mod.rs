@@ -26,11 +26,14 @@
 //!   ended by idle reclaim are not counted as lost to preemption.
 //! - the `forecast` section (start-time estimates) is defined in
 //!   [`forecast`].
+//! - the `placement` section (waits for nodes against waits for quota,
+//!   when the scenario declares nodes) is defined in [`placement`].
 
 mod column;
 pub mod forecast;
 pub mod html;
 pub mod idle;
+pub mod placement;
 mod stats;
 pub mod table;
 
@@ -75,6 +78,10 @@ pub struct Report {
     /// `--forecast`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forecast: Option<forecast::ForecastReport>,
+    /// Waits for nodes against waits for quota; only when the scenario
+    /// declares nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<placement::PlacementReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -110,6 +117,13 @@ pub struct WorkloadOut {
     pub preemptions: u32,
     pub evictions: u32,
     pub gpu_hours_lost: f64,
+    /// Time pending for room on the nodes (see [`placement`]); only when
+    /// the scenario declares nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_wait_ms: Option<Millis>,
+    /// Time pending for any other reason; only with nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_wait_ms: Option<Millis>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -218,6 +232,8 @@ fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
         preemptions: rec.preempted,
         evictions: rec.evicted,
         gpu_hours_lost: gpus as f64 / 1000.0 * lost_ms as f64 / 3_600_000.0,
+        node_wait_ms: None,
+        quota_wait_ms: None,
     }
 }
 
@@ -388,10 +404,14 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         }
     }
     let mut workloads = Vec::with_capacity(r.workloads.len());
-    for (w, rec) in r.workloads.iter().zip(&r.records) {
+    for (i, (w, rec)) in r.workloads.iter().zip(&r.records).enumerate() {
         by_queue.entry(&rec.cluster_queue).or_default();
         by_class.entry(&w.class).or_default();
-        let out = workload_out(w, rec);
+        let mut out = workload_out(w, rec);
+        if let Some(split) = r.placement.as_ref().and_then(|p| p.waits.get(i)) {
+            out.node_wait_ms = Some(split.nodes_ms);
+            out.quota_wait_ms = Some(split.other_ms);
+        }
         let finished = rec.runs.last().is_some_and(|x| x.end == RunEnd::Finished);
         let apply = |t: &mut Tally| {
             t.workloads += 1;
@@ -488,6 +508,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
             .collect(),
         idle: r.idle.as_ref().map(|o| idle::build(o, r)),
         forecast: forecast::build(r),
+        placement: r.placement.as_ref().map(|p| placement::build(p, r)),
     }
 }
 

@@ -211,6 +211,9 @@ pub fn render(r: &Report) -> String {
         ]);
     }
     t.render(&mut out);
+    if let Some(p) = &r.placement {
+        super::placement::render_table(p, &mut out);
+    }
     if let Some(idle) = &r.idle {
         super::idle::render_table(idle, &mut out);
     }

@@ -9,7 +9,8 @@ use sluice_scheduler::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec};
 
 use super::forecast::ForecastOutcome;
 use crate::idle::{DEFAULT_REQUEUE_LIMIT, IdleOutcome};
-use crate::trace::TraceWorkload;
+use crate::placement::PlacementOutcome;
+use crate::trace::{ScenarioNode, TraceWorkload};
 use crate::units::Millis;
 
 /// Everything a run needs, already checked.
@@ -25,6 +26,9 @@ pub struct Scenario {
     pub idle_reclaim: BTreeMap<String, IdlePolicy>,
     /// The Trace's `spec.idleInterval`, if it sets one.
     pub idle_interval: Option<Millis>,
+    /// The Trace's `spec.nodes`; any at all runs the engine with
+    /// [`sluice_scheduler::PlacementMode::Nodes`].
+    pub nodes: Vec<ScenarioNode>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +169,9 @@ pub struct SimResult {
     /// Start-time estimates made at submission; `None` unless
     /// [`SimOptions::forecast`].
     pub forecast: Option<ForecastOutcome>,
+    /// Waits for nodes against waits for quota; `None` unless the scenario
+    /// declares nodes.
+    pub placement: Option<PlacementOutcome>,
 }
 
 /// Progress of a run, for the terminal indicator.

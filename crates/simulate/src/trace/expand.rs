@@ -41,6 +41,9 @@ pub struct TraceWorkload {
     pub pod_sets: Vec<TracePodSet>,
     /// GPU utilisation of every pod over a run; `None`: always busy.
     pub utilization: Option<Utilization>,
+    /// Names of its pod sets whose pods must all run within one topology
+    /// domain (`topology: required`).
+    pub require_single_domain: BTreeSet<String>,
 }
 
 impl TraceWorkload {
@@ -129,6 +132,7 @@ pub fn expand(
             count: job.pods,
             requests: job.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
         };
+        let single_domain: BTreeSet<String> = job.topology.iter().map(|_| pod_set.name.clone()).collect();
         if let Some(gang) = &job.gang {
             let key = format!("{}/{}", job.namespace, gang.value);
             if let Some(&idx) = gangs.get(&key) {
@@ -168,6 +172,9 @@ pub fn expand(
                 w.duration = w.duration.max(job.duration.0);
                 // The gang runs as long as its longest member is expected to.
                 w.expected_runtime = w.expected_runtime.max(job.expected_runtime.map(|d| d.0));
+                if job.topology.is_some() {
+                    w.require_single_domain.insert(pod_set.name.clone());
+                }
                 w.pod_sets.push(pod_set);
                 continue;
             }
@@ -189,6 +196,7 @@ pub fn expand(
                 expected_runtime: job.expected_runtime.map(|d| d.0),
                 pod_sets: vec![pod_set],
                 utilization,
+                require_single_domain: single_domain,
             });
             continue;
         }
@@ -210,6 +218,7 @@ pub fn expand(
             expected_runtime: job.expected_runtime.map(|d| d.0),
             pod_sets: vec![pod_set],
             utilization,
+            require_single_domain: single_domain,
         });
     }
 
@@ -266,6 +275,7 @@ pub fn expand(
             profile::read(u, &format!("{p}.utilization"), at, origin, &mut errors)
         });
         let start = gen_.start.map_or(0, |d| d.0);
+        let single_domain: BTreeSet<String> = gen_.topology.iter().map(|_| "main".to_string()).collect();
         let total = out.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
         if total > crate::checks::MAX_WORKLOADS {
             errors.push(origin.at(
@@ -322,6 +332,7 @@ pub fn expand(
                         requests: requests.clone(),
                     }],
                     utilization: utilization.clone(),
+                    require_single_domain: single_domain.clone(),
                 });
             }
         }

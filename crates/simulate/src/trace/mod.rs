@@ -3,7 +3,8 @@
 //! `Trace` (`apiVersion: sluice.dev/v1alpha1`) is a simulator-only kind; it
 //! never reaches a cluster. Its `spec` holds explicit `jobs` and `generators`
 //! that expand into many similar jobs (enough to express Kueue's performance
-//! scenarios). See `docs/simulate.md` for the full reference.
+//! scenarios), and optionally the cluster's `nodes` ([`nodes`]). See
+//! `docs/simulate.md` for the full reference.
 //!
 //! Parsing happens in two steps so that every error can name its place:
 //! 1. [`parse_trace`] deserializes the document. Shape errors (a missing
@@ -23,9 +24,11 @@ use serde_saphyr::Spanned;
 use super::units::{Millis, parse_duration};
 
 mod expand;
+pub mod nodes;
 pub mod profile;
 
 pub use expand::{ScenarioNames, SplitMix64, TracePodSet, TraceWorkload, expand};
+pub use nodes::{NodeEntry, ScenarioNode, TopologyEntry};
 pub use profile::{SegmentEntry, Utilization};
 
 /// A problem in the scenario, with where it is.
@@ -169,6 +172,10 @@ pub struct TraceSpec {
     /// Default for `--idle-interval`: how often idle-GPU reclaim checks.
     #[serde(default)]
     pub idle_interval: Option<Spanned<Duration>>,
+    /// The cluster's nodes ([`nodes`]); any at all turns on node-aware
+    /// placement.
+    #[serde(default)]
+    pub nodes: Vec<NodeEntry>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
@@ -200,6 +207,10 @@ pub struct JobEntry {
     /// GPU utilisation over the run ([`profile`]); absent: always busy.
     #[serde(default)]
     pub utilization: Option<Vec<SegmentEntry>>,
+    /// `required`: all its pods within one topology domain of their flavor
+    /// (the `sluice.dev/topology: required` annotation); needs `spec.nodes`.
+    #[serde(default)]
+    pub topology: Option<Spanned<TopologyEntry>>,
 }
 
 /// `count` similar jobs, one every `interval` from `start`, in each queue.
@@ -235,6 +246,9 @@ pub struct GeneratorEntry {
     /// GPU utilisation over the run of every job it makes ([`profile`]).
     #[serde(default)]
     pub utilization: Option<Vec<SegmentEntry>>,
+    /// As for jobs: every job it makes within one topology domain.
+    #[serde(default)]
+    pub topology: Option<Spanned<TopologyEntry>>,
 }
 
 /// Deterministic randomness: the same seed gives the same trace.
