@@ -188,10 +188,7 @@ impl Cluster {
             .args(["--lease-duration-seconds", "6"])
             .args(["--identity", &identity])
             .args(["--log-format", "plain"])
-            .args(
-                (!extra.iter().any(|a| a.starts_with("--placement")))
-                    .then_some("--placement=quota-only"),
-            )
+            .args((!extra.iter().any(|a| a.starts_with("--placement"))).then_some("--placement=quota-only"))
             .args(extra)
             .env("KUBECONFIG", kubeconfig_path())
             .stdout(Stdio::null())
@@ -349,7 +346,11 @@ impl Cluster {
                             "message": "e2e", "lastHeartbeatTime": now, "lastTransitionTime": now}]
         }});
         Api::<Node>::all(self.client.clone())
-            .patch_status(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&status),
+            )
             .await?;
         Ok(())
     }

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use sluice_api::quantity;
 use sluice_api::v1alpha1::PodSet;
 use sluice_scheduler as eng;

@@ -81,7 +81,10 @@ pub fn verdict(v: &Verdict) -> String {
                 None => String::new(),
             };
             let room = if *pods == 1 {
-                format!("none of its {nodes} node(s) has {} {resource} free{within}", amount(*per_pod))
+                format!(
+                    "none of its {nodes} node(s) has {} {resource} free{within}",
+                    amount(*per_pod)
+                )
             } else {
                 format!(
                     "only {placeable} of {pods} pods ({} {resource} each) fit on its {nodes} node(s){within}",

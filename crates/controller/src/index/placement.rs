@@ -153,7 +153,10 @@ impl Placement {
 fn shared(name: &str) -> Arc<str> {
     static NAMES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<Arc<str>>>> =
         std::sync::OnceLock::new();
-    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some(n) = names.get(name) {
         return n.clone();
     }
@@ -318,7 +321,9 @@ impl Index {
             };
             let mut per_node: BTreeMap<Arc<str>, (u32, Vec<(Arc<str>, i64)>)> = BTreeMap::new();
             for jk in self.member_keys(&wk) {
-                let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else { continue };
+                let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else {
+                    continue;
+                };
                 for (node, pods, sum) in self.placement.by_owner.get(&ok).into_iter().flatten() {
                     let e = per_node.entry(node.clone()).or_default();
                     e.0 += pods;

@@ -489,7 +489,12 @@ fn memory_with_5000_nodes_and_100000_pods() {
     for k in Kind::ALL {
         handle(&mut cache, Some(&mut ix), Msg::Init(k), 0);
     }
-    handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Flavor(Box::new(flavor("a100")))), 0);
+    handle(
+        &mut cache,
+        Some(&mut ix),
+        Msg::Apply(Obj::Flavor(Box::new(flavor("a100")))),
+        0,
+    );
     let before = rss_kib();
     let node: Node = serde_json::from_value(crate::testing::fixture("node-gpu-create-response.json")).unwrap();
     let pod: Pod = serde_json::from_value(crate::testing::fixture("pod-of-job-running.json")).unwrap();
@@ -515,9 +520,13 @@ fn memory_with_5000_nodes_and_100000_pods() {
             .insert("controller-uid".into(), format!("job-uid-{}", i / 8));
         p.spec.as_mut().unwrap().node_name = Some(format!("gpu-node-{}", i % 5_000));
         let key = format!("team-{}/pod-{i}", i % 50);
-        let entry = sluice_convert::nodes::bound_pod(&p)
-            .unwrap()
-            .map(|b| Arc::new(crate::index::PodEntry::new(&format!("team-{}", i % 50), p.metadata.labels.as_ref(), b)));
+        let entry = sluice_convert::nodes::bound_pod(&p).unwrap().map(|b| {
+            Arc::new(crate::index::PodEntry::new(
+                &format!("team-{}", i % 50),
+                p.metadata.labels.as_ref(),
+                b,
+            ))
+        });
         handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Pod(key, entry)), 0);
     }
     for k in Kind::ALL {
@@ -536,7 +545,11 @@ fn memory_with_5000_nodes_and_100000_pods() {
         after.saturating_sub(before) / 1024
     );
     // The budget: at most 150 MiB for 5 000 nodes and 100 000 pods.
-    assert!(after.saturating_sub(before) <= 150 * 1024, "added {} KiB", after - before);
+    assert!(
+        after.saturating_sub(before) <= 150 * 1024,
+        "added {} KiB",
+        after - before
+    );
 }
 
 // ----- the whole loop against a mocked API server ---------------------------------

@@ -261,7 +261,8 @@ fn placement_watches(client: &Client) -> Vec<MsgStream> {
                 match sluice_convert::nodes::bound_pod(&p) {
                     Ok(bound) => {
                         let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-                        let entry = bound.map(|b| Arc::new(crate::index::PodEntry::new(ns, p.metadata.labels.as_ref(), b)));
+                        let entry =
+                            bound.map(|b| Arc::new(crate::index::PodEntry::new(ns, p.metadata.labels.as_ref(), b)));
                         Obj::Pod(key, entry)
                     }
                     Err(e) => Obj::Malformed(Kind::Pod, key, e.to_string()),
