@@ -112,6 +112,7 @@ impl Engine {
             let victims = cycle.preempted.iter().map(|p| &p.victim);
             for uid in victims.chain(cycle.evicted.iter().map(|e| &e.uid)) {
                 releases.remove(uid);
+                copy.forget_bound_pods(uid);
                 evicted |= copy.eviction_complete(uid, t).is_ok();
             }
             if waiting.is_empty() {
@@ -134,6 +135,7 @@ impl Engine {
                         let _ = copy.finish(&uid);
                     }
                     Some(WorkloadState::Evicting) => {
+                        copy.forget_bound_pods(&uid);
                         let _ = copy.eviction_complete(&uid, t);
                     }
                     _ => {}

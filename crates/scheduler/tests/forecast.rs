@@ -275,3 +275,37 @@ fn preempting_queue() -> World {
             .within(WithinClusterQueue::LowerPriority),
     ])
 }
+
+/// Placement: one 8-GPU a100 node, a queue of 16 (quota is not the limit).
+fn one_node(within: WithinClusterQueue) -> World {
+    let mut w = World::placement(vec![cq("a").quota("a100", vec![q(GPU, 16)]).within(within)]);
+    w.node(node("n1", "a100", 8));
+    w
+}
+
+#[test]
+fn with_placement_the_node_frees_when_the_running_workload_ends() {
+    let mut w = one_node(WithinClusterQueue::Never);
+    w.add(eight("run"));
+    w.cycle(0);
+    // Its pod is bound: the node's usage says so, the reservation is gone.
+    w.usage("n1", &[(GPU, 8), ("pods", 1)]);
+    w.bind("run", &[("n1", 1, &[(GPU, 8), ("pods", 1)])]);
+    w.add(eight("next").at(5));
+    assert!(w.cycle(5).admitted.is_empty());
+    assert_eq!(w.state("next"), WorkloadState::Pending);
+    assert_eq!(forecast(&w, 10, &expect(&[("run", 100)], 50)), est(&[("next", 100)]));
+}
+
+#[test]
+fn with_placement_a_preemptor_starts_when_its_bound_victim_is_gone() {
+    let mut w = one_node(WithinClusterQueue::LowerPriority);
+    w.add(eight("low").prio(0));
+    w.cycle(0);
+    w.usage("n1", &[(GPU, 8), ("pods", 1)]);
+    w.bind("low", &[("n1", 1, &[(GPU, 8), ("pods", 1)])]);
+    w.add(eight("high").prio(10).at(1));
+    let c = w.cycle(1);
+    assert_eq!(victims(&c), vec!["low"]);
+    assert_eq!(forecast(&w, 2, &expect(&[("low", 31)], 50)), est(&[("high", 31)]));
+}
