@@ -258,32 +258,39 @@ impl Engine {
                     continue;
                 }
                 Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {
-                    Placed::Yes(placement) => {
+                    Ok(placement) => {
                         self.admit(cq, id, attempt, placement, now, out);
                         continue;
                     }
-                    Placed::AfterEvictions(room) => {
-                        let mut e = self.no_room_explanation(cq, id, &room);
-                        e.reason = PendingReason::WaitingForEvictions;
-                        e
-                    }
-                    Placed::No(room) => {
-                        if self.cqs[cq].spec.preemption.can_preempt()
-                            && let Some((victims, placement)) = self.placement_victims(
-                                cq,
-                                id,
-                                &attempt.choice,
-                                &attempt.usage,
-                                attempt.borrowing,
-                                Vec::new(),
-                                now,
-                            )
-                        {
-                            self.start_claim(cq, id, victims, attempt, placement, now, out);
-                            blocked.block_if_strict(strict, cq);
+                    Err(Unplaced { room, after_evictions }) => {
+                        // Another flavor whose nodes have room, before
+                        // waiting or preempting for this one.
+                        if let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
+                            self.admit(cq, id, other, placement, now, out);
                             continue;
                         }
-                        self.no_room_explanation(cq, id, &room)
+                        if after_evictions {
+                            let mut e = self.no_room_explanation(cq, id, &room);
+                            e.reason = PendingReason::WaitingForEvictions;
+                            e
+                        } else {
+                            if self.cqs[cq].spec.preemption.can_preempt()
+                                && let Some((victims, placement)) = self.placement_victims(
+                                    cq,
+                                    id,
+                                    &attempt.choice,
+                                    &attempt.usage,
+                                    attempt.borrowing,
+                                    Vec::new(),
+                                    now,
+                                )
+                            {
+                                self.start_claim(cq, id, victims, attempt, placement, now, out);
+                                blocked.block_if_strict(strict, cq);
+                                continue;
+                            }
+                            self.no_room_explanation(cq, id, &room)
+                        }
                     }
                 },
                 Err(AssignError::NotCovered { pod_set, resource }) => {

@@ -62,7 +62,7 @@ use fifo::Blocked;
 use flavor::{AssignError, Attempt, Choice, FlavorOption};
 use order::HeadMerge;
 use overlay::Overlay;
-use placement::{ClaimPlacement, NodeDelta, NodeId, Placed, Placement, ResVec};
+use placement::{ClaimPlacement, NodeDelta, NodeId, Placement, ResVec, Unplaced};
 use preemption::PreemptOutcome;
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 use state::*;

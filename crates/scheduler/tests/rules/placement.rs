@@ -332,3 +332,54 @@ fn a_removed_node_is_not_used_and_coming_back_wakes_the_queue() {
     assert_eq!(admitted(&w.cycle(1)), ["a2"]);
     assert_eq!(pods_on(&w, "a2"), [("n2".into(), 1)]);
 }
+
+/// Queue `a` with 8 GPUs on a100 then 8 on h100 (that preference), one
+/// 8-GPU node of each.
+fn two_flavors() -> World {
+    let mut w = World::placement(vec![
+        cq("a").group(vec![("a100", vec![q(GPU, 8)]), ("h100", vec![q(GPU, 8)])]),
+    ]);
+    w.node(node("a-1", "a100", 8));
+    w.node(node("h-1", "h100", 8));
+    w
+}
+
+#[test]
+fn a_workload_whose_first_flavor_has_no_room_on_its_nodes_takes_the_next_that_has() {
+    let mut w = two_flavors();
+    // Something Sluice did not admit fills half of the a100 node: a100's
+    // quota is free, its node is not.
+    w.usage("a-1", &[(GPU, 4)]);
+    w.add(wl("big").queue("a").pods(1, &[(GPU, 8)]));
+    let c = w.cycle(0);
+    assert_eq!(admitted(&c), ["big"]);
+    assert_eq!(flavor_of(&c, "big", GPU), "h100");
+    assert_eq!(pods_on(&w, "big"), [("h-1".to_string(), 1)]);
+}
+
+#[test]
+fn the_preferred_flavor_is_kept_when_its_nodes_have_room() {
+    let mut w = two_flavors();
+    w.add(wl("big").queue("a").pods(1, &[(GPU, 8)]));
+    let c = w.cycle(0);
+    assert_eq!(flavor_of(&c, "big", GPU), "a100");
+}
+
+#[test]
+fn with_no_flavor_whose_nodes_have_room_it_waits_on_the_first() {
+    let mut w = two_flavors();
+    w.usage("a-1", &[(GPU, 4)]);
+    w.usage("h-1", &[(GPU, 2)]);
+    w.add(wl("big").queue("a").pods(1, &[(GPU, 8)]));
+    assert!(admitted(&w.cycle(0)).is_empty());
+    assert_eq!(
+        w.e.explanation("big").unwrap().flavors[0].flavor,
+        "a100",
+        "{}",
+        w.why("big")
+    );
+    // The h100 node empties: the next cycle takes it.
+    w.usage("h-1", &[]);
+    let c = w.cycle(1);
+    assert_eq!(flavor_of(&c, "big", GPU), "h100");
+}

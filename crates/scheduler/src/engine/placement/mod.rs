@@ -4,6 +4,7 @@
 //! ```text
 //!   inventory.rs   nodes: upserts, usage of bound pods, flavor membership, wakeups
 //!   fit.rs         the rule: best fit of identical pods, largest pod sets first
+//!   fallback.rs    another flavor when the first one's nodes have no room
 //!   reserve.rs     what admitted workloads hold on nodes (virtual until bound)
 //!   verdict.rs     placement as the cycle asks for it, and its explanation
 //!   view.rs        read-only views: a workload's placement, a node's reservations
@@ -16,6 +17,7 @@
 
 use super::*;
 
+mod fallback;
 mod fit;
 mod inventory;
 mod reserve;
@@ -23,7 +25,7 @@ mod verdict;
 mod view;
 
 pub(super) use fit::{NoRoom, Placement};
-pub(super) use verdict::{ClaimPlacement, Placed};
+pub(super) use verdict::{ClaimPlacement, Unplaced};
 
 pub(super) type NodeId = usize;
 

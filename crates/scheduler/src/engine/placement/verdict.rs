@@ -6,12 +6,11 @@
 use super::*;
 use crate::engine::flavor::GroupChoice;
 
-/// What placement says about a quota-fitting attempt.
-pub(in crate::engine) enum Placed {
-    Yes(Placement),
-    /// Not now, but once evictions under way and terminating pods are gone.
-    AfterEvictions(Box<NoRoom>),
-    No(Box<NoRoom>),
+/// Why a quota-fitting attempt does not fit the nodes now.
+pub(in crate::engine) struct Unplaced {
+    pub(in crate::engine) room: Box<NoRoom>,
+    /// It would once evictions under way and terminating pods are gone.
+    pub(in crate::engine) after_evictions: bool,
 }
 
 /// A preemptor whose victims are gone: where it goes now.
@@ -25,21 +24,17 @@ pub(in crate::engine) enum ClaimPlacement {
 
 impl Engine {
     /// Places an attempt (always succeeds, empty, in quota-only mode).
-    pub(in crate::engine) fn try_place(&self, cq: CqId, id: WlId, choice: &Choice) -> Placed {
+    pub(in crate::engine) fn try_place(&self, cq: CqId, id: WlId, choice: &Choice) -> Result<Placement, Unplaced> {
         if !self.placement_on() {
-            return Placed::Yes(Placement::default());
+            return Ok(Placement::default());
         }
-        match self.place(cq, id, choice, &NodeDelta::default()) {
-            Ok(p) => Placed::Yes(p),
-            Err(room) => {
-                let later = self.leaving_delta();
-                if !later.is_empty() && self.place(cq, id, choice, later).is_ok() {
-                    Placed::AfterEvictions(room)
-                } else {
-                    Placed::No(room)
-                }
+        self.place(cq, id, choice, &NodeDelta::default()).map_err(|room| {
+            let later = self.leaving_delta();
+            Unplaced {
+                room,
+                after_evictions: !later.is_empty() && self.place(cq, id, choice, later).is_ok(),
             }
-        }
+        })
     }
 
     /// Room that terminating pods and workloads being evicted give back.
