@@ -124,7 +124,11 @@ impl Placement {
             n.terminating.add(&p.requests, sign);
         }
         self.dirty_nodes.insert(p.node.clone());
-        for (key, value) in &p.owners {
+        // A terminating pod is leaving: it stands for none of its owner's
+        // pods (a replacement is still to be placed), only for the room it
+        // holds on its node until it is gone.
+        let owners: &[(Arc<str>, String)] = if p.terminating { &[] } else { &p.owners };
+        for (key, value) in owners {
             let ok = (p.namespace.clone(), key.clone(), value.clone());
             let per_node = self.by_owner.entry(ok.clone()).or_default();
             let i = match per_node.iter().position(|(n, ..)| *n == p.node) {
@@ -286,6 +290,19 @@ impl Index {
                 self.placement.dirty_owners.insert(ok);
             }
             None => self.placement.owner_jobs.retain(|_, j| j != key),
+        }
+    }
+
+    /// The pods of a workload's objects are told to the engine again at
+    /// the next flush (it entered the engine holding quota).
+    pub(super) fn pods_changed(&mut self, wk: &ObjKey) {
+        if !self.config.placement {
+            return;
+        }
+        for jk in self.member_keys(wk) {
+            if let Some(ok) = self.jobs.get(&jk).and_then(owner_key) {
+                self.placement.dirty_owners.insert(ok);
+            }
         }
     }
 

@@ -331,6 +331,8 @@ impl Index {
                     e.admitted_at = Some(admitted_at);
                     // Its pods were seen ready before a restart: no deadline.
                     e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
+                    // Its pods may be known already: told to the engine.
+                    self.pods_changed(key);
                     if evicted {
                         engine_ok("evict", &uid, self.engine.evict(&uid));
                         self.evicting.insert(uid);

@@ -220,3 +220,54 @@ fn recorded_node_and_pod_payloads_decode_to_what_placement_needs() {
         assert!(b.terminating);
     }
 }
+
+#[test]
+fn a_terminating_pod_of_an_admitted_workload_does_not_stand_for_its_replacement() {
+    let mut ix = placing_index(16);
+    ix.apply_node(gpu_node("n-a", 8, &[]));
+    queue_job(&mut ix, "first", 1, 4, 0);
+    let (plans, _) = ix.cycle(T0 + 5000);
+    assert_eq!(admitted(&plans), ["wl-uid-first"]);
+    // Its pod was bound, then is being deleted (to be replaced).
+    let mut p = (*pod("n-a", 4, Some("job-uid-first")).unwrap()).clone();
+    p.terminating = true;
+    ix.apply_pod(&format!("{NS}/first-0"), Some(Arc::new(p)));
+    ix.cycle(T0 + 5500);
+    assert_eq!(ix.engine().node_reserved("n-a").unwrap()["nvidia.com/gpu"], 4000);
+    // The room of the leaving pod and of its replacement are both held.
+    queue_job(&mut ix, "second", 1, 4, 1);
+    let (plans, _) = ix.cycle(T0 + 6000);
+    assert!(admitted(&plans).is_empty());
+}
+
+#[test]
+fn a_workload_restored_after_its_pods_were_seen_is_told_about_them() {
+    let mut ix = Index::new(IndexConfig {
+        placement: true,
+        ..IndexConfig::default()
+    });
+    ix.apply_flavor(flavor("a100"));
+    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    // Room for the restored placement on top of the bound pods.
+    ix.apply_node(gpu_node("n-a", 16, &[]));
+    let j = mk_job("first", "team-a", 2, 4);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_pod(&format!("{NS}/first-0"), pod("n-a", 4, Some("job-uid-first")));
+    ix.apply_pod(&format!("{NS}/first-1"), pod("n-a", 4, Some("job-uid-first")));
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = Some(admitted_status(2, 8));
+    ix.apply_workload(wl, T0);
+    // Its ClusterQueue is not known yet: kept out of the engine.
+    ix.cycle(T0 + 1000);
+    ix.apply_cluster_queue(cq("cluster-gpu", 16));
+    ix.cycle(T0 + 2000);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-first"),
+        Some(WorkloadState::Admitted)
+    );
+    // Both pods are bound: nothing is reserved on top of them.
+    assert_eq!(ix.engine().node_reserved("n-a").unwrap().get("nvidia.com/gpu"), None);
+}
