@@ -34,6 +34,9 @@ type OwnerKey = (Arc<str>, Arc<str>, String);
 /// A pod's requests by resource, shared between pods that ask the same.
 pub type Requests = Arc<[(Arc<str>, i64)]>;
 
+/// Requests summed by resource.
+type Summed = Vec<(Arc<str>, i64)>;
+
 /// An owner's pods on one node: how many, and their requests.
 type OnNode = (Arc<str>, u32, OwnerSum);
 
@@ -336,7 +339,7 @@ impl Index {
             let Some(uid) = self.workloads.get(&wk).filter(|e| e.in_engine).map(|e| e.uid.clone()) else {
                 continue;
             };
-            let mut per_node: BTreeMap<Arc<str>, (u32, Vec<(Arc<str>, i64)>)> = BTreeMap::new();
+            let mut per_node: BTreeMap<Arc<str>, (u32, Summed)> = BTreeMap::new();
             for jk in self.member_keys(&wk) {
                 let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else {
                     continue;
