@@ -1064,6 +1064,16 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             // Events are created, never patched or updated
             expect(&["create"], "events.k8s.io", &["events"], ""),
         ];
+        // --placement=nodes (the default): bound pods and Nodes are watched
+        let mut controller = controller;
+        let placement = args(&pod_spec(deployment(o, "controller")?).containers[0])
+            .iter()
+            .find_map(|a| a.strip_prefix("--placement=").map(str::to_owned))
+            .with_context(|| format!("{set}: the controller has no --placement"))?;
+        if placement == "nodes" {
+            controller.push(expect(&["watch"], "core", &["pods"], ""));
+            controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
+        }
         check_grants(
             set,
             "ClusterRole sluice-controller",
@@ -1148,18 +1158,28 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             ensure!(!needs_api, "{set}: the webhook should need no API access");
         }
 
-        // Nothing reads Nodes; Pods only the controller, read-only.
+        // Nodes and Pods: only the controller reads them, never writes; it
+        // watches them only with --placement=nodes.
+        let placement = args(&pod_spec(deployment(o, "controller")?).containers[0])
+            .iter()
+            .any(|a| a == "--placement=nodes");
         for (doc, rules) in cluster_roles().chain(roles()) {
             for g in grants(rules.as_deref().unwrap_or_default()) {
-                ensure!(
-                    !g.contains(" core/nodes"),
-                    "{}: grants {g}: the code never reads Nodes",
-                    doc.source
-                );
-                if g.contains(" core/pods") {
+                if g.contains(" core/nodes") {
                     ensure!(
-                        doc.name == "sluice-controller" && (g.starts_with("get ") || g.starts_with("list ")),
-                        "{}: grants {g} (only the controller reads pods, with get/list)",
+                        placement
+                            && doc.name == "sluice-controller"
+                            && (g.starts_with("list ") || g.starts_with("watch ")),
+                        "{}: grants {g} (only the controller reads Nodes, with list/watch, and only with --placement=nodes)",
+                        doc.source
+                    );
+                }
+                if g.contains(" core/pods") {
+                    let read =
+                        g.starts_with("get ") || g.starts_with("list ") || (placement && g.starts_with("watch "));
+                    ensure!(
+                        doc.name == "sluice-controller" && read,
+                        "{}: grants {g} (only the controller reads pods, with get/list, and watch with --placement=nodes)",
                         doc.source
                     );
                 }
