@@ -278,8 +278,7 @@ impl Engine {
             cq: None,
             explanation: None,
             shaped: false,
-            bound: Vec::new(),
-            reserved: Vec::new(),
+            nodes: None,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {

@@ -202,6 +202,13 @@ pub(super) struct Wl {
     pub(super) explanation: Option<Arc<Explanation>>,
     /// Parked by shape: the explanation is the queue's one for its shape.
     pub(super) shaped: bool,
+    /// Its pods on nodes (placement only; `None` while it has none).
+    pub(super) nodes: Option<Box<WlNodes>>,
+}
+
+/// A workload's pods on nodes.
+#[derive(Clone, Default)]
+pub(super) struct WlNodes {
     /// Its pods bound to nodes (node, pods, their requests), as reported.
     pub(super) bound: Vec<(NodeId, u32, ResVec)>,
     /// What it holds on nodes now (reservations of unbound pods).
@@ -209,6 +216,56 @@ pub(super) struct Wl {
 }
 
 impl Wl {
+    pub(super) fn bound(&self) -> &[(NodeId, u32, ResVec)] {
+        self.nodes.as_ref().map_or(&[], |n| &n.bound)
+    }
+
+    pub(super) fn reserved(&self) -> &[(NodeId, ResVec)] {
+        self.nodes.as_ref().map_or(&[], |n| &n.reserved)
+    }
+
+    pub(super) fn set_bound(&mut self, bound: Vec<(NodeId, u32, ResVec)>) -> Vec<(NodeId, u32, ResVec)> {
+        let old = match &mut self.nodes {
+            Some(n) => std::mem::replace(&mut n.bound, bound),
+            None if bound.is_empty() => return Vec::new(),
+            None => {
+                self.nodes = Some(Box::new(WlNodes {
+                    bound,
+                    ..Default::default()
+                }));
+                return Vec::new();
+            }
+        };
+        self.drop_empty_nodes();
+        old
+    }
+
+    pub(super) fn set_reserved(&mut self, reserved: Vec<(NodeId, ResVec)>) -> Vec<(NodeId, ResVec)> {
+        let old = match &mut self.nodes {
+            Some(n) => std::mem::replace(&mut n.reserved, reserved),
+            None if reserved.is_empty() => return Vec::new(),
+            None => {
+                self.nodes = Some(Box::new(WlNodes {
+                    reserved,
+                    ..Default::default()
+                }));
+                return Vec::new();
+            }
+        };
+        self.drop_empty_nodes();
+        old
+    }
+
+    fn drop_empty_nodes(&mut self) {
+        if self
+            .nodes
+            .as_ref()
+            .is_some_and(|n| n.bound.is_empty() && n.reserved.is_empty())
+        {
+            self.nodes = None;
+        }
+    }
+
     pub(super) fn key(&self, id: WlId) -> OrderKey {
         OrderKey {
             prio: Reverse(self.priority),

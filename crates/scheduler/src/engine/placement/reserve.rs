@@ -34,7 +34,7 @@ impl Engine {
                 list.push((n, b.pods, requested));
             }
         }
-        self.wl_mut(id).bound = list;
+        self.wl_mut(id).set_bound(list);
         self.update_reservation(id);
         Ok(())
     }
@@ -70,7 +70,7 @@ impl Engine {
         let per_pod: Vec<ResVec> = (0..wl.pod_sets.len()).map(|ps| self.per_pod(id, ps)).collect();
         // Unbound pods per placed entry, and bound pods not matched yet.
         let mut left: Vec<u32> = placement.pods.iter().map(|&(_, _, k)| k).collect();
-        let mut unmatched = wl.bound.clone();
+        let mut unmatched = wl.bound().to_vec();
         let cancel = |i: usize, b: &mut (NodeId, u32, ResVec), left: &mut [u32]| {
             let pod = &per_pod[placement.pods[i].1];
             let mut m = left[i].min(b.1);
@@ -127,7 +127,7 @@ impl Engine {
     pub(in crate::engine) fn update_reservation(&mut self, id: WlId) {
         if !self.holds(id) {
             // The admission ended: so did its pods.
-            self.wl_mut(id).bound.clear();
+            self.wl_mut(id).set_bound(Vec::new());
         }
         if !self.placement_on() {
             return;
@@ -138,7 +138,7 @@ impl Engine {
 
     fn update_reservation_only(&mut self, id: WlId) {
         let wanted = self.wanted_reservation(id);
-        let old = std::mem::take(&mut self.wl_mut(id).reserved);
+        let old = self.wl_mut(id).set_reserved(Vec::new());
         for (n, v) in &old {
             for &(r, a) in v {
                 res_add(&mut self.inv.nodes[*n].reserved, r, -a);
@@ -159,19 +159,19 @@ impl Engine {
                 self.node_gained(*n);
             }
         }
-        self.wl_mut(id).reserved = wanted;
+        self.wl_mut(id).set_reserved(wanted);
     }
 
     /// What the workload occupies on each node: its bound pods and its
     /// reservations (what its removal would free).
     pub(in crate::engine) fn footprint(&self, id: WlId, sign: Amount, delta: &mut NodeDelta) {
         let wl = self.wl(id);
-        for (n, _, v) in &wl.bound {
+        for (n, _, v) in wl.bound() {
             for &(r, a) in v {
                 delta.add_bound(*n, r, sign * a);
             }
         }
-        for (n, v) in &wl.reserved {
+        for (n, v) in wl.reserved() {
             for &(r, a) in v {
                 delta.add(*n, r, sign * a);
             }
@@ -181,14 +181,14 @@ impl Engine {
     /// The nodes a workload occupies (bound pods or reservations).
     pub(in crate::engine) fn footprint_nodes(&self, id: WlId) -> impl Iterator<Item = NodeId> + '_ {
         let wl = self.wl(id);
-        wl.bound.iter().map(|b| b.0).chain(wl.reserved.iter().map(|r| r.0))
+        wl.bound().iter().map(|b| b.0).chain(wl.reserved().iter().map(|r| r.0))
     }
 
     /// Forgets a finished workload's bound pods and takes their requests
     /// off their nodes (the forecast's stand-in for the pods going away).
     pub(crate) fn forget_bound_pods(&mut self, uid: &str) {
         let Ok(id) = self.id_of(uid) else { return };
-        for (n, _, v) in std::mem::take(&mut self.wl_mut(id).bound) {
+        for (n, _, v) in self.wl_mut(id).set_bound(Vec::new()) {
             for (r, a) in v {
                 res_add(&mut self.inv.nodes[n].used, r, -a);
             }

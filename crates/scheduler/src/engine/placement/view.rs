@@ -60,7 +60,7 @@ impl Engine {
         let mut leaving = NodeDelta::default();
         for (id, wl) in self.wls.iter().enumerate() {
             let Some(wl) = wl else { continue };
-            for (n, v) in &wl.reserved {
+            for (n, v) in wl.reserved() {
                 v.iter().for_each(|&(r, a)| res_add(&mut reserved[*n], r, a));
             }
             if self.placement_on() && matches!(wl.state, State::Evicting(_)) {

@@ -259,12 +259,12 @@ impl Engine {
                     continue;
                 }
                 let wl = self.wl(candidates[i].id);
-                for (m, _, v) in &wl.bound {
+                for (m, _, v) in wl.bound() {
                     if *m == n {
                         v.iter().for_each(|&(r, a)| res_add(&mut bound, r, a));
                     }
                 }
-                for (m, v) in &wl.reserved {
+                for (m, v) in wl.reserved() {
                     if *m == n {
                         v.iter().for_each(|&(r, a)| res_add(&mut extra, r, a));
                     }
