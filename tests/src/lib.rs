@@ -4,4 +4,5 @@
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod nodes;
 pub mod prometheus;
