@@ -21,6 +21,24 @@ use sluice_e2e::cluster::{Cluster, wait_for};
 
 const T: Duration = Duration::from_secs(30);
 
+/// Waits until kube-scheduler bound Job `job`'s 2 pods to 2 different
+/// nodes; those nodes.
+async fn bound_apart(c: &Cluster, job: &str) -> Result<BTreeSet<String>> {
+    wait_for(
+        &format!("both pods of {job} bound by kube-scheduler"),
+        T,
+        || async move {
+            let pods = c.job_pods(job).await?;
+            let on: BTreeSet<String> = pods
+                .iter()
+                .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+                .collect();
+            Ok((pods.len() == 2 && on.len() == 2).then_some(on))
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_is_bound() -> Result<()> {
@@ -68,18 +86,7 @@ async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_
     // Two pods of 4: one per node.
     c.job("pair", "team", 2, 4, &[], true).await?;
     c.wait_condition("pair", "Admitted", "True", T).await?;
-    let bound = wait_for("both pods of pair bound by kube-scheduler", T, || {
-        let c = &c;
-        async move {
-            let pods = c.job_pods("pair").await?;
-            let on: BTreeSet<String> = pods
-                .iter()
-                .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
-                .collect();
-            Ok((pods.len() == 2 && on.len() == 2).then_some(on))
-        }
-    })
-    .await?;
+    let bound = bound_apart(&c, "pair").await?;
     ensure!(
         bound == nodes.iter().cloned().collect::<BTreeSet<_>>(),
         "pods bound to {bound:?}, not one on each of {nodes:?}"
@@ -169,18 +176,7 @@ async fn a_gang_that_requires_one_rack_is_admitted_into_the_rack_that_holds_it_a
         selector.get(rack_key).map(String::as_str) == Some("r2"),
         "template nodeSelector {selector:?} does not pin rack r2"
     );
-    let bound = wait_for("both pods of ring bound by kube-scheduler", T, || {
-        let c = &c;
-        async move {
-            let pods = c.job_pods("ring").await?;
-            let on: BTreeSet<String> = pods
-                .iter()
-                .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
-                .collect();
-            Ok((pods.len() == 2 && on.len() == 2).then_some(on))
-        }
-    })
-    .await?;
+    let bound = bound_apart(&c, "ring").await?;
     ensure!(bound == in_r2, "pods bound to {bound:?}, not to rack r2's {in_r2:?}");
     c.cleanup().await
 }

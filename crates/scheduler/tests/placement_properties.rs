@@ -43,6 +43,7 @@
 
 #[path = "placement_properties/checks.rs"]
 mod checks;
+mod common;
 #[path = "placement_properties/steps.rs"]
 mod steps;
 #[path = "placement_properties/world.rs"]

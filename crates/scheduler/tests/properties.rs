@@ -568,20 +568,8 @@ impl Run {
         }
         // Reporting is complete: whatever a pending workload is told now has
         // the reason last reported for it.
-        for uid in &self.uids {
-            if self.engine.workload_state(uid) != Some(WorkloadState::Pending) {
-                continue;
-            }
-            if let Some(now) = self.engine.explanation(uid) {
-                let last = self.reported.get(uid);
-                prop_assert!(
-                    last.is_some_and(|l| l.same_reason(now)),
-                    "{} is told '{}' but was last reported '{}'",
-                    uid,
-                    sluice_convert::text::explanation(now),
-                    last.map(sluice_convert::text::explanation).unwrap_or_default()
-                );
-            }
+        if let Some(msg) = common::unreported(&self.engine, &self.uids, &self.reported) {
+            prop_assert!(false, "{}", msg);
         }
         Ok(())
     }

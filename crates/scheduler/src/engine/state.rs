@@ -225,45 +225,25 @@ impl Wl {
     }
 
     pub(super) fn set_bound(&mut self, bound: Vec<(NodeId, u32, ResVec)>) -> Vec<(NodeId, u32, ResVec)> {
-        let old = match &mut self.nodes {
-            Some(n) => std::mem::replace(&mut n.bound, bound),
-            None if bound.is_empty() => return Vec::new(),
-            None => {
-                self.nodes = Some(Box::new(WlNodes {
-                    bound,
-                    ..Default::default()
-                }));
-                return Vec::new();
-            }
-        };
-        self.drop_empty_nodes();
-        old
+        self.with_nodes(bound.is_empty(), |n| std::mem::replace(&mut n.bound, bound))
     }
 
     pub(super) fn set_reserved(&mut self, reserved: Vec<(NodeId, ResVec)>) -> Vec<(NodeId, ResVec)> {
-        let old = match &mut self.nodes {
-            Some(n) => std::mem::replace(&mut n.reserved, reserved),
-            None if reserved.is_empty() => return Vec::new(),
-            None => {
-                self.nodes = Some(Box::new(WlNodes {
-                    reserved,
-                    ..Default::default()
-                }));
-                return Vec::new();
-            }
-        };
-        self.drop_empty_nodes();
-        old
+        self.with_nodes(reserved.is_empty(), |n| std::mem::replace(&mut n.reserved, reserved))
     }
 
-    fn drop_empty_nodes(&mut self) {
-        if self
-            .nodes
-            .as_ref()
-            .is_some_and(|n| n.bound.is_empty() && n.reserved.is_empty())
-        {
+    /// Changes its pods on nodes (nothing to do when `clearing` what it
+    /// does not have), dropping the box once both lists are empty.
+    fn with_nodes<T: Default>(&mut self, clearing: bool, f: impl FnOnce(&mut WlNodes) -> T) -> T {
+        if clearing && self.nodes.is_none() {
+            return T::default();
+        }
+        let n = self.nodes.get_or_insert_default();
+        let out = f(n);
+        if n.bound.is_empty() && n.reserved.is_empty() {
             self.nodes = None;
         }
+        out
     }
 
     pub(super) fn key(&self, id: WlId) -> OrderKey {

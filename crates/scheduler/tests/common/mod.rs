@@ -430,3 +430,26 @@ pub fn flavor_of(c: &Cycle, uid: &str, resource: &str) -> String {
 pub fn single_queue(within: WithinClusterQueue) -> World {
     World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).within(within)])
 }
+
+/// Reporting is complete: every pending workload's explanation now has the
+/// reason last reported for it in a cycle's `pending_changed` (`told`).
+/// The first one that does not, in words.
+pub fn unreported(
+    e: &Engine,
+    uids: &[String],
+    told: &std::collections::HashMap<String, Explanation>,
+) -> Option<String> {
+    uids.iter()
+        .filter(|uid| e.workload_state(uid) == Some(WorkloadState::Pending))
+        .find_map(|uid| {
+            let now = e.explanation(uid)?;
+            let last = told.get(uid);
+            (!last.is_some_and(|l| l.same_reason(now))).then(|| {
+                format!(
+                    "{uid} is told '{}' but was last reported '{}'",
+                    sluice_convert::text::explanation(now),
+                    last.map(sluice_convert::text::explanation).unwrap_or_default()
+                )
+            })
+        })
+}

@@ -263,20 +263,8 @@ impl Model {
         }
         // Reporting is complete: a pending workload is told what was last
         // reported for it (placement reasons included).
-        for uid in &self.uids {
-            if self.e.workload_state(uid) != Some(WorkloadState::Pending) {
-                continue;
-            }
-            if let Some(now) = self.e.explanation(uid) {
-                let last = self.told.get(uid);
-                prop_assert!(
-                    last.is_some_and(|l| l.same_reason(now)),
-                    "{} is told '{}' but was last reported '{}'",
-                    uid,
-                    sluice_convert::text::explanation(now),
-                    last.map(sluice_convert::text::explanation).unwrap_or_default()
-                );
-            }
+        if let Some(msg) = crate::common::unreported(&self.e, &self.uids, &self.told) {
+            prop_assert!(false, "{}", msg);
         }
         Ok(())
     }
