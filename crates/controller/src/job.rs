@@ -186,7 +186,7 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     if parallelism < 1 {
         return Err(JobError::Parallelism(parallelism));
     }
-    let topology = topology_of(job.metadata.annotations.as_ref())?;
+    let topology = crate::integration::topology_of(job.metadata.annotations.as_ref())?;
     let mut template = spec.template.clone();
     if let Some(original) = stored_original(job)?
         && let Some(pod) = template.spec.as_mut()
@@ -201,21 +201,6 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
         template,
         topology,
     })
-}
-
-/// The pod sets' topology request from the object's
-/// [`labels::TOPOLOGY`] annotation.
-pub(crate) fn topology_of(
-    annotations: Option<&BTreeMap<String, String>>,
-) -> Result<Option<sluice_api::v1alpha1::TopologyRequest>, JobError> {
-    match labels::topology_required(annotations) {
-        Ok(true) => Ok(Some(sluice_api::v1alpha1::TopologyRequest::Required)),
-        Ok(false) => Ok(None),
-        Err(problem) => Err(JobError::Invalid {
-            field: format!("metadata.annotations[{}]", labels::TOPOLOGY),
-            problem,
-        }),
-    }
 }
 
 /// The name and uid of the Job that controls a Workload, if one does.

@@ -276,3 +276,18 @@ pub(crate) fn queued_workload(
         status: None,
     }
 }
+
+/// The pod sets' topology request from the object's
+/// [`sluice_api::labels::TOPOLOGY`] annotation.
+pub(crate) fn topology_of(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<Option<sluice_api::v1alpha1::TopologyRequest>, crate::job::JobError> {
+    match sluice_api::labels::topology_required(annotations) {
+        Ok(true) => Ok(Some(sluice_api::v1alpha1::TopologyRequest::Required)),
+        Ok(false) => Ok(None),
+        Err(problem) => Err(crate::job::JobError::Invalid {
+            field: format!("metadata.annotations[{}]", sluice_api::labels::TOPOLOGY),
+            problem,
+        }),
+    }
+}

@@ -112,7 +112,7 @@ pub(super) fn workload(
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .map(String::as_str),
     )?;
-    let topology = job::topology_of(meta.annotations.as_ref())?;
+    let topology = super::topology_of(meta.annotations.as_ref())?;
     let pod_sets: Vec<PodSet> = pod_sets
         .into_iter()
         .filter(|s| s.count > 0)
