@@ -180,3 +180,91 @@ async fn a_gang_that_requires_one_rack_is_admitted_into_the_rack_that_holds_it_a
     ensure!(bound == in_r2, "pods bound to {bound:?}, not to rack r2's {in_r2:?}");
     c.cleanup().await
 }
+
+/// A queued Job of one pod of `gpus` GPUs at WorkloadPriorityClass
+/// `class`, with a template `nodeSelector` (empty: none).
+async fn pinned_job(c: &Cluster, name: &str, gpus: u32, class: &str, node: Option<&str>) -> Result<()> {
+    use k8s_openapi::api::batch::v1::Job;
+    let selector = node.map(|n| json!({"kubernetes.io/hostname": n}));
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": {"sluice.dev/queue": "team", "sluice.dev/priority-class": class}},
+        "spec": {"parallelism": 1, "completions": 1, "suspend": true, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "nodeSelector": selector,
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}}
+    }))?;
+    c.jobs().create(&kube::api::PostParams::default(), &job).await?;
+    Ok(())
+}
+
+/// The node Job `job`'s one pod is bound to, once it is.
+async fn bound_to(c: &Cluster, job: &str) -> Result<String> {
+    wait_for(&format!("{job}'s pod bound by kube-scheduler"), T, || async move {
+        let pods = c.job_pods(job).await?;
+        Ok(pods
+            .iter()
+            .find_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())))
+    })
+    .await
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn preemption_frees_one_node_for_the_pod_rather_than_the_cheapest_quota() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let flavor = c.flavor("a100").await?;
+    let allocatable = json!({"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi", "pods": "110"});
+    let mut nodes = Vec::new();
+    for base in ["gpu-a", "gpu-b"] {
+        let name = c.name(base);
+        let labels = json!({"sluice.dev/e2e-gpu": flavor, "kubernetes.io/hostname": name});
+        nodes.push(c.node(base, labels, allocatable.clone()).await?);
+    }
+    let (a, b) = (nodes[0].clone(), nodes[1].clone());
+    let low = c.priority_class("low", 1).await?;
+    let mid = c.priority_class("mid", 5).await?;
+    let high = c.priority_class("high", 10).await?;
+    let cq = c
+        .gpu_queue("cq", &flavor, 8, None, json!({"withinClusterQueue": "LowerPriority"}))
+        .await?;
+    c.local_queue("team", &cq).await?;
+    c.start_controller(&["--placement=nodes", "--explain-after=0s"]).await?;
+
+    // Node a: two 2-GPU pods of the lowest priority; node b: one of a
+    // higher one, and 2 GPUs free. 6 of 8 GPUs of quota are used.
+    pinned_job(&c, "low-a1", 2, &low, Some(&a)).await?;
+    pinned_job(&c, "low-a2", 2, &low, Some(&a)).await?;
+    pinned_job(&c, "mid-b", 2, &mid, Some(&b)).await?;
+    for (job, node) in [("low-a1", &a), ("low-a2", &a), ("mid-b", &b)] {
+        c.wait_condition(job, "Admitted", "True", T).await?;
+        ensure!(bound_to(&c, job).await? == *node, "{job} not bound to {node}");
+    }
+    // 4 GPUs in one pod: quota needs one 2-GPU victim, the lowest priority
+    // first; but a low pod gone from node a leaves 2 + 2 free on two nodes.
+    // The one victim that makes room on one node is mid-b.
+    pinned_job(&c, "urgent", 4, &high, None).await?;
+    let victim = c.wait_condition("mid-b", "Preempted", "True", T).await?;
+    let message = victim
+        .status
+        .as_ref()
+        .and_then(|s| s.condition("Evicted"))
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    ensure!(message.contains("job-urgent"), "{message}");
+    for job in ["low-a1", "low-a2"] {
+        ensure!(!c.has_condition(job, "Preempted").await?, "{job} was preempted too");
+    }
+    c.wait_suspended("mid-b", true, T).await?;
+    wait_for("mid-b's pod gone", T, || async {
+        c.reap_terminating_pods("mid-b").await?;
+        Ok(c.job_pods("mid-b").await?.is_empty().then_some(()))
+    })
+    .await?;
+    c.wait_condition("urgent", "Admitted", "True", T).await?;
+    ensure!(bound_to(&c, "urgent").await? == b, "urgent not bound to {b}");
+    for job in ["low-a1", "low-a2"] {
+        ensure!(!c.has_condition(job, "Preempted").await?, "{job} was preempted");
+    }
+    c.cleanup().await
+}
