@@ -155,43 +155,53 @@ impl Placement {
     }
 }
 
-/// Names shared between pods (nodes, resources, label keys): one
-/// allocation each however many pods use them.
-fn shared(name: &str) -> Arc<str> {
-    static NAMES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<Arc<str>>>> =
-        std::sync::OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = names.get(name) {
-        return n.clone();
-    }
-    let n: Arc<str> = Arc::from(name);
-    names.insert(n.clone());
-    n
+/// One copy of each distinct value, shared by every pod that has it. A
+/// value no pod holds any more is dropped whenever the set has doubled
+/// since the last sweep, so names of nodes that are long gone do not pile up.
+struct Shared<T: ?Sized> {
+    set: std::collections::HashSet<Arc<T>>,
+    sweep_at: usize,
 }
 
-/// One copy of each distinct request vector. Vectors no pod uses any more
-/// are dropped whenever the set has doubled since the last sweep.
+impl<T: ?Sized + Eq + std::hash::Hash> Shared<T> {
+    fn get(&mut self, value: &T, make: impl FnOnce() -> Arc<T>) -> Arc<T> {
+        if let Some(v) = self.set.get(value) {
+            return v.clone();
+        }
+        if self.set.len() >= self.sweep_at {
+            self.set.retain(|v| Arc::strong_count(v) > 1);
+            self.sweep_at = (self.set.len() * 2).max(64);
+        }
+        let v = make();
+        self.set.insert(v.clone());
+        v
+    }
+}
+
+/// Where a [`Shared`] set lives.
+type SharedCell<T> = std::sync::OnceLock<std::sync::Mutex<Shared<T>>>;
+
+fn lock<T: ?Sized>(cell: &'static SharedCell<T>) -> std::sync::MutexGuard<'static, Shared<T>> {
+    cell.get_or_init(|| {
+        std::sync::Mutex::new(Shared {
+            set: Default::default(),
+            sweep_at: 64,
+        })
+    })
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shared name (a node, a resource, a namespace, a label key).
+fn shared(name: &str) -> Arc<str> {
+    static NAMES: SharedCell<str> = std::sync::OnceLock::new();
+    lock(&NAMES).get(name, || Arc::from(name))
+}
+
+/// A shared request list.
 fn shared_requests(v: Vec<(Arc<str>, i64)>) -> Requests {
-    type Set = (std::collections::HashSet<Requests>, usize);
-    static SET: std::sync::OnceLock<std::sync::Mutex<Set>> = std::sync::OnceLock::new();
-    let mut guard = SET
-        .get_or_init(|| std::sync::Mutex::new((Default::default(), 64)))
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let (set, sweep_at) = &mut *guard;
-    if let Some(r) = set.get(v.as_slice()) {
-        return r.clone();
-    }
-    if set.len() >= *sweep_at {
-        set.retain(|r| Arc::strong_count(r) > 1);
-        *sweep_at = (set.len() * 2).max(64);
-    }
-    let r: Requests = Arc::from(v);
-    set.insert(r.clone());
-    r
+    static LISTS: SharedCell<[(Arc<str>, i64)]> = std::sync::OnceLock::new();
+    lock(&LISTS).get(&v, || Arc::from(v.clone()))
 }
 
 /// The labels that say which object runs a pod: the first term of each
