@@ -186,7 +186,6 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     if parallelism < 1 {
         return Err(JobError::Parallelism(parallelism));
     }
-    let topology = crate::integration::topology_of(job.metadata.annotations.as_ref())?;
     let mut template = spec.template.clone();
     if let Some(original) = stored_original(job)?
         && let Some(pod) = template.spec.as_mut()
@@ -199,7 +198,7 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
         count: pods_count(spec.parallelism, spec.completions),
         min_count: None,
         template,
-        topology,
+        topology: crate::integration::topology_of(job.metadata.annotations.as_ref())?,
     })
 }
 

@@ -20,6 +20,17 @@ use sluice_scheduler::*;
 
 const CPU: &str = "cpu";
 
+/// LocalQueue `ns/<cluster_queue>` pointing at ClusterQueue `cluster_queue`; its key.
+fn local_queue(e: &mut Engine, cluster_queue: &str) -> String {
+    let key = format!("ns/{cluster_queue}");
+    e.upsert_local_queue(LocalQueueSpec {
+        key: key.clone(),
+        cluster_queue: cluster_queue.to_string(),
+        ..Default::default()
+    });
+    key
+}
+
 fn queue(name: &str, cohort: &str, nominal: i64, borrowing: Option<i64>) -> ClusterQueueSpec {
     ClusterQueueSpec {
         name: name.to_string(),
@@ -76,12 +87,7 @@ fn kueue_world(cohorts: usize, per_cohort: usize, per_queue: usize) -> Engine {
         for q in 0..per_cohort {
             let name = format!("cq-{c}-{q}");
             e.upsert_cluster_queue(queue(&name, &format!("cohort-{c}"), 20, Some(100)));
-            let lq = format!("ns/{name}");
-            e.upsert_local_queue(LocalQueueSpec {
-                key: lq.clone(),
-                cluster_queue: name.clone(),
-                ..Default::default()
-            });
+            let lq = local_queue(&mut e, &name);
             for i in 0..per_queue {
                 let (cpu, prio) = if i < small {
                     (1, 50)
@@ -252,12 +258,7 @@ fn forecast_6000(c: &mut Criterion) {
         for q in 0..10 {
             let name = format!("cq-{c}-{q}");
             e.upsert_cluster_queue(queue(&name, &format!("cohort-{c}"), 10, Some(0)));
-            let lq = format!("ns/{name}");
-            e.upsert_local_queue(LocalQueueSpec {
-                key: lq.clone(),
-                cluster_queue: name.clone(),
-                ..Default::default()
-            });
+            let lq = local_queue(&mut e, &name);
             for i in 0..60i32 {
                 t += 1;
                 e.add_workload(workload(format!("{name}-{i}"), &lq, 1, 50 * (i % 2), t))
@@ -387,12 +388,7 @@ fn nodes_world(per_queue: usize) -> Engine {
                 },
                 ..Default::default()
             });
-            let lq = format!("ns/{name}");
-            e.upsert_local_queue(LocalQueueSpec {
-                key: lq.clone(),
-                cluster_queue: name.clone(),
-                ..Default::default()
-            });
+            let lq = local_queue(&mut e, &name);
             for i in 0..2 {
                 let shape = gpu_shape(i);
                 let spec = gpu_workload(format!("{name}-running-{i}"), &lq, shape, 50, 0);
