@@ -125,6 +125,7 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
         preemption,
         min_runtime: spec.min_runtime_seconds.unwrap_or(0).max(0).saturating_mul(1000),
         stop_policy: stop_policy(spec.stop_policy),
+        fair_weight: eng::Weight::default(),
     })
 }
 
@@ -208,6 +209,7 @@ pub fn workload(
             node_selector,
             tolerations,
             require_single_domain: ps.topology == Some(api::TopologyRequest::Required),
+            min_count: None,
         });
     }
     Ok(eng::WorkloadSpec {

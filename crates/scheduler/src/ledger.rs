@@ -5,13 +5,18 @@
 //! lendingLimit` that only it may use and a lendable part that goes into the
 //! cohort's pool. A queue's *draw* on the pool is its usage beyond its
 //! guaranteed part. The pool tracks the sum of draws, so one update per
-//! changed slot keeps every check O(1):
+//! changed slot and ancestor keeps every check O(depth):
 //!
 //! ```text
 //! usage(q) + request <= nominal(q) + borrowingLimit(q)                (queue bound)
-//! Σ draw(q') - draw(q) + draw'(q)  <= Σ lendable(q')                  (cohort bound)
-//! draw(q) = max(0, usage(q) - guaranteed(q))
+//! Σ draw(children of c) <= capacity(c) + borrowingLimit(c)            (cohort with a parent)
+//! Σ draw(children of root) <= capacity(root)                          (root cohort)
+//! draw(x) = max(0, usage(x) - guaranteed(x))
+//! capacity(c) = nominal(c) + Σ lendable(children of c)
 //! ```
+//!
+//! A cohort is a child of its parent like a queue: its usage is the sum of
+//! its children's draws, its guaranteed part `capacity - lendingLimit`.
 //!
 //! "Usage" here is the *effective* usage: admitted workloads plus capacity
 //! claimed by preemptors waiting for their victims, so nobody else can take
@@ -79,14 +84,48 @@ impl Slot {
     }
 }
 
-/// A cohort's shared capacity of one (flavor, resource).
+/// A cohort's shared capacity of one (flavor, resource): its own quota plus
+/// what its children (queues and cohorts) lend, and their draws on it. A
+/// cohort with a parent is itself a child there: its draw on the parent's
+/// pool is its usage beyond its guaranteed part, as for a queue.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Pool {
+    /// Subtree quota: own nominal + Σ lendable of the children.
     pub capacity: Amount,
-    /// Σ draw over member slots (effective usage beyond guaranteed).
+    /// Σ draw over the children (effective usage beyond guaranteed).
     pub usage: Amount,
-    /// Σ idle over member slots: nominal quota its owners do not use yet.
+    /// Σ idle over every queue below: nominal quota its owners do not use.
     pub idle: Amount,
+    /// The cohort's own quota and limits (zero and none without a Cohort
+    /// object that gives them).
+    pub nominal: Amount,
+    pub borrowing_limit: Option<Amount>,
+    pub lending_limit: Option<Amount>,
+    /// The pool of the same (flavor, resource) in the parent cohort.
+    pub parent: Option<usize>,
+}
+
+impl Pool {
+    /// The part of the subtree quota only this cohort's subtree may use.
+    pub fn guaranteed(&self) -> Amount {
+        match self.lending_limit {
+            Some(l) => (self.capacity - l).max(0),
+            None => 0,
+        }
+    }
+
+    /// What the subtree lends to its parent.
+    pub fn lendable(&self) -> Amount {
+        self.capacity - self.guaranteed()
+    }
+
+    /// Upper bound on the subtree's usage (only below a parent).
+    pub fn ceiling(&self) -> Amount {
+        match self.borrowing_limit {
+            Some(b) => self.capacity.saturating_add(b),
+            None => Amount::MAX,
+        }
+    }
 }
 
 /// Nominal quota a slot's queue does not use.
@@ -111,42 +150,82 @@ pub(crate) enum Fit {
     Never { max: Amount },
 }
 
-/// Checks `extra` more on top of a slot's effective usage minus `exclude`
-/// (a preemptor's own claim), given the pool's usage adjusted by
-/// `pool_delta` (from a what-if overlay) and the slot's by `slot_delta`.
-pub(crate) fn check(slot: &Slot, pool: Option<&Pool>, slot_delta: Amount, pool_delta: Amount, extra: Amount) -> Fit {
+/// A bound composed from the slot up: at each level the most that fits is
+/// `min(ceiling - usage, max(0, guaranteed - usage) + what the parent
+/// grants)`, and at the root `capacity - usage`.
+struct Headroom {
+    cap: Amount,
+    offset: Amount,
+}
+
+impl Headroom {
+    fn level(&mut self, room: Amount, own: Amount) {
+        self.cap = self.cap.min(self.offset.saturating_add(room));
+        self.offset = self.offset.saturating_add(own);
+    }
+}
+
+/// What a slot can take now and at most, given the pools above it (slot's
+/// cohort first, root last) with each pool's usage changed by a what-if
+/// delta, and the slot's usage by `slot_delta`.
+pub(crate) fn headroom<'a>(
+    slot: &Slot,
+    slot_delta: Amount,
+    chain: impl IntoIterator<Item = (&'a Pool, Amount)>,
+) -> (Amount, Amount) {
     let e = slot.effective() + slot_delta;
-    let want = e + extra;
-    let ceiling = slot.own_ceiling(pool.is_some());
-    match pool {
-        None => {
-            if want <= slot.nominal {
-                Fit::Fits
-            } else if extra > slot.nominal {
-                Fit::Never { max: slot.nominal }
-            } else {
-                Fit::NotNow {
-                    available: (slot.nominal - e).max(0),
-                }
-            }
-        }
-        Some(pool) => {
-            let g = slot.guaranteed();
-            let pool_usage = pool.usage + pool_delta;
-            let pool_after = pool_usage - draw(e, g) + draw(want, g);
-            if want <= ceiling && pool_after <= pool.capacity {
-                if want <= slot.nominal { Fit::Fits } else { Fit::Borrows }
-            } else {
-                let max = ceiling.min(g.saturating_add(pool.capacity));
-                if extra > max {
-                    Fit::Never { max }
-                } else {
-                    // Largest x with e + x <= ceiling and the pool bound.
-                    let by_pool = g + (pool.capacity - pool_usage + draw(e, g)) - e;
-                    let available = (ceiling.saturating_sub(e)).min(by_pool).max(0);
-                    Fit::NotNow { available }
-                }
-            }
+    let mut chain = chain.into_iter().peekable();
+    if chain.peek().is_none() {
+        return ((slot.nominal - e).max(0), slot.nominal);
+    }
+    let ceiling = slot.own_ceiling(true);
+    let g = slot.guaranteed();
+    let mut now = Headroom {
+        cap: ceiling.saturating_sub(e),
+        offset: (g - e).max(0),
+    };
+    let mut most = Headroom {
+        cap: ceiling,
+        offset: g,
+    };
+    for (pool, delta) in chain {
+        let u = pool.usage + delta;
+        if pool.parent.is_none() {
+            now.level(pool.capacity - u, 0);
+            most.level(pool.capacity, 0);
+        } else {
+            let ceil = pool.ceiling();
+            now.level(ceil.saturating_sub(u), (pool.guaranteed() - u).max(0));
+            most.level(ceil, pool.guaranteed());
         }
     }
+    (now.cap.max(0), most.cap)
+}
+
+/// Checks `extra` more on top of a slot's effective usage changed by
+/// `slot_delta`, given the pools above it (see [`headroom`]).
+pub(crate) fn check<'a>(
+    slot: &Slot,
+    slot_delta: Amount,
+    extra: Amount,
+    chain: impl IntoIterator<Item = (&'a Pool, Amount)>,
+) -> Fit {
+    let (available, max) = headroom(slot, slot_delta, chain);
+    if extra <= available {
+        if slot.effective() + slot_delta + extra <= slot.nominal {
+            Fit::Fits
+        } else {
+            Fit::Borrows
+        }
+    } else if extra > max {
+        Fit::Never { max }
+    } else {
+        Fit::NotNow { available }
+    }
+}
+
+/// How a change of a child's usage from `before` to `after` changes its
+/// draw on the parent pool.
+pub(crate) fn draw_change(before: Amount, after: Amount, guaranteed: Amount) -> Amount {
+    draw(after, guaranteed) - draw(before, guaranteed)
 }

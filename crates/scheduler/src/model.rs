@@ -195,6 +195,35 @@ pub struct ClusterQueueSpec {
     /// Admitted workloads younger than this are never preempted.
     pub min_runtime: Millis,
     pub stop_policy: StopPolicy,
+    /// Its weight in fair sharing (`fairSharing.weight`).
+    pub fair_weight: Weight,
+}
+
+/// A fair-sharing weight in milli-units: `Weight(1000)` is weight 1, the
+/// default. A queue (or cohort) with weight 0 that borrows has an infinite
+/// share: it is served last and preempted first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Weight(pub Amount);
+
+impl Default for Weight {
+    fn default() -> Self {
+        Weight(1000)
+    }
+}
+
+/// A Cohort object: a node of a cohort tree. ClusterQueues name their
+/// cohort; a cohort names its parent. A cohort no object describes exists
+/// implicitly (no parent, no quota of its own, weight 1) while queues or
+/// cohorts name it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CohortSpec {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Quota of the cohort itself, which every queue below may borrow.
+    /// `borrowing_limit` bounds what the cohort's subtree takes from its
+    /// parent, `lending_limit` what it lends to the rest of the tree.
+    pub resource_groups: Vec<ResourceGroupSpec>,
+    pub fair_weight: Weight,
 }
 
 /// A LocalQueue: the namespaced name users submit to, pointing at a ClusterQueue.
@@ -217,6 +246,9 @@ pub struct PodSetSpec {
     pub tolerations: Vec<Toleration>,
     /// All pods on nodes of one topology domain of the flavor.
     pub require_single_domain: bool,
+    /// Partial admission: the pod set may be admitted with fewer pods, the
+    /// most from `count` down to `min_count` that fit.
+    pub min_count: Option<u32>,
 }
 
 /// A unit of admission: all its pod sets are admitted together or not at all.
@@ -256,11 +288,46 @@ pub enum PlacementMode {
     Nodes,
 }
 
+/// How queues of a cohort tree share what they borrow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FairSharing {
+    /// Borrowing goes to queues in global priority order, and preemption
+    /// across queues follows `reclaimWithinCohort`/`borrowWithinCohort`
+    /// alone.
+    Off,
+    /// Borrowers are served lowest weighted share first, and preemption
+    /// across queues also obeys the share strategies, tried in order.
+    On { strategies: FairShareStrategies },
+}
+
+impl Default for FairSharing {
+    fn default() -> Self {
+        FairSharing::On {
+            strategies: FairShareStrategies::default(),
+        }
+    }
+}
+
+/// The fair-share preemption strategies, in the order they are tried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FairShareStrategies {
+    /// `LessThanOrEqualToFinalShare`, then `LessThanInitialShare`.
+    #[default]
+    Both,
+    /// Preempt only if the preemptor's queue, with the preemptor, has at
+    /// most the share the victim's queue has without the victim.
+    LessThanOrEqualToFinalShare,
+    /// Preempt only if the preemptor's queue, with the preemptor, has less
+    /// than the share the victim's queue has now.
+    LessThanInitialShare,
+}
+
 /// Engine-wide settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineConfig {
     pub requeue_order: RequeueOrder,
     pub placement: PlacementMode,
+    pub fair_sharing: FairSharing,
 }
 
 /// A node, as far as placement needs it.

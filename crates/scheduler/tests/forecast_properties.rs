@@ -106,6 +106,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
     ClusterQueueSpec {
+        fair_weight: Default::default(),
         name: format!("q{i}"),
         cohort: g.cohort.map(|c| format!("c{c}")),
         strategy: if g.strict {

@@ -144,6 +144,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         })
         .collect();
     ClusterQueueSpec {
+        fair_weight: Default::default(),
         name: format!("q{i}"),
         cohort: g.cohort.map(|c| format!("c{c}")),
         strategy: if g.strict {

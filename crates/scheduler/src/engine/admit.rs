@@ -271,19 +271,27 @@ impl Engine {
         self.collect_deleted(cq);
     }
 
-    /// Adds to a slot's usage and claim, keeping its cohort pool in step.
+    /// Adds to a slot's usage and claim, keeping the pools above it in step:
+    /// each level passes on the change of its draw, and the change of idle
+    /// nominal quota goes to every level.
     pub(super) fn add_usage(&mut self, cq: CqId, slot: usize, usage: Amount, claimed: Amount) {
         let q = &mut self.cqs[cq];
         let s = &mut q.slots[slot];
         let g = s.guaranteed();
-        let (before, idle_before) = (ledger::draw(s.effective(), g), ledger::idle(s));
+        let (before, idle_before) = (s.effective(), ledger::idle(s));
         s.usage += usage;
         s.claimed += claimed;
-        let (after, idle_after) = (ledger::draw(s.effective(), g), ledger::idle(s));
-        if let (Some(p), Some(c)) = (s.pool, q.cohort) {
+        let mut draw = ledger::draw_change(before, s.effective(), g);
+        let idle = ledger::idle(s) - idle_before;
+        let mut at = q.cohort.zip(s.pool);
+        while let Some((c, p)) = at {
             let pool = &mut self.cohorts[c].pools[p];
-            pool.usage += after - before;
-            pool.idle += idle_after - idle_before;
+            let before = pool.usage;
+            pool.usage += draw;
+            pool.idle += idle;
+            draw = ledger::draw_change(before, pool.usage, pool.guaranteed());
+            let up = pool.parent;
+            at = self.cohorts[c].parent.zip(up);
         }
     }
 }

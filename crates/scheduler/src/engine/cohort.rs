@@ -1,7 +1,10 @@
-//! Cohort membership: a ClusterQueue's slots put their lendable quota into
-//! the cohort's pool per (flavor, resource) on attach and take it back on
-//! detach; a deleted queue leaves its cohort once nothing it admitted is
-//! left. A queue's *domain* is its cohort, or itself alone.
+//! Cohort trees: ClusterQueues name a cohort, a cohort may name a parent
+//! (a Cohort object), and every tree shares its quota from the leaves up.
+//! A cohort's pool per (flavor, resource) holds its own quota plus what its
+//! children lend; a change of the tree rebuilds the pools of the trees it
+//! touches from the queues' slots, and usage then moves up the chain
+//! incrementally ([`Engine::add_usage`]). A queue's *domain* is the tree of
+//! its root cohort, or itself alone.
 
 use super::*;
 
@@ -12,68 +15,269 @@ impl Engine {
         }
         let id = self.cohorts.len();
         self.cohorts.push(Cohort {
+            name: Arc::from(name),
+            spec: None,
+            parent: None,
+            children: BTreeSet::new(),
             members: BTreeSet::new(),
             pools: Vec::new(),
             pool_of: FastMap::default(),
+            lendable: FastMap::default(),
+            tree: Vec::new(),
         });
         self.cohort_by_name.insert(name.to_string(), id);
         id
     }
 
-    pub(super) fn detach_from_cohort(&mut self, cq: CqId) {
-        let Some(c) = self.cqs[cq].cohort else { return };
-        let cohort = &mut self.cohorts[c];
-        cohort.members.remove(&cq);
-        for s in &mut self.cqs[cq].slots {
-            if let Some(p) = s.pool.take() {
-                let pool = &mut cohort.pools[p];
-                pool.capacity -= s.lendable();
-                pool.usage -= ledger::draw(s.effective(), s.guaranteed());
-                pool.idle -= ledger::idle(s);
+    /// Creates or replaces a Cohort object: its parent, its own quota and
+    /// its weight. Refused, with nothing changed, if the parent chain would
+    /// lead back to the cohort.
+    pub fn upsert_cohort(&mut self, spec: CohortSpec) -> Result<(), EngineError> {
+        if let Some(parent) = &spec.parent {
+            let mut path = vec![spec.name.clone()];
+            let mut at = Some(parent.clone());
+            while let Some(name) = at {
+                path.push(name.clone());
+                if name == spec.name {
+                    return Err(EngineError::CohortCycle {
+                        cohort: spec.name.clone(),
+                        path: path.join(" -> "),
+                    });
+                }
+                at = self
+                    .cohort_by_name
+                    .get(&name)
+                    .and_then(|&c| self.cohorts[c].parent)
+                    .map(|p| self.cohorts[p].name.to_string());
             }
         }
-        self.cqs[cq].cohort = None;
+        let id = self.cohort_id(&spec.name);
+        let parent = spec.parent.as_deref().map(|p| self.cohort_id(p));
+        let old_root = self.root_of(id);
+        self.set_parent(id, parent);
+        self.cohorts[id].spec = Some(spec);
+        self.assignments.clear();
+        self.retree(&[old_root, id]);
+        Ok(())
     }
 
-    pub(super) fn attach_to_cohort(&mut self, cq: CqId) {
-        let Some(c) = self.cqs[cq].cohort else { return };
-        let cohort = &mut self.cohorts[c];
-        cohort.members.insert(cq);
+    /// Deletes a Cohort object: the cohort loses its parent, quota and
+    /// weight, and lives on implicitly while queues or cohorts name it.
+    pub fn remove_cohort(&mut self, name: &str) {
+        let Some(&id) = self.cohort_by_name.get(name) else {
+            return;
+        };
+        if self.cohorts[id].spec.is_none() {
+            return;
+        }
+        let old_root = self.root_of(id);
+        self.set_parent(id, None);
+        self.cohorts[id].spec = None;
+        self.assignments.clear();
+        self.retree(&[old_root, id]);
+    }
+
+    fn set_parent(&mut self, id: CohortId, parent: Option<CohortId>) {
+        if let Some(old) = self.cohorts[id].parent {
+            self.cohorts[old].children.remove(&id);
+        }
+        if let Some(p) = parent {
+            self.cohorts[p].children.insert(id);
+        }
+        self.cohorts[id].parent = parent;
+    }
+
+    pub(super) fn root_of(&self, mut c: CohortId) -> CohortId {
+        while let Some(p) = self.cohorts[c].parent {
+            c = p;
+        }
+        c
+    }
+
+    /// Moves a queue into a cohort (or out of any), rebuilding the trees.
+    pub(super) fn set_queue_cohort(&mut self, cq: CqId, cohort: Option<CohortId>) {
+        let old = self.cqs[cq].cohort;
+        if let Some(c) = old {
+            self.cohorts[c].members.remove(&cq);
+        }
         for s in &mut self.cqs[cq].slots {
-            let p = *cohort.pool_of.entry(s.fr).or_insert_with(|| {
-                cohort.pools.push(Pool::default());
-                cohort.pools.len() - 1
-            });
-            let pool = &mut cohort.pools[p];
-            pool.capacity += s.lendable();
-            pool.usage += ledger::draw(s.effective(), s.guaranteed());
-            pool.idle += ledger::idle(s);
-            s.pool = Some(p);
+            s.pool = None;
+        }
+        if let Some(c) = cohort {
+            self.cohorts[c].members.insert(cq);
+        }
+        self.cqs[cq].cohort = cohort;
+        let roots: Vec<CohortId> = old.into_iter().chain(cohort).map(|c| self.root_of(c)).collect();
+        self.retree(&roots);
+    }
+
+    /// Rebuilds the trees of these cohorts (each once) and wakes their
+    /// queues: capacities and shares may have changed.
+    pub(super) fn retree(&mut self, cohorts: &[CohortId]) {
+        let mut roots: Vec<CohortId> = cohorts.iter().map(|&c| self.root_of(c)).collect();
+        roots.sort_unstable();
+        roots.dedup();
+        for root in roots {
+            self.rebuild_tree(root);
+            for m in self.cohorts[root].tree.clone() {
+                self.wake_queue(m);
+            }
         }
     }
 
-    pub(super) fn detach_from_cohort_keep(&mut self, cq: CqId) {
-        let cohort = self.cqs[cq].cohort;
-        self.detach_from_cohort(cq);
-        self.cqs[cq].cohort = cohort;
+    /// Recomputes every pool of a tree from its queues' slots and its
+    /// cohorts' own quota, children before parents, then the lendable
+    /// amounts shares are measured against, parents before children.
+    fn rebuild_tree(&mut self, root: CohortId) {
+        let mut order = Vec::new();
+        self.post_order(root, &mut order);
+        let mut tree = Vec::new();
+        for &c in &order {
+            let mut pools: Vec<Pool> = Vec::new();
+            let mut pool_of: FastMap<FrKey, usize> = FastMap::default();
+            let mut pool_for = |pools: &mut Vec<Pool>, fr: FrKey| {
+                *pool_of.entry(fr).or_insert_with(|| {
+                    pools.push(Pool::default());
+                    pools.len() - 1
+                })
+            };
+            let own = self.own_quota(c);
+            for (fr, nominal, b, l) in own {
+                let p = pool_for(&mut pools, fr);
+                let pool = &mut pools[p];
+                pool.nominal += nominal;
+                pool.capacity += nominal;
+                pool.borrowing_limit = b;
+                pool.lending_limit = l;
+            }
+            let members: Vec<CqId> = self.cohorts[c].members.iter().copied().collect();
+            for m in members {
+                tree.push(m);
+                for s in &mut self.cqs[m].slots {
+                    let p = pool_for(&mut pools, s.fr);
+                    let pool = &mut pools[p];
+                    pool.capacity += s.lendable();
+                    pool.usage += ledger::draw(s.effective(), s.guaranteed());
+                    pool.idle += ledger::idle(s);
+                    s.pool = Some(p);
+                }
+            }
+            let children: Vec<CohortId> = self.cohorts[c].children.iter().copied().collect();
+            for k in children {
+                let links: Vec<(usize, FrKey)> = self.cohorts[k].pool_of.iter().map(|(&fr, &kp)| (kp, fr)).collect();
+                for (kp, fr) in links {
+                    let p = pool_for(&mut pools, fr);
+                    let child = &mut self.cohorts[k].pools[kp];
+                    child.parent = Some(p);
+                    let (lend, draw, idle) = (
+                        child.lendable(),
+                        ledger::draw(child.usage, child.guaranteed()),
+                        child.idle,
+                    );
+                    let pool = &mut pools[p];
+                    pool.capacity += lend;
+                    pool.usage += draw;
+                    pool.idle += idle;
+                }
+            }
+            let cohort = &mut self.cohorts[c];
+            cohort.pools = pools;
+            cohort.pool_of = pool_of;
+            cohort.tree.clear();
+        }
+        // Parents before children: what each pool could obtain at most.
+        let mut potential: FastMap<(CohortId, usize), Amount> = FastMap::default();
+        for &c in order.iter().rev() {
+            let parent = self.cohorts[c].parent;
+            let mut lendable: FastMap<ResId, Amount> = FastMap::default();
+            for (&fr, &p) in &self.cohorts[c].pool_of {
+                let pool = &self.cohorts[c].pools[p];
+                let most = match (parent, pool.parent) {
+                    (Some(pc), Some(pp)) => pool
+                        .ceiling()
+                        .min(pool.guaranteed().saturating_add(potential[&(pc, pp)])),
+                    _ => pool.capacity,
+                };
+                potential.insert((c, p), most);
+                *lendable.entry(fr.1).or_default() += most;
+            }
+            self.cohorts[c].lendable = lendable;
+        }
+        tree.sort_unstable();
+        self.cohorts[root].tree = tree;
+    }
+
+    fn post_order(&self, c: CohortId, out: &mut Vec<CohortId>) {
+        for &k in &self.cohorts[c].children {
+            self.post_order(k, out);
+        }
+        out.push(c);
+    }
+
+    /// A cohort's own quota per (flavor, resource), from its Cohort object.
+    fn own_quota(&mut self, c: CohortId) -> Vec<(FrKey, Amount, Option<Amount>, Option<Amount>)> {
+        let Some(spec) = self.cohorts[c].spec.clone() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for g in &spec.resource_groups {
+            for f in &g.flavors {
+                let flavor = self.flavor_names.intern(&f.flavor);
+                for q in &f.resources {
+                    let r = self.resources.intern(&q.resource);
+                    let nominal = q.nominal.max(0);
+                    out.push((
+                        (flavor, r),
+                        nominal,
+                        q.borrowing_limit.map(|b| b.max(0)),
+                        q.lending_limit.map(|l| l.clamp(0, nominal)),
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// A deleted queue with nothing admitted is forgotten by its cohort.
     pub(super) fn collect_deleted(&mut self, cq: CqId) {
         let q = &self.cqs[cq];
         if q.deleted && q.admitted.is_empty() && q.preempting == 0 {
-            self.detach_from_cohort(cq);
             let q = &mut self.cqs[cq];
             q.slots.clear();
             q.slot_of.clear();
             q.groups.clear();
             q.group_of.clear();
+            self.set_queue_cohort(cq, None);
         }
     }
 
+    /// Every queue that shares quota with `cq` (its whole cohort tree).
     pub(super) fn domain(&self, cq: CqId) -> impl Iterator<Item = CqId> + '_ {
-        let members = self.cqs[cq].cohort.map(|c| &self.cohorts[c].members);
+        let members = self.cqs[cq].cohort.map(|c| &self.cohorts[self.root_of(c)].tree);
         let single = members.is_none().then_some(cq);
         members.into_iter().flat_map(|m| m.iter().copied()).chain(single)
+    }
+
+    /// The pools above a queue's slot, its cohort's first, with the what-if
+    /// change of each pool's usage from `ov`.
+    pub(super) fn chain<'a>(
+        &'a self,
+        cq: CqId,
+        slot: usize,
+        ov: Option<&'a Overlay>,
+    ) -> impl Iterator<Item = (&'a Pool, Amount)> + 'a {
+        let mut at = self.cqs[cq].cohort.zip(self.cqs[cq].slots[slot].pool);
+        std::iter::from_fn(move || {
+            let (c, p) = at?;
+            let pool = &self.cohorts[c].pools[p];
+            at = self.cohorts[c].parent.zip(pool.parent);
+            let delta = ov.and_then(|o| o.pool.get(&(c, p)).copied()).unwrap_or(0);
+            Some((pool, delta))
+        })
+    }
+
+    /// The root pool above a queue's slot.
+    pub(super) fn root_pool(&self, cq: CqId, slot: usize) -> Option<&Pool> {
+        self.chain(cq, slot, None).last().map(|(p, _)| p)
     }
 }

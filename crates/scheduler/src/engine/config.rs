@@ -30,7 +30,6 @@ impl Engine {
         let id = match self.cq_by_name.get(&name) {
             Some(&id) => {
                 self.wake_domain(id);
-                self.detach_from_cohort(id);
                 id
             }
             None => {
@@ -63,8 +62,7 @@ impl Engine {
         let cq = &mut self.cqs[id];
         cq.spec = spec;
         cq.deleted = false;
-        cq.cohort = cohort;
-        self.attach_to_cohort(id);
+        self.set_queue_cohort(id, cohort);
         self.wake_domain(id);
         let stop = self.cqs[id].spec.stop_policy;
         if stop == StopPolicy::HoldAndDrain && old_stop != StopPolicy::HoldAndDrain {
@@ -221,12 +219,13 @@ impl Engine {
         if let Some(&s) = self.cqs[cq].slot_of.get(&fr) {
             return s;
         }
-        self.detach_from_cohort_keep(cq);
         let q = &mut self.cqs[cq];
         q.slots.push(Slot::new(fr, 0, Some(0), None));
         let s = q.slots.len() - 1;
         q.slot_of.insert(fr, s);
-        self.attach_to_cohort(cq);
+        if let Some(c) = q.cohort {
+            self.retree(&[c]);
+        }
         s
     }
 }

@@ -82,7 +82,7 @@ impl Engine {
             }
         }
         for (c, cohort) in self.cohorts.iter().enumerate() {
-            let mut sums = vec![(0, 0, 0); cohort.pools.len()];
+            let mut sums: Vec<(Amount, Amount, Amount)> = cohort.pools.iter().map(|p| (p.nominal, 0, 0)).collect();
             for &m in &cohort.members {
                 for s in &self.cqs[m].slots {
                     let p = s
@@ -93,11 +93,21 @@ impl Engine {
                     sums[p].2 += ledger::idle(s);
                 }
             }
+            for &k in &cohort.children {
+                for kp in &self.cohorts[k].pools {
+                    let p = kp.parent.ok_or_else(|| {
+                        format!("cohort {} below {c} has a pool without parent", self.cohorts[k].name)
+                    })?;
+                    sums[p].0 += kp.lendable();
+                    sums[p].1 += ledger::draw(kp.usage, kp.guaranteed());
+                    sums[p].2 += kp.idle;
+                }
+            }
             for (p, pool) in cohort.pools.iter().enumerate() {
                 if (pool.capacity, pool.usage, pool.idle) != sums[p] {
                     return Err(format!(
-                        "cohort {c} pool {p}: capacity/usage/idle {}/{}/{} but members sum to {}/{}/{}",
-                        pool.capacity, pool.usage, pool.idle, sums[p].0, sums[p].1, sums[p].2
+                        "cohort {} pool {p}: capacity/usage/idle {}/{}/{} but children sum to {}/{}/{}",
+                        cohort.name, pool.capacity, pool.usage, pool.idle, sums[p].0, sums[p].1, sums[p].2
                     ));
                 }
             }

@@ -23,11 +23,9 @@ impl Engine {
         };
         let held: Vec<FrKey> = h.usage.iter().filter(|(_, a)| *a > 0).map(|(fr, _)| *fr).collect();
         let mut queues = vec![h.cq];
-        if let Some(c) = self.cqs[h.cq].cohort {
-            let mut others: Vec<CqId> = self.cohorts[c].members.iter().copied().filter(|&q| q != h.cq).collect();
-            others.sort_by(|a, b| self.cqs[*a].name.cmp(&self.cqs[*b].name));
-            queues.extend(others);
-        }
+        let mut others: Vec<CqId> = self.domain(h.cq).filter(|&q| q != h.cq).collect();
+        others.sort_by(|a, b| self.cqs[*a].name.cmp(&self.cqs[*b].name));
+        queues.extend(others);
         queues.into_iter().find_map(|q| self.waiter_in(q, &held))
     }
 

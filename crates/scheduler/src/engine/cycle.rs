@@ -32,10 +32,7 @@ impl Engine {
             if done.contains(&cq) {
                 continue;
             }
-            let members: Vec<CqId> = match self.cqs[cq].cohort {
-                Some(c) => self.cohorts[c].members.iter().copied().collect(),
-                None => vec![cq],
-            };
+            let members: Vec<CqId> = self.domain(cq).collect();
             done.extend(members.iter().copied());
             self.schedule_domain(&members, now, &mut out);
         }

@@ -73,7 +73,6 @@ impl Engine {
     pub(super) fn assign_with(&self, cq_id: CqId, id: WlId, explain: bool) -> Result<Attempt, AssignError> {
         let cq = &self.cqs[cq_id];
         let wl = self.wl(id);
-        let pools = cq.cohort.map(|c| &self.cohorts[c].pools);
         let mut usage: Vec<(usize, Amount)> = Vec::new();
         let mut choice: Vec<Vec<GroupChoice>> = Vec::with_capacity(wl.pod_sets.len());
         let mut borrowing = false;
@@ -110,9 +109,8 @@ impl Engine {
                     for &(rpos, amount) in &reqs {
                         let slot = gf.slots[rpos];
                         let s = &cq.slots[slot];
-                        let pool = s.pool.and_then(|p| pools.map(|ps| &ps[p]));
                         let extra = amount + pending_amount(&usage, slot);
-                        match ledger::check(s, pool, 0, 0, extra) {
+                        match ledger::check(s, 0, extra, self.chain(cq_id, slot, None)) {
                             Fit::Fits => {}
                             Fit::Borrows => kind = Fit::Borrows,
                             Fit::NotNow { available } if !explain => {

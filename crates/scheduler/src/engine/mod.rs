@@ -34,8 +34,8 @@ use crate::decision::{
 };
 use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{
-    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, EngineConfig, FlavorSpec, LocalQueueSpec, Millis,
-    NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
+    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, CohortSpec, EngineConfig, FlavorSpec, LocalQueueSpec,
+    Millis, NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
     TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
 };
 
@@ -109,6 +109,8 @@ pub enum EngineError {
         pod_set: String,
         resource: String,
     },
+    #[error("cohort {cohort}: parent chain {path} leads back to itself")]
+    CohortCycle { cohort: String, path: String },
 }
 
 /// The admission engine. See the crate documentation for the algorithm.

@@ -84,11 +84,12 @@ impl Engine {
     /// the borrower let someone admit within nominal quota.
     pub(super) fn peers_have_idle_quota(&self, cq: CqId, attempt: &Attempt) -> bool {
         let q = &self.cqs[cq];
-        let Some(c) = q.cohort else { return false };
+        if q.cohort.is_none() {
+            return false;
+        }
         attempt.usage.iter().any(|&(slot, amount)| {
             let s = &q.slots[slot];
-            s.effective() + amount > s.nominal
-                && s.pool.is_some_and(|p| self.cohorts[c].pools[p].idle > ledger::idle(s))
+            s.effective() + amount > s.nominal && self.root_pool(cq, slot).is_some_and(|p| p.idle > ledger::idle(s))
         })
     }
 }

@@ -61,10 +61,18 @@ impl Engine {
         let s = &self.cqs[cq].slots[slot];
         let d0 = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
         let d1 = d0 + delta;
-        if let (Some(p), Some(c)) = (s.pool, self.cqs[cq].cohort) {
-            let g = s.guaranteed();
-            let e = s.effective();
-            *ov.pool.entry((c, p)).or_default() += ledger::draw(e + d1, g) - ledger::draw(e + d0, g);
+        let e = s.effective();
+        let mut draw = ledger::draw_change(e + d0, e + d1, s.guaranteed());
+        let mut at = self.cqs[cq].cohort.zip(s.pool);
+        while let Some((c, p)) = at
+            && draw != 0
+        {
+            let pool = &self.cohorts[c].pools[p];
+            let d = ov.pool.entry((c, p)).or_default();
+            let before = pool.usage + *d;
+            *d += draw;
+            draw = ledger::draw_change(before, before + draw, pool.guaranteed());
+            at = self.cohorts[c].parent.zip(pool.parent);
         }
         ov.slot.insert((cq, slot), d1);
     }
@@ -77,14 +85,10 @@ impl Engine {
             if within_nominal && s.effective() + sd + amount > s.nominal {
                 return false;
             }
-            let (pool, pd) = match (s.pool, q.cohort) {
-                (Some(p), Some(c)) => (
-                    Some(&self.cohorts[c].pools[p]),
-                    ov.pool.get(&(c, p)).copied().unwrap_or(0),
-                ),
-                _ => (None, 0),
-            };
-            matches!(ledger::check(s, pool, sd, pd, amount), Fit::Fits | Fit::Borrows)
+            matches!(
+                ledger::check(s, sd, amount, self.chain(cq, slot, Some(ov))),
+                Fit::Fits | Fit::Borrows
+            )
         })
     }
 }

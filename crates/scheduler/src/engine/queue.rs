@@ -76,14 +76,9 @@ impl Engine {
     }
 
     pub(super) fn wake_domain(&mut self, cq: CqId) {
-        match self.cqs[cq].cohort {
-            Some(c) => {
-                let members: Vec<CqId> = self.cohorts[c].members.iter().copied().collect();
-                for m in members {
-                    self.wake_queue(m);
-                }
-            }
-            None => self.wake_queue(cq),
+        let members: Vec<CqId> = self.domain(cq).collect();
+        for m in members {
+            self.wake_queue(m);
         }
     }
 

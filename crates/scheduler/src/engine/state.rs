@@ -134,9 +134,20 @@ impl Cq {
 
 #[derive(Clone)]
 pub(super) struct Cohort {
+    pub(super) name: Arc<str>,
+    /// The Cohort object, if one describes it.
+    pub(super) spec: Option<CohortSpec>,
+    pub(super) parent: Option<CohortId>,
+    pub(super) children: BTreeSet<CohortId>,
+    /// Its own queues (not those of child cohorts).
     pub(super) members: BTreeSet<CqId>,
     pub(super) pools: Vec<Pool>,
     pub(super) pool_of: FastMap<FrKey, usize>,
+    /// Per resource, the most its children could take from it, summed over
+    /// flavors (Kueue's lendable): what their shares are measured against.
+    pub(super) lendable: FastMap<ResId, Amount>,
+    /// For a root: every queue of its tree, in id order.
+    pub(super) tree: Vec<CqId>,
 }
 
 #[derive(Clone)]

@@ -67,21 +67,9 @@ impl Engine {
             .get(&(room.flavor, room.resource))
             .map(|&s| {
                 let slot = &q.slots[s];
-                let pool = match (slot.pool, q.cohort) {
-                    (Some(p), Some(c)) => Some(&self.cohorts[c].pools[p]),
-                    _ => None,
-                };
-                // Within nominal, plus what the cohort lends now.
-                let e = slot.effective();
-                let available = match pool {
-                    None => slot.nominal - e,
-                    Some(pool) => {
-                        let g = slot.guaranteed();
-                        let by_pool = g + (pool.capacity - pool.usage + ledger::draw(e, g)) - e;
-                        slot.own_ceiling(true).saturating_sub(e).min(by_pool)
-                    }
-                };
-                (available.max(0), slot.nominal)
+                // Within nominal, plus what the cohort tree lends now.
+                let (available, _) = ledger::headroom(slot, 0, self.chain(cq, s, None));
+                (available, slot.nominal)
             })
             .unwrap_or((0, 0));
         let ps = &self.wl(id).pod_sets[room.pod_set];

@@ -222,10 +222,8 @@ impl Engine {
                 slot.effective() + delta - removable + amount <= slot.nominal
             });
         let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
-        if let Some(c) = q.cohort
-            && (reclaim_feasible || borrow_possible)
-        {
-            for &m in &self.cohorts[c].members {
+        if q.cohort.is_some() && (reclaim_feasible || borrow_possible) {
+            for m in self.domain(cq) {
                 // Only queues that borrow these resources give anything back.
                 if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
                     self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);

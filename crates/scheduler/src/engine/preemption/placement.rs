@@ -164,11 +164,9 @@ impl Engine {
         if policy.within_cluster_queue != WithinClusterQueue::Never {
             self.collect_candidates(cq, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
         }
-        if let Some(c) = self.cqs[cq].cohort {
-            for &m in &self.cohorts[c].members {
-                if m != cq && self.queue_borrows_any(m, &frs, None) {
-                    self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
-                }
+        for m in self.domain(cq) {
+            if m != cq && self.queue_borrows_any(m, &frs, None) {
+                self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
             }
         }
         // Quota victims the collection above does not list (it looks at
