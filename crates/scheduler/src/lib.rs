@@ -169,6 +169,6 @@ pub use decision::{
     Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
     Preemption, PreemptionReason, TopologyDomain, Verdict,
 };
-pub use engine::{Engine, EngineError, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
+pub use engine::{Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};
 pub use model::*;

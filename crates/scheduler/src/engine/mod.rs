@@ -15,7 +15,8 @@
 //!   admit.rs       applying decisions to the ledger (admit, claim, evict, release)
 //!   explain.rs     why a workload waits, shared per (queue, shape)
 //!   queue.rs       putting workloads into queues and waking queues
-//!   cohort.rs      cohort membership and pools
+//!   cohort.rs      cohort trees and their pools
+//!   share.rs       fair sharing: weighted dominant shares
 //!   consistency.rs the ledger's self-check (tests)
 //!   contention.rs  who waits for an admitted workload's quota (idle reclaim)
 //!   placement/     nodes: inventory, the placement rule, reservations
@@ -36,7 +37,7 @@ use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{
     Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, CohortSpec, EngineConfig, FlavorSpec, LocalQueueSpec,
     Millis, NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
-    TaintEffect, Toleration, WithinClusterQueue, WorkloadSpec,
+    TaintEffect, Toleration, Weight, WithinClusterQueue, WorkloadSpec,
 };
 
 mod admit;
@@ -55,6 +56,7 @@ mod placement;
 mod preemption;
 mod queries;
 mod queue;
+mod share;
 mod state;
 mod stop;
 
@@ -65,6 +67,8 @@ use overlay::Overlay;
 use placement::{ClaimPlacement, NodeDelta, NodeId, Placement, ResVec, Unplaced};
 use preemption::PreemptOutcome;
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
+pub use share::FairShare;
+use share::{ShareKey, ShareView};
 use state::*;
 
 pub(crate) type CqId = usize;

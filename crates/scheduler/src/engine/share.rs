@@ -1,0 +1,182 @@
+//! Fair sharing: the weighted dominant share of a queue or cohort, as
+//! Kueue defines it. A node's share counts only what it *borrows* (usage
+//! above its own subtree quota): per resource, the borrowed amount summed
+//! over flavors, divided by what its parent could lend it of that resource
+//! (also summed over flavors), in thousandths; the largest ratio over the
+//! resources (the dominant one), divided by the node's weight. A node
+//! within its quota has share 0; a root cohort has none.
+//!
+//! ```text
+//! share(n) = max_r ( Σ_f max(0, usage(n,f,r) - quota(n,f,r)) × 1000 / lendable(parent,r) ) × 1000 / weight_milli(n)
+//! ```
+//!
+//! A borrowing node of weight 0 has the largest share there is.
+
+use super::*;
+
+/// A weighted share and the resource that dominates it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FairShare {
+    /// Thousandths of what the parent can lend, divided by the weight:
+    /// Kueue's `weightedShare`. `i64::MAX` for a borrowing node of weight 0.
+    pub weighted_share: i64,
+    /// The resource whose borrowed fraction is largest (none while the node
+    /// borrows nothing).
+    pub dominant_resource: Option<String>,
+}
+
+/// How many levels of a tree (top first, the queue last) order borrowers.
+pub(super) const SHARE_LEVELS: usize = 4;
+
+/// A queue's place in fair-sharing order: the shares along its path, the
+/// root's child first and the queue itself last (lower first).
+pub(super) type ShareKey = [i64; SHARE_LEVELS];
+
+/// A what-if change of usage: slot deltas of queues (with the preemptor's
+/// own request added) and pool deltas of cohorts.
+pub(super) struct ShareView<'a> {
+    pub(super) ov: Option<&'a Overlay>,
+    /// Extra usage of one queue's slots (a candidate's request).
+    pub(super) extra: Option<(CqId, &'a [(usize, Amount)])>,
+}
+
+impl ShareView<'_> {
+    pub(super) const NOW: ShareView<'static> = ShareView { ov: None, extra: None };
+}
+
+fn weighted(borrowed: &[(ResId, Amount)], lendable: &FastMap<ResId, Amount>, weight: Weight) -> (i64, Option<ResId>) {
+    let mut best: Option<(i64, ResId)> = None;
+    for &(r, b) in borrowed {
+        if b <= 0 {
+            continue;
+        }
+        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else { continue };
+        let ratio = (b as i128 * 1000 / l as i128).min(i64::MAX as i128) as i64;
+        if best.is_none_or(|(x, _)| ratio > x) {
+            best = Some((ratio, r));
+        }
+    }
+    match best {
+        None => (0, None),
+        Some((_, r)) if weight.0 <= 0 => (i64::MAX, Some(r)),
+        Some((drs, r)) => (((drs as i128 * 1000) / weight.0 as i128).min(i64::MAX as i128) as i64, Some(r)),
+    }
+}
+
+fn add(borrowed: &mut Vec<(ResId, Amount)>, r: ResId, amount: Amount) {
+    if amount <= 0 {
+        return;
+    }
+    match borrowed.iter_mut().find(|(x, _)| *x == r) {
+        Some((_, b)) => *b += amount,
+        None => borrowed.push((r, amount)),
+    }
+}
+
+impl Engine {
+    /// A queue's weighted share and dominant resource in `view`.
+    pub(super) fn queue_share_in(&self, cq: CqId, view: &ShareView) -> (i64, Option<ResId>) {
+        let q = &self.cqs[cq];
+        let Some(c) = q.cohort else { return (0, None) };
+        let mut borrowed = Vec::new();
+        for (i, s) in q.slots.iter().enumerate() {
+            let mut e = s.effective();
+            if let Some(ov) = view.ov {
+                e += ov.slot.get(&(cq, i)).copied().unwrap_or(0);
+            }
+            if let Some((xq, extra)) = view.extra
+                && xq == cq
+            {
+                e += extra.iter().filter(|(x, _)| *x == i).map(|(_, a)| a).sum::<Amount>();
+            }
+            add(&mut borrowed, s.fr.1, e - s.nominal);
+        }
+        weighted(&borrowed, &self.cohorts[c].lendable, q.spec.fair_weight)
+    }
+
+    /// A cohort's weighted share in `view` (0 for a root).
+    pub(super) fn cohort_share_in(&self, c: CohortId, view: &ShareView) -> (i64, Option<ResId>) {
+        let cohort = &self.cohorts[c];
+        let Some(parent) = cohort.parent else { return (0, None) };
+        let extra = view.extra.map(|(q, ex)| self.extra_draws(q, ex, view.ov));
+        let mut borrowed = Vec::new();
+        for (&fr, &p) in &cohort.pool_of {
+            let pool = &cohort.pools[p];
+            let mut u = pool.usage;
+            if let Some(ov) = view.ov {
+                u += ov.pool.get(&(c, p)).copied().unwrap_or(0);
+            }
+            if let Some(extra) = &extra {
+                u += extra.get(&(c, p)).copied().unwrap_or(0);
+            }
+            add(&mut borrowed, fr.1, u - pool.capacity);
+        }
+        let weight = cohort.spec.as_ref().map(|s| s.fair_weight).unwrap_or_default();
+        weighted(&borrowed, &self.cohorts[parent].lendable, weight)
+    }
+
+    /// The change of every pool above `cq` if its slots took `extra` more.
+    fn extra_draws(
+        &self,
+        cq: CqId,
+        extra: &[(usize, Amount)],
+        ov: Option<&Overlay>,
+    ) -> FastMap<(CohortId, usize), Amount> {
+        let mut out = ov.cloned().unwrap_or_default();
+        for &(slot, amount) in extra {
+            self.overlay_add(&mut out, cq, slot, amount);
+        }
+        // Only the difference the extra makes.
+        if let Some(ov) = ov {
+            for (k, d) in &ov.pool {
+                *out.pool.entry(*k).or_default() -= d;
+            }
+        }
+        out.pool
+    }
+
+    /// The shares along a queue's path, top first, the queue last; deeper
+    /// trees keep their top levels and the queue.
+    pub(super) fn share_key(&self, cq: CqId, view: &ShareView) -> ShareKey {
+        let mut key = [0; SHARE_LEVELS];
+        let Some(c) = self.cqs[cq].cohort else { return key };
+        key[SHARE_LEVELS - 1] = self.queue_share_in(cq, view).0;
+        let mut path = Vec::new();
+        let mut at = c;
+        while let Some(p) = self.cohorts[at].parent {
+            path.push(at);
+            at = p;
+        }
+        for (i, &n) in path.iter().rev().take(SHARE_LEVELS - 1).enumerate() {
+            key[i] = self.cohort_share_in(n, view).0;
+        }
+        key
+    }
+
+    /// A ClusterQueue's weighted share now (`None` for an unknown queue).
+    pub fn cluster_queue_share(&self, name: &str) -> Option<FairShare> {
+        let &cq = self.cq_by_name.get(name)?;
+        Some(self.fair_share(self.queue_share_in(cq, &ShareView::NOW)))
+    }
+
+    /// A cohort's weighted share now (`None` for an unknown cohort).
+    pub fn cohort_share(&self, name: &str) -> Option<FairShare> {
+        let &c = self.cohort_by_name.get(name)?;
+        Some(self.fair_share(self.cohort_share_in(c, &ShareView::NOW)))
+    }
+
+    /// Every cohort the engine knows: named by a queue, a cohort or a
+    /// Cohort object.
+    pub fn cohort_names(&self) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = self.cohorts.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    fn fair_share(&self, (weighted_share, r): (i64, Option<ResId>)) -> FairShare {
+        FairShare {
+            weighted_share,
+            dominant_resource: r.map(|r| self.resources.name(r).to_string()),
+        }
+    }
+}
