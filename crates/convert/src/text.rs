@@ -186,6 +186,9 @@ pub fn preemption(p: &Preemption, preemptor: &str) -> String {
         PreemptionReason::InCohortReclaimWhileBorrowing => format!(
             "Preempted to accommodate {preemptor}: ClusterQueue {queue} borrows in the cohort at higher priority ({theirs} over {mine})"
         ),
+        PreemptionReason::InCohortFairSharing => format!(
+            "Preempted to accommodate {preemptor}: fair sharing — even with it, ClusterQueue {queue} has no larger a share of what the cohort lends than this workload's ClusterQueue"
+        ),
     }
 }
 

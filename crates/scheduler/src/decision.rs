@@ -78,6 +78,9 @@ pub enum PreemptionReason {
     InCohortReclamation,
     /// The preemptor borrows, and preempts lower-priority work to do so.
     InCohortReclaimWhileBorrowing,
+    /// Its queue is above its fair share, and stays at least as far above
+    /// it as the preemptor's queue will be (fair sharing).
+    InCohortFairSharing,
 }
 
 impl PreemptionReason {
@@ -86,6 +89,7 @@ impl PreemptionReason {
             Self::InClusterQueue => "InClusterQueue",
             Self::InCohortReclamation => "InCohortReclamation",
             Self::InCohortReclaimWhileBorrowing => "InCohortReclaimWhileBorrowing",
+            Self::InCohortFairSharing => "InCohortFairSharing",
         }
     }
 }

@@ -113,12 +113,21 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn scenario() -> impl Strategy<Value = (Vec<QueueGen>, Vec<Op>)> {
+/// Queues, events, and whether fair sharing is on.
+fn scenario() -> impl Strategy<Value = (Vec<QueueGen>, Vec<Op>, bool)> {
     (1u8..5).prop_flat_map(|n| {
         (
             prop::collection::vec(queue_gen(), n as usize),
             prop::collection::vec(op_gen(n), 1..120),
+            any::<bool>(),
         )
+    })
+}
+
+fn engine(fair: bool) -> Engine {
+    Engine::with_config(EngineConfig {
+        fair_sharing: if fair { FairSharing::default() } else { FairSharing::Off },
+        ..Default::default()
     })
 }
 
@@ -208,11 +217,13 @@ struct Run {
     reported: HashMap<String, Explanation>,
     /// Each queue's stop policy.
     stops: Vec<StopPolicy>,
+    /// Fair sharing on.
+    fair: bool,
 }
 
 impl Run {
-    fn new(queues: &[QueueGen]) -> Self {
-        let mut engine = Engine::new();
+    fn new(queues: &[QueueGen], fair: bool) -> Self {
+        let mut engine = engine(fair);
         for f in FLAVORS {
             engine.upsert_flavor(FlavorSpec {
                 name: f.into(),
@@ -240,6 +251,7 @@ impl Run {
             evicting: BTreeSet::new(),
             reported: HashMap::new(),
             stops: vec![StopPolicy::None; queues.len()],
+            fair,
         }
     }
 
@@ -414,7 +426,7 @@ impl Run {
     }
 
     fn restart(&mut self) -> Result<(), TestCaseError> {
-        let mut engine = Engine::new();
+        let mut engine = engine(self.fair);
         for f in FLAVORS {
             engine.upsert_flavor(FlavorSpec {
                 name: f.into(),
@@ -533,6 +545,11 @@ impl Run {
                         pq.within
                     );
                 }
+                PreemptionReason::InCohortReclamation | PreemptionReason::InCohortReclaimWhileBorrowing
+                    if self.fair =>
+                {
+                    prop_assert!(false, "{:?} with fair sharing on", p.reason);
+                }
                 PreemptionReason::InCohortReclamation => {
                     prop_assert!(victim.queue != preemptor.queue && vq.cohort.is_some() && vq.cohort == pq.cohort);
                     let allowed = match pq.reclaim {
@@ -541,6 +558,19 @@ impl Run {
                         ReclaimWithinCohort::Any => true,
                     };
                     prop_assert!(allowed, "reclaim not allowed by {:?}", pq.reclaim);
+                }
+                PreemptionReason::InCohortFairSharing => {
+                    prop_assert!(self.fair, "fair-sharing preemption with fair sharing off");
+                    prop_assert!(victim.queue != preemptor.queue && vq.cohort.is_some() && vq.cohort == pq.cohort);
+                    let reclaim = match pq.reclaim {
+                        ReclaimWithinCohort::Never => false,
+                        ReclaimWithinCohort::LowerPriority => victim.priority < preemptor.priority,
+                        ReclaimWithinCohort::Any => true,
+                    };
+                    let borrow = pq
+                        .borrow_within
+                        .is_some_and(|t| victim.priority < preemptor.priority && victim.priority <= t);
+                    prop_assert!(reclaim || borrow, "neither reclaim nor borrowWithinCohort allows it");
                 }
                 PreemptionReason::InCohortReclaimWhileBorrowing => {
                     prop_assert!(victim.queue != preemptor.queue && vq.cohort.is_some() && vq.cohort == pq.cohort);
@@ -671,8 +701,8 @@ proptest! {
     /// Quota, gangs, single admission, preemption rules and minRuntime hold
     /// after every step; the ledger always equals the sum of its holders.
     #[test]
-    fn invariants_hold_for_random_event_sequences((queues, ops) in scenario()) {
-        let mut run = Run::new(&queues);
+    fn invariants_hold_for_random_event_sequences((queues, ops, fair) in scenario()) {
+        let mut run = Run::new(&queues, fair);
         for op in &ops {
             run.step(op)?;
         }
@@ -685,8 +715,8 @@ proptest! {
     /// waits behind such a head in a StrictFIFO queue. In particular,
     /// parking by shape, waking and the two-pass cycle lose nobody.
     #[test]
-    fn nothing_waits_in_an_empty_cluster_unless_it_never_fits((queues, ops) in scenario()) {
-        let mut run = Run::new(&queues);
+    fn nothing_waits_in_an_empty_cluster_unless_it_never_fits((queues, ops, fair) in scenario()) {
+        let mut run = Run::new(&queues, fair);
         for op in &ops {
             run.step(op)?;
         }
@@ -718,9 +748,9 @@ proptest! {
 
     /// The same calls give the same decisions.
     #[test]
-    fn decisions_are_deterministic((queues, ops) in scenario()) {
-        let mut a = Run::new(&queues);
-        let mut b = Run::new(&queues);
+    fn decisions_are_deterministic((queues, ops, fair) in scenario()) {
+        let mut a = Run::new(&queues, fair);
+        let mut b = Run::new(&queues, fair);
         for op in &ops {
             a.step(op)?;
             b.step(op)?;
@@ -731,8 +761,8 @@ proptest! {
     /// Releasing and re-admitting in a loop never drifts the ledger: after
     /// every workload finishes, usage is exactly zero everywhere.
     #[test]
-    fn finish_and_evict_release_exactly_what_was_taken((queues, ops) in scenario()) {
-        let mut run = Run::new(&queues);
+    fn finish_and_evict_release_exactly_what_was_taken((queues, ops, fair) in scenario()) {
+        let mut run = Run::new(&queues, fair);
         for op in &ops {
             run.step(op)?;
             if let Op::Cycle = op {

@@ -113,6 +113,8 @@ pub mod reasons {
     pub const IN_COHORT_RECLAMATION: &str = "InCohortReclamation";
     /// Preempted by a borrowing workload of the cohort (borrowWithinCohort).
     pub const IN_COHORT_RECLAIM_WHILE_BORROWING: &str = "InCohortReclaimWhileBorrowing";
+    /// Preempted by a queue of the cohort below its fair share (fair sharing).
+    pub const IN_COHORT_FAIR_SHARING: &str = "InCohortFairSharing";
 
     // --- PodsReady ---
     /// All pods are ready.

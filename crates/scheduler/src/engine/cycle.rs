@@ -197,13 +197,15 @@ impl Engine {
         // failed shape's parked list is skipped without a look.
         let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
         // Global order over the lists, nominal quota before borrowing.
-        let mut merge = HeadMerge::new(lists.len(), lists.iter().any(|(c, _)| *c != lists[0].0));
+        let many = lists.iter().any(|(c, _)| *c != lists[0].0);
+        let fair = many && self.fair_sharing_on() && self.cqs[lists[0].0].cohort.is_some();
+        let mut merge = HeadMerge::new(lists.len(), many, fair);
         for (i, (cq, source)) in lists.iter().enumerate() {
             if let Some(first) = self.list_next(*cq, source, None) {
-                merge.push(first, i);
+                merge.push(self.merge_share(fair, *cq), first, i);
             }
         }
-        while let Some((key, i)) = merge.pop(|i| lists[i].0) {
+        while let Some((key, i)) = merge.pop(|i| lists[i].0, |i| self.merge_share(fair, lists[i].0)) {
             let cq = lists[i].0;
             let list_shape = match lists[i].1 {
                 Source::Shape(shape) => Some(shape),
@@ -220,7 +222,7 @@ impl Engine {
                 continue;
             }
             if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
-                merge.push(next, i);
+                merge.push(self.merge_share(fair, cq), next, i);
             }
             // The workload may have left the queue during this cycle.
             if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {

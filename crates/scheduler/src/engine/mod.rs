@@ -35,9 +35,10 @@ use crate::decision::{
 };
 use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{
-    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, CohortSpec, EngineConfig, FlavorSpec, LocalQueueSpec,
-    Millis, NodeSpec, NodeUsage, PlacementMode, QueueingStrategy, ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint,
-    TaintEffect, Toleration, Weight, WithinClusterQueue, WorkloadSpec,
+    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, CohortSpec, EngineConfig, FairShareStrategies,
+    FairSharing, FlavorSpec, LocalQueueSpec, Millis, NodeSpec, NodeUsage, PlacementMode, QueueingStrategy,
+    ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint, TaintEffect, Toleration, Weight, WithinClusterQueue,
+    WorkloadSpec,
 };
 
 mod admit;

@@ -50,7 +50,9 @@ fn weighted(borrowed: &[(ResId, Amount)], lendable: &FastMap<ResId, Amount>, wei
         if b <= 0 {
             continue;
         }
-        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else { continue };
+        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else {
+            continue;
+        };
         let ratio = (b as i128 * 1000 / l as i128).min(i64::MAX as i128) as i64;
         if best.is_none_or(|(x, _)| ratio > x) {
             best = Some((ratio, r));
@@ -59,7 +61,10 @@ fn weighted(borrowed: &[(ResId, Amount)], lendable: &FastMap<ResId, Amount>, wei
     match best {
         None => (0, None),
         Some((_, r)) if weight.0 <= 0 => (i64::MAX, Some(r)),
-        Some((drs, r)) => (((drs as i128 * 1000) / weight.0 as i128).min(i64::MAX as i128) as i64, Some(r)),
+        Some((drs, r)) => (
+            ((drs as i128 * 1000) / weight.0 as i128).min(i64::MAX as i128) as i64,
+            Some(r),
+        ),
     }
 }
 

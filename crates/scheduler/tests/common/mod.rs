@@ -146,8 +146,44 @@ impl CqBuilder {
         self.0.stop_policy = p;
         self
     }
+    /// Fair-sharing weight in thousandths (1000 is weight 1).
+    pub fn weight(mut self, milli: i64) -> Self {
+        self.0.fair_weight = Weight(milli);
+        self
+    }
     pub fn build(self) -> ClusterQueueSpec {
         self.0
+    }
+}
+
+/// A Cohort object: `cohort("org").parent("root").quota("a100", vec![q(GPU, 8)])`.
+pub fn cohort(name: &str) -> CohortSpec {
+    CohortSpec {
+        name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Builder steps for [`CohortSpec`], reusing the queue builder's quota shape.
+pub trait CohortBuild {
+    fn parent(self, p: &str) -> Self;
+    fn quota(self, flavor: &str, quotas: Vec<Quota>) -> Self;
+    fn weight(self, milli: i64) -> Self;
+}
+
+impl CohortBuild for CohortSpec {
+    fn parent(mut self, p: &str) -> Self {
+        self.parent = Some(p.to_string());
+        self
+    }
+    fn quota(mut self, flavor: &str, quotas: Vec<Quota>) -> Self {
+        self.resource_groups
+            .extend(cq("").quota(flavor, quotas).build().resource_groups);
+        self
+    }
+    fn weight(mut self, milli: i64) -> Self {
+        self.fair_weight = Weight(milli);
+        self
     }
 }
 
@@ -292,8 +328,13 @@ impl World {
     /// Like [`World::new`] but with [`PlacementMode::Nodes`] and flavors
     /// whose nodes are told apart by labels (see [`RACK`]); no nodes yet.
     pub fn placement(queues: Vec<CqBuilder>) -> Self {
+        Self::placement_with(FairSharing::default(), queues)
+    }
+
+    pub fn placement_with(fair_sharing: FairSharing, queues: Vec<CqBuilder>) -> Self {
         let mut e = Engine::with_config(EngineConfig {
             placement: PlacementMode::Nodes,
+            fair_sharing,
             ..Default::default()
         });
         for f in ["a100", "h100"] {
@@ -346,7 +387,23 @@ impl World {
 
     /// Flavors `default`, `a100`, `h100`; local queue `ns/<q>` for each queue `q`.
     pub fn new(queues: Vec<CqBuilder>) -> Self {
-        let mut e = Engine::new();
+        Self::with_config(EngineConfig::default(), queues)
+    }
+
+    /// Like [`World::new`] with fair sharing off: Kueue's classic cohort
+    /// preemption (`reclaimWithinCohort`/`borrowWithinCohort` alone).
+    pub fn classic(queues: Vec<CqBuilder>) -> Self {
+        Self::with_config(
+            EngineConfig {
+                fair_sharing: FairSharing::Off,
+                ..Default::default()
+            },
+            queues,
+        )
+    }
+
+    pub fn with_config(config: EngineConfig, queues: Vec<CqBuilder>) -> Self {
+        let mut e = Engine::with_config(config);
         for f in ["default", "a100", "h100", "l4"] {
             e.upsert_flavor(flavor(f));
         }
@@ -366,6 +423,15 @@ impl World {
             cluster_queue: name,
             stop_policy: StopPolicy::None,
         });
+    }
+
+    pub fn cohort(&mut self, c: CohortSpec) {
+        self.e.upsert_cohort(c).expect("no cycle");
+    }
+
+    /// A queue's weighted share now.
+    pub fn share(&self, queue: &str) -> i64 {
+        self.e.cluster_queue_share(queue).expect("queue exists").weighted_share
     }
 
     pub fn add(&mut self, w: WlBuilder) {

@@ -300,6 +300,16 @@ impl Model {
                     && policy.cohort
                     && policy.borrow_within.is_some_and(|t| vp < pp && vp <= t)
             }
+            PreemptionReason::InCohortFairSharing => {
+                v.spec.queue != by.spec.queue
+                    && self.queues[v.spec.queue].cohort
+                    && policy.cohort
+                    && (match policy.reclaim {
+                        ReclaimWithinCohort::Never => false,
+                        ReclaimWithinCohort::LowerPriority => vp < pp,
+                        ReclaimWithinCohort::Any => true,
+                    } || policy.borrow_within.is_some_and(|t| vp < pp && vp <= t))
+            }
         };
         prop_assert!(allowed, "{:?} not allowed by {:?}", p, policy);
         Ok(())

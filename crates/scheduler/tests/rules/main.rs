@@ -7,10 +7,12 @@
 mod common;
 
 mod admission;
+mod cohort_tree;
 mod cohorts;
 mod config;
 mod contention;
 mod explanations;
+mod fair_sharing;
 mod fifo;
 mod flavors;
 mod lifecycle;

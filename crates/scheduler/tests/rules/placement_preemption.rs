@@ -224,15 +224,18 @@ fn the_free_quota_of_a_placement_verdict_includes_what_can_be_borrowed() {
 /// `others` priority fill nodes n1 and n2; n3 has 4 foreign GPUs. Quota
 /// wants b-low gone, the nodes one more of b's.
 fn borrowing_preemptor(others: i32) -> (World, Cycle) {
-    let mut w = World::placement(vec![
-        cq("a")
-            .cohort("co")
-            .quota("a100", vec![q(GPU, 8)])
-            .reclaim(ReclaimWithinCohort::Any)
-            .borrow_within(None),
-        cq("b").cohort("co").quota("a100", vec![q(GPU, 8)]),
-        cq("c").cohort("co").quota("a100", vec![q(GPU, 8)]),
-    ]);
+    let mut w = World::placement_with(
+        FairSharing::Off,
+        vec![
+            cq("a")
+                .cohort("co")
+                .quota("a100", vec![q(GPU, 8)])
+                .reclaim(ReclaimWithinCohort::Any)
+                .borrow_within(None),
+            cq("b").cohort("co").quota("a100", vec![q(GPU, 8)]),
+            cq("c").cohort("co").quota("a100", vec![q(GPU, 8)]),
+        ],
+    );
     for n in ["n1", "n2", "n3"] {
         w.node(node(n, "a100", 8));
     }

@@ -121,8 +121,10 @@ fn victims_are_taken_lowest_priority_first_then_most_recently_admitted() {
     assert_eq!(victims(&w.cycle(3)), ["p1-new"]);
 }
 
+/// Classic rules (fair sharing off): the fair-sharing equivalents are in
+/// `fair_sharing.rs`.
 fn cohort_with_borrower(reclaim: ReclaimWithinCohort) -> World {
-    let mut w = World::new(vec![
+    let mut w = World::classic(vec![
         cq("owner").cohort("co").quota("a100", vec![q(GPU, 8)]).reclaim(reclaim),
         cq("borrower").cohort("co").quota("a100", vec![q(GPU, 8)]),
     ]);
@@ -178,7 +180,7 @@ fn reclaim_never_preempts_a_queue_that_is_within_its_nominal_quota() {
 
 #[test]
 fn borrow_within_cohort_preempts_borrowers_below_the_threshold_to_borrow() {
-    let mut w = World::new(vec![
+    let mut w = World::classic(vec![
         cq("hungry")
             .cohort("co")
             .quota("a100", vec![q(GPU, 4)])
@@ -311,7 +313,7 @@ fn preemption_tries_the_next_flavor_when_the_first_has_no_victims() {
 
 #[test]
 fn an_admission_reclaimed_in_the_same_cycle_is_withdrawn_not_evicted() {
-    let mut w = World::new(vec![
+    let mut w = World::classic(vec![
         cq("owner")
             .cohort("co")
             .quota("a100", vec![q(GPU, 4)])

@@ -4,6 +4,7 @@
 
 use super::*;
 
+mod fair;
 mod order;
 mod placement;
 mod policy;
@@ -222,13 +223,40 @@ impl Engine {
                 slot.effective() + delta - removable + amount <= slot.nominal
             });
         let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
-        if q.cohort.is_some() && (reclaim_feasible || borrow_possible) {
+        let fair = match self.config.fair_sharing {
+            FairSharing::On { strategies } if q.cohort.is_some() => Some(strategies),
+            _ => None,
+        };
+        // Under fair sharing a borrowing preemptor may reclaim too: the
+        // share strategies decide.
+        let reclaim_possible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never && fair.is_some();
+        if q.cohort.is_some() && (reclaim_feasible || reclaim_possible || borrow_possible) {
             for m in self.domain(cq) {
                 // Only queues that borrow these resources give anything back.
                 if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
                     self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
                 }
             }
+        }
+        if let Some(strategies) = fair {
+            let victims = self.fair_victims(cq, usage, base, &candidates, strategies).map(|v| {
+                v.into_iter()
+                    .map(|i| {
+                        let c = &candidates[i];
+                        let reason = if c.cq == cq {
+                            PreemptionReason::InClusterQueue
+                        } else {
+                            PreemptionReason::InCohortFairSharing
+                        };
+                        (c.id, reason)
+                    })
+                    .collect()
+            });
+            return VictimSearch {
+                victims,
+                protected,
+                until,
+            };
         }
         // First without borrowing (reclaiming what the cohort borrowed), then
         // borrowing (preempting lower-priority work elsewhere to borrow).

@@ -1,0 +1,245 @@
+//! Fair-share preemption (with [`FairSharing::On`]): a queue may take back
+//! from another queue of its cohort tree only while that queue stays at
+//! least as far above its fair share as the preemptor's queue will be.
+//! Shares are compared between the two children of the queues' lowest
+//! common cohort that lead to them (the queues themselves when they are
+//! siblings), as Kueue does.
+//!
+//! Victims are taken one at a time from the queue with the highest share
+//! (its candidates lowest priority first, then newest), checked by the
+//! strategy; a queue whose next candidate fails the strategy is passed
+//! over. The preemptor's own queue gives what `withinClusterQueue` allows
+//! only after no other queue can. The search stops once the preemptor
+//! fits, then gives back every victim it did not need. The strategies
+//! are tried in order, each from scratch:
+//!
+//! ```text
+//! LessThanOrEqualToFinalShare: share(preemptor side, with it) <= share(victim side, without the victim)
+//! LessThanInitialShare:        share(preemptor side, with it) <  share(victim side, now)
+//! ```
+
+use super::*;
+
+/// One of the fair-share strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    LessThanOrEqualToFinalShare,
+    LessThanInitialShare,
+}
+
+impl Strategy {
+    pub(crate) fn list(s: FairShareStrategies) -> &'static [Strategy] {
+        match s {
+            FairShareStrategies::Both => &[Strategy::LessThanOrEqualToFinalShare, Strategy::LessThanInitialShare],
+            FairShareStrategies::LessThanOrEqualToFinalShare => &[Strategy::LessThanOrEqualToFinalShare],
+            FairShareStrategies::LessThanInitialShare => &[Strategy::LessThanInitialShare],
+        }
+    }
+
+    /// Whether the strategy lets the preemptor's side (share `mine` with
+    /// the preemptor) take from a side with share `before` now and `after`
+    /// without the victim.
+    pub(crate) fn allows(self, mine: i64, before: i64, after: i64) -> bool {
+        match self {
+            Strategy::LessThanOrEqualToFinalShare => mine <= after,
+            Strategy::LessThanInitialShare => mine < before,
+        }
+    }
+}
+
+/// A node of a cohort tree whose share is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Queue(CqId),
+    Cohort(CohortId),
+}
+
+impl Engine {
+    /// The sides compared when `cq`'s workload takes from queue `other`:
+    /// the children of their lowest common cohort on each one's path.
+    fn sides(&self, cq: CqId, other: CqId) -> (Side, Side) {
+        let up = |q: CqId| -> Vec<Side> {
+            let mut path = vec![Side::Queue(q)];
+            let mut at = self.cqs[q].cohort;
+            while let Some(c) = at {
+                path.push(Side::Cohort(c));
+                at = self.cohorts[c].parent;
+            }
+            path
+        };
+        let (mine, theirs) = (up(cq), up(other));
+        // Walk down from the root while the paths agree; the two queues
+        // differ, so they part at the latest at the queues themselves.
+        let (mut i, mut j) = (mine.len(), theirs.len());
+        while i > 1 && j > 1 && mine[i - 1] == theirs[j - 1] {
+            i -= 1;
+            j -= 1;
+        }
+        (mine[i - 1], theirs[j - 1])
+    }
+
+    fn side_share(&self, side: Side, view: &ShareView) -> i64 {
+        match side {
+            Side::Queue(q) => self.queue_share_in(q, view).0,
+            Side::Cohort(c) => self.cohort_share_in(c, view).0,
+        }
+    }
+
+    /// Victims (candidate indices) under the fair-share strategies, or
+    /// `None` if no strategy finds enough.
+    pub(super) fn fair_victims(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate<'_>],
+        strategies: FairShareStrategies,
+    ) -> Option<Vec<usize>> {
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect();
+        // Per queue, its candidates in victim order, first to go last.
+        let mut queues: BTreeMap<CqId, Vec<usize>> = BTreeMap::new();
+        for (i, c) in candidates.iter().enumerate() {
+            if c.cq == cq || c.reclaim_ok || c.borrow_ok {
+                queues.entry(c.cq).or_default().push(i);
+            }
+        }
+        for list in queues.values_mut() {
+            list.sort_by_key(|&i| {
+                let c = &candidates[i];
+                Reverse(order::VictimOrder::new(false, c.priority, c.admitted_at, c.uid, i))
+            });
+        }
+        Strategy::list(strategies)
+            .iter()
+            .find_map(|&s| self.fair_victims_with(cq, usage, base, candidates, queues.clone(), &frs, s))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fair_victims_with(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate<'_>],
+        mut queues: BTreeMap<CqId, Vec<usize>>,
+        frs: &[FrKey],
+        strategy: Strategy,
+    ) -> Option<Vec<usize>> {
+        let mut ov = base.clone();
+        let mut removed: Vec<usize> = Vec::new();
+        let fits = |ov: &Overlay| self.fits_overlay(ov, cq, usage, false);
+        while !fits(&ov) {
+            // The other queue with the highest share that still borrows
+            // what is short; the own queue only when none is left.
+            let target = queues
+                .iter()
+                .filter(|(q, list)| **q != cq && !list.is_empty())
+                .filter(|(q, _)| self.queue_borrows_any(**q, frs, Some(&ov)))
+                .map(|(q, _)| {
+                    (
+                        self.queue_share_in(
+                            *q,
+                            &ShareView {
+                                ov: Some(&ov),
+                                extra: None,
+                            },
+                        )
+                        .0,
+                        Reverse(*q),
+                    )
+                })
+                .max()
+                .map(|(_, Reverse(q))| q)
+                .or_else(|| queues.get(&cq).filter(|l| !l.is_empty()).map(|_| cq))?;
+            let i = queues.get_mut(&target).and_then(|l| l.pop()).expect("non-empty list");
+            if target != cq {
+                let (mine, theirs) = self.sides(cq, target);
+                let with_me = self.side_share(
+                    mine,
+                    &ShareView {
+                        ov: Some(&ov),
+                        extra: Some((cq, usage)),
+                    },
+                );
+                let now = ShareView {
+                    ov: Some(&ov),
+                    extra: None,
+                };
+                let before = self.side_share(theirs, &now);
+                let mut without = ov.clone();
+                self.overlay_holding(&mut without, candidates[i].id, -1);
+                let after = self.side_share(
+                    theirs,
+                    &ShareView {
+                        ov: Some(&without),
+                        extra: None,
+                    },
+                );
+                if !strategy.allows(with_me, before, after) {
+                    // Its later candidates would not pass either.
+                    queues.remove(&target);
+                    continue;
+                }
+                ov = without;
+            } else {
+                self.overlay_holding(&mut ov, candidates[i].id, -1);
+            }
+            removed.push(i);
+        }
+        // Give back, latest first, every victim not needed.
+        let mut needed = removed.clone();
+        for k in (0..removed.len().saturating_sub(1)).rev() {
+            let id = candidates[removed[k]].id;
+            self.overlay_holding(&mut ov, id, 1);
+            if fits(&ov) {
+                needed.retain(|&x| x != removed[k]);
+            } else {
+                self.overlay_holding(&mut ov, id, -1);
+            }
+        }
+        Some(needed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_compare_the_preemptors_share_with_the_victims() {
+        use Strategy::*;
+        // (strategy, mine with the preemptor, theirs now, theirs without the victim, allowed)
+        let table = [
+            (LessThanOrEqualToFinalShare, 300, 600, 300, true),
+            (LessThanOrEqualToFinalShare, 300, 600, 299, false),
+            (LessThanOrEqualToFinalShare, 0, 100, 0, true),
+            (LessThanInitialShare, 300, 301, 0, true),
+            (LessThanInitialShare, 300, 300, 0, false),
+            (LessThanInitialShare, 500, 400, 100, false),
+        ];
+        for (s, mine, before, after, allowed) in table {
+            assert_eq!(
+                s.allows(mine, before, after),
+                allowed,
+                "{s:?}: {mine} vs {before}/{after}"
+            );
+        }
+    }
+
+    #[test]
+    fn strategies_are_tried_in_the_configured_order() {
+        use Strategy::*;
+        assert_eq!(
+            Strategy::list(FairShareStrategies::Both),
+            [LessThanOrEqualToFinalShare, LessThanInitialShare]
+        );
+        assert_eq!(
+            Strategy::list(FairShareStrategies::LessThanInitialShare),
+            [LessThanInitialShare]
+        );
+    }
+}
