@@ -34,6 +34,8 @@ enum Op {
         gpu: i64,
         cpu: i64,
         second_pod_set: bool,
+        /// Partial admission: pod set `a` may run with this many.
+        min: Option<u32>,
     },
     Cycle,
     Finish(u16),
@@ -90,8 +92,8 @@ fn queue_gen() -> impl Strategy<Value = QueueGen> {
 
 fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..queues, 0i32..3, 1u32..4, 0i64..5, 0i64..4, any::<bool>()).prop_map(
-            |(queue, priority, pods, gpu, cpu, second_pod_set)| Op::Add { queue, priority, pods, gpu, cpu, second_pod_set }
+        4 => (0..queues, 0i32..3, 1u32..4, 0i64..5, 0i64..4, any::<bool>(), prop::option::of(1u32..3)).prop_map(
+            |(queue, priority, pods, gpu, cpu, second_pod_set, min)| Op::Add { queue, priority, pods, gpu, cpu, second_pod_set, min }
         ),
         4 => Just(Op::Cycle),
         2 => any::<u16>().prop_map(Op::Finish),
@@ -186,8 +188,10 @@ struct Known {
     queue: usize,
     priority: i32,
     ts: Millis,
-    /// Total request per resource, whole workload.
-    total: BTreeMap<String, Amount>,
+    /// Requests of one pod (every pod set's pods are alike).
+    per_pod: BTreeMap<String, Amount>,
+    /// Fewest pods of pod set `a` (partial admission).
+    min: Option<u32>,
     pod_sets: usize,
     admitted_at: Option<Millis>,
     /// Requeue backoff: not admitted before this time.
@@ -268,16 +272,19 @@ impl Run {
                 gpu,
                 cpu,
                 second_pod_set,
+                min,
             } => {
                 let uid = format!("w{:03}", self.next);
                 self.next += 1;
                 let mut requests = BTreeMap::new();
                 requests.insert(RESOURCES[0].to_string(), gpu * 1000);
                 requests.insert(RESOURCES[1].to_string(), cpu * 500);
+                let min = min.filter(|&m| m < pods);
                 let mut pod_sets = vec![PodSetSpec {
                     name: "a".into(),
                     count: pods,
                     requests: requests.clone(),
+                    min_count: min,
                     ..Default::default()
                 }];
                 if second_pod_set {
@@ -287,12 +294,6 @@ impl Run {
                         requests: requests.clone(),
                         ..Default::default()
                     });
-                }
-                let mut total = BTreeMap::new();
-                for ps in &pod_sets {
-                    for (r, a) in &ps.requests {
-                        *total.entry(r.clone()).or_insert(0) += a * ps.count as i64;
-                    }
                 }
                 let spec = WorkloadSpec {
                     uid: uid.clone(),
@@ -311,7 +312,8 @@ impl Run {
                         queue: queue as usize,
                         priority,
                         ts: self.now,
-                        total,
+                        per_pod: requests,
+                        min,
                         pod_sets: 1 + second_pod_set as usize,
                         admitted_at: None,
                         not_before: 0,
@@ -496,13 +498,29 @@ impl Run {
                     *by_resource.entry(r.clone()).or_default() += amount;
                 }
             }
+            // Pod set a: all its pods, or (partial admission) at least min.
+            let full_a = k.spec.pod_sets[0].count;
+            let count_a = a.pod_sets[0].count;
+            prop_assert!(
+                count_a == full_a || k.min.is_some_and(|m| count_a >= m && count_a < full_a),
+                "{} admitted with {} of {} pods (min {:?})",
+                uid,
+                count_a,
+                full_a,
+                k.min
+            );
+            let pods: u32 = a.pod_sets.iter().map(|p| p.count).sum();
+            prop_assert_eq!(
+                pods,
+                k.spec.pod_sets.iter().map(|p| p.count).sum::<u32>() - (full_a - count_a)
+            );
             let expected: BTreeMap<String, Amount> = k
-                .total
+                .per_pod
                 .iter()
                 .filter(|(_, a)| **a > 0)
-                .map(|(r, a)| (r.clone(), *a))
+                .map(|(r, a)| (r.clone(), a * pods as Amount))
                 .collect();
-            prop_assert_eq!(by_resource, expected, "gang: the whole request is admitted");
+            prop_assert_eq!(by_resource, expected, "gang: every admitted pod is accounted");
             k.admitted_at = Some(self.now);
             self.holding.insert(uid.clone(), (k.queue, usage));
             self.assignments.insert(uid.clone(), a.pod_sets.to_vec());

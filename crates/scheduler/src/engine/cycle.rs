@@ -344,6 +344,16 @@ impl Engine {
                     }
                 }
             };
+            // Neither whole nor by preemption: with fewer pods, if it may.
+            if e.reason != PendingReason::WaitingForEvictions
+                && self.reducible(id)
+                && let Some((attempt, placement)) = self.try_partial(cq, id)
+            {
+                // Off its lists under the shape it was queued with.
+                self.cqs[cq].remove_pending(&key, shape);
+                self.admit(cq, id, attempt, placement, now, out);
+                continue;
+            }
             failed.insert((cq, shape));
             self.set_shape_explanation(cq, shape, Arc::new(e), out);
             self.park_shaped(cq, id, out);

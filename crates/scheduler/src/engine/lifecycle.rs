@@ -81,6 +81,19 @@ impl Engine {
             }
         }
         let id = self.insert_workload(spec)?;
+        // Admitted with fewer pods (partial admission): it holds that many.
+        let counts: Vec<u32> = self
+            .wl(id)
+            .pod_sets
+            .iter()
+            .map(|p| {
+                pod_sets
+                    .iter()
+                    .find(|a| *a.name == *p.name)
+                    .map_or(p.count, |a| a.count.clamp(1, p.count))
+            })
+            .collect();
+        self.set_counts(id, &counts);
         for &(fr, amount) in &usage {
             let slot = self.slot_for(cq, fr);
             self.add_usage(cq, slot, amount, 0);
@@ -238,6 +251,7 @@ impl Engine {
                 node_selector: ps.node_selector.clone(),
                 tolerations,
                 require_single_domain: ps.require_single_domain,
+                min_count: ps.min_count.filter(|&m| m < ps.count).map(|m| m.max(1)),
             });
         }
         // Totals across pod sets must fit as well (they add up on a flavor).
@@ -252,19 +266,7 @@ impl Engine {
                 })?;
             }
         }
-        let shape_key: ShapeKey = pod_sets
-            .iter()
-            .map(|p| PodSetShape {
-                name: p.name.clone(),
-                count: p.count,
-                total: p.total.clone(),
-                node_selector: p.node_selector.clone(),
-                tolerations: p.tolerations.clone(),
-                require_single_domain: p.require_single_domain,
-            })
-            .collect();
-        let next_shape = self.shapes.len() as u32;
-        let shape = *self.shapes.entry(shape_key).or_insert(next_shape);
+        let shape = self.shape_of(&pod_sets);
         let uid: Arc<str> = Arc::from(spec.uid.as_str());
         let wl = Wl {
             uid: uid.clone(),
@@ -279,6 +281,7 @@ impl Engine {
             explanation: None,
             shaped: false,
             nodes: None,
+            full: None,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {

@@ -12,6 +12,7 @@
 //!   flavor.rs      flavor assignment per (pod set, resource group)
 //!   preemption/    victims: policy eligibility, victim order, minimal sets
 //!   overlay.rs     what-if usage for preemption and eviction checks
+//!   partial.rs     partial admission: fewer pods, down to min_count
 //!   admit.rs       applying decisions to the ledger (admit, claim, evict, release)
 //!   explain.rs     why a workload waits, shared per (queue, shape)
 //!   queue.rs       putting workloads into queues and waking queues
@@ -53,6 +54,7 @@ mod flavor;
 mod lifecycle;
 mod order;
 mod overlay;
+mod partial;
 mod placement;
 mod preemption;
 mod queries;

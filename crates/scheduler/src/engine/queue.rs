@@ -9,6 +9,8 @@ impl Engine {
     /// Puts a pending workload into its ClusterQueue, or parks it as
     /// unresolved with the reason.
     pub(super) fn enqueue(&mut self, id: WlId) {
+        // Back in a queue, a partially admitted workload asks for all its pods.
+        self.restore_full(id);
         let lq_key = self.wl(id).lq.clone();
         let target = match self.lqs.get(&lq_key) {
             None => Err(PendingReason::LocalQueueMissing {

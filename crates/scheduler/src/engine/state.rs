@@ -159,6 +159,8 @@ pub(super) struct PodSet {
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
+    /// Fewest pods partial admission may give it (`None`: all or nothing).
+    pub(super) min_count: Option<u32>,
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
@@ -215,6 +217,9 @@ pub(super) struct Wl {
     pub(super) shaped: bool,
     /// Its pods on nodes (placement only; `None` while it has none).
     pub(super) nodes: Option<Box<WlNodes>>,
+    /// While admitted with fewer pods than it asked for: its full pod sets
+    /// and shape, given back when it returns to its queue.
+    pub(super) full: Option<Box<(Vec<PodSet>, u32)>>,
 }
 
 /// A workload's pods on nodes.
@@ -287,4 +292,5 @@ pub(super) struct PodSetShape {
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
+    pub(super) min_count: Option<u32>,
 }

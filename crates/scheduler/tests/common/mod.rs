@@ -247,6 +247,13 @@ impl WlBuilder {
         }
         self
     }
+    /// The last pod set may run with as few as `min` pods.
+    pub fn min_count(mut self, min: u32) -> Self {
+        if let Some(ps) = self.0.pod_sets.last_mut() {
+            ps.min_count = Some(min);
+        }
+        self
+    }
     /// Every pod set in one topology domain of its flavor.
     pub fn single_domain(mut self) -> Self {
         for ps in &mut self.0.pod_sets {

@@ -16,6 +16,7 @@ mod fair_sharing;
 mod fifo;
 mod flavors;
 mod lifecycle;
+mod partial;
 mod placement;
 mod placement_preemption;
 mod preemption;
