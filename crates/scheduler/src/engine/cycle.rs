@@ -252,7 +252,14 @@ impl Engine {
                 continue;
             }
             let e = match self.assign(cq, id) {
-                Ok(attempt) if merge.first_pass() && attempt.borrowing && self.peers_have_idle_quota(cq, &attempt) => {
+                // Borrowing waits for the second pass while a peer has idle
+                // nominal quota; with fair sharing always, so that borrowers
+                // are served in share order, not by who came first.
+                Ok(attempt)
+                    if merge.first_pass()
+                        && attempt.borrowing
+                        && (fair || self.peers_have_idle_quota(cq, &attempt)) =>
+                {
                     merge.defer(cq, key, i);
                     continue;
                 }
