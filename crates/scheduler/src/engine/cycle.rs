@@ -198,14 +198,16 @@ impl Engine {
         let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
         // Global order over the lists, nominal quota before borrowing.
         let many = lists.iter().any(|(c, _)| *c != lists[0].0);
-        let fair = many && self.fair_sharing_on() && self.cqs[lists[0].0].cohort.is_some();
-        let mut merge = HeadMerge::new(lists.len(), many, fair);
+        let mut merge = match self.cqs[lists[0].0].cohort {
+            Some(c) if many && self.fair_sharing_on() => Merge::Fair(Tournament::new(self.root_of(c), many)),
+            _ => Merge::Flat(HeadMerge::new(lists.len(), many)),
+        };
         for (i, (cq, source)) in lists.iter().enumerate() {
             if let Some(first) = self.list_next(*cq, source, None) {
-                merge.push(self.merge_share(fair, *cq), first, i);
+                merge.push(self, *cq, first, i);
             }
         }
-        while let Some((key, i)) = merge.pop(|i| lists[i].0, |i| self.merge_share(fair, lists[i].0)) {
+        while let Some((key, i)) = merge.pop(self, |i| lists[i].0) {
             let cq = lists[i].0;
             let list_shape = match lists[i].1 {
                 Source::Shape(shape) => Some(shape),
@@ -222,7 +224,7 @@ impl Engine {
                 continue;
             }
             if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
-                merge.push(self.merge_share(fair, cq), next, i);
+                merge.push(self, cq, next, i);
             }
             // The workload may have left the queue during this cycle.
             if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
@@ -258,14 +260,15 @@ impl Engine {
                 Ok(attempt)
                     if merge.first_pass()
                         && attempt.borrowing
-                        && (fair || self.peers_have_idle_quota(cq, &attempt)) =>
+                        && (merge.fair() || self.peers_have_idle_quota(cq, &attempt)) =>
                 {
-                    merge.defer(cq, key, i);
+                    merge.defer(self, cq, key, i);
                     continue;
                 }
                 Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {
                     Ok(placement) => {
                         self.admit(cq, id, attempt, placement, now, out);
+                        merge.touched(self, cq);
                         continue;
                     }
                     Err(Unplaced { room, after_evictions }) => {
@@ -273,6 +276,7 @@ impl Engine {
                         // waiting or preempting for this one.
                         if let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
                             self.admit(cq, id, other, placement, now, out);
+                            merge.touched(self, cq);
                             continue;
                         }
                         if after_evictions {
@@ -291,7 +295,11 @@ impl Engine {
                                     now,
                                 )
                             {
+                                let touched = self.claim_queues(cq, &victims);
                                 self.start_claim(cq, id, victims, attempt, placement, now, out);
+                                for q in touched {
+                                    merge.touched(self, q);
+                                }
                                 blocked.block_if_strict(strict, cq);
                                 continue;
                             }
@@ -318,7 +326,11 @@ impl Engine {
                     if !never && self.cqs[cq].spec.preemption.can_preempt() {
                         match self.preempt(cq, id, &options, now) {
                             PreemptOutcome::Victims(victims, attempt, placement) => {
+                                let touched = self.claim_queues(cq, &victims);
                                 self.start_claim(cq, id, victims, attempt, placement, now, out);
+                                for q in touched {
+                                    merge.touched(self, q);
+                                }
                                 blocked.block_if_strict(strict, cq);
                                 continue;
                             }
@@ -359,6 +371,7 @@ impl Engine {
                 // Off its lists under the shape it was queued with.
                 self.cqs[cq].remove_pending(&key, shape);
                 self.admit(cq, id, attempt, placement, now, out);
+                merge.touched(self, cq);
                 continue;
             }
             failed.insert((cq, shape));
@@ -380,5 +393,19 @@ impl Engine {
             None => set.first().cloned(),
             Some(k) => set.range((Bound::Excluded(k), Bound::Unbounded)).next().cloned(),
         }
+    }
+
+    /// The queues whose usage a claim changes: the preemptor's, and its
+    /// victims' (an admission of this cycle is withdrawn at once).
+    fn claim_queues(&self, cq: CqId, victims: &[(WlId, PreemptionReason)]) -> Vec<CqId> {
+        let mut queues = vec![cq];
+        for (v, _) in victims {
+            if let State::Admitted(h) | State::Evicting(h) = &self.wl(*v).state
+                && !queues.contains(&h.cq)
+            {
+                queues.push(h.cq);
+            }
+        }
+        queues
     }
 }

@@ -7,6 +7,7 @@
 //!   queries.rs     read-only views: state, explanation, position, usage
 //!   cycle.rs       schedule(): timers, claims, one pass per cohort domain
 //!   order.rs       the merge of queue heads; nominal quota before borrowing
+//!   tournament.rs  the fair-sharing order: a tournament over the cohort tree
 //!   fifo.rs        StrictFIFO: what blocks a queue
 //!   stop.rs        stop policies: Hold and HoldAndDrain
 //!   flavor.rs      flavor assignment per (pod set, resource group)
@@ -62,10 +63,12 @@ mod queue;
 mod share;
 mod state;
 mod stop;
+mod tournament;
 
 use fifo::Blocked;
 use flavor::{AssignError, Attempt, Choice, FlavorOption};
-use order::HeadMerge;
+use order::{HeadMerge, Merge};
+use tournament::Tournament;
 use overlay::Overlay;
 use placement::{ClaimPlacement, NodeDelta, NodeId, Placement, ResVec, Unplaced};
 use preemption::PreemptOutcome;

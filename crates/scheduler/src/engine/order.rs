@@ -8,61 +8,50 @@
 //! guaranteed share would be undone within the same cycle. The second pass
 //! resumes the deferred lists where they stopped.
 //!
-//! With fair sharing, the queues of a cohort tree are served lowest share
-//! first: the candidates are ordered by the weighted shares along their
-//! queue's path (the root's child first, the queue last), then by queue
-//! order. A queue's own order is never inverted.
+//! With fair sharing the merge is a [`Tournament`] over the cohort tree:
+//! borrowers are served lowest weighted share first, level by level from
+//! the root, then in queue order; a queue's own order is never inverted,
+//! and every borrower waits for the second pass.
 
 use super::*;
 
 /// A k-way merge of candidate lists (indexed by the caller) with the
-/// nominal-before-borrowing deferral. With fair sharing, each candidate is
-/// keyed first by the shares along its queue's path in the cohort tree
-/// ([`ShareKey`]), lowest first; shares change as the cycle admits, so a
-/// popped candidate whose key is no longer current goes back in with the
-/// current one (keys only grow within a cycle, so the order holds).
+/// nominal-before-borrowing deferral.
 pub(super) struct HeadMerge {
-    heap: BinaryHeap<Reverse<(ShareKey, OrderKey, usize)>>,
+    heap: BinaryHeap<Reverse<(OrderKey, usize)>>,
     /// Still in the first pass.
     deferring: bool,
     /// Queues whose lists wait for the second pass.
     paused: Vec<CqId>,
-    deferred: Vec<Reverse<(ShareKey, OrderKey, usize)>>,
-    fair: bool,
+    deferred: Vec<Reverse<(OrderKey, usize)>>,
 }
 
 impl HeadMerge {
     /// `two_passes`: whether deferring can help at all (more than one queue
-    /// has candidates); `fair`: whether candidates are keyed by shares.
+    /// has candidates).
     #[inline]
-    pub(super) fn new(lists: usize, two_passes: bool, fair: bool) -> Self {
+    pub(super) fn new(lists: usize, two_passes: bool) -> Self {
         Self {
             heap: BinaryHeap::with_capacity(lists),
             deferring: two_passes,
             paused: Vec::new(),
             deferred: Vec::new(),
-            fair,
         }
     }
 
-    /// Adds the next candidate of list `list`, whose queue's share key is
-    /// `share` (ignored without fair sharing).
+    /// Adds the next candidate of list `list`.
     #[inline(always)]
-    pub(super) fn push(&mut self, share: ShareKey, key: OrderKey, list: usize) {
-        self.heap.push(Reverse((share, key, list)));
+    pub(super) fn push(&mut self, key: OrderKey, list: usize) {
+        self.heap.push(Reverse((key, list)));
     }
 
     /// The next candidate in order and its list; a candidate of a paused
     /// queue is put aside for the second pass. `None` once both passes are
-    /// done. `share_of` gives a list's current share key.
+    /// done.
     #[inline(always)]
-    pub(super) fn pop(
-        &mut self,
-        queue_of: impl Fn(usize) -> CqId,
-        share_of: impl Fn(usize) -> ShareKey,
-    ) -> Option<(OrderKey, usize)> {
+    pub(super) fn pop(&mut self, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
         loop {
-            let Some(Reverse((share, key, list))) = self.heap.pop() else {
+            let Some(Reverse((key, list))) = self.heap.pop() else {
                 if self.deferred.is_empty() {
                     return None;
                 }
@@ -72,15 +61,8 @@ impl HeadMerge {
             };
             if self.deferring && self.paused.contains(&queue_of(list)) {
                 // The list resumes from here in the second pass.
-                self.deferred.push(Reverse((share, key, list)));
+                self.deferred.push(Reverse((key, list)));
                 continue;
-            }
-            if self.fair {
-                let now = share_of(list);
-                if now != share {
-                    self.heap.push(Reverse((now, key, list)));
-                    continue;
-                }
             }
             return Some((key, list));
         }
@@ -97,7 +79,63 @@ impl HeadMerge {
     #[inline]
     pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
         self.paused.push(cq);
-        self.deferred.push(Reverse(([0; share::SHARE_LEVELS], key, list)));
+        self.deferred.push(Reverse((key, list)));
+    }
+}
+
+/// The order of one cycle: the global merge, or the fair-sharing
+/// tournament.
+pub(super) enum Merge {
+    Flat(HeadMerge),
+    Fair(Tournament),
+}
+
+impl Merge {
+    #[inline(always)]
+    pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+        match self {
+            Merge::Flat(m) => m.push(key, list),
+            Merge::Fair(t) => t.push(e, cq, key, list),
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
+        match self {
+            Merge::Flat(m) => m.pop(queue_of),
+            Merge::Fair(t) => t.pop(e, queue_of),
+        }
+    }
+
+    #[inline]
+    pub(super) fn first_pass(&self) -> bool {
+        match self {
+            Merge::Flat(m) => m.first_pass(),
+            Merge::Fair(t) => t.first_pass(),
+        }
+    }
+
+    #[inline]
+    pub(super) fn defer(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+        match self {
+            Merge::Flat(m) => m.defer(cq, key, list),
+            Merge::Fair(t) => t.defer(e, cq, key, list),
+        }
+    }
+
+    /// A queue's usage changed (it admitted or claimed, or a victim of it
+    /// was withdrawn): with fair sharing, its path's shares are stale.
+    #[inline]
+    pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
+        if let Merge::Fair(t) = self {
+            t.touched(e, cq);
+        }
+    }
+
+    /// Whether borrowers always wait for the second pass (fair sharing).
+    #[inline]
+    pub(super) fn fair(&self) -> bool {
+        matches!(self, Merge::Fair(_))
     }
 }
 
@@ -118,16 +156,5 @@ impl Engine {
 
     pub(super) fn fair_sharing_on(&self) -> bool {
         matches!(self.config.fair_sharing, FairSharing::On { .. })
-    }
-
-    /// A queue's key in the merge: its path's shares with fair sharing, else
-    /// nothing.
-    #[inline]
-    pub(super) fn merge_share(&self, fair: bool, cq: CqId) -> ShareKey {
-        if fair {
-            self.share_key(cq, &ShareView::NOW)
-        } else {
-            [0; share::SHARE_LEVELS]
-        }
     }
 }

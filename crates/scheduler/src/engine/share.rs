@@ -25,12 +25,13 @@ pub struct FairShare {
     pub dominant_resource: Option<String>,
 }
 
-/// How many levels of a tree (top first, the queue last) order borrowers.
+/// How many levels of a tree (top first, the queue last) order borrowers;
+/// below that, queues of deeper cohorts are ordered by queue order.
 pub(super) const SHARE_LEVELS: usize = 4;
 
-/// A queue's place in fair-sharing order: the shares along its path, the
-/// root's child first and the queue itself last (lower first), padded with
-/// zeros.
+/// A candidate's place in fair-sharing order below some cohort: the
+/// shares along its path from there down (the queue's last), padded with
+/// zeros; lower first.
 pub(super) type ShareKey = [i64; SHARE_LEVELS];
 
 /// A what-if change of usage: slot deltas of queues (with the preemptor's
@@ -139,29 +140,6 @@ impl Engine {
             }
         }
         out.pool
-    }
-
-    /// The shares along a queue's path, the root's child first and the
-    /// queue last, so that two queues compare first at the level where
-    /// their paths part below the root; deeper paths keep their top levels.
-    pub(super) fn share_key(&self, cq: CqId, view: &ShareView) -> ShareKey {
-        let mut key = [0; SHARE_LEVELS];
-        let Some(c) = self.cqs[cq].cohort else { return key };
-        // Cohorts below the root, bottom up.
-        let mut path = Vec::new();
-        let mut at = c;
-        while let Some(p) = self.cohorts[at].parent {
-            path.push(at);
-            at = p;
-        }
-        let levels = path.len() + 1;
-        for (i, &n) in path.iter().rev().take(SHARE_LEVELS).enumerate() {
-            key[i] = self.cohort_share_in(n, view).0;
-        }
-        if levels <= SHARE_LEVELS {
-            key[levels - 1] = self.queue_share_in(cq, view).0;
-        }
-        key
     }
 
     /// A ClusterQueue's weighted share now (`None` for an unknown queue).

@@ -1,0 +1,160 @@
+//! The fair-sharing order of a cycle as a tournament over the cohort tree.
+//! Every cohort keeps its children's best candidates ordered by the
+//! child's weighted share, then by that child's own best (recursively,
+//! down to the queue's share and the queue order), so the root's first
+//! entry is the next candidate. An admission changes the shares of one
+//! path only: the entries along that path are recomputed (O(depth × log
+//! children)), and every other entry stays valid because it is kept
+//! *relative* to its parent (a sibling's order does not depend on the
+//! shares above it).
+//!
+//! Deferral works as in [`super::order`]: a queue whose candidate would
+//! borrow leaves the tournament for the first pass and rejoins it for the
+//! second.
+
+use super::*;
+
+/// A node of the tree: a queue or a cohort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Node {
+    Queue(CqId),
+    Cohort(CohortId),
+}
+
+/// A subtree's best candidate, relative to the subtree's parent: the
+/// shares from the subtree's root down (the queue's last; deeper levels
+/// dropped), then queue order.
+type Entry = (ShareKey, OrderKey, usize);
+
+pub(super) struct Tournament {
+    /// Per queue, the heads of its candidate lists.
+    heads: FastMap<CqId, BinaryHeap<Reverse<(OrderKey, usize)>>>,
+    /// Per cohort, its children's entries.
+    sets: FastMap<CohortId, BTreeSet<(Entry, Node)>>,
+    /// Each node's entry in its parent's set.
+    entry_of: FastMap<Node, Entry>,
+    /// Shares, valid until the queue (or a queue below) admits.
+    shares: FastMap<Node, i64>,
+    root: CohortId,
+    deferring: bool,
+    paused: BTreeSet<CqId>,
+}
+
+impl Tournament {
+    pub(super) fn new(root: CohortId, two_passes: bool) -> Self {
+        Self {
+            heads: FastMap::default(),
+            sets: FastMap::default(),
+            entry_of: FastMap::default(),
+            shares: FastMap::default(),
+            root,
+            deferring: two_passes,
+            paused: BTreeSet::new(),
+        }
+    }
+
+    pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+        self.heads.entry(cq).or_default().push(Reverse((key, list)));
+        self.refresh(e, cq, false);
+    }
+
+    /// The next candidate and its list; `None` once both passes are done.
+    pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
+        loop {
+            let first = self.sets.get(&self.root).and_then(|s| s.first()).map(|((_, k, l), _)| (k.clone(), *l));
+            let Some((key, list)) = first else {
+                if self.paused.is_empty() || !self.deferring {
+                    return None;
+                }
+                self.deferring = false;
+                for cq in std::mem::take(&mut self.paused) {
+                    self.refresh(e, cq, false);
+                }
+                continue;
+            };
+            let cq = queue_of(list);
+            let heads = self.heads.get_mut(&cq).expect("queue in the tournament");
+            let popped = heads.pop().map(|Reverse(h)| h);
+            debug_assert_eq!(popped.as_ref().map(|(k, _)| k), Some(&key));
+            self.refresh(e, cq, false);
+            return Some((key, list));
+        }
+    }
+
+    pub(super) fn first_pass(&self) -> bool {
+        self.deferring
+    }
+
+    /// Puts a borrowing candidate back and takes its queue out until the
+    /// second pass.
+    pub(super) fn defer(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+        self.heads.entry(cq).or_default().push(Reverse((key, list)));
+        self.paused.insert(cq);
+        self.refresh(e, cq, false);
+    }
+
+    /// The queue's usage changed: its shares and its ancestors' are stale.
+    pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
+        self.shares.remove(&Node::Queue(cq));
+        let mut at = e.cqs[cq].cohort;
+        while let Some(c) = at {
+            self.shares.remove(&Node::Cohort(c));
+            at = e.cohorts[c].parent;
+        }
+        self.refresh(e, cq, true);
+    }
+
+    fn share(&mut self, e: &Engine, node: Node) -> i64 {
+        *self.shares.entry(node).or_insert_with(|| match node {
+            Node::Queue(q) => e.queue_share_in(q, &ShareView::NOW).0,
+            Node::Cohort(c) => e.cohort_share_in(c, &ShareView::NOW).0,
+        })
+    }
+
+    /// Recomputes the queue's entry and its ancestors' up to the root,
+    /// stopping where an entry does not change unless `all` (shares above
+    /// changed).
+    fn refresh(&mut self, e: &Engine, cq: CqId, all: bool) {
+        let head = if self.deferring && self.paused.contains(&cq) {
+            None
+        } else {
+            self.heads.get(&cq).and_then(|h| h.peek()).map(|Reverse((k, l))| (k.clone(), *l))
+        };
+        let mut entry: Option<Entry> = head.map(|(k, l)| {
+            let mut shares = [0; share::SHARE_LEVELS];
+            shares[0] = self.share(e, Node::Queue(cq));
+            (shares, k, l)
+        });
+        let mut node = Node::Queue(cq);
+        let mut parent = e.cqs[cq].cohort;
+        while let Some(p) = parent {
+            let old = match &entry {
+                Some(new) => self.entry_of.insert(node, new.clone()),
+                None => self.entry_of.remove(&node),
+            };
+            if old == entry && !all {
+                return;
+            }
+            let set = self.sets.entry(p).or_default();
+            if let Some(old) = old {
+                set.remove(&(old, node));
+            }
+            if let Some(new) = &entry {
+                set.insert((new.clone(), node));
+            }
+            if p == self.root {
+                return;
+            }
+            // The cohort's own entry: its share, then its best child's.
+            let best = set.first().map(|(en, _)| en.clone());
+            node = Node::Cohort(p);
+            entry = best.map(|(below, k, l)| {
+                let mut shares = [0; share::SHARE_LEVELS];
+                shares[0] = self.share(e, node);
+                shares[1..].copy_from_slice(&below[..share::SHARE_LEVELS - 1]);
+                (shares, k, l)
+            });
+            parent = e.cohorts[p].parent;
+        }
+    }
+}
