@@ -323,7 +323,7 @@ fn every_rendered_document_parses_into_its_type() -> Result<()> {
             "{set}: one of each webhook configuration"
         );
         // The CRDs are the committed ones plus the chart's labels and keep policy.
-        ensure!(o.crds.len() == 5, "{set}: {} CRDs", o.crds.len());
+        ensure!(o.crds.len() == 6, "{set}: {} CRDs", o.crds.len());
         for (doc, _) in &o.crds {
             let file = repo_root().join("crds").join(format!("{}.yaml", doc.name));
             let mut committed: Value = serde_saphyr::from_str(&std::fs::read_to_string(&file)?)?;
@@ -1025,6 +1025,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
                 "sluice.dev",
                 &[
                     "clusterqueues",
+                    "cohorts",
                     "localqueues",
                     "resourceflavors",
                     "workloadpriorityclasses",
@@ -1058,7 +1059,12 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             expect(
                 &["patch"],
                 "sluice.dev",
-                &["workloads/status", "clusterqueues/status", "localqueues/status"],
+                &[
+                    "workloads/status",
+                    "clusterqueues/status",
+                    "cohorts/status",
+                    "localqueues/status",
+                ],
                 "",
             ),
             // Events are created, never patched or updated
@@ -1100,7 +1106,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             Some(lease),
         )?;
 
-        // crates/webhook/src/kube_view.rs (metadata watches) and selfsigned.rs.
+        // crates/webhook/src/kube_view.rs (metadata watches, Cohorts) and selfsigned.rs.
         let wargs = args(&pod_spec(deployment(o, "webhook")?).containers[0]);
         let self_signed = wargs.iter().any(|a| a == "--self-signed");
         let watches = !wargs.iter().any(|a| a == "--no-watch");
@@ -1108,6 +1114,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
         if watches {
             webhook.push(expect(&["list", "watch"], "core", &["namespaces"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["localqueues"], ""));
+            webhook.push(expect(&["list", "watch"], "sluice.dev", &["cohorts"], ""));
             webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
         }
         if self_signed {

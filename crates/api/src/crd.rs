@@ -1,19 +1,20 @@
 //! The CustomResourceDefinitions of every Sluice kind.
 //!
 //! [`all`] returns them in a fixed order (ResourceFlavor, ClusterQueue,
-//! LocalQueue, WorkloadPriorityClass, Workload) so that generated files are
+//! Cohort, LocalQueue, WorkloadPriorityClass, Workload) so that generated files are
 //! stable; `sluice crds` prints them and `crds/` holds them committed.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 
 /// Every Sluice CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         ResourceFlavor::crd(),
         ClusterQueue::crd(),
+        Cohort::crd(),
         LocalQueue::crd(),
         WorkloadPriorityClass::crd(),
         Workload::crd(),

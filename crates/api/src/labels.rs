@@ -10,6 +10,7 @@
 //! | [`KUEUE_QUEUE_NAME`] `kueue.x-k8s.io/queue-name` | Job | Kueue's queue label, honoured like [`QUEUE`] only when the compatibility option is on (off by default) |
 //! | [`GPU_FIXES`] `sluice.dev/gpu-fixes` | Pod, Job pod template | [`GPU_FIXES_SKIP`] asks the webhook to leave the pod alone (no GPU fixes, no `NVIDIA_VISIBLE_DEVICES` check); honoured only in namespaces labelled [`ALLOW_GPU_FIXES_SKIP`] |
 //! | [`ALLOW_GPU_FIXES_SKIP`] `sluice.dev/allow-gpu-fixes-skip` | Namespace | `"true"` lets pods of the namespace opt out with [`GPU_FIXES`]; namespace labels are the cluster admin's, so a pod author cannot grant it to itself |
+//! | [`MIN_PARALLELISM`] `sluice.dev/min-parallelism` | batch/v1 Job (annotation) | fewest pods the Job can run with: the `minCount` of its Workload's pod set |
 
 /// Job label naming the LocalQueue (in the Job's namespace) that the Job is
 /// queued in. Jobs without it are never held by Sluice.
@@ -92,6 +93,30 @@ pub fn topology_required(annotations: Option<&std::collections::BTreeMap<String,
     }
 }
 
+/// Annotation on a batch/v1 Job: the fewest pods it can run with, an
+/// integer from 1 to its `spec.parallelism` written as a string. The
+/// controller records it as the `minCount` of the Job's pod set (Kueue's
+/// `kueue.x-k8s.io/job-min-parallelism`). Other kinds do not take it.
+pub const MIN_PARALLELISM: &str = "sluice.dev/min-parallelism";
+
+/// The [`MIN_PARALLELISM`] annotation read against the Job's
+/// `parallelism`: `Ok(None)` without it, `Err` with what is wrong when it
+/// is not an integer from 1 to `parallelism`.
+pub fn min_parallelism(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    parallelism: i32,
+) -> Result<Option<i32>, String> {
+    let Some(text) = annotations.and_then(|a| a.get(MIN_PARALLELISM)) else {
+        return Ok(None);
+    };
+    match text.trim().parse::<i32>() {
+        Ok(n) if (1..=parallelism).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "annotation {MIN_PARALLELISM}: expected an integer from 1 to spec.parallelism ({parallelism}), got {text:?}"
+        )),
+    }
+}
+
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].
 pub fn queue_name(labels: &std::collections::BTreeMap<String, String>, kueue_compat: bool) -> Option<&str> {
@@ -124,6 +149,26 @@ mod tests {
                 .unwrap_err()
                 .starts_with("annotation sluice.dev/expected-runtime: expected a duration")
         );
+    }
+
+    #[test]
+    fn min_parallelism_is_an_integer_up_to_parallelism() {
+        let mut a = BTreeMap::new();
+        assert_eq!(min_parallelism(None, 4), Ok(None));
+        assert_eq!(min_parallelism(Some(&a), 4), Ok(None));
+        for (text, want) in [("1", 1), ("3", 3), ("4", 4), (" 2 ", 2)] {
+            a.insert(MIN_PARALLELISM.to_string(), text.to_string());
+            assert_eq!(min_parallelism(Some(&a), 4), Ok(Some(want)), "{text:?}");
+        }
+        for text in ["0", "5", "-1", "two", "", "1.5"] {
+            a.insert(MIN_PARALLELISM.to_string(), text.to_string());
+            assert_eq!(
+                min_parallelism(Some(&a), 4),
+                Err(format!(
+                    "annotation sluice.dev/min-parallelism: expected an integer from 1 to spec.parallelism (4), got {text:?}"
+                )),
+            );
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Sluice's Kubernetes API: the `sluice.dev/v1alpha1` custom resources and
 //! everything needed to read them correctly.
 //!
-//! - [`v1alpha1`]: the five kinds — [`ResourceFlavor`], [`ClusterQueue`],
-//!   [`LocalQueue`], [`WorkloadPriorityClass`], [`Workload`] — as kube
+//! - [`v1alpha1`]: the six kinds — [`ResourceFlavor`], [`ClusterQueue`],
+//!   [`Cohort`], [`LocalQueue`], [`WorkloadPriorityClass`], [`Workload`] — as kube
 //!   `CustomResource` types, plus condition types and reasons
 //!   ([`v1alpha1::conditions`]).
 //! - [`quantity`]: exact parsing of Kubernetes quantities into integer
@@ -36,5 +36,5 @@ pub mod v1alpha1;
 pub mod validation;
 
 pub use manifest::{Document, ManifestError, SluiceObject, parse_manifests};
-pub use v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+pub use v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 pub use validation::{Validate, ValidationError, Violation};

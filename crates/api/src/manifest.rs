@@ -23,16 +23,18 @@ use std::fmt;
 
 use serde::de::DeserializeOwned;
 
-use crate::v1alpha1::{API_VERSION, ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use crate::v1alpha1::{API_VERSION, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 use crate::validation::{Validate, Violation};
 
-/// One of the five Sluice kinds.
+/// One of the six Sluice kinds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SluiceObject {
     /// A ResourceFlavor.
     ResourceFlavor(ResourceFlavor),
     /// A ClusterQueue.
     ClusterQueue(ClusterQueue),
+    /// A Cohort.
+    Cohort(Cohort),
     /// A LocalQueue.
     LocalQueue(LocalQueue),
     /// A WorkloadPriorityClass.
@@ -47,6 +49,7 @@ impl SluiceObject {
         match self {
             SluiceObject::ResourceFlavor(_) => "ResourceFlavor",
             SluiceObject::ClusterQueue(_) => "ClusterQueue",
+            SluiceObject::Cohort(_) => "Cohort",
             SluiceObject::LocalQueue(_) => "LocalQueue",
             SluiceObject::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
             SluiceObject::Workload(_) => "Workload",
@@ -58,6 +61,7 @@ impl SluiceObject {
         match self {
             SluiceObject::ResourceFlavor(o) => &o.metadata,
             SluiceObject::ClusterQueue(o) => &o.metadata,
+            SluiceObject::Cohort(o) => &o.metadata,
             SluiceObject::LocalQueue(o) => &o.metadata,
             SluiceObject::WorkloadPriorityClass(o) => &o.metadata,
             SluiceObject::Workload(o) => &o.metadata,
@@ -80,6 +84,7 @@ impl Validate for SluiceObject {
         match self {
             SluiceObject::ResourceFlavor(o) => o.validate(),
             SluiceObject::ClusterQueue(o) => o.validate(),
+            SluiceObject::Cohort(o) => o.validate(),
             SluiceObject::LocalQueue(o) => o.validate(),
             SluiceObject::WorkloadPriorityClass(o) => o.validate(),
             SluiceObject::Workload(o) => o.validate(),
@@ -292,6 +297,7 @@ fn parse_chunk(index: usize, chunk: &Chunk) -> Result<DocumentContent, ManifestE
         let decoded = match kind.as_deref() {
             Some("ResourceFlavor") => Some(decode(index, chunk, "ResourceFlavor").map(SluiceObject::ResourceFlavor)),
             Some("ClusterQueue") => Some(decode(index, chunk, "ClusterQueue").map(SluiceObject::ClusterQueue)),
+            Some("Cohort") => Some(decode(index, chunk, "Cohort").map(SluiceObject::Cohort)),
             Some("LocalQueue") => Some(decode(index, chunk, "LocalQueue").map(SluiceObject::LocalQueue)),
             Some("WorkloadPriorityClass") => {
                 Some(decode(index, chunk, "WorkloadPriorityClass").map(SluiceObject::WorkloadPriorityClass))

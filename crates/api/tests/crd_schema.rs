@@ -37,15 +37,24 @@ fn order_names_and_scope() {
         [
             "resourceflavors.sluice.dev",
             "clusterqueues.sluice.dev",
+            "cohorts.sluice.dev",
             "localqueues.sluice.dev",
             "workloadpriorityclasses.sluice.dev",
             "workloads.sluice.dev",
         ]
     );
     let scopes: Vec<_> = crds.iter().map(|c| c.spec.scope.as_str()).collect();
-    assert_eq!(scopes, ["Cluster", "Cluster", "Namespaced", "Cluster", "Namespaced"]);
-    let short: Vec<_> = crds.iter().map(|c| c.spec.names.short_names.clone().unwrap()).collect();
-    assert_eq!(short, [["rf"], ["cq"], ["lq"], ["wpc"], ["wl"]]);
+    assert_eq!(
+        scopes,
+        ["Cluster", "Cluster", "Cluster", "Namespaced", "Cluster", "Namespaced"]
+    );
+    // Cohort has none, as in Kueue.
+    let short: Vec<_> = crds
+        .iter()
+        .map(|c| c.spec.names.short_names.clone().unwrap_or_default())
+        .collect();
+    let expected: [&[&str]; 6] = [&["rf"], &["cq"], &[], &["lq"], &["wpc"], &["wl"]];
+    assert_eq!(short, expected);
     for c in &crds {
         assert_eq!(c.spec.group, "sluice.dev");
         assert_eq!(c.spec.versions.len(), 1);
@@ -128,6 +137,15 @@ fn status_subresources_and_printer_columns() {
         ])
     );
     assert_eq!(
+        columns("Cohort"),
+        pairs(&[
+            ("Parent", ".spec.parent"),
+            ("Weight", ".spec.fairSharing.weight"),
+            ("Share", ".status.fairSharing.weightedShare"),
+            ("Age", ".metadata.creationTimestamp"),
+        ])
+    );
+    assert_eq!(
         columns("LocalQueue"),
         pairs(&[
             ("ClusterQueue", ".spec.clusterQueue"),
@@ -153,7 +171,10 @@ fn status_subresources_and_printer_columns() {
             .subresources
             .as_ref()
             .is_some_and(|s| s.status.is_some());
-        let expect = matches!(c.spec.names.kind.as_str(), "ClusterQueue" | "LocalQueue" | "Workload");
+        let expect = matches!(
+            c.spec.names.kind.as_str(),
+            "ClusterQueue" | "Cohort" | "LocalQueue" | "Workload"
+        );
         assert_eq!(has_status, expect, "{}", c.spec.names.kind);
     }
 }
@@ -172,6 +193,7 @@ fn defaults_bounds_and_rules_are_in_the_schema() {
         "rule: self == oldSelf",
         "x-kubernetes-preserve-unknown-fields: true",
         "borrowingLimit and lendingLimit require spec.cohort",
+        "borrowingLimit and lendingLimit require spec.parent",
         "minCount must be at most count",
     ] {
         assert!(yaml.contains(needle), "generated CRDs lack {needle:?}");

@@ -127,7 +127,7 @@ fn examples_reference_each_other_consistently() {
             SluiceObject::WorkloadPriorityClass(pc) => {
                 priority_classes.insert(pc.metadata.name.clone().unwrap(), pc.spec.value);
             }
-            SluiceObject::Workload(_) => {}
+            SluiceObject::Cohort(_) | SluiceObject::Workload(_) => {}
         }
     }
     for (name, spec) in &cluster_queues {

@@ -97,6 +97,57 @@ const CASES: &[(&str, &[&str])] = &[
             "q#spec.namespaceSelector.matchExpressions[2].operator",
         ],
     ),
+    // fairSharing.weight is a non-negative quantity.
+    (
+        "cq-fair-sharing.yaml",
+        &["q#spec.fairSharing.weight", "q2#spec.fairSharing.weight"],
+    ),
+    // Cohort: DNS-1123 names (its own and its parent's) and resource names.
+    (
+        "cohort-bad-names.yaml",
+        &[
+            "Research_Org#metadata.name",
+            "Research_Org#spec.parent",
+            "Research_Org#spec.resourceGroups[0].coveredResources[0]",
+            "Research_Org#spec.resourceGroups[0].flavors[0].name",
+            "Research_Org#spec.resourceGroups[0].flavors[0].resources[0].name",
+        ],
+    ),
+    // Cohort: not its own parent.
+    ("cohort-own-parent.yaml", &["research#spec.parent"]),
+    // Cohort: borrowingLimit / lendingLimit only with a parent.
+    (
+        "cohort-limits-without-parent.yaml",
+        &[
+            "company#spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit",
+            "company#spec.resourceGroups[0].flavors[0].resources[0].lendingLimit",
+        ],
+    ),
+    // Cohort: lendingLimit <= nominalQuota.
+    (
+        "cohort-lending-above-nominal.yaml",
+        &["research#spec.resourceGroups[0].flavors[0].resources[0].lendingLimit"],
+    ),
+    // Cohort: quotas and the weight parse and are non-negative.
+    (
+        "cohort-quantities.yaml",
+        &[
+            "research#spec.fairSharing.weight",
+            "research#spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+            "research#spec.resourceGroups[0].flavors[0].resources[1].borrowingLimit",
+            "training#spec.fairSharing.weight",
+        ],
+    ),
+    // Cohort: the resource group rules of a ClusterQueue.
+    (
+        "cohort-groups.yaml",
+        &[
+            "research#spec.resourceGroups[0].flavors[0].resources",
+            "research#spec.resourceGroups[1].coveredResources[0]",
+            "research#spec.resourceGroups[1].flavors[0].name",
+            "research#spec.resourceGroups[1].flavors[0].resources[2].name",
+        ],
+    ),
     // LocalQueue: name is a DNS-1123 label, clusterQueue is set.
     ("lq-invalid.yaml", &["team.a#metadata.name", "team.a#spec.clusterQueue"]),
     // WorkloadPriorityClass value range.
@@ -125,6 +176,8 @@ const CASES: &[(&str, &[&str])] = &[
             "job-train-1a2b3#spec.podSets[2].template.spec.containers",
         ],
     ),
+    // Workload: minCount >= 1.
+    ("wl-min-count.yaml", &["job-sweep#spec.podSets[0].minCount"]),
 ];
 
 fn data_dir() -> std::path::PathBuf {
@@ -187,5 +240,50 @@ fn messages_say_what_is_wrong() {
     assert_eq!(
         violations[0].message,
         "must be at most nominalQuota (32Gi), got 68719476736"
+    );
+}
+
+/// The messages of the rules a Cohort adds or words its own way.
+#[test]
+fn cohort_messages_name_the_parent() {
+    let messages = |file: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(data_dir().join(file)).unwrap();
+        parse_manifests(&text)
+            .unwrap()
+            .iter()
+            .flat_map(|d| d.as_sluice().unwrap().validate())
+            .map(|v| v.to_string())
+            .collect()
+    };
+    assert_eq!(
+        messages("cohort-limits-without-parent.yaml"),
+        [
+            "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: requires spec.parent: without a parent there is nothing to borrow",
+            "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: requires spec.parent: without a parent there is nobody to lend to",
+        ]
+    );
+    assert_eq!(
+        messages("cohort-own-parent.yaml"),
+        ["spec.parent: \"research\" is this cohort itself; a cohort cannot be its own parent"]
+    );
+    assert!(
+        messages("cohort-groups.yaml").contains(
+            &"spec.resourceGroups[1].flavors[0].name: duplicate flavor \"default-cpu\", already used at spec.resourceGroups[0].flavors[0].name; a flavor may appear once per Cohort"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        messages("cq-fair-sharing.yaml"),
+        [
+            "spec.fairSharing.weight: quantity \"-0.5\" must not be negative",
+            "spec.fairSharing.weight: quantity \"twice\" is not a Kubernetes quantity (expected forms like 8, 500m, 1.5, 64Gi, 1e3)",
+        ]
+    );
+    assert_eq!(
+        messages("wl-min-count.yaml"),
+        ["spec.podSets[0].minCount: must be at least 1, got 0"]
+    );
+    assert!(
+        messages("wl-invalid.yaml").contains(&"spec.podSets[0].minCount: must be at most count (4), got 5".to_string())
     );
 }

@@ -138,7 +138,7 @@ mod tests {
             .map(|(_, y)| format!("---\n{y}"))
             .collect();
         assert_eq!(stream, joined);
-        assert_eq!(stream.matches("kind: CustomResourceDefinition").count(), 5);
+        assert_eq!(stream.matches("kind: CustomResourceDefinition").count(), 6);
     }
 
     #[test]
@@ -154,6 +154,7 @@ mod tests {
             [
                 "resourceflavors.sluice.dev.yaml",
                 "clusterqueues.sluice.dev.yaml",
+                "cohorts.sluice.dev.yaml",
                 "localqueues.sluice.dev.yaml",
                 "workloadpriorityclasses.sluice.dev.yaml",
                 "workloads.sluice.dev.yaml",

@@ -179,7 +179,8 @@ pub(crate) fn owner_reference(name: &str, uid: &str, controller: bool) -> OwnerR
 
 /// The pod set `name` a Job asks for: `min(parallelism, completions)`
 /// pods ([`pods_count`]) of its template as the user wrote it (injected
-/// directives are not part of what the workload asks for).
+/// directives are not part of what the workload asks for), with the
+/// `minCount` of its [`labels::MIN_PARALLELISM`] annotation.
 pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     let spec = job.spec.as_ref().ok_or(JobError::Missing { field: "spec" })?;
     let parallelism = spec.parallelism.unwrap_or(1);
@@ -193,10 +194,11 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
         pod.node_selector = original.node_selector;
         pod.tolerations = original.tolerations;
     }
+    let count = pods_count(spec.parallelism, spec.completions);
     Ok(PodSet {
         name: name.into(),
-        count: pods_count(spec.parallelism, spec.completions),
-        min_count: None,
+        count,
+        min_count: crate::integration::min_count_of(job.metadata.annotations.as_ref(), parallelism, count)?,
         template,
         topology: crate::integration::topology_of(job.metadata.annotations.as_ref())?,
     })

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use sluice_api::quantity::{self, QuantityError};
-use sluice_api::v1alpha1::{self as api, ClusterQueue, LocalQueue, ResourceFlavor, Workload};
+use sluice_api::v1alpha1::{self as api, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use sluice_scheduler as eng;
 
 /// Why an object could not be converted.
@@ -31,6 +31,8 @@ pub enum AdapterError {
     Missing { field: String },
     #[error("{field}: {value} must be at least 1")]
     Count { field: String, value: i64 },
+    #[error("{field}: {value} must be at most count ({count})")]
+    MinCount { field: String, value: i64, count: i64 },
 }
 
 /// A ResourceFlavor as the engine sees it.
@@ -63,38 +65,7 @@ pub fn flavor(rf: &ResourceFlavor) -> Result<eng::FlavorSpec, AdapterError> {
 pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, AdapterError> {
     let name = required_name(cq.metadata.name.as_deref())?;
     let spec = &cq.spec;
-    let mut resource_groups = Vec::with_capacity(spec.resource_groups.len());
-    for (gi, g) in spec.resource_groups.iter().enumerate() {
-        let mut flavors = Vec::with_capacity(g.flavors.len());
-        for (fi, f) in g.flavors.iter().enumerate() {
-            let mut resources = Vec::with_capacity(f.resources.len());
-            for (ri, r) in f.resources.iter().enumerate() {
-                let path = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
-                resources.push(eng::ResourceQuotaSpec {
-                    resource: r.name.clone(),
-                    nominal: amount(&format!("{path}.nominalQuota"), &r.nominal_quota)?,
-                    borrowing_limit: r
-                        .borrowing_limit
-                        .as_ref()
-                        .map(|q| amount(&format!("{path}.borrowingLimit"), q))
-                        .transpose()?,
-                    lending_limit: r
-                        .lending_limit
-                        .as_ref()
-                        .map(|q| amount(&format!("{path}.lendingLimit"), q))
-                        .transpose()?,
-                });
-            }
-            flavors.push(eng::FlavorQuotaSpec {
-                flavor: f.name.clone(),
-                resources,
-            });
-        }
-        resource_groups.push(eng::ResourceGroupSpec {
-            covered_resources: g.covered_resources.clone(),
-            flavors,
-        });
-    }
+    let resource_groups = resource_groups(&spec.resource_groups)?;
     let p = &spec.preemption;
     let preemption = eng::PreemptionPolicy {
         within_cluster_queue: match p.within_cluster_queue {
@@ -125,8 +96,65 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
         preemption,
         min_runtime: spec.min_runtime_seconds.unwrap_or(0).max(0).saturating_mul(1000),
         stop_policy: stop_policy(spec.stop_policy),
-        fair_weight: eng::Weight::default(),
+        fair_weight: fair_weight(spec.fair_sharing.as_ref())?,
     })
+}
+
+/// A Cohort as the engine sees it.
+pub fn cohort(c: &Cohort) -> Result<eng::CohortSpec, AdapterError> {
+    let name = required_name(c.metadata.name.as_deref())?;
+    Ok(eng::CohortSpec {
+        name,
+        parent: c.spec.parent.clone().filter(|p| !p.is_empty()),
+        resource_groups: resource_groups(&c.spec.resource_groups)?,
+        fair_weight: fair_weight(c.spec.fair_sharing.as_ref())?,
+    })
+}
+
+/// `spec.resourceGroups` of a ClusterQueue or Cohort, quotas in milli-units.
+fn resource_groups(groups: &[api::ResourceGroup]) -> Result<Vec<eng::ResourceGroupSpec>, AdapterError> {
+    let mut out = Vec::with_capacity(groups.len());
+    for (gi, g) in groups.iter().enumerate() {
+        let mut flavors = Vec::with_capacity(g.flavors.len());
+        for (fi, f) in g.flavors.iter().enumerate() {
+            let mut resources = Vec::with_capacity(f.resources.len());
+            for (ri, r) in f.resources.iter().enumerate() {
+                let path = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
+                resources.push(eng::ResourceQuotaSpec {
+                    resource: r.name.clone(),
+                    nominal: amount(&format!("{path}.nominalQuota"), &r.nominal_quota)?,
+                    borrowing_limit: r
+                        .borrowing_limit
+                        .as_ref()
+                        .map(|q| amount(&format!("{path}.borrowingLimit"), q))
+                        .transpose()?,
+                    lending_limit: r
+                        .lending_limit
+                        .as_ref()
+                        .map(|q| amount(&format!("{path}.lendingLimit"), q))
+                        .transpose()?,
+                });
+            }
+            flavors.push(eng::FlavorQuotaSpec {
+                flavor: f.name.clone(),
+                resources,
+            });
+        }
+        out.push(eng::ResourceGroupSpec {
+            covered_resources: g.covered_resources.clone(),
+            flavors,
+        });
+    }
+    Ok(out)
+}
+
+/// `spec.fairSharing.weight` in milli-units; weight 1 when unset.
+fn fair_weight(fair: Option<&api::FairSharing>) -> Result<eng::Weight, AdapterError> {
+    let Some(fair) = fair else {
+        return Ok(eng::Weight::default());
+    };
+    let field = "spec.fairSharing.weight";
+    Ok(eng::Weight(narrow(field, fair.weight_milli(field)?)?))
 }
 
 /// A LocalQueue as the engine sees it; its key is `namespace/name`.
@@ -209,7 +237,7 @@ pub fn workload(
             node_selector,
             tolerations,
             require_single_domain: ps.topology == Some(api::TopologyRequest::Required),
-            min_count: None,
+            min_count: min_count(ps, &path)?,
         });
     }
     Ok(eng::WorkloadSpec {
@@ -220,6 +248,28 @@ pub fn workload(
         queue_order_time,
         pod_sets,
     })
+}
+
+/// A pod set's `minCount`: from 1 to its `count`, or unset.
+fn min_count(ps: &api::PodSet, path: &str) -> Result<Option<u32>, AdapterError> {
+    let Some(min) = ps.min_count else {
+        return Ok(None);
+    };
+    let field = format!("{path}.minCount");
+    if min < 1 {
+        return Err(AdapterError::Count {
+            field,
+            value: min.into(),
+        });
+    }
+    if min > ps.count {
+        return Err(AdapterError::MinCount {
+            field,
+            value: min.into(),
+            count: ps.count.into(),
+        });
+    }
+    Ok(Some(min as u32))
 }
 
 /// A recorded admission (`status.admission`) as engine pod set assignments,
@@ -351,194 +401,4 @@ fn toleration(t: &Toleration, path: &str) -> Result<eng::Toleration, AdapterErro
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use sluice_api::manifest::{SluiceObject, parse_manifests};
-
-    fn objects(yaml: &str) -> Vec<SluiceObject> {
-        parse_manifests(yaml)
-            .expect("parses")
-            .into_iter()
-            .filter_map(|d| d.as_sluice().cloned())
-            .collect()
-    }
-
-    fn example(file: &str) -> String {
-        std::fs::read_to_string(format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR")))
-            .expect("example exists")
-    }
-
-    #[test]
-    fn every_shipped_example_converts_and_the_engine_admits_a_gpu_gang() {
-        let mut engine = eng::Engine::new();
-        for file in ["flavors.yaml", "cluster-queues.yaml", "local-queues.yaml"] {
-            for obj in objects(&example(file)) {
-                match obj {
-                    SluiceObject::ResourceFlavor(rf) => engine.upsert_flavor(flavor(&rf).unwrap()),
-                    SluiceObject::ClusterQueue(cq) => engine.upsert_cluster_queue(cluster_queue(&cq).unwrap()),
-                    SluiceObject::LocalQueue(lq) => engine.upsert_local_queue(local_queue(&lq).unwrap()),
-                    _ => {}
-                }
-            }
-        }
-        assert!(engine.cluster_queue_names().len() >= 3);
-        // The flavors' GPU taint is tolerated the way the webhook makes pods tolerate it.
-        let lq = objects(&example("local-queues.yaml"))
-            .into_iter()
-            .find_map(|o| match o {
-                SluiceObject::LocalQueue(lq) => Some(lq),
-                _ => None,
-            })
-            .unwrap();
-        let wl: Workload = serde_json::from_value(serde_json::json!({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
-            "metadata": {"name": "train", "namespace": lq.metadata.namespace, "uid": "u-1"},
-            "spec": {"queueName": lq.metadata.name, "podSets": [{"name": "workers", "count": 2, "template": {"spec": {
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]}
-        }))
-        .unwrap();
-        engine.add_workload(workload(&wl, 0, 0).unwrap()).unwrap();
-        let cycle = engine.schedule(0);
-        assert_eq!(
-            cycle.admitted.len(),
-            1,
-            "{:?}",
-            engine.explanation("u-1").map(crate::text::explanation)
-        );
-        let status = admission_status(&cycle.admitted[0]);
-        assert_eq!(status.pod_set_assignments[0].resource_usage["nvidia.com/gpu"].0, "2");
-        assert_eq!(admission(&status).unwrap(), &cycle.admitted[0].pod_sets[..]);
-    }
-
-    #[test]
-    fn quotas_become_milli_units_and_policies_map_one_to_one() {
-        let cq = match objects(
-            r#"
-apiVersion: sluice.dev/v1alpha1
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  cohort: research
-  queueingStrategy: StrictFIFO
-  minRuntimeSeconds: 600
-  stopPolicy: Hold
-  preemption:
-    withinClusterQueue: LowerOrNewerEqualPriority
-    reclaimWithinCohort: Any
-    borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default
-      resources:
-      - {name: cpu, nominalQuota: 500m, borrowingLimit: "2"}
-      - {name: memory, nominalQuota: 1Gi, lendingLimit: 512Mi}
-"#,
-        )
-        .remove(0)
-        {
-            SluiceObject::ClusterQueue(cq) => cq,
-            other => panic!("not a ClusterQueue: {other:?}"),
-        };
-        let spec = cluster_queue(&cq).unwrap();
-        assert_eq!(spec.cohort.as_deref(), Some("research"));
-        assert_eq!(spec.strategy, eng::QueueingStrategy::StrictFifo);
-        assert_eq!(spec.min_runtime, 600_000);
-        assert_eq!(spec.stop_policy, eng::StopPolicy::Hold);
-        assert_eq!(
-            spec.preemption,
-            eng::PreemptionPolicy {
-                within_cluster_queue: eng::WithinClusterQueue::LowerOrNewerEqualPriority,
-                reclaim_within_cohort: eng::ReclaimWithinCohort::Any,
-                borrow_within_cohort: eng::BorrowWithinCohort::LowerPriority {
-                    max_priority_threshold: Some(100)
-                },
-            }
-        );
-        let r = &spec.resource_groups[0].flavors[0].resources;
-        assert_eq!(
-            (r[0].nominal, r[0].borrowing_limit, r[0].lending_limit),
-            (500, Some(2000), None)
-        );
-        assert_eq!(
-            (r[1].nominal, r[1].lending_limit),
-            (1024 * 1024 * 1024 * 1000, Some(512 * 1024 * 1024 * 1000))
-        );
-    }
-
-    #[test]
-    fn a_bad_quantity_names_its_field() {
-        let mut cq: ClusterQueue = serde_json::from_value(serde_json::json!({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "q"},
-            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [
-                {"name": "cpu", "nominalQuota": "1"}]}]}]}
-        }))
-        .unwrap();
-        cq.spec.resource_groups[0].flavors[0].resources[0].borrowing_limit =
-            Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()));
-        let err = cluster_queue(&cq).unwrap_err().to_string();
-        assert!(
-            err.contains("spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn tolerations_and_taints_follow_kubernetes_defaults() {
-        let t = toleration(
-            &Toleration {
-                key: Some("nvidia.com/gpu".into()),
-                ..Default::default()
-            },
-            "spec.tolerations[0]",
-        )
-        .unwrap();
-        assert_eq!(t.operator, eng::TolerationOperator::Equal, "operator defaults to Equal");
-        assert_eq!(t.effect, None, "no effect tolerates every effect");
-        let err = toleration(
-            &Toleration {
-                operator: Some("Sometimes".into()),
-                ..Default::default()
-            },
-            "spec.tolerations[3]",
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "spec.tolerations[3].operator: unknown toleration operator \"Sometimes\" (expected Exists or Equal)"
-        );
-        let err = taint(
-            &Taint {
-                key: "k".into(),
-                effect: "Sometimes".into(),
-                ..Default::default()
-            },
-            "spec.nodeTaints[0]",
-        )
-        .unwrap_err();
-        assert!(err.to_string().starts_with("spec.nodeTaints[0].effect"), "{err}");
-    }
-
-    #[test]
-    fn workload_priority_prefers_spec_then_class_then_zero() {
-        let mut wl: Workload = serde_json::from_value(serde_json::json!({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload",
-            "metadata": {"name": "w", "namespace": "ns"},
-            "spec": {"queueName": "q", "priorityClassName": "training", "podSets": [{"name": "main", "count": 1, "template": {}}]}
-        }))
-        .unwrap();
-        let classes = |n: &str| (n == "training").then_some(100);
-        assert_eq!(priority(&wl, classes), 100);
-        wl.spec.priority = Some(7);
-        assert_eq!(priority(&wl, classes), 7);
-        wl.spec.priority = None;
-        wl.spec.priority_class_name = Some("unknown".into());
-        assert_eq!(priority(&wl, classes), 0);
-        let spec = workload(&wl, 0, 42).unwrap();
-        assert_eq!(
-            (spec.uid.as_str(), spec.local_queue.as_str(), spec.queue_order_time),
-            ("ns/w", "ns/q", 42)
-        );
-    }
-}
+mod tests;

@@ -16,6 +16,9 @@ pub trait ClusterView: Send + Sync {
     /// Whether a RuntimeClass exists; `None` until RuntimeClasses have been
     /// listed (or when the webhook does not watch the cluster).
     fn runtime_class_exists(&self, name: &str) -> Option<bool>;
+    /// Every Cohort object's name and `spec.parent`; `None` until Cohorts
+    /// have been listed (or when the webhook does not watch the cluster).
+    fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>>;
 
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
@@ -38,6 +41,8 @@ struct MemoryState {
     local_queues: BTreeSet<(String, String)>,
     /// `None` until the first list.
     runtime_classes: Option<BTreeSet<String>>,
+    /// Cohort name → its parent; `None` until the first list.
+    cohorts: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl MemoryView {
@@ -109,6 +114,25 @@ impl MemoryView {
         self.write().runtime_classes = Some(all);
     }
 
+    /// Adds or replaces a Cohort and its parent.
+    pub fn upsert_cohort(&self, name: &str, parent: Option<String>) {
+        self.write()
+            .cohorts
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_owned(), parent);
+    }
+
+    pub fn remove_cohort(&self, name: &str) {
+        if let Some(cohorts) = self.write().cohorts.as_mut() {
+            cohorts.remove(name);
+        }
+    }
+
+    /// Replaces all Cohorts (a (re-)list).
+    pub fn replace_cohorts(&self, all: BTreeMap<String, Option<String>>) {
+        self.write().cohorts = Some(all);
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
         // A poisoned lock only means a writer panicked mid-update; the
         // maps are still usable.
@@ -137,6 +161,10 @@ impl ClusterView for MemoryView {
 
     fn runtime_class_exists(&self, name: &str) -> Option<bool> {
         self.read().runtime_classes.as_ref().map(|c| c.contains(name))
+    }
+
+    fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
+        self.read().cohorts.clone()
     }
 }
 
@@ -179,5 +207,21 @@ mod tests {
         assert_eq!(v.runtime_class_exists("kata"), Some(true));
         v.remove_runtime_class("kata");
         assert_eq!(v.runtime_class_exists("kata"), Some(false));
+    }
+
+    #[test]
+    fn cohorts_are_unknown_until_listed() {
+        let v = MemoryView::synced_empty();
+        assert_eq!(v.cohort_parents(), None);
+        v.upsert_cohort("research", Some("company".to_owned()));
+        assert_eq!(
+            v.cohort_parents(),
+            Some(BTreeMap::from([("research".to_owned(), Some("company".to_owned()))])),
+            "an event before the list is kept"
+        );
+        v.replace_cohorts(BTreeMap::from([("company".to_owned(), None)]));
+        assert_eq!(v.cohort_parents(), Some(BTreeMap::from([("company".to_owned(), None)])));
+        v.remove_cohort("company");
+        assert_eq!(v.cohort_parents(), Some(BTreeMap::new()));
     }
 }

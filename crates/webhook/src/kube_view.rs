@@ -1,6 +1,6 @@
 //! The informer cache behind [`ClusterView`]: metadata watches of
-//! Namespaces, LocalQueues and RuntimeClasses feeding a [`MemoryView`].
-//! Handlers only read it.
+//! Namespaces, LocalQueues and RuntimeClasses, and a watch of Cohorts
+//! (their `spec.parent`), feeding a [`MemoryView`]. Handlers only read it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,11 +10,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Client;
-use kube::api::Api;
-use kube::core::PartialObjectMeta;
+use kube::api::{Api, ApiResource};
+use kube::core::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use sluice_api::LocalQueue;
+use sluice_api::{Cohort, LocalQueue};
 
 use crate::cache::{ClusterView, MemoryView};
 
@@ -41,6 +41,10 @@ impl ClusterView for KubeView {
 
     fn runtime_class_exists(&self, name: &str) -> Option<bool> {
         self.view.runtime_class_exists(name)
+    }
+
+    fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
+        self.view.cohort_parents()
     }
 }
 
@@ -125,6 +129,35 @@ impl KubeView {
     }
 }
 
+impl KubeView {
+    /// Applies one Cohort watch event. Cohorts do not gate
+    /// [`ClusterView::synced`]: until they are listed, a Cohort's parent
+    /// chain is not checked (the review says so in a warning). Objects are
+    /// read as JSON, so one that does not decode cannot stop the watch.
+    pub fn apply_cohort_event(&self, buffer: &mut BTreeMap<String, Option<String>>, ev: Event<DynamicObject>) {
+        let entry = |o: &DynamicObject| {
+            let parent = o.data.pointer("/spec/parent").and_then(|p| p.as_str());
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                parent.filter(|p| !p.is_empty()).map(str::to_owned),
+            )
+        };
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                let (k, v) = entry(&o);
+                buffer.insert(k, v);
+            }
+            Event::InitDone => self.view.replace_cohorts(std::mem::take(buffer)),
+            Event::Apply(o) => {
+                let (k, v) = entry(&o);
+                self.view.upsert_cohort(&k, v);
+            }
+            Event::Delete(o) => self.view.remove_cohort(&entry(&o).0),
+        }
+    }
+}
+
 /// Starts the watches (with kube-runtime's default backoff on errors) and
 /// returns the cache they fill.
 pub fn spawn(client: Client) -> Arc<KubeView> {
@@ -155,6 +188,22 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
                 Ok(ev) => v.apply_runtime_class_event(&mut buffer, ev),
                 Err(e) => {
                     tracing::warn!(error = %e, "RuntimeClass watch failed (no runtimeClassName is set until it lists); retrying")
+                }
+            }
+        }
+    });
+    let cohort_api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<Cohort>(&()));
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeMap::new();
+        let mut stream = watcher::watcher(cohort_api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => v.apply_cohort_event(&mut buffer, ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Cohort watch failed (Cohort parent chains are not checked until it lists); retrying")
                 }
             }
         }
@@ -221,7 +270,7 @@ mod tests {
         v.apply_local_queue_event(&mut lqb, Event::Init);
         v.apply_local_queue_event(&mut lqb, Event::InitApply(lq("ml", "default")));
         v.apply_local_queue_event(&mut lqb, Event::InitDone);
-        assert!(v.synced());
+        assert!(v.synced(), "Cohorts do not gate it");
         assert!(v.default_queue_enabled("ml"));
         assert!(v.local_queue_exists("ml", "default"));
 
@@ -261,5 +310,46 @@ mod tests {
         assert_eq!(v.runtime_class_exists("nvidia"), Some(false));
         v.apply_runtime_class_event(&mut b, Event::Apply(rc("kata")));
         assert_eq!(v.runtime_class_exists("kata"), Some(true));
+    }
+
+    #[test]
+    fn cohort_parents_follow_their_watch() {
+        let v = KubeView::default();
+        let mut b = BTreeMap::new();
+        let cohort = |name: &str, spec: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort",
+                "metadata": {"name": name}, "spec": spec
+            }))
+            .unwrap()
+        };
+        let parents = |pairs: &[(&str, Option<&str>)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, p)| ((*k).to_owned(), p.map(str::to_owned)))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        assert_eq!(v.cohort_parents(), None);
+        v.apply_cohort_event(&mut b, Event::Init);
+        v.apply_cohort_event(
+            &mut b,
+            Event::InitApply(cohort("research", serde_json::json!({"parent": "company"}))),
+        );
+        v.apply_cohort_event(&mut b, Event::InitApply(cohort("company", serde_json::json!({}))));
+        assert_eq!(v.cohort_parents(), None, "not before the list is done");
+        v.apply_cohort_event(&mut b, Event::InitDone);
+        assert_eq!(
+            v.cohort_parents(),
+            parents(&[("company", None), ("research", Some("company"))])
+        );
+        // A parent that is not a string (a broken object) reads as none.
+        v.apply_cohort_event(
+            &mut b,
+            Event::Apply(cohort("company", serde_json::json!({"parent": 7}))),
+        );
+        v.apply_cohort_event(&mut b, Event::Delete(cohort("research", serde_json::json!({}))));
+        assert_eq!(v.cohort_parents(), parents(&[("company", None)]));
     }
 }

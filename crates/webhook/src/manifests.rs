@@ -340,6 +340,7 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
     for kind in [
         SluiceKind::ResourceFlavor,
         SluiceKind::ClusterQueue,
+        SluiceKind::Cohort,
         SluiceKind::LocalQueue,
         SluiceKind::WorkloadPriorityClass,
         SluiceKind::Workload,

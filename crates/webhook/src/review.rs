@@ -41,7 +41,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 17] = [
+    pub const ALL: [Endpoint; 18] = [
         Endpoint::MutateJobs,
         Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
@@ -55,6 +55,7 @@ impl Endpoint {
         Endpoint::MutateQueued(Queued::RayJob),
         Endpoint::ValidateQueued(Queued::RayJob),
         Endpoint::Validate(SluiceKind::ClusterQueue),
+        Endpoint::Validate(SluiceKind::Cohort),
         Endpoint::Validate(SluiceKind::LocalQueue),
         Endpoint::Validate(SluiceKind::ResourceFlavor),
         Endpoint::Validate(SluiceKind::WorkloadPriorityClass),
@@ -227,8 +228,11 @@ impl Reviewer {
             Endpoint::ValidateQueued(k) => self.validate_queued(req, k),
             Endpoint::Validate(k) => {
                 let mut d = Decision::default();
-                match validate::validate_sluice(k, req, &self.cfg) {
-                    Ok(denials) => d.denials = denials,
+                match validate::validate_sluice(k, req, &self.cfg, self.view.as_ref()) {
+                    Ok(found) => {
+                        d.denials = found.denials;
+                        d.warnings = found.warnings;
+                    }
                     Err(e) => d.denials.push(e),
                 }
                 d

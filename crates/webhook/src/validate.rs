@@ -1,13 +1,17 @@
 //! Validation of Sluice's own kinds: the api crate's `validate()` (the rule
 //! of record, since CEL rules may be dropped by the API server) plus the
-//! update rules that need the old object.
+//! update rules that need the old object, and a Cohort's parent chain,
+//! which needs the other Cohorts (from the cache).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sluice_api::{ClusterQueue, LocalQueue, ResourceFlavor, Validate, Workload, WorkloadPriorityClass};
+use sluice_api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Validate, Workload, WorkloadPriorityClass};
 
+use crate::cache::ClusterView;
 use crate::config::WebhookConfig;
 
 /// The API group of Sluice's kinds.
@@ -19,6 +23,7 @@ pub const VERSION: &str = "v1alpha1";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SluiceKind {
     ClusterQueue,
+    Cohort,
     LocalQueue,
     ResourceFlavor,
     WorkloadPriorityClass,
@@ -29,6 +34,7 @@ impl SluiceKind {
     pub fn kind(self) -> &'static str {
         match self {
             Self::ClusterQueue => "ClusterQueue",
+            Self::Cohort => "Cohort",
             Self::LocalQueue => "LocalQueue",
             Self::ResourceFlavor => "ResourceFlavor",
             Self::WorkloadPriorityClass => "WorkloadPriorityClass",
@@ -40,6 +46,7 @@ impl SluiceKind {
     pub fn plural(self) -> &'static str {
         match self {
             Self::ClusterQueue => "clusterqueues",
+            Self::Cohort => "cohorts",
             Self::LocalQueue => "localqueues",
             Self::ResourceFlavor => "resourceflavors",
             Self::WorkloadPriorityClass => "workloadpriorityclasses",
@@ -50,6 +57,7 @@ impl SluiceKind {
     pub fn path(self) -> &'static str {
         match self {
             Self::ClusterQueue => "/validate/clusterqueues",
+            Self::Cohort => "/validate/cohorts",
             Self::LocalQueue => "/validate/localqueues",
             Self::ResourceFlavor => "/validate/resourceflavors",
             Self::WorkloadPriorityClass => "/validate/workloadpriorityclasses",
@@ -82,15 +90,26 @@ fn without_status(data: &Value) -> Value {
     }
 }
 
+/// What the rules found in a CREATE or UPDATE of a Sluice object.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Every reason to deny it, each naming its field.
+    pub denials: Vec<String>,
+    /// What could not be checked.
+    pub warnings: Vec<String>,
+}
+
 /// Every reason to deny a CREATE or UPDATE of a Sluice object, each naming
-/// its field. `Err` when the object does not decode.
+/// its field, and what could not be checked. `Err` when the object does not
+/// decode.
 pub fn validate_sluice(
     kind: SluiceKind,
     req: &AdmissionRequest<DynamicObject>,
     cfg: &WebhookConfig,
-) -> Result<Vec<String>, String> {
+    view: &dyn ClusterView,
+) -> Result<Findings, String> {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
-        return Ok(Vec::new());
+        return Ok(Findings::default());
     }
     let Some(obj) = &req.object else {
         return Err("object: missing from the request".to_owned());
@@ -110,11 +129,35 @@ pub fn validate_sluice(
     let written_changed = old.is_none_or(|o| without_status(&o.data) != without_status(&obj.data));
     let run_validate = !status_only && !deleting && written_changed;
     let mut denials = Vec::new();
+    let mut warnings = Vec::new();
     match kind {
         SluiceKind::ClusterQueue => {
             if run_validate {
                 let new: ClusterQueue = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
+            }
+        }
+        SluiceKind::Cohort => {
+            if run_validate {
+                let new: Cohort = decode(obj, "object", kind)?;
+                denials.extend(new.validate().iter().map(ToString::to_string));
+                let name = new.metadata.name.as_deref().unwrap_or_default();
+                // Its own name as parent is a validate() violation already.
+                if let Some(parent) = new.spec.parent.as_deref().filter(|p| *p != name) {
+                    match view.cohort_parents() {
+                        Some(parents) => {
+                            if let Some(path) = cohort_cycle(name, parent, &parents) {
+                                denials.push(format!(
+                                    "spec.parent: cohort {} forms a cycle; a parent chain must end at a cohort without a parent",
+                                    path.join(" -> ")
+                                ));
+                            }
+                        }
+                        None => warnings.push(format!(
+                            "sluice: the webhook has not yet listed Cohorts, so it could not check that the parent chain of cohort {name:?} (spec.parent {parent:?}) does not lead back to it; the scheduler refuses a cohort whose parent chain forms a cycle"
+                        )),
+                    }
+                }
             }
         }
         SluiceKind::ResourceFlavor => {
@@ -176,5 +219,58 @@ pub fn validate_sluice(
             }
         }
     }
-    Ok(denials)
+    Ok(Findings { denials, warnings })
+}
+
+/// The parent chain of cohort `name`, given the parent it is to have and
+/// the parents of the other Cohorts (its own entry is not read), when the
+/// chain leads back to it: `[name, parent, …, name]`. A loop above it that
+/// does not pass through it is not its cycle: `None`.
+pub fn cohort_cycle(name: &str, parent: &str, parents: &BTreeMap<String, Option<String>>) -> Option<Vec<String>> {
+    let mut path = vec![name.to_owned()];
+    let mut seen = BTreeSet::new();
+    let mut at = Some(parent);
+    while let Some(cohort) = at {
+        path.push(cohort.to_owned());
+        if cohort == name {
+            return Some(path);
+        }
+        if !seen.insert(cohort) {
+            return None;
+        }
+        at = parents.get(cohort).and_then(Option::as_deref);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cohort_cycles_are_found_through_the_other_cohorts() {
+        let parents: BTreeMap<String, Option<String>> = [
+            ("b", Some("c")),
+            ("c", Some("a")),
+            ("a", Some("root")),
+            ("root", None),
+            ("x", Some("y")),
+            ("y", Some("x")),
+        ]
+        .into_iter()
+        .map(|(k, p)| (k.to_owned(), p.map(str::to_owned)))
+        .collect();
+        // a's stored parent (root) is what changes: it is not read.
+        assert_eq!(
+            cohort_cycle("a", "b", &parents),
+            Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+        );
+        assert_eq!(cohort_cycle("a", "a", &parents), Some(vec!["a".into(), "a".into()]));
+        // Ends at a root, or at a cohort no object describes.
+        assert_eq!(cohort_cycle("a", "root", &parents), None);
+        assert_eq!(cohort_cycle("b", "elsewhere", &parents), None);
+        assert_eq!(cohort_cycle("new", "b", &parents), None);
+        // A loop above that does not come back: not this cohort's cycle.
+        assert_eq!(cohort_cycle("a", "x", &parents), None);
+    }
 }

@@ -6,25 +6,17 @@
 // which clippy mistakes for duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{FlavorUsage, StopPolicy};
+use super::common::{FairSharing, FairSharingStatus, FlavorUsage, StopPolicy};
 use super::idle_reclaim::IdleReclaim;
-use crate::quantity::non_negative_milli;
-use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, RESOURCE_NAME_PATTERN, Validate, Violation, Violations};
-
-/// At most this many resource groups per ClusterQueue.
-pub const MAX_RESOURCE_GROUPS: usize = 16;
-/// At most this many flavors per resource group.
-pub const MAX_FLAVORS_PER_GROUP: usize = 64;
-/// At most this many resources per resource group (and so per flavor).
-pub const MAX_RESOURCES_PER_GROUP: usize = 16;
+use super::quota::{self, FlavorQuotas, ResourceGroup};
+use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violations};
 
 /// A ClusterQueue holds quota: for each resource group, how much of each
 /// covered resource each flavor provides. LocalQueues point workloads at it;
@@ -123,6 +115,10 @@ pub struct ClusterQueueSpec {
     /// `--prometheus-url`). Absent: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_reclaim: Option<IdleReclaim>,
+    /// Its weight when it competes with the other members of its cohort for
+    /// unused quota (Kueue's `fairSharing`). Unset: weight 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<FairSharing>,
 }
 
 /// How pending workloads of a ClusterQueue are ordered and whether a
@@ -136,68 +132,6 @@ pub enum QueueingStrategy {
     #[default]
     #[serde(rename = "BestEffortFIFO")]
     BestEffortFifo,
-}
-
-/// Resources that get their flavor assigned together, and the quota each
-/// flavor provides for them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {
-        "rule": "self.flavors.all(f, size(f.resources) == size(self.coveredResources))",
-        "message": "each flavor must list exactly the resources in coveredResources"
-    }
-]))]
-pub struct ResourceGroup {
-    /// Resources covered by this group, e.g. `[cpu, memory, nvidia.com/gpu]`.
-    /// Every flavor of the group lists quota for exactly these resources. A
-    /// resource a workload requests but no group covers cannot be admitted.
-    #[schemars(length(min = 1, max = 16), inner(length(max = 317), regex(pattern = RESOURCE_NAME_PATTERN)))]
-    #[schemars(extend("x-kubernetes-list-type" = "set"))]
-    pub covered_resources: Vec<String>,
-    /// Flavors in order of preference, each with its quota for the covered
-    /// resources. A workload gets the first flavor where all its requests of
-    /// this group's resources fit.
-    #[schemars(length(min = 1, max = 64))]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub flavors: Vec<FlavorQuotas>,
-}
-
-/// Quota of one flavor for the resources of a group.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FlavorQuotas {
-    /// Name of a ResourceFlavor. Each flavor appears at most once in a
-    /// ClusterQueue.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS1123_SUBDOMAIN_PATTERN))]
-    pub name: String,
-    /// Quota for each covered resource of the group, in any order.
-    #[schemars(length(min = 1, max = 16))]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub resources: Vec<ResourceQuota>,
-}
-
-/// Quota of one resource of one flavor.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceQuota {
-    /// Resource name, e.g. `cpu`, `memory`, `nvidia.com/gpu`,
-    /// `nvidia.com/mig-1g.10gb`; one of the group's coveredResources.
-    #[schemars(length(min = 1, max = 317), regex(pattern = RESOURCE_NAME_PATTERN))]
-    pub name: String,
-    /// Amount of the resource this queue owns, e.g. `16` GPUs or `512Gi`
-    /// memory. Workloads of the queue may always use it (preempting
-    /// borrowers if the preemption policy allows).
-    pub nominal_quota: Quantity,
-    /// Most this queue may borrow from its cohort on top of nominalQuota.
-    /// Unset: no limit beyond what the cohort can lend. Requires a cohort.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub borrowing_limit: Option<Quantity>,
-    /// Most of nominalQuota other queues of the cohort may borrow while this
-    /// queue does not use it; the rest is kept for this queue. Unset: all of
-    /// it may be lent. At most nominalQuota. Requires a cohort.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lending_limit: Option<Quantity>,
 }
 
 /// Preemption policies of a ClusterQueue.
@@ -307,6 +241,10 @@ pub struct ClusterQueueStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The queue's weighted share in fair sharing (Kueue's
+    /// `status.fairSharing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_sharing: Option<FairSharingStatus>,
 }
 
 impl ClusterQueueSpec {
@@ -344,27 +282,19 @@ impl Validate for ClusterQueue {
         if let Some(idle) = &spec.idle_reclaim {
             idle.validate_into(&mut v, "spec.idleReclaim");
         }
-        if spec.resource_groups.len() > MAX_RESOURCE_GROUPS {
-            v.push(
-                "spec.resourceGroups",
-                format!("must have at most {MAX_RESOURCE_GROUPS} items"),
-            );
+        if let Some(fair) = &spec.fair_sharing {
+            fair.validate_into(&mut v, "spec.fairSharing");
         }
-        // Resource → first group that covers it; flavor → first place it appears.
-        let mut covered_by: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut flavor_at: BTreeMap<&str, String> = BTreeMap::new();
-        for (gi, group) in spec.resource_groups.iter().enumerate() {
-            let gpath = format!("spec.resourceGroups[{gi}]");
-            validate_group(
-                &mut v,
-                &gpath,
-                gi,
-                group,
-                spec.cohort.is_some(),
-                &mut covered_by,
-                &mut flavor_at,
-            );
-        }
+        quota::validate_resource_groups(
+            &mut v,
+            &spec.resource_groups,
+            quota::Owner {
+                kind: "ClusterQueue",
+                link: "spec.cohort",
+                linked_to: "cohort",
+                linked: spec.cohort.is_some(),
+            },
+        );
         v.0
     }
 }
@@ -385,137 +315,5 @@ fn validate_preemption(v: &mut Violations, p: &Preemption) {
             "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
             "requires spec.preemption.borrowWithinCohort.policy LowerPriority",
         );
-    }
-}
-
-fn validate_group<'a>(
-    v: &mut Violations,
-    gpath: &str,
-    gi: usize,
-    group: &'a ResourceGroup,
-    has_cohort: bool,
-    covered_by: &mut BTreeMap<&'a str, usize>,
-    flavor_at: &mut BTreeMap<&'a str, String>,
-) {
-    if group.covered_resources.is_empty() {
-        v.push(format!("{gpath}.coveredResources"), "must list at least one resource");
-    } else if group.covered_resources.len() > MAX_RESOURCES_PER_GROUP {
-        v.push(
-            format!("{gpath}.coveredResources"),
-            format!("must have at most {MAX_RESOURCES_PER_GROUP} items"),
-        );
-    }
-    let mut covered_here: BTreeSet<&str> = BTreeSet::new();
-    for (ri, resource) in group.covered_resources.iter().enumerate() {
-        let rpath = format!("{gpath}.coveredResources[{ri}]");
-        v.qualified_name(&rpath, resource);
-        if !covered_here.insert(resource.as_str()) {
-            v.push(rpath, format!("duplicate resource {resource:?}"));
-            continue;
-        }
-        match covered_by.get(resource.as_str()) {
-            Some(&other) if other != gi => v.push(
-                rpath,
-                format!("resource {resource:?} is already covered by spec.resourceGroups[{other}]; a resource may be in at most one group"),
-            ),
-            Some(_) => {}
-            None => {
-                covered_by.insert(resource.as_str(), gi);
-            }
-        }
-    }
-
-    if group.flavors.is_empty() {
-        v.push(format!("{gpath}.flavors"), "must list at least one flavor");
-    } else if group.flavors.len() > MAX_FLAVORS_PER_GROUP {
-        v.push(
-            format!("{gpath}.flavors"),
-            format!("must have at most {MAX_FLAVORS_PER_GROUP} items"),
-        );
-    }
-    for (fi, flavor) in group.flavors.iter().enumerate() {
-        let fpath = format!("{gpath}.flavors[{fi}]");
-        let npath = format!("{fpath}.name");
-        v.dns1123_subdomain(&npath, &flavor.name);
-        if let Some(first) = flavor_at.get(flavor.name.as_str()) {
-            v.push(
-                &npath,
-                format!(
-                    "duplicate flavor {:?}, already used at {first}; a flavor may appear once per ClusterQueue",
-                    flavor.name
-                ),
-            );
-        } else {
-            flavor_at.insert(flavor.name.as_str(), npath);
-        }
-
-        let mut listed: BTreeSet<&str> = BTreeSet::new();
-        for (ri, quota) in flavor.resources.iter().enumerate() {
-            let rpath = format!("{fpath}.resources[{ri}]");
-            validate_quota(v, &rpath, quota, has_cohort);
-            if !listed.insert(quota.name.as_str()) {
-                v.push(format!("{rpath}.name"), format!("duplicate resource {:?}", quota.name));
-            } else if !covered_here.contains(quota.name.as_str()) {
-                v.push(
-                    format!("{rpath}.name"),
-                    format!("resource {:?} is not in {gpath}.coveredResources", quota.name),
-                );
-            }
-        }
-        for missing in covered_here.difference(&listed) {
-            v.push(
-                format!("{fpath}.resources"),
-                format!("missing quota for covered resource {missing:?}; every flavor lists exactly the group's coveredResources"),
-            );
-        }
-    }
-}
-
-fn validate_quota(v: &mut Violations, rpath: &str, quota: &ResourceQuota, has_cohort: bool) {
-    v.qualified_name(&format!("{rpath}.name"), &quota.name);
-    let nominal_path = format!("{rpath}.nominalQuota");
-    let nominal = match non_negative_milli(&nominal_path, &quota.nominal_quota) {
-        Ok(n) => Some(n),
-        Err(e) => {
-            v.push(nominal_path, format!("quantity {:?} {}", e.value, e.kind));
-            None
-        }
-    };
-    if let Some(limit) = &quota.borrowing_limit {
-        let path = format!("{rpath}.borrowingLimit");
-        if let Err(e) = non_negative_milli(&path, limit) {
-            v.push(&path, format!("quantity {:?} {}", e.value, e.kind));
-        }
-        if !has_cohort {
-            v.push(
-                path,
-                "requires spec.cohort: without a cohort there is nothing to borrow",
-            );
-        }
-    }
-    if let Some(limit) = &quota.lending_limit {
-        let path = format!("{rpath}.lendingLimit");
-        match non_negative_milli(&path, limit) {
-            Ok(lending) => {
-                if let Some(nominal) = nominal
-                    && lending > nominal
-                {
-                    v.push(
-                        &path,
-                        format!(
-                            "must be at most nominalQuota ({}), got {}",
-                            quota.nominal_quota.0, limit.0
-                        ),
-                    );
-                }
-            }
-            Err(e) => v.push(&path, format!("quantity {:?} {}", e.value, e.kind)),
-        }
-        if !has_cohort {
-            v.push(
-                path,
-                "requires spec.cohort: without a cohort there is nobody to lend to",
-            );
-        }
     }
 }

@@ -1,9 +1,13 @@
-//! Types shared by several kinds: stop policy, usage reports, schema helpers.
+//! Types shared by several kinds: stop policy, usage reports, fair-sharing
+//! weight and share, schema helpers.
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::quantity::{MILLI_PER_UNIT, QuantityError, non_negative_milli};
+use crate::validation::Violations;
 
 /// Whether a queue accepts new admissions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -47,6 +51,53 @@ pub struct ResourceUsage {
     /// Part of `total` above the nominal quota, borrowed from the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrowed: Option<Quantity>,
+}
+
+/// Fair-sharing settings of a ClusterQueue or Cohort (Kueue's
+/// `fairSharing`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FairSharing {
+    /// Weight against the other members of the same cohort when they
+    /// compete for unused quota: the share (usage above nominal quota,
+    /// relative to what the cohort can lend, for the dominant resource) is
+    /// divided by it. A Kubernetes quantity such as `1`, `2`, `0.5` or
+    /// `500m`, at least 0; 0 gives an infinite share to a member that
+    /// borrows. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "1"))]
+    pub weight: Option<Quantity>,
+}
+
+impl FairSharing {
+    /// The weight in milli-units (`1` is 1000, `500m` is 500; unset is
+    /// 1000); `field` names it in the error when it is not a quantity or is
+    /// negative.
+    pub fn weight_milli(&self, field: &str) -> Result<i128, QuantityError> {
+        match &self.weight {
+            Some(w) => non_negative_milli(field, w),
+            None => Ok(MILLI_PER_UNIT),
+        }
+    }
+
+    pub(crate) fn validate_into(&self, v: &mut Violations, path: &str) {
+        let field = format!("{path}.weight");
+        if let Err(e) = self.weight_milli(&field) {
+            v.push(field, format!("quantity {:?} {}", e.value, e.kind));
+        }
+    }
+}
+
+/// Fair-sharing state of a ClusterQueue or Cohort, written by the
+/// controller (Kueue's `status.fairSharing`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FairSharingStatus {
+    /// Its share of what its parent cohort can lend, in thousandths, for its
+    /// dominant resource (usage above nominal quota), divided by its weight.
+    /// 0 while it uses no more than its quota; 9223372036854775807 (the
+    /// largest int64) when it borrows with weight 0.
+    pub weighted_share: i64,
 }
 
 /// Schema for an embedded object kept as-is by the API server (a pod

@@ -3,29 +3,35 @@
 //! ```text
 //!   Job ──label sluice.dev/queue──▶ LocalQueue (ns) ──spec.clusterQueue──▶ ClusterQueue
 //!    │                                                                      │   │
-//!    └─owns─▶ Workload (ns) ── spec.queueName ─▶ LocalQueue                  │   └─ cohort ─ other ClusterQueues
-//!               │ spec.priorityClassName ─▶ WorkloadPriorityClass            │
-//!               └ status.admission.podSetAssignments[].flavors ─▶ ResourceFlavor ◀─ resourceGroups[].flavors[].name
+//!    └─owns─▶ Workload (ns) ── spec.queueName ─▶ LocalQueue                  │   └─ spec.cohort ─▶ Cohort ─ spec.parent ─▶ Cohort
+//!               │ spec.priorityClassName ─▶ WorkloadPriorityClass            │                    (other ClusterQueues name it too)
+//!               └ status.admission.podSetAssignments[].flavors ─▶ ResourceFlavor ◀─ resourceGroups[].flavors[].name (ClusterQueue, Cohort)
 //! ```
 
 pub mod cluster_queue;
+pub mod cohort;
 pub mod common;
 pub mod conditions;
 pub mod idle_reclaim;
 pub mod local_queue;
 pub mod priority_class;
+pub mod quota;
 pub mod resource_flavor;
 pub mod visibility;
 pub mod workload;
 
 pub use cluster_queue::{
-    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, FlavorQuotas,
-    Preemption, QueueingStrategy, ReclaimWithinCohort, ResourceGroup, ResourceQuota, WithinClusterQueue,
+    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Preemption,
+    QueueingStrategy, ReclaimWithinCohort, WithinClusterQueue,
 };
-pub use common::{FlavorUsage, ResourceUsage, StopPolicy, find_condition, is_condition_true};
+pub use cohort::{Cohort, CohortSpec, CohortStatus};
+pub use common::{
+    FairSharing, FairSharingStatus, FlavorUsage, ResourceUsage, StopPolicy, find_condition, is_condition_true,
+};
 pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
+pub use quota::{FlavorQuotas, ResourceGroup, ResourceQuota};
 pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
 pub use visibility::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 pub use workload::{

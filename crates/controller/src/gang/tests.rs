@@ -163,6 +163,34 @@ fn a_bad_member_names_itself_and_its_field() {
     );
 }
 
+/// Each member is a batch/v1 Job: its `sluice.dev/min-parallelism` is its
+/// pod set's minCount, and a bad value names the member.
+#[test]
+fn a_members_min_parallelism_is_its_pod_sets_min_count() {
+    let annotated = |value: &str| {
+        let mut j = member_job("workers", "u-w", "ft", "2", 4, "1");
+        j.metadata.annotations = Some(BTreeMap::from([(
+            labels::MIN_PARALLELISM.to_string(),
+            value.to_string(),
+        )]));
+        j
+    };
+    let launcher = member_job("launcher", "u-l", "ft", "2", 1, "1");
+    let wl = workload_for_gang("ft", "q", &[&launcher, &annotated("3")], |_| None, |_| None).unwrap();
+    let mins: Vec<_> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.min_count))
+        .collect();
+    assert_eq!(mins, [("launcher", None), ("workers", Some(3))]);
+    let err = workload_for_gang("ft", "q", &[&launcher, &annotated("8")], |_| None, |_| None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "gang \"ft\": Job workers: metadata.annotations[sluice.dev/min-parallelism]: annotation sluice.dev/min-parallelism: expected an integer from 1 to spec.parallelism (4), got \"8\""
+    );
+}
+
 #[test]
 fn the_waiting_message_counts_jobs() {
     assert_eq!(

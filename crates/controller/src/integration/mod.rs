@@ -291,3 +291,39 @@ pub(crate) fn topology_of(
         }),
     }
 }
+
+/// The `minCount` of a batch/v1 Job's pod set of `count` pods, from the
+/// Job's [`sluice_api::labels::MIN_PARALLELISM`] annotation (an integer
+/// from 1 to `parallelism`), at most `count` (fewer completions than
+/// `parallelism` make fewer pods).
+pub(crate) fn min_count_of(
+    annotations: Option<&BTreeMap<String, String>>,
+    parallelism: i32,
+    count: i32,
+) -> Result<Option<i32>, crate::job::JobError> {
+    match sluice_api::labels::min_parallelism(annotations, parallelism) {
+        Ok(min) => Ok(min.map(|m| m.min(count))),
+        Err(problem) => Err(crate::job::JobError::Invalid {
+            field: format!("metadata.annotations[{}]", sluice_api::labels::MIN_PARALLELISM),
+            problem,
+        }),
+    }
+}
+
+/// Refuses the [`sluice_api::labels::MIN_PARALLELISM`] annotation on an
+/// object of a kind other than batch/v1 Job, which does not take it.
+pub(crate) fn refuse_min_parallelism(
+    kind: JobKind,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<(), crate::job::JobError> {
+    match annotations.and_then(|a| a.get(sluice_api::labels::MIN_PARALLELISM)) {
+        None => Ok(()),
+        Some(_) => Err(crate::job::JobError::Invalid {
+            field: format!("metadata.annotations[{}]", sluice_api::labels::MIN_PARALLELISM),
+            problem: format!(
+                "only a batch/v1 Job takes this annotation, not a {}; remove it",
+                kind.kind()
+            ),
+        }),
+    }
+}

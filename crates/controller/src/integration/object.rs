@@ -113,6 +113,7 @@ pub(super) fn workload(
             .map(String::as_str),
     )?;
     let topology = super::topology_of(meta.annotations.as_ref())?;
+    super::refuse_min_parallelism(kind, meta.annotations.as_ref())?;
     let pod_sets: Vec<PodSet> = pod_sets
         .into_iter()
         .filter(|s| s.count > 0)

@@ -121,6 +121,41 @@ fn jobs_that_cannot_be_queued_say_why() {
 }
 
 #[test]
+fn the_min_parallelism_annotation_sets_the_pod_sets_min_count() {
+    // 4 pods (parallelism 4, completions 4).
+    let base = job_fixture("job-suspended-create-response.json");
+    let with = |value: &str, completions: i32| {
+        let mut job = base.clone();
+        job.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(labels::MIN_PARALLELISM.to_string(), value.to_string());
+        job.spec.as_mut().unwrap().completions = Some(completions);
+        workload_for_job(&job, false, no_class, no_class)
+            .map(|wl| (wl.spec.pod_sets[0].count, wl.spec.pod_sets[0].min_count))
+    };
+    let plain = workload_for_job(&base, false, no_class, no_class).unwrap();
+    assert_eq!(plain.spec.pod_sets[0].min_count, None);
+    assert_eq!(with("2", 4), Ok((4, Some(2))));
+    assert_eq!(with("4", 4), Ok((4, Some(4))));
+    // Three completions make three pods: the minimum is at most that.
+    assert_eq!(with("4", 3), Ok((3, Some(3))));
+    for bad in ["0", "5", "half"] {
+        let err = with(bad, 4).unwrap_err();
+        assert_eq!(
+            err,
+            JobError::Invalid {
+                field: "metadata.annotations[sluice.dev/min-parallelism]".into(),
+                problem: format!(
+                    "annotation sluice.dev/min-parallelism: expected an integer from 1 to spec.parallelism (4), got {bad:?}"
+                ),
+            }
+        );
+        assert_eq!(err.metric_label(), "job_invalid");
+    }
+}
+
+#[test]
 fn priority_label_then_template_class_then_zero() {
     let base = job_fixture("job-suspended-create-response.json");
     let wpc = |n: &str| match n {

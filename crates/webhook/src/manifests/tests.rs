@@ -134,6 +134,7 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             "/validate/rayjobs",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
+            "/validate/cohorts",
             "/validate/localqueues",
             "/validate/workloadpriorityclasses",
             "/validate/workloads"
@@ -177,7 +178,11 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
         assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
     }
-    let wl = hooks[9].rules.as_ref().unwrap();
+    let cohorts = hooks[7].rules.as_ref().unwrap();
+    assert_eq!(cohorts.len(), 1);
+    assert_eq!(cohorts[0].resources.as_deref().unwrap(), ["cohorts"]);
+    assert_eq!(cohorts[0].operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
+    let wl = hooks[10].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);

@@ -572,7 +572,7 @@ fn response_patch_is_base64_json_patch() {
 mod sluice_kinds {
     use super::*;
 
-    fn review_of(kind: &str, plural: &str, op: &str, object: Value, old: Value, user: &str) -> Value {
+    pub(super) fn review_of(kind: &str, plural: &str, op: &str, object: Value, old: Value, user: &str) -> Value {
         json!({
             "apiVersion": ADMISSION_V1,
             "kind": "AdmissionReview",
@@ -986,5 +986,6 @@ fn without_a_nvidia_runtime_class_none_is_written() {
     assert!(patched.pointer("/spec/template/spec/runtimeClassName").is_none());
 }
 
+mod cohorts;
 mod jobsets;
 mod kubeflow;

@@ -220,3 +220,16 @@ fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
     let spec = sluice_convert::adapter::workload(&wl, 100, 0).unwrap();
     assert_eq!(spec.pod_sets.len(), 2);
 }
+
+/// Only batch/v1 Jobs take `sluice.dev/min-parallelism`: on another kind
+/// it is refused, not ignored.
+#[test]
+fn the_min_parallelism_annotation_is_refused() {
+    let mut js = jobset();
+    js["metadata"]["annotations"] = json!({"sluice.dev/min-parallelism": "2"});
+    let err = workload(&js, false, |_| None, |_| None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "metadata.annotations[sluice.dev/min-parallelism]: only a batch/v1 Job takes this annotation, not a JobSet; remove it"
+    );
+}
