@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use sluice_api::strict;
+use sluice_convert::adapter::AdapterError;
 use sluice_scheduler::{ClusterQueueSpec, LocalQueueSpec};
 
 use super::scenario::{Document, Node};
@@ -83,6 +84,21 @@ pub fn unknown_fields(kind: &str, doc: &Document<'_>, origin: DocOrigin<'_>) -> 
             diagnostic(origin, location, &u.path, message)
         })
         .collect()
+}
+
+/// The field an error of the controller's conversion is about, if it names one.
+pub fn adapter_field(e: &AdapterError) -> Option<&str> {
+    match e {
+        AdapterError::Quantity(q) => Some(q.field.as_str()),
+        AdapterError::OutOfRange { field, .. }
+        | AdapterError::TaintEffect { field, .. }
+        | AdapterError::TolerationOperator { field, .. }
+        | AdapterError::Missing { field }
+        | AdapterError::Count { field, .. }
+        | AdapterError::MinCount { field, .. } => Some(field.as_str()),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
 }
 
 /// A ClusterQueue or LocalQueue as read, with its document for positions.
@@ -193,7 +209,8 @@ fn first_request(trace: &serde_json::Value, resource: &str) -> Option<String> {
     })
 }
 
-fn suggestion<'a>(word: &str, known: impl Iterator<Item = &'a String>) -> String {
+/// `, did you mean `x`?`, or the names known, for an error about `word`.
+pub(crate) fn suggestion<'a>(word: &str, known: impl Iterator<Item = &'a String>) -> String {
     let known: Vec<&String> = known.collect();
     match strict::nearest(word, known.iter().map(|s| s.as_str())) {
         Some(k) => format!(", did you mean `{k}`?"),
@@ -205,12 +222,14 @@ fn suggestion<'a>(word: &str, known: impl Iterator<Item = &'a String>) -> String
     }
 }
 
-fn locate(doc: &Document<'_>, path: &str) -> Option<serde_saphyr::Location> {
+/// Where `path` is in `doc` (or its deepest existing ancestor).
+pub(crate) fn locate(doc: &Document<'_>, path: &str) -> Option<serde_saphyr::Location> {
     let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
     tree.locate(path)
 }
 
-fn diagnostic(
+/// A diagnostic at `location`, or at the document's first line without one.
+pub(crate) fn diagnostic(
     origin: DocOrigin<'_>,
     location: Option<serde_saphyr::Location>,
     path: &str,

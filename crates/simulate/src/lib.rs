@@ -17,6 +17,7 @@
 
 pub mod checks;
 pub mod clock;
+pub mod fairness;
 pub mod idle;
 pub mod placement;
 pub mod report;

@@ -353,19 +353,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         // The controller's conversion (sluice-convert) turns a valid object into the engine's
         // spec, so a scenario means exactly what the cluster would.
         let adapted = |kind: &str, e: adapter::AdapterError| {
-            use adapter::AdapterError as E;
-            let field = match &e {
-                E::Quantity(q) => Some(q.field.as_str()),
-                E::OutOfRange { field, .. }
-                | E::TaintEffect { field, .. }
-                | E::TolerationOperator { field, .. }
-                | E::Missing { field }
-                | E::Count { field, .. }
-                | E::MinCount { field, .. } => Some(field.as_str()),
-                #[allow(unreachable_patterns)]
-                _ => None,
-            };
-            let location = field.and_then(|f| {
+            let location = checks::adapter_field(&e).and_then(|f| {
                 let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
                 tree.locate(f)
             });
@@ -493,6 +481,15 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
         .map_err(|e| errors.push(e))
         .unwrap_or_default();
+    let fair = trace::cohorts::expand(
+        &trace_doc,
+        &flavor_names,
+        cluster_queues.iter_mut().map(|c| &mut c.spec),
+        &trace_text,
+        origin,
+    )
+    .map_err(|e| errors.extend(e))
+    .unwrap_or_default();
     let specs = cluster_queues.iter().map(|c| &c.spec);
     let nodes = trace::nodes::expand(&trace_doc, &flavors, specs, &workloads, &trace_text, origin)
         .map_err(|e| errors.extend(e))
@@ -517,6 +514,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         idle_reclaim,
         idle_interval,
         nodes,
+        cohorts: fair.cohorts,
+        fair_sharing: fair.fair_sharing,
     };
     Ok((scenario, manifests))
 }

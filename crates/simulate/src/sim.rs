@@ -24,6 +24,11 @@
 //! finishes or its eviction completes. [`WaitClock`] splits every
 //! workload's time pending into waiting for nodes and for quota.
 //!
+//! Cohorts of the Trace (`spec.cohorts`) are given to the engine before
+//! the queues, with fair sharing on unless the Trace turns it off; every
+//! queue in a cohort has its weighted share sampled as its usage changes
+//! ([`FairnessOutcome`]).
+//!
 //! Idle-GPU reclaim ([`super::idle`]) checks admitted workloads at its own
 //! interval, before the events of that instant, and evicts through the
 //! same path. With [`SimOptions::forecast`], every workload still pending
@@ -44,6 +49,7 @@ use anyhow::{Context, Result};
 use sluice_scheduler::{Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
 
 use super::clock::{EventQueue, WriteLimiter};
+use super::fairness::FairnessOutcome;
 use super::idle::{IdleOutcome, Reclaimer};
 use super::placement::{PlacementOutcome, WaitClock};
 use super::trace::profile::DEFAULT_IDLE_INTERVAL;
@@ -143,10 +149,16 @@ fn run_once(
     };
     let mut engine = Engine::with_config(EngineConfig {
         placement,
+        fair_sharing: scenario.fair_sharing,
         ..EngineConfig::default()
     });
     for f in &scenario.flavors {
         engine.upsert_flavor(f.clone());
+    }
+    for c in &scenario.cohorts {
+        engine
+            .upsert_cohort(c.clone())
+            .with_context(|| format!("engine refused cohort {}", c.name))?;
     }
     for node in &scenario.nodes {
         engine.upsert_node(node.spec.clone());
@@ -186,6 +198,7 @@ fn run_once(
     for q in &mut queues {
         q.record(0);
     }
+    let mut fairness = FairnessOutcome::new(scenario);
     let mut lq_to_cq: HashMap<&str, &str> = HashMap::new();
     for lq in &scenario.local_queues {
         engine.upsert_local_queue(lq.clone());
@@ -308,6 +321,7 @@ fn run_once(
                                 count: ps.count,
                                 requests: ps.requests.clone(),
                                 require_single_domain: w.require_single_domain.contains(&ps.name),
+                                min_count: w.min_counts.get(&ps.name).copied(),
                                 ..PodSetSpec::default()
                             })
                             .collect(),
@@ -481,6 +495,9 @@ fn run_once(
         }
         for q in std::mem::take(&mut touched) {
             queues[q].record(t);
+            if let Some(f) = fairness.as_mut() {
+                f.record(q, &queues[q].series.name, t, &engine);
+            }
         }
         steps += 1;
         if steps.is_multiple_of(512) {
@@ -529,6 +546,7 @@ fn run_once(
                 .collect(),
             waits: waits.finish(end),
         }),
+        fairness,
     })
 }
 

@@ -229,6 +229,8 @@ fn on_gpu_teams_exact_estimates_are_exact_without_later_arrivals() {
             idle_reclaim: full.idle_reclaim.clone(),
             idle_interval: full.idle_interval,
             nodes: full.nodes.clone(),
+            cohorts: full.cohorts.clone(),
+            fair_sharing: full.fair_sharing,
         };
         let (r, _) = run_scenario(&cut, &forecast_opts());
         let f = r.forecast.expect("a forecast section");

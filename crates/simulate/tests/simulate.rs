@@ -176,6 +176,20 @@ fn golden_borrow_then_reclaim() {
     let borrower = r.cluster_queues.iter().find(|g| g.name == "borrower").unwrap();
     assert!((borrower.resources[0].borrowed_share.unwrap() - 0.5).abs() < 1e-9);
     assert!((utilisation(&r, "cluster") - 608.0 / 648.0).abs() < 1e-9);
+    // Fairness: the borrower borrows 4 of the 8 the cohort can lend (500
+    // thousandths) over [0, 11m] and [21m, 81m], mean 500 × 71/81 = 438;
+    // the lender never borrows. Time shares of the GPU time: 568/608 and
+    // 40/608; Jain's index over mean use [40/81, 568/81] = 0.570.
+    let f = r.fairness.as_ref().expect("queues in a cohort");
+    let q = |n: &str| f.cluster_queues.iter().find(|q| q.name == n).unwrap();
+    assert!((q("borrower").mean_share.unwrap() - 500.0 * 71.0 / 81.0).abs() < 1e-9);
+    assert_eq!(
+        (q("borrower").max_share, q("lender").max_share),
+        (Some(500.0), Some(0.0))
+    );
+    assert!((q("borrower").time_share.unwrap() - 568.0 / 608.0).abs() < 1e-9);
+    let jain = 608.0f64.powi(2) / (2.0 * (40.0f64.powi(2) + 568.0f64.powi(2)));
+    assert!((f.trees[0].jain_index.unwrap() - jain).abs() < 1e-9);
     insta::assert_snapshot!("borrow_then_reclaim", report::table::render(&r));
 }
 

@@ -4,6 +4,7 @@
 //! `plot.rs`, the style sheet in `report.css`.
 
 mod charts;
+mod fairness;
 mod forecast;
 mod gantt;
 mod idle;
@@ -150,6 +151,9 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     table(&mut out, "class", &report.classes, None, &[]);
     if let Some(x) = &report.placement {
         placement::section(&mut out, x);
+    }
+    if let Some(x) = &report.fairness {
+        fairness::section(&mut out, x, r, unit);
     }
     if let Some(x) = &report.idle {
         idle::section(&mut out, x);

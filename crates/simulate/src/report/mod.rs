@@ -28,8 +28,11 @@
 //!   [`forecast`].
 //! - the `placement` section (waits for nodes against waits for quota,
 //!   when the scenario declares nodes) is defined in [`placement`].
+//! - the `fairness` section (weighted shares and Jain's index, when some
+//!   ClusterQueue is in a cohort) is defined in [`fairness`].
 
 mod column;
+pub mod fairness;
 pub mod forecast;
 pub mod html;
 pub mod idle;
@@ -82,6 +85,10 @@ pub struct Report {
     /// declares nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<placement::PlacementReport>,
+    /// Weighted shares and Jain's index per cohort tree; only when some
+    /// ClusterQueue is in a cohort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<fairness::FairnessReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -509,6 +516,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         idle: r.idle.as_ref().map(|o| idle::build(o, r)),
         forecast: forecast::build(r),
         placement: r.placement.as_ref().map(|p| placement::build(p, r)),
+        fairness: r.fairness.as_ref().map(|f| fairness::build(f, r)),
     }
 }
 

@@ -6,7 +6,7 @@ use super::{Column, Group, Report};
 use crate::units::format_duration;
 
 /// Above this many cluster queues the table shows cohorts instead.
-const MAX_QUEUE_ROWS: usize = 40;
+pub(crate) const MAX_QUEUE_ROWS: usize = 40;
 
 /// Right-aligned columns except the first; two spaces between columns.
 /// (Also used by `sluice bench`'s terminal report.)
@@ -213,6 +213,9 @@ pub fn render(r: &Report) -> String {
     t.render(&mut out);
     if let Some(p) = &r.placement {
         super::placement::render_table(p, &mut out);
+    }
+    if let Some(f) = &r.fairness {
+        super::fairness::render_table(f, &mut out);
     }
     if let Some(idle) = &r.idle {
         super::idle::render_table(idle, &mut out);

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluice_api::v1alpha1::IdlePolicy;
-use sluice_scheduler::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec};
+use sluice_scheduler::{ClusterQueueSpec, CohortSpec, FairSharing, FlavorSpec, LocalQueueSpec};
 
 use super::forecast::ForecastOutcome;
+use crate::fairness::FairnessOutcome;
 use crate::idle::{DEFAULT_REQUEUE_LIMIT, IdleOutcome};
 use crate::placement::PlacementOutcome;
 use crate::trace::{ScenarioNode, TraceWorkload};
@@ -29,6 +30,10 @@ pub struct Scenario {
     /// The Trace's `spec.nodes`; any at all runs the engine with
     /// [`sluice_scheduler::PlacementMode::Nodes`].
     pub nodes: Vec<ScenarioNode>,
+    /// The Trace's `spec.cohorts`, in file order.
+    pub cohorts: Vec<CohortSpec>,
+    /// The Trace's `spec.fairSharing` (on unless `enable: false`).
+    pub fair_sharing: FairSharing,
 }
 
 #[derive(Debug, Clone)]
@@ -172,6 +177,9 @@ pub struct SimResult {
     /// Waits for nodes against waits for quota; `None` unless the scenario
     /// declares nodes.
     pub placement: Option<PlacementOutcome>,
+    /// Weighted shares over time; `None` unless some ClusterQueue is in a
+    /// cohort.
+    pub fairness: Option<FairnessOutcome>,
 }
 
 /// Progress of a run, for the terminal indicator.

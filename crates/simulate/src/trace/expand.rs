@@ -44,6 +44,9 @@ pub struct TraceWorkload {
     /// Names of its pod sets whose pods must all run within one topology
     /// domain (`topology: required`).
     pub require_single_domain: BTreeSet<String>,
+    /// Pod set name → its `minCount` (partial admission), for the pod sets
+    /// that have one.
+    pub min_counts: BTreeMap<String, u32>,
 }
 
 impl TraceWorkload {
@@ -94,6 +97,14 @@ pub fn expand(
             },
         }
     };
+    let min_count = |m: &Option<Spanned<u32>>, pods: u32, path: String, errors: &mut Vec<Diagnostic>| {
+        let m = m.as_ref()?;
+        if m.value == 0 || m.value > pods {
+            let message = format!("minCount must be from 1 to pods ({pods}), got {}", m.value);
+            errors.push(origin.at(m.referenced, path, message));
+        }
+        Some(m.value)
+    };
     let queue_key = |ns: &str, q: &Spanned<String>, path: String, errors: &mut Vec<Diagnostic>| -> String {
         let key = format!("{ns}/{}", q.value);
         if !names.local_queues.contains(&key) {
@@ -133,6 +144,11 @@ pub fn expand(
             requests: job.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
         };
         let single_domain: BTreeSet<String> = job.topology.iter().map(|_| pod_set.name.clone()).collect();
+        let min_counts: BTreeMap<String, u32> =
+            min_count(&job.min_count, job.pods, format!("{p}.minCount"), &mut errors)
+                .map(|m| (pod_set.name.clone(), m))
+                .into_iter()
+                .collect();
         if let Some(gang) = &job.gang {
             let key = format!("{}/{}", job.namespace, gang.value);
             if let Some(&idx) = gangs.get(&key) {
@@ -175,6 +191,7 @@ pub fn expand(
                 if job.topology.is_some() {
                     w.require_single_domain.insert(pod_set.name.clone());
                 }
+                w.min_counts.extend(min_counts);
                 w.pod_sets.push(pod_set);
                 continue;
             }
@@ -197,6 +214,7 @@ pub fn expand(
                 pod_sets: vec![pod_set],
                 utilization,
                 require_single_domain: single_domain,
+                min_counts,
             });
             continue;
         }
@@ -219,6 +237,7 @@ pub fn expand(
             pod_sets: vec![pod_set],
             utilization,
             require_single_domain: single_domain,
+            min_counts,
         });
     }
 
@@ -276,6 +295,11 @@ pub fn expand(
         });
         let start = gen_.start.map_or(0, |d| d.0);
         let single_domain: BTreeSet<String> = gen_.topology.iter().map(|_| "main".to_string()).collect();
+        let min_counts: BTreeMap<String, u32> =
+            min_count(&gen_.min_count, gen_.pods, format!("{p}.minCount"), &mut errors)
+                .map(|m| ("main".to_string(), m))
+                .into_iter()
+                .collect();
         let total = out.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
         if total > crate::checks::MAX_WORKLOADS {
             errors.push(origin.at(
@@ -333,6 +357,7 @@ pub fn expand(
                     }],
                     utilization: utilization.clone(),
                     require_single_domain: single_domain.clone(),
+                    min_counts: min_counts.clone(),
                 });
             }
         }

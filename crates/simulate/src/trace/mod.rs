@@ -23,6 +23,7 @@ use serde_saphyr::Spanned;
 
 use super::units::{Millis, parse_duration};
 
+pub mod cohorts;
 mod expand;
 pub mod nodes;
 pub mod profile;
@@ -176,6 +177,15 @@ pub struct TraceSpec {
     /// placement.
     #[serde(default)]
     pub nodes: Vec<NodeEntry>,
+    /// Fair sharing on or off ([`cohorts`]); absent: on.
+    #[serde(default)]
+    pub fair_sharing: Option<cohorts::FairSharingEntry>,
+    /// Cohort objects: parents, own quota, weights ([`cohorts`]).
+    #[serde(default)]
+    pub cohorts: Vec<cohorts::CohortEntry>,
+    /// Fair-sharing weights of ClusterQueues ([`cohorts`]).
+    #[serde(default)]
+    pub cluster_queues: Vec<cohorts::QueueEntry>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
@@ -195,6 +205,10 @@ pub struct JobEntry {
     pub priority_class: Option<Spanned<String>>,
     #[serde(default = "one")]
     pub pods: u32,
+    /// Partial admission: the job may be admitted with as few as this many
+    /// pods (the pod set's `minCount`); from 1 to `pods`.
+    #[serde(default)]
+    pub min_count: Option<Spanned<u32>>,
     pub requests: BTreeMap<String, Amount>,
     pub duration: Duration,
     /// What the job's owner expects it to run (the `sluice.dev/expected-runtime`
@@ -229,6 +243,9 @@ pub struct GeneratorEntry {
     pub expected_runtime: Option<Duration>,
     #[serde(default = "one")]
     pub pods: u32,
+    /// As for jobs: every job it makes may be admitted with this few pods.
+    #[serde(default)]
+    pub min_count: Option<Spanned<u32>>,
     pub requests: BTreeMap<String, Amount>,
     #[serde(default)]
     pub priority_class: Option<Spanned<String>>,

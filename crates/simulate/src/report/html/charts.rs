@@ -11,7 +11,7 @@ use crate::sim::{QueueSeries, SimResult};
 use crate::units::{Millis, format_duration};
 
 /// Time bins of a chart over the run.
-const BINS: usize = 480;
+pub(super) const BINS: usize = 480;
 
 /// The resource a queue's charts show: GPUs if it has any quota of them.
 fn primary_resource(q: &QueueSeries) -> Option<String> {
