@@ -46,16 +46,48 @@ impl ShareView<'_> {
     pub(super) const NOW: ShareView<'static> = ShareView { ov: None, extra: None };
 }
 
-fn weighted(borrowed: &[(ResId, Amount)], lendable: &FastMap<ResId, Amount>, weight: Weight) -> (i64, Option<ResId>) {
-    let mut best: Option<(i64, ResId)> = None;
-    for &(r, b) in borrowed {
-        if b <= 0 {
-            continue;
+/// Borrowed amounts per resource, without allocating for the usual few
+/// resources.
+#[derive(Default)]
+struct Borrowed {
+    few: [(ResId, Amount); 8],
+    len: usize,
+    more: Vec<(ResId, Amount)>,
+}
+
+impl Borrowed {
+    fn add(&mut self, r: ResId, amount: Amount) {
+        if amount <= 0 {
+            return;
         }
-        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else {
-            continue;
-        };
-        let ratio = (b as i128 * 1000 / l as i128).min(i64::MAX as i128) as i64;
+        if let Some((_, b)) = self.few[..self.len].iter_mut().chain(&mut self.more).find(|(x, _)| *x == r) {
+            *b += amount;
+        } else if self.len < self.few.len() {
+            self.few[self.len] = (r, amount);
+            self.len += 1;
+        } else {
+            self.more.push((r, amount));
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(ResId, Amount)> {
+        self.few[..self.len].iter().chain(&self.more)
+    }
+}
+
+/// `a × 1000 / b` without overflow.
+fn per_mille(a: Amount, b: Amount) -> i64 {
+    match a.checked_mul(1000) {
+        Some(x) => x / b,
+        None => (a as i128 * 1000 / b as i128).min(i64::MAX as i128) as i64,
+    }
+}
+
+fn weighted(borrowed: &Borrowed, lendable: &FastMap<ResId, Amount>, weight: Weight) -> (i64, Option<ResId>) {
+    let mut best: Option<(i64, ResId)> = None;
+    for &(r, b) in borrowed.iter() {
+        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else { continue };
+        let ratio = per_mille(b, l);
         if best.is_none_or(|(x, _)| ratio > x) {
             best = Some((ratio, r));
         }
@@ -63,20 +95,7 @@ fn weighted(borrowed: &[(ResId, Amount)], lendable: &FastMap<ResId, Amount>, wei
     match best {
         None => (0, None),
         Some((_, r)) if weight.0 <= 0 => (i64::MAX, Some(r)),
-        Some((drs, r)) => (
-            ((drs as i128 * 1000) / weight.0 as i128).min(i64::MAX as i128) as i64,
-            Some(r),
-        ),
-    }
-}
-
-fn add(borrowed: &mut Vec<(ResId, Amount)>, r: ResId, amount: Amount) {
-    if amount <= 0 {
-        return;
-    }
-    match borrowed.iter_mut().find(|(x, _)| *x == r) {
-        Some((_, b)) => *b += amount,
-        None => borrowed.push((r, amount)),
+        Some((drs, r)) => (per_mille(drs, weight.0), Some(r)),
     }
 }
 
@@ -85,7 +104,7 @@ impl Engine {
     pub(super) fn queue_share_in(&self, cq: CqId, view: &ShareView) -> (i64, Option<ResId>) {
         let q = &self.cqs[cq];
         let Some(c) = q.cohort else { return (0, None) };
-        let mut borrowed = Vec::new();
+        let mut borrowed = Borrowed::default();
         for (i, s) in q.slots.iter().enumerate() {
             let mut e = s.effective();
             if let Some(ov) = view.ov {
@@ -96,7 +115,7 @@ impl Engine {
             {
                 e += extra.iter().filter(|(x, _)| *x == i).map(|(_, a)| a).sum::<Amount>();
             }
-            add(&mut borrowed, s.fr.1, e - s.nominal);
+            borrowed.add(s.fr.1, e - s.nominal);
         }
         weighted(&borrowed, &self.cohorts[c].lendable, q.spec.fair_weight)
     }
@@ -106,7 +125,7 @@ impl Engine {
         let cohort = &self.cohorts[c];
         let Some(parent) = cohort.parent else { return (0, None) };
         let extra = view.extra.map(|(q, ex)| self.extra_draws(q, ex, view.ov));
-        let mut borrowed = Vec::new();
+        let mut borrowed = Borrowed::default();
         for (&fr, &p) in &cohort.pool_of {
             let pool = &cohort.pools[p];
             let mut u = pool.usage;
@@ -116,7 +135,7 @@ impl Engine {
             if let Some(extra) = &extra {
                 u += extra.get(&(c, p)).copied().unwrap_or(0);
             }
-            add(&mut borrowed, fr.1, u - pool.capacity);
+            borrowed.add(fr.1, u - pool.capacity);
         }
         let weight = cohort.spec.as_ref().map(|s| s.fair_weight).unwrap_or_default();
         weighted(&borrowed, &self.cohorts[parent].lendable, weight)

@@ -85,6 +85,47 @@ impl Engine {
         }
     }
 
+    /// The queues a fair-share preemption could take from: those below a
+    /// sibling of a node on the preemptor's path whose share is at least
+    /// that node's share with the preemptor. Both strategies need it (the
+    /// victim side's share without the victim is at most its share now),
+    /// and it costs one share per sibling along the path rather than one
+    /// per queue of the tree.
+    pub(super) fn fair_sources(&self, cq: CqId, usage: &[(usize, Amount)], base: &Overlay) -> Vec<CqId> {
+        let now = ShareView { ov: Some(base), extra: None };
+        let with_me = ShareView {
+            ov: Some(base),
+            extra: Some((cq, usage)),
+        };
+        let mut out = Vec::new();
+        let mut side = Side::Queue(cq);
+        let mut parent = self.cqs[cq].cohort;
+        while let Some(p) = parent {
+            let mine = self.side_share(side, &with_me);
+            let cohort = &self.cohorts[p];
+            for &m in &cohort.members {
+                if Side::Queue(m) != side && self.side_share(Side::Queue(m), &now) >= mine {
+                    out.push(m);
+                }
+            }
+            for &k in &cohort.children {
+                if Side::Cohort(k) != side && self.side_share(Side::Cohort(k), &now) >= mine {
+                    self.queues_below(k, &mut out);
+                }
+            }
+            side = Side::Cohort(p);
+            parent = cohort.parent;
+        }
+        out
+    }
+
+    fn queues_below(&self, c: CohortId, out: &mut Vec<CqId>) {
+        out.extend(self.cohorts[c].members.iter().copied());
+        for &k in &self.cohorts[c].children {
+            self.queues_below(k, out);
+        }
+    }
+
     /// Victims (candidate indices) under the fair-share strategies, or
     /// `None` if no strategy finds enough.
     pub(super) fn fair_victims(
@@ -132,29 +173,32 @@ impl Engine {
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
         let fits = |ov: &Overlay| self.fits_overlay(ov, cq, usage, false);
+        // Other queues by share, highest first; a queue's entry is
+        // refreshed when it gives a victim (only its share changed).
+        let share_of = |q: CqId, ov: &Overlay| self.queue_share_in(q, &ShareView { ov: Some(ov), extra: None }).0;
+        let mut order: BinaryHeap<(i64, Reverse<CqId>)> = queues
+            .keys()
+            .filter(|&&q| q != cq)
+            .map(|&q| (share_of(q, &ov), Reverse(q)))
+            .collect();
         while !fits(&ov) {
             // The other queue with the highest share that still borrows
             // what is short; the own queue only when none is left.
-            let target = queues
-                .iter()
-                .filter(|(q, list)| **q != cq && !list.is_empty())
-                .filter(|(q, _)| self.queue_borrows_any(**q, frs, Some(&ov)))
-                .map(|(q, _)| {
-                    (
-                        self.queue_share_in(
-                            *q,
-                            &ShareView {
-                                ov: Some(&ov),
-                                extra: None,
-                            },
-                        )
-                        .0,
-                        Reverse(*q),
-                    )
-                })
-                .max()
-                .map(|(_, Reverse(q))| q)
-                .or_else(|| queues.get(&cq).filter(|l| !l.is_empty()).map(|_| cq))?;
+            let mut target = None;
+            while let Some((s, Reverse(q))) = order.pop() {
+                let live = queues.get(&q).is_some_and(|l| !l.is_empty());
+                if !live || !self.queue_borrows_any(q, frs, Some(&ov)) {
+                    continue;
+                }
+                if s != share_of(q, &ov) {
+                    order.push((share_of(q, &ov), Reverse(q)));
+                    continue;
+                }
+                target = Some(q);
+                order.push((s, Reverse(q)));
+                break;
+            }
+            let target = target.or_else(|| queues.get(&cq).filter(|l| !l.is_empty()).map(|_| cq))?;
             let i = queues.get_mut(&target).and_then(|l| l.pop()).expect("non-empty list");
             if target != cq {
                 let (mine, theirs) = self.sides(cq, target);

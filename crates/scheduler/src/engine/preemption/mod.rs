@@ -129,7 +129,14 @@ impl Engine {
         let same = m == cq;
         let queue_borrowing = self.queue_borrows_any(m, frs, None);
         let min_runtime = self.cqs[m].spec.min_runtime;
+        // Under fair sharing, what this cycle admitted in fair order in
+        // other queues is not taken back in the same cycle (as in Kueue,
+        // whose victims come from the cycle's starting snapshot).
+        let settled = !same && matches!(self.config.fair_sharing, FairSharing::On { .. });
         for &v in &self.cqs[m].admitted {
+            if settled && self.admitted_now.contains_key(&v) {
+                continue;
+            }
             let w = self.wl(v);
             let State::Admitted(h) = &w.state else { continue };
             if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
@@ -231,7 +238,13 @@ impl Engine {
         // share strategies decide.
         let reclaim_possible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never && fair.is_some();
         if q.cohort.is_some() && (reclaim_feasible || reclaim_possible || borrow_possible) {
-            for m in self.domain(cq) {
+            // Under fair sharing only queues whose side of the tree has at
+            // least the preemptor's share can give anything.
+            let sources: Vec<CqId> = match fair {
+                Some(_) => self.fair_sources(cq, usage, base),
+                None => self.domain(cq).collect(),
+            };
+            for m in sources {
                 // Only queues that borrow these resources give anything back.
                 if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
                     self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
