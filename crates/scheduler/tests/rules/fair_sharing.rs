@@ -245,3 +245,27 @@ fn reclaiming_nominal_quota_passes_every_strategy() {
     assert_eq!(p.len(), 8);
     assert!(p.iter().all(|p| p.reason == PreemptionReason::InCohortFairSharing));
 }
+
+/// The worked example of docs/fair-sharing.md, step by step.
+#[test]
+fn the_documented_example_ends_with_equal_weighted_shares() {
+    let mut w = World::new(vec![
+        borrower("team-a").weight(2000).reclaim(ReclaimWithinCohort::Any),
+        borrower("team-b").reclaim(ReclaimWithinCohort::Any),
+        borrower("team-c").reclaim(ReclaimWithinCohort::Any),
+    ]);
+    w.cohort(cohort("pool").quota("a100", vec![q(GPU, 12)]));
+    let used = |w: &World| ["team-a", "team-b", "team-c"].map(|q| w.used(q, "a100", GPU));
+    flood(&mut w, "team-b", 12, 0);
+    w.cycle(0);
+    assert_eq!(used(&w), [0, 12, 0]);
+    assert_eq!(w.share("team-b"), 1000);
+    flood(&mut w, "team-c", 12, 100);
+    settle(&mut w, 100);
+    assert_eq!(used(&w), [0, 6, 6]);
+    assert_eq!((w.share("team-b"), w.share("team-c")), (500, 500));
+    flood(&mut w, "team-a", 12, 200);
+    settle(&mut w, 200);
+    assert_eq!(used(&w), [6, 3, 3]);
+    assert_eq!(["team-a", "team-b", "team-c"].map(|q| w.share(q)), [250, 250, 250]);
+}
