@@ -13,7 +13,7 @@ use sluice_simulate::{DEFAULT_EVICTION_DELAY, report, scenario, sim, units};
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
     /// Scenario file: Sluice manifests (ResourceFlavor, ClusterQueue,
-    /// LocalQueue, WorkloadPriorityClass) plus one `Trace` document.
+    /// Cohort, LocalQueue, WorkloadPriorityClass) plus one `Trace` document.
     pub scenario: PathBuf,
     /// Print the figures as JSON on stdout instead of the table.
     #[arg(long)]

@@ -1,15 +1,17 @@
 //! What a scenario must get right besides its syntax, so that a typo is an
 //! error with its place instead of a simulation that silently means
 //! something else: kinds the simulator reads, fields their schema declares,
-//! names that refer to something, and sizes the simulator can hold.
+//! one object per name, names that refer to something, cohort trees
+//! without cycles, and sizes the simulator can hold.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_api::strict;
 use sluice_convert::adapter::AdapterError;
-use sluice_scheduler::{ClusterQueueSpec, LocalQueueSpec};
+use sluice_scheduler::{ClusterQueueSpec, CohortSpec, Engine, LocalQueueSpec, ResourceGroupSpec};
 
-use super::scenario::{Document, Node};
+use super::position::Node;
+use super::scenario::Document;
 use super::trace::{Diagnostic, DocOrigin, TraceWorkload};
 
 /// The most workloads one scenario may expand to.
@@ -101,38 +103,99 @@ pub fn adapter_field(e: &AdapterError) -> Option<&str> {
     }
 }
 
-/// A ClusterQueue or LocalQueue as read, with its document for positions.
+/// The Sluice objects read so far, by kind and name (`namespace/name` for
+/// a LocalQueue), with the line of each one's `metadata.name`.
+#[derive(Default)]
+pub struct Declared(BTreeMap<(&'static str, String), u32>);
+
+impl Declared {
+    /// Records an object; a second one of its kind and name is an error at
+    /// its `metadata.name`: applied to a cluster it would replace the first,
+    /// so the scenario would not mean what it says.
+    pub fn declare(
+        &mut self,
+        kind: &'static str,
+        namespace: Option<&str>,
+        name: &str,
+        doc: &Document<'_>,
+        origin: DocOrigin<'_>,
+    ) -> Option<Diagnostic> {
+        let key = match namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        };
+        let here = diagnostic(origin, locate(doc, "metadata.name"), "metadata.name", String::new());
+        let first = *self.0.entry((kind, key.clone())).or_insert(here.line);
+        (first != here.line).then(|| Diagnostic {
+            message: format!("{kind} {key} is declared twice; the first is at line {first}"),
+            ..here
+        })
+    }
+}
+
+/// A ClusterQueue, Cohort or LocalQueue as read, with its document for
+/// positions.
 pub struct Placed<'a, T> {
     pub spec: T,
     pub doc: Document<'a>,
     pub origin: DocOrigin<'a>,
 }
 
-/// Names that must refer to something: every flavor a ClusterQueue lists
-/// is a ResourceFlavor of the scenario; every LocalQueue's ClusterQueue
-/// exists.
+/// Names that must refer to something: every flavor a ClusterQueue or a
+/// Cohort lists is a ResourceFlavor of the scenario; every Cohort has a
+/// ClusterQueue or a Cohort under it (one with nothing under it is most
+/// likely a misspelt name); every LocalQueue's ClusterQueue exists.
 pub fn references(
     flavors: &BTreeSet<String>,
     cluster_queues: &[Placed<'_, ClusterQueueSpec>],
+    cohorts: &[Placed<'_, CohortSpec>],
     local_queues: &[Placed<'_, LocalQueueSpec>],
 ) -> Vec<Diagnostic> {
     let mut errors = Vec::new();
-    for cq in cluster_queues {
-        for (g, group) in cq.spec.resource_groups.iter().enumerate() {
+    let mut quota = |kind: &str, name: &str, groups: &[ResourceGroupSpec], doc: &Document<'_>, origin| {
+        for (g, group) in groups.iter().enumerate() {
             for (f, flavor) in group.flavors.iter().enumerate() {
                 if flavors.contains(&flavor.flavor) {
                     continue;
                 }
                 let path = format!("spec.resourceGroups[{g}].flavors[{f}].name");
                 let message = format!(
-                    "ClusterQueue {}: flavor `{}` is not a ResourceFlavor of the scenario{}",
-                    cq.spec.name,
+                    "{kind} {name}: flavor `{}` is not a ResourceFlavor of the scenario{}",
                     flavor.flavor,
                     suggestion(&flavor.flavor, flavors.iter())
                 );
-                errors.push(diagnostic(cq.origin, locate(&cq.doc, &path), &path, message));
+                errors.push(diagnostic(origin, locate(doc, &path), &path, message));
             }
         }
+    };
+    for cq in cluster_queues {
+        quota(
+            "ClusterQueue",
+            &cq.spec.name,
+            &cq.spec.resource_groups,
+            &cq.doc,
+            cq.origin,
+        );
+    }
+    for c in cohorts {
+        quota("Cohort", &c.spec.name, &c.spec.resource_groups, &c.doc, c.origin);
+    }
+    let named: BTreeSet<&String> = (cluster_queues.iter())
+        .filter_map(|c| c.spec.cohort.as_ref())
+        .chain(cohorts.iter().filter_map(|c| c.spec.parent.as_ref()))
+        .collect();
+    for c in cohorts.iter().filter(|c| !named.contains(&c.spec.name)) {
+        let message = format!(
+            "Cohort {}: nothing is under it (no ClusterQueue names it in spec.cohort, no Cohort in spec.parent){}",
+            c.spec.name,
+            suggestion(&c.spec.name, named.iter().copied())
+        );
+        errors.push(diagnostic(
+            c.origin,
+            locate(&c.doc, "metadata.name"),
+            "metadata.name",
+            message,
+        ));
     }
     let names: BTreeSet<&String> = cluster_queues.iter().map(|c| &c.spec.name).collect();
     for lq in local_queues {
@@ -149,6 +212,25 @@ pub fn references(
         errors.push(diagnostic(lq.origin, locate(&lq.doc, path), path, message));
     }
     errors
+}
+
+/// Cohort parent chains, by the engine's own rule: the Cohorts are given to
+/// an engine in file order, as the simulation gives them, and one the
+/// engine refuses (its parent chain leads back to it) is an error at its
+/// `spec.parent`, naming the chain.
+pub fn cohort_cycles(cohorts: &[Placed<'_, CohortSpec>]) -> Vec<Diagnostic> {
+    let mut engine = Engine::default();
+    (cohorts.iter())
+        .filter_map(|c| {
+            let e = engine.upsert_cohort(c.spec.clone()).err()?;
+            Some(diagnostic(
+                c.origin,
+                locate(&c.doc, "spec.parent"),
+                "spec.parent",
+                e.to_string(),
+            ))
+        })
+        .collect()
 }
 
 /// Every resource a workload requests must be covered by some ClusterQueue

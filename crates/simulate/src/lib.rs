@@ -20,6 +20,7 @@ pub mod clock;
 pub mod fairness;
 pub mod idle;
 pub mod placement;
+mod position;
 pub mod report;
 pub mod scenario;
 pub mod sim;

@@ -8,18 +8,19 @@
 //! the simulator's own kind ([`super::trace`]). Other kinds (Jobs, Namespaces)
 //! are ignored, so a cluster's manifests can be pasted in as they are; a
 //! Sluice object is read strictly ([`super::checks`]): unknown kinds and
-//! fields, names that refer to nothing and sizes past the limits are errors.
+//! fields, an object declared twice, names that refer to nothing, a cycle
+//! of Cohort parents and sizes past the limits are errors.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_saphyr::Spanned;
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
 use sluice_api::validation::Validate;
 use sluice_convert::adapter;
 
 use super::checks::{self, Class, Placed};
+use super::position::Node;
 use super::sim::Scenario;
 use super::trace::{self, Diagnostic, DocOrigin, ScenarioNames};
 
@@ -122,136 +123,6 @@ fn violations(
         .collect()
 }
 
-/// A YAML document as a tree of positions, to find where a field path is.
-pub(super) enum Node {
-    Map(Vec<(Spanned<Key>, Spanned<Node>)>),
-    Seq(Vec<Spanned<Node>>),
-    Leaf,
-}
-
-/// A mapping key as text (`8` and `"8"` alike).
-pub(super) struct Key(String);
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a scalar key")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Node;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any YAML value")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(k) = map.next_key::<Spanned<Key>>()? {
-                    entries.push((k, map.next_value::<Spanned<Node>>()?));
-                }
-                Ok(Node::Map(entries))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
-                let mut items = Vec::new();
-                while let Some(n) = seq.next_element::<Spanned<Node>>()? {
-                    items.push(n);
-                }
-                Ok(Node::Seq(items))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-            fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Leaf)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl Node {
-    /// Where `path` (`spec.resourceGroups[0].flavors[1].name`,
-    /// `spec.nodeLabels[nvidia.com/gpu.product]`) is, or its deepest
-    /// existing ancestor.
-    pub(super) fn locate(&self, path: &str) -> Option<serde_saphyr::Location> {
-        let mut segments = Vec::new();
-        let mut cur = String::new();
-        let mut chars = path.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '.' => segments.push(std::mem::take(&mut cur)),
-                '[' => {
-                    segments.push(std::mem::take(&mut cur));
-                    segments.push(chars.by_ref().take_while(|&c| c != ']').collect());
-                }
-                c => cur.push(c),
-            }
-        }
-        segments.push(cur);
-        let mut node = self;
-        let mut found = None;
-        for seg in segments.iter().filter(|s| !s.is_empty()) {
-            match node {
-                Node::Map(entries) => match entries.iter().find(|(k, _)| k.value.0 == *seg) {
-                    Some((k, v)) => {
-                        found = Some(k.referenced);
-                        node = &v.value;
-                    }
-                    None => break,
-                },
-                Node::Seq(items) => match seg.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                    Some(item) => {
-                        found = Some(item.referenced);
-                        node = &item.value;
-                    }
-                    None => break,
-                },
-                Node::Leaf => break,
-            }
-        }
-        found
-    }
-}
-
 /// Reads a scenario; every problem found is returned, none is skipped.
 pub fn load(file: &str, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
     load_with(file, text, &LoadOptions::default()).map(|(scenario, _)| scenario)
@@ -277,6 +148,7 @@ impl Default for LoadOptions {
 pub struct Manifests {
     pub flavors: Vec<ResourceFlavor>,
     pub cluster_queues: Vec<ClusterQueue>,
+    pub cohorts: Vec<Cohort>,
     pub local_queues: Vec<LocalQueue>,
     pub priority_classes: Vec<WorkloadPriorityClass>,
 }
@@ -303,11 +175,13 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let mut manifests = Manifests::default();
     let mut flavors: Vec<sluice_scheduler::FlavorSpec> = Vec::new();
     let mut cluster_queues: Vec<Placed<'_, sluice_scheduler::ClusterQueueSpec>> = Vec::new();
+    let mut cohorts: Vec<Placed<'_, sluice_scheduler::CohortSpec>> = Vec::new();
     let mut local_queues: Vec<Placed<'_, sluice_scheduler::LocalQueueSpec>> = Vec::new();
     let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
     // Valid policies only: validate() has refused the others.
     let mut idle_reclaim = BTreeMap::new();
     let mut trace_doc = None;
+    let mut declared = checks::Declared::default();
 
     for doc in split_documents(text) {
         let origin = DocOrigin {
@@ -335,6 +209,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 match parse_doc::<$ty>(&doc, origin) {
                     Ok(obj) => {
                         let name = obj.metadata.name.clone().unwrap_or_default();
+                        let namespace = obj.metadata.namespace.as_deref();
+                        errors.extend(declared.declare($kind, namespace, &name, &doc, origin));
                         let v = obj.validate();
                         if v.is_empty() {
                             Some(obj)
@@ -395,6 +271,21 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                     }
                 }
             }
+            "Cohort" => {
+                if let Some(c) = sluice_kind!(Cohort, "Cohort") {
+                    match adapter::cohort(&c) {
+                        Ok(spec) => {
+                            cohorts.push(Placed {
+                                spec,
+                                doc: doc.clone(),
+                                origin,
+                            });
+                            manifests.cohorts.push(c);
+                        }
+                        Err(e) => errors.push(adapted("Cohort", e)),
+                    }
+                }
+            }
             "LocalQueue" => {
                 if let Some(lq) = sluice_kind!(LocalQueue, "LocalQueue") {
                     match adapter::local_queue(&lq) {
@@ -427,21 +318,19 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                 }),
                 Err(e) => errors.push(e),
             },
-            // Refused rather than left out: the scenario would mean something else.
-            "Cohort" => errors.push(Diagnostic {
-                file: file.into(),
-                line: doc.line_offset + 1,
-                column: 1,
-                path: String::new(),
-                message: "Cohort: sluice simulate does not read Cohorts yet (their parent, quota and weight would be left out); name the cohort in the ClusterQueues' spec.cohort only".into(),
-            }),
             // Workloads and future kinds: not part of a scenario's setup.
             _ => {}
         }
     }
 
     let flavor_names: BTreeSet<String> = flavors.iter().map(|f| f.name.clone()).collect();
-    errors.extend(checks::references(&flavor_names, &cluster_queues, &local_queues));
+    errors.extend(checks::references(
+        &flavor_names,
+        &cluster_queues,
+        &cohorts,
+        &local_queues,
+    ));
+    errors.extend(checks::cohort_cycles(&cohorts));
     let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.spec.key.clone()).collect();
     let Some((mut trace_doc, trace_text)) = trace_doc else {
         if errors.is_empty() {
@@ -481,15 +370,9 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
         .map_err(|e| errors.push(e))
         .unwrap_or_default();
-    let fair = trace::cohorts::expand(
-        &trace_doc,
-        &flavor_names,
-        cluster_queues.iter_mut().map(|c| &mut c.spec),
-        &trace_text,
-        origin,
-    )
-    .map_err(|e| errors.extend(e))
-    .unwrap_or_default();
+    let fair_sharing = trace::fair_sharing::read(trace_doc.spec.fair_sharing.as_ref(), origin)
+        .map_err(|e| errors.push(e))
+        .unwrap_or_default();
     let specs = cluster_queues.iter().map(|c| &c.spec);
     let nodes = trace::nodes::expand(&trace_doc, &flavors, specs, &workloads, &trace_text, origin)
         .map_err(|e| errors.extend(e))
@@ -514,8 +397,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         idle_reclaim,
         idle_interval,
         nodes,
-        cohorts: fair.cohorts,
-        fair_sharing: fair.fair_sharing,
+        cohorts: cohorts.into_iter().map(|c| c.spec).collect(),
+        fair_sharing,
     };
     Ok((scenario, manifests))
 }

@@ -24,10 +24,10 @@
 //! finishes or its eviction completes. [`WaitClock`] splits every
 //! workload's time pending into waiting for nodes and for quota.
 //!
-//! Cohorts of the Trace (`spec.cohorts`) are given to the engine before
-//! the queues, with fair sharing on unless the Trace turns it off; every
-//! queue in a cohort has its weighted share sampled as its usage changes
-//! ([`FairnessOutcome`]).
+//! The scenario's Cohorts are given to the engine before the queues, and
+//! the engine runs with the Trace's fair-sharing setting (`spec.fairSharing`,
+//! on by default); every queue in a cohort has its weighted share sampled
+//! as its usage changes ([`FairnessOutcome`]).
 //!
 //! Idle-GPU reclaim ([`super::idle`]) checks admitted workloads at its own
 //! interval, before the events of that instant, and evicts through the

@@ -657,25 +657,6 @@ fn unknown_kinds_and_kueue_manifests_are_errors() {
     );
 }
 
-/// A Cohort is a Sluice kind the simulator does not read yet: refused,
-/// not silently left out.
-#[test]
-fn cohorts_are_refused_until_the_simulator_reads_them() {
-    let text = format!(
-        "{}---\napiVersion: sluice.dev/v1alpha1\nkind: Cohort\nmetadata: {{name: research}}\nspec: {{parent: company}}\n",
-        strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1")
-    );
-    let errors = all_errors(&text);
-    assert_eq!(errors.len(), 1, "{errors:#?}");
-    assert!(
-        errors[0].ends_with(
-            "Cohort: sluice simulate does not read Cohorts yet (their parent, quota and weight would be left out); name the cohort in the ClusterQueues' spec.cohort only"
-        ),
-        "{}",
-        errors[0]
-    );
-}
-
 #[test]
 fn names_that_refer_to_nothing_are_errors() {
     // A flavor typo in the ClusterQueue, a resource typo in the Trace.

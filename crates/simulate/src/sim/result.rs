@@ -30,9 +30,10 @@ pub struct Scenario {
     /// The Trace's `spec.nodes`; any at all runs the engine with
     /// [`sluice_scheduler::PlacementMode::Nodes`].
     pub nodes: Vec<ScenarioNode>,
-    /// The Trace's `spec.cohorts`, in file order.
+    /// The scenario's Cohort documents, in file order.
     pub cohorts: Vec<CohortSpec>,
-    /// The Trace's `spec.fairSharing` (on unless `enable: false`).
+    /// The Trace's `spec.fairSharing` (on, both strategies, unless it says
+    /// otherwise).
     pub fair_sharing: FairSharing,
 }
 

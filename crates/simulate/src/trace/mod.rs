@@ -3,7 +3,8 @@
 //! `Trace` (`apiVersion: sluice.dev/v1alpha1`) is a simulator-only kind; it
 //! never reaches a cluster. Its `spec` holds explicit `jobs` and `generators`
 //! that expand into many similar jobs (enough to express Kueue's performance
-//! scenarios), and optionally the cluster's `nodes` ([`nodes`]). See
+//! scenarios), and optionally the cluster's `nodes` ([`nodes`]) and the
+//! engine's fair-sharing setting ([`fair_sharing`]). See
 //! `docs/simulate.md` for the full reference.
 //!
 //! Parsing happens in two steps so that every error can name its place:
@@ -23,8 +24,8 @@ use serde_saphyr::Spanned;
 
 use super::units::{Millis, parse_duration};
 
-pub mod cohorts;
 mod expand;
+pub mod fair_sharing;
 pub mod nodes;
 pub mod profile;
 
@@ -177,15 +178,10 @@ pub struct TraceSpec {
     /// placement.
     #[serde(default)]
     pub nodes: Vec<NodeEntry>,
-    /// Fair sharing on or off ([`cohorts`]); absent: on.
+    /// Fair sharing on or off, and its preemption strategies
+    /// ([`fair_sharing`]); absent: on, both strategies.
     #[serde(default)]
-    pub fair_sharing: Option<cohorts::FairSharingEntry>,
-    /// Cohort objects: parents, own quota, weights ([`cohorts`]).
-    #[serde(default)]
-    pub cohorts: Vec<cohorts::CohortEntry>,
-    /// Fair-sharing weights of ClusterQueues ([`cohorts`]).
-    #[serde(default)]
-    pub cluster_queues: Vec<cohorts::QueueEntry>,
+    pub fair_sharing: Option<fair_sharing::FairSharingEntry>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which

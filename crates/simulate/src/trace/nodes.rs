@@ -34,7 +34,8 @@ use sluice_api::validation::{is_label_value, is_qualified_name};
 use sluice_scheduler::{ClusterQueueSpec, FlavorSpec, NodeSpec};
 
 use super::{Amount, Diagnostic, DocOrigin, TraceDoc, TraceWorkload};
-use crate::scenario::{Document, Node};
+use crate::position::Node;
+use crate::scenario::Document;
 
 /// The most nodes one scenario may declare.
 pub const MAX_NODES: u64 = 100_000;
