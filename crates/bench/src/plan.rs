@@ -284,6 +284,15 @@ pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f6
         return Err(errors);
     }
     let p = |name: &str| prefixed(run_id, name);
+    // The run's quota model and cleanup know ClusterQueues' own quota only:
+    // a tree with quota of its own would be measured against the wrong
+    // bounds, so such scenarios are refused rather than run without it.
+    for c in &manifests.cohorts {
+        errors.push(format!(
+            "Cohort {}: sluice bench does not create Cohort objects; run this scenario with `sluice simulate`, or remove the Cohort (ClusterQueues still share quota through spec.cohort)",
+            c.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
 
     let mut flavors = Vec::new();
     for rf in &manifests.flavors {

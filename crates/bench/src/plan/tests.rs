@@ -207,3 +207,18 @@ fn the_deep_queue_is_a_thousand_workloads_at_once_in_one_queue_with_room_for_all
     let quota = plan.quotas.queues.values().next().expect("one queue");
     assert_eq!(quota.limits.values().map(|l| l.nominal).sum::<i64>(), 1_000_000);
 }
+
+#[test]
+fn a_scenario_with_cohort_objects_is_refused_not_run_without_them() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/simulate/fair-share.yaml");
+    let text = std::fs::read_to_string(path).expect("shipped scenario");
+    let (s, m) = load_with(path, &text, &LoadOptions { scale: 1.0 }).expect("loads");
+    assert!(!m.cohorts.is_empty(), "the scenario declares a Cohort");
+    let errors = build("sb-test", &s, &m, 1.0).err().expect("refused");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("sluice bench does not create Cohort objects")),
+        "{errors:?}"
+    );
+}
