@@ -60,7 +60,11 @@ impl Borrowed {
         if amount <= 0 {
             return;
         }
-        if let Some((_, b)) = self.few[..self.len].iter_mut().chain(&mut self.more).find(|(x, _)| *x == r) {
+        if let Some((_, b)) = self.few[..self.len]
+            .iter_mut()
+            .chain(&mut self.more)
+            .find(|(x, _)| *x == r)
+        {
             *b += amount;
         } else if self.len < self.few.len() {
             self.few[self.len] = (r, amount);
@@ -86,7 +90,9 @@ fn per_mille(a: Amount, b: Amount) -> i64 {
 fn weighted(borrowed: &Borrowed, lendable: &FastMap<ResId, Amount>, weight: Weight) -> (i64, Option<ResId>) {
     let mut best: Option<(i64, ResId)> = None;
     for &(r, b) in borrowed.iter() {
-        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else { continue };
+        let Some(&l) = lendable.get(&r).filter(|&&l| l > 0) else {
+            continue;
+        };
         let ratio = per_mille(b, l);
         if best.is_none_or(|(x, _)| ratio > x) {
             best = Some((ratio, r));

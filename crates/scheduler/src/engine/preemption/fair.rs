@@ -92,7 +92,10 @@ impl Engine {
     /// and it costs one share per sibling along the path rather than one
     /// per queue of the tree.
     pub(super) fn fair_sources(&self, cq: CqId, usage: &[(usize, Amount)], base: &Overlay) -> Vec<CqId> {
-        let now = ShareView { ov: Some(base), extra: None };
+        let now = ShareView {
+            ov: Some(base),
+            extra: None,
+        };
         let with_me = ShareView {
             ov: Some(base),
             extra: Some((cq, usage)),
@@ -175,7 +178,16 @@ impl Engine {
         let fits = |ov: &Overlay| self.fits_overlay(ov, cq, usage, false);
         // Other queues by share, highest first; a queue's entry is
         // refreshed when it gives a victim (only its share changed).
-        let share_of = |q: CqId, ov: &Overlay| self.queue_share_in(q, &ShareView { ov: Some(ov), extra: None }).0;
+        let share_of = |q: CqId, ov: &Overlay| {
+            self.queue_share_in(
+                q,
+                &ShareView {
+                    ov: Some(ov),
+                    extra: None,
+                },
+            )
+            .0
+        };
         let mut order: BinaryHeap<(i64, Reverse<CqId>)> = queues
             .keys()
             .filter(|&&q| q != cq)
