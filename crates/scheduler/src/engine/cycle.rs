@@ -199,8 +199,15 @@ impl Engine {
         // Global order over the lists, nominal quota before borrowing.
         let many = lists.iter().any(|(c, _)| *c != lists[0].0);
         let mut merge = match self.cqs[lists[0].0].cohort {
-            Some(c) if many && self.fair_sharing_on() => Merge::Fair(Tournament::new(self.root_of(c), many)),
-            _ => Merge::Flat(HeadMerge::new(lists.len(), many)),
+            Some(c) if many && self.fair_sharing_on() => {
+                let root = self.root_of(c);
+                if self.cohorts[root].children.is_empty() {
+                    Merge::Flat(HeadMerge::new(lists.len(), many, true))
+                } else {
+                    Merge::Fair(Tournament::new(root, many))
+                }
+            }
+            _ => Merge::Flat(HeadMerge::new(lists.len(), many, false)),
         };
         for (i, (cq, source)) in lists.iter().enumerate() {
             if let Some(first) = self.list_next(*cq, source, None) {

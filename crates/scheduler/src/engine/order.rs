@@ -8,50 +8,68 @@
 //! guaranteed share would be undone within the same cycle. The second pass
 //! resumes the deferred lists where they stopped.
 //!
-//! With fair sharing the merge is a [`Tournament`] over the cohort tree:
-//! borrowers are served lowest weighted share first, level by level from
-//! the root, then in queue order; a queue's own order is never inverted,
-//! and every borrower waits for the second pass.
+//! With fair sharing, borrowers are served lowest weighted share first, then
+//! in queue order; a queue's own order is never inverted, and every
+//! borrower waits for the second pass. In a flat cohort this merge keys
+//! candidates by their queue's share; in a deeper tree it is a
+//! [`Tournament`], level by level from the root.
 
 use super::*;
 
 /// A k-way merge of candidate lists (indexed by the caller) with the
-/// nominal-before-borrowing deferral.
+/// nominal-before-borrowing deferral. For a flat cohort under fair sharing
+/// (`shares` set) candidates are keyed first by their queue's weighted
+/// share: an admission changes only its own queue's share there, so a
+/// popped candidate whose key is stale simply goes back in.
 pub(super) struct HeadMerge {
-    heap: BinaryHeap<Reverse<(OrderKey, usize)>>,
+    heap: BinaryHeap<Reverse<(i64, OrderKey, usize)>>,
     /// Still in the first pass.
     deferring: bool,
     /// Queues whose lists wait for the second pass.
     paused: Vec<CqId>,
-    deferred: Vec<Reverse<(OrderKey, usize)>>,
+    deferred: Vec<Reverse<(i64, OrderKey, usize)>>,
+    /// Fair sharing in a flat cohort: each queue's share, until it admits.
+    shares: Option<FastMap<CqId, i64>>,
 }
 
 impl HeadMerge {
     /// `two_passes`: whether deferring can help at all (more than one queue
-    /// has candidates).
+    /// has candidates); `fair`: keyed by shares (a flat cohort).
     #[inline]
-    pub(super) fn new(lists: usize, two_passes: bool) -> Self {
+    pub(super) fn new(lists: usize, two_passes: bool, fair: bool) -> Self {
         Self {
             heap: BinaryHeap::with_capacity(lists),
             deferring: two_passes,
             paused: Vec::new(),
             deferred: Vec::new(),
+            shares: fair.then(FastMap::default),
         }
     }
 
-    /// Adds the next candidate of list `list`.
     #[inline(always)]
-    pub(super) fn push(&mut self, key: OrderKey, list: usize) {
-        self.heap.push(Reverse((key, list)));
+    fn share(&mut self, e: &Engine, cq: CqId) -> i64 {
+        match &mut self.shares {
+            None => 0,
+            Some(shares) => *shares
+                .entry(cq)
+                .or_insert_with(|| e.queue_share_in(cq, &ShareView::NOW).0),
+        }
+    }
+
+    /// Adds the next candidate of list `list` (of queue `cq`).
+    #[inline(always)]
+    pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+        let share = self.share(e, cq);
+        self.heap.push(Reverse((share, key, list)));
     }
 
     /// The next candidate in order and its list; a candidate of a paused
     /// queue is put aside for the second pass. `None` once both passes are
     /// done.
     #[inline(always)]
-    pub(super) fn pop(&mut self, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
+    pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
         loop {
-            let Some(Reverse((key, list))) = self.heap.pop() else {
+            let Some(Reverse((share, key, list))) = self.heap.pop() else {
                 if self.deferred.is_empty() {
                     return None;
                 }
@@ -59,10 +77,18 @@ impl HeadMerge {
                 self.heap.extend(self.deferred.drain(..));
                 continue;
             };
-            if self.deferring && self.paused.contains(&queue_of(list)) {
+            let cq = queue_of(list);
+            if self.deferring && self.paused.contains(&cq) {
                 // The list resumes from here in the second pass.
-                self.deferred.push(Reverse((key, list)));
+                self.deferred.push(Reverse((share, key, list)));
                 continue;
+            }
+            if self.shares.is_some() {
+                let now = self.share(e, cq);
+                if now != share {
+                    self.heap.push(Reverse((now, key, list)));
+                    continue;
+                }
             }
             return Some((key, list));
         }
@@ -79,7 +105,19 @@ impl HeadMerge {
     #[inline]
     pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
         self.paused.push(cq);
-        self.deferred.push(Reverse((key, list)));
+        self.deferred.push(Reverse((0, key, list)));
+    }
+
+    /// A queue's usage changed: its share is to be computed again.
+    #[inline]
+    pub(super) fn touched(&mut self, cq: CqId) {
+        if let Some(shares) = &mut self.shares {
+            shares.remove(&cq);
+        }
+    }
+
+    pub(super) fn fair(&self) -> bool {
+        self.shares.is_some()
     }
 }
 
@@ -94,7 +132,7 @@ impl Merge {
     #[inline(always)]
     pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
         match self {
-            Merge::Flat(m) => m.push(key, list),
+            Merge::Flat(m) => m.push(e, cq, key, list),
             Merge::Fair(t) => t.push(e, cq, key, list),
         }
     }
@@ -102,7 +140,7 @@ impl Merge {
     #[inline(always)]
     pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
         match self {
-            Merge::Flat(m) => m.pop(queue_of),
+            Merge::Flat(m) => m.pop(e, queue_of),
             Merge::Fair(t) => t.pop(e, queue_of),
         }
     }
@@ -127,15 +165,19 @@ impl Merge {
     /// was withdrawn): with fair sharing, its path's shares are stale.
     #[inline]
     pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
-        if let Merge::Fair(t) = self {
-            t.touched(e, cq);
+        match self {
+            Merge::Flat(m) => m.touched(cq),
+            Merge::Fair(t) => t.touched(e, cq),
         }
     }
 
     /// Whether borrowers always wait for the second pass (fair sharing).
     #[inline]
     pub(super) fn fair(&self) -> bool {
-        matches!(self, Merge::Fair(_))
+        match self {
+            Merge::Flat(m) => m.fair(),
+            Merge::Fair(_) => true,
+        }
     }
 }
 
