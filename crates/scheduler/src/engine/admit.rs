@@ -125,6 +125,7 @@ impl Engine {
         wl.explanation = None;
         wl.shaped = false;
         self.admitted_now.insert(id, out.admitted.len());
+        self.cqs[cq].admitted_now += 1;
         out.admitted.push(Admission {
             uid: wl.uid.clone(),
             cluster_queue: self.cqs[cq].name.clone(),
@@ -170,6 +171,10 @@ impl Engine {
         let mut retracted = Vec::new();
         for (v, reason) in &victims {
             if let Some(index) = self.admitted_now.remove(v) {
+                if let State::Admitted(h) = &self.wl(*v).state {
+                    let q = h.cq;
+                    self.cqs[q].admitted_now -= 1;
+                }
                 self.withdrawn.push(index);
                 // Admitted earlier in this same cycle: nothing was applied
                 // yet, so the admission is withdrawn instead of evicted.

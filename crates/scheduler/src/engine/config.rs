@@ -49,6 +49,7 @@ impl Engine {
                     fresh: BTreeSet::new(),
                     woken: false,
                     admitted: BTreeSet::new(),
+                    admitted_now: 0,
                     evicting: 0,
                     preempting: 0,
                 });

@@ -61,6 +61,11 @@ impl Engine {
             // a claim dropped): cycle again right away.
             Some(now)
         };
+        if !self.admitted_now.is_empty() {
+            for q in &mut self.cqs {
+                q.admitted_now = 0;
+            }
+        }
         self.admitted_now.clear();
         if !self.withdrawn.is_empty() {
             self.withdrawn.sort_unstable();

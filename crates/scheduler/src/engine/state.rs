@@ -103,6 +103,8 @@ pub(super) struct Cq {
     pub(super) woken: bool,
     /// Admitted and evicting workloads.
     pub(super) admitted: BTreeSet<WlId>,
+    /// How many of them the cycle in progress admitted.
+    pub(super) admitted_now: usize,
     pub(super) evicting: usize,
     pub(super) preempting: usize,
 }

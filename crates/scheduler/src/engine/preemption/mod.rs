@@ -245,6 +245,11 @@ impl Engine {
                 None => self.domain(cq).collect(),
             };
             for m in sources {
+                // Under fair sharing, a queue with nothing admitted before
+                // this cycle gives nothing (see collect_candidates).
+                if fair.is_some() && self.cqs[m].admitted.len() == self.cqs[m].admitted_now {
+                    continue;
+                }
                 // Only queues that borrow these resources give anything back.
                 if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
                     self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
