@@ -68,7 +68,6 @@ mod tournament;
 use fifo::Blocked;
 use flavor::{AssignError, Attempt, Choice, FlavorOption};
 use order::{HeadMerge, Merge};
-use tournament::Tournament;
 use overlay::Overlay;
 use placement::{ClaimPlacement, NodeDelta, NodeId, Placement, ResVec, Unplaced};
 use preemption::PreemptOutcome;
@@ -76,6 +75,7 @@ pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use share::FairShare;
 use share::{ShareKey, ShareView};
 use state::*;
+use tournament::Tournament;
 
 pub(crate) type CqId = usize;
 pub(crate) type CohortId = usize;

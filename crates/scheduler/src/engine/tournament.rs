@@ -61,7 +61,11 @@ impl Tournament {
     /// The next candidate and its list; `None` once both passes are done.
     pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
         loop {
-            let first = self.sets.get(&self.root).and_then(|s| s.first()).map(|((_, k, l), _)| (k.clone(), *l));
+            let first = self
+                .sets
+                .get(&self.root)
+                .and_then(|s| s.first())
+                .map(|((_, k, l), _)| (k.clone(), *l));
             let Some((key, list)) = first else {
                 if self.paused.is_empty() || !self.deferring {
                     return None;
@@ -118,7 +122,10 @@ impl Tournament {
         let head = if self.deferring && self.paused.contains(&cq) {
             None
         } else {
-            self.heads.get(&cq).and_then(|h| h.peek()).map(|Reverse((k, l))| (k.clone(), *l))
+            self.heads
+                .get(&cq)
+                .and_then(|h| h.peek())
+                .map(|Reverse((k, l))| (k.clone(), *l))
         };
         let mut entry: Option<Entry> = head.map(|(k, l)| {
             let mut shares = [0; share::SHARE_LEVELS];
