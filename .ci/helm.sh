@@ -92,6 +92,9 @@ bad_values=(
     "--set=controller.prometheusUrl=prometheus:9090|/controller/prometheusUrl"
     "--set=noSuchKey=1|"
     "--set=webhook.port=443|/webhook/port"
+    # The engine tries LessThanOrEqualToFinalShare first when it has both.
+    "--set=controller.fairSharing.strategies={LessThanInitialShare,LessThanOrEqualToFinalShare}|/controller/fairSharing/strategies"
+    "--set=controller.fairSharing.strategies={Fastest}|/controller/fairSharing/strategies"
     # cert-manager parses Go durations: no days, a unit on every number.
     "--set-string=certificates.certManager.duration=90d|/certificates/certManager/duration"
     "--set-string=certificates.certManager.renewBefore=15|/certificates/certManager/renewBefore"

@@ -39,7 +39,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 
 use crate::controller::http_get;
 pub use crate::controller::{Controller, metric_value};
@@ -246,6 +246,20 @@ impl Cluster {
             .create(&PostParams::default(), &cq)
             .await?;
         self.cluster_objects.push(("clusterqueues", name.clone()));
+        Ok(name)
+    }
+
+    /// A Cohort from a JSON spec (its name gets the suffix; a
+    /// `spec.parent` is written as given).
+    pub async fn cohort(&mut self, base: &str, spec: Value) -> Result<String> {
+        let name = self.name(base);
+        let c: Cohort = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort", "metadata": {"name": name}, "spec": spec
+        }))?;
+        Api::<Cohort>::all(self.client.clone())
+            .create(&PostParams::default(), &c)
+            .await?;
+        self.cluster_objects.push(("cohorts", name.clone()));
         Ok(name)
     }
 
@@ -520,6 +534,7 @@ async fn delete_all(client: &Client, namespace: &str, objects: Vec<(&'static str
                 .delete(&name, &bg)
                 .await
                 .map(drop),
+            "cohorts" => Api::<Cohort>::all(client.clone()).delete(&name, &bg).await.map(drop),
             "nodes" => Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
                 .delete(&name, &bg)
                 .await

@@ -409,6 +409,25 @@ fn idle_checks_are_flagged_only_with_a_prometheus_url() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn fair_sharing_flags_follow_the_values() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    for (set, o) in &sets {
+        let a = args(&pod_spec(deployment(o, "controller")?).containers[0]);
+        let fair: Vec<&String> = a.iter().filter(|x| x.starts_with("--fair-sharing")).collect();
+        let want: &[&str] = match set.as_str() {
+            "kueue-compat" => &["--fair-sharing=off"],
+            "cert-manager" => &["--fair-sharing=on", "--fair-sharing-strategies=LessThanInitialShare"],
+            _ => &[
+                "--fair-sharing=on",
+                "--fair-sharing-strategies=LessThanOrEqualToFinalShare,LessThanInitialShare",
+            ],
+        };
+        same_flags(&fair, want, set)?;
+    }
+    Ok(())
+}
+
 fn same_flags(got: &[&String], want: &[&str], set: &str) -> Result<()> {
     let got: Vec<&str> = got.iter().map(|s| s.as_str()).collect();
     ensure!(got == want, "{set}: {got:?} != {want:?}");

@@ -225,7 +225,9 @@ async fn borrowing_in_a_cohort_and_reclaim() -> Result<()> {
         let b = c.gpu_queue("b", &f, 4, Some("pool"), reclaim).await?;
         c.local_queue("qa", &a).await?;
         c.local_queue("qb", &b).await?;
-        c.start_controller(&[]).await?;
+        // Classic reclaim; with fair sharing (the default) the reason is
+        // InCohortFairSharing (tests/fair_sharing.rs).
+        c.start_controller(&["--fair-sharing=off"]).await?;
         // a borrows b's idle quota: 8 GPUs.
         c.job("borrower", "qa", 4, 2, &[], true).await?;
         c.wait_condition("borrower", "Admitted", "True", T).await?;

@@ -13,6 +13,7 @@ use sluice_controller::idle::{IdleSettings, PromSettings};
 use sluice_controller::index::IndexConfig;
 use sluice_controller::integration::JobKind;
 use sluice_controller::run::{LeaseConfig, RunConfig};
+use sluice_scheduler::{FairShareStrategies, FairSharing};
 
 use crate::logging::LogArgs;
 
@@ -62,7 +63,7 @@ pub struct ControllerArgs {
     /// Also queue Jobs labelled kueue.x-k8s.io/queue-name.
     #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
     kueue_compat: bool,
-    /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
+    /// Minimum time between two status writes of one ClusterQueue, LocalQueue or Cohort.
     #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
     /// Writes per second for pending explanations and bookkeeping (queue
@@ -113,6 +114,58 @@ pub struct ControllerArgs {
     /// alone (for clusters where Sluice may not read Nodes and Pods).
     #[arg(long, env = "SLUICE_PLACEMENT", default_value = "nodes", value_parser = ["nodes", "quota-only"])]
     placement: String,
+    /// Fair sharing in cohorts: `on` (the default) lends unused quota to
+    /// the queues with the lowest weighted share first (spec.fairSharing.weight
+    /// of ClusterQueues and Cohorts), and a queue preempts in its cohort by
+    /// the share rules of --fair-sharing-strategies (reason
+    /// InCohortFairSharing); `off`: borrowing follows queue order, and
+    /// preemption across queues reclaimWithinCohort/borrowWithinCohort alone.
+    #[arg(long, env = "SLUICE_FAIR_SHARING", default_value = "on", value_parser = ["on", "off"])]
+    fair_sharing: String,
+    /// The fair-sharing preemption rules, tried in this order
+    /// (comma-separated): LessThanOrEqualToFinalShare (preempt while the
+    /// preemptor's queue ends at most at the victim's queue's share without
+    /// the victim), LessThanInitialShare (while it ends below the victim's
+    /// queue's share now), or both in that order (the default).
+    #[arg(
+        long,
+        env = "SLUICE_FAIR_SHARING_STRATEGIES",
+        default_value = "LessThanOrEqualToFinalShare,LessThanInitialShare",
+        value_parser = parse_strategies
+    )]
+    fair_sharing_strategies: FairShareStrategies,
+}
+
+const FINAL_SHARE: &str = "LessThanOrEqualToFinalShare";
+const INITIAL_SHARE: &str = "LessThanInitialShare";
+
+/// `--fair-sharing-strategies`: one of the two, or both in Kueue's order.
+fn parse_strategies(s: &str) -> Result<FairShareStrategies, String> {
+    let names: Vec<&str> = s.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    for n in &names {
+        if ![FINAL_SHARE, INITIAL_SHARE].contains(n) {
+            return Err(format!(
+                "unknown strategy {n:?} (known: {FINAL_SHARE}, {INITIAL_SHARE})"
+            ));
+        }
+    }
+    match names.as_slice() {
+        [FINAL_SHARE] => Ok(FairShareStrategies::LessThanOrEqualToFinalShare),
+        [INITIAL_SHARE] => Ok(FairShareStrategies::LessThanInitialShare),
+        [FINAL_SHARE, INITIAL_SHARE] => Ok(FairShareStrategies::Both),
+        [] => Err(format!("name at least one strategy ({FINAL_SHARE}, {INITIAL_SHARE})")),
+        _ => Err(format!(
+            "{s:?}: give {FINAL_SHARE}, {INITIAL_SHARE}, or both in that order (each once)"
+        )),
+    }
+}
+
+/// `--fair-sharing` and `--fair-sharing-strategies`.
+fn fair_sharing(mode: &str, strategies: FairShareStrategies) -> FairSharing {
+    match mode {
+        "off" => FairSharing::Off,
+        _ => FairSharing::On { strategies },
+    }
 }
 
 /// `--integrations`.
@@ -167,6 +220,8 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         idle_interval,
         positions_interval,
         placement,
+        fair_sharing: fair_sharing_mode,
+        fair_sharing_strategies,
     } = args;
     log.init();
     let identity = identity
@@ -183,6 +238,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             requeue_limit,
             explain_after_ms: millis(explain_after),
             placement: placement == "nodes",
+            fair_sharing: fair_sharing(&fair_sharing_mode, fair_sharing_strategies),
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {
@@ -249,5 +305,75 @@ async fn terminated() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parsed(flags: &[&str]) -> Result<FairSharing, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("sluice").chain(flags.iter().copied()))?;
+        Ok(fair_sharing(&cli.args.fair_sharing, cli.args.fair_sharing_strategies))
+    }
+
+    #[test]
+    fn fair_sharing_is_on_with_both_strategies_unless_told_otherwise() {
+        use FairShareStrategies::*;
+        let cases: [(&[&str], FairSharing); 6] = [
+            (&[], FairSharing::On { strategies: Both }),
+            (&["--fair-sharing=off"], FairSharing::Off),
+            (&["--fair-sharing=on"], FairSharing::On { strategies: Both }),
+            (
+                &["--fair-sharing-strategies=LessThanInitialShare"],
+                FairSharing::On {
+                    strategies: LessThanInitialShare,
+                },
+            ),
+            (
+                &["--fair-sharing-strategies", " LessThanOrEqualToFinalShare "],
+                FairSharing::On {
+                    strategies: LessThanOrEqualToFinalShare,
+                },
+            ),
+            (
+                &["--fair-sharing-strategies=LessThanOrEqualToFinalShare,LessThanInitialShare"],
+                FairSharing::On { strategies: Both },
+            ),
+        ];
+        for (flags, want) in cases {
+            assert_eq!(parsed(flags).unwrap(), want, "{flags:?}");
+        }
+        assert_eq!(FairSharing::On { strategies: Both }, FairSharing::default());
+    }
+
+    #[test]
+    fn a_bad_strategy_list_is_refused_with_what_is_known() {
+        for (value, message) in [
+            (
+                "Fastest",
+                "unknown strategy \"Fastest\" (known: LessThanOrEqualToFinalShare, LessThanInitialShare)",
+            ),
+            (
+                "LessThanInitialShare,LessThanOrEqualToFinalShare",
+                "give LessThanOrEqualToFinalShare, LessThanInitialShare, or both in that order (each once)",
+            ),
+            (
+                "LessThanInitialShare,LessThanInitialShare",
+                "or both in that order (each once)",
+            ),
+            (",", "name at least one strategy"),
+        ] {
+            let err = parse_strategies(value).unwrap_err();
+            assert!(err.contains(message), "{value}: {err}");
+        }
+        assert!(parsed(&["--fair-sharing=maybe"]).is_err());
     }
 }

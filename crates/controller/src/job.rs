@@ -9,7 +9,10 @@
 //!   and unsuspends it. The Job's original `nodeSelector`/`tolerations` are
 //!   stored first in the [`ORIGINAL_SCHEDULING`] annotation, so that
 //!   [`restoration_patch`] puts back exactly what the user wrote, even after
-//!   a controller restart.
+//!   a controller restart. A partial admission lowers `spec.parallelism`
+//!   the same way, its original kept in [`ORIGINAL_PARALLELISM`]
+//!   (`partial`).
+//! - [`JobView`] (`view`): what is kept of a Job in memory.
 //!
 //! Merge patches (RFC 7386) are used for Jobs rather than server-side apply:
 //! `tolerations` is an atomic list owned by the user, and restoring it means
@@ -183,7 +186,8 @@ pub(crate) fn owner_reference(name: &str, uid: &str, controller: bool) -> OwnerR
 /// `minCount` of its [`labels::MIN_PARALLELISM`] annotation.
 pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     let spec = job.spec.as_ref().ok_or(JobError::Missing { field: "spec" })?;
-    let parallelism = spec.parallelism.unwrap_or(1);
+    // What the user wrote, not what a partial admission lowered it to.
+    let parallelism = original_parallelism(job)?;
     if parallelism < 1 {
         return Err(JobError::Parallelism(parallelism));
     }
@@ -194,7 +198,7 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
         pod.node_selector = original.node_selector;
         pod.tolerations = original.tolerations;
     }
-    let count = pods_count(spec.parallelism, spec.completions);
+    let count = pods_count(Some(parallelism), spec.completions);
     Ok(PodSet {
         name: name.into(),
         count,
@@ -261,13 +265,15 @@ pub fn original_directives(job: &Job) -> Result<SchedulingDirectives, JobError> 
     Ok(stored_original(job)?.unwrap_or_else(|| current_directives(job)))
 }
 
-/// The merge patch that admits a suspended Job onto `flavors`: records the
-/// original directives (unless already recorded), sets the template's
-/// nodeSelector to the original plus every flavor's node labels and its
-/// tolerations to the original plus the flavors' tolerations (no
-/// duplicates), and `spec.suspend: false`. Idempotent: applying it twice,
-/// or computing it again from the patched Job, gives the same Job.
-pub fn injection_patch(job: &Job, flavors: &[&ResourceFlavor]) -> Result<Value, JobError> {
+/// The merge patch that admits a suspended Job onto `flavors` with
+/// `admitted` pods (`None`: all it asks for): records the original
+/// directives (unless already recorded), sets the template's nodeSelector
+/// to the original plus every flavor's node labels and its tolerations to
+/// the original plus the flavors' tolerations (no duplicates), lowers
+/// `spec.parallelism` to a partial admission (`partial`), and
+/// `spec.suspend: false`. Idempotent: applying it twice, or computing it
+/// again from the patched Job, gives the same Job.
+pub fn injection_patch(job: &Job, flavors: &[&ResourceFlavor], admitted: Option<u32>) -> Result<Value, JobError> {
     let original = original_directives(job)?;
     let current = current_directives(job);
     let mut selector = original.node_selector.clone().unwrap_or_default();
@@ -296,19 +302,23 @@ pub fn injection_patch(job: &Job, flavors: &[&ResourceFlavor]) -> Result<Value, 
             serde_json::to_value(&tolerations).expect("tolerations serialise")
         },
     );
-    Ok(json!({
+    let mut patch = json!({
         "metadata": {"annotations": {ORIGINAL_SCHEDULING: recorded}},
         "spec": {"suspend": false, "template": {"spec": pod}},
-    }))
+    });
+    partial::add_to_start(job, admitted, &mut patch)?;
+    Ok(patch)
 }
 
 /// The merge patch that puts back the recorded original directives and
-/// drops the annotation; `None` when nothing was injected. It must be sent
-/// while the Job is suspended and has no `status.startTime` (the template
-/// is immutable otherwise).
+/// parallelism and drops their annotations; `None` when nothing was
+/// changed. It must be sent while the Job is suspended and has no
+/// `status.startTime` (the template is immutable otherwise).
 pub fn restoration_patch(job: &Job) -> Result<Option<Value>, JobError> {
+    let mut patch = json!({});
+    let parallelism = partial::add_to_restore(job, &mut patch)?;
     let Some(original) = stored_original(job)? else {
-        return Ok(None);
+        return Ok(parallelism.then_some(patch));
     };
     let current = current_directives(job);
     let target = original.node_selector.clone().unwrap_or_default();
@@ -324,10 +334,9 @@ pub fn restoration_patch(job: &Job) -> Result<Option<Value>, JobError> {
             None => Value::Null,
         },
     );
-    Ok(Some(json!({
-        "metadata": {"annotations": {ORIGINAL_SCHEDULING: null}},
-        "spec": {"template": {"spec": pod}},
-    })))
+    patch["metadata"]["annotations"][ORIGINAL_SCHEDULING] = Value::Null;
+    patch["spec"]["template"]["spec"] = Value::Object(pod);
+    Ok(Some(patch))
 }
 
 /// Merge patch of a map: `target`'s entries, and `null` for every current
@@ -387,160 +396,6 @@ pub fn slim_template(t: &mut k8s_openapi::api::core::v1::PodTemplateSpec) {
     }
 }
 
-/// A pod template's `nodeSelector` and `tolerations`, and the pod set it
-/// belongs to.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TemplateDirectives {
-    pub pod_set: String,
-    /// Where the template is in its object: a JobSet's replicated Job's
-    /// name, a Kubeflow job's role (a Job's: its pod set's name).
-    pub key: String,
-    pub node_selector: Option<BTreeMap<String, String>>,
-    pub tolerations: Option<Vec<Toleration>>,
-}
-
-/// What Sluice keeps of a Job in memory: the few fields it decides on,
-/// and the template's scheduling directives and original-scheduling
-/// annotation for the patches. (The full Job is needed only to create its
-/// Workload, which happens when the Job is observed.)
-#[derive(Clone, Debug, PartialEq)]
-pub struct JobView {
-    /// The kind of object it is a view of (a JobSet's view is made by
-    /// [`crate::integration::jobset`]).
-    pub kind: crate::integration::JobKind,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// The LocalQueue it is queued in (label, with the Kueue label when enabled).
-    pub queue: Option<String>,
-    pub suspended: bool,
-    /// `Some(true)` Complete, `Some(false)` Failed.
-    pub finished: Option<bool>,
-    /// `status.ready`, when the server reports it.
-    pub ready: Option<i32>,
-    /// `status.succeeded`.
-    pub succeeded: i32,
-    /// Pods that run at once: [`pods_count`] of the spec.
-    pub pods: i32,
-    /// Pods not yet gone ([`live_pods`]).
-    pub live: i32,
-    /// The server reports `status.terminating` (1.29+, or 1.28 with
-    /// JobPodReplacementPolicy): `live` then counts terminating pods too.
-    pub reports_terminating: bool,
-    /// `status.startTime` is set.
-    pub started: bool,
-    /// Each pod template's scheduling directives as they are now, in the
-    /// object's order (a Job has one, pod set [`MAIN_POD_SET`]).
-    pub templates: Vec<TemplateDirectives>,
-    /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
-    pub original: Option<String>,
-    /// Its gang labels, when it is a member of a multi-Job gang.
-    pub gang: Option<crate::gang::Labels>,
-    /// The kind of the object of another kind Sluice queues that made this
-    /// Job (a JobSet's child Job, an MPIJob's launcher, a RayJob's
-    /// submitter): while that kind is queued, the Job is queued as part of
-    /// its owner, never on its own.
-    pub managed_by: Option<crate::integration::JobKind>,
-    /// The label selector of its pods, where it is not its kind's usual
-    /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
-    /// RayCluster's.
-    pub pods_selector: Option<String>,
-    /// Expected run time (ms): the `sluice.dev/expected-runtime` annotation,
-    /// else a Job's `activeDeadlineSeconds`; `Err` names a bad annotation.
-    pub expected_runtime: Result<Option<i64>, String>,
-}
-
-impl JobView {
-    pub fn of(job: &Job, kueue_compat: bool) -> Self {
-        let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-        JobView {
-            kind: crate::integration::JobKind::Job,
-            namespace: job.metadata.namespace.clone().unwrap_or_default(),
-            name: job.metadata.name.clone().unwrap_or_default(),
-            uid: job.metadata.uid.clone().unwrap_or_default(),
-            queue: queue_of(job, kueue_compat).map(String::from),
-            suspended: is_suspended(job),
-            finished: finished(job),
-            ready: job.status.as_ref().and_then(|s| s.ready),
-            succeeded: job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
-            pods: job
-                .spec
-                .as_ref()
-                .map_or(1, |s| pods_count(s.parallelism, s.completions)),
-            live: live_pods(job),
-            reports_terminating: job.status.as_ref().is_some_and(|s| s.terminating.is_some()),
-            started: has_started(job),
-            templates: vec![TemplateDirectives {
-                pod_set: MAIN_POD_SET.into(),
-                key: MAIN_POD_SET.into(),
-                node_selector: pod.and_then(|p| p.node_selector.clone()),
-                tolerations: pod.and_then(|p| p.tolerations.clone()),
-            }],
-            original: job
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ORIGINAL_SCHEDULING))
-                .cloned(),
-            gang: crate::gang::Labels::of(&job.metadata),
-            managed_by: job
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|o| o.controller == Some(true))
-                .find_map(|o| {
-                    crate::integration::JobKind::ALL.into_iter().find(|k| {
-                        *k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
-                    })
-                }),
-            pods_selector: None,
-            expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
-                a.or_else(|| {
-                    let secs = job.spec.as_ref()?.active_deadline_seconds?;
-                    Some(secs.saturating_mul(1000))
-                })
-            }),
-        }
-    }
-
-    /// A Job holding just what [`injection_patch`] and [`restoration_patch`] read.
-    pub fn patch_base(&self) -> Job {
-        use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
-        use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
-        let t = self.templates.first();
-        Job {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                namespace: Some(self.namespace.clone()),
-                annotations: self
-                    .original
-                    .as_ref()
-                    .map(|o| BTreeMap::from([(ORIGINAL_SCHEDULING.to_string(), o.clone())])),
-                ..Default::default()
-            },
-            spec: Some(JobSpec {
-                suspend: Some(self.suspended),
-                template: PodTemplateSpec {
-                    metadata: None,
-                    spec: Some(PodSpec {
-                        node_selector: t.and_then(|t| t.node_selector.clone()),
-                        tolerations: t.and_then(|t| t.tolerations.clone()),
-                        ..Default::default()
-                    }),
-                },
-                ..Default::default()
-            }),
-            status: self.started.then(|| JobStatus {
-                start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-                )),
-                ..Default::default()
-            }),
-        }
-    }
-}
-
 /// Whether the Job is suspended (an unset `suspend` means running).
 pub fn is_suspended(job: &Job) -> bool {
     job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
@@ -575,16 +430,6 @@ pub fn pods_count(parallelism: Option<i32>, completions: Option<i32>) -> i32 {
     completions.map_or(p, |c| p.min(c)).max(1)
 }
 
-impl JobView {
-    /// All its pods are, or were, ready: `ready + succeeded >= pods`
-    /// (Kueue's rule: pods that already succeeded count as ready), with
-    /// `pods` at most `admitted` (the Workload's pod count).
-    pub fn all_pods_ready(&self, admitted: i32) -> bool {
-        let needed = self.pods.min(admitted).max(1);
-        self.ready.unwrap_or(0).saturating_add(self.succeeded) >= needed
-    }
-}
-
 /// Number of the Job's pods that are ready (`status.ready`).
 pub fn ready_pods(job: &Job) -> i32 {
     job.status.as_ref().and_then(|s| s.ready).unwrap_or(0)
@@ -598,6 +443,12 @@ pub fn live_pods(job: &Job) -> i32 {
     let s = job.status.as_ref();
     s.and_then(|s| s.active).unwrap_or(0) + s.and_then(|s| s.terminating).unwrap_or(0)
 }
+
+mod partial;
+mod view;
+
+pub use partial::{ORIGINAL_PARALLELISM, original_parallelism};
+pub use view::{JobView, TemplateDirectives};
 
 #[cfg(test)]
 mod tests;

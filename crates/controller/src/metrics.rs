@@ -9,6 +9,8 @@
 //! | `sluice_admission_wait_time_seconds` | histogram | — |
 //! | `sluice_cluster_queue_resource_usage` | gauge | `cluster_queue`, `flavor`, `resource` (milli-units) |
 //! | `sluice_cluster_queue_nominal_quota` | gauge | `cluster_queue`, `flavor`, `resource` (milli-units) |
+//! | `sluice_cluster_queue_weighted_share` | gauge | `cluster_queue` (fair sharing on: its `status.fairSharing.weightedShare`; `+Inf`, written `inf`, for a borrowing queue of weight 0) |
+//! | `sluice_cohort_weighted_share` | gauge | `cohort` (fair sharing on: every cohort a Cohort object or a ClusterQueue names; `+Inf` as above) |
 //! | `sluice_admission_cycle_duration_seconds` | histogram | — |
 //! | `sluice_api_writes_total` | counter | `kind` (workload, workload_status, job, job_status, event, queue_status) |
 //! | `sluice_api_write_errors_total` | counter | `kind` |
@@ -28,8 +30,19 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A weighted share as a gauge value: the engine's `i64::MAX` (a queue or
+/// cohort that borrows with weight 0) is `+Inf` (the text format writes
+/// `inf`, which Prometheus reads as `+Inf`).
+pub fn share_value(weighted_share: i64) -> f64 {
+    match weighted_share {
+        i64::MAX => f64::INFINITY,
+        s => s as f64,
+    }
+}
 
 /// The controller's metrics and their registry.
 pub struct Metrics {
@@ -41,6 +54,8 @@ pub struct Metrics {
     pub wait_time: Histogram,
     pub usage: Family<Labels, Gauge>,
     pub nominal: Family<Labels, Gauge>,
+    pub cluster_queue_share: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub cohort_share: Family<Labels, Gauge<f64, AtomicU64>>,
     pub cycle_duration: Histogram,
     pub writes: Family<Labels, Counter>,
     pub write_errors: Family<Labels, Counter>,
@@ -52,7 +67,7 @@ pub struct Metrics {
     pub drift: Family<Labels, Counter>,
     pub idle_workloads: Family<Labels, Gauge>,
     pub idle_reclaims: Family<Labels, Counter>,
-    pub idle_gpu_hours: Counter<f64, std::sync::atomic::AtomicU64>,
+    pub idle_gpu_hours: Counter<f64, AtomicU64>,
     pub idle_check_failures: Family<Labels, Counter>,
 }
 
@@ -88,6 +103,8 @@ impl Metrics {
             wait_time: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             usage: Family::default(),
             nominal: Family::default(),
+            cluster_queue_share: Family::default(),
+            cohort_share: Family::default(),
             // 100 µs .. ~3 s
             cycle_duration: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             writes: Family::default(),
@@ -126,6 +143,16 @@ impl Metrics {
             "cluster_queue_nominal_quota",
             "Nominal quota per ClusterQueue, flavor and resource (milli-units)",
             m.nominal.clone(),
+        );
+        r.register(
+            "cluster_queue_weighted_share",
+            "Weighted share of each ClusterQueue in fair sharing (thousandths of what its cohort can lend, divided by its weight; +Inf when it borrows with weight 0)",
+            m.cluster_queue_share.clone(),
+        );
+        r.register(
+            "cohort_weighted_share",
+            "Weighted share of each cohort in fair sharing (thousandths of what its parent can lend, divided by its weight; +Inf when it borrows with weight 0)",
+            m.cohort_share.clone(),
         );
         r.register(
             "admission_cycle_duration_seconds",
@@ -196,6 +223,20 @@ impl Metrics {
         family.get_or_create(&vec![("kind", kind.to_string())]).inc();
     }
 
+    /// A ClusterQueue's weighted share ([`share_value`]).
+    pub fn cluster_queue_share(&self, name: &str, weighted_share: i64) {
+        self.cluster_queue_share
+            .get_or_create(&vec![("cluster_queue", name.to_string())])
+            .set(share_value(weighted_share));
+    }
+
+    /// A cohort's weighted share ([`share_value`]).
+    pub fn cohort_share(&self, name: &str, weighted_share: i64) {
+        self.cohort_share
+            .get_or_create(&vec![("cohort", name.to_string())])
+            .set(share_value(weighted_share));
+    }
+
     /// A write of `lane` not made (`not_leader`, `superseded`).
     pub fn dropped(&self, lane: &'static str, reason: &'static str) {
         self.dropped_writes
@@ -256,5 +297,25 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}:\n{text}");
         }
+    }
+
+    #[test]
+    fn weighted_shares_are_gauges_and_an_infinite_share_is_inf() {
+        let m = Metrics::new();
+        m.cluster_queue_share("team-a", 500);
+        m.cluster_queue_share("free-rider", i64::MAX);
+        m.cohort_share("research", 0);
+        let text = m.encode();
+        for line in [
+            "# TYPE sluice_cluster_queue_weighted_share gauge",
+            "sluice_cluster_queue_weighted_share{cluster_queue=\"team-a\"} 500.0",
+            "sluice_cluster_queue_weighted_share{cluster_queue=\"free-rider\"} inf",
+            "# TYPE sluice_cohort_weighted_share gauge",
+            "sluice_cohort_weighted_share{cohort=\"research\"} 0.0",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
+        assert_eq!(share_value(i64::MAX), f64::INFINITY);
+        assert_eq!(share_value(1250), 1250.0);
     }
 }

@@ -101,8 +101,8 @@ pub enum Step {
     PatchJobStatus { key: ObjKey, patch: Value },
     /// An events.k8s.io/v1 Event.
     Event(EventSpec),
-    /// Server-side apply of a ClusterQueue's (`namespace: None`) or
-    /// LocalQueue's status.
+    /// Server-side apply of a ClusterQueue's, LocalQueue's or Cohort's
+    /// status.
     ApplyQueueStatus { queue: QueueRef, status: Value },
     /// Deletion of a Workload, with its uid as a precondition (one created
     /// again under this name is not deleted); already gone counts as done.
@@ -163,18 +163,38 @@ impl Step {
     }
 }
 
-/// A ClusterQueue (no namespace) or a LocalQueue.
+/// An object whose status the queue-status writer keeps: a ClusterQueue,
+/// a LocalQueue or a Cohort.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct QueueRef {
-    pub namespace: Option<String>,
-    pub name: String,
+pub enum QueueRef {
+    ClusterQueue(String),
+    LocalQueue(ObjKey),
+    Cohort(String),
+}
+
+impl QueueRef {
+    pub fn name(&self) -> &str {
+        match self {
+            QueueRef::ClusterQueue(n) | QueueRef::Cohort(n) => n,
+            QueueRef::LocalQueue(k) => &k.name,
+        }
+    }
+
+    /// A LocalQueue's namespace (the other kinds are cluster-scoped).
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            QueueRef::LocalQueue(k) => Some(&k.namespace),
+            QueueRef::ClusterQueue(_) | QueueRef::Cohort(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Display for QueueRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "LocalQueue {ns}/{}", self.name),
-            None => write!(f, "ClusterQueue {}", self.name),
+        match self {
+            QueueRef::ClusterQueue(n) => write!(f, "ClusterQueue {n}"),
+            QueueRef::LocalQueue(k) => write!(f, "LocalQueue {k}"),
+            QueueRef::Cohort(n) => write!(f, "Cohort {n}"),
         }
     }
 }
@@ -226,7 +246,7 @@ pub enum Purpose {
     /// An admitted workload's `GPUIdle` condition changed (idle-GPU
     /// reclaim's warning), with its event.
     IdleGpu { uid: String },
-    /// A queue's status changed (latest wins while it waits).
+    /// A queue's (or a Cohort's) status changed (latest wins while it waits).
     QueueStatus,
 }
 

@@ -23,7 +23,7 @@ pub fn job_fixture(name: &str) -> Job {
 }
 
 use serde_json::json;
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor};
 
 /// A GPU flavor labelled `gpu: <name>` that tolerates the GPU taint.
 pub fn flavor(name: &str) -> ResourceFlavor {
@@ -52,4 +52,26 @@ pub fn lq(namespace: &str, name: &str, cluster_queue: &str) -> LocalQueue {
         "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}
     }))
     .unwrap()
+}
+
+/// A Cohort holding `gpus` GPUs of flavor `a100`, under `parent` if given.
+pub fn cohort(name: &str, parent: Option<&str>, gpus: u32) -> Cohort {
+    let mut c: Cohort = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort", "metadata": {"name": name},
+        "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                     {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus.to_string()}]}]}]}
+    }))
+    .unwrap();
+    c.spec.parent = parent.map(String::from);
+    c
+}
+
+/// A ClusterQueue of cohort `cohort` with no GPUs of its own (it borrows
+/// all it uses), reclaiming from any peer.
+pub fn borrowing_cq(name: &str, cohort: &str) -> ClusterQueue {
+    let mut q = cq(name, 0);
+    q.spec.cohort = Some(cohort.into());
+    q.spec.preemption =
+        serde_json::from_value(json!({"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"})).unwrap();
+    q
 }

@@ -31,14 +31,14 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use serde_json::json;
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, Workload};
 
 pub use crate::run::lease::LeaseFence;
 
 use crate::integration::ObjPatch;
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
-use crate::plan::{EventSpec, Plan, Step};
+use crate::plan::{EventSpec, Plan, QueueRef, Step};
 
 mod drain;
 mod queue;
@@ -397,23 +397,23 @@ impl Writer {
                         .map(|_| (true, None))
                 }
                 Step::ApplyQueueStatus { queue, status } => {
-                    let ar = if queue.namespace.is_none() {
-                        ApiResource::erase::<ClusterQueue>(&())
-                    } else {
-                        ApiResource::erase::<LocalQueue>(&())
+                    let ar = match queue {
+                        QueueRef::ClusterQueue(_) => ApiResource::erase::<ClusterQueue>(&()),
+                        QueueRef::LocalQueue(_) => ApiResource::erase::<LocalQueue>(&()),
+                        QueueRef::Cohort(_) => ApiResource::erase::<Cohort>(&()),
                     };
-                    let api: Api<DynamicObject> = match &queue.namespace {
+                    let api: Api<DynamicObject> = match queue.namespace() {
                         Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
                         None => Api::all_with(self.client.clone(), &ar),
                     };
-                    let mut meta = json!({"name": queue.name});
-                    if let Some(ns) = &queue.namespace {
+                    let mut meta = json!({"name": queue.name()});
+                    if let Some(ns) = queue.namespace() {
                         meta["namespace"] = json!(ns);
                     }
                     let body =
                         json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
                     api.patch_status(
-                        &queue.name,
+                        queue.name(),
                         &PatchParams::apply(FIELD_MANAGER).force(),
                         &Patch::Apply(body),
                     )

@@ -11,7 +11,7 @@ use sluice_scheduler::WorkloadState;
 
 use super::errors::{IndexError, admissible};
 use super::{Index, Kind, LocalQueueStats, key_of};
-use crate::plan::ObjKey;
+use crate::plan::{ObjKey, QueueRef};
 use sluice_convert::adapter;
 
 impl Index {
@@ -20,12 +20,12 @@ impl Index {
         self.cluster_queues.keys().cloned().collect()
     }
 
-    /// A queue's status as last observed from the API server: a
-    /// ClusterQueue (`namespace` None) or a LocalQueue.
-    pub fn observed_queue_status(&self, namespace: Option<&str>, name: &str) -> Option<serde_json::Value> {
-        let status = match namespace {
-            None => serde_json::to_value(self.cluster_queues.get(name)?.status.as_ref()?),
-            Some(ns) => serde_json::to_value(self.local_queues.get(&ObjKey::new(ns, name))?.status.as_ref()?),
+    /// A queue's (or a Cohort's) status as last observed from the API server.
+    pub fn observed_queue_status(&self, queue: &QueueRef) -> Option<serde_json::Value> {
+        let status = match queue {
+            QueueRef::ClusterQueue(name) => serde_json::to_value(self.cluster_queues.get(name)?.status.as_ref()?),
+            QueueRef::LocalQueue(key) => serde_json::to_value(self.local_queues.get(key)?.status.as_ref()?),
+            QueueRef::Cohort(name) => return self.observed_cohort_status(name),
         };
         status.ok()
     }
@@ -135,8 +135,10 @@ impl Index {
         if let Some(old) = self.cluster_queues.get_mut(&name)
             && old.spec == cq.spec
         {
-            // A status update (our own, mostly): nothing for the engine.
+            // A status update (our own, mostly), or back to the version
+            // the engine holds after an invalid edit: nothing for the engine.
             *old = cq;
+            self.clear_error(Kind::ClusterQueue, &name);
             return;
         }
         match admissible(&cq, adapter::cluster_queue) {

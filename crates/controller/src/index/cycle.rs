@@ -9,7 +9,6 @@ use sluice_api::v1alpha1::conditions as cond;
 use sluice_scheduler::{self as eng, WorkloadState};
 
 use super::Index;
-use super::jobs::{domains_of, flavors_of};
 use super::status::{self, is_true};
 use crate::plan::{Plan, Purpose, Step};
 use sluice_convert::adapter;
@@ -171,8 +170,7 @@ impl Index {
         let gang = self.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
         for jk in self.member_keys(&wk) {
             let only = gang.then_some(jk.name());
-            let flavors = flavors_of(&adm.pod_sets, only);
-            let job_steps = self.start_job_steps(&jk, &flavors, &domains_of(&adm.pod_sets, only));
+            let job_steps = self.start_job_steps(&jk, &adm.pod_sets, only);
             if !job_steps.is_empty() {
                 self.starting.insert(jk);
             }

@@ -26,7 +26,8 @@ pub enum IndexError {
     /// The engine refused to restore a Workload's admission.
     #[error(transparent)]
     RestoreFailed(eng::EngineError),
-    /// The engine refused to queue a Workload.
+    /// The engine refused the object: a Workload it cannot queue, a
+    /// Cohort whose parent chain leads back to itself.
     #[error(transparent)]
     Refused(eng::EngineError),
 }
@@ -48,6 +49,7 @@ impl Kind {
     pub fn invalid_reason(self) -> &'static str {
         match self {
             Kind::ResourceFlavor => "InvalidResourceFlavor",
+            Kind::Cohort => "InvalidCohort",
             Kind::ClusterQueue => "InvalidClusterQueue",
             Kind::LocalQueue => "InvalidLocalQueue",
             Kind::WorkloadPriorityClass => "InvalidWorkloadPriorityClass",

@@ -365,8 +365,7 @@ impl Index {
                 let Some(adm) = self.engine.admission(&uid) else { return };
                 for k in idle {
                     let only = gang.is_some().then_some(k.name());
-                    let flavors = flavors_of(&adm.pod_sets, only);
-                    let steps = self.start_job_steps(&k, &flavors, &domains_of(&adm.pod_sets, only));
+                    let steps = self.start_job_steps(&k, &adm.pod_sets, only);
                     if !steps.is_empty() {
                         self.starting.insert(k);
                         self.plans.push(Plan {
@@ -458,16 +457,23 @@ impl Index {
         }
     }
 
-    /// The steps that start an admitted workload's suspended object on
-    /// `flavors` (pod set name → flavor names).
-    /// `flavors` (pod set name → flavor names), pinned to the pod sets'
-    /// topology domains (`domains`, pod set name → domain).
+    /// The steps that start an admitted workload's suspended object as
+    /// its admission's pod sets say (all of them, or only the pod set
+    /// named `only`, a gang member's): on their flavors, pinned to their
+    /// topology domains, with the pods admitted (a partial admission).
     pub(super) fn start_job_steps(
         &mut self,
         key: &JobRef,
-        flavors: &BTreeMap<String, BTreeSet<String>>,
-        domains: &BTreeMap<String, eng::TopologyDomain>,
+        pod_sets: &[eng::PodSetAssignment],
+        only: Option<&str>,
     ) -> Vec<Step> {
+        let flavors = flavors_of(pod_sets, only);
+        let domains = domains_of(pod_sets, only);
+        let admitted: BTreeMap<String, u32> = pod_sets
+            .iter()
+            .filter(|p| only.is_none_or(|n| p.name == n))
+            .map(|p| (p.name.clone(), p.count))
+            .collect();
         let Some(j) = self.jobs.get(key) else { return Vec::new() };
         // A domain is pinned like a flavor's node label.
         let pins: BTreeMap<&String, ResourceFlavor> = domains
@@ -486,7 +492,7 @@ impl Index {
                 (ps.clone(), list)
             })
             .collect();
-        match integration::start_patches(j, &flavors) {
+        match integration::start_patches(j, &flavors, &admitted) {
             Ok(patches) => patches
                 .into_iter()
                 .map(|(status, patch)| job_step(key, status, patch))
@@ -521,10 +527,7 @@ pub(super) fn job_step(key: &JobRef, status: bool, patch: integration::ObjPatch)
 
 /// The flavors an admission assigned, by pod set: every pod set's, or
 /// only that of the pod set named `pod_set` (a gang member's).
-pub(super) fn flavors_of(
-    pod_sets: &[eng::PodSetAssignment],
-    pod_set: Option<&str>,
-) -> BTreeMap<String, BTreeSet<String>> {
+fn flavors_of(pod_sets: &[eng::PodSetAssignment], pod_set: Option<&str>) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for p in pod_sets.iter().filter(|p| pod_set.is_none_or(|n| p.name == n)) {
         out.entry(p.name.clone())
@@ -536,10 +539,7 @@ pub(super) fn flavors_of(
 
 /// The topology domains an admission pins pod sets to, by pod set (or
 /// only that of the pod set named `pod_set`).
-pub(super) fn domains_of(
-    pod_sets: &[eng::PodSetAssignment],
-    pod_set: Option<&str>,
-) -> BTreeMap<String, eng::TopologyDomain> {
+fn domains_of(pod_sets: &[eng::PodSetAssignment], pod_set: Option<&str>) -> BTreeMap<String, eng::TopologyDomain> {
     pod_sets
         .iter()
         .filter(|p| pod_set.is_none_or(|n| p.name == n))

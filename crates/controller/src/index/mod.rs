@@ -24,12 +24,15 @@
 //! ## Malformed objects
 //! Objects that fail `validate()` or the adapter are recorded in
 //! [`Index::errors`] with the reason, reported once (log, Event, metric by
-//! the caller) and skipped. A ClusterQueue that turns invalid keeps its last
-//! valid version in the engine, so admitted work is not disturbed.
+//! the caller) and skipped. A ClusterQueue or Cohort that turns invalid
+//! keeps its last valid version in the engine, so admitted work is not
+//! disturbed.
 //!
 //! ## Where each rule lives
 //! - `config`: ResourceFlavors, queues, priority classes, Namespaces;
 //!   why a queue cannot admit; its counts;
+//! - `cohort`: Cohort objects (a cohort tree's parents, quota and
+//!   weights), refused ones kept aside and tried again;
 //! - `workload`: Workload events, restart restore, adoption, deletion;
 //! - `jobs`: Job events and the level-triggered Job ↔ Workload
 //!   reconcile (create, suspend, start, finish, orphans);
@@ -58,6 +61,7 @@ use crate::integration::JobKind;
 use crate::job;
 use crate::plan::{JobRef, ObjKey, Plan, Step};
 
+mod cohort;
 mod config;
 mod cycle;
 mod errors;
@@ -90,6 +94,7 @@ use status::time_of;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     ResourceFlavor,
+    Cohort,
     ClusterQueue,
     LocalQueue,
     WorkloadPriorityClass,
@@ -109,8 +114,9 @@ impl Kind {
     /// Every kind, in the order a new leader's index is built in
     /// (configuration, then Workloads, then the objects queued, then
     /// nodes and their pods).
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::ResourceFlavor,
+        Kind::Cohort,
         Kind::ClusterQueue,
         Kind::LocalQueue,
         Kind::WorkloadPriorityClass,
@@ -129,6 +135,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::ResourceFlavor => "ResourceFlavor",
+            Kind::Cohort => "Cohort",
             Kind::ClusterQueue => "ClusterQueue",
             Kind::LocalQueue => "LocalQueue",
             Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
@@ -173,6 +180,9 @@ pub struct IndexConfig {
     /// Admit only what fits on the nodes (`--placement=nodes`): Nodes and
     /// bound pods are watched.
     pub placement: bool,
+    /// Fair sharing in cohorts (`--fair-sharing`,
+    /// `--fair-sharing-strategies`).
+    pub fair_sharing: eng::FairSharing,
 }
 
 impl IndexConfig {
@@ -200,6 +210,7 @@ impl Default for IndexConfig {
             explain_after_ms: 0,
             integrations: BTreeSet::from([JobKind::Job]),
             placement: false,
+            fair_sharing: eng::FairSharing::default(),
         }
     }
 }
@@ -328,6 +339,8 @@ pub struct Index {
     engine: Engine,
     flavors: BTreeMap<String, ResourceFlavor>,
     cluster_queues: BTreeMap<String, ClusterQueue>,
+    /// Cohort objects: the engine's and those it refused.
+    cohorts: cohort::Cohorts,
     local_queues: BTreeMap<ObjKey, LocalQueue>,
     workload_classes: BTreeMap<String, i32>,
     pod_classes: BTreeMap<String, i32>,
@@ -433,6 +446,7 @@ impl Index {
             } else {
                 eng::PlacementMode::QuotaOnly
             },
+            fair_sharing: config.fair_sharing,
             ..Default::default()
         });
         Self {
@@ -440,6 +454,7 @@ impl Index {
             engine,
             flavors: BTreeMap::new(),
             cluster_queues: BTreeMap::new(),
+            cohorts: cohort::Cohorts::default(),
             local_queues: BTreeMap::new(),
             workload_classes: BTreeMap::new(),
             pod_classes: BTreeMap::new(),

@@ -357,7 +357,7 @@ fn preemption_evicts_names_the_preemptor_and_requeues_once_pods_are_gone() {
     running.spec.as_mut().unwrap().suspend = Some(false);
     running.status = serde_json::from_value(json!({"startTime": "2027-01-15T08:00:01Z", "active": 4})).unwrap();
     let mut annotated = running.clone();
-    let inject = job::injection_patch(&low, &[&flavor("a100")]).unwrap();
+    let inject = job::injection_patch(&low, &[&flavor("a100")], None).unwrap();
     let mut v = serde_json::to_value(&annotated).unwrap();
     json_patch::merge(&mut v, &inject);
     annotated = serde_json::from_value(v).unwrap();
@@ -1098,9 +1098,24 @@ fn a_lending_limit_above_nominal_is_skipped_as_the_e2e_test_expects() {
     );
 }
 
+/// Without fair sharing a lender reclaims (`InCohortReclamation`); with
+/// it (the default) every victim in another queue is preempted by the
+/// share rules (`InCohortFairSharing`, as in Kueue).
 #[test]
 fn a_lender_reclaims_what_a_cohort_peer_borrowed() {
-    let mut ix = ready_index();
+    for (fair_sharing, reason) in [
+        (eng::FairSharing::Off, "InCohortReclamation"),
+        (eng::FairSharing::default(), "InCohortFairSharing"),
+    ] {
+        reclaim_case(fair_sharing, reason);
+    }
+}
+
+fn reclaim_case(fair_sharing: eng::FairSharing, reason: &str) {
+    let mut ix = ready_index_with(IndexConfig {
+        fair_sharing,
+        ..IndexConfig::default()
+    });
     let cohort_queue = |name: &str| -> ClusterQueue {
         serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
@@ -1125,7 +1140,11 @@ fn a_lender_reclaims_what_a_cohort_peer_borrowed() {
     ix.take_plans();
     let (plans, _) = ix.cycle(T0 + 2);
     let evict = plans.iter().find(|p| p.purpose.label() == "evict").expect("reclaim");
-    assert_eq!(condition(status_step(evict), cond::PREEMPTED).1, "InCohortReclamation");
+    assert_eq!(
+        condition(status_step(evict), cond::PREEMPTED).1,
+        reason,
+        "{fair_sharing:?}"
+    );
 }
 
 #[test]
@@ -1691,8 +1710,10 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
     assert!(lazy_writes <= 2 * n as usize, "{lazy_writes} lazy writes");
 }
 
+mod cohorts;
 mod gangs;
 mod idle;
 mod kinds;
+mod partial;
 mod placement;
 mod visibility;

@@ -62,18 +62,26 @@ impl Queueable for BatchJob {
     }
 
     /// `status.startTime` cleared first when it is set (through `/status`:
-    /// the template is immutable otherwise), then the template.
+    /// the template is immutable otherwise), then the template, and the
+    /// parallelism of a partial admission. A Job has one pod set (`main`,
+    /// or its own name in a gang): the one entry of `flavors` and
+    /// `admitted`.
     fn start_patches(
         &self,
         view: &JobView,
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         let all: Vec<&ResourceFlavor> = flavors.values().flatten().copied().collect();
+        let pods = admitted.values().next().copied();
         let mut out = Vec::new();
         if view.started {
             out.push((true, ObjPatch::Merge(job::clear_start_time_patch())));
         }
-        out.push((false, ObjPatch::Merge(job::injection_patch(&view.patch_base(), &all)?)));
+        out.push((
+            false,
+            ObjPatch::Merge(job::injection_patch(&view.patch_base(), &all, pods)?),
+        ));
         Ok(out)
     }
 

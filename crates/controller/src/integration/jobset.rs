@@ -183,7 +183,6 @@ pub fn workload(
         .map(|rj| object::Set {
             name: rj.name.clone(),
             count: pods_of(rj),
-            min: None,
             template: pod_template(rj),
         })
         .collect();
@@ -254,10 +253,12 @@ impl Queueable for JobSetKind {
         ObjPatch::Merge(job::suspend_patch())
     }
 
+    /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,
         view: &JobView,
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         super::placed_start(view, &placed(view), flavors)
     }

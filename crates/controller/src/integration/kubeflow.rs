@@ -81,8 +81,6 @@ struct Condition {
 struct Parsed {
     metadata: ObjectMeta,
     suspend: bool,
-    /// `spec.elasticPolicy.minReplicas` (PyTorchJob).
-    elastic_min: Option<i32>,
     roles: BTreeMap<String, ReplicaSpec>,
     status: Status,
 }
@@ -125,14 +123,9 @@ fn parse(kind: JobKind, obj: &Value) -> Result<Parsed, JobError> {
         .pointer("/runPolicy/suspend")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let elastic_min = spec
-        .pointer("/elasticPolicy/minReplicas")
-        .and_then(Value::as_i64)
-        .and_then(|m| i32::try_from(m).ok());
     Ok(Parsed {
         metadata: o.metadata,
         suspend,
-        elastic_min,
         roles,
         status: o.status.unwrap_or_default(),
     })
@@ -189,8 +182,6 @@ pub fn workload(
         .map(|(role, rs)| object::Set {
             name: pod_set_name(role),
             count: rs.replicas.unwrap_or(1),
-            // An elastic PyTorchJob's workers may run with fewer.
-            min: (role == "Worker").then_some(p.elastic_min).flatten(),
             template: rs.template.clone(),
         })
         .collect();
@@ -344,10 +335,12 @@ impl Queueable for Kubeflow {
         ObjPatch::Merge(suspend_patch())
     }
 
+    /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,
         view: &JobView,
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         Ok(vec![(false, ObjPatch::Merge(injection_patch(view, flavors)?))])
     }

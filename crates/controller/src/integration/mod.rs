@@ -154,11 +154,14 @@ pub trait Queueable: Sync {
     /// The patch that suspends an object.
     fn suspend_patch(&self) -> ObjPatch;
     /// The patches that start a suspended object on the flavors of each
-    /// of its pod sets (`true`: through `/status`).
+    /// of its pod sets with the pods admitted of each (`admitted`: fewer
+    /// than the pod set's count after a partial admission; a pod set it
+    /// does not name runs whole) (`true`: through `/status`).
     fn start_patches(
         &self,
         view: &JobView,
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError>;
     /// The patches that put back what the user wrote into an evicted,
     /// suspended object (none when nothing was injected).
@@ -181,12 +184,14 @@ pub fn suspend_patch(kind: JobKind) -> ObjPatch {
 }
 
 /// The patches that start a suspended object on the flavors assigned to
-/// each of its pod sets (`flavors`: pod set name → flavors).
+/// each of its pod sets (`flavors`: pod set name → flavors) with the pods
+/// admitted of each (`admitted`: pod set name → pods).
 pub fn start_patches(
     view: &JobView,
     flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+    admitted: &BTreeMap<String, u32>,
 ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-    view.kind.integration().start_patches(view, flavors)
+    view.kind.integration().start_patches(view, flavors, admitted)
 }
 
 /// The patches that put back what the user wrote into an evicted,

@@ -56,6 +56,9 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
         ready: state.ready,
         succeeded: state.succeeded,
         pods: state.pods,
+        parallelism: None,
+        completions: None,
+        original_parallelism: None,
         live: state.live,
         reports_terminating: false,
         started: false,
@@ -72,14 +75,16 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
     }
 }
 
-/// One pod set of an object: its name, pods, the fewest it can run with
-/// where the kind has such a minimum (recorded as `minCount`; admission
-/// is all or nothing until partial admission exists), and its template as
-/// it is now.
+/// One pod set of an object: its name, pods, and its template as it is
+/// now. No `minCount`: these kinds are admitted whole. Their objects run
+/// the pods their spec says (an elastic PyTorchJob's workers, an
+/// autoscaled Ray worker group's replicas), and their start patches do
+/// not scale them down, so a partial admission would run more pods than
+/// the quota it took; only a batch/v1 Job's parallelism is lowered to what
+/// was admitted ([`crate::job`]).
 pub(super) struct Set {
     pub(super) name: String,
     pub(super) count: i32,
-    pub(super) min: Option<i32>,
     pub(super) template: PodTemplateSpec,
 }
 
@@ -121,7 +126,6 @@ pub(super) fn workload(
             |Set {
                  name: ps,
                  count,
-                 min,
                  mut template,
              }| {
                 // The template as the user wrote it: injected directives are
@@ -135,7 +139,7 @@ pub(super) fn workload(
                 PodSet {
                     name: ps,
                     count,
-                    min_count: min.filter(|m| (1..count).contains(m)),
+                    min_count: None,
                     template,
                     topology,
                 }

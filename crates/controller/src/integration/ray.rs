@@ -82,8 +82,6 @@ struct WorkerGroup {
     #[serde(default)]
     replicas: Option<i32>,
     #[serde(default)]
-    min_replicas: Option<i32>,
-    #[serde(default)]
     num_of_hosts: Option<i32>,
     template: PodTemplateSpec,
 }
@@ -105,8 +103,6 @@ struct Group {
     /// Its `groupName` (the head's: `head`).
     key: String,
     pods: i32,
-    /// `minReplicas × numOfHosts` of an autoscaled worker group.
-    min: Option<i32>,
     template: PodTemplateSpec,
 }
 
@@ -146,7 +142,6 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
         pod_set: HEAD.to_string(),
         key: HEAD.to_string(),
         pods: 1,
-        min: None,
         template: cluster.head_group_spec.template,
     }];
     for (i, g) in cluster.worker_group_specs.into_iter().enumerate() {
@@ -174,7 +169,6 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
             pod_set: name,
             key: g.group_name,
             pods: replicas.saturating_mul(hosts),
-            min: g.min_replicas.map(|m| m.saturating_mul(hosts)),
             template: g.template,
         });
     }
@@ -235,7 +229,6 @@ pub fn workload(
         .map(|g| object::Set {
             name: g.pod_set,
             count: g.pods,
-            min: g.min,
             template: g.template,
         })
         .collect();
@@ -321,10 +314,12 @@ impl Queueable for RayJobKind {
         ObjPatch::Merge(crate::job::suspend_patch())
     }
 
+    /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,
         view: &JobView,
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         super::placed_start(view, &placed(view), flavors)
     }

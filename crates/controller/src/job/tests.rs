@@ -215,7 +215,7 @@ fn injection_adds_flavor_directives_and_restoration_is_exact() {
         json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                {"key": "pool", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]),
     );
-    let patch = injection_patch(&job, &[&a100]).unwrap();
+    let patch = injection_patch(&job, &[&a100], None).unwrap();
     assert_eq!(patch["spec"]["suspend"], json!(false));
     let admitted = patched(&job, &patch);
     assert!(!is_suspended(&admitted));
@@ -233,7 +233,7 @@ fn injection_adds_flavor_directives_and_restoration_is_exact() {
     assert_eq!(tols[1].key.as_deref(), Some("pool"));
     // Injecting again (a retry after a crash) changes nothing.
     assert_eq!(
-        patched(&admitted, &injection_patch(&admitted, &[&a100]).unwrap()),
+        patched(&admitted, &injection_patch(&admitted, &[&a100], None).unwrap()),
         admitted
     );
     // The Workload of the injected Job asks for what the user wrote.
@@ -270,7 +270,7 @@ fn a_users_own_node_selector_survives_injection_and_restoration() {
     pod.tolerations = None;
     let original = template_spec(&job);
     let flavor_b = flavor("b", &[("pool", "gpu"), ("gpu", "h100")], json!([]));
-    let admitted = patched(&job, &injection_patch(&job, &[&flavor_b]).unwrap());
+    let admitted = patched(&job, &injection_patch(&job, &[&flavor_b], None).unwrap());
     let sel = admitted
         .spec
         .as_ref()
@@ -303,7 +303,10 @@ fn a_corrupt_annotation_is_an_error_not_a_guess() {
         .get_or_insert_default()
         .insert(ORIGINAL_SCHEDULING.into(), "{not json".into());
     assert!(matches!(restoration_patch(&job), Err(JobError::BadAnnotation(_))));
-    assert!(matches!(injection_patch(&job, &[]), Err(JobError::BadAnnotation(_))));
+    assert!(matches!(
+        injection_patch(&job, &[], None),
+        Err(JobError::BadAnnotation(_))
+    ));
 }
 
 #[test]
@@ -330,4 +333,131 @@ fn recorded_job_states_read_correctly() {
     assert!(!has_started(&patched(&resuspended, &clear_start_time_patch())));
     let err = fixture("job-resuspended-template-nodeselector-patch-error-422.json");
     assert_eq!(err["code"], 422);
+}
+
+/// The recorded Job (parallelism 4, completions 4) with
+/// `sluice.dev/min-parallelism: "2"`, and `completions` as given.
+fn partial_job(completions: Option<i32>) -> Job {
+    let mut job = job_fixture("job-suspended-create-response.json");
+    job.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(labels::MIN_PARALLELISM.into(), "2".into());
+    job.spec.as_mut().unwrap().completions = completions;
+    job
+}
+
+fn parallelism(job: &Job) -> (Option<i32>, Option<i32>, Option<&str>) {
+    let spec = job.spec.as_ref().unwrap();
+    let recorded = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ORIGINAL_PARALLELISM))
+        .map(String::as_str);
+    (spec.parallelism, spec.completions, recorded)
+}
+
+#[test]
+fn a_partial_admission_lowers_parallelism_and_restoration_puts_it_back() {
+    let job = partial_job(Some(4));
+    let a100 = flavor("a100", &[("gpu", "a100")], json!([]));
+    let patch = injection_patch(&job, &[&a100], Some(2)).unwrap();
+    assert_eq!(patch["spec"]["parallelism"], json!(2));
+    assert_eq!(patch["metadata"]["annotations"][ORIGINAL_PARALLELISM], json!("4"));
+    let admitted = patched(&job, &patch);
+    assert_eq!(
+        parallelism(&admitted),
+        (Some(2), Some(4), Some("4")),
+        "completions untouched"
+    );
+    // Injecting again (a retry, a restart) changes nothing.
+    let again = injection_patch(&admitted, &[&a100], Some(2)).unwrap();
+    assert!(again["spec"].get("parallelism").is_none(), "{again}");
+    assert_eq!(patched(&admitted, &again), admitted);
+    // Its Workload, made again from the running Job, asks for all 4 pods.
+    let wl = workload_for_job(&admitted, false, no_class, no_class).unwrap();
+    assert_eq!((wl.spec.pod_sets[0].count, wl.spec.pod_sets[0].min_count), (4, Some(2)));
+    assert_eq!(original_parallelism(&admitted), Ok(4));
+    // Evicted: parallelism and template back, both annotations gone.
+    let suspended = patched(&admitted, &suspend_patch());
+    let restore = restoration_patch(&suspended).unwrap().expect("something to restore");
+    let restored = patched(&suspended, &restore);
+    assert_eq!(parallelism(&restored), (Some(4), Some(4), None));
+    assert_eq!(template_spec(&restored), template_spec(&job));
+    assert_eq!(restoration_patch(&restored).unwrap(), None, "nothing left to restore");
+    // The view a restarted controller keeps computes the same patches.
+    let view = JobView::of(&suspended, false);
+    assert_eq!((view.parallelism, view.pods), (Some(2), 2));
+    assert_eq!(restoration_patch(&view.patch_base()).unwrap(), Some(restore));
+    let view = JobView::of(&job, false);
+    assert_eq!(
+        injection_patch(&view.patch_base(), &[&a100], Some(2)).unwrap()["spec"]["parallelism"],
+        json!(2)
+    );
+}
+
+#[test]
+fn parallelism_changes_only_below_the_pods_the_job_asks_for() {
+    let a100 = flavor("a100", &[("gpu", "a100")], json!([]));
+    // (completions, pods admitted, parallelism patched, original recorded)
+    let cases = [
+        (Some(4), None, None, None),
+        (Some(4), Some(4), None, None),
+        (Some(4), Some(3), Some(3), Some("4")),
+        // Three completions: three pods at most; all three is whole.
+        (Some(3), Some(3), None, None),
+        (Some(3), Some(2), Some(2), Some("4")),
+        // No completions: parallelism pods.
+        (None, Some(2), Some(2), Some("4")),
+        // More completions than parallelism: completions stay 8.
+        (Some(8), Some(2), Some(2), Some("4")),
+    ];
+    for (completions, admitted, want, recorded) in cases {
+        let job = partial_job(completions);
+        let patch = injection_patch(&job, &[&a100], admitted).unwrap();
+        assert_eq!(
+            patch["spec"].get("parallelism"),
+            want.map(|p| json!(p)).as_ref(),
+            "{completions:?} {admitted:?}"
+        );
+        assert_eq!(
+            patch["metadata"]["annotations"]
+                .get(ORIGINAL_PARALLELISM)
+                .and_then(Value::as_str),
+            recorded,
+            "{completions:?} {admitted:?}"
+        );
+        assert_eq!(parallelism(&patched(&job, &patch)).1, completions);
+    }
+}
+
+#[test]
+fn a_job_left_lowered_and_admitted_whole_gets_its_parallelism_back() {
+    // Admitted with 2, suspended, and its restoration never written.
+    let a100 = flavor("a100", &[("gpu", "a100")], json!([]));
+    let job = partial_job(Some(4));
+    let lowered = patched(&job, &injection_patch(&job, &[&a100], Some(2)).unwrap());
+    let lowered = patched(&lowered, &suspend_patch());
+    // Admitted again, whole (or with 3: lowered from the original, not from 2).
+    let whole = patched(&lowered, &injection_patch(&lowered, &[&a100], Some(4)).unwrap());
+    assert_eq!(parallelism(&whole), (Some(4), Some(4), None));
+    let three = patched(&lowered, &injection_patch(&lowered, &[&a100], Some(3)).unwrap());
+    assert_eq!(parallelism(&three), (Some(3), Some(4), Some("4")));
+}
+
+#[test]
+fn a_corrupt_original_parallelism_is_an_error_not_a_guess() {
+    let mut job = partial_job(Some(4));
+    job.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ORIGINAL_PARALLELISM.into(), "many".into());
+    let err = restoration_patch(&job).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "metadata.annotations[sluice.dev/original-parallelism]: expected the Job's original spec.parallelism (a positive integer), got \"many\""
+    );
+    assert_eq!(injection_patch(&job, &[], Some(2)).unwrap_err(), err);
+    assert_eq!(workload_for_job(&job, false, no_class, no_class).unwrap_err(), err);
 }

@@ -26,6 +26,7 @@ pub(super) struct Cache {
 pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
     match o {
         Obj::Flavor(x) => ix.apply_flavor((**x).clone()),
+        Obj::Cohort(x) => ix.apply_cohort((**x).clone()),
         Obj::ClusterQueue(x) => ix.apply_cluster_queue((**x).clone()),
         Obj::LocalQueue(x) => ix.apply_local_queue((**x).clone()),
         Obj::WorkloadClass(x) => ix.apply_workload_priority_class((**x).clone()),
@@ -59,6 +60,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
     let split = split_key(key);
     match kind {
         Kind::ResourceFlavor => ix.delete_flavor(key),
+        Kind::Cohort => ix.delete_cohort(key),
         Kind::ClusterQueue => ix.delete_cluster_queue(key),
         Kind::LocalQueue => ix.delete_local_queue(&split_key(key)),
         Kind::WorkloadPriorityClass => ix.delete_workload_priority_class(key),

@@ -25,7 +25,7 @@
 //! - `cache`: every object seen, and the index a new leader builds from it;
 //! - `event_loop`: events, cycles, the write queue and its feedback;
 //! - `lease`: leader election and the Lease fence;
-//! - `queue_status`: ClusterQueue and LocalQueue status;
+//! - `queue_status`: ClusterQueue, LocalQueue and Cohort status;
 //! - `http`: `/metrics`, `/healthz`, `/readyz`.
 
 use std::future::Future;
@@ -67,7 +67,7 @@ pub struct RunConfig {
     /// Name of this replica (Event `reportingInstance`, Lease holder).
     pub identity: String,
     pub metrics_addr: SocketAddr,
-    /// Minimum time between two status writes of one ClusterQueue or LocalQueue.
+    /// Minimum time between two status writes of one ClusterQueue, LocalQueue or Cohort.
     pub queue_status_interval: Duration,
     /// The lazy lanes' own share of writes per second, beyond the budget
     /// the state lane leaves unused (0 or less: none); see

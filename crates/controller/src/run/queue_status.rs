@@ -1,7 +1,15 @@
-//! ClusterQueue and LocalQueue status: computed from the index by pure,
-//! typed functions ([`cluster_queue_status`], [`local_queue_status`]),
-//! serialized for a server-side apply, and written only when changed,
-//! within a share of the write budget.
+//! ClusterQueue, LocalQueue and Cohort status: computed from the index by
+//! pure, typed functions ([`cluster_queue_status`], [`local_queue_status`],
+//! [`cohort_status`]), serialized for a server-side apply, and written only
+//! when changed, within a share of the write budget. With fair sharing on,
+//! ClusterQueues and Cohorts carry their weighted share
+//! (`status.fairSharing.weightedShare`), also exported as gauges.
+//!
+//! These writes are bookkeeping: they go through the write queue's lazy
+//! lane (latest value wins per object), after admissions and evictions,
+//! and each tick hands out at most ~10 % of the write budget of them. A
+//! share moves with every admission in a cohort; coalescing per tick is
+//! what keeps that from costing a write per admission.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -10,29 +18,30 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use sluice_api::quantity::to_quantity;
-use sluice_api::v1alpha1::{ClusterQueueStatus, ClusterQueueSummary, FlavorUsage, LocalQueueStatus, ResourceUsage};
-use sluice_scheduler::QueueUsage;
+use sluice_api::v1alpha1::{
+    ClusterQueueStatus, ClusterQueueSummary, CohortStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
+    ResourceUsage,
+};
+use sluice_scheduler::{FairShare, QueueUsage};
 
 use super::RunConfig;
 use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
 use crate::metrics::Metrics;
 use crate::plan::{Plan, Purpose, QueueRef, Step};
 
-/// ClusterQueue and LocalQueue status: written when changed, at most once
-/// per tick per object, and at most ~10 % of the write budget per tick
-/// (the rest waits for the next tick; latest value wins, no backlog).
+/// ClusterQueue, LocalQueue and Cohort status: written when changed, at
+/// most once per tick per object, and at most ~10 % of the write budget
+/// per tick (the rest waits for the next tick; latest value wins, no
+/// backlog).
 #[derive(Default)]
 pub(super) struct QueueStatusWriter {
     /// Last status written per queue.
-    pub(super) last: HashMap<QueueId, Value>,
+    pub(super) last: HashMap<QueueRef, Value>,
     /// Handed to the writer, not written yet.
-    pub(super) queued: HashMap<QueueId, Value>,
+    pub(super) queued: HashMap<QueueRef, Value>,
     /// When each queue's Active condition last changed: (status, time).
-    pub(super) active_since: HashMap<QueueId, (bool, Time)>,
+    pub(super) active_since: HashMap<QueueRef, (bool, Time)>,
 }
-
-/// (cluster-scoped, namespace, name)
-pub(super) type QueueId = (bool, Option<String>, String);
 
 /// Whether two queue statuses say the same, fields left out and empty or
 /// null ones alike (the server's copy omits empty lists).
@@ -85,6 +94,22 @@ pub(super) fn cluster_queue_status(active: Condition, usage: Option<&QueueUsage>
         }));
     }
     status
+}
+
+/// A Cohort's status: its `Active` condition and, with fair sharing on
+/// and the cohort in the engine, its weighted share.
+pub(super) fn cohort_status(active: Condition, share: Option<&FairShare>) -> CohortStatus {
+    CohortStatus {
+        fair_sharing: share.map(share_status),
+        conditions: vec![active],
+    }
+}
+
+/// The `status.fairSharing` of a ClusterQueue or Cohort.
+pub(super) fn share_status(share: &FairShare) -> FairSharingStatus {
+    FairSharingStatus {
+        weighted_share: share.weighted_share,
+    }
 }
 
 /// A LocalQueue's status: its `Active` condition, its counts, and the
@@ -141,6 +166,9 @@ pub(super) fn cluster_queue_body(status: &ClusterQueueStatus, held: bool) -> Val
     if let Some(g) = &status.gpus {
         body["gpus"] = json!(g);
     }
+    if let Some(f) = &status.fair_sharing {
+        body["fairSharing"] = json!(f);
+    }
     body
 }
 
@@ -180,10 +208,23 @@ fn record_usage(m: &Metrics, name: &str, u: &QueueUsage) {
     }
 }
 
+/// `names` (objects of `kind` the index holds) and those of `kind` it
+/// keeps out as invalid: each gets a status, the invalid ones to say why.
+fn with_errors(ix: &Index, names: Vec<String>, kind: Kind) -> BTreeSet<String> {
+    let mut all: BTreeSet<String> = names.into_iter().collect();
+    all.extend(
+        ix.errors()
+            .keys()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, name)| name.clone()),
+    );
+    all
+}
+
 /// When the server's `Active` condition of a queue took its status, if it
 /// has that status now.
-pub(super) fn observed_active_since(ix: &Index, id: &QueueId, active: bool) -> Option<Time> {
-    let status = ix.observed_queue_status(id.1.as_deref(), &id.2)?;
+pub(super) fn observed_active_since(ix: &Index, id: &QueueRef, active: bool) -> Option<Time> {
+    let status = ix.observed_queue_status(id)?;
     let c = status["conditions"]
         .as_array()?
         .iter()
@@ -198,7 +239,7 @@ impl QueueStatusWriter {
     pub(super) fn active_condition(
         &mut self,
         ix: &Index,
-        id: QueueId,
+        id: QueueRef,
         problem: Option<(&'static str, String)>,
         ok: &str,
         now: &Time,
@@ -219,23 +260,18 @@ impl QueueStatusWriter {
         active_condition(problem, ok, since.1.clone())
     }
 
-    /// The status every queue should have now (`now`: RFC 3339, as
-    /// [`QueueStatusWriter::plans`] gives it); updates the usage metrics.
-    pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueId, Value)> {
+    /// The status every queue and Cohort should have now (`now`: RFC
+    /// 3339, as [`QueueStatusWriter::plans`] gives it); updates the usage
+    /// and weighted-share metrics.
+    pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueRef, Value)> {
         let now = Time(now.parse().unwrap_or_else(|_| Timestamp::now()));
+        let fair = ix.fair_sharing();
         let mut wanted = Vec::new();
-        let cqs = ix.cluster_queue_names();
-        let mut names: BTreeSet<String> = cqs.into_iter().collect();
-        names.extend(
-            ix.errors()
-                .keys()
-                .filter(|(k, _)| *k == Kind::ClusterQueue)
-                .map(|(_, name)| name.clone()),
-        );
-        for name in names {
+        for name in with_errors(ix, ix.cluster_queue_names(), Kind::ClusterQueue) {
+            let id = QueueRef::ClusterQueue(name.clone());
             let condition = self.active_condition(
                 ix,
-                (true, None, name.clone()),
+                id.clone(),
                 ix.cluster_queue_problem(&name),
                 "Can admit workloads",
                 &now,
@@ -247,23 +283,51 @@ impl QueueStatusWriter {
             let mut status = cluster_queue_status(condition, usage.as_ref());
             status.conditions.extend(ix.idle_check_condition(&name));
             status.gpus = ix.cluster_queue_gpus(&name);
-            wanted.push(((true, None, name), cluster_queue_body(&status, usage.is_some())));
+            if fair
+                && usage.is_some()
+                && let Some(share) = ix.engine().cluster_queue_share(&name)
+            {
+                m.cluster_queue_share(&name, share.weighted_share);
+                status.fair_sharing = Some(share_status(&share));
+            }
+            wanted.push((id, cluster_queue_body(&status, usage.is_some())));
         }
         for (key, st) in ix.local_queue_stats() {
-            let id = (false, Some(key.namespace.clone()), key.name.clone());
+            let problem = ix.local_queue_problem(&key);
+            let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
+            let pending = ix.pending_snapshot(&key);
+            let id = QueueRef::LocalQueue(key);
             let condition = self.active_condition(
                 ix,
                 id.clone(),
-                ix.local_queue_problem(&key),
+                problem,
                 "Can submit new workloads to its ClusterQueue",
                 &now,
             );
-            let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
-            let status = local_queue_status(condition, &st, summary, ix.pending_snapshot(&key));
+            let status = local_queue_status(condition, &st, summary, pending);
             wanted.push((id, local_queue_body(&status)));
         }
+        for name in with_errors(ix, ix.cohort_object_names(), Kind::Cohort) {
+            let id = QueueRef::Cohort(name.clone());
+            let condition = self.active_condition(
+                ix,
+                id.clone(),
+                ix.cohort_problem(&name),
+                "Its parent, quota and weight are in effect",
+                &now,
+            );
+            let share = fair.then(|| ix.engine().cohort_share(&name)).flatten();
+            wanted.push((id, json!(cohort_status(condition, share.as_ref()))));
+        }
+        if fair {
+            for name in ix.cohort_names() {
+                if let Some(share) = ix.engine().cohort_share(&name) {
+                    m.cohort_share(&name, share.weighted_share);
+                }
+            }
+        }
         // Queues no longer there are forgotten.
-        let ids: BTreeSet<&QueueId> = wanted.iter().map(|(id, _)| id).collect();
+        let ids: BTreeSet<&QueueRef> = wanted.iter().map(|(id, _)| id).collect();
         self.last.retain(|id, _| ids.contains(id));
         self.queued.retain(|id, _| ids.contains(id));
         self.active_since.retain(|id, _| ids.contains(id));
@@ -271,7 +335,7 @@ impl QueueStatusWriter {
         // is not written again.
         for (id, _) in &wanted {
             if !self.last.contains_key(id)
-                && let Some(observed) = ix.observed_queue_status(id.1.as_deref(), &id.2)
+                && let Some(observed) = ix.observed_queue_status(id)
             {
                 self.last.insert(id.clone(), observed);
             }
@@ -298,13 +362,9 @@ impl QueueStatusWriter {
                 continue;
             }
             self.queued.insert(id.clone(), status.clone());
-            let (_, namespace, name) = id;
             out.push(Plan {
                 purpose: Purpose::QueueStatus,
-                steps: vec![Step::ApplyQueueStatus {
-                    queue: QueueRef { namespace, name },
-                    status,
-                }],
+                steps: vec![Step::ApplyQueueStatus { queue: id, status }],
             });
         }
         out
@@ -316,12 +376,11 @@ impl QueueStatusWriter {
             let Step::ApplyQueueStatus { queue, status } = step else {
                 continue;
             };
-            let id = (queue.namespace.is_none(), queue.namespace.clone(), queue.name.clone());
-            if self.queued.get(&id) == Some(status) {
-                self.queued.remove(&id);
+            if self.queued.get(queue) == Some(status) {
+                self.queued.remove(queue);
             }
             if ok {
-                self.last.insert(id, status.clone());
+                self.last.insert(queue.clone(), status.clone());
             }
         }
     }

@@ -16,8 +16,16 @@ use super::queue_status::QueueStatusWriter;
 use super::watches::{Msg, Obj};
 use super::*;
 use crate::index::Kind;
-use crate::plan::{Purpose, Step};
+use crate::plan::{ObjKey, Purpose, QueueRef, Step};
 use crate::testing::{cq, flavor, job_fixture, lq};
+
+fn cqr(name: &str) -> QueueRef {
+    QueueRef::ClusterQueue(name.into())
+}
+
+fn lqr(namespace: &str, name: &str) -> QueueRef {
+    QueueRef::LocalQueue(ObjKey::new(namespace, name))
+}
 
 #[test]
 fn a_far_wake_up_never_overflows_an_instant() {
@@ -187,14 +195,7 @@ fn queue_status_is_wanted_only_when_it_changes_and_invalid_queues_say_why() {
     let mut w = QueueStatusWriter::default();
     let wanted = w.wanted(&ix, &m, "2027-01-01T00:00:00Z");
     let ids: Vec<_> = wanted.iter().map(|(id, _)| id.clone()).collect();
-    assert_eq!(
-        ids,
-        [
-            (true, None, "bad".to_string()),
-            (true, None, "cluster-gpu".to_string()),
-            (false, Some("research".to_string()), "team-a".to_string())
-        ]
-    );
+    assert_eq!(ids, [cqr("bad"), cqr("cluster-gpu"), lqr("research", "team-a")]);
     let bad_status = &wanted[0].1;
     assert_eq!(bad_status["conditions"][0]["status"], "False");
     assert_eq!(bad_status["conditions"][0]["reason"], "InvalidClusterQueue");
@@ -313,21 +314,19 @@ fn queues_are_inactive_while_a_flavor_or_their_cluster_queue_is_missing() {
     let mut w = QueueStatusWriter::default();
     let ix = build_index(&cache, &IndexConfig::default());
     let wanted: BTreeMap<_, _> = w.wanted(&ix, &m, "2027-01-01T00:00:00Z").into_iter().collect();
-    let cond = |id: (bool, Option<&str>, &str)| {
-        wanted[&(id.0, id.1.map(String::from), id.2.to_string())]["conditions"][0].clone()
-    };
-    let c = cond((true, None, "cluster-gpu"));
+    let cond = |id: QueueRef| wanted[&id]["conditions"][0].clone();
+    let c = cond(cqr("cluster-gpu"));
     assert_eq!(
         (c["status"].as_str(), c["reason"].as_str()),
         (Some("False"), Some("FlavorNotFound"))
     );
     assert!(c["message"].as_str().unwrap().contains("a100"), "{c}");
-    let l = cond((false, Some("research"), "team-a"));
+    let l = cond(lqr("research", "team-a"));
     assert_eq!(
         (l["status"].as_str(), l["reason"].as_str()),
         (Some("False"), Some("ClusterQueueIsInactive"))
     );
-    let o = cond((false, Some("research"), "orphan"));
+    let o = cond(lqr("research", "orphan"));
     assert_eq!(o["reason"], "ClusterQueueDoesNotExist");
     assert_eq!(o["message"], "ClusterQueue nowhere does not exist");
     for (id, status) in wanted {
@@ -337,15 +336,15 @@ fn queues_are_inactive_while_a_flavor_or_their_cluster_queue_is_missing() {
     handle(&mut cache, None, Msg::Apply(Obj::Flavor(Box::new(flavor("a100")))), 0);
     let ix = build_index(&cache, &IndexConfig::default());
     let again: BTreeMap<_, _> = w.wanted(&ix, &m, "2027-01-01T00:01:00Z").into_iter().collect();
-    let c = &again[&(true, None, "cluster-gpu".to_string())]["conditions"][0];
+    let c = &again[&cqr("cluster-gpu")]["conditions"][0];
     assert_eq!(
         (c["status"].as_str(), c["lastTransitionTime"].as_str()),
         (Some("True"), Some("2027-01-01T00:01:00Z"))
     );
-    let l = &again[&(false, Some("research".to_string()), "team-a".to_string())]["conditions"][0];
+    let l = &again[&lqr("research", "team-a")]["conditions"][0];
     assert_eq!(l["status"], "True");
     assert!(
-        !again.contains_key(&(false, Some("research".to_string()), "orphan".to_string())),
+        !again.contains_key(&lqr("research", "orphan")),
         "unchanged: not written again"
     );
 }
@@ -387,6 +386,7 @@ fn a_malformed_object_is_reported_not_fatal() {
     assert!(ix.is_ready());
 }
 
+mod fair_share;
 mod memory;
 
 // ----- the whole loop against a mocked API server ---------------------------------
@@ -527,6 +527,7 @@ fn config_lists(
                 vec![serde_json::to_value(lq("research", "team-a", "cluster-gpu")).unwrap()],
             ),
         ),
+        ("/apis/sluice.dev/v1alpha1/cohorts", list("Cohort", vec![])),
         (
             "/apis/sluice.dev/v1alpha1/workloadpriorityclasses",
             list("WorkloadPriorityClass", vec![]),

@@ -12,7 +12,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload, WorkloadPriorityClass};
 
 use super::RunConfig;
 use crate::index::Kind;
@@ -30,6 +30,7 @@ pub(super) enum Msg {
 #[derive(Clone)]
 pub(super) enum Obj {
     Flavor(Box<ResourceFlavor>),
+    Cohort(Box<Cohort>),
     ClusterQueue(Box<ClusterQueue>),
     LocalQueue(Box<LocalQueue>),
     WorkloadClass(Box<WorkloadPriorityClass>),
@@ -66,6 +67,7 @@ pub(super) enum Obj {
 pub(super) fn kind_of(o: &Obj) -> Kind {
     match o {
         Obj::Flavor(_) => Kind::ResourceFlavor,
+        Obj::Cohort(_) => Kind::Cohort,
         Obj::ClusterQueue(_) => Kind::ClusterQueue,
         Obj::LocalQueue(_) => Kind::LocalQueue,
         Obj::WorkloadClass(_) => Kind::WorkloadPriorityClass,
@@ -84,6 +86,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
 pub(super) fn key_of_obj(o: &Obj) -> String {
     match o {
         Obj::Flavor(x) => name_key(None, x.metadata.name.as_deref()),
+        Obj::Cohort(x) => name_key(None, x.metadata.name.as_deref()),
         Obj::ClusterQueue(x) => name_key(None, x.metadata.name.as_deref()),
         Obj::LocalQueue(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::WorkloadClass(x) => name_key(None, x.metadata.name.as_deref()),
@@ -179,6 +182,7 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let mut streams: Vec<MsgStream> = vec![
         sluice_watch::<ResourceFlavor>(client, Kind::ResourceFlavor, |o| Obj::Flavor(Box::new(o))),
+        sluice_watch::<Cohort>(client, Kind::Cohort, |o| Obj::Cohort(Box::new(o))),
         sluice_watch::<ClusterQueue>(client, Kind::ClusterQueue, |o| Obj::ClusterQueue(Box::new(o))),
         sluice_watch::<LocalQueue>(client, Kind::LocalQueue, |o| Obj::LocalQueue(Box::new(o))),
         sluice_watch::<WorkloadPriorityClass>(client, Kind::WorkloadPriorityClass, |o| Obj::WorkloadClass(Box::new(o))),

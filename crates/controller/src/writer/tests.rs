@@ -540,13 +540,11 @@ fn events_about_cluster_scoped_objects_go_to_the_default_namespace() {
 }
 
 #[tokio::test]
-async fn queue_status_is_applied_to_the_status_subresource() {
+async fn queue_and_cohort_status_is_applied_to_the_status_subresource() {
     let (writer, mut handle) = mock();
-    let step = |namespace: Option<&str>| Step::ApplyQueueStatus {
-        queue: crate::plan::QueueRef {
-            namespace: namespace.map(String::from),
-            name: "team-a".into(),
-        },
+    use crate::plan::QueueRef;
+    let step = |queue: QueueRef| Step::ApplyQueueStatus {
+        queue,
         status: json!({"pendingWorkloads": 3}),
     };
     let server = tokio::spawn(async move {
@@ -556,6 +554,7 @@ async fn queue_status_is_applied_to_the_status_subresource() {
                 "/apis/sluice.dev/v1alpha1/namespaces/research/localqueues/team-a/status",
                 "LocalQueue",
             ),
+            ("/apis/sluice.dev/v1alpha1/cohorts/team-a/status", "Cohort"),
         ] {
             let call = expect(&mut handle, Method::PATCH, path).await;
             assert_eq!(
@@ -571,8 +570,17 @@ async fn queue_status_is_applied_to_the_status_subresource() {
         }
         no_more_requests(&mut handle).await;
     });
-    writer.step(&step(None)).await.unwrap();
-    writer.step(&step(Some("research"))).await.unwrap();
+    writer
+        .step(&step(QueueRef::ClusterQueue("team-a".into())))
+        .await
+        .unwrap();
+    writer
+        .step(&step(QueueRef::LocalQueue(crate::plan::ObjKey::new(
+            "research", "team-a",
+        ))))
+        .await
+        .unwrap();
+    writer.step(&step(QueueRef::Cohort("team-a".into()))).await.unwrap();
     server.await.unwrap();
 }
 
@@ -808,7 +816,7 @@ async fn a_jobset_is_started_with_a_merge_patch_of_its_annotation_then_a_guarded
     let a100 = flavor("a100");
     let flavors = std::collections::BTreeMap::from([("workers".to_string(), vec![&a100])]);
     let job = JobRef::new(JobKind::JobSet, "research", "pretrain");
-    let steps: Vec<Step> = integration::start_patches(&view, &flavors)
+    let steps: Vec<Step> = integration::start_patches(&view, &flavors, &BTreeMap::new())
         .unwrap()
         .into_iter()
         .map(|(_, patch)| Step::PatchJob {
@@ -970,7 +978,7 @@ async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
             .iter()
             .map(|t| (t.pod_set.clone(), vec![&a100]))
             .collect();
-        let start = integration::start_patches(&view, &flavors).unwrap();
+        let start = integration::start_patches(&view, &flavors, &BTreeMap::new()).unwrap();
         // The object as the server holds it once started and suspended again.
         let mut started = obj.clone();
         for (_, p) in &start {

@@ -121,7 +121,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     let v = view(&js, false).unwrap();
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("workers".to_string(), vec![&a100]), ("driver".to_string(), vec![])]);
-    let start = integration::start_patches(&v, &flavors).unwrap();
+    let start = integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
     // The originals first (a merge patch: the object may have no
     // annotations), then one JSON patch guarded by the names.
     assert!(matches!(start[0].1, ObjPatch::Merge(_)));
@@ -148,7 +148,10 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     // Starting again from the started object (a retry) changes nothing.
     let again = view(&started, false).unwrap();
     assert_eq!(
-        apply(&started, &integration::start_patches(&again, &flavors).unwrap()),
+        apply(
+            &started,
+            &integration::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
+        ),
         started
     );
 
@@ -175,7 +178,7 @@ fn a_reordered_jobset_is_not_patched_in_the_wrong_place() {
     let v = view(&js, false).unwrap();
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("workers".to_string(), vec![&a100])]);
-    let start = integration::start_patches(&v, &flavors).unwrap();
+    let start = integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
     let ObjPatch::Json(ops) = &start[1].1 else { panic!() };
     let mut swapped = js.clone();
     let rjs = swapped["spec"]["replicatedJobs"].as_array_mut().unwrap();

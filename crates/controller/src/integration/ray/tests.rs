@@ -151,7 +151,10 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
         ("gpu-small".to_string(), vec![&a100]),
         ("gpu-big".to_string(), vec![&h100]),
     ]);
-    let started = apply(&rj, &integration::start_patches(&v, &flavors).unwrap());
+    let started = apply(
+        &rj,
+        &integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap(),
+    );
     let head = |o: &Value| o["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].clone();
     let worker = |o: &Value, i: usize| o["spec"]["rayClusterSpec"]["workerGroupSpecs"][i]["template"]["spec"].clone();
     assert_eq!(started["spec"]["suspend"], json!(false));
@@ -161,11 +164,14 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     // A retry from the started object changes nothing.
     let again = view(&started, false).unwrap();
     assert_eq!(
-        apply(&started, &integration::start_patches(&again, &flavors).unwrap()),
+        apply(
+            &started,
+            &integration::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
+        ),
         started
     );
     // Worker groups reordered meanwhile: the patch is refused.
-    let ObjPatch::Json(ops) = &integration::start_patches(&v, &flavors).unwrap()[1].1 else {
+    let ObjPatch::Json(ops) = &integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap()[1].1 else {
         panic!()
     };
     let mut swapped = rj.clone();
@@ -213,8 +219,11 @@ fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
     assert_eq!(sluice_convert::adapter::workload(&wl, 10, 0).unwrap().pod_sets.len(), 2);
 }
 
+/// An autoscaled worker group's minReplicas is not a minCount: the
+/// controller does not scale a RayJob's cluster down, so a partial
+/// admission would run more pods than it holds quota for.
 #[test]
-fn an_autoscaled_worker_group_records_its_minimum() {
+fn an_autoscaled_worker_group_is_admitted_whole() {
     // GPU-Small: replicas 2, minReplicas 1; gpu-big has no minimum.
     let wl = workload(&rayjob(), false, |_| None, |_| None).unwrap();
     let mins: Vec<(&str, Option<i32>)> = wl
@@ -223,5 +232,5 @@ fn an_autoscaled_worker_group_records_its_minimum() {
         .iter()
         .map(|p| (p.name.as_str(), p.min_count))
         .collect();
-    assert_eq!(mins, [("head", None), ("gpu-small", Some(1)), ("gpu-big", None)]);
+    assert_eq!(mins, [("head", None), ("gpu-small", None), ("gpu-big", None)]);
 }

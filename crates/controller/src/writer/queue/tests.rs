@@ -57,10 +57,7 @@ fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
     let status = |name: &str, n: u32| Plan {
         purpose: Purpose::QueueStatus,
         steps: vec![Step::ApplyQueueStatus {
-            queue: crate::plan::QueueRef {
-                namespace: None,
-                name: name.into(),
-            },
+            queue: crate::plan::QueueRef::ClusterQueue(name.into()),
             status: json!({"pendingWorkloads": n}),
         }],
     };
@@ -79,11 +76,41 @@ fn a_queue_status_waiting_to_be_written_is_replaced_by_a_newer_one() {
     assert_eq!(q.pop().unwrap().1.purpose, Purpose::Admit { uid: "a".into() });
     let written: Vec<Value> = std::iter::from_fn(|| q.pop())
         .map(|(_, p)| match &p.steps[0] {
-            Step::ApplyQueueStatus { queue, status } => json!([queue.name, status["pendingWorkloads"]]),
+            Step::ApplyQueueStatus { queue, status } => json!([queue.name(), status["pendingWorkloads"]]),
             _ => Value::Null,
         })
         .collect();
     assert_eq!(written, [json!(["gpu", 2]), json!(["cpu", 1])]);
+}
+
+#[test]
+fn a_cohort_and_a_cluster_queue_of_one_name_each_keep_their_own_status_write() {
+    use crate::plan::{ObjKey, QueueRef};
+    let status = |queue: QueueRef, n: u32| Plan {
+        purpose: Purpose::QueueStatus,
+        steps: vec![Step::ApplyQueueStatus {
+            queue,
+            status: json!({"n": n}),
+        }],
+    };
+    let q = WriteQueue::default();
+    assert!(q.push(status(QueueRef::ClusterQueue("gpu".into()), 1)).is_empty());
+    assert!(q.push(status(QueueRef::Cohort("gpu".into()), 1)).is_empty());
+    assert!(
+        q.push(status(QueueRef::LocalQueue(ObjKey::new("gpu", "gpu")), 1))
+            .is_empty()
+    );
+    // A newer Cohort status replaces the Cohort's only.
+    let replaced = q.push(status(QueueRef::Cohort("gpu".into()), 2));
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(
+        replaced[0].steps[0],
+        Step::ApplyQueueStatus {
+            queue: QueueRef::Cohort("gpu".into()),
+            status: json!({"n": 1})
+        }
+    );
+    assert_eq!(q.len(), 3);
 }
 
 #[test]

@@ -1,0 +1,196 @@
+//! What Sluice keeps of a queued object in memory ([`JobView`]), and the
+//! Job rebuilt from it that the patches are computed on.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sluice_api::labels;
+
+use super::{
+    MAIN_POD_SET, ORIGINAL_PARALLELISM, ORIGINAL_SCHEDULING, finished, has_started, is_suspended, live_pods,
+    pods_count, queue_of,
+};
+
+/// A pod template's `nodeSelector` and `tolerations`, and the pod set it
+/// belongs to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TemplateDirectives {
+    pub pod_set: String,
+    /// Where the template is in its object: a JobSet's replicated Job's
+    /// name, a Kubeflow job's role (a Job's: its pod set's name).
+    pub key: String,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+/// What Sluice keeps of a Job in memory: the few fields it decides on,
+/// and the template's scheduling directives and original-scheduling
+/// annotation for the patches. (The full Job is needed only to create its
+/// Workload, which happens when the Job is observed.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobView {
+    /// The kind of object it is a view of (a JobSet's view is made by
+    /// [`crate::integration::jobset`]).
+    pub kind: crate::integration::JobKind,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The LocalQueue it is queued in (label, with the Kueue label when enabled).
+    pub queue: Option<String>,
+    pub suspended: bool,
+    /// `Some(true)` Complete, `Some(false)` Failed.
+    pub finished: Option<bool>,
+    /// `status.ready`, when the server reports it.
+    pub ready: Option<i32>,
+    /// `status.succeeded`.
+    pub succeeded: i32,
+    /// Pods that run at once: [`pods_count`] of the spec.
+    pub pods: i32,
+    /// A batch/v1 Job's `spec.parallelism` and `spec.completions` as they
+    /// are now (partial admission may have lowered the parallelism); `None`
+    /// for other kinds.
+    pub parallelism: Option<i32>,
+    pub completions: Option<i32>,
+    /// The [`ORIGINAL_PARALLELISM`] annotation, as written.
+    pub original_parallelism: Option<String>,
+    /// Pods not yet gone ([`live_pods`]).
+    pub live: i32,
+    /// The server reports `status.terminating` (1.29+, or 1.28 with
+    /// JobPodReplacementPolicy): `live` then counts terminating pods too.
+    pub reports_terminating: bool,
+    /// `status.startTime` is set.
+    pub started: bool,
+    /// Each pod template's scheduling directives as they are now, in the
+    /// object's order (a Job has one, pod set [`MAIN_POD_SET`]).
+    pub templates: Vec<TemplateDirectives>,
+    /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
+    pub original: Option<String>,
+    /// Its gang labels, when it is a member of a multi-Job gang.
+    pub gang: Option<crate::gang::Labels>,
+    /// The kind of the object of another kind Sluice queues that made this
+    /// Job (a JobSet's child Job, an MPIJob's launcher, a RayJob's
+    /// submitter): while that kind is queued, the Job is queued as part of
+    /// its owner, never on its own.
+    pub managed_by: Option<crate::integration::JobKind>,
+    /// The label selector of its pods, where it is not its kind's usual
+    /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
+    /// RayCluster's.
+    pub pods_selector: Option<String>,
+    /// Expected run time (ms): the `sluice.dev/expected-runtime` annotation,
+    /// else a Job's `activeDeadlineSeconds`; `Err` names a bad annotation.
+    pub expected_runtime: Result<Option<i64>, String>,
+}
+
+impl JobView {
+    pub fn of(job: &Job, kueue_compat: bool) -> Self {
+        let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        JobView {
+            kind: crate::integration::JobKind::Job,
+            namespace: job.metadata.namespace.clone().unwrap_or_default(),
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            queue: queue_of(job, kueue_compat).map(String::from),
+            suspended: is_suspended(job),
+            finished: finished(job),
+            ready: job.status.as_ref().and_then(|s| s.ready),
+            succeeded: job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
+            pods: job
+                .spec
+                .as_ref()
+                .map_or(1, |s| pods_count(s.parallelism, s.completions)),
+            parallelism: job.spec.as_ref().and_then(|s| s.parallelism),
+            completions: job.spec.as_ref().and_then(|s| s.completions),
+            original_parallelism: annotation(job, ORIGINAL_PARALLELISM),
+            live: live_pods(job),
+            reports_terminating: job.status.as_ref().is_some_and(|s| s.terminating.is_some()),
+            started: has_started(job),
+            templates: vec![TemplateDirectives {
+                pod_set: MAIN_POD_SET.into(),
+                key: MAIN_POD_SET.into(),
+                node_selector: pod.and_then(|p| p.node_selector.clone()),
+                tolerations: pod.and_then(|p| p.tolerations.clone()),
+            }],
+            original: annotation(job, ORIGINAL_SCHEDULING),
+            gang: crate::gang::Labels::of(&job.metadata),
+            managed_by: job
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.controller == Some(true))
+                .find_map(|o| {
+                    crate::integration::JobKind::ALL.into_iter().find(|k| {
+                        *k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
+                    })
+                }),
+            pods_selector: None,
+            expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
+                a.or_else(|| {
+                    let secs = job.spec.as_ref()?.active_deadline_seconds?;
+                    Some(secs.saturating_mul(1000))
+                })
+            }),
+        }
+    }
+
+    /// A Job holding just what [`super::injection_patch`] and
+    /// [`super::restoration_patch`] read.
+    pub fn patch_base(&self) -> Job {
+        use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
+        use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+        let t = self.templates.first();
+        Job {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                annotations: Some(
+                    [
+                        (ORIGINAL_SCHEDULING, &self.original),
+                        (ORIGINAL_PARALLELISM, &self.original_parallelism),
+                    ]
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+                    .collect::<BTreeMap<_, _>>(),
+                )
+                .filter(|a| !a.is_empty()),
+                ..Default::default()
+            },
+            spec: Some(JobSpec {
+                suspend: Some(self.suspended),
+                parallelism: self.parallelism,
+                completions: self.completions,
+                template: PodTemplateSpec {
+                    metadata: None,
+                    spec: Some(PodSpec {
+                        node_selector: t.and_then(|t| t.node_selector.clone()),
+                        tolerations: t.and_then(|t| t.tolerations.clone()),
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+            status: self.started.then(|| JobStatus {
+                start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                )),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+impl JobView {
+    /// All its pods are, or were, ready: `ready + succeeded >= pods`
+    /// (Kueue's rule: pods that already succeeded count as ready), with
+    /// `pods` at most `admitted` (the Workload's pod count).
+    pub fn all_pods_ready(&self, admitted: i32) -> bool {
+        let needed = self.pods.min(admitted).max(1);
+        self.ready.unwrap_or(0).saturating_add(self.succeeded) >= needed
+    }
+}
+
+fn annotation(job: &Job, key: &str) -> Option<String> {
+    job.metadata.annotations.as_ref()?.get(key).cloned()
+}
