@@ -726,7 +726,10 @@ fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
             sluice_kinds += 1;
         }
     }
-    assert_eq!(sluice_kinds, 6, "ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass, Workload, Cohort");
+    assert_eq!(
+        sluice_kinds, 6,
+        "ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass, Workload, Cohort"
+    );
 }
 
 #[tokio::test]

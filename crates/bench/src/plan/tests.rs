@@ -214,7 +214,9 @@ fn a_scenario_with_cohort_objects_is_refused_not_run_without_them() {
     let text = std::fs::read_to_string(path).expect("shipped scenario");
     let (s, m) = load_with(path, &text, &LoadOptions { scale: 1.0 }).expect("loads");
     assert!(!m.cohorts.is_empty(), "the scenario declares a Cohort");
-    let errors = build("sb-test", &s, &m, 1.0).err().expect("refused");
+    let Err(errors) = build("sb-test", &s, &m, 1.0) else {
+        panic!("a scenario with a Cohort is refused");
+    };
     assert!(
         errors
             .iter()
