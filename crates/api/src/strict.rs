@@ -49,14 +49,21 @@ impl std::fmt::Display for UnknownField {
     }
 }
 
+/// Every CRD, generated once: generating the schemas costs far more than
+/// checking a document against them, and a scenario has thousands.
+fn crds() -> &'static [CustomResourceDefinition] {
+    static CRDS: std::sync::OnceLock<Vec<CustomResourceDefinition>> = std::sync::OnceLock::new();
+    CRDS.get_or_init(crate::crd::all)
+}
+
 /// The CRD of a Sluice kind (`ClusterQueue`, …), if it is one.
-pub fn crd_of(kind: &str) -> Option<CustomResourceDefinition> {
-    crate::crd::all().into_iter().find(|c| c.spec.names.kind == kind)
+pub fn crd_of(kind: &str) -> Option<&'static CustomResourceDefinition> {
+    crds().iter().find(|c| c.spec.names.kind == kind)
 }
 
 /// The Sluice kinds, by name.
 pub fn kinds() -> Vec<String> {
-    crate::crd::all().into_iter().map(|c| c.spec.names.kind).collect()
+    crds().iter().map(|c| c.spec.names.kind.clone()).collect()
 }
 
 /// Every key of `object` (a whole manifest: apiVersion, kind, metadata,

@@ -75,7 +75,7 @@ pub fn unknown_fields(kind: &str, doc: &Document<'_>, origin: DocOrigin<'_>) -> 
         // Not valid YAML: the typed parse reports it with its position.
         return Vec::new();
     };
-    strict::unknown_fields(&crd, &value)
+    strict::unknown_fields(crd, &value)
         .into_iter()
         .map(|u| {
             let location = locate(doc, &u.path);
