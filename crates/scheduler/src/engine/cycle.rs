@@ -274,7 +274,7 @@ impl Engine {
                         && attempt.borrowing
                         && (merge.fair() || self.peers_have_idle_quota(cq, &attempt)) =>
                 {
-                    merge.defer(self, cq, key, i);
+                    merge.defer(cq, key, i);
                     continue;
                 }
                 Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {

@@ -133,7 +133,7 @@ impl Merge {
     pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
         match self {
             Merge::Flat(m) => m.push(e, cq, key, list),
-            Merge::Fair(t) => t.push(e, cq, key, list),
+            Merge::Fair(t) => t.push(cq, key, list),
         }
     }
 
@@ -154,10 +154,10 @@ impl Merge {
     }
 
     #[inline]
-    pub(super) fn defer(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+    pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
         match self {
             Merge::Flat(m) => m.defer(cq, key, list),
-            Merge::Fair(t) => t.defer(e, cq, key, list),
+            Merge::Fair(t) => t.defer(cq, key, list),
         }
     }
 

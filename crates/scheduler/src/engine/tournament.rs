@@ -38,6 +38,10 @@ pub(super) struct Tournament {
     root: CohortId,
     deferring: bool,
     paused: BTreeSet<CqId>,
+    /// Queues whose entries changed since the last pop (and whether their
+    /// ancestors' shares did too): brought up to date once, at the next
+    /// pop, however many pushes and admissions came in between.
+    stale: Vec<(CqId, bool)>,
 }
 
 impl Tournament {
@@ -50,16 +54,27 @@ impl Tournament {
             root,
             deferring: two_passes,
             paused: BTreeSet::new(),
+            stale: Vec::new(),
         }
     }
 
-    pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+    fn mark(&mut self, cq: CqId, all: bool) {
+        match self.stale.iter_mut().find(|(q, _)| *q == cq) {
+            Some((_, a)) => *a |= all,
+            None => self.stale.push((cq, all)),
+        }
+    }
+
+    pub(super) fn push(&mut self, cq: CqId, key: OrderKey, list: usize) {
         self.heads.entry(cq).or_default().push(Reverse((key, list)));
-        self.refresh(e, cq, false);
+        self.mark(cq, false);
     }
 
     /// The next candidate and its list; `None` once both passes are done.
     pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
+        for (cq, all) in std::mem::take(&mut self.stale) {
+            self.refresh(e, cq, all);
+        }
         loop {
             let first = self
                 .sets
@@ -80,7 +95,7 @@ impl Tournament {
             let heads = self.heads.get_mut(&cq).expect("queue in the tournament");
             let popped = heads.pop().map(|Reverse(h)| h);
             debug_assert_eq!(popped.as_ref().map(|(k, _)| k), Some(&key));
-            self.refresh(e, cq, false);
+            self.mark(cq, false);
             return Some((key, list));
         }
     }
@@ -91,10 +106,10 @@ impl Tournament {
 
     /// Puts a borrowing candidate back and takes its queue out until the
     /// second pass.
-    pub(super) fn defer(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
+    pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
         self.heads.entry(cq).or_default().push(Reverse((key, list)));
         self.paused.insert(cq);
-        self.refresh(e, cq, false);
+        self.mark(cq, false);
     }
 
     /// The queue's usage changed: its shares and its ancestors' are stale.
@@ -105,7 +120,7 @@ impl Tournament {
             self.shares.remove(&Node::Cohort(c));
             at = e.cohorts[c].parent;
         }
-        self.refresh(e, cq, true);
+        self.mark(cq, true);
     }
 
     fn share(&mut self, e: &Engine, node: Node) -> i64 {
