@@ -209,7 +209,7 @@ impl Engine {
                 if self.cohorts[root].children.is_empty() {
                     Merge::Flat(HeadMerge::new(lists.len(), many, true))
                 } else {
-                    Merge::Fair(Tournament::new(root, many))
+                    Merge::Fair(Tournament::new(self, root, many))
                 }
             }
             _ => Merge::Flat(HeadMerge::new(lists.len(), many, false)),

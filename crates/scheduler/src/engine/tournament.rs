@@ -26,15 +26,18 @@ enum Node {
 /// dropped), then queue order.
 type Entry = (ShareKey, OrderKey, usize);
 
+/// Per-cycle state is kept in vectors indexed by queue and cohort ids
+/// (dense and small), not maps: a refresh touches every level of a path.
 pub(super) struct Tournament {
     /// Per queue, the heads of its candidate lists.
-    heads: FastMap<CqId, BinaryHeap<Reverse<(OrderKey, usize)>>>,
+    heads: Vec<BinaryHeap<Reverse<(OrderKey, usize)>>>,
     /// Per cohort, its children's entries.
-    sets: FastMap<CohortId, BTreeSet<(Entry, Node)>>,
-    /// Each node's entry in its parent's set.
-    entry_of: FastMap<Node, Entry>,
+    sets: Vec<BTreeSet<(Entry, Node)>>,
+    /// Each node's entry in its parent's set (by [`Tournament::slot`]).
+    entry_of: Vec<Option<Entry>>,
     /// Shares, valid until the queue (or a queue below) admits.
-    shares: FastMap<Node, i64>,
+    shares: Vec<Option<i64>>,
+    queues: usize,
     root: CohortId,
     deferring: bool,
     paused: BTreeSet<CqId>,
@@ -45,16 +48,25 @@ pub(super) struct Tournament {
 }
 
 impl Tournament {
-    pub(super) fn new(root: CohortId, two_passes: bool) -> Self {
+    pub(super) fn new(e: &Engine, root: CohortId, two_passes: bool) -> Self {
+        let (queues, cohorts) = (e.cqs.len(), e.cohorts.len());
         Self {
-            heads: FastMap::default(),
-            sets: FastMap::default(),
-            entry_of: FastMap::default(),
-            shares: FastMap::default(),
+            heads: (0..queues).map(|_| BinaryHeap::new()).collect(),
+            sets: (0..cohorts).map(|_| BTreeSet::new()).collect(),
+            entry_of: vec![None; queues + cohorts],
+            shares: vec![None; queues + cohorts],
+            queues,
             root,
             deferring: two_passes,
             paused: BTreeSet::new(),
             stale: Vec::new(),
+        }
+    }
+
+    fn slot(&self, node: Node) -> usize {
+        match node {
+            Node::Queue(q) => q,
+            Node::Cohort(c) => self.queues + c,
         }
     }
 
@@ -66,7 +78,7 @@ impl Tournament {
     }
 
     pub(super) fn push(&mut self, cq: CqId, key: OrderKey, list: usize) {
-        self.heads.entry(cq).or_default().push(Reverse((key, list)));
+        self.heads[cq].push(Reverse((key, list)));
         self.mark(cq, false);
     }
 
@@ -76,11 +88,7 @@ impl Tournament {
             self.refresh(e, cq, all);
         }
         loop {
-            let first = self
-                .sets
-                .get(&self.root)
-                .and_then(|s| s.first())
-                .map(|((_, k, l), _)| (k.clone(), *l));
+            let first = self.sets[self.root].first().map(|((_, k, l), _)| (k.clone(), *l));
             let Some((key, list)) = first else {
                 if self.paused.is_empty() || !self.deferring {
                     return None;
@@ -92,8 +100,7 @@ impl Tournament {
                 continue;
             };
             let cq = queue_of(list);
-            let heads = self.heads.get_mut(&cq).expect("queue in the tournament");
-            let popped = heads.pop().map(|Reverse(h)| h);
+            let popped = self.heads[cq].pop().map(|Reverse(h)| h);
             debug_assert_eq!(popped.as_ref().map(|(k, _)| k), Some(&key));
             self.mark(cq, false);
             return Some((key, list));
@@ -107,24 +114,25 @@ impl Tournament {
     /// Puts a borrowing candidate back and takes its queue out until the
     /// second pass.
     pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
-        self.heads.entry(cq).or_default().push(Reverse((key, list)));
+        self.heads[cq].push(Reverse((key, list)));
         self.paused.insert(cq);
         self.mark(cq, false);
     }
 
     /// The queue's usage changed: its shares and its ancestors' are stale.
     pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
-        self.shares.remove(&Node::Queue(cq));
+        self.shares[cq] = None;
         let mut at = e.cqs[cq].cohort;
         while let Some(c) = at {
-            self.shares.remove(&Node::Cohort(c));
+            self.shares[self.queues + c] = None;
             at = e.cohorts[c].parent;
         }
         self.mark(cq, true);
     }
 
     fn share(&mut self, e: &Engine, node: Node) -> i64 {
-        *self.shares.entry(node).or_insert_with(|| match node {
+        let slot = self.slot(node);
+        *self.shares[slot].get_or_insert_with(|| match node {
             Node::Queue(q) => e.queue_share_in(q, &ShareView::NOW).0,
             Node::Cohort(c) => e.cohort_share_in(c, &ShareView::NOW).0,
         })
@@ -137,10 +145,7 @@ impl Tournament {
         let head = if self.deferring && self.paused.contains(&cq) {
             None
         } else {
-            self.heads
-                .get(&cq)
-                .and_then(|h| h.peek())
-                .map(|Reverse((k, l))| (k.clone(), *l))
+            self.heads[cq].peek().map(|Reverse((k, l))| (k.clone(), *l))
         };
         let mut entry: Option<Entry> = head.map(|(k, l)| {
             let mut shares = [0; share::SHARE_LEVELS];
@@ -150,14 +155,12 @@ impl Tournament {
         let mut node = Node::Queue(cq);
         let mut parent = e.cqs[cq].cohort;
         while let Some(p) = parent {
-            let old = match &entry {
-                Some(new) => self.entry_of.insert(node, new.clone()),
-                None => self.entry_of.remove(&node),
-            };
+            let slot = self.slot(node);
+            let old = std::mem::replace(&mut self.entry_of[slot], entry.clone());
             if old == entry && !all {
                 return;
             }
-            let set = self.sets.entry(p).or_default();
+            let set = &mut self.sets[p];
             if let Some(old) = old {
                 set.remove(&(old, node));
             }
