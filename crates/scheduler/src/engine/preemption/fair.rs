@@ -139,11 +139,7 @@ impl Engine {
         candidates: &[Candidate<'_>],
         strategies: FairShareStrategies,
     ) -> Option<Vec<usize>> {
-        let frs: Vec<FrKey> = usage
-            .iter()
-            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
-            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
-            .collect();
+        let frs = self.short_of(cq, usage, base);
         // Per queue, its candidates in victim order, first to go last.
         let mut queues: BTreeMap<CqId, Vec<usize>> = BTreeMap::new();
         for (i, c) in candidates.iter().enumerate() {

@@ -198,11 +198,7 @@ impl Engine {
         // Only the (flavor, resource) pairs that are short decide who can be
         // a victim and whose queue counts as borrowing (as in Kueue): a queue
         // borrowing cpu is no victim for a shortage of GPUs.
-        let frs: Vec<FrKey> = usage
-            .iter()
-            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
-            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
-            .collect();
+        let frs = self.short_of(cq, usage, base);
         let mut protected = 0;
         let mut until: Option<Millis> = None;
         let domain_admitted: usize = self.domain(cq).map(|m| self.cqs[m].admitted.len()).sum();
@@ -317,6 +313,17 @@ impl Engine {
         }
     }
 
+    /// The (flavor, resource) pairs of `usage` that do not fit in `base`:
+    /// only those decide who can be a victim and whose queue counts as
+    /// borrowing (as in Kueue).
+    pub(super) fn short_of(&self, cq: CqId, usage: &[(usize, Amount)], base: &Overlay) -> Vec<FrKey> {
+        usage
+            .iter()
+            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
+            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .collect()
+    }
+
     /// Removes candidates in order until the workload fits, then adds back
     /// (latest first) every one it does not need. Returns candidate indices.
     pub(super) fn greedy_victims(
@@ -328,11 +335,7 @@ impl Engine {
         allowed: &dyn Fn(&Candidate<'_>) -> bool,
         within_nominal: bool,
     ) -> Option<Vec<usize>> {
-        let frs: Vec<FrKey> = usage
-            .iter()
-            .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
-            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
-            .collect();
+        let frs = self.short_of(cq, usage, base);
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
         let mut fits = false;

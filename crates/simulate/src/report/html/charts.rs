@@ -212,41 +212,65 @@ pub(super) fn depth_chart(out: &mut String, r: &SimResult, unit: TimeUnit) {
         })
         .collect();
     let peak = series.iter().flatten().cloned().fold(0.0, f64::max).max(1.0);
-    let y_ticks = nice_ticks(peak * 1.05, 5);
-    let p = Plot {
-        w: 1300.0,
-        h: 300.0,
-        left: 58.0,
-        right: 16.0,
-        top: 14.0,
-        bottom: 40.0,
-        x_max: end as f64 / unit.ms,
-        y_max: *y_ticks.last().unwrap_or(&1.0),
+    let names: Vec<&str> = chosen.iter().map(|&qi| r.queues[qi].name.as_str()).collect();
+    let chart = StepChart {
+        aria: "queue depth over time",
+        y_label: "workloads pending",
+        y_top: peak,
+        end,
+        unit,
     };
-    let _ = write!(
-        out,
-        r#"<figure class="card wide"><svg viewBox="0 0 {} {}" role="img" aria-label="queue depth over time">"#,
-        p.w, p.h
-    );
-    p.axes(
-        out,
-        &nice_ticks(p.x_max, 12),
-        &y_ticks,
-        &format!("time ({})", unit.label),
-        "workloads pending",
-        &fmt_tick,
-    );
-    for (n, values) in series.iter().enumerate() {
+    chart.write(out, &series, &names);
+}
+
+/// A wide chart of one step line per queue over the run.
+pub(super) struct StepChart<'a> {
+    pub(super) aria: &'a str,
+    pub(super) y_label: &'a str,
+    /// The largest value (the axis goes a little above it).
+    pub(super) y_top: f64,
+    pub(super) end: Millis,
+    pub(super) unit: TimeUnit,
+}
+
+impl StepChart<'_> {
+    pub(super) fn write(&self, out: &mut String, series: &[Vec<f64>], names: &[&str]) {
+        let y_ticks = nice_ticks(self.y_top * 1.05, 5);
+        let p = Plot {
+            w: 1300.0,
+            h: 300.0,
+            left: 58.0,
+            right: 16.0,
+            top: 14.0,
+            bottom: 40.0,
+            x_max: self.end as f64 / self.unit.ms,
+            y_max: *y_ticks.last().unwrap_or(&1.0),
+        };
         let _ = write!(
             out,
-            r#"<path d="{}" fill="none" stroke="{}" stroke-width="1.6" stroke-linejoin="round"/>"#,
-            step_path(&p, values, end, unit),
-            PALETTE[n % PALETTE.len()]
+            r#"<figure class="card wide"><svg viewBox="0 0 {} {}" role="img" aria-label="{}">"#,
+            p.w, p.h, self.aria
         );
+        p.axes(
+            out,
+            &nice_ticks(p.x_max, 12),
+            &y_ticks,
+            &format!("time ({})", self.unit.label),
+            self.y_label,
+            &fmt_tick,
+        );
+        for (n, values) in series.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"<path d="{}" fill="none" stroke="{}" stroke-width="1.6" stroke-linejoin="round"/>"#,
+                step_path(&p, values, self.end, self.unit),
+                PALETTE[n % PALETTE.len()]
+            );
+        }
+        out.push_str("</svg>");
+        legend(out, names.iter().copied());
+        out.push_str("</figure>");
     }
-    out.push_str("</svg>");
-    legend(out, chosen.iter().map(|&qi| r.queues[qi].name.as_str()));
-    out.push_str("</figure>");
 }
 
 /// Per class, the share of workloads admitted within a given wait (ECDF).

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::charts::BINS;
-use super::plot::{Plot, TimeUnit, bin_steps, fmt_tick, legend, nice_ticks, step_path};
-use super::{MAX_QUEUES, PALETTE, esc};
+use super::charts::{BINS, StepChart};
+use super::plot::{TimeUnit, bin_steps};
+use super::{MAX_QUEUES, esc};
 use crate::report::fairness::{FairnessReport, QUEUE_HEADER, TREE_HEADER, queue_row, tree_row};
 use crate::report::table::MAX_QUEUE_ROWS;
 use crate::sim::SimResult;
@@ -70,39 +70,13 @@ fn share_chart(out: &mut String, r: &SimResult, unit: TimeUnit) {
             bin_steps(&pts, end, BINS)
         })
         .collect();
-    let y_ticks = nice_ticks(top * 1.05, 5);
-    let p = Plot {
-        w: 1300.0,
-        h: 300.0,
-        left: 58.0,
-        right: 16.0,
-        top: 14.0,
-        bottom: 40.0,
-        x_max: end as f64 / unit.ms,
-        y_max: *y_ticks.last().unwrap_or(&1.0),
+    let names: Vec<&str> = chosen.iter().map(|&i| r.queues[i].name.as_str()).collect();
+    let chart = StepChart {
+        aria: "weighted share over time",
+        y_label: "weighted share",
+        y_top: top,
+        end,
+        unit,
     };
-    let _ = write!(
-        out,
-        r#"<figure class="card wide"><svg viewBox="0 0 {} {}" role="img" aria-label="weighted share over time">"#,
-        p.w, p.h
-    );
-    p.axes(
-        out,
-        &nice_ticks(p.x_max, 12),
-        &y_ticks,
-        &format!("time ({})", unit.label),
-        "weighted share",
-        &fmt_tick,
-    );
-    for (n, values) in series.iter().enumerate() {
-        let _ = write!(
-            out,
-            r#"<path d="{}" fill="none" stroke="{}" stroke-width="1.6" stroke-linejoin="round"/>"#,
-            step_path(&p, values, end, unit),
-            PALETTE[n % PALETTE.len()]
-        );
-    }
-    out.push_str("</svg>");
-    legend(out, chosen.iter().map(|&i| r.queues[i].name.as_str()));
-    out.push_str("</figure>");
+    chart.write(out, &series, &names);
 }
