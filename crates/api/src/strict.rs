@@ -190,7 +190,7 @@ mod tests {
     use serde_json::json;
 
     fn check(kind: &str, object: Value) -> Vec<String> {
-        unknown_fields(&crd_of(kind).unwrap(), &object)
+        unknown_fields(crd_of(kind).unwrap(), &object)
             .iter()
             .map(ToString::to_string)
             .collect()
