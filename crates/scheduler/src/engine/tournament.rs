@@ -31,8 +31,11 @@ type Entry = (ShareKey, OrderKey, usize);
 pub(super) struct Tournament {
     /// Per queue, the heads of its candidate lists.
     heads: Vec<BinaryHeap<Reverse<(OrderKey, usize)>>>,
-    /// Per cohort, its children's entries.
-    sets: Vec<BTreeSet<(Entry, Node)>>,
+    /// Per cohort, its children's entries, lowest first. A replaced entry
+    /// is left in place and dropped when it comes to the top (it no longer
+    /// equals its node's `entry_of`): a push instead of a remove and an
+    /// insert.
+    sets: Vec<BinaryHeap<Reverse<(Entry, Node)>>>,
     /// Each node's entry in its parent's set (by [`Tournament::slot`]).
     entry_of: Vec<Option<Entry>>,
     /// Shares, valid until the queue (or a queue below) admits.
@@ -52,7 +55,7 @@ impl Tournament {
         let (queues, cohorts) = (e.cqs.len(), e.cohorts.len());
         Self {
             heads: (0..queues).map(|_| BinaryHeap::new()).collect(),
-            sets: (0..cohorts).map(|_| BTreeSet::new()).collect(),
+            sets: (0..cohorts).map(|_| BinaryHeap::new()).collect(),
             entry_of: vec![None; queues + cohorts],
             shares: vec![None; queues + cohorts],
             queues,
@@ -88,7 +91,7 @@ impl Tournament {
             self.refresh(e, cq, all);
         }
         loop {
-            let first = self.sets[self.root].first().map(|((_, k, l), _)| (k.clone(), *l));
+            let first = self.best(self.root).map(|(_, k, l)| (k, l));
             let Some((key, list)) = first else {
                 if self.paused.is_empty() || !self.deferring {
                     return None;
@@ -138,6 +141,18 @@ impl Tournament {
         })
     }
 
+    /// A cohort's best current entry, dropping replaced ones on the way.
+    fn best(&mut self, c: CohortId) -> Option<Entry> {
+        while let Some(Reverse((en, node))) = self.sets[c].peek() {
+            let slot = self.slot(*node);
+            if self.entry_of[slot].as_ref() == Some(en) {
+                return Some(en.clone());
+            }
+            self.sets[c].pop();
+        }
+        None
+    }
+
     /// Recomputes the queue's entry and its ancestors' up to the root,
     /// stopping where an entry does not change unless `all` (shares above
     /// changed).
@@ -160,18 +175,16 @@ impl Tournament {
             if old == entry && !all {
                 return;
             }
-            let set = &mut self.sets[p];
-            if let Some(old) = old {
-                set.remove(&(old, node));
-            }
-            if let Some(new) = &entry {
-                set.insert((new.clone(), node));
+            if let Some(new) = &entry
+                && old.as_ref() != Some(new)
+            {
+                self.sets[p].push(Reverse((new.clone(), node)));
             }
             if p == self.root {
                 return;
             }
             // The cohort's own entry: its share, then its best child's.
-            let best = set.first().map(|(en, _)| en.clone());
+            let best = self.best(p);
             node = Node::Cohort(p);
             entry = best.map(|(below, k, l)| {
                 let mut shares = [0; share::SHARE_LEVELS];
