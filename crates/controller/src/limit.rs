@@ -47,6 +47,16 @@ pub fn cycle_backlog(kube_qps: f64, kube_burst: u32) -> usize {
     (kube_qps.ceil() as usize).max(kube_burst as usize).max(1)
 }
 
+/// Decisions (admissions, preemptions, evictions) one cycle may make with
+/// `queued` state changes already waiting for the writer: enough to keep
+/// the writer busy until the next cycle (twice [`cycle_backlog`], less what
+/// is queued), never so many that thousands of admissions wait unwritten,
+/// each holding its status in memory, decided long before the API server
+/// sees them.
+pub fn cycle_budget(backlog: usize, queued: usize) -> usize {
+    backlog.saturating_mul(2).saturating_sub(queued).max(1)
+}
+
 /// A token bucket: `qps` writes per second sustained, `burst` at once.
 #[derive(Debug, Clone)]
 pub struct Bucket {
@@ -207,6 +217,15 @@ mod tests {
         assert_eq!(cycle_backlog(0.5, 0), 1);
         assert_eq!(cycle_backlog(0.0, 100), 500, "no limit");
         assert_eq!(cycle_backlog(f64::NAN, 100), 500);
+    }
+
+    #[test]
+    fn a_cycle_decides_about_two_backlogs_less_what_is_queued() {
+        assert_eq!(cycle_budget(100, 0), 200, "an idle writer: two seconds of writes");
+        assert_eq!(cycle_budget(100, 60), 140);
+        assert_eq!(cycle_budget(100, 100), 100, "at the backlog the loop still cycles");
+        assert_eq!(cycle_budget(100, 500), 1, "never nothing");
+        assert_eq!(cycle_budget(usize::MAX, 0), usize::MAX);
     }
 
     #[test]

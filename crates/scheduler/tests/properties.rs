@@ -38,6 +38,8 @@ enum Op {
         min: Option<u32>,
     },
     Cycle,
+    /// A cycle cut short after this many decisions (1 to 4).
+    CycleWithin(u8),
     Finish(u16),
     CompleteEviction(u16),
     /// Eviction completed with a requeue backoff of this many ms.
@@ -96,6 +98,7 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
             |(queue, priority, pods, gpu, cpu, second_pod_set, min)| Op::Add { queue, priority, pods, gpu, cpu, second_pod_set, min }
         ),
         4 => Just(Op::Cycle),
+        2 => (1u8..5).prop_map(Op::CycleWithin),
         2 => any::<u16>().prop_map(Op::Finish),
         2 => any::<u16>().prop_map(Op::CompleteEviction),
         1 => (any::<u16>(), 1i64..40).prop_map(|(i, d)| Op::CompleteEvictionWithBackoff(i, d)),
@@ -323,6 +326,16 @@ impl Run {
                 self.uids.push(uid);
             }
             Op::Cycle => self.cycle()?,
+            Op::CycleWithin(n) => {
+                // As a controller does: cycle again at once while the engine
+                // says work is left.
+                for _ in 0..10_000 {
+                    let (_, wake) = self.cycle_within(usize::from(n))?;
+                    if wake != Some(self.now) {
+                        break;
+                    }
+                }
+            }
             Op::Finish(i) => {
                 if let Some(uid) = self.pick(i) {
                     let ok = self.engine.finish(&uid).is_ok();
@@ -471,7 +484,13 @@ impl Run {
     }
 
     fn cycle(&mut self) -> Result<(), TestCaseError> {
-        let c = self.engine.schedule(self.now);
+        self.cycle_within(usize::MAX).map(|_| ())
+    }
+
+    /// A cycle within `budget` decisions, checked; its admissions and
+    /// when the engine wants the next cycle.
+    fn cycle_within(&mut self, budget: usize) -> Result<(usize, Option<Millis>), TestCaseError> {
+        let c = self.engine.schedule_within(self.now, budget);
         for a in &c.admitted {
             let uid = a.uid.to_string();
             prop_assert!(!self.holding.contains_key(&uid), "{} admitted twice", uid);
@@ -620,7 +639,7 @@ impl Run {
         if let Some(msg) = common::unreported(&self.engine, &self.uids, &self.reported) {
             prop_assert!(false, "{}", msg);
         }
-        Ok(())
+        Ok((c.admitted.len(), c.next_wakeup))
     }
 
     /// Completes every eviction and finishes every admitted workload, cycling

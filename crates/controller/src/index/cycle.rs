@@ -54,7 +54,7 @@ impl Index {
             self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
         }
         self.flush_placement();
-        let cycle = self.engine.schedule(now_ms);
+        let cycle = self.engine.schedule_within(now_ms, self.cycle_budget);
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
         }

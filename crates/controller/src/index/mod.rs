@@ -380,6 +380,8 @@ pub struct Index {
     plans: Vec<Plan>,
     stats: CycleStats,
     retry_soon: bool,
+    /// Decisions the next cycle may make ([`Index::set_cycle_budget`]).
+    cycle_budget: usize,
     /// Status before an admission whose write is in flight (for rollback).
     prior: HashMap<String, WorkloadStatus>,
     /// Workloads whose explanation changed and is not written yet.
@@ -479,6 +481,7 @@ impl Index {
             plans: Vec::new(),
             stats: CycleStats::default(),
             retry_soon: false,
+            cycle_budget: usize::MAX,
             prior: HashMap::new(),
             explain: BTreeSet::new(),
             explain_out: 0,
@@ -547,6 +550,14 @@ impl Index {
     /// Plans produced by event handlers since the last call.
     pub fn take_plans(&mut self) -> Vec<Plan> {
         std::mem::take(&mut self.plans)
+    }
+
+    /// How many decisions to write (admissions, preemptions, evictions)
+    /// the next cycle may make; the engine leaves the rest for the cycles
+    /// after it ([`sluice_scheduler::Engine::schedule_within`]). No limit
+    /// unless set.
+    pub fn set_cycle_budget(&mut self, decisions: usize) {
+        self.cycle_budget = decisions;
     }
 
     /// Whether a cycle should run soon even without new events (an

@@ -1717,3 +1717,22 @@ mod kinds;
 mod partial;
 mod placement;
 mod visibility;
+
+#[test]
+fn a_cycle_budget_admits_that_many_and_asks_for_the_next_cycle_at_once() {
+    let mut ix = ready_index();
+    for i in 0..4 {
+        let j = mk_job(&format!("train-{i}"), "team-a", 1, 2);
+        ix.apply_job(j.clone(), T0);
+        ix.apply_workload(stored_workload(&j, 0, i), T0);
+    }
+    ix.take_plans();
+    ix.set_cycle_budget(3);
+    let (plans, wake) = ix.cycle(T0 + 1000);
+    assert_eq!(purposes(&plans), ["admit", "admit", "admit"]);
+    assert_eq!(wake, Some(T0 + 1000), "the fourth is decided by the next cycle, now");
+    let (plans, wake) = ix.cycle(T0 + 1001);
+    assert_eq!(purposes(&plans), ["admit"]);
+    assert_ne!(wake, Some(T0 + 1001), "nothing left to decide now");
+    assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 4);
+}

@@ -285,6 +285,7 @@ pub(super) async fn event_loop(
             let started = Instant::now();
             let (plans, wake) = {
                 let mut ix = m.lock().await;
+                ix.set_cycle_budget(crate::limit::cycle_budget(backlog, io.queue.state_len()));
                 let out = ix.cycle(now_ms());
                 record_stats(&mut ix, &shared.metrics);
                 out

@@ -22,20 +22,49 @@ impl Engine {
     /// in order, chooses victims for those that need preemption, and explains
     /// why the rest wait. Only queues touched since the last cycle are visited.
     pub fn schedule(&mut self, now: Millis) -> Cycle {
+        self.schedule_within(now, usize::MAX)
+    }
+
+    /// [`Engine::schedule`], stopping once the cycle has made
+    /// `max_decisions` decisions that a controller must write (admissions,
+    /// preemptions, evictions; at least one is always allowed). What the
+    /// cycle did not get to stays queued for the next one, in the same
+    /// order; the next cycle starts with the cohort domains after the one
+    /// this cycle stopped in, so each gets its turn. A controller whose
+    /// writes are rate-limited passes about what it can write in the next
+    /// second or two: decisions then stay close to what the API server
+    /// has seen, and do not pile up in memory unwritten.
+    pub fn schedule_within(&mut self, now: Millis, max_decisions: usize) -> Cycle {
         let mut out = Cycle::default();
+        self.budget = max_decisions.max(1);
         self.fire_timers(now);
         self.wake_freed_flavors();
         self.complete_claims(now, &mut out);
-        let dirty: Vec<CqId> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let dirty = std::mem::take(&mut self.dirty);
+        let order: Vec<CqId> = match self.resume_after.take() {
+            Some(after) => dirty.range(after + 1..).chain(dirty.range(..=after)).copied().collect(),
+            None => dirty.into_iter().collect(),
+        };
         let mut done: BTreeSet<CqId> = BTreeSet::new();
-        for cq in dirty {
+        let mut last: Option<CqId> = None;
+        for (n, &cq) in order.iter().enumerate() {
             if done.contains(&cq) {
                 continue;
             }
+            if self.spent(&out) {
+                // Out of budget: the rest waits, still dirty.
+                self.dirty.extend(order[n..].iter().filter(|q| !done.contains(q)));
+                self.resume_after = last;
+                break;
+            }
             let members: Vec<CqId> = self.domain(cq).collect();
             done.extend(members.iter().copied());
-            self.schedule_domain(&members, now, &mut out);
+            last = members.iter().copied().max();
+            if self.schedule_domain(&members, now, &mut out) {
+                self.resume_after = last;
+            }
         }
+        self.budget = usize::MAX;
         // Evictions decided outside a cycle (drains), unless the workload
         // finished, was removed or completed its eviction meanwhile.
         for ev in std::mem::take(&mut self.buffered_evictions) {
@@ -170,7 +199,14 @@ impl Engine {
         }
     }
 
-    pub(super) fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) {
+    /// The cycle in progress has made as many decisions as it may.
+    fn spent(&self, out: &Cycle) -> bool {
+        out.admitted.len() + out.preempted.len() + out.evicted.len() >= self.budget
+    }
+
+    /// Schedules one cohort domain; `true` when the budget ran out before
+    /// every candidate was looked at.
+    pub(super) fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) -> bool {
         // Candidate lists, each in queue order: for a woken queue, its loose
         // workloads and one list per parked shape; for the others, only the
         // fresh ones.
@@ -193,7 +229,7 @@ impl Engine {
             cq.woken = false;
         }
         if lists.is_empty() {
-            return;
+            return false;
         }
         let mut blocked = Blocked::default();
         // Per queue, shapes that failed this cycle: availability only shrinks
@@ -219,7 +255,14 @@ impl Engine {
                 merge.push(self, *cq, first, i);
             }
         }
-        while let Some((key, i)) = merge.pop(self, |i| lists[i].0) {
+        loop {
+            if self.spent(out) {
+                self.cut_short(lists);
+                return true;
+            }
+            let Some((key, i)) = merge.pop(self, |i| lists[i].0) else {
+                break;
+            };
             let cq = lists[i].0;
             let list_shape = match lists[i].1 {
                 Source::Shape(shape) => Some(shape),
@@ -390,6 +433,25 @@ impl Engine {
             self.set_shape_explanation(cq, shape, Arc::new(e), out);
             self.park_shaped(cq, id, out);
             blocked.block_if_strict(strict, cq);
+        }
+        false
+    }
+
+    /// A domain's cycle stopped by the budget: its queues stay dirty, a
+    /// fresh list's workloads that were not admitted or parked stay fresh,
+    /// and a woken queue stays woken, so the next cycle looks at everything
+    /// this one did not decide.
+    fn cut_short(&mut self, lists: Vec<(CqId, Source)>) {
+        for (cq, source) in lists {
+            let q = &mut self.cqs[cq];
+            match source {
+                Source::Owned(set) => {
+                    let left: Vec<OrderKey> = set.into_iter().filter(|k| q.loose.contains(k)).collect();
+                    q.fresh.extend(left);
+                }
+                Source::Loose | Source::Shape(_) => q.woken = true,
+            }
+            self.dirty.insert(cq);
         }
     }
 

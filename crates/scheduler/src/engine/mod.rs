@@ -145,6 +145,12 @@ pub struct Engine {
     unresolved: BTreeSet<WlId>,
     /// Queues with fresh or woken workloads.
     dirty: BTreeSet<CqId>,
+    /// Decisions the cycle in progress may still make
+    /// ([`Engine::schedule_within`]).
+    budget: usize,
+    /// After a cycle cut short by its budget: the next cycle starts with
+    /// the domains after this queue, so that every domain gets its turn.
+    resume_after: Option<CqId>,
     timers: BTreeSet<(Millis, Timer)>,
     preempting: BTreeSet<OrderKey>,
     shapes: HashMap<ShapeKey, u32>,
@@ -206,6 +212,8 @@ impl Engine {
             by_uid: HashMap::new(),
             unresolved: BTreeSet::new(),
             dirty: BTreeSet::new(),
+            budget: usize::MAX,
+            resume_after: None,
             timers: BTreeSet::new(),
             preempting: BTreeSet::new(),
             shapes: HashMap::new(),
