@@ -76,6 +76,19 @@ impl Engine {
         runtime: impl Fn(&str) -> Millis,
         settings: ForecastSettings,
     ) -> BTreeMap<Arc<str>, Millis> {
+        self.clone().into_forecast(now, ends, runtime, settings)
+    }
+
+    /// [`Engine::forecast`] run on this engine itself, which it uses up: for
+    /// a caller that already holds a copy (one copy of a large engine, not
+    /// two).
+    pub fn into_forecast(
+        self,
+        now: Millis,
+        ends: impl Fn(&str) -> Option<Millis>,
+        runtime: impl Fn(&str) -> Millis,
+        settings: ForecastSettings,
+    ) -> BTreeMap<Arc<str>, Millis> {
         let mut estimates = BTreeMap::new();
         let mut waiting: HashSet<Arc<str>> = HashSet::new();
         let mut releases = Releases::default();
@@ -96,7 +109,7 @@ impl Engine {
             return estimates;
         }
         let limit = now.saturating_add(settings.horizon_ms.max(0));
-        let mut copy = self.clone();
+        let mut copy = self;
         let mut t = now;
         for _ in 0..settings.max_cycles {
             let cycle = copy.schedule(t);

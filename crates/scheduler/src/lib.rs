@@ -94,6 +94,14 @@
 //!    was applied yet, so it is dropped from the cycle's output and its quota
 //!    released, instead of being admitted and evicted.
 //!
+//!    [`Engine::schedule_within`] stops a cycle once it has made a given
+//!    number of decisions (admissions, preemptions, evictions): the
+//!    domains and candidates it did not get to stay as they were, fresh or
+//!    woken, and the cycle asks for the next one at once. The next cycle
+//!    starts with the domains after the one this cycle stopped in, so each
+//!    domain gets its turn. A controller whose writes are rate-limited uses
+//!    it to decide no further ahead than it can write.
+//!
 //! ## Waking (event-driven requeue)
 //! A parked workload can only start to fit when quota is freed. So
 //! releasing quota (finish, eviction completed, deletion, a dropped claim)

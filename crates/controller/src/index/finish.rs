@@ -7,7 +7,7 @@ use sluice_scheduler::WorkloadState;
 
 use super::errors::engine_ok;
 use super::status::{self, is_true};
-use super::{Index, Kind, reference};
+use super::{Index, Kind, WlEntry, reference};
 use crate::plan::{EventSpec, JobRef, ObjKey, Plan, Purpose, Step};
 
 impl Index {
@@ -130,4 +130,33 @@ impl Index {
             steps,
         });
     }
+}
+
+/// What the index keeps of a finished workload's status: its state and its
+/// Finished condition, which is what later events about it are checked
+/// against; not its admission nor its other conditions. A cluster keeps
+/// finished Workloads by the thousand (about 2 KiB each in full). A
+/// finished workload gets no whole-status write again: its quota is
+/// released and nothing it holds changes; its `status.state` is a merge
+/// patch of that one field. A newer observed status replaces the cut-down
+/// one (and is cut down again).
+pub(super) fn slim_finished(e: &mut WlEntry) {
+    if e.slim || e.status.state != Some(sluice_api::v1alpha1::WorkloadState::Finished) {
+        return;
+    }
+    let Some(finished) = e
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == cond::FINISHED && c.status == cond::status::TRUE)
+        .cloned()
+    else {
+        return;
+    };
+    e.status = sluice_api::v1alpha1::WorkloadStatus {
+        state: e.status.state,
+        conditions: vec![finished],
+        ..Default::default()
+    };
+    e.slim = true;
 }

@@ -46,7 +46,7 @@ impl ForecastJob {
             runtimes,
         } = self;
         engine
-            .forecast(
+            .into_forecast(
                 now_ms,
                 |uid| ends.get(uid).copied(),
                 |uid| runtimes.get(uid).copied().unwrap_or(DEFAULT_EXPECTED_RUNTIME_MS),

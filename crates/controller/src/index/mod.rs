@@ -270,6 +270,9 @@ struct WlEntry {
     state_out: bool,
     /// Position and estimate last handed to its status (pending only).
     published: Option<visibility::Published>,
+    /// Finished: `status` is cut down to its state and its Finished
+    /// condition ([`finish::slim_finished`]), never written whole again.
+    slim: bool,
 }
 
 /// A gang Workload's members ([`crate::gang::members_of`]).
@@ -302,6 +305,10 @@ impl WlEntry {
     /// The step that writes the status as the index now holds it,
     /// numbered with [`WlEntry::next_seq`].
     fn status_write(&mut self, key: &ObjKey) -> Step {
+        debug_assert!(!self.slim, "whole-status write of {key}, finished and cut down");
+        if self.slim {
+            tracing::error!(workload = %key, "a whole-status write of a finished workload whose status is cut down: fields may be removed");
+        }
         let status = self.status.clone();
         let seq = self.next_seq();
         Step::workload_status(key.clone(), self.uid.clone(), status, seq)
@@ -347,7 +354,8 @@ pub struct Index {
     jobs: BTreeMap<JobRef, job::JobView>,
     /// Objects whose full object is needed (to create their Workload) but not held.
     refetch: BTreeSet<JobRef>,
-    workloads: BTreeMap<ObjKey, WlEntry>,
+    /// Boxed: the entry is large and the map's nodes hold eleven each.
+    workloads: BTreeMap<ObjKey, Box<WlEntry>>,
     by_uid: HashMap<String, ObjKey>,
     /// Admitted workloads whose ClusterQueue is unknown: kept out of the
     /// engine until it appears.

@@ -1617,8 +1617,23 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     ix.feedback(&plans[0], &Ok(vec![]), T0 + 5);
     wl.status.as_mut().unwrap().state = Some(sluice_api::v1alpha1::WorkloadState::Finished);
     wl.metadata.resource_version = Some("12".into());
-    ix.apply_workload(wl, T0 + 6);
+    ix.apply_workload(wl.clone(), T0 + 6);
     assert!(ix.take_plans().is_empty());
+    // Kept cut down: its state and Finished condition, not its admission.
+    let kept = ix.workload_status(&ObjKey::new("research", "job-tool")).unwrap();
+    assert_eq!(kept.state, Some(sluice_api::v1alpha1::WorkloadState::Finished));
+    assert!(kept.admission.is_none());
+    assert_eq!(
+        kept.conditions.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+        [cond::FINISHED]
+    );
+    // Seen again in full (a relist): still nothing to write, cut down again.
+    wl.metadata.resource_version = Some("13".into());
+    ix.apply_workload(wl, T0 + 7);
+    assert!(ix.take_plans().is_empty());
+    assert!(ix.cycle(T0 + 8).0.is_empty());
+    let kept = ix.workload_status(&ObjKey::new("research", "job-tool")).unwrap();
+    assert_eq!(kept.conditions.len(), 1);
 }
 
 #[test]

@@ -120,6 +120,7 @@ impl Index {
                     status::take_foreign(&mut e.status, &observed);
                 } else {
                     e.status = observed;
+                    e.slim = false;
                     slim_pending(e);
                 }
                 if reactivated {
@@ -132,7 +133,7 @@ impl Index {
                 self.by_uid.insert(uid.clone(), key.clone());
                 self.workloads.insert(
                     key.clone(),
-                    WlEntry {
+                    Box::new(WlEntry {
                         uid,
                         priority,
                         owner,
@@ -155,7 +156,8 @@ impl Index {
                         pods_ready_unwritten: false,
                         state_out: false,
                         published: None,
-                    },
+                        slim: false,
+                    }),
                 );
             }
         }
@@ -166,6 +168,9 @@ impl Index {
         }
         self.sync_workload(&key, Some(wl), now_ms);
         self.reconcile_owner(&key, now_ms);
+        if let Some(e) = self.workloads.get_mut(&key) {
+            super::finish::slim_finished(e);
+        }
     }
 
     /// `status.state` (a printer column) follows the conditions: a

@@ -121,7 +121,15 @@ impl Engine {
         match self.wl(id).state {
             State::Admitted(_) | State::Evicting(_) => {
                 self.release(id);
-                self.wl_mut(id).state = State::Finished;
+                // Finished is final: keep who it was, not what it asked for
+                // (a cluster keeps finished Workloads around by the
+                // thousand, and every forecast copies the engine).
+                let wl = self.wl_mut(id);
+                wl.state = State::Finished;
+                wl.pod_sets = Vec::new();
+                wl.explanation = None;
+                wl.nodes = None;
+                wl.full = None;
                 Ok(())
             }
             ref s => Err(EngineError::WrongState {
