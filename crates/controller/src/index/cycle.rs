@@ -102,6 +102,7 @@ impl Index {
         }
         let mut plans = self.take_plans();
         plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
+        plans.extend(self.take_finished_states());
         (plans, wake)
     }
 

@@ -128,6 +128,7 @@ impl Index {
                     self.retry_jobs.insert(key.clone());
                 }
                 Step::PatchWorkloadState { key, .. } if i >= from => {
+                    self.states_out = self.states_out.saturating_sub(1);
                     // Read back: the state is planned again if still wanted.
                     if let Some(e) = self.workloads.get_mut(key) {
                         e.state_out = false;
@@ -172,10 +173,11 @@ impl Index {
     /// superseded by a whole-status write): another may be planned.
     fn state_written(&mut self, plan: &Plan) {
         for s in &plan.steps {
-            if let Step::PatchWorkloadState { key, .. } = s
-                && let Some(e) = self.workloads.get_mut(key)
-            {
-                e.state_out = false;
+            if let Step::PatchWorkloadState { key, .. } = s {
+                self.states_out = self.states_out.saturating_sub(1);
+                if let Some(e) = self.workloads.get_mut(key) {
+                    e.state_out = false;
+                }
             }
         }
     }

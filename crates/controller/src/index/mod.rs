@@ -266,8 +266,11 @@ struct WlEntry {
     pods_ready_seen: bool,
     /// The `PodsReady=True` write failed: retried on the next Job event.
     pods_ready_unwritten: bool,
-    /// A [`Step::PatchWorkloadState`] of it is queued or in flight.
+    /// A [`Step::PatchWorkloadState`] of it is due, queued or in flight.
     state_out: bool,
+    /// That write is due and not handed out yet
+    /// ([`Index::take_finished_states`]).
+    state_due: bool,
     /// Position and estimate last handed to its status (pending only).
     published: Option<visibility::Published>,
     /// Finished: `status` is cut down to its state and its Finished
@@ -397,6 +400,10 @@ pub struct Index {
     /// Explanation writes handed out and not yet answered or superseded:
     /// at most `explanations_per_cycle`, so the write queue stays bounded.
     explain_out: usize,
+    /// Finished workloads whose `status.state` write is due, and those
+    /// handed out and not yet answered or superseded.
+    states_due: usize,
+    states_out: usize,
     /// Namespace labels (for ClusterQueue namespaceSelectors).
     namespaces: HashMap<String, BTreeMap<String, String>>,
     /// Pending workloads held out of the engine: their namespace is not
@@ -493,6 +500,8 @@ impl Index {
             prior: HashMap::new(),
             explain: BTreeSet::new(),
             explain_out: 0,
+            states_due: 0,
+            states_out: 0,
             namespaces: HashMap::new(),
             not_selected: BTreeSet::new(),
             orphan_scan_due: false,

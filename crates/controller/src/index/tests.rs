@@ -1592,8 +1592,11 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     wl.metadata.resource_version = Some("11".into());
     ix.apply_workload(wl.clone(), T0 + 1);
     assert_eq!(ix.engine().workload_state("wl-uid-tool"), Some(WorkloadState::Finished));
-    let plans = ix.take_plans();
+    // Due, not queued: handed out when the bookkeeping lane asks.
+    assert!(ix.take_plans().is_empty());
+    let plans = ix.take_finished_states();
     assert_eq!(purposes(&plans), ["finish"]);
+    assert!(ix.take_finished_states().is_empty(), "handed out once");
     let finished_state = Step::PatchWorkloadState {
         key: ObjKey::new("research", "job-tool"),
         uid: "wl-uid-tool".into(),
@@ -1603,12 +1606,13 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     // One at a time: the same status seen again plans nothing more.
     ix.apply_workload(wl.clone(), T0 + 2);
     assert!(ix.take_plans().is_empty());
+    assert!(ix.take_finished_states().is_empty());
     // Failed: the Workload is read back, and the state is planned again
     // from what is read.
     ix.plan_failed(&plans[0], 0, T0 + 3);
     assert_eq!(ix.take_workload_refetch(), [ObjKey::new("research", "job-tool")]);
     ix.apply_fetched_workload(&wl, T0 + 4);
-    let plans = ix.take_plans();
+    let plans = ix.take_finished_states();
     assert_eq!(
         plans.iter().map(|p| p.steps.clone()).collect::<Vec<_>>(),
         [vec![finished_state]]
@@ -1619,6 +1623,7 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     wl.metadata.resource_version = Some("12".into());
     ix.apply_workload(wl.clone(), T0 + 6);
     assert!(ix.take_plans().is_empty());
+    assert!(ix.take_finished_states().is_empty());
     // Kept cut down: its state and Finished condition, not its admission.
     let kept = ix.workload_status(&ObjKey::new("research", "job-tool")).unwrap();
     assert_eq!(kept.state, Some(sluice_api::v1alpha1::WorkloadState::Finished));
@@ -1750,4 +1755,56 @@ fn a_cycle_budget_admits_that_many_and_asks_for_the_next_cycle_at_once() {
     assert_eq!(purposes(&plans), ["admit"]);
     assert_ne!(wake, Some(T0 + 1001), "nothing left to decide now");
     assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 4);
+}
+
+#[test]
+fn finished_states_are_handed_out_a_bounded_number_at_a_time() {
+    let mut ix = ready_index_with(IndexConfig {
+        explanations_per_cycle: 2,
+        ..IndexConfig::default()
+    });
+    let mut wls = Vec::new();
+    for i in 0..3 {
+        let mut wl = orphaned(stored_workload(&mk_job(&format!("tool-{i}"), "team-a", 1, 1), 0, i));
+        wl.metadata.labels.as_mut().unwrap().remove(job::JOB_UID_LABEL);
+        ix.apply_workload(wl.clone(), T0);
+        wls.push(wl);
+    }
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit", "admit", "admit"]);
+    for (wl, plan) in wls.iter_mut().zip(&plans) {
+        let mut st = status_step(plan).clone();
+        ix.feedback(plan, &Ok(vec![(0, "10".into())]), T0);
+        set_condition(
+            &mut st.conditions,
+            cond::FINISHED,
+            "True",
+            "Succeeded",
+            "done",
+            T0 + 1,
+            Some(1),
+        );
+        wl.status = Some(st);
+        wl.metadata.resource_version = Some("11".into());
+        ix.apply_workload(wl.clone(), T0 + 1);
+    }
+    assert!(ix.take_plans().is_empty());
+    let first = ix.take_finished_states();
+    assert_eq!(purposes(&first), ["finish", "finish"], "two out at most");
+    assert!(ix.take_finished_states().is_empty());
+    // One answered: room for the third.
+    ix.feedback(&first[0], &Ok(vec![]), T0 + 2);
+    let next = ix.take_finished_states();
+    assert_eq!(purposes(&next), ["finish"]);
+    let mut uids: Vec<String> = first
+        .iter()
+        .chain(&next)
+        .map(|p| match &p.purpose {
+            Purpose::Finish { uid } => uid.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), 3, "each workload's state once");
 }

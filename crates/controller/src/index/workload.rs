@@ -155,6 +155,7 @@ impl Index {
                         pods_ready_seen: false,
                         pods_ready_unwritten: false,
                         state_out: false,
+                        state_due: false,
                         published: None,
                         slim: false,
                     }),
@@ -176,7 +177,9 @@ impl Index {
     /// `status.state` (a printer column) follows the conditions: a
     /// workload its owner marked `Finished` gets that state written, alone
     /// (a bookkeeping write: its quota is released already), once at a
-    /// time, and again after a failure (the Workload is read back).
+    /// time, and again after a failure (the Workload is read back). The
+    /// write is marked due on the entry and handed out by
+    /// [`Index::take_finished_states`].
     fn follow_finished_state(&mut self, key: &ObjKey) {
         let Some(e) = self.workloads.get_mut(key) else { return };
         // A whole-status write of ours in flight writes the state as well;
@@ -189,15 +192,46 @@ impl Index {
             return;
         }
         e.state_out = true;
+        e.state_due = true;
         e.status.state = Some(state);
-        self.plans.push(Plan {
-            purpose: Purpose::Finish { uid: e.uid.clone() },
-            steps: vec![Step::PatchWorkloadState {
-                key: key.clone(),
-                uid: e.uid.clone(),
-                state,
-            }],
-        });
+        self.states_due += 1;
+    }
+
+    /// The `status.state` writes that are due, as plans: at most
+    /// `explanations_per_cycle` out at once (handed out and not yet
+    /// answered or superseded). Thousands of finished workloads thus wait
+    /// as a flag on their entry, not as queued plans, and the bookkeeping
+    /// lane writes them as its budget allows.
+    pub fn take_finished_states(&mut self) -> Vec<Plan> {
+        let room = self.config.explanations_per_cycle.saturating_sub(self.states_out);
+        if self.states_due == 0 || room == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (key, e) in self.workloads.iter_mut() {
+            if out.len() >= room || self.states_due == 0 {
+                break;
+            }
+            if !e.state_due {
+                continue;
+            }
+            e.state_due = false;
+            self.states_due -= 1;
+            let Some(state) = e.status.state else {
+                e.state_out = false;
+                continue;
+            };
+            out.push(Plan {
+                purpose: Purpose::Finish { uid: e.uid.clone() },
+                steps: vec![Step::PatchWorkloadState {
+                    key: key.clone(),
+                    uid: e.uid.clone(),
+                    state,
+                }],
+            });
+        }
+        self.states_out += out.len();
+        out
     }
 
     pub(super) fn engine_spec(&self, wl: &Workload) -> Result<eng::WorkloadSpec, IndexError> {
@@ -386,6 +420,9 @@ impl Index {
 
     pub fn delete_workload(&mut self, key: &ObjKey, now_ms: i64) {
         let Some(e) = self.workloads.remove(key) else { return };
+        if e.state_due {
+            self.states_due -= 1;
+        }
         self.not_selected.remove(key);
         self.by_uid.remove(&e.uid);
         self.unrestored.remove(key);

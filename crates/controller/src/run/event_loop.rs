@@ -107,6 +107,7 @@ pub(super) async fn event_loop(
                     // index keeps at most explanations_per_cycle out), and
                     // hand out those whose grace period (--explain-after) ended.
                     let mut plans = ix.take_explanations(cfg.index.explanations_per_cycle, now_ms());
+                    plans.extend(ix.take_finished_states());
                     plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
                     for plan in plans {
                         enqueue(&io.queue, &mut ix, plan, &shared.metrics);

@@ -13,10 +13,10 @@
 //! The lazy lanes are written from budget the state lane leaves unused
 //! (while it is empty) or from their own small share (`--explain-qps`),
 //! also in the gaps while a state change waits for its token (see
-//! [`super::drain`]). They take turns, so
-//! that a backlog of one (15 000 finished workloads) never starves the
-//! others: queue status and reports, explanations, finished states. A lazy
-//! plan replaced by a newer one, or dropped because a state change of its
+//! [`super::drain`]). They take turns, so that a backlog of one (hundreds
+//! of finished states, which the index hands out a bounded number at a
+//! time) never starves the others: queue status and reports,
+//! explanations, finished states. A lazy plan replaced by a newer one, or dropped because a state change of its
 //! workload supersedes it, is handed back to the caller and counted in
 //! `sluice_dropped_writes_total{lane}`.
 
