@@ -1565,20 +1565,18 @@ fn an_orphaned_workload_of_a_deleted_job_is_finished_and_never_takes_quota_again
     assert_eq!(ix.engine().workload_state("wl-uid-gone"), Some(WorkloadState::Finished));
 }
 
-#[test]
-fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
-    let mut ix = ready_index();
-    let j = mk_job("tool", "team-a", 1, 1);
-    let mut wl = orphaned(stored_workload(&j, 0, 0));
+/// A Workload created directly (no Job, no job-uid label), as tools and
+/// `sluice bench` make them.
+fn workload_without_job(name: &str, created_s: i64) -> Workload {
+    let mut wl = orphaned(stored_workload(&mk_job(name, "team-a", 1, 1), 0, created_s));
     wl.metadata.labels.as_mut().unwrap().remove(job::JOB_UID_LABEL);
-    ix.apply_workload(wl.clone(), T0);
-    assert!(ix.take_plans().is_empty());
-    let (plans, _) = ix.cycle(T0);
-    assert_eq!(purposes(&plans), ["admit"]);
-    // Its owner marks it finished: the quota is released and the state
-    // (a printer column) follows in one small write of that field alone.
-    let mut st = status_step(&plans[0]).clone();
-    ix.feedback(&plans[0], &Ok(vec![(0, "10".into())]), T0);
+    wl
+}
+
+/// Its admission (`plan`) is written, then its owner marks it Finished.
+fn finished_by_its_owner(ix: &mut Index, wl: &mut Workload, plan: &Plan) {
+    let mut st = status_step(plan).clone();
+    ix.feedback(plan, &Ok(vec![(0, "10".into())]), T0);
     set_condition(
         &mut st.conditions,
         cond::FINISHED,
@@ -1591,6 +1589,19 @@ fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
     wl.status = Some(st);
     wl.metadata.resource_version = Some("11".into());
     ix.apply_workload(wl.clone(), T0 + 1);
+}
+
+#[test]
+fn a_workload_created_directly_without_the_label_is_not_an_orphan() {
+    let mut ix = ready_index();
+    let mut wl = workload_without_job("tool", 0);
+    ix.apply_workload(wl.clone(), T0);
+    assert!(ix.take_plans().is_empty());
+    let (plans, _) = ix.cycle(T0);
+    assert_eq!(purposes(&plans), ["admit"]);
+    // Its owner marks it finished: the quota is released and the state
+    // (a printer column) follows in one small write of that field alone.
+    finished_by_its_owner(&mut ix, &mut wl, &plans[0]);
     assert_eq!(ix.engine().workload_state("wl-uid-tool"), Some(WorkloadState::Finished));
     // Due, not queued: handed out when the bookkeeping lane asks.
     assert!(ix.take_plans().is_empty());
@@ -1765,28 +1776,14 @@ fn finished_states_are_handed_out_a_bounded_number_at_a_time() {
     });
     let mut wls = Vec::new();
     for i in 0..3 {
-        let mut wl = orphaned(stored_workload(&mk_job(&format!("tool-{i}"), "team-a", 1, 1), 0, i));
-        wl.metadata.labels.as_mut().unwrap().remove(job::JOB_UID_LABEL);
+        let wl = workload_without_job(&format!("tool-{i}"), i);
         ix.apply_workload(wl.clone(), T0);
         wls.push(wl);
     }
     let (plans, _) = ix.cycle(T0);
     assert_eq!(purposes(&plans), ["admit", "admit", "admit"]);
     for (wl, plan) in wls.iter_mut().zip(&plans) {
-        let mut st = status_step(plan).clone();
-        ix.feedback(plan, &Ok(vec![(0, "10".into())]), T0);
-        set_condition(
-            &mut st.conditions,
-            cond::FINISHED,
-            "True",
-            "Succeeded",
-            "done",
-            T0 + 1,
-            Some(1),
-        );
-        wl.status = Some(st);
-        wl.metadata.resource_version = Some("11".into());
-        ix.apply_workload(wl.clone(), T0 + 1);
+        finished_by_its_owner(&mut ix, wl, plan);
     }
     assert!(ix.take_plans().is_empty());
     let first = ix.take_finished_states();
