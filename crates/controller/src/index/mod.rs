@@ -64,6 +64,7 @@ use crate::plan::{JobRef, ObjKey, Plan, Step};
 mod cohort;
 mod config;
 mod cycle;
+mod entry;
 mod errors;
 mod eviction;
 mod explain;
@@ -87,6 +88,7 @@ pub use placement::PodEntry;
 pub use status::set_condition;
 pub use visibility::PendingSnapshot;
 
+use entry::{GangEntry, WlEntry};
 use eviction::Confirmation;
 use status::time_of;
 
@@ -221,101 +223,6 @@ pub struct ObjectError {
     /// Machine-readable reason (event reason, metric label).
     pub reason: &'static str,
     pub message: String,
-}
-
-/// What the index keeps of a Workload: a few fields and the status, not
-/// the object (its pod templates are what the engine already holds).
-struct WlEntry {
-    uid: String,
-    /// The controlling object (a Job, a JobSet) and its uid.
-    owner: Option<(JobRef, String)>,
-    /// The [`job::JOB_UID_LABEL`]: made by Sluice for that Job (kept when
-    /// the owner reference is stripped by an orphaning delete).
-    job_uid: Option<String>,
-    /// A multi-Job gang's Workload: its gang and members.
-    gang: Option<GangEntry>,
-    generation: Option<i64>,
-    active: bool,
-    queue_name: String,
-    /// `spec.priority` as observed.
-    priority: Option<i32>,
-    /// Pods of the first pod set (a Job's parallelism).
-    count: i32,
-    created_ms: i64,
-    /// The engine's view of it, kept only while it is not in the engine
-    /// (waiting for its ClusterQueue).
-    spec: Option<Box<eng::WorkloadSpec>>,
-    /// The status as last written by us or observed, whichever is later,
-    /// without the text of a pending explanation (see `pending_fp`).
-    status: WorkloadStatus,
-    /// Fingerprint of the pending explanation last written or observed.
-    pending_fp: Option<u64>,
-    /// Sequence number of the latest status write planned for it.
-    seq: u64,
-    /// That write is not acknowledged yet: watch events (older than it)
-    /// must not undo what it writes.
-    awaiting: bool,
-    /// resourceVersion our last acknowledged status write produced: events
-    /// older than it are stale.
-    written_rv: Option<u64>,
-    /// Known to the engine (pending, admitted, evicting or finished).
-    in_engine: bool,
-    /// Admission time (epoch ms) while admitted.
-    admitted_at: Option<i64>,
-    /// All pods were ready at least once since admission.
-    pods_ready_seen: bool,
-    /// The `PodsReady=True` write failed: retried on the next Job event.
-    pods_ready_unwritten: bool,
-    /// A [`Step::PatchWorkloadState`] of it is due, queued or in flight.
-    state_out: bool,
-    /// That write is due and not handed out yet
-    /// ([`Index::take_finished_states`]).
-    state_due: bool,
-    /// Position and estimate last handed to its status (pending only).
-    published: Option<visibility::Published>,
-    /// Finished: `status` is cut down to its state and its Finished
-    /// condition ([`finish::slim_finished`]), never written whole again.
-    slim: bool,
-}
-
-/// A gang Workload's members ([`crate::gang::members_of`]).
-#[derive(Clone, Debug, Default)]
-struct GangEntry {
-    /// The [`sluice_api::labels::GANG`] name.
-    name: String,
-    /// Job name (its pod set's) and the uid of its owner reference, if the
-    /// Workload still has one.
-    members: Vec<(String, Option<String>)>,
-    /// Members deleted after they finished (a Job's TTL), with their
-    /// outcome (`true`: Complete): they count as finished, not as missing.
-    /// Known only to this process.
-    done: BTreeMap<String, bool>,
-}
-
-impl WlEntry {
-    /// Jobs run its pods: its own Job, or a gang's.
-    fn has_jobs(&self) -> bool {
-        self.owner.is_some() || self.gang.is_some()
-    }
-
-    /// Numbers a status write about to be planned.
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.awaiting = true;
-        self.seq
-    }
-
-    /// The step that writes the status as the index now holds it,
-    /// numbered with [`WlEntry::next_seq`].
-    fn status_write(&mut self, key: &ObjKey) -> Step {
-        debug_assert!(!self.slim, "whole-status write of {key}, finished and cut down");
-        if self.slim {
-            tracing::error!(workload = %key, "a whole-status write of a finished workload whose status is cut down: fields may be removed");
-        }
-        let status = self.status.clone();
-        let seq = self.next_seq();
-        Step::workload_status(key.clone(), self.uid.clone(), status, seq)
-    }
 }
 
 /// A LocalQueue's counts and usage (milli-units per (flavor, resource)).
