@@ -59,7 +59,7 @@ use sluice_scheduler::{self as eng, Engine};
 
 use crate::integration::JobKind;
 use crate::job;
-use crate::plan::{JobRef, ObjKey, Plan, Step};
+use crate::plan::{JobRef, ObjKey, Plan};
 
 mod cohort;
 mod config;

@@ -2,7 +2,7 @@
 //! engine state out.
 
 use super::*;
-use crate::plan::Purpose;
+use crate::plan::{Purpose, Step};
 use crate::testing::{cq, flavor};
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Value, json};
