@@ -310,6 +310,22 @@ impl Cluster {
     /// A Job of `pods` pods with `gpus` GPUs each (limits), queued in
     /// `queue`, created suspended (what the webhook would do) unless
     /// `suspended` is false.
+    /// A WorkloadPriorityClass `urgent` (value 1000) and a suspended Job
+    /// named `urgent` in LocalQueue `team` at that priority: what the
+    /// preemption tests send to take the GPUs of what runs.
+    pub async fn urgent_job(&mut self, pods: i32, gpus: u32) -> Result<Job> {
+        let urgent = self.priority_class("urgent", 1000).await?;
+        self.job(
+            "urgent",
+            "team",
+            pods,
+            gpus,
+            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
+            true,
+        )
+        .await
+    }
+
     pub async fn job(
         &self,
         name: &str,

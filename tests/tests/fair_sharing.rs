@@ -225,16 +225,7 @@ async fn a_job_admitted_with_fewer_pods_runs_with_them_and_gets_its_parallelism_
         ensure_eq!(c.job_pods("sweep").await?.len(), 2, "the job controller runs 2 pods");
 
         // A higher-priority Job takes the 2 GPUs: sweep is preempted.
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job(
-            "urgent",
-            "team",
-            2,
-            1,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        c.urgent_job(2, 1).await?;
         c.wait_condition("sweep", "Preempted", "True", T).await?;
         c.wait_suspended("sweep", true, T).await?;
         wait_for("sweep's pods gone", T, || async {

@@ -133,16 +133,7 @@ async fn a_jobset_is_admitted_whole_injected_per_pod_set_preempted_restored_and_
         ensure_eq!(pod_spec(&js, 1)["nodeSelector"], json!({"sluice.dev/e2e-gpu": f}));
 
         // A higher-priority Job of 8 GPUs: 9 + 8 > 16, the JobSet is preempted.
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job(
-            "urgent",
-            "team",
-            4,
-            2,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        c.urgent_job(4, 2).await?;
         ensure_eq!(c.wait_reason("jobset-pretrain", "Evicted", T).await?, "Preempted");
         wait_suspended(&c, "pretrain", true).await?;
         c.wait_condition("urgent", "Admitted", "True", T).await?;

@@ -107,16 +107,7 @@ async fn a_pytorchjob_is_admitted_whole_injected_per_role_preempted_restored_and
         );
 
         // A higher-priority 8-GPU Job: 9 + 8 > 16, the PyTorchJob is preempted.
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job(
-            "urgent",
-            "team",
-            4,
-            2,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        c.urgent_job(4, 2).await?;
         ensure_eq!(c.wait_reason("pytorchjob-bert", "Evicted", T).await?, "Preempted");
         let restored = wait_for("PyTorchJob suspended and restored", T, || async {
             let v = get().await?;
@@ -217,16 +208,7 @@ async fn an_mpijob_created_running_is_held_admitted_preempted_restored_and_one_l
         ensure_eq!(started["spec"]["slotsPerWorker"], json!(2));
         // A higher-priority 4-GPU Job: 6 + 4 > 8, the MPIJob is preempted,
         // suspended, and its templates are put back.
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job(
-            "urgent",
-            "team",
-            2,
-            2,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        c.urgent_job(2, 2).await?;
         ensure_eq!(c.wait_reason("mpijob-hvd", "Evicted", T).await?, "Preempted");
         wait_for("MPIJob suspended and restored", T, || async {
             let v = serde_json::to_value(api.get("hvd").await?)?;

@@ -82,16 +82,7 @@ async fn a_rayjob_is_admitted_whole_its_groups_injected_preempted_restored_and_i
         // A higher-priority 2-GPU Job: 7 + 2 > 8, the RayJob is preempted,
         // suspended and both templates put back; readmitted once the Job
         // finishes.
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job(
-            "urgent",
-            "team",
-            1,
-            2,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        c.urgent_job(1, 2).await?;
         ensure_eq!(c.wait_reason("rayjob-tune", "Evicted", T).await?, "Preempted");
         wait_for("RayJob suspended and restored", T, || async {
             let v = serde_json::to_value(api.get("tune").await?)?;
