@@ -227,18 +227,7 @@ fn queue_status_is_handed_to_the_writer_once_and_remembered_when_written() {
     );
     let ix = build_index(&cache, &IndexConfig::default());
     let m = Metrics::new();
-    let cfg = RunConfig {
-        kube_qps: 50.0,
-        kube_burst: 100,
-        index: IndexConfig::default(),
-        idle: crate::idle::IdleSettings::default(),
-        positions_interval: Duration::from_secs(60),
-        lease: None,
-        identity: "test".into(),
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        queue_status_interval: Duration::from_secs(1),
-        explain_qps: 0.0,
-    };
+    let cfg = test_config(IndexConfig::default());
     let mut w = QueueStatusWriter::default();
     let plans = w.plans(&ix, &m, &cfg);
     assert_eq!(plans.len(), 2, "the ClusterQueue and the LocalQueue");
@@ -270,18 +259,7 @@ fn a_new_leader_does_not_rewrite_queue_status_the_server_already_has() {
             Obj::LocalQueue(Box::new(lq)),
         ]
     };
-    let cfg = RunConfig {
-        kube_qps: 50.0,
-        kube_burst: 100,
-        index: IndexConfig::default(),
-        idle: crate::idle::IdleSettings::default(),
-        positions_interval: Duration::from_secs(60),
-        lease: None,
-        identity: "test".into(),
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        queue_status_interval: Duration::from_secs(1),
-        explain_qps: 0.0,
-    };
+    let cfg = test_config(IndexConfig::default());
     let m = Metrics::new();
     let mut cache = Cache::default();
     listed(&mut cache, objects(None));
@@ -488,14 +466,9 @@ async fn start(
     let cfg = RunConfig {
         kube_qps: 1000.0,
         kube_burst: 1000,
-        index: IndexConfig::default(),
-        idle: crate::idle::IdleSettings::default(),
-        positions_interval: Duration::from_secs(60),
-        lease: None,
         identity: "test-0".into(),
         metrics_addr: ([127, 0, 0, 1], port).into(),
-        queue_status_interval: Duration::from_secs(1),
-        explain_qps: 0.0,
+        ..test_config(IndexConfig::default())
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(run(client, cfg, async move {
@@ -730,5 +703,22 @@ fn a_superseded_explanation_is_counted_as_dropped_and_the_newest_is_written() {
             assert_eq!(status.pending.as_ref().unwrap().reason, "second");
         }
         other => panic!("{other:?}"),
+    }
+}
+
+/// The run configuration of these tests: the default limits, one replica
+/// without leader election, a metrics port the OS picks.
+fn test_config(index: IndexConfig) -> RunConfig {
+    RunConfig {
+        kube_qps: 50.0,
+        kube_burst: 100,
+        index,
+        idle: crate::idle::IdleSettings::default(),
+        positions_interval: Duration::from_secs(60),
+        lease: None,
+        identity: "test".into(),
+        metrics_addr: "127.0.0.1:0".parse().unwrap(),
+        queue_status_interval: Duration::from_secs(1),
+        explain_qps: 0.0,
     }
 }

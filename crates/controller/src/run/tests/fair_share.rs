@@ -5,21 +5,6 @@ use super::*;
 use crate::index::Index;
 use crate::testing::{borrowing_cq, cohort};
 
-fn cfg(index: IndexConfig) -> RunConfig {
-    RunConfig {
-        kube_qps: 50.0,
-        kube_burst: 100,
-        index,
-        idle: crate::idle::IdleSettings::default(),
-        positions_interval: Duration::from_secs(60),
-        lease: None,
-        identity: "test".into(),
-        metrics_addr: "127.0.0.1:0".parse().unwrap(),
-        queue_status_interval: Duration::from_secs(1),
-        explain_qps: 0.0,
-    }
-}
-
 /// Cohort `pool` (16 GPUs) with ClusterQueues cluster-gpu and other (no
 /// GPUs of their own); cluster-gpu's workload holds 8 GPUs; Cohort
 /// `broken` fails validation. `statuses`: what the server holds, by object.
@@ -131,7 +116,7 @@ fn without_fair_sharing_no_share_is_written_or_exported() {
 #[test]
 fn cohort_status_goes_through_the_queue_status_lane_and_a_new_leader_keeps_what_the_server_has() {
     let config = IndexConfig::default();
-    let cfg = cfg(config.clone());
+    let cfg = test_config(config.clone());
     let m = Metrics::new();
     let mut first = QueueStatusWriter::default();
     let plans = first.plans(&index(&config, &BTreeMap::new()), &m, &cfg);

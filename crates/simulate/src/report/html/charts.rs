@@ -236,16 +236,7 @@ pub(super) struct StepChart<'a> {
 impl StepChart<'_> {
     pub(super) fn write(&self, out: &mut String, series: &[Vec<f64>], names: &[&str]) {
         let y_ticks = nice_ticks(self.y_top * 1.05, 5);
-        let p = Plot {
-            w: 1300.0,
-            h: 300.0,
-            left: 58.0,
-            right: 16.0,
-            top: 14.0,
-            bottom: 40.0,
-            x_max: self.end as f64 / self.unit.ms,
-            y_max: *y_ticks.last().unwrap_or(&1.0),
-        };
+        let p = Plot::wide(self.end as f64 / self.unit.ms, *y_ticks.last().unwrap_or(&1.0));
         let _ = write!(
             out,
             r#"<figure class="card wide"><svg viewBox="0 0 {} {}" role="img" aria-label="{}">"#,
@@ -290,16 +281,7 @@ pub(super) fn wait_chart(out: &mut String, r: &SimResult, report: &Report) {
     let max_wait = classes.iter().map(|g| g.wait.max_ms).max().unwrap_or(0).max(1);
     let unit = time_unit(max_wait);
     let x_ticks = nice_ticks(max_wait as f64 / unit.ms, 10);
-    let p = Plot {
-        w: 1300.0,
-        h: 300.0,
-        left: 58.0,
-        right: 16.0,
-        top: 14.0,
-        bottom: 40.0,
-        x_max: *x_ticks.last().unwrap_or(&1.0),
-        y_max: 1.0,
-    };
+    let p = Plot::wide(*x_ticks.last().unwrap_or(&1.0), 1.0);
     let _ = write!(
         out,
         r#"<figure class="card wide"><svg viewBox="0 0 {} {}" role="img" aria-label="time to admission distribution per class">"#,

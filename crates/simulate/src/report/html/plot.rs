@@ -80,6 +80,20 @@ pub(super) struct Plot {
 }
 
 impl Plot {
+    /// A full-width chart, 1300 × 300, with room for the axes' labels.
+    pub(super) fn wide(x_max: f64, y_max: f64) -> Self {
+        Self {
+            w: 1300.0,
+            h: 300.0,
+            left: 58.0,
+            right: 16.0,
+            top: 14.0,
+            bottom: 40.0,
+            x_max,
+            y_max,
+        }
+    }
+
     pub(super) fn x(&self, v: f64) -> f64 {
         self.left + (v / self.x_max).clamp(0.0, 1.0) * (self.w - self.left - self.right)
     }
