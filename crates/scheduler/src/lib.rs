@@ -170,6 +170,7 @@ mod decision;
 mod engine;
 pub mod forecast;
 pub mod idle;
+pub mod shape;
 mod ledger;
 mod model;
 

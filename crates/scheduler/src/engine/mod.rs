@@ -60,6 +60,7 @@ mod placement;
 mod preemption;
 mod queries;
 mod queue;
+mod shrink;
 mod share;
 mod state;
 mod stop;

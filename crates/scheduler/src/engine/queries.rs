@@ -57,6 +57,35 @@ impl Engine {
         self.wls.iter().flatten().map(|wl| (&wl.uid, outside(&wl.state)))
     }
 
+    /// The pod sets a workload asks for, whole (before any partial
+    /// admission), with requests per pod; `None` for an unknown or
+    /// finished one.
+    pub fn requested(&self, uid: &str) -> Option<Vec<crate::PodSetSpec>> {
+        let wl = self.wl(*self.by_uid.get(uid)?);
+        let pod_sets = wl.full.as_ref().map_or(&wl.pod_sets, |f| &f.0);
+        if matches!(wl.state, State::Finished) {
+            return None;
+        }
+        Some(
+            pod_sets
+                .iter()
+                .map(|p| crate::PodSetSpec {
+                    name: p.name.to_string(),
+                    count: p.count,
+                    requests: p
+                        .total
+                        .iter()
+                        .map(|&(r, t)| (self.resources.name(r).to_string(), t / Amount::from(p.count.max(1))))
+                        .collect(),
+                    node_selector: p.node_selector.clone(),
+                    tolerations: p.tolerations.clone(),
+                    require_single_domain: p.require_single_domain,
+                    min_count: p.min_count,
+                })
+                .collect(),
+        )
+    }
+
     /// The latest explanation of a pending workload, with current numbers.
     pub fn explanation(&self, uid: &str) -> Option<&Explanation> {
         let id = *self.by_uid.get(uid)?;

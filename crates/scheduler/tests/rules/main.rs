@@ -21,4 +21,5 @@ mod partial;
 mod placement;
 mod placement_preemption;
 mod preemption;
+mod shrink;
 mod stop;
