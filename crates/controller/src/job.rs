@@ -448,7 +448,7 @@ mod partial;
 mod view;
 
 pub use partial::{ORIGINAL_PARALLELISM, original_parallelism};
-pub use view::{JobView, TemplateDirectives};
+pub use view::{JobView, ManagedBy, TemplateDirectives};
 
 #[cfg(test)]
 mod tests;

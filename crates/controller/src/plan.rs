@@ -231,6 +231,9 @@ pub enum Purpose {
     /// A gang lost a member: its Workload (holding no quota) is deleted,
     /// and a new one is made when the gang is whole again.
     RetireGang { uid: String },
+    /// An object's shape changed: its admission reduced (a scaled-down
+    /// Job), or its waiting Workload deleted to be made again.
+    Reshape { uid: String },
     /// The workload is deactivated (`spec.active: false`).
     Deactivate { uid: String },
     /// All pods of an admitted workload were seen ready (`PodsReady=True`).
@@ -261,6 +264,7 @@ impl Purpose {
             Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",
             Purpose::RetireGang { .. } => "retire_gang",
+            Purpose::Reshape { .. } => "reshape",
             Purpose::Deactivate { .. } => "deactivate",
             Purpose::PodsReady { .. } => "pods_ready",
             Purpose::Pending { .. } => "pending",

@@ -25,6 +25,26 @@ pub fn amount(milli: Amount) -> String {
     units.to_string()
 }
 
+/// What grew beyond an admission ([`sluice_scheduler::shape`]), e.g.
+/// "pod set main runs 8 pods, 2 admitted".
+pub fn growth(g: &sluice_scheduler::shape::Growth) -> String {
+    use sluice_scheduler::shape::Grown;
+    let ps = &g.pod_set;
+    match &g.what {
+        Grown::Pods { now, admitted } => format!("pod set {ps} runs {now} pods, {admitted} admitted"),
+        Grown::PodSet { now } => format!("pod set {ps} runs {now} pods, none admitted"),
+        Grown::PerPod {
+            resource,
+            now,
+            admitted,
+        } => format!(
+            "a pod of pod set {ps} asks for {} {resource}, {} admitted per pod",
+            amount(*now),
+            amount(*admitted)
+        ),
+    }
+}
+
 /// Why one flavor did not take a pod set.
 pub fn verdict(v: &Verdict) -> String {
     match v {

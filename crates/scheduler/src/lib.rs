@@ -170,9 +170,9 @@ mod decision;
 mod engine;
 pub mod forecast;
 pub mod idle;
-pub mod shape;
 mod ledger;
 mod model;
+pub mod shape;
 
 pub use decision::{
     Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,

@@ -103,6 +103,9 @@ pub mod reasons {
     /// Evicted (or deactivated) because its GPUs were idle by its
     /// ClusterQueue's `idleReclaim` policy; also the `GPUIdle` reason.
     pub const IDLE_GPU: &str = "IdleGPU";
+    /// Evicted because its object asks for more than was admitted (more
+    /// pods, or more per pod): it is queued again with its new shape.
+    pub const WORKLOAD_SHAPE_CHANGED: &str = "WorkloadShapeChanged";
     /// Evicted because it was requeued too often and deactivated.
     pub const REQUEUING_LIMIT_EXCEEDED: &str = "DeactivatedDueToRequeuingLimitExceeded";
 

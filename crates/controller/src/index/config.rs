@@ -213,8 +213,12 @@ impl Index {
     /// A Namespace's labels.
     pub fn apply_namespace(&mut self, name: &str, labels: BTreeMap<String, String>, now_ms: i64) {
         if self.namespaces.get(name) != Some(&labels) {
+            let queued_every = self.queues_every_object(name);
             self.namespaces.insert(name.to_string(), labels);
             self.retry_not_selected(now_ms);
+            if self.queues_every_object(name) != queued_every {
+                self.namespace_queueing_changed(name, now_ms);
+            }
         }
     }
 

@@ -110,7 +110,7 @@ impl Index {
         if let Purpose::Pending { uid } = &plan.purpose {
             self.explanation_not_written(uid);
         }
-        if let Purpose::RetireGang { uid } = &plan.purpose {
+        if let Purpose::RetireGang { uid } | Purpose::Reshape { uid } = &plan.purpose {
             self.retire_failed(uid);
         }
         for (i, s) in plan.steps.iter().enumerate() {

@@ -31,15 +31,28 @@ impl Index {
         }
         for jk in self.member_keys(wk) {
             let Some(j) = self.jobs.get(&jk) else { continue };
-            out.push(Step::Event(EventSpec {
-                regarding: reference(jk.kind.api_version(), jk.kind.kind(), &jk.key, Some(&j.uid)),
-                type_,
-                reason: reason.to_string(),
-                action,
-                note: note.to_string(),
-            }));
+            out.push(self.object_event(&jk, &j.uid, type_, reason, action, note.to_string()));
         }
         out
+    }
+
+    /// An Event regarding a queued object.
+    pub(super) fn object_event(
+        &self,
+        jk: &JobRef,
+        uid: &str,
+        type_: &'static str,
+        reason: &str,
+        action: &'static str,
+        note: String,
+    ) -> Step {
+        Step::Event(EventSpec {
+            regarding: reference(jk.kind.api_version(), jk.kind.kind(), &jk.key, Some(uid)),
+            type_,
+            reason: reason.to_string(),
+            action,
+            note,
+        })
     }
 
     /// A Workload Sluice made for a Job ([`job::JOB_UID_LABEL`]) that has

@@ -38,7 +38,10 @@ impl Index {
     /// A Job as observed (the full object: its Workload may be created from it).
     pub fn apply_job(&mut self, j: impl std::borrow::Borrow<Job>, now_ms: i64) {
         let j: &Job = j.borrow();
-        let view = job::JobView::of(j, self.config.kueue_compat);
+        let labelled = self.labelled_job(j);
+        let j = labelled.as_ref().unwrap_or(j);
+        let mut view = job::JobView::of(j, self.config.kueue_compat);
+        view.queued_by_namespace = labelled.is_some();
         self.apply_job_view(view, Some(Full::Job(j)), now_ms);
     }
 
@@ -46,8 +49,11 @@ impl Index {
     /// JSON); a malformed one is recorded and skipped.
     pub fn apply_object(&mut self, kind: JobKind, obj: &serde_json::Value, now_ms: i64) {
         let ik = Kind::of_job(kind);
+        let labelled = self.labelled_object(obj);
+        let obj = labelled.as_ref().unwrap_or(obj);
         match integration::view(kind, obj, self.config.kueue_compat) {
-            Ok(view) => {
+            Ok(mut view) => {
+                view.queued_by_namespace = labelled.is_some();
                 let key = format!("{}/{}", view.namespace, view.name);
                 // It was malformed before: no longer.
                 if self
@@ -78,6 +84,8 @@ impl Index {
         if view.name.is_empty() {
             return;
         }
+        let mut view = view;
+        self.queue_by_namespace(&mut view);
         if view.suspended {
             self.suspending.remove(&key);
         } else {
@@ -90,7 +98,6 @@ impl Index {
             _ => None,
         };
         let left = self.track_gang(&key, &view, full_job, &wk);
-        let mut view = view;
         if view.pods_selector.is_none()
             && let Some(old) = self.jobs.get(&key).filter(|o| o.uid == view.uid)
         {
@@ -186,7 +193,7 @@ impl Index {
     /// Level-triggered: what an object needs given its Workload's state.
     pub(super) fn reconcile(&mut self, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) {
         let Some(j) = self.jobs.get(key) else { return };
-        if j.managed_by.is_some_and(|k| self.config.integrations.contains(&k)) {
+        if self.queued_with_owner(j) {
             // Made by a queued object (a JobSet's child, an MPIJob's
             // launcher): that object is what is queued.
             return;
@@ -216,6 +223,10 @@ impl Index {
             return;
         }
         if owned {
+            if self.reshape(&wk, key, full, now_ms) {
+                return;
+            }
+            let Some(j) = self.jobs.get(key) else { return };
             if j.gang.is_some() {
                 // Labelled into a gang after it was queued on its own.
                 self.record_error(
@@ -260,9 +271,14 @@ impl Index {
         ) {
             Ok(wl) => {
                 self.creating.insert(wk);
+                let mut steps = vec![Step::ApplyWorkload(Box::new(wl))];
+                if let Some(j) = self.jobs.get(key).filter(|j| j.queued_by_namespace) {
+                    let note = super::default_queue::queued_by_namespace_note(key.kind, key.namespace());
+                    steps.push(self.object_event(key, &j.uid, "Normal", "QueuedByNamespace", "Queue", note));
+                }
                 self.plans.push(Plan {
                     purpose: Purpose::CreateWorkload,
-                    steps: vec![Step::ApplyWorkload(Box::new(wl))],
+                    steps,
                 });
             }
             Err(err) => {

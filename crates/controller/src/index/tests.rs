@@ -1742,11 +1742,13 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission() {
 }
 
 mod cohorts;
+mod default_queue;
 mod gangs;
 mod idle;
 mod kinds;
 mod partial;
 mod placement;
+mod reshape;
 mod visibility;
 
 #[test]

@@ -35,6 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
 
 use crate::job::{JobError, JobView};
+use sluice_scheduler as eng;
 
 mod batch;
 pub mod jobset;
@@ -223,6 +224,31 @@ impl Full<'_> {
                 .workload(v, kueue_compat, &workload_class, &pod_class),
         }
     }
+}
+
+/// The pod sets an object asks for, as its Workload would (a batch/v1
+/// Job's pods from the parallelism its user wrote), in the engine's terms.
+pub fn requested_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
+    let wl = full.workload(kueue_compat, |_| None, |_| None)?;
+    sluice_convert::adapter::workload(&wl, 0, 0)
+        .map(|spec| spec.pod_sets)
+        .map_err(|e| JobError::Invalid {
+            field: "spec".into(),
+            problem: e.to_string(),
+        })
+}
+
+/// The pod sets an object runs now: those it asks for, except that a
+/// batch/v1 Job runs as many pods as its parallelism says now (a partial
+/// admission lowers it; so does a user who scales it).
+pub fn running_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
+    let mut sets = requested_pod_sets(full, kueue_compat)?;
+    if let Full::Job(j) = full
+        && let (Some(spec), Some(ps)) = (j.spec.as_ref(), sets.first_mut())
+    {
+        ps.count = u32::try_from(crate::job::pods_count(spec.parallelism, spec.completions)).unwrap_or(0);
+    }
+    Ok(sets)
 }
 
 /// The view of an object of `kind`, from its JSON.

@@ -70,6 +70,7 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
             .cloned(),
         gang: None,
         managed_by: None,
+        queued_by_namespace: false,
         pods_selector: state.pods_selector,
         expected_runtime: labels::expected_runtime_ms(meta.annotations.as_ref()),
     }

@@ -25,6 +25,16 @@ pub struct TemplateDirectives {
     pub tolerations: Option<Vec<Toleration>>,
 }
 
+/// The object of another queued kind that controls a Job, as the Job's
+/// owner reference names it (anyone who writes the Job writes that too:
+/// the index believes it only when that object exists with that uid).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ManagedBy {
+    pub kind: crate::integration::JobKind,
+    pub name: String,
+    pub uid: String,
+}
+
 /// What Sluice keeps of a Job in memory: the few fields it decides on,
 /// and the template's scheduling directives and original-scheduling
 /// annotation for the patches. (The full Job is needed only to create its
@@ -73,7 +83,11 @@ pub struct JobView {
     /// Job (a JobSet's child Job, an MPIJob's launcher, a RayJob's
     /// submitter): while that kind is queued, the Job is queued as part of
     /// its owner, never on its own.
-    pub managed_by: Option<crate::integration::JobKind>,
+    pub managed_by: Option<ManagedBy>,
+    /// Queued in its namespace's default LocalQueue without a queue label
+    /// of its own: the namespace queues every object
+    /// ([`crate::index`]'s `default_queue`).
+    pub queued_by_namespace: bool,
     /// The label selector of its pods, where it is not its kind's usual
     /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
     /// RayCluster's.
@@ -121,10 +135,16 @@ impl JobView {
                 .flatten()
                 .filter(|o| o.controller == Some(true))
                 .find_map(|o| {
-                    crate::integration::JobKind::ALL.into_iter().find(|k| {
+                    let kind = crate::integration::JobKind::ALL.into_iter().find(|k| {
                         *k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
+                    })?;
+                    Some(ManagedBy {
+                        kind,
+                        name: o.name.clone(),
+                        uid: o.uid.clone(),
                     })
                 }),
+            queued_by_namespace: false,
             pods_selector: None,
             expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
                 a.or_else(|| {

@@ -46,6 +46,7 @@ impl Lane {
             | Purpose::Evict { .. }
             | Purpose::Requeue { .. }
             | Purpose::RetireGang { .. }
+            | Purpose::Reshape { .. }
             | Purpose::ConfirmPodsGone { .. }
             | Purpose::Deactivate { .. }
             | Purpose::PodsReady { .. }
@@ -195,6 +196,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::Evict { uid }
         | Purpose::Requeue { uid }
         | Purpose::RetireGang { uid }
+        | Purpose::Reshape { uid }
         | Purpose::ConfirmPodsGone { uid }
         | Purpose::Finish { uid }
         | Purpose::Deactivate { uid }

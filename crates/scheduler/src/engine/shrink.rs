@@ -60,7 +60,12 @@ impl Engine {
             .pod_sets
             .iter()
             .zip(&full)
-            .map(|(p, &c)| assignment.iter().find(|a| *a.name == *p.name).map_or(c, |a| a.count.min(c)))
+            .map(|(p, &c)| {
+                assignment
+                    .iter()
+                    .find(|a| *a.name == *p.name)
+                    .map_or(c, |a| a.count.min(c))
+            })
             .collect();
         self.set_counts(id, &counts);
         let mut usage = match &self.wl(id).state {

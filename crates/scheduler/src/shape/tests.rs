@@ -31,10 +31,12 @@ fn asked(name: &str, count: u32, reqs: &[(&str, Amount)]) -> PodSetSpec {
 #[test]
 fn the_table() {
     let adm = vec![admitted("main", 2, 1000)];
-    let grew = |what| ShapeChange::Grew(Growth {
-        pod_set: "main".into(),
-        what,
-    });
+    let grew = |what| {
+        ShapeChange::Grew(Growth {
+            pod_set: "main".into(),
+            what,
+        })
+    };
     let cases: Vec<(&str, Vec<PodSetSpec>, ShapeChange)> = vec![
         ("unchanged", vec![asked("main", 2, &[(GPU, 1000)])], ShapeChange::Same),
         (
@@ -82,8 +84,16 @@ fn the_table() {
                 admitted: 1000,
             }),
         ),
-        ("less per pod is not shrinking", vec![asked("main", 2, &[(GPU, 500)])], ShapeChange::Same),
-        ("a pod set with no pods now", vec![asked("extra", 0, &[(GPU, 1000)])], ShapeChange::Same),
+        (
+            "less per pod is not shrinking",
+            vec![asked("main", 2, &[(GPU, 500)])],
+            ShapeChange::Same,
+        ),
+        (
+            "a pod set with no pods now",
+            vec![asked("extra", 0, &[(GPU, 1000)])],
+            ShapeChange::Same,
+        ),
     ];
     for (name, now, want) in cases {
         assert_eq!(compare(&adm, &now), want, "{name}");
@@ -111,7 +121,10 @@ fn a_waiting_workload_asks_for_the_same_when_pods_and_requests_agree() {
     assert!(same_request(&asked, &[super::tests::asked("main", 2, &[(GPU, 1000)])]));
     assert!(!same_request(&asked, &[super::tests::asked("main", 3, &[(GPU, 1000)])]));
     assert!(!same_request(&asked, &[super::tests::asked("main", 2, &[(GPU, 2000)])]));
-    assert!(!same_request(&asked, &[super::tests::asked("other", 2, &[(GPU, 1000)])]));
+    assert!(!same_request(
+        &asked,
+        &[super::tests::asked("other", 2, &[(GPU, 1000)])]
+    ));
     let mut elastic = super::tests::asked("main", 2, &[(GPU, 1000)]);
     elastic.min_count = Some(1);
     assert!(!same_request(&asked, &[elastic]));

@@ -19,17 +19,51 @@ fn launcher() -> Job {
     j
 }
 
+/// The MPIJob `launcher()` names as its owner.
+fn mpijob() -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "hvd", "namespace": NS, "uid": "mj-uid", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"runPolicy": {"suspend": true}, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{"name": "l", "image": "x"}]}}}}}
+    })
+}
+
 #[test]
 fn a_job_made_by_a_queued_kind_is_left_to_its_owner_only_while_that_kind_is_queued() {
     let mut config = IndexConfig::default();
     config.integrations.insert(JobKind::MpiJob);
     let mut ix = ready_index_with(config);
+    ix.apply_object(JobKind::MpiJob, &mpijob(), T0);
+    ix.take_plans();
     ix.apply_job(launcher(), T0);
     assert!(ix.take_plans().is_empty(), "neither suspended nor given a Workload");
     // MPIJobs not queued: the Job is queued on its own, as any labelled Job.
     let mut ix = ready_index();
     ix.apply_job(launcher(), T0);
     assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+}
+
+#[test]
+fn a_forged_owner_reference_does_not_take_a_job_out_of_its_queue() {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(JobKind::MpiJob);
+    // No MPIJob "hvd" with uid mj-uid exists: the Job is queued on its own.
+    let mut ix = ready_index_with(config.clone());
+    ix.apply_job(launcher(), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+    // An MPIJob of that name but another uid does not vouch for it either.
+    let mut ix = ready_index_with(config.clone());
+    let mut other = mpijob();
+    other["metadata"]["uid"] = json!("another-uid");
+    ix.apply_object(JobKind::MpiJob, &other, T0);
+    ix.take_plans();
+    ix.apply_job(launcher(), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+    // Before MPIJobs are listed, the owner is given the benefit of the doubt.
+    let mut ix = Index::new(config);
+    ix.apply_job(launcher(), T0);
+    assert!(ix.take_plans().is_empty());
 }
 
 #[test]

@@ -1,0 +1,155 @@
+//! An object whose shape changed after its Workload was made
+//! ([`sluice_scheduler::shape`] decides):
+//!
+//! - **admitted, and it asks for more** (a scaled Job, a JobSet's replicas,
+//!   larger requests): Sluice never relies on the webhook to refuse that.
+//!   The object is suspended and its workload evicted
+//!   (`WorkloadShapeChanged`, with an Event on both); once its pods are
+//!   gone it waits again, and its Workload is made again with the new
+//!   shape (below);
+//! - **admitted, and it runs fewer pods** (a batch/v1 Job scaled down): once
+//!   the Job has no more pods than it now runs, the admission is reduced
+//!   and what it gave back is offered to waiting work;
+//! - **waiting, and it asks for something else** (a suspended object's
+//!   pods or requests changed): its Workload is deleted and made again
+//!   from the object, so that what is admitted is what will run.
+//!
+//! Multi-Job gangs are not reshaped here: their Workload is made from all
+//! their Jobs at once (the webhook refuses scaling an admitted member).
+
+use sluice_api::v1alpha1::conditions as cond;
+use sluice_convert::{adapter, text};
+use sluice_scheduler::WorkloadState;
+use sluice_scheduler::shape::{self, ShapeChange};
+
+use super::Index;
+use super::errors::engine_ok;
+use crate::integration::{self, Full, JobKind};
+use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
+
+impl Index {
+    /// Acts on a change of shape of `key`, the owner of Workload `wk`, as
+    /// observed in full; whether the workload was evicted or is being made
+    /// again (nothing else is to be done for it now).
+    pub(super) fn reshape(&mut self, wk: &ObjKey, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) -> bool {
+        let Some(full) = full else { return false };
+        let Some(e) = self.workloads.get(wk) else { return false };
+        if !e.in_engine || e.gang.is_some() || self.retiring.contains(&e.uid) {
+            return false;
+        }
+        let uid = e.uid.clone();
+        match self.engine.workload_state(&uid) {
+            Some(WorkloadState::Admitted) => match integration::running_pod_sets(full, self.config.kueue_compat) {
+                Ok(now) => self.admitted_shape(wk, key, &uid, &now, now_ms),
+                Err(_) => false,
+            },
+            Some(WorkloadState::Pending) => {
+                let suspended = self.jobs.get(key).is_some_and(|j| j.suspended);
+                let asked = self.engine.requested(&uid);
+                match (
+                    suspended,
+                    asked,
+                    integration::requested_pod_sets(full, self.config.kueue_compat),
+                ) {
+                    (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
+                        self.make_again(wk, key, &uid);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// An admitted workload's object as it runs now (`now`) against its
+    /// admission.
+    fn admitted_shape(
+        &mut self,
+        wk: &ObjKey,
+        key: &JobRef,
+        uid: &str,
+        now: &[sluice_scheduler::PodSetSpec],
+        now_ms: i64,
+    ) -> bool {
+        let Some(adm) = self.engine.admission(uid) else {
+            return false;
+        };
+        match shape::compare(&adm.pod_sets, now) {
+            ShapeChange::Same => false,
+            ShapeChange::Grew(g) => {
+                let msg = format!(
+                    "The {} asks for more than its admission ({}): it is suspended and queued again with its new shape",
+                    key.kind.kind(),
+                    text::growth(&g)
+                );
+                tracing::warn!(workload = %wk, object = %key, "{msg}");
+                if self.engine.evict(uid).is_ok() {
+                    self.on_evicted(uid, cond::reasons::WORKLOAD_SHAPE_CHANGED, None, &msg, now_ms);
+                }
+                true
+            }
+            ShapeChange::Shrank(counts) => {
+                self.shrink_when_gone(wk, key, uid, &counts);
+                false
+            }
+        }
+    }
+
+    /// A batch/v1 Job scaled down: once it has no more pods than it runs
+    /// now, its admission holds only those.
+    fn shrink_when_gone(&mut self, wk: &ObjKey, key: &JobRef, uid: &str, counts: &[(String, u32)]) {
+        let Some(j) = self.jobs.get(key) else { return };
+        let running: i64 = counts.iter().map(|(_, c)| i64::from(*c)).sum();
+        if key.kind != JobKind::Job || i64::from(j.live) > running {
+            return;
+        }
+        if !matches!(self.engine.shrink_admitted(uid, counts), Ok(true)) {
+            return;
+        }
+        let Some(adm) = self.engine.admission(uid) else { return };
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        e.status.admission = Some(adapter::admission_status(&adm));
+        let pods: Vec<String> = counts
+            .iter()
+            .map(|(ps, c)| format!("{c} pods of pod set {ps}"))
+            .collect();
+        let note = format!(
+            "The {} was scaled down: its admission now holds {}, and the rest of its quota is released",
+            key.kind.kind(),
+            pods.join(", ")
+        );
+        let mut steps = vec![e.status_write(wk)];
+        steps.extend(self.events(wk, "Normal", "AdmissionReduced", "Shrink", &note));
+        self.plans.push(Plan {
+            purpose: Purpose::Reshape { uid: uid.to_string() },
+            steps,
+        });
+    }
+
+    /// A waiting workload whose object now asks for something else: its
+    /// Workload is deleted, and made again from the object once the
+    /// deletion is seen.
+    fn make_again(&mut self, wk: &ObjKey, key: &JobRef, uid: &str) {
+        if !self.retiring.insert(uid.to_string()) {
+            return;
+        }
+        engine_ok("remove_workload", uid, self.engine.remove_workload(uid));
+        if let Some(e) = self.workloads.get_mut(wk) {
+            e.in_engine = false;
+        }
+        let note = format!(
+            "The {} changed while it waited: its Workload is made again with what it asks for now",
+            key.kind.kind()
+        );
+        let mut steps = self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", &note);
+        steps.push(Step::DeleteWorkload {
+            key: wk.clone(),
+            uid: uid.to_string(),
+        });
+        self.plans.push(Plan {
+            purpose: Purpose::Reshape { uid: uid.to_string() },
+            steps,
+        });
+    }
+}
