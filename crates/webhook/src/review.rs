@@ -449,6 +449,7 @@ fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewE
 }
 
 pub mod jobs;
+pub mod shape;
 
 #[cfg(test)]
 mod tests;

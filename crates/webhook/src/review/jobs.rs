@@ -90,7 +90,7 @@ impl Queued {
     }
 
     /// The Kubeflow field holding its roles.
-    fn roles_field(self) -> Option<&'static str> {
+    pub(super) fn roles_field(self) -> Option<&'static str> {
         match self {
             Queued::PyTorchJob => Some("pytorchReplicaSpecs"),
             Queued::MpiJob => Some("mpiReplicaSpecs"),
@@ -100,7 +100,7 @@ impl Queued {
 
     /// Each pod template of `obj`: where its spec is, and the pointer of
     /// its labels.
-    fn templates(self, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
+    pub(super) fn templates(self, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
         match self {
             Queued::Job => vec![(SpecLocation::template(), "/spec/template/metadata/labels".to_owned())],
             Queued::PyTorchJob | Queued::MpiJob => {
@@ -391,15 +391,39 @@ impl Reviewer {
         // controller (an admission writer) may unsuspend it.
         let queued = before.as_ref().or(after.as_ref());
         let user = req.user_info.username.as_deref().unwrap_or("");
+        let namespace = req.namespace.as_deref().unwrap_or_default();
+        // In a namespace that queues every object, no object leaves its
+        // queue: the controller would queue it in `default` anyway.
+        let opted_in = self.view.default_queue_enabled(namespace);
+        if let (Some(q), None, true) = (&before, &after, opted_in) {
+            d.denials.push(format!(
+                "metadata.labels[{label}]: cannot be removed: namespace {namespace:?} queues every {noun} ({}={}), so the {noun} stays queued (now in LocalQueue {q:?}); set the label to another LocalQueue, or delete the {noun}",
+                sluice_api::labels::DEFAULT_QUEUE,
+                sluice_api::labels::DEFAULT_QUEUE_ENABLED,
+            ));
+        }
         // Taking the label off a suspended Job would make it unmanaged, free
         // to be unsuspended by its owner: the same bypass in two steps.
         if let (Some(q), None) = (&before, &after)
+            && !opted_in
             && suspended(old)
             && !self.cfg.is_admission_writer(user)
         {
             d.denials.push(format!(
                 "metadata.labels[{label}]: cannot be removed by {user:?}: the {noun} waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the {noun} instead, or move it to another LocalQueue"
             ));
+        }
+        // A running object's admission covers what it runs now.
+        if let Some(q) = queued
+            && running(old)
+            && running(new)
+            && !self.cfg.is_admission_writer(user)
+        {
+            for grown in super::shape::grown(kind, old, new) {
+                d.denials.push(format!(
+                    "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, set {suspend_field} to true in the same update (it is queued again with its new shape), or delete and recreate the {noun}"
+                ));
+            }
         }
         if let Some(q) = queued
             && suspended(old)

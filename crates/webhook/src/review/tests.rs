@@ -989,3 +989,4 @@ fn without_a_nvidia_runtime_class_none_is_written() {
 mod cohorts;
 mod jobsets;
 mod kubeflow;
+mod shape;
