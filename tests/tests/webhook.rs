@@ -1050,3 +1050,110 @@ async fn queued_kubeflow_and_ray_jobs_come_back_suspended_with_every_template_fi
     }
     h.cleanup().await
 }
+
+/// A client acting as the Sluice controller the harness's webhook trusts
+/// (`--namespace sluice-e2e-system`): the test client (an admin)
+/// impersonates its service account.
+async fn as_controller() -> Result<Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig_path())?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.auth_info.impersonate = Some("system:serviceaccount:sluice-e2e-system:sluice-controller".into());
+    Ok(Client::try_from(config)?)
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_running_queued_job_cannot_grow_nor_leave_a_default_queue_namespace() -> Result<()> {
+    let h = Harness::start(true).await?;
+    let result = async {
+        let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "localqueues");
+        let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+        let lq: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+            "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
+        }))?;
+        lqs.create(&PostParams::default(), &lq).await?;
+        // A labelled GPU Job: suspended by the webhook; the controller
+        // (impersonated) starts it as an admission would.
+        let mut j = job(
+            "greedy",
+            json!({"sluice.dev/queue": "default"}),
+            json!({"limits": {"nvidia.com/gpu": "1"}}),
+        );
+        let spec = j.spec.as_mut().context("spec")?;
+        spec.parallelism = Some(2);
+        spec.completions = Some(16);
+        h.jobs().create(&PostParams::default(), &j).await?;
+        let controller: Api<Job> = Api::namespaced(as_controller().await?, &h.namespace);
+        controller
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"suspend": false}})),
+            )
+            .await?;
+        // The tenant scales it up: refused, with the field and the way out.
+        let err = h
+            .jobs()
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"parallelism": 8}})),
+            )
+            .await
+            .expect_err("scaling a running queued Job up is refused");
+        let (code, msg) = api_error(&err).context("an API error")?;
+        eprintln!("scale-up refused: {code} {msg}");
+        assert_eq!(code, 403);
+        assert!(
+            msg.contains("spec.parallelism: 8 pods at once, was 2: cannot grow while the Job runs"),
+            "{msg}"
+        );
+        // Scaling down is allowed.
+        h.jobs()
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"parallelism": 1}})),
+            )
+            .await?;
+        // The two-step escape: suspend (as the tenant may), then take the
+        // label off: refused in a namespace that queues every Job.
+        h.jobs()
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"suspend": true}})),
+            )
+            .await?;
+        let err = h
+            .jobs()
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/queue": null}}})),
+            )
+            .await
+            .expect_err("taking the label off is refused");
+        let (code, msg) = api_error(&err).context("an API error")?;
+        eprintln!("label removal refused: {code} {msg}");
+        assert_eq!(code, 403);
+        assert!(msg.contains("cannot be removed: namespace"), "{msg}");
+        // One step (label off and unsuspend together) stays refused.
+        let err = h
+            .jobs()
+            .patch(
+                "greedy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/queue": null}}, "spec": {"suspend": false}})),
+            )
+            .await
+            .expect_err("label off and unsuspend together is refused");
+        assert_eq!(api_error(&err).map(|e| e.0), Some(403));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    h.cleanup().await?;
+    result
+}

@@ -172,12 +172,10 @@ pub(super) fn full_job(j: Job) -> Obj {
 
 pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     let jobs: Api<Job> = Api::all(client.clone());
-    let job_cfg = if cfg.index.kueue_compat {
-        watcher::Config::default()
-    } else {
-        // Only queued Jobs: unlabelled ones are none of Sluice's business.
-        watcher::Config::default().labels(sluice_api::labels::QUEUE)
-    };
+    // Every Job, labelled or not: in a namespace that queues every object
+    // (`sluice.dev/default-queue: enabled`) an unlabelled Job is queued
+    // too, and a label taken off must not hide a Job from Sluice.
+    let job_cfg = watcher::Config::default();
     let pcs: Api<PriorityClass> = Api::all(client.clone());
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let mut streams: Vec<MsgStream> = vec![
@@ -221,11 +219,8 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     for kind in cfg.index.integrations.iter().copied().filter(|k| *k != JobKind::Job) {
         let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let obj_cfg = if cfg.index.kueue_compat {
-            watcher::Config::default()
-        } else {
-            watcher::Config::default().labels(sluice_api::labels::QUEUE)
-        };
+        // Every object, as for Jobs.
+        let obj_cfg = watcher::Config::default();
         streams.push(Box::pin(events(
             watcher(api, obj_cfg),
             Kind::of_job(kind),
