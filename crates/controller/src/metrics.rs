@@ -19,6 +19,7 @@
 //! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
+//! | `sluice_pods_over_admission_total` | counter | — (admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile) |
 //! | `sluice_ledger_drift_total` | counter | `kind` (engine_only, status_only: repairs by the periodic check) |
 //! | `sluice_idle_gpu_workloads` | gauge | `cluster_queue` (admitted workloads found idle by the last idle check, acted on or not) |
 //! | `sluice_idle_reclaims_total` | counter | `cluster_queue`, `action` (Warn, Evict, Deactivate) |
@@ -51,6 +52,7 @@ pub struct Metrics {
     pub admitted: Counter,
     pub evicted: Family<Labels, Counter>,
     pub preempted: Counter,
+    pub pods_over_admission: Counter,
     pub wait_time: Histogram,
     pub usage: Family<Labels, Gauge>,
     pub nominal: Family<Labels, Gauge>,
@@ -99,6 +101,7 @@ impl Metrics {
             admitted: Counter::default(),
             evicted: Family::default(),
             preempted: Counter::default(),
+            pods_over_admission: Counter::default(),
             // 1 s .. ~9 h
             wait_time: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             usage: Family::default(),
@@ -129,6 +132,11 @@ impl Metrics {
         r.register("admitted_workloads", "Workloads admitted", m.admitted.clone());
         r.register("evicted_workloads", "Workloads evicted, by reason", m.evicted.clone());
         r.register("preempted_workloads", "Workloads preempted", m.preempted.clone());
+        r.register(
+            "pods_over_admission",
+            "Admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile",
+            m.pods_over_admission.clone(),
+        );
         r.register(
             "admission_wait_time_seconds",
             "Time from Workload creation to admission",

@@ -53,6 +53,7 @@ impl Index {
             cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
             cond::reasons::DEACTIVATED => cond::reasons::DEACTIVATED,
             cond::reasons::IDLE_GPU => cond::reasons::IDLE_GPU,
+            cond::reasons::WORKLOAD_SHAPE_CHANGED => cond::reasons::WORKLOAD_SHAPE_CHANGED,
             _ => "Other",
         });
         let mut steps = vec![step];
@@ -150,6 +151,11 @@ impl Index {
             self.retire_gang(wk);
             return;
         }
+        if self.evicted_for_shape(wk) {
+            // Not requeued as it was: made again with its new shape.
+            self.make_again(wk);
+            return;
+        }
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
         self.confirming.remove(&uid);
@@ -208,6 +214,7 @@ impl Index {
 
     /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
     pub(super) fn tick(&mut self, now_ms: i64) {
+        self.recheck_pods_over(now_ms);
         let evicting: Vec<String> = self.evicting.iter().cloned().collect();
         for uid in evicting {
             let Some(wk) = self.by_uid.get(&uid).cloned() else {

@@ -198,9 +198,12 @@ impl Index {
             // launcher): that object is what is queued.
             return;
         }
-        if let Some(wk) = self.member_of.get(key) {
+        if let Some(wk) = self.member_of.get(key).cloned() {
+            if self.reshape_member(&wk, key, full, now_ms) {
+                return;
+            }
             // A gang's member stays one until the gang's Workload goes.
-            if let Some(g) = self.workloads.get(wk).and_then(|e| e.gang.as_ref()) {
+            if let Some(g) = self.workloads.get(&wk).and_then(|e| e.gang.as_ref()) {
                 let gk = ObjKey::new(key.namespace(), g.name.clone());
                 self.reconcile_gang(&gk, now_ms);
             }
@@ -348,8 +351,13 @@ impl Index {
         if finished_status || unrestored {
             return;
         }
+        if state != Some(WorkloadState::Admitted) {
+            self.pods_over.remove(&uid);
+        }
         match state {
             Some(WorkloadState::Admitted) => {
+                self.account_pods(wk, &members);
+                let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.jobs.get(k)).collect();
                 let ready = views
                     .iter()
                     // A gang member's or a JobSet's own count; a Job's

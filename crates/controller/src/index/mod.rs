@@ -61,6 +61,7 @@ use crate::integration::JobKind;
 use crate::job;
 use crate::plan::{JobRef, ObjKey, Plan};
 
+mod accounting;
 mod cohort;
 mod config;
 mod cycle;
@@ -250,6 +251,8 @@ pub struct CycleStats {
     /// repaired: `engine_only` (admitted in the ledger, not in its status)
     /// or `status_only` (admitted in its status, pending in the ledger).
     pub drift: Vec<&'static str>,
+    /// Workloads newly reported running more pods than admitted.
+    pub pods_over_admission: usize,
 }
 
 /// The index. See the module documentation.
@@ -343,6 +346,11 @@ pub struct Index {
     retiring: BTreeSet<String>,
     /// Bound pods summed per node and per owner (placement only).
     placement: placement::Placement,
+    /// Workloads seen running more pods than admitted.
+    pods_over: accounting::OverAdmission,
+    /// Workloads being evicted because their objects grew (by uid): made
+    /// again, not requeued, once their pods are gone.
+    reshaping: BTreeSet<String>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -424,6 +432,8 @@ impl Index {
             gang_told: BTreeMap::new(),
             retiring: BTreeSet::new(),
             placement: placement::Placement::default(),
+            pods_over: Default::default(),
+            reshaping: BTreeSet::new(),
         }
     }
 

@@ -14,8 +14,11 @@
 //!   pods or requests changed): its Workload is deleted and made again
 //!   from the object, so that what is admitted is what will run.
 //!
-//! Multi-Job gangs are not reshaped here: their Workload is made from all
-//! their Jobs at once (the webhook refuses scaling an admitted member).
+//! A multi-Job gang's member is compared on its own pod set (named after
+//! the Job): one that grew evicts the whole gang; a waiting gang whose
+//! member changed has its Workload deleted and made again from all its
+//! Jobs. A gang member scaled down keeps the gang's admission until the
+//! gang ends.
 
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_convert::{adapter, text};
@@ -52,7 +55,63 @@ impl Index {
                     integration::requested_pod_sets(full, self.config.kueue_compat),
                 ) {
                     (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
-                        self.make_again(wk, key, &uid);
+                        self.make_again(wk);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Acts on a change of shape of `key`, a member of gang Workload `wk`,
+    /// as observed in full; whether the gang was evicted or is being made
+    /// again.
+    pub(super) fn reshape_member(&mut self, wk: &ObjKey, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) -> bool {
+        let Some(full @ Full::Job(_)) = full else { return false };
+        let Some(e) = self.workloads.get(wk) else { return false };
+        if !e.in_engine || self.retiring.contains(&e.uid) {
+            return false;
+        }
+        let uid = e.uid.clone();
+        let mine = |mut sets: Vec<sluice_scheduler::PodSetSpec>| {
+            sets.iter_mut().for_each(|p| p.name = key.name().to_string());
+            sets
+        };
+        match self.engine.workload_state(&uid) {
+            Some(WorkloadState::Admitted) => {
+                let Ok(now) = integration::running_pod_sets(full, self.config.kueue_compat) else {
+                    return false;
+                };
+                let Some(adm) = self.engine.admission(&uid) else {
+                    return false;
+                };
+                let held: Vec<_> = adm.pod_sets.iter().filter(|p| p.name == key.name()).cloned().collect();
+                match shape::compare(&held, &mine(now)) {
+                    ShapeChange::Grew(g) => {
+                        let msg = format!(
+                            "Job {} of the gang asks for more than its admission ({}): the gang is suspended and queued again with its new shape",
+                            key.name(),
+                            text::growth(&g)
+                        );
+                        self.evict_for_shape(&uid, &msg, now_ms);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            Some(WorkloadState::Pending) => {
+                let suspended = self.jobs.get(key).is_some_and(|j| j.suspended);
+                let asked: Option<Vec<_>> = self
+                    .engine
+                    .requested(&uid)
+                    .map(|a| a.into_iter().filter(|p| p.name == key.name()).collect());
+                let now = integration::requested_pod_sets(full, self.config.kueue_compat).map(mine);
+                match (suspended, asked, now) {
+                    (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
+                        tracing::info!(workload = %wk, job = %key, "a Job of the waiting gang changed: its Workload is made again");
+                        self.make_again(wk);
                         true
                     }
                     _ => false,
@@ -84,9 +143,7 @@ impl Index {
                     text::growth(&g)
                 );
                 tracing::warn!(workload = %wk, object = %key, "{msg}");
-                if self.engine.evict(uid).is_ok() {
-                    self.on_evicted(uid, cond::reasons::WORKLOAD_SHAPE_CHANGED, None, &msg, now_ms);
-                }
+                self.evict_for_shape(uid, &msg, now_ms);
                 true
             }
             ShapeChange::Shrank(counts) => {
@@ -127,28 +184,49 @@ impl Index {
         });
     }
 
-    /// A waiting workload whose object now asks for something else: its
-    /// Workload is deleted, and made again from the object once the
-    /// deletion is seen.
-    fn make_again(&mut self, wk: &ObjKey, key: &JobRef, uid: &str) {
-        if !self.retiring.insert(uid.to_string()) {
+    /// Evicts an admitted workload whose object grew: once its pods are
+    /// gone it is made again ([`Index::make_again`]), not requeued as it
+    /// was.
+    fn evict_for_shape(&mut self, uid: &str, msg: &str, now_ms: i64) {
+        if self.engine.evict(uid).is_ok() {
+            self.reshaping.insert(uid.to_string());
+            self.on_evicted(uid, cond::reasons::WORKLOAD_SHAPE_CHANGED, None, msg, now_ms);
+        }
+    }
+
+    /// Whether Workload `wk` is being evicted because its object grew.
+    pub(super) fn evicted_for_shape(&self, wk: &ObjKey) -> bool {
+        self.workloads.get(wk).is_some_and(|e| self.reshaping.contains(&e.uid))
+    }
+
+    /// A workload whose object now asks for something else (it waits, or
+    /// its eviction for growing is complete): the quota it held is released,
+    /// what Sluice injected into its objects is put back, and the Workload
+    /// is deleted; its object (or gang) gets a new one, made from what it
+    /// asks for now, once the deletion is seen.
+    pub(super) fn make_again(&mut self, wk: &ObjKey) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let uid = e.uid.clone();
+        if !self.retiring.insert(uid.clone()) {
             return;
         }
-        engine_ok("remove_workload", uid, self.engine.remove_workload(uid));
-        if let Some(e) = self.workloads.get_mut(wk) {
+        self.reshaping.remove(&uid);
+        if e.in_engine {
+            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
             e.in_engine = false;
         }
-        let note = format!(
-            "The {} changed while it waited: its Workload is made again with what it asks for now",
-            key.kind.kind()
-        );
-        let mut steps = self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", &note);
+        e.admitted_at = None;
+        self.evicting.remove(&uid);
+        self.confirming.remove(&uid);
+        let note = "Its objects changed: the Workload is made again with what they ask for now";
+        let mut steps = self.restoration_steps(wk);
+        steps.extend(self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note));
         steps.push(Step::DeleteWorkload {
             key: wk.clone(),
-            uid: uid.to_string(),
+            uid: uid.clone(),
         });
         self.plans.push(Plan {
-            purpose: Purpose::Reshape { uid: uid.to_string() },
+            purpose: Purpose::Reshape { uid },
             steps,
         });
     }

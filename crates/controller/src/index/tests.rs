@@ -1749,6 +1749,7 @@ mod kinds;
 mod partial;
 mod placement;
 mod reshape;
+mod tenant_property;
 mod visibility;
 
 #[test]

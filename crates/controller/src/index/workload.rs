@@ -437,6 +437,8 @@ impl Index {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
         }
         self.retiring.remove(&e.uid);
+        self.reshaping.remove(&e.uid);
+        self.pods_over.remove(&e.uid);
         // The object (or gang) still wants a Workload: recreate it.
         if let Some(g) = &e.gang {
             for (name, _) in &g.members {

@@ -388,6 +388,7 @@ pub(super) fn record_stats(ix: &mut Index, m: &Metrics) {
             .get_or_create(&vec![("kind", kind.to_string()), ("reason", reason.to_string())])
             .inc();
     }
+    m.pods_over_admission.inc_by(stats.pods_over_admission as u64);
     for kind in stats.drift {
         m.drift.get_or_create(&vec![("kind", kind.to_string())]).inc();
     }

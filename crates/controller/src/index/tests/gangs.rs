@@ -393,3 +393,62 @@ fn a_new_job_in_a_gang_that_already_ran_is_told_why_it_waits() {
     assert_eq!(e.reason, "GangConflict");
     assert!(e.message.contains("already ran"), "{}", e.message);
 }
+
+#[test]
+fn a_member_scaled_up_while_admitted_evicts_the_whole_gang() {
+    let mut ix = ready_index();
+    ix.apply_cluster_queue(cq("cluster-gpu", 16));
+    let (a, b) = whole_gang(&mut ix);
+    assert_eq!(purposes(&ix.cycle(T0 + 2000).0), ["admit"]);
+    let mut wl = stored_gang(&[&b, &a]);
+    wl.status = ix.workload_status(&gkey()).cloned();
+    ix.apply_workload(wl, T0 + 2000);
+    let running = |j: &Job, parallelism: i32| {
+        with(j, |v| {
+            v["spec"]["suspend"] = json!(false);
+            v["spec"]["parallelism"] = json!(parallelism);
+        })
+    };
+    ix.apply_job(running(&b, 4), T0 + 3000);
+    ix.apply_job(running(&a, 2), T0 + 3000);
+    ix.take_plans();
+    // workers: 2 pods → 6 (2 GPUs each).
+    ix.apply_job(running(&a, 6), T0 + 4000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["evict"]);
+    let (_, reason, message) = condition(status_step(&plans[0]), cond::EVICTED);
+    assert_eq!(reason, "WorkloadShapeChanged");
+    assert!(message.contains("Job workers of the gang"), "{message}");
+    assert!(message.contains("pod set workers runs 6 pods, 2 admitted"), "{message}");
+    let suspended: Vec<&str> = plans[0]
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::PatchJob { job, .. } => Some(job.name()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(suspended, ["launcher", "workers"], "every Job of the gang is suspended");
+    // Scaling a member down keeps the gang's admission.
+    let mut ix2 = ready_index();
+    let (a, b) = whole_gang(&mut ix2);
+    ix2.cycle(T0 + 2000);
+    ix2.apply_job(running(&b, 4), T0 + 3000);
+    ix2.apply_job(running(&a, 1), T0 + 3000);
+    assert!(!purposes(&ix2.take_plans()).contains(&"evict"));
+    assert_eq!(ix2.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Admitted));
+}
+
+#[test]
+fn a_member_changed_while_the_gang_waits_gets_the_workload_made_again() {
+    let mut ix = ready_index();
+    ix.apply_cluster_queue(cq("cluster-gpu", 6));
+    let (a, _b) = whole_gang(&mut ix);
+    ix.cycle(T0 + 2000);
+    ix.take_plans();
+    assert_eq!(ix.engine().workload_state("wl-uid-ft"), Some(WorkloadState::Pending));
+    ix.apply_job(with(&a, |v| v["spec"]["parallelism"] = json!(1)), T0 + 3000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["reshape"]);
+    assert!(plans[0].steps.iter().any(|s| matches!(s, Step::DeleteWorkload { .. })));
+}

@@ -3,6 +3,7 @@
 //! shrinks once the pods are gone), changed while waiting (made again).
 
 use super::*;
+use crate::integration::JobKind;
 
 /// Job `train` (`pods` pods of 1 GPU) admitted and running; the GPUs held.
 fn admitted(pods: i32) -> (Index, Job) {
@@ -51,16 +52,13 @@ fn an_admitted_job_scaled_up_is_suspended_evicted_and_queued_again() {
         ix.engine().workload_state("wl-uid-train"),
         Some(WorkloadState::Evicting)
     );
-    // Suspended, its pods gone: the quota is released, and the waiting
-    // Workload, which asks for 2 pods, is made again for 8.
+    // Suspended, its pods gone: the quota is released, and the Workload,
+    // which asks for 2 pods, is not requeued but made again for 8.
     let gone = with(&scaled, |s| s.suspend = Some(true), 0);
     ix.apply_job(gone.clone(), T0 + 4000);
     // (This server does not report terminating pods: they are looked up.)
     assert_eq!(purposes(&ix.take_plans()), ["confirm_pods_gone"]);
     ix.pods_gone("wl-uid-train", T0 + 4500);
-    assert_eq!(purposes(&ix.take_plans()), ["requeue"]);
-    assert_eq!(used_gpus(&ix), 0);
-    ix.apply_job(gone, T0 + 5000);
     let plans = ix.take_plans();
     assert_eq!(purposes(&plans), ["reshape"]);
     assert!(
@@ -69,6 +67,19 @@ fn an_admitted_job_scaled_up_is_suspended_evicted_and_queued_again() {
             .iter()
             .any(|s| matches!(s, Step::DeleteWorkload { uid, .. } if uid == "wl-uid-train"))
     );
+    assert_eq!(used_gpus(&ix), 0);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-train"),
+        None,
+        "never admitted again as it was"
+    );
+    ix.delete_workload(&wkey("train"), T0 + 5000);
+    ix.apply_job(gone, T0 + 5000);
+    let made = ix.take_plans().iter().find_map(|p| match &p.steps[0] {
+        Step::ApplyWorkload(wl) => Some(wl.spec.pod_sets[0].count),
+        _ => None,
+    });
+    assert_eq!(made, Some(8));
 }
 
 #[test]
@@ -140,4 +151,141 @@ fn a_waiting_job_changed_gets_its_workload_made_again() {
         _ => None,
     });
     assert_eq!(made, Some(4));
+}
+
+/// A pod template of `gpus` GPUs.
+fn pod(gpus: u32) -> Value {
+    json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x",
+        "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}})
+}
+
+/// An object of `kind` named `x` in team-a, suspended, with `spec`.
+fn object(kind: JobKind, spec: Value) -> Value {
+    json!({
+        "apiVersion": kind.api_version(), "kind": kind.kind(),
+        "metadata": {"name": "x", "namespace": NS, "uid": "obj-uid", "labels": {"sluice.dev/queue": "team-a"},
+                     "creationTimestamp": "2027-01-15T08:00:00Z"},
+        "spec": spec
+    })
+}
+
+/// Where the kind's suspend flag is.
+fn suspend_at(kind: JobKind) -> &'static str {
+    match kind {
+        JobKind::PyTorchJob | JobKind::MpiJob => "/spec/runPolicy/suspend",
+        _ => "/spec/suspend",
+    }
+}
+
+/// `obj` of `kind` admitted and running in a ClusterQueue of 16 GPUs.
+fn admitted_object(kind: JobKind, obj: &Value) -> (Index, Value) {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(kind);
+    let mut ix = ready_index_with(config);
+    ix.apply_cluster_queue(cq("cluster-gpu", 16));
+    ix.apply_object(kind, obj, T0);
+    let mut wl = crate::integration::Full::Dynamic(kind, obj)
+        .workload(false, |_| None, |_| None)
+        .unwrap();
+    wl.metadata.uid = Some("wl-uid-x".into());
+    wl.metadata.creation_timestamp = Some(time_of(T0));
+    ix.apply_workload(wl.clone(), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0 + 1000).0), ["admit"], "{kind:?}");
+    wl.status = ix.workload_status(&ObjKey::new(NS, kind.workload_name("x"))).cloned();
+    ix.apply_workload(wl, T0 + 2000);
+    let mut running = obj.clone();
+    *running.pointer_mut(suspend_at(kind)).unwrap() = json!(false);
+    ix.apply_object(kind, &running, T0 + 2000);
+    ix.take_plans();
+    (ix, running)
+}
+
+#[test]
+fn every_kind_that_grows_while_admitted_is_evicted_and_one_that_shrinks_is_not() {
+    let jobset = |replicas: i64| {
+        json!({"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": replicas,
+            "template": {"spec": {"parallelism": 1, "completions": 1, "template": pod(1)}}}]})
+    };
+    let kubeflow = |field: &str, workers: i64| {
+        let mut s = json!({"runPolicy": {"suspend": true}});
+        s[field] =
+            json!({"Master": {"replicas": 1, "template": pod(1)}, "Worker": {"replicas": workers, "template": pod(1)}});
+        s
+    };
+    let mpi = |workers: i64| {
+        json!({"runPolicy": {"suspend": true}, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": pod(0)}, "Worker": {"replicas": workers, "template": pod(1)}}})
+    };
+    let ray = |replicas: i64| {
+        json!({"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+            "headGroupSpec": {"template": pod(0)},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": replicas, "minReplicas": 0, "maxReplicas": 8, "template": pod(1)}]}})
+    };
+    let cases: Vec<(JobKind, Value, Value, Value)> = vec![
+        (JobKind::JobSet, jobset(2), jobset(5), jobset(1)),
+        (
+            JobKind::PyTorchJob,
+            kubeflow("pytorchReplicaSpecs", 2),
+            kubeflow("pytorchReplicaSpecs", 4),
+            kubeflow("pytorchReplicaSpecs", 1),
+        ),
+        (JobKind::MpiJob, mpi(2), mpi(3), mpi(1)),
+        (JobKind::RayJob, ray(2), ray(6), ray(1)),
+    ];
+    for (kind, spec, grown, shrunk) in cases {
+        let (mut ix, _) = admitted_object(kind, &object(kind, spec.clone()));
+        let mut bigger = object(kind, grown);
+        *bigger.pointer_mut(suspend_at(kind)).unwrap() = json!(false);
+        ix.apply_object(kind, &bigger, T0 + 3000);
+        let plans = ix.take_plans();
+        assert_eq!(purposes(&plans), ["evict"], "{kind:?}");
+        let (_, reason, message) = condition(status_step(&plans[0]), cond::EVICTED);
+        assert_eq!(reason, "WorkloadShapeChanged", "{kind:?}");
+        assert!(message.contains("admitted"), "{kind:?}: {message}");
+        assert_eq!(
+            ix.engine().workload_state("wl-uid-x"),
+            Some(WorkloadState::Evicting),
+            "{kind:?}"
+        );
+        // Scaled down instead: it keeps running on its admission.
+        let (mut ix, _) = admitted_object(kind, &object(kind, spec));
+        let mut smaller = object(kind, shrunk);
+        *smaller.pointer_mut(suspend_at(kind)).unwrap() = json!(false);
+        ix.apply_object(kind, &smaller, T0 + 3000);
+        assert!(!purposes(&ix.take_plans()).contains(&"evict"), "{kind:?}");
+        assert_eq!(
+            ix.engine().workload_state("wl-uid-x"),
+            Some(WorkloadState::Admitted),
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
+fn pods_beyond_the_admission_for_longer_than_a_reconcile_are_reported_once() {
+    let (mut ix, running) = admitted(2);
+    // Something other than Sluice runs 4 pods of a Job admitted for 2.
+    ix.apply_job(with(&running, |_| {}, 4), T0 + 3000);
+    assert!(ix.take_plans().is_empty(), "a reconcile's grace");
+    let (plans, _) = ix.cycle(T0 + 4000);
+    let warned: Vec<(&str, Option<&str>)> = plans
+        .iter()
+        .flat_map(|p| &p.steps)
+        .filter_map(|s| match s {
+            Step::Event(e) if e.reason == "PodsOverAdmission" => Some((e.type_, e.regarding.kind.as_deref())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warned, [("Warning", Some("Workload")), ("Warning", Some("Job"))]);
+    assert_eq!(ix.take_stats().pods_over_admission, 1);
+    // Reported once.
+    ix.apply_job(with(&running, |_| {}, 4), T0 + 5000);
+    ix.cycle(T0 + 6000);
+    assert_eq!(ix.take_stats().pods_over_admission, 0);
+    // Back within its admission, then over again: reported again.
+    ix.apply_job(with(&running, |_| {}, 2), T0 + 7000);
+    ix.apply_job(with(&running, |_| {}, 3), T0 + 8000);
+    ix.cycle(T0 + 9000);
+    assert_eq!(ix.take_stats().pods_over_admission, 1);
 }
