@@ -226,3 +226,56 @@ async fn a_jobset_larger_than_its_queue_is_never_partly_admitted() -> Result<()>
     c.cleanup().await?;
     result
 }
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_running_jobset_scaled_past_its_queue_is_suspended_and_waits_with_its_new_shape() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    install_jobset_crd(&c).await?;
+    let f = c.flavor("a100").await?;
+    let cq = c.gpu_queue("cq", &f, 16, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    c.start_controller(&[]).await?;
+    let result = async {
+        // 9 GPUs admitted of 16.
+        jobset(&c, "grow", json!({})).await?;
+        c.wait_workload_condition("jobset-grow", "Admitted", "True", T).await?;
+        let running = wait_suspended(&c, "grow", false).await?;
+        let old_uid = c.workloads().get("jobset-grow").await?.metadata.uid;
+        // The tenant (no webhook here) raises the workers to 5 Jobs: 21 GPUs.
+        let mut rjs = running["spec"]["replicatedJobs"].clone();
+        rjs[1]["replicas"] = json!(5);
+        jobsets(&c)
+            .patch(
+                "grow",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicatedJobs": rjs}})),
+            )
+            .await?;
+        wait_suspended(&c, "grow", true).await?;
+        ensure!(c.events_about("JobSet", "grow", "WorkloadShapeChanged").await? >= 1);
+        let wl = wait_for("a new Workload for 5 worker Jobs", T, || async {
+            let wl = c.workloads().get_opt("jobset-grow").await?;
+            Ok(wl.filter(|w| w.metadata.uid != old_uid))
+        })
+        .await?;
+        let sets: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect();
+        ensure_eq!(sets, vec![("driver".to_string(), 1), ("workers".to_string(), 10)]);
+        let pending = c
+            .wait_workload_condition("jobset-grow", "QuotaReserved", "False", T)
+            .await?;
+        let msg = pending
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("QuotaReserved"))
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        eprintln!("the grown JobSet waits: {msg}");
+        ensure!(msg.contains("21 nvidia.com/gpu") || msg.contains("needs 2"), "{msg}");
+        ensure!(get(&c, "grow").await?["spec"]["suspend"] == json!(true));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}

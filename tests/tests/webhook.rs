@@ -970,6 +970,33 @@ async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_
         code == 403 && message.contains("spec.suspend: cannot be changed"),
         "{code} {message}"
     );
+    // Started by the controller (impersonated), it cannot grow: more
+    // workers is refused, fewer is allowed.
+    let controller: Api<DynamicObject> = Api::namespaced_with(as_controller().await?, &h.namespace, &ar);
+    controller
+        .patch(
+            "pretrain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await?;
+    let replicas = |n: i64| {
+        let mut js = created.data["spec"]["replicatedJobs"].clone();
+        js[1]["replicas"] = json!(n);
+        Patch::Merge(json!({"spec": {"replicatedJobs": js}}))
+    };
+    let err = api
+        .patch("pretrain", &PatchParams::default(), &replicas(5))
+        .await
+        .expect_err("a running JobSet grew");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    eprintln!("JobSet scale-up refused: {code} {message}");
+    anyhow::ensure!(
+        code == 403
+            && message.contains("spec.replicatedJobs[1] (workers).replicas × parallelism: 5 pods at once, was 2"),
+        "{code} {message}"
+    );
+    api.patch("pretrain", &PatchParams::default(), &replicas(1)).await?;
     h.cleanup().await
 }
 

@@ -25,7 +25,7 @@ impl Queued {
     /// The counts of pods `obj` runs at once, by field: a Job's
     /// `min(parallelism, completions)`, each replicated Job's `replicas` ×
     /// its Job's parallelism, each Kubeflow role's `replicas`, each Ray
-    /// worker group's `replicas`, `minReplicas` and `maxReplicas`.
+    /// worker group's `replicas`, `minReplicas` and `maxReplicas` (each × `numOfHosts`).
     pub fn counts(self, obj: &DynamicObject) -> Vec<Count> {
         let d = &obj.data;
         match self {
@@ -60,9 +60,13 @@ impl Queued {
                 .iter()
                 .enumerate()
                 .flat_map(|(i, g)| {
+                    let hosts = int(g.get("numOfHosts"), 1);
                     ["replicas", "minReplicas", "maxReplicas"].map(|f| Count {
-                        field: format!("spec.rayClusterSpec.workerGroupSpecs[{i}] ({}).{f}", group_name(g)),
-                        value: int(g.get(f), 0),
+                        field: format!(
+                            "spec.rayClusterSpec.workerGroupSpecs[{i}] ({}).{f} × numOfHosts",
+                            group_name(g)
+                        ),
+                        value: int(g.get(f), 0) * hosts,
                     })
                 })
                 .collect(),

@@ -142,14 +142,14 @@ fn every_kind_refuses_growth_while_it_runs() {
             ray(2, 2),
             ray(4, 4),
             ray(1, 2),
-            "spec.rayClusterSpec.workerGroupSpecs[0] (gpu).replicas: 4 pods at once, was 2",
+            "spec.rayClusterSpec.workerGroupSpecs[0] (gpu).replicas × numOfHosts: 4 pods at once, was 2",
         ),
         (
             Queued::RayJob,
             ray(2, 2),
             ray(2, 8),
             ray(2, 2),
-            "spec.rayClusterSpec.workerGroupSpecs[0] (gpu).maxReplicas: 8 pods at once, was 2",
+            "spec.rayClusterSpec.workerGroupSpecs[0] (gpu).maxReplicas × numOfHosts: 8 pods at once, was 2",
         ),
     ];
     for (kind, old, grown, shrunk, want) in cases {
