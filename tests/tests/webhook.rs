@@ -1186,3 +1186,68 @@ async fn a_running_queued_job_cannot_grow_nor_leave_a_default_queue_namespace() 
     h.cleanup().await?;
     result
 }
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn an_unlabelled_jobset_in_a_default_queue_namespace_comes_back_queued_and_suspended() -> Result<()> {
+    let h = Harness::start(true).await?;
+    let result = async {
+        sluice_e2e::cluster::install_crd_file(
+            &h.client,
+            "jobset.x-k8s.io_jobsets.yaml",
+            "jobset.x-k8s.io/v1alpha2",
+            "jobsets",
+        )
+        .await?;
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+            "jobsets",
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+        let template = json!({"spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}}}});
+        let js: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "unlabelled"},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": template}]}
+        }))?;
+        let lq_ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue"),
+            "localqueues",
+        );
+        let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &lq_ar);
+        let lq: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+            "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
+        }))?;
+        lqs.create(&PostParams::default(), &lq).await?;
+        // The webhook's informer sees the LocalQueue shortly after: probe
+        // with dry-run creates, then create it for real.
+        let dry = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let queue_of = |o: &DynamicObject| {
+            o.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("sluice.dev/queue"))
+                .cloned()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while queue_of(&api.create(&dry, &js).await?).is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let created = api.create(&PostParams::default(), &js).await?;
+        anyhow::ensure!(
+            queue_of(&created).as_deref() == Some("default") && created.data["spec"]["suspend"] == json!(true),
+            "{:?} {:?}",
+            created.metadata.labels,
+            created.data["spec"]
+        );
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    h.cleanup().await?;
+    result
+}

@@ -5,7 +5,7 @@
 //! | webhook | matches | failurePolicy |
 //! |---------|---------|---------------|
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
-//! | `default-queue-jobs.mutate.sluice.dev` (`/mutate/jobs/default-queue`) | Job CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
+//! | `default-queue-{jobs,jobsets,pytorchjobs,mpijobs,rayjobs}.mutate.sluice.dev` (`/mutate/<plural>/default-queue`) | CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
 //! | `kueue-{jobs,jobsets,pytorchjobs,mpijobs,rayjobs}.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
@@ -198,6 +198,26 @@ fn metadata(o: &ManifestOptions) -> ObjectMeta {
     }
 }
 
+/// Namespaces that queue every object (and are not excluded).
+fn default_queue_namespaces(o: &ManifestOptions) -> Option<LabelSelector> {
+    selector(
+        Some(BTreeMap::from([(
+            sluice_api::labels::DEFAULT_QUEUE.to_owned(),
+            sluice_api::labels::DEFAULT_QUEUE_ENABLED.to_owned(),
+        )])),
+        not_excluded(o),
+    )
+}
+
+/// Objects without a queue label (nor Kueue's, with Kueue compatibility).
+fn unlabelled(o: &ManifestOptions) -> Option<LabelSelector> {
+    let mut exprs = vec![req(&o.queue_label, "DoesNotExist", None)];
+    if o.kueue_compat {
+        exprs.push(req(sluice_api::labels::KUEUE_QUEUE_NAME, "DoesNotExist", None));
+    }
+    selector(None, exprs)
+}
+
 /// The MutatingWebhookConfiguration.
 pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfiguration {
     let jobs_create = || vec![rule("batch", "v1", &["jobs"], &["CREATE"])];
@@ -217,21 +237,9 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         Endpoint::MutateJobsDefaultQueue,
         jobs_create(),
         "Fail",
-        selector(
-            Some(BTreeMap::from([(
-                sluice_api::labels::DEFAULT_QUEUE.to_owned(),
-                sluice_api::labels::DEFAULT_QUEUE_ENABLED.to_owned(),
-            )])),
-            not_excluded(o),
-        ),
+        default_queue_namespaces(o),
         // Labelled Jobs are the first entry's; never call twice.
-        selector(None, {
-            let mut exprs = vec![req(&o.queue_label, "DoesNotExist", None)];
-            if o.kueue_compat {
-                exprs.push(req(sluice_api::labels::KUEUE_QUEUE_NAME, "DoesNotExist", None));
-            }
-            exprs
-        }),
+        unlabelled(o),
     );
     let kueue = o.kueue_compat.then(|| {
         mutating(
@@ -282,6 +290,19 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         })
     };
     webhooks.extend(others("queued", vec![req(&o.queue_label, "Exists", None)]));
+    // Their unlabelled objects in namespaces that queue every object.
+    webhooks.extend(Queued::OTHERS.map(|k| {
+        let (group, version, _) = k.gvk();
+        mutating(
+            o,
+            &format!("default-queue-{}.mutate.sluice.dev", k.plural()),
+            Endpoint::MutateQueuedDefaultQueue(k),
+            vec![rule(group, version, &[k.plural()], &["CREATE"])],
+            "Fail",
+            default_queue_namespaces(o),
+            unlabelled(o),
+        )
+    }));
     webhooks.extend(kueue);
     if o.kueue_compat {
         webhooks.extend(others(

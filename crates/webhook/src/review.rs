@@ -36,23 +36,30 @@ pub enum Endpoint {
     /// Objects of the other queued kinds (JobSet, PyTorchJob, MPIJob)
     /// with the queue label: CREATE, and UPDATE.
     MutateQueued(Queued),
+    /// Objects of the other queued kinds without the queue label, from
+    /// namespaces that opted in to default queueing (namespaceSelector).
+    MutateQueuedDefaultQueue(Queued),
     ValidateQueued(Queued),
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 18] = [
+    pub const ALL: [Endpoint; 22] = [
         Endpoint::MutateJobs,
         Endpoint::MutateJobsDefaultQueue,
         Endpoint::MutatePods,
         Endpoint::ValidateJobs,
         Endpoint::MutateQueued(Queued::JobSet),
+        Endpoint::MutateQueuedDefaultQueue(Queued::JobSet),
         Endpoint::ValidateQueued(Queued::JobSet),
         Endpoint::MutateQueued(Queued::PyTorchJob),
+        Endpoint::MutateQueuedDefaultQueue(Queued::PyTorchJob),
         Endpoint::ValidateQueued(Queued::PyTorchJob),
         Endpoint::MutateQueued(Queued::MpiJob),
+        Endpoint::MutateQueuedDefaultQueue(Queued::MpiJob),
         Endpoint::ValidateQueued(Queued::MpiJob),
         Endpoint::MutateQueued(Queued::RayJob),
+        Endpoint::MutateQueuedDefaultQueue(Queued::RayJob),
         Endpoint::ValidateQueued(Queued::RayJob),
         Endpoint::Validate(SluiceKind::ClusterQueue),
         Endpoint::Validate(SluiceKind::Cohort),
@@ -66,10 +73,11 @@ impl Endpoint {
     pub fn path(self) -> &'static str {
         match self {
             Self::MutateJobs => "/mutate/jobs",
-            Self::MutateJobsDefaultQueue => "/mutate/jobs/default-queue",
+            Self::MutateJobsDefaultQueue => Queued::Job.default_queue_path(),
             Self::MutatePods => "/mutate/pods",
             Self::ValidateJobs => "/validate/jobs",
             Self::MutateQueued(k) => k.mutate_path(),
+            Self::MutateQueuedDefaultQueue(k) => k.default_queue_path(),
             Self::ValidateQueued(k) => k.validate_path(),
             Self::Validate(k) => k.path(),
         }
@@ -84,7 +92,7 @@ impl Endpoint {
         match self {
             Self::MutateJobs | Self::MutateJobsDefaultQueue | Self::ValidateJobs => ("batch", "v1", "Job"),
             Self::MutatePods => ("", "v1", "Pod"),
-            Self::MutateQueued(k) | Self::ValidateQueued(k) => k.gvk(),
+            Self::MutateQueued(k) | Self::MutateQueuedDefaultQueue(k) | Self::ValidateQueued(k) => k.gvk(),
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
     }
@@ -225,6 +233,7 @@ impl Reviewer {
             Endpoint::MutatePods => self.mutate_pod(req),
             Endpoint::ValidateJobs => self.validate_queued(req, Queued::Job),
             Endpoint::MutateQueued(k) => self.mutate_queued(req, false, k),
+            Endpoint::MutateQueuedDefaultQueue(k) => self.mutate_queued(req, true, k),
             Endpoint::ValidateQueued(k) => self.validate_queued(req, k),
             Endpoint::Validate(k) => {
                 let mut d = Decision::default();

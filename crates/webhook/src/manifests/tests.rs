@@ -18,7 +18,11 @@ fn mutating_entries_match_the_issue() {
             "queued-jobsets.mutate.sluice.dev",
             "queued-pytorchjobs.mutate.sluice.dev",
             "queued-mpijobs.mutate.sluice.dev",
-            "queued-rayjobs.mutate.sluice.dev"
+            "queued-rayjobs.mutate.sluice.dev",
+            "default-queue-jobsets.mutate.sluice.dev",
+            "default-queue-pytorchjobs.mutate.sluice.dev",
+            "default-queue-mpijobs.mutate.sluice.dev",
+            "default-queue-rayjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -337,6 +341,30 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        7
+        11
     );
+}
+
+#[test]
+fn every_queued_kind_has_a_default_queue_entry_like_jobs() {
+    let m = mutating_configuration(&ManifestOptions::default());
+    let hooks = m.webhooks.unwrap();
+    let jobs = hooks
+        .iter()
+        .find(|w| w.name == "default-queue-jobs.mutate.sluice.dev")
+        .unwrap();
+    for plural in ["jobsets", "pytorchjobs", "mpijobs", "rayjobs"] {
+        let w = hooks
+            .iter()
+            .find(|w| w.name == format!("default-queue-{plural}.mutate.sluice.dev"))
+            .unwrap_or_else(|| panic!("{plural}"));
+        assert_eq!(w.namespace_selector, jobs.namespace_selector, "{plural}");
+        assert_eq!(w.object_selector, jobs.object_selector, "{plural}");
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        let rule = &w.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.resources.as_deref().unwrap(), [plural]);
+        assert_eq!(rule.operations.as_deref().unwrap(), ["CREATE"]);
+        let path = w.client_config.service.as_ref().unwrap().path.as_deref();
+        assert_eq!(path, Some(format!("/mutate/{plural}/default-queue").as_str()));
+    }
 }

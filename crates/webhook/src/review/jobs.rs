@@ -71,6 +71,18 @@ impl Queued {
         }
     }
 
+    /// The path of objects of this kind from namespaces that queue every
+    /// object (the API server only calls it for them).
+    pub fn default_queue_path(self) -> &'static str {
+        match self {
+            Queued::Job => "/mutate/jobs/default-queue",
+            Queued::JobSet => "/mutate/jobsets/default-queue",
+            Queued::PyTorchJob => "/mutate/pytorchjobs/default-queue",
+            Queued::MpiJob => "/mutate/mpijobs/default-queue",
+            Queued::RayJob => "/mutate/rayjobs/default-queue",
+        }
+    }
+
     pub fn validate_path(self) -> &'static str {
         match self {
             Queued::Job => "/validate/jobs",

@@ -129,3 +129,24 @@ fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
         Verdict::Allowed
     );
 }
+
+#[test]
+fn an_unlabelled_jobset_in_a_namespace_that_queues_every_object_is_queued_in_default() {
+    let view = MemoryView::synced_with_nvidia_runtime_class();
+    let mut review = jobset_review(None);
+    let ns = review["request"]["namespace"].as_str().unwrap().to_owned();
+    view.upsert_local_queue(&ns, "default");
+    let r = reviewer_with(Arc::new(view));
+    review["request"]["object"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueuedDefaultQueue(Queued::JobSet), &review);
+    assert_eq!(reply.verdict, Verdict::Patched);
+    assert_eq!(patched["metadata"]["labels"]["sluice.dev/queue"], "default");
+    assert_eq!(patched["spec"]["suspend"], true);
+    assert_eq!(
+        Endpoint::from_path("/mutate/jobsets/default-queue"),
+        Some(Endpoint::MutateQueuedDefaultQueue(Queued::JobSet))
+    );
+}
