@@ -1139,6 +1139,24 @@ async fn a_running_queued_job_cannot_grow_nor_leave_a_default_queue_namespace() 
             msg.contains("spec.parallelism: 8 pods at once, was 2: cannot grow while the Job runs"),
             "{msg}"
         );
+        // Sampled every 0.3 s for 30 s: never more than the 2 pods it was
+        // started with (the job controller makes them).
+        let (mut most, start) = (0usize, Instant::now());
+        while start.elapsed() < Duration::from_secs(30) {
+            let pods = h
+                .pods()
+                .list(&kube::api::ListParams::default().labels("job-name=greedy"))
+                .await?;
+            let live = pods
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count();
+            most = most.max(live);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        eprintln!("after the refused scale-up: at most {most} pods of greedy in 30 s");
+        assert!(most <= 2, "{most} pods");
         // Scaling down is allowed.
         h.jobs()
             .patch(

@@ -310,18 +310,7 @@ impl Index {
     /// first, its other Jobs' templates restored); the gang gets a new one
     /// when it is whole again.
     pub(super) fn retire_gang(&mut self, wk: &ObjKey) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
-        let uid = e.uid.clone();
-        if !self.retiring.insert(uid.clone()) {
-            return;
-        }
-        if e.in_engine {
-            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-            e.in_engine = false;
-        }
-        e.admitted_at = None;
-        self.evicting.remove(&uid);
-        self.confirming.remove(&uid);
+        let Some(uid) = self.retire(wk) else { return };
         tracing::info!(workload = %wk, "a Job of its gang is gone: the Workload is deleted");
         let mut steps = self.restoration_steps(wk);
         steps.push(Step::DeleteWorkload {
@@ -332,6 +321,25 @@ impl Index {
             purpose: Purpose::RetireGang { uid },
             steps,
         });
+    }
+
+    /// Takes Workload `wk` out of the engine (releasing what it held) and
+    /// out of eviction, once: its uid, unless it is already being retired.
+    pub(super) fn retire(&mut self, wk: &ObjKey) -> Option<String> {
+        let e = self.workloads.get_mut(wk)?;
+        let uid = e.uid.clone();
+        if !self.retiring.insert(uid.clone()) {
+            return None;
+        }
+        if e.in_engine {
+            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
+            e.in_engine = false;
+        }
+        e.admitted_at = None;
+        self.evicting.remove(&uid);
+        self.confirming.remove(&uid);
+        self.reshaping.remove(&uid);
+        Some(uid)
     }
 
     /// The retirement of a gang Workload failed: it is read again (and

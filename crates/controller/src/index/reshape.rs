@@ -26,7 +26,6 @@ use sluice_scheduler::WorkloadState;
 use sluice_scheduler::shape::{self, ShapeChange};
 
 use super::Index;
-use super::errors::engine_ok;
 use crate::integration::{self, Full, JobKind};
 use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
 
@@ -205,19 +204,7 @@ impl Index {
     /// is deleted; its object (or gang) gets a new one, made from what it
     /// asks for now, once the deletion is seen.
     pub(super) fn make_again(&mut self, wk: &ObjKey) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
-        let uid = e.uid.clone();
-        if !self.retiring.insert(uid.clone()) {
-            return;
-        }
-        self.reshaping.remove(&uid);
-        if e.in_engine {
-            engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-            e.in_engine = false;
-        }
-        e.admitted_at = None;
-        self.evicting.remove(&uid);
-        self.confirming.remove(&uid);
+        let Some(uid) = self.retire(wk) else { return };
         let note = "Its objects changed: the Workload is made again with what they ask for now";
         let mut steps = self.restoration_steps(wk);
         steps.extend(self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note));
