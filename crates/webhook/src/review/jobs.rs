@@ -13,7 +13,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 
 /// A kind of object the webhook queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Queued {
     Job,
     /// jobset.x-k8s.io/v1alpha2 JobSet.
