@@ -286,7 +286,11 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
             while let Some(ev) = stream.next().await {
                 match ev {
                     Ok(ev) => {
-                        failing = false;
+                        // Every retry starts with Init: only a finished
+                        // list (or a later event) means it works again.
+                        if !matches!(ev, Event::Init) {
+                            failing = false;
+                        }
                         v.apply_owner_event(kind, &mut buffer, ev);
                     }
                     Err(e) if !failing => {
