@@ -1135,6 +1135,16 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["localqueues"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["cohorts"], ""));
             webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
+            // Owner verification: cache::OwnerKind::ALL.
+            webhook.push(expect(&["list", "watch"], "apps", &["daemonsets"], ""));
+            webhook.push(expect(&["list", "watch"], "jobset.x-k8s.io", &["jobsets"], ""));
+            webhook.push(expect(
+                &["list", "watch"],
+                "kubeflow.org",
+                &["pytorchjobs", "mpijobs"],
+                "",
+            ));
+            webhook.push(expect(&["list", "watch"], "ray.io", &["rayjobs"], ""));
         }
         if self_signed {
             webhook.push(expect(

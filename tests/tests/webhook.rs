@@ -34,6 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -796,21 +797,68 @@ async fn a_runtime_class_the_cluster_lacks_is_never_written() -> Result<()> {
 }
 
 /// A DCGM-exporter-like pod: NVIDIA_VISIBLE_DEVICES=all, no GPU request.
+/// With `owner`, a controller reference to an object of that kind named
+/// `dcgm-exporter` with a uid that belongs to nothing (forged).
 fn system_pod(name: &str, owner: Option<&str>, labels: Value) -> Pod {
-    let mut pod = json!({
+    let pod = system_pod_owned_by(name, None, labels);
+    match owner {
+        Some(kind) => with_owner(pod, kind, "dcgm-exporter", "7d2e4c1a-0b9f-4e55-8a6d-2f1c3b4a5e60"),
+        None => pod,
+    }
+}
+
+/// A DCGM-exporter-like pod controlled by `daemon_set` (its real name and
+/// uid), as the DaemonSet controller would create it.
+fn system_pod_owned_by(name: &str, daemon_set: Option<&DaemonSet>, labels: Value) -> Pod {
+    let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels},
         "spec": {"restartPolicy": "Always", "containers": [container(
             json!({"limits": {"cpu": "100m"}}),
             Some(json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
         )]}
-    });
-    if let Some(kind) = owner {
-        pod["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "apps/v1", "kind": kind, "name": "dcgm-exporter",
-            "uid": "7d2e4c1a-0b9f-4e55-8a6d-2f1c3b4a5e60", "controller": true
-        }]);
+    }))
+    .unwrap();
+    match daemon_set {
+        Some(ds) => with_owner(
+            pod,
+            "DaemonSet",
+            ds.metadata.name.as_deref().unwrap_or_default(),
+            ds.metadata.uid.as_deref().unwrap_or_default(),
+        ),
+        None => pod,
     }
-    serde_json::from_value(pod).unwrap()
+}
+
+fn with_owner(mut pod: Pod, kind: &str, name: &str, uid: &str) -> Pod {
+    pod.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true
+        }))
+        .unwrap(),
+    ]);
+    pod
+}
+
+/// Creates a DaemonSet `name` in `namespace` (its pods would run the
+/// DCGM-exporter-like container) and returns it as stored (with its uid).
+async fn create_daemon_set(client: &Client, namespace: &str, name: &str) -> Result<DaemonSet> {
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": "dcgm-exporter"}},
+            "template": {
+                "metadata": {"labels": {"app": "dcgm-exporter"}},
+                "spec": {"containers": [container(
+                    json!({"limits": {"cpu": "100m"}}),
+                    Some(json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]))
+                )]}
+            }
+        }
+    }))?;
+    Ok(Api::<DaemonSet>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &ds)
+        .await?)
 }
 
 #[tokio::test]
@@ -837,10 +885,14 @@ async fn gpu_system_pods_are_exempt_and_every_denial_says_how() -> Result<()> {
     ] {
         assert!(msg.contains(hint), "{hint:?} missing from {msg}");
     }
-    // A DaemonSet's pod is admitted.
-    h.pods()
+    // A DaemonSet's pod in an ordinary namespace gets the same guard
+    // (a_tenants_daemon_set_pod_... covers the rest).
+    let err = h
+        .pods()
         .create(&dry, &system_pod("from-daemonset", Some("DaemonSet"), json!({})))
-        .await?;
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&err).map(|e| e.0), Some(403));
     // The opt-out label counts only once the namespace allows it.
     let skip = json!({"sluice.dev/gpu-fixes": "skip"});
     let err = h
@@ -896,7 +948,23 @@ async fn pods_in_the_gpu_operator_namespace_are_left_alone() -> Result<()> {
         ..PostParams::default()
     };
     let result = pods.create(&dry, &system_pod("validator", None, json!({}))).await;
-    // Unlabel (or delete) before asserting, so a failure leaves nothing behind.
+    // The GPU operator's own DaemonSet, and a pod it would create.
+    let ds_name = format!("dcgm-exporter-{}", h.run_id);
+    let daemon_set = create_daemon_set(&h.client, "gpu-operator", &ds_name).await;
+    let from_daemon_set = match &daemon_set {
+        Ok(ds) => Some(
+            pods.create(&dry, &system_pod_owned_by("dcgm-exporter-x7k2p", Some(ds), json!({})))
+                .await,
+        ),
+        Err(_) => None,
+    };
+    // Delete it, and unlabel (or delete) the namespace, before asserting,
+    // so a failure leaves nothing behind.
+    if daemon_set.is_ok() {
+        Api::<DaemonSet>::namespaced(h.client.clone(), "gpu-operator")
+            .delete(&ds_name, &DeleteParams::default())
+            .await?;
+    }
     if created {
         namespaces.delete("gpu-operator", &DeleteParams::default()).await?;
     } else {
@@ -910,6 +978,86 @@ async fn pods_in_the_gpu_operator_namespace_are_left_alone() -> Result<()> {
     }
     let pod = result.context("a GPU operator pod was refused")?;
     assert!(pod.spec.unwrap().runtime_class_name.is_none(), "left alone");
+    daemon_set.context("creating the DaemonSet in gpu-operator")?;
+    from_daemon_set
+        .context("no DaemonSet")?
+        .context("the GPU operator DaemonSet's pod was refused")?;
+    h.cleanup().await
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_tenants_daemon_set_pod_is_denied_and_so_is_a_forged_owner_unless_the_admin_trusts_the_namespace()
+-> Result<()> {
+    let h = Harness::start(false).await?;
+    let ns = h.namespace.clone();
+    // A tenant with edit rights creates a DaemonSet in their namespace; its
+    // pod (created here with the DaemonSet's real name and uid, as the
+    // DaemonSet controller would on every GPU node) is refused.
+    let ds = create_daemon_set(&h.client, &ns, "dcgm-exporter").await?;
+    let err = h
+        .pods()
+        .create(
+            &PostParams::default(),
+            &system_pod_owned_by("dcgm-exporter-abcde", Some(&ds), json!({})),
+        )
+        .await
+        .expect_err("a tenant's DaemonSet pod must be denied");
+    let (code, msg) = api_error(&err).expect("an API error");
+    assert_eq!(code, 403, "{msg}");
+    let way_out = format!(
+        "if these are trusted node agents, a cluster admin can label namespace {ns:?} sluice.dev/allow-gpu-fixes-skip=true"
+    );
+    assert!(msg.contains(&way_out), "{way_out:?} missing from {msg}");
+    // A bare pod with a forged DaemonSet owner: refused.
+    let err = h
+        .pods()
+        .create(
+            &PostParams::default(),
+            &system_pod("forged-owner", Some("DaemonSet"), json!({})),
+        )
+        .await
+        .expect_err("a forged DaemonSet owner must be denied");
+    assert_eq!(api_error(&err).map(|e| e.0), Some(403));
+
+    // The admin marks the namespace as one for trusted node agents.
+    Api::<Namespace>::all(h.client.clone())
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"sluice.dev/allow-gpu-fixes-skip": "true"}}})),
+        )
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pod = system_pod_owned_by("dcgm-exporter-fghij", Some(&ds), json!({}));
+    loop {
+        // The webhook's namespace watch brings the label.
+        match h.pods().create(&PostParams::default(), &pod).await {
+            Ok(created) => {
+                assert!(
+                    created.spec.unwrap_or_default().runtime_class_name.is_none(),
+                    "left alone"
+                );
+                break;
+            }
+            Err(e) if Instant::now() > deadline => {
+                return Err(e).context("the DaemonSet's pod was never created in the trusted namespace");
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    // Even there, an owner that does not exist exempts nothing.
+    let err = h
+        .pods()
+        .create(
+            &PostParams::default(),
+            &system_pod("forged-owner", Some("DaemonSet"), json!({})),
+        )
+        .await
+        .expect_err("a forged DaemonSet owner must be denied in a trusted namespace too");
+    let (code, msg) = api_error(&err).expect("an API error");
+    assert_eq!(code, 403, "{msg}");
+    assert!(msg.contains("there is no DaemonSet \"dcgm-exporter\""), "{msg}");
     h.cleanup().await
 }
 

@@ -9,7 +9,7 @@
 //! | [`DEFAULT_QUEUE`] `sluice.dev/default-queue` | Namespace | set to [`DEFAULT_QUEUE_ENABLED`] to queue unlabelled Jobs into the namespace's LocalQueue named [`DEFAULT_LOCAL_QUEUE_NAME`] |
 //! | [`KUEUE_QUEUE_NAME`] `kueue.x-k8s.io/queue-name` | Job | Kueue's queue label, honoured like [`QUEUE`] only when the compatibility option is on (off by default) |
 //! | [`GPU_FIXES`] `sluice.dev/gpu-fixes` | Pod, Job pod template | [`GPU_FIXES_SKIP`] asks the webhook to leave the pod alone (no GPU fixes, no `NVIDIA_VISIBLE_DEVICES` check); honoured only in namespaces labelled [`ALLOW_GPU_FIXES_SKIP`] |
-//! | [`ALLOW_GPU_FIXES_SKIP`] `sluice.dev/allow-gpu-fixes-skip` | Namespace | `"true"` lets pods of the namespace opt out with [`GPU_FIXES`]; namespace labels are the cluster admin's, so a pod author cannot grant it to itself |
+//! | [`ALLOW_GPU_FIXES_SKIP`] `sluice.dev/allow-gpu-fixes-skip` | Namespace | `"true"` marks the namespace as one for GPU system pods: its pods may opt out with [`GPU_FIXES`], and the pods of its DaemonSets (verified to exist) are left alone; namespace labels are the cluster admin's, so a pod author cannot grant it to itself |
 //! | [`MIN_PARALLELISM`] `sluice.dev/min-parallelism` | batch/v1 Job (annotation) | fewest pods the Job can run with: the `minCount` of its Workload's pod set |
 
 /// Job label naming the LocalQueue (in the Job's namespace) that the Job is
@@ -55,9 +55,11 @@ pub const GPU_FIXES: &str = "sluice.dev/gpu-fixes";
 /// The value of [`GPU_FIXES`] that opts a pod out.
 pub const GPU_FIXES_SKIP: &str = "skip";
 
-/// Namespace label: `"true"` honours [`GPU_FIXES`] on the namespace's pods.
-/// Only someone who may label namespaces (the cluster admin) can set it,
-/// so a pod author cannot exempt a pod where the admin did not allow it.
+/// Namespace label: `"true"` honours [`GPU_FIXES`] on the namespace's pods,
+/// and exempts the pods of the namespace's DaemonSets (node agents) from
+/// the GPU rules. Only someone who may label namespaces (the cluster
+/// admin) can set it, so a pod author cannot exempt a pod where the admin
+/// did not allow it.
 pub const ALLOW_GPU_FIXES_SKIP: &str = "sluice.dev/allow-gpu-fixes-skip";
 
 /// Annotation on a queued object (Job, JobSet, …): how long it is expected

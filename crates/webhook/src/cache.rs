@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
 
+use crate::review::Queued;
+
 /// Read-only view of the cluster state the handlers need.
 pub trait ClusterView: Send + Sync {
     /// Whether the stores have finished their initial list (before that,
@@ -19,12 +21,55 @@ pub trait ClusterView: Send + Sync {
     /// Every Cohort object's name and `spec.parent`; `None` until Cohorts
     /// have been listed (or when the webhook does not watch the cluster).
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>>;
+    /// Whether an object of `kind` named `name` with this `uid` exists in
+    /// `namespace`: the check behind every exemption an ownerReference
+    /// claims. `None` while that kind has not been listed (or is not
+    /// watched): unknown, which callers treat as "not verified".
+    fn owner_exists(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) -> Option<bool>;
 
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
         self.namespace_labels(namespace)
             .and_then(|l| l.get(sluice_api::labels::DEFAULT_QUEUE).cloned())
             .is_some_and(|v| v == sluice_api::labels::DEFAULT_QUEUE_ENABLED)
+    }
+}
+
+/// A kind of object whose ownerReferences exempt something, and which the
+/// cache therefore lists (name and uid) to verify them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OwnerKind {
+    /// apps/v1 DaemonSet: its pods are node agents (GPU exemption, only
+    /// in trusted namespaces).
+    DaemonSet,
+    /// An object of another queued kind: the Jobs it controls are left
+    /// to it.
+    Queued(Queued),
+}
+
+impl OwnerKind {
+    /// Every kind the cache lists for verification.
+    pub const ALL: [OwnerKind; 5] = [
+        OwnerKind::DaemonSet,
+        OwnerKind::Queued(Queued::JobSet),
+        OwnerKind::Queued(Queued::PyTorchJob),
+        OwnerKind::Queued(Queued::MpiJob),
+        OwnerKind::Queued(Queued::RayJob),
+    ];
+
+    /// (group, version, kind, plural) as the API serves it.
+    pub fn resource(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            OwnerKind::DaemonSet => ("apps", "v1", "DaemonSet", "daemonsets"),
+            OwnerKind::Queued(q) => {
+                let (group, version, kind) = q.gvk();
+                (group, version, kind, q.plural())
+            }
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        self.resource().2
     }
 }
 
@@ -43,6 +88,9 @@ struct MemoryState {
     runtime_classes: Option<BTreeSet<String>>,
     /// Cohort name → its parent; `None` until the first list.
     cohorts: Option<BTreeMap<String, Option<String>>>,
+    /// Per owner kind, (namespace, name) → uid; a kind is absent until
+    /// its first list.
+    owners: BTreeMap<OwnerKind, BTreeMap<(String, String), String>>,
 }
 
 impl MemoryView {
@@ -133,6 +181,27 @@ impl MemoryView {
         self.write().cohorts = Some(all);
     }
 
+    /// Adds or replaces an object of an owner kind. Ignored before that
+    /// kind's first list (the list brings it), so a kind is never
+    /// reported as listed from a partial set.
+    pub fn upsert_owner(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) {
+        if let Some(objects) = self.write().owners.get_mut(&kind) {
+            objects.insert((namespace.to_owned(), name.to_owned()), uid.to_owned());
+        }
+    }
+
+    pub fn remove_owner(&self, kind: OwnerKind, namespace: &str, name: &str) {
+        if let Some(objects) = self.write().owners.get_mut(&kind) {
+            objects.remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Replaces every object of an owner kind (a (re-)list): from now on
+    /// the kind is known.
+    pub fn replace_owners(&self, kind: OwnerKind, all: BTreeMap<(String, String), String>) {
+        self.write().owners.insert(kind, all);
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
         // A poisoned lock only means a writer panicked mid-update; the
         // maps are still usable.
@@ -165,6 +234,16 @@ impl ClusterView for MemoryView {
 
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
         self.read().cohorts.clone()
+    }
+
+    fn owner_exists(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) -> Option<bool> {
+        let state = self.read();
+        let objects = state.owners.get(&kind)?;
+        Some(
+            objects
+                .get(&(namespace.to_owned(), name.to_owned()))
+                .is_some_and(|u| !uid.is_empty() && u == uid),
+        )
     }
 }
 
@@ -223,5 +302,41 @@ mod tests {
         assert_eq!(v.cohort_parents(), Some(BTreeMap::from([("company".to_owned(), None)])));
         v.remove_cohort("company");
         assert_eq!(v.cohort_parents(), Some(BTreeMap::new()));
+    }
+
+    #[test]
+    fn owners_are_unknown_until_listed_and_match_on_namespace_name_and_uid() {
+        let v = MemoryView::synced_empty();
+        let ds = OwnerKind::DaemonSet;
+        assert_eq!(v.owner_exists(ds, "gpu-infra", "dcgm", "u1"), None);
+        v.upsert_owner(ds, "gpu-infra", "dcgm", "u1");
+        assert_eq!(
+            v.owner_exists(ds, "gpu-infra", "dcgm", "u1"),
+            None,
+            "an event before the list does not make the kind known"
+        );
+        v.replace_owners(
+            ds,
+            BTreeMap::from([(("gpu-infra".to_owned(), "dcgm".to_owned()), "u1".to_owned())]),
+        );
+        let table = [
+            ("gpu-infra", "dcgm", "u1", Some(true)),
+            ("gpu-infra", "dcgm", "u2", Some(false)),
+            ("gpu-infra", "dcgm", "", Some(false)),
+            ("team-a", "dcgm", "u1", Some(false)),
+            ("gpu-infra", "other", "u1", Some(false)),
+        ];
+        for (ns, name, uid, want) in table {
+            assert_eq!(v.owner_exists(ds, ns, name, uid), want, "{ns}/{name} {uid:?}");
+        }
+        // Another kind with the same name and uid is not it.
+        assert_eq!(
+            v.owner_exists(OwnerKind::Queued(Queued::JobSet), "gpu-infra", "dcgm", "u1"),
+            None
+        );
+        v.remove_owner(ds, "gpu-infra", "dcgm");
+        assert_eq!(v.owner_exists(ds, "gpu-infra", "dcgm", "u1"), Some(false));
+        v.upsert_owner(ds, "gpu-infra", "dcgm", "u3");
+        assert_eq!(v.owner_exists(ds, "gpu-infra", "dcgm", "u3"), Some(true));
     }
 }

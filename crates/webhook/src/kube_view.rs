@@ -1,6 +1,9 @@
 //! The informer cache behind [`ClusterView`]: metadata watches of
-//! Namespaces, LocalQueues and RuntimeClasses, and a watch of Cohorts
-//! (their `spec.parent`), feeding a [`MemoryView`]. Handlers only read it.
+//! Namespaces, LocalQueues and RuntimeClasses, a watch of Cohorts (their
+//! `spec.parent`), and metadata watches of the owner kinds whose
+//! ownerReferences exempt something ([`OwnerKind`]: DaemonSets, and the
+//! queued kinds that make Jobs), feeding a [`MemoryView`]. Handlers only
+//! read it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,19 +19,28 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use sluice_api::{Cohort, LocalQueue};
 
-use crate::cache::{ClusterView, MemoryView};
+use crate::cache::{ClusterView, MemoryView, OwnerKind};
 
-/// The cache: a [`MemoryView`] that is synced once both watches listed.
+/// The cache: a [`MemoryView`] that is synced once Namespaces, LocalQueues
+/// and DaemonSets are listed (the queued kinds' CRDs may not be installed,
+/// so they do not gate it).
 #[derive(Debug, Default)]
 pub struct KubeView {
     pub view: MemoryView,
     namespaces_synced: AtomicBool,
     local_queues_synced: AtomicBool,
+    daemon_sets_synced: AtomicBool,
 }
 
 impl ClusterView for KubeView {
     fn synced(&self) -> bool {
-        self.namespaces_synced.load(Ordering::Acquire) && self.local_queues_synced.load(Ordering::Acquire)
+        self.namespaces_synced.load(Ordering::Acquire)
+            && self.local_queues_synced.load(Ordering::Acquire)
+            && self.daemon_sets_synced.load(Ordering::Acquire)
+    }
+
+    fn owner_exists(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) -> Option<bool> {
+        self.view.owner_exists(kind, namespace, name, uid)
     }
 
     fn namespace_labels(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
@@ -158,6 +170,58 @@ impl KubeView {
     }
 }
 
+impl KubeView {
+    /// Applies one metadata watch event of an owner kind: (namespace,
+    /// name) → uid. DaemonSets gate [`ClusterView::synced`].
+    pub fn apply_owner_event<K>(
+        &self,
+        kind: OwnerKind,
+        buffer: &mut BTreeMap<(String, String), String>,
+        ev: Event<PartialObjectMeta<K>>,
+    ) {
+        let entry = |o: &PartialObjectMeta<K>| {
+            (
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+                o.metadata.uid.clone().unwrap_or_default(),
+            )
+        };
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                let (ns, name, uid) = entry(&o);
+                buffer.insert((ns, name), uid);
+            }
+            Event::InitDone => {
+                self.view.replace_owners(kind, std::mem::take(buffer));
+                if kind == OwnerKind::DaemonSet {
+                    self.daemon_sets_synced.store(true, Ordering::Release);
+                }
+            }
+            Event::Apply(o) => {
+                let (ns, name, uid) = entry(&o);
+                self.view.upsert_owner(kind, &ns, &name, &uid);
+            }
+            Event::Delete(o) => {
+                let (ns, name, _) = entry(&o);
+                self.view.remove_owner(kind, &ns, &name);
+            }
+        }
+    }
+}
+
+/// The API resource of an owner kind, for a dynamic metadata watch.
+fn owner_resource(kind: OwnerKind) -> ApiResource {
+    let (group, version, k, plural) = kind.resource();
+    ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: format!("{group}/{version}"),
+        kind: k.to_owned(),
+        plural: plural.to_owned(),
+    }
+}
+
 /// Starts the watches (with kube-runtime's default backoff on errors) and
 /// returns the cache they fill.
 pub fn spawn(client: Client) -> Arc<KubeView> {
@@ -208,6 +272,36 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
             }
         }
     });
+    for kind in OwnerKind::ALL {
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &owner_resource(kind));
+        let v = view.clone();
+        tokio::spawn(async move {
+            let mut buffer = BTreeMap::new();
+            let mut stream = watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            // A queued kind whose CRD is not installed fails on every
+            // retry: say so once, not every backoff.
+            let mut failing = false;
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(ev) => {
+                        // Every retry starts with Init: only a finished
+                        // list (or a later event) means it works again.
+                        if !matches!(ev, Event::Init) {
+                            failing = false;
+                        }
+                        v.apply_owner_event(kind, &mut buffer, ev);
+                    }
+                    Err(e) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %e, kind = kind.kind(), "owner watch failed (ownerReferences of this kind exempt nothing until it lists); retrying");
+                    }
+                    Err(e) => tracing::debug!(error = %e, kind = kind.kind(), "owner watch still failing"),
+                }
+            }
+        });
+    }
     let lq_api: Api<PartialObjectMeta<LocalQueue>> = Api::all(client);
     let v = view.clone();
     tokio::spawn(async move {
@@ -270,7 +364,11 @@ mod tests {
         v.apply_local_queue_event(&mut lqb, Event::Init);
         v.apply_local_queue_event(&mut lqb, Event::InitApply(lq("ml", "default")));
         v.apply_local_queue_event(&mut lqb, Event::InitDone);
-        assert!(v.synced(), "Cohorts do not gate it");
+        assert!(!v.synced(), "DaemonSets not listed yet");
+        let mut dsb = BTreeMap::new();
+        v.apply_owner_event::<DynamicObject>(OwnerKind::DaemonSet, &mut dsb, Event::Init);
+        v.apply_owner_event::<DynamicObject>(OwnerKind::DaemonSet, &mut dsb, Event::InitDone);
+        assert!(v.synced(), "Cohorts and the queued kinds do not gate it");
         assert!(v.default_queue_enabled("ml"));
         assert!(v.local_queue_exists("ml", "default"));
 
@@ -351,5 +449,41 @@ mod tests {
         );
         v.apply_cohort_event(&mut b, Event::Delete(cohort("research", serde_json::json!({}))));
         assert_eq!(v.cohort_parents(), parents(&[("company", None)]));
+    }
+
+    #[test]
+    fn owners_follow_their_watch_by_namespace_name_and_uid() {
+        let v = KubeView::default();
+        let mut b = BTreeMap::new();
+        let kind = OwnerKind::Queued(crate::review::Queued::JobSet);
+        let js = |ns: &str, name: &str, uid: &str| PartialObjectMeta::<DynamicObject> {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(ns.to_owned()),
+                uid: Some(uid.to_owned()),
+                ..ObjectMeta::default()
+            },
+            _phantom: std::marker::PhantomData,
+        };
+        v.apply_owner_event::<DynamicObject>(kind, &mut b, Event::Init);
+        v.apply_owner_event(kind, &mut b, Event::InitApply(js("ml", "pretrain", "u1")));
+        assert_eq!(
+            v.owner_exists(kind, "ml", "pretrain", "u1"),
+            None,
+            "not before the list is done"
+        );
+        v.apply_owner_event::<DynamicObject>(kind, &mut b, Event::InitDone);
+        assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u1"), Some(true));
+        assert!(
+            !v.daemon_sets_synced.load(Ordering::Acquire),
+            "a queued kind does not gate readiness"
+        );
+        // Deleted and re-created under the same name: a new uid.
+        v.apply_owner_event(kind, &mut b, Event::Delete(js("ml", "pretrain", "u1")));
+        assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u1"), Some(false));
+        v.apply_owner_event(kind, &mut b, Event::Apply(js("ml", "pretrain", "u2")));
+        assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u1"), Some(false));
+        assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u2"), Some(true));
     }
 }

@@ -164,19 +164,32 @@ impl Decision {
     }
 
     /// Absorbs the GPU rules' outcome; each denial also says how a pod that
-    /// legitimately needs it (a GPU system pod) is exempted.
-    fn absorb_gpu(&mut self, mut out: gpu::Outcome, cfg: &WebhookConfig, what: &str) {
+    /// legitimately needs it (a GPU system pod) is exempted, and, with
+    /// `note`, why an exemption the object claimed does not hold.
+    fn absorb_gpu(&mut self, mut out: gpu::Outcome, cfg: &WebhookConfig, subject: GpuSubject<'_>) {
+        use sluice_api::labels::{ALLOW_GPU_FIXES_SKIP, GPU_FIXES, GPU_FIXES_SKIP};
+        let (what, daemon_set, note) = match subject {
+            GpuSubject::Pod { note } => ("the pod", " run it from a DaemonSet or", note),
+            GpuSubject::Template(what) => (what, "", None),
+        };
+        let note = note.map(|n| format!("{n}; ")).unwrap_or_default();
         for denial in &mut out.denials {
             denial.push_str(&format!(
-                " (a GPU system pod is exempted: run it in an excluded namespace ({}), from a DaemonSet, or label {what} {}={} in a namespace labelled {}=true)",
+                " ({note}a GPU system pod is exempted: run it in an excluded namespace ({}), or, in a namespace a cluster admin labelled {ALLOW_GPU_FIXES_SKIP}=true,{daemon_set} label {what} {GPU_FIXES}={GPU_FIXES_SKIP})",
                 cfg.excluded_namespaces.join(", "),
-                sluice_api::labels::GPU_FIXES,
-                sluice_api::labels::GPU_FIXES_SKIP,
-                sluice_api::labels::ALLOW_GPU_FIXES_SKIP,
             ));
         }
         self.absorb(out);
     }
+}
+
+/// What the GPU rules looked at, for the exemption hint of a denial.
+#[derive(Clone, Copy, Debug)]
+enum GpuSubject<'a> {
+    /// A pod; `note` says why an exemption it claimed does not hold.
+    Pod { note: Option<&'a str> },
+    /// A queued object's pod template, described.
+    Template(&'a str),
 }
 
 /// The review handler: configuration plus a view of the cluster.
@@ -258,15 +271,11 @@ impl Reviewer {
     /// (`sluice.dev/allow-gpu-fixes-skip: "true"`). The namespace's labels
     /// come from the cache; an unknown namespace allows nothing.
     fn gpu_fixes_skipped(&self, namespace: &str, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
-        use sluice_api::labels::{ALLOW_GPU_FIXES_SKIP, GPU_FIXES, GPU_FIXES_SKIP};
+        use sluice_api::labels::{GPU_FIXES, GPU_FIXES_SKIP};
         labels
             .and_then(|l| l.get(GPU_FIXES))
             .is_some_and(|v| v == GPU_FIXES_SKIP)
-            && self
-                .view
-                .namespace_labels(namespace)
-                .and_then(|l| l.get(ALLOW_GPU_FIXES_SKIP).cloned())
-                .is_some_and(|v| v == "true")
+            && owners::namespace_trusted(self.view.as_ref(), namespace)
     }
 
     /// What `gpu.runtimeClassName` resolves to in this cluster now.
@@ -282,22 +291,25 @@ impl Reviewer {
         if self.excluded(req) {
             return d;
         }
+        // Why a DaemonSet owner the pod names does not exempt it.
+        let mut note = None;
         if let Some(obj) = &req.object {
-            // DaemonSet pods are the node's own agents (device plugins,
-            // exporters): they see every GPU without requesting one.
-            let daemon = obj
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "DaemonSet" && o.api_version.starts_with("apps/"));
             let namespace = req.namespace.as_deref().unwrap_or_default();
-            if daemon || self.gpu_fixes_skipped(namespace, obj.metadata.labels.as_ref()) {
+            if self.gpu_fixes_skipped(namespace, obj.metadata.labels.as_ref()) {
                 return d;
             }
+            // A verified DaemonSet's pods in a trusted namespace are the
+            // node's own agents (device plugins, exporters): they see every
+            // GPU without requesting one.
+            match owners::daemon_set_pod(self.view.as_ref(), namespace, &obj.metadata) {
+                owners::DaemonSetPod::Exempt => return d,
+                owners::DaemonSetPod::NotExempt(why) => note = Some(why),
+                owners::DaemonSetPod::NotClaimed => {}
+            }
         }
+        let subject = GpuSubject::Pod { note: note.as_deref() };
         if req.operation == Operation::Update && req.sub_resource.as_deref() == Some("ephemeralcontainers") {
-            return self.check_ephemeral(req);
+            return self.check_ephemeral(req, subject);
         }
         if req.operation != Operation::Create {
             return d;
@@ -311,7 +323,7 @@ impl Reviewer {
             return d;
         };
         match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &SpecLocation::pod()) {
-            Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod"),
+            Ok(out) => d.absorb_gpu(out, &self.cfg, subject),
             Err(e) => d.denials.push(e.to_string()),
         }
         d
@@ -323,7 +335,7 @@ impl Reviewer {
     /// `kubectl debug` adds ephemeral containers through the
     /// `pods/ephemeralcontainers` subresource: check the new ones for the
     /// `NVIDIA_VISIBLE_DEVICES` escape (nothing is patched).
-    fn check_ephemeral(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+    fn check_ephemeral(&self, req: &AdmissionRequest<DynamicObject>, subject: GpuSubject<'_>) -> Decision {
         let mut d = Decision::default();
         let Some(obj) = &req.object else {
             d.denials.push("object: missing from the UPDATE request".to_owned());
@@ -345,7 +357,7 @@ impl Reviewer {
             })
             .unwrap_or_default();
         match gpu::check_ephemeral_containers(&self.cfg.gpu, spec, &existing, &SpecLocation::pod()) {
-            Ok(out) => d.absorb_gpu(out, &self.cfg, "the pod"),
+            Ok(out) => d.absorb_gpu(out, &self.cfg, subject),
             Err(e) => d.denials.push(e.to_string()),
         }
         d
@@ -458,6 +470,7 @@ fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewE
 }
 
 pub mod jobs;
+pub mod owners;
 pub mod shape;
 
 #[cfg(test)]

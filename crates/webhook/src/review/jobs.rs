@@ -6,14 +6,14 @@
 
 use serde_json::{Value, json};
 
-use super::{Decision, Reviewer};
+use super::{Decision, GpuSubject, Reviewer, owners};
 use crate::gpu::{self, FixKind, SpecLocation};
 use crate::patch::{PatchOp, Pointer};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 
 /// A kind of object the webhook queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Queued {
     Job,
     /// jobset.x-k8s.io/v1alpha2 JobSet.
@@ -272,8 +272,22 @@ impl Reviewer {
         // A Job made by a queued object (a JobSet's child Job with the
         // queue label its template carried, an MPIJob's launcher, a
         // RayJob's submitter): its owner is what is queued and what Sluice
-        // suspends; holding the Job would keep it from ever running.
-        let part_of_queued = kind == Queued::Job && made_by_queued_kind(obj);
+        // suspends; holding the Job would keep it from ever running. The
+        // owner must exist: a Job that would be queued and names an owner
+        // the cache cannot confirm is refused (its operator retries; a
+        // forged owner stays refused).
+        let would_queue =
+            labels.is_some_and(|l| l.contains_key(label)) || opted_in || self.view.default_queue_enabled(&namespace);
+        let part_of_queued = kind == Queued::Job
+            && match owners::made_by_queued_kind(self.view.as_ref(), &namespace, &obj.metadata) {
+                Ok(made) => made,
+                Err(why) if would_queue => {
+                    d.denials.push(why);
+                    return d;
+                }
+                // Not queued either way: the claim exempts nothing.
+                Err(_) => false,
+            };
         let queue = match labels.and_then(|l| l.get(label)) {
             Some(_) if part_of_queued => None,
             Some(q) if q.is_empty() => {
@@ -357,7 +371,7 @@ impl Reviewer {
                     labels_at.trim_start_matches('/').replace('/', ".")
                 );
                 match gpu::fix_pod_spec(&self.cfg.gpu, self.runtime_class(), spec, &at) {
-                    Ok(out) => d.absorb_gpu(out, &self.cfg, &what),
+                    Ok(out) => d.absorb_gpu(out, &self.cfg, GpuSubject::Template(&what)),
                     Err(e) => d.denials.push(e.to_string()),
                 }
             }
@@ -376,9 +390,37 @@ impl Reviewer {
                 .push("object, oldObject: both must be present in an UPDATE request".to_owned());
             return d;
         };
-        if kind == Queued::Job && made_by_queued_kind(old) {
+        let namespace = req
+            .namespace
+            .clone()
+            .or_else(|| old.metadata.namespace.clone())
+            .unwrap_or_default();
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        if kind == Queued::Job {
+            let controller = |o: &DynamicObject| owners::queued_controller(&o.metadata).map(|(_, r, _)| r.uid.clone());
+            let (was, is) = (controller(old), controller(new));
+            if is.is_some() && is != was && !self.cfg.is_admission_writer(user) {
+                // Adopted after creation: that would leave a queued Job to
+                // an object its author chose, free to start unadmitted.
+                if let Some((i, r, k)) = owners::queued_controller(&new.metadata)
+                    && self.cfg.queue_label_of(new.metadata.labels.as_ref()).is_some()
+                {
+                    d.denials.push(format!(
+                        "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued Job; the controller of a Job made by a {} is set when the Job is created",
+                        k.noun(),
+                        r.name,
+                        k.noun()
+                    ));
+                    return d;
+                }
+            }
             // Its owner's operator suspends and resumes it with its owner.
-            return d;
+            if was.is_some()
+                && is == was
+                && owners::made_by_queued_kind(self.view.as_ref(), &namespace, &old.metadata) == Ok(true)
+            {
+                return d;
+            }
         }
         let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
         let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
@@ -402,11 +444,9 @@ impl Reviewer {
         // A queued Job starts only when Sluice admits it: only the
         // controller (an admission writer) may unsuspend it.
         let queued = before.as_ref().or(after.as_ref());
-        let user = req.user_info.username.as_deref().unwrap_or("");
-        let namespace = req.namespace.as_deref().unwrap_or_default();
         // In a namespace that queues every object, no object leaves its
         // queue: the controller would queue it in `default` anyway.
-        let opted_in = self.view.default_queue_enabled(namespace);
+        let opted_in = self.view.default_queue_enabled(&namespace);
         if let (Some(q), None, true) = (&before, &after, opted_in) {
             d.denials.push(format!(
                 "metadata.labels[{label}]: cannot be removed: namespace {namespace:?} queues every {noun} ({}={}), so the {noun} stays queued (now in LocalQueue {q:?}); set the label to another LocalQueue, or delete the {noun}",
@@ -448,16 +488,4 @@ impl Reviewer {
         }
         d
     }
-}
-
-/// Whether a Job is controlled by an object of another queued kind (a
-/// JobSet's child Job, an MPIJob's launcher, a RayJob's submitter).
-fn made_by_queued_kind(o: &DynamicObject) -> bool {
-    o.metadata.owner_references.iter().flatten().any(|r| {
-        r.controller == Some(true)
-            && Queued::OTHERS.iter().any(|k| {
-                let (group, _, kind) = k.gvk();
-                r.kind == kind && r.api_version.starts_with(&format!("{group}/"))
-            })
-    })
 }

@@ -901,15 +901,25 @@ fn gpu_system_pods_are_left_alone() {
             .unwrap();
         assert_eq!(reply.verdict, Verdict::Allowed, "{ns}");
     }
-    // A DaemonSet's pod, wherever it runs, is allowed unchanged.
+    // A DaemonSet's pod in a namespace the admin did not mark trusted is
+    // denied like any pod, and told how an admin would exempt it (the
+    // exemptions table tests, in tests/exemptions.rs, cover the rest).
     let reply = r
         .handle(
             Endpoint::MutatePods,
             &body(&system_pod_review("monitoring", json!({}), Some("DaemonSet"))),
         )
         .unwrap();
-    assert_eq!(reply.verdict, Verdict::Allowed);
-    assert!(reply.fixes.is_empty());
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        reply
+            .response
+            .result
+            .message
+            .contains("a cluster admin can label namespace \"monitoring\" sluice.dev/allow-gpu-fixes-skip=true"),
+        "{}",
+        reply.response.result.message
+    );
     // Another owner kind is no exemption.
     let reply = r
         .handle(
@@ -987,6 +997,7 @@ fn without_a_nvidia_runtime_class_none_is_written() {
 }
 
 mod cohorts;
+mod exemptions;
 mod jobsets;
 mod kubeflow;
 mod shape;

@@ -106,7 +106,17 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
 
 #[test]
 fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
-    let r = reviewer();
+    let view = MemoryView::synced_with_nvidia_runtime_class();
+    // The JobSet exists in both recorded namespaces (create: team-b,
+    // update: team-a), as the webhook's cache would list it.
+    view.replace_owners(
+        crate::cache::OwnerKind::Queued(Queued::JobSet),
+        ["team-a", "team-b"]
+            .into_iter()
+            .map(|ns| ((ns.to_owned(), "pretrain".to_owned()), "js-uid".to_owned()))
+            .collect(),
+    );
+    let r = reviewer_with(Arc::new(view));
     let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
     review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "pretrain",

@@ -135,13 +135,21 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
 
 #[test]
 fn jobs_made_by_an_mpijob_or_a_rayjob_are_left_to_their_owner() {
-    let r = reviewer();
+    let view = MemoryView::synced_with_nvidia_runtime_class();
+    for kind in [Queued::MpiJob, Queued::RayJob] {
+        view.replace_owners(
+            crate::cache::OwnerKind::Queued(kind),
+            BTreeMap::from([(("team-b".to_owned(), "x".to_owned()), "u".to_owned())]),
+        );
+    }
+    let r = reviewer_with(Arc::new(view));
     for (api_version, kind) in [("kubeflow.org/v2beta1", "MPIJob"), ("ray.io/v1", "RayJob")] {
         let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
         review["request"]["object"]["spec"]["suspend"] = json!(false);
         review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
             "apiVersion": api_version, "kind": kind, "name": "x", "uid": "u", "controller": true}]);
         let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+        assert_eq!(reply.verdict, Verdict::Patched, "{kind}: {:?}", reply.response);
         assert!(!reply.fixes.contains(&FixKind::Suspend), "{kind}: {:?}", reply.fixes);
         assert_eq!(patched["spec"]["suspend"], json!(false), "{kind}");
     }
