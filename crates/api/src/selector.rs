@@ -22,7 +22,7 @@ impl ClusterQueueSpec {
     /// Whether LocalQueues in a namespace with these labels may use this
     /// ClusterQueue: unset selects none, `{}` selects all (see the module).
     pub fn selects_namespace(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.namespace_selector.as_ref().is_some_and(|s| matches(s, labels))
+        selects_namespace(self.namespace_selector.as_ref(), labels)
     }
 
     /// Why a namespace with these labels is not served, or `None` when it
@@ -35,15 +35,25 @@ impl ClusterQueueSpec {
         namespace: &str,
         labels: &BTreeMap<String, String>,
     ) -> Option<String> {
-        if self.selects_namespace(labels) {
-            return None;
-        }
-        Some(not_selected_message(
-            cluster_queue,
-            namespace,
-            self.namespace_selector.as_ref(),
-        ))
+        not_selected(cluster_queue, namespace, self.namespace_selector.as_ref(), labels)
     }
+}
+
+/// [`ClusterQueueSpec::selects_namespace`] for callers that hold only the
+/// selector (`None`: unset, which selects no namespace).
+pub fn selects_namespace(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    selector.is_some_and(|s| matches(s, labels))
+}
+
+/// [`ClusterQueueSpec::namespace_not_selected`] for callers that hold only
+/// the selector.
+pub fn not_selected(
+    cluster_queue: &str,
+    namespace: &str,
+    selector: Option<&LabelSelector>,
+    labels: &BTreeMap<String, String>,
+) -> Option<String> {
+    (!selects_namespace(selector, labels)).then(|| not_selected_message(cluster_queue, namespace, selector))
 }
 
 /// The sentence for a namespace that `selector` (a ClusterQueue's

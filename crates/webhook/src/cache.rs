@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 /// Read-only view of the cluster state the handlers need.
 pub trait ClusterView: Send + Sync {
     /// Whether the stores have finished their initial list (before that,
@@ -19,6 +21,16 @@ pub trait ClusterView: Send + Sync {
     /// Every Cohort object's name and `spec.parent`; `None` until Cohorts
     /// have been listed (or when the webhook does not watch the cluster).
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>>;
+    /// A ClusterQueue's `spec.namespaceSelector` (inner `None`: unset); `None`
+    /// when the ClusterQueue is not known (not listed yet, or absent).
+    fn cluster_queue_selector(&self, _name: &str) -> Option<Option<LabelSelector>> {
+        None
+    }
+    /// The LocalQueues `(namespace, name)` pointing at a ClusterQueue;
+    /// `None` until LocalQueues' targets are listed.
+    fn local_queues_of(&self, _cluster_queue: &str) -> Option<Vec<(String, String)>> {
+        None
+    }
 
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
@@ -43,6 +55,10 @@ struct MemoryState {
     runtime_classes: Option<BTreeSet<String>>,
     /// Cohort name → its parent; `None` until the first list.
     cohorts: Option<BTreeMap<String, Option<String>>>,
+    /// ClusterQueue name → its namespaceSelector; `None` until the first list.
+    cluster_queues: Option<BTreeMap<String, Option<LabelSelector>>>,
+    /// (namespace, LocalQueue) → its ClusterQueue; `None` until the first list.
+    local_queue_targets: Option<BTreeMap<(String, String), String>>,
 }
 
 impl MemoryView {
@@ -133,6 +149,44 @@ impl MemoryView {
         self.write().cohorts = Some(all);
     }
 
+    /// Adds or replaces a ClusterQueue's namespaceSelector.
+    pub fn upsert_cluster_queue(&self, name: &str, selector: Option<LabelSelector>) {
+        self.write()
+            .cluster_queues
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_owned(), selector);
+    }
+
+    pub fn remove_cluster_queue(&self, name: &str) {
+        if let Some(cqs) = self.write().cluster_queues.as_mut() {
+            cqs.remove(name);
+        }
+    }
+
+    /// Replaces all ClusterQueues (a (re-)list).
+    pub fn replace_cluster_queues(&self, all: BTreeMap<String, Option<LabelSelector>>) {
+        self.write().cluster_queues = Some(all);
+    }
+
+    /// Adds or replaces the ClusterQueue a LocalQueue points at.
+    pub fn upsert_local_queue_target(&self, namespace: &str, name: &str, cluster_queue: &str) {
+        self.write()
+            .local_queue_targets
+            .get_or_insert_with(BTreeMap::new)
+            .insert((namespace.to_owned(), name.to_owned()), cluster_queue.to_owned());
+    }
+
+    pub fn remove_local_queue_target(&self, namespace: &str, name: &str) {
+        if let Some(t) = self.write().local_queue_targets.as_mut() {
+            t.remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Replaces all LocalQueue targets (a (re-)list).
+    pub fn replace_local_queue_targets(&self, all: BTreeMap<(String, String), String>) {
+        self.write().local_queue_targets = Some(all);
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
         // A poisoned lock only means a writer panicked mid-update; the
         // maps are still usable.
@@ -165,6 +219,22 @@ impl ClusterView for MemoryView {
 
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
         self.read().cohorts.clone()
+    }
+
+    fn cluster_queue_selector(&self, name: &str) -> Option<Option<LabelSelector>> {
+        self.read().cluster_queues.as_ref()?.get(name).cloned()
+    }
+
+    fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {
+        let state = self.read();
+        let targets = state.local_queue_targets.as_ref()?;
+        Some(
+            targets
+                .iter()
+                .filter(|(_, cq)| *cq == cluster_queue)
+                .map(|(k, _)| k.clone())
+                .collect(),
+        )
     }
 }
 
