@@ -236,9 +236,14 @@ impl Cluster {
         Ok(name)
     }
 
-    /// A ClusterQueue from a JSON spec (its name gets the suffix).
-    pub async fn cluster_queue(&mut self, base: &str, spec: Value) -> Result<String> {
+    /// A ClusterQueue from a JSON spec (its name gets the suffix). It
+    /// serves every namespace (`namespaceSelector: {}`) unless the spec
+    /// has a `namespaceSelector`; `null` leaves it unset (no namespace).
+    pub async fn cluster_queue(&mut self, base: &str, mut spec: Value) -> Result<String> {
         let name = self.name(base);
+        if let Some(s) = spec.as_object_mut() {
+            s.entry("namespaceSelector").or_insert_with(|| json!({}));
+        }
         let cq: ClusterQueue = serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec
         }))?;

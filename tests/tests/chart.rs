@@ -1134,6 +1134,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             webhook.push(expect(&["list", "watch"], "core", &["namespaces"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["localqueues"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["cohorts"], ""));
+            webhook.push(expect(&["list", "watch"], "sluice.dev", &["clusterqueues"], ""));
             webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
             // Owner verification: cache::OwnerKind::ALL.
             webhook.push(expect(&["list", "watch"], "apps", &["daemonsets"], ""));

@@ -555,3 +555,120 @@ async fn pods_never_ready_are_evicted_requeued_then_deactivated_past_the_requeue
     c.cleanup().await?;
     result
 }
+
+/// Issue 39: a ClusterQueue serves the namespaces its `namespaceSelector`
+/// selects, and none without one (Kueue's meaning). A LocalQueue in the
+/// test namespace (another team's) points at each kind of ClusterQueue.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_cluster_queue_serves_only_the_namespaces_it_selects() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let gpus = |selector: serde_json::Value| {
+            json!({"namespaceSelector": selector, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]})
+        };
+        let ns = c.namespace.clone();
+        let unset = c.cluster_queue("team-a", gpus(json!(null))).await?;
+        let all = c.cluster_queue("everyone", gpus(json!({}))).await?;
+        let mine = c
+            .cluster_queue(
+                "mine",
+                gpus(json!({"matchLabels": {"kubernetes.io/metadata.name": ns}})),
+            )
+            .await?;
+        let others = c
+            .cluster_queue(
+                "others",
+                gpus(json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}})),
+            )
+            .await?;
+        for (lq, cq) in [
+            ("borrowed", &unset),
+            ("open", &all),
+            ("own", &mine),
+            ("elsewhere", &others),
+        ] {
+            c.local_queue(lq, cq).await?;
+        }
+        c.start_controller(&[]).await?;
+        for (job, lq) in [
+            ("sneaky", "borrowed"),
+            ("open", "open"),
+            ("own", "own"),
+            ("stray", "elsewhere"),
+        ] {
+            c.job(job, lq, 1, 4, &[], true).await?;
+        }
+        // `{}` and a matching selector: admitted.
+        c.wait_condition("open", "Admitted", "True", T).await?;
+        c.wait_condition("own", "Admitted", "True", T).await?;
+        // No selector: held, and told why (status, Event).
+        let wl = c.wait_condition("sneaky", "QuotaReserved", "False", T).await?;
+        let held = wait_for("sneaky held with NamespaceNotSelected", T, || async {
+            let wl = c.workload_of("sneaky").await?;
+            let s = wl.status.clone().unwrap_or_default();
+            Ok(s.pending.filter(|p| p.reason == "NamespaceNotSelected"))
+        })
+        .await?;
+        ensure_eq!(
+            held.message,
+            format!(
+                "namespace {ns} is not selected by ClusterQueue {unset}: it has no namespaceSelector, which selects \
+                 no namespace (set namespaceSelector: {{}} to serve every namespace)"
+            )
+        );
+        let name = wl.metadata.name.clone().context("no name")?;
+        wait_for("a NamespaceNotSelected Event", T, || async {
+            Ok((c.events_about("Workload", &name, "NamespaceNotSelected").await? > 0).then_some(()))
+        })
+        .await?;
+        ensure!(c.job_suspended("sneaky").await?, "held Job runs");
+        // A selector that does not match: held, the selector named.
+        let stray = wait_for("stray held", T, || async {
+            let wl = c.workload_of("stray").await?;
+            Ok(wl
+                .status
+                .and_then(|s| s.pending)
+                .filter(|p| p.reason == "NamespaceNotSelected"))
+        })
+        .await?;
+        ensure!(
+            stray
+                .message
+                .contains("its namespaceSelector {matchLabels: kubernetes.io/metadata.name=team-a} does not match"),
+            "{}",
+            stray.message
+        );
+        // The ClusterQueue without selector says so, naming the LocalQueue.
+        let cqs: kube::Api<sluice_api::ClusterQueue> = kube::Api::all(c.client.clone());
+        let selected = wait_for("NamespacesSelected=False on the ClusterQueue", T, || async {
+            let q = cqs.get(&unset).await?;
+            Ok(q.status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "NamespacesSelected")))
+        })
+        .await?;
+        ensure_eq!(
+            (selected.status.as_str(), selected.reason.as_str()),
+            ("False", "NoNamespaceSelector")
+        );
+        ensure!(
+            selected.message.contains(&format!("{ns}/borrowed")),
+            "{}",
+            selected.message
+        );
+        // The upgrade fix: `{}` lets it in.
+        cqs.patch(
+            &unset,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"namespaceSelector": {}}})),
+        )
+        .await?;
+        c.wait_condition("sneaky", "Admitted", "True", T).await?;
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}

@@ -11,6 +11,8 @@
 //!   returns every cross-field violation with its field path. This, not the
 //!   CRD's CEL rules, is the rule of record.
 //! - [`labels`]: label and annotation keys (`sluice.dev/queue`, …).
+//! - [`selector`]: which namespaces a ClusterQueue serves (unset: none,
+//!   `{}`: all, as in Kueue) and the reason users read when it does not.
 //! - [`duration`]: durations as flags and scenario files write them
 //!   (`90s`, `2h30m`), one rule for every caller.
 //! - [`crd`]: the CustomResourceDefinitions, in a stable order.
@@ -31,6 +33,7 @@ pub mod labels;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;
+pub mod selector;
 pub mod strict;
 pub mod v1alpha1;
 pub mod validation;

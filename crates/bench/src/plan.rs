@@ -18,7 +18,10 @@
 //! whose single container requests the trace's per-pod amounts; no pods are
 //! ever made from them (there is no Job). A namespaceSelector of a
 //! ClusterQueue is kept as written: the run's namespaces carry only the run
-//! label.
+//! label (and their own `kubernetes.io/metadata.name`, `<run>-<ns>`), so a
+//! scenario's ClusterQueues should say `namespaceSelector: {}` (as the
+//! shipped ones do): unset selects no namespace, and a selector on labels
+//! or names of the scenario's namespaces selects none of the run's.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};

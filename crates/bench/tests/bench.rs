@@ -36,12 +36,12 @@ spec: {}
 apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {name: cq-a}
-spec: {cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
+spec: {namespaceSelector: {}, cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {name: cq-b}
-spec: {cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
+spec: {namespaceSelector: {}, cohort: co, resourceGroups: [{coveredResources: [cpu], flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2, borrowingLimit: 1}]}]}]}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: LocalQueue

@@ -35,11 +35,12 @@ pub fn flavor(name: &str) -> ResourceFlavor {
     .unwrap()
 }
 
-/// A ClusterQueue with `gpus` GPUs of flavor `a100`, preempting lower priorities.
+/// A ClusterQueue with `gpus` GPUs of flavor `a100`, preempting lower
+/// priorities, serving every namespace (`namespaceSelector: {}`).
 pub fn cq(name: &str, gpus: u32) -> ClusterQueue {
     serde_json::from_value(json!({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"},
+        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
                  "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
                      {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus.to_string()}]}]}]}
     }))

@@ -206,7 +206,13 @@ async fn render(
             let s = fetch::snapshot(client, scope, false, None).await?;
             let v = view::queues::queues(&s);
             output(&v, args.output, || {
-                view::queues::table(&v, wide).render("No queues found.")
+                let notes = view::queues::notes(&v);
+                let table = view::queues::table(&v, wide).render("No queues found.");
+                if notes.is_empty() {
+                    table
+                } else {
+                    format!("{table}\n{notes}")
+                }
             })
         }
         PluginCommand::Top => {

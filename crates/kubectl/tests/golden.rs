@@ -113,3 +113,60 @@ fn top_with_bars() {
         "the same numbers through the LocalQueue"
     );
 }
+
+/// Issue 39: a LocalQueue whose ClusterQueue does not select its namespace
+/// is shown inactive with the controller's reason, to the viewer (its own
+/// LocalQueue) and to the admin (under the ClusterQueue); `why` gives a
+/// held workload's reason.
+#[test]
+fn local_queues_not_selected_are_shown_inactive_and_why_says_so() {
+    let why_text = "namespace team-b is not selected by ClusterQueue team-a: it has no namespaceSelector, which \
+                    selects no namespace (set namespaceSelector: {} to serve every namespace)";
+    let mut s = admin();
+    let condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition =
+        serde_json::from_value(serde_json::json!({
+            "type": "Active", "status": "False", "reason": "NamespaceNotSelected", "message": why_text,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap();
+    let lq = &mut s.local_queues[0];
+    let key = format!(
+        "{}/{}",
+        lq.metadata.namespace.clone().unwrap(),
+        lq.metadata.name.clone().unwrap()
+    );
+    let status = lq.status.get_or_insert_with(Default::default);
+    status.conditions.retain(|c| c.type_ != "Active");
+    status.conditions.push(condition);
+    let want = format!("LocalQueue {key} is inactive (NamespaceNotSelected): {why_text}\n");
+    let as_admin = queues::queues(&s);
+    assert_eq!(queues::notes(&as_admin), want);
+    let as_viewer = queues::queues(&Snapshot {
+        cluster_queues: None,
+        ..s.clone()
+    });
+    assert_eq!(queues::notes(&as_viewer), want);
+    let json = serde_json::to_value(&as_viewer).unwrap();
+    assert_eq!(json[0]["inactive"][0]["reason"], "NamespaceNotSelected");
+    // Active queues have no notes (the recorded cluster).
+    assert_eq!(queues::notes(&queues::queues(&admin())), "");
+
+    // A pending workload held for that reason: `why` says it.
+    let ns = namespace(&s);
+    let mut w = s
+        .workloads
+        .iter()
+        .find(|w| w.metadata.name.as_deref() == Some("job-waiting"))
+        .unwrap()
+        .clone();
+    let st = w.status.as_mut().unwrap();
+    let p = st.pending.get_or_insert_with(Default::default);
+    p.reason = "NamespaceNotSelected".into();
+    p.message = why_text.into();
+    p.flavors.clear();
+    let v = why::why(&s, &w, Vec::new(), None);
+    assert_eq!(v.message.as_deref(), Some(why_text));
+    let text = why::text(&v, &s);
+    assert!(text.contains(why_text), "{text}");
+    assert_eq!(w.metadata.namespace.as_deref(), Some(ns.as_str()));
+}

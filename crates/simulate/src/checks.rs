@@ -214,6 +214,49 @@ pub fn references(
     errors
 }
 
+/// The label the API server puts on every Namespace: its name. A
+/// simulated namespace always has it, so a selector written for a cluster
+/// (`kubernetes.io/metadata.name: team-a`) means the same here.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The labels of a scenario's namespace: those of its `v1` Namespace
+/// document, if the scenario has one, plus [`NAMESPACE_NAME_LABEL`].
+pub fn namespace_labels(declared: &BTreeMap<String, BTreeMap<String, String>>, ns: &str) -> BTreeMap<String, String> {
+    let mut labels = declared.get(ns).cloned().unwrap_or_default();
+    labels.insert(NAMESPACE_NAME_LABEL.to_string(), ns.to_string());
+    labels
+}
+
+/// Every LocalQueue's ClusterQueue selects its namespace, by the cluster's
+/// rule ([`sluice_api::selector`]: unset selects none, `{}` all). One that
+/// does not would never admit a workload: an error at its
+/// `spec.clusterQueue` with the reason the controller would give.
+pub fn namespace_selection(
+    cluster_queues: &[sluice_api::ClusterQueue],
+    local_queues: &[(&sluice_api::LocalQueue, &Placed<'_, LocalQueueSpec>)],
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<Diagnostic> {
+    let specs: BTreeMap<&str, &sluice_api::v1alpha1::ClusterQueueSpec> = cluster_queues
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, &c.spec)))
+        .collect();
+    let mut errors = Vec::new();
+    for (lq, placed) in local_queues {
+        let ns = lq.metadata.namespace.as_deref().unwrap_or("default");
+        let cq = lq.spec.cluster_queue.as_str();
+        let Some(spec) = specs.get(cq) else { continue };
+        if let Some(why) = spec.namespace_not_selected(cq, ns, &namespace_labels(namespaces, ns)) {
+            let path = "spec.clusterQueue";
+            let message = format!(
+                "LocalQueue {}: {why}; its workloads would never be admitted",
+                placed.spec.key
+            );
+            errors.push(diagnostic(placed.origin, locate(&placed.doc, path), path, message));
+        }
+    }
+    errors
+}
+
 /// Cohort parent chains, by the engine's own rule: the Cohorts are given to
 /// an engine in file order, as the simulation gives them, and one the
 /// engine refuses (its parent chain leads back to it) is an error at its

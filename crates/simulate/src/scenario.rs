@@ -5,8 +5,11 @@
 //! document then carry file positions. Sluice kinds are deserialized into the
 //! api crate's types, checked with their `validate()` and converted by the
 //! `sluice-convert` crate (the same conversion a cluster gets); the `Trace` is
-//! the simulator's own kind ([`super::trace`]). Other kinds (Jobs, Namespaces)
-//! are ignored, so a cluster's manifests can be pasted in as they are; a
+//! the simulator's own kind ([`super::trace`]). Other kinds (Jobs) are
+//! ignored, so a cluster's manifests can be pasted in as they are, except
+//! that a `v1` Namespace's labels count for ClusterQueue namespaceSelectors
+//! (every namespace also has `kubernetes.io/metadata.name`, as in a
+//! cluster; a LocalQueue its ClusterQueue does not select is an error); a
 //! Sluice object is read strictly ([`super::checks`]): unknown kinds and
 //! fields, an object declared twice, names that refer to nothing, a cycle
 //! of Cohort parents and sizes past the limits are errors.
@@ -73,6 +76,20 @@ pub fn split_documents(text: &str) -> Vec<Document<'_>> {
             .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
     });
     docs
+}
+
+/// What the loader reads of a `v1` Namespace: its name and labels.
+#[derive(Deserialize)]
+struct NamespaceDoc {
+    metadata: NamespaceMeta,
+}
+
+#[derive(Deserialize)]
+struct NamespaceMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +199,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let mut idle_reclaim = BTreeMap::new();
     let mut trace_doc = None;
     let mut declared = checks::Declared::default();
+    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
 
     for doc in split_documents(text) {
         let origin = DocOrigin {
@@ -196,7 +214,16 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
             }
         };
         match checks::classify(head.api_version.as_deref(), head.kind.as_deref(), &doc, origin) {
-            Class::Other => continue,
+            Class::Other => {
+                // A Namespace's labels count for namespaceSelectors.
+                if head.api_version.as_deref() == Some("v1")
+                    && head.kind.as_deref() == Some("Namespace")
+                    && let Ok(ns) = parse_doc::<NamespaceDoc>(&doc, origin)
+                {
+                    namespaces.insert(ns.metadata.name, ns.metadata.labels);
+                }
+                continue;
+            }
             Class::Refused(e) => {
                 errors.push(e);
                 continue;
@@ -331,6 +358,13 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         &local_queues,
     ));
     errors.extend(checks::cohort_cycles(&cohorts));
+    // Valid LocalQueues are kept in both lists, in the same order.
+    let paired: Vec<_> = manifests.local_queues.iter().zip(&local_queues).collect();
+    errors.extend(checks::namespace_selection(
+        &manifests.cluster_queues,
+        &paired,
+        &namespaces,
+    ));
     let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.spec.key.clone()).collect();
     let Some((mut trace_doc, trace_text)) = trace_doc else {
         if errors.is_empty() {
@@ -430,7 +464,7 @@ spec: {}
 apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {name: cq}
-spec: {resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4}]}]}]}
+spec: {namespaceSelector: {}, resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4}]}]}]}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: LocalQueue

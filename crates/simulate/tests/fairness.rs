@@ -41,7 +41,7 @@ fn scenario_text(cohorts: &[String], queues: &[Queue<'_>], spec: &str) -> String
 apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: {name}}}
-spec: {{{cohort}{weight}preemption: {{reclaimWithinCohort: Any}}, resourceGroups: {}}}
+spec: {{namespaceSelector: {{}}, {cohort}{weight}preemption: {{reclaimWithinCohort: Any}}, resourceGroups: {}}}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: LocalQueue

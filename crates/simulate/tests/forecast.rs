@@ -26,6 +26,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: team}}
 spec:
+  namespaceSelector: {{}}
   resourceGroups:
   - coveredResources: [nvidia.com/gpu]
     flavors:

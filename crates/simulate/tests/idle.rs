@@ -27,6 +27,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: team}}
 spec:
+  namespaceSelector: {{}}
 {policy}{extra}  resourceGroups:
   - coveredResources: [nvidia.com/gpu]
     flavors:

@@ -29,7 +29,7 @@ spec:
 apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: team}}
-spec: {{resourceGroups: [{{coveredResources: [nvidia.com/gpu], flavors: [{{name: h100, resources: [{{name: nvidia.com/gpu, nominalQuota: {quota}}}]}}]}}]}}
+spec: {{namespaceSelector: {{}}, resourceGroups: [{{coveredResources: [nvidia.com/gpu], flavors: [{{name: h100, resources: [{{name: nvidia.com/gpu, nominalQuota: {quota}}}]}}]}}]}}
 ---
 apiVersion: sluice.dev/v1alpha1
 kind: LocalQueue

@@ -25,6 +25,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: {name}}}
 spec:
+  namespaceSelector: {{}}
   {cohort}preemption: {preemption}
   resourceGroups:
   - coveredResources: [nvidia.com/gpu]
@@ -382,14 +383,14 @@ fn manifests_are_validated_and_gangs_must_agree() {
         trace(&[job("a", "team", "0s", 1, "1m")])
     );
     let errors = load_errors(&text);
-    // It points at the key: line 21 is
+    // It points at the key: line 22 is
     // `      - {name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}`.
     let e = errors
         .iter()
         .find(|e| e.path.ends_with("borrowingLimit"))
         .expect("a borrowingLimit violation");
     assert_eq!(e.path, "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit");
-    assert_eq!((e.line, e.column), (21, 49), "{e}");
+    assert_eq!((e.line, e.column), (22, 49), "{e}");
 
     // Gang members must name one queue (the controller admits nothing of
     // such a gang).
@@ -570,8 +571,8 @@ fn a_local_queue_needs_a_namespace() {
         .iter()
         .find(|e| e.to_string().contains("namespace"))
         .unwrap_or_else(|| panic!("{errors:#?}"));
-    // The document starts on line 28; its `metadata:` key is line 30.
-    assert_eq!(e.line, 30, "{e}");
+    // The document starts on line 29; its `metadata:` key is line 31.
+    assert_eq!(e.line, 31, "{e}");
 }
 
 /// A scenario with one typo-able ClusterQueue document; `{cq}` is its spec.
@@ -582,6 +583,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: team}}
 spec:
+  namespaceSelector: {{}}
 {cq_spec}---
 apiVersion: sluice.dev/v1alpha1
 kind: LocalQueue
@@ -611,7 +613,8 @@ fn all_errors(text: &str) -> Vec<String> {
 
 #[test]
 fn misspelt_fields_are_errors_with_the_name_meant() {
-    // HEADER is 9 lines; the ClusterQueue's spec starts on line 15.
+    // HEADER is 9 lines; the ClusterQueue's spec starts on line 15 with
+    // `namespaceSelector: {}`, the keys under test on line 16.
     let text = strict_doc(
         &format!("  cohrt: shared\n  preemption:\n    withinClusterqueue: LowerPriority\n{GOOD_GROUPS}"),
         "nvidia.com/gpu: 1",
@@ -619,8 +622,8 @@ fn misspelt_fields_are_errors_with_the_name_meant() {
     assert_eq!(
         all_errors(&text),
         [
-            "bad.yaml:15:3: spec.cohrt: ClusterQueue: unknown field `cohrt`, did you mean `cohort`?",
-            "bad.yaml:17:5: spec.preemption.withinClusterqueue: ClusterQueue: unknown field `withinClusterqueue`, did you mean `withinClusterQueue`?",
+            "bad.yaml:16:3: spec.cohrt: ClusterQueue: unknown field `cohrt`, did you mean `cohort`?",
+            "bad.yaml:18:5: spec.preemption.withinClusterqueue: ClusterQueue: unknown field `withinClusterqueue`, did you mean `withinClusterQueue`?",
         ]
     );
     let text = strict_doc(
@@ -630,7 +633,7 @@ fn misspelt_fields_are_errors_with_the_name_meant() {
     assert_eq!(
         all_errors(&text),
         [
-            "bad.yaml:20:49: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt: ClusterQueue: unknown field `borrowingLimt`, did you mean `borrowingLimit`?"
+            "bad.yaml:21:49: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimt: ClusterQueue: unknown field `borrowingLimt`, did you mean `borrowingLimit`?"
         ]
     );
 }
@@ -667,8 +670,8 @@ fn names_that_refer_to_nothing_are_errors() {
     assert_eq!(
         all_errors(&text),
         [
-            "bad.yaml:18:7: spec.resourceGroups[0].flavors[0].name: ClusterQueue team: flavor `h10o` is not a ResourceFlavor of the scenario, did you mean `h100`?",
-            "bad.yaml:31:69: spec.jobs[0].requests[nvidia.com/gpus]: Trace: team/a requests nvidia.com/gpus, which no ClusterQueue of the scenario covers, did you mean `nvidia.com/gpu`?",
+            "bad.yaml:19:7: spec.resourceGroups[0].flavors[0].name: ClusterQueue team: flavor `h10o` is not a ResourceFlavor of the scenario, did you mean `h100`?",
+            "bad.yaml:32:69: spec.jobs[0].requests[nvidia.com/gpus]: Trace: team/a requests nvidia.com/gpus, which no ClusterQueue of the scenario covers, did you mean `nvidia.com/gpu`?",
         ]
     );
     // A LocalQueue pointing at a ClusterQueue the scenario lacks.
@@ -677,7 +680,7 @@ fn names_that_refer_to_nothing_are_errors() {
     assert_eq!(
         all_errors(&text),
         [
-            "bad.yaml:25:8: spec.clusterQueue: LocalQueue team/jobs: ClusterQueue `teem` is not in the scenario, did you mean `team`?"
+            "bad.yaml:26:8: spec.clusterQueue: LocalQueue team/jobs: ClusterQueue `teem` is not in the scenario, did you mean `team`?"
         ]
     );
 }
@@ -716,6 +719,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: ClusterQueue
 metadata: {{name: team}}
 spec:
+  namespaceSelector: {{}}
   resourceGroups:
   - coveredResources: [nvidia.com/gpu]
     flavors:
@@ -753,4 +757,52 @@ spec: {{clusterQueue: team}}
     // One chart per flavor, each against its own nominal quota.
     let html = report::html::render(&r, &result);
     assert!(html.contains("nvidia.com/gpu on h100") && html.contains("nvidia.com/gpu on l4"));
+}
+
+/// Issue 39: the simulator reads namespaceSelectors by the cluster's rule
+/// (unset: no namespace, `{}`: all). A namespace has the labels of its `v1`
+/// Namespace document, if any, and `kubernetes.io/metadata.name`.
+#[test]
+fn a_local_queue_its_cluster_queue_does_not_select_is_an_error() {
+    let namespace = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {tier: gold}}\n";
+    // (the ClusterQueue's selector line, the error's start; None: loads)
+    let cases = [
+        (
+            "",
+            Some(
+                "LocalQueue team/jobs: namespace team is not selected by ClusterQueue team: it has no namespaceSelector",
+            ),
+        ),
+        ("  namespaceSelector: {}\n", None),
+        (
+            "  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team}}\n",
+            None,
+        ),
+        ("  namespaceSelector: {matchLabels: {tier: gold}}\n", None),
+        (
+            "  namespaceSelector: {matchLabels: {tier: silver}}\n",
+            Some(
+                "LocalQueue team/jobs: namespace team is not selected by ClusterQueue team: its namespaceSelector {matchLabels: tier=silver} does not match",
+            ),
+        ),
+    ];
+    for (selector, want) in cases {
+        let text =
+            strict_doc(GOOD_GROUPS, "nvidia.com/gpu: 1").replace("  namespaceSelector: {}\n", selector) + namespace;
+        let errors: Vec<String> = match scenario::load("bad.yaml", &text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.iter().map(ToString::to_string).collect(),
+        };
+        match want {
+            None => assert_eq!(errors, Vec::<String>::new(), "{selector}"),
+            Some(start) => {
+                assert_eq!(errors.len(), 1, "{selector}: {errors:?}");
+                assert!(errors[0].contains(&format!("spec.clusterQueue: {start}")), "{errors:?}");
+                assert!(
+                    errors[0].ends_with("its workloads would never be admitted"),
+                    "{errors:?}"
+                );
+            }
+        }
+    }
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
 
 use crate::review::Queued;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// Read-only view of the cluster state the handlers need.
 pub trait ClusterView: Send + Sync {
@@ -26,6 +27,16 @@ pub trait ClusterView: Send + Sync {
     /// claims. `None` while that kind has not been listed (or is not
     /// watched): unknown, which callers treat as "not verified".
     fn owner_exists(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) -> Option<bool>;
+    /// A ClusterQueue's `spec.namespaceSelector` (inner `None`: unset); `None`
+    /// when the ClusterQueue is not known (not listed yet, or absent).
+    fn cluster_queue_selector(&self, _name: &str) -> Option<Option<LabelSelector>> {
+        None
+    }
+    /// The LocalQueues `(namespace, name)` pointing at a ClusterQueue;
+    /// `None` until LocalQueues' targets are listed.
+    fn local_queues_of(&self, _cluster_queue: &str) -> Option<Vec<(String, String)>> {
+        None
+    }
 
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
@@ -91,6 +102,10 @@ struct MemoryState {
     /// Per owner kind, (namespace, name) → uid; a kind is absent until
     /// its first list.
     owners: BTreeMap<OwnerKind, BTreeMap<(String, String), String>>,
+    /// ClusterQueue name → its namespaceSelector; `None` until the first list.
+    cluster_queues: Option<BTreeMap<String, Option<LabelSelector>>>,
+    /// (namespace, LocalQueue) → its ClusterQueue; `None` until the first list.
+    local_queue_targets: Option<BTreeMap<(String, String), String>>,
 }
 
 impl MemoryView {
@@ -202,6 +217,44 @@ impl MemoryView {
         self.write().owners.insert(kind, all);
     }
 
+    /// Adds or replaces a ClusterQueue's namespaceSelector.
+    pub fn upsert_cluster_queue(&self, name: &str, selector: Option<LabelSelector>) {
+        self.write()
+            .cluster_queues
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_owned(), selector);
+    }
+
+    pub fn remove_cluster_queue(&self, name: &str) {
+        if let Some(cqs) = self.write().cluster_queues.as_mut() {
+            cqs.remove(name);
+        }
+    }
+
+    /// Replaces all ClusterQueues (a (re-)list).
+    pub fn replace_cluster_queues(&self, all: BTreeMap<String, Option<LabelSelector>>) {
+        self.write().cluster_queues = Some(all);
+    }
+
+    /// Adds or replaces the ClusterQueue a LocalQueue points at.
+    pub fn upsert_local_queue_target(&self, namespace: &str, name: &str, cluster_queue: &str) {
+        self.write()
+            .local_queue_targets
+            .get_or_insert_with(BTreeMap::new)
+            .insert((namespace.to_owned(), name.to_owned()), cluster_queue.to_owned());
+    }
+
+    pub fn remove_local_queue_target(&self, namespace: &str, name: &str) {
+        if let Some(t) = self.write().local_queue_targets.as_mut() {
+            t.remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Replaces all LocalQueue targets (a (re-)list).
+    pub fn replace_local_queue_targets(&self, all: BTreeMap<(String, String), String>) {
+        self.write().local_queue_targets = Some(all);
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, MemoryState> {
         // A poisoned lock only means a writer panicked mid-update; the
         // maps are still usable.
@@ -243,6 +296,22 @@ impl ClusterView for MemoryView {
             objects
                 .get(&(namespace.to_owned(), name.to_owned()))
                 .is_some_and(|u| !uid.is_empty() && u == uid),
+        )
+    }
+
+    fn cluster_queue_selector(&self, name: &str) -> Option<Option<LabelSelector>> {
+        self.read().cluster_queues.as_ref()?.get(name).cloned()
+    }
+
+    fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {
+        let state = self.read();
+        let targets = state.local_queue_targets.as_ref()?;
+        Some(
+            targets
+                .iter()
+                .filter(|(_, cq)| *cq == cluster_queue)
+                .map(|(k, _)| k.clone())
+                .collect(),
         )
     }
 }

@@ -1,6 +1,7 @@
 //! The informer cache behind [`ClusterView`]: metadata watches of
-//! Namespaces, LocalQueues and RuntimeClasses, a watch of Cohorts (their
-//! `spec.parent`), and metadata watches of the owner kinds whose
+//! Namespaces, LocalQueues and RuntimeClasses, watches of Cohorts (their
+//! `spec.parent`), ClusterQueues (their `spec.namespaceSelector`) and
+//! LocalQueues (their `spec.clusterQueue`), and metadata watches of the owner kinds whose
 //! ownerReferences exempt something ([`OwnerKind`]: DaemonSets, and the
 //! queued kinds that make Jobs), feeding a [`MemoryView`]. Handlers only
 //! read it.
@@ -12,12 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, ApiResource};
 use kube::core::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use sluice_api::{Cohort, LocalQueue};
+use sluice_api::{ClusterQueue, Cohort, LocalQueue};
 
 use crate::cache::{ClusterView, MemoryView, OwnerKind};
 
@@ -57,6 +59,14 @@ impl ClusterView for KubeView {
 
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
         self.view.cohort_parents()
+    }
+
+    fn cluster_queue_selector(&self, name: &str) -> Option<Option<LabelSelector>> {
+        self.view.cluster_queue_selector(name)
+    }
+
+    fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {
+        self.view.local_queues_of(cluster_queue)
     }
 }
 
@@ -210,6 +220,75 @@ impl KubeView {
     }
 }
 
+impl KubeView {
+    /// Applies one ClusterQueue watch event (its namespaceSelector, for the
+    /// warnings about LocalQueues it does not serve). Does not gate
+    /// [`ClusterView::synced`]: until listed, nothing is warned. Read as
+    /// JSON: a selector that does not decode counts as unset.
+    pub fn apply_cluster_queue_event(
+        &self,
+        buffer: &mut BTreeMap<String, Option<LabelSelector>>,
+        ev: Event<DynamicObject>,
+    ) {
+        let entry = |o: &DynamicObject| {
+            let selector = o
+                .data
+                .pointer("/spec/namespaceSelector")
+                .filter(|s| !s.is_null())
+                .and_then(|s| serde_json::from_value(s.clone()).ok());
+            (o.metadata.name.clone().unwrap_or_default(), selector)
+        };
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                let (k, v) = entry(&o);
+                buffer.insert(k, v);
+            }
+            Event::InitDone => self.view.replace_cluster_queues(std::mem::take(buffer)),
+            Event::Apply(o) => {
+                let (k, v) = entry(&o);
+                self.view.upsert_cluster_queue(&k, v);
+            }
+            Event::Delete(o) => self.view.remove_cluster_queue(&entry(&o).0),
+        }
+    }
+
+    /// Applies one event of the LocalQueue watch that reads their
+    /// `spec.clusterQueue` (the other LocalQueue watch reads metadata only).
+    pub fn apply_local_queue_target_event(
+        &self,
+        buffer: &mut BTreeMap<(String, String), String>,
+        ev: Event<DynamicObject>,
+    ) {
+        let entry = |o: &DynamicObject| {
+            let cq = o.data.pointer("/spec/clusterQueue").and_then(|c| c.as_str());
+            (
+                (
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default(),
+                ),
+                cq.unwrap_or_default().to_owned(),
+            )
+        };
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                let (k, v) = entry(&o);
+                buffer.insert(k, v);
+            }
+            Event::InitDone => self.view.replace_local_queue_targets(std::mem::take(buffer)),
+            Event::Apply(o) => {
+                let ((ns, name), cq) = entry(&o);
+                self.view.upsert_local_queue_target(&ns, &name, &cq);
+            }
+            Event::Delete(o) => {
+                let ((ns, name), _) = entry(&o);
+                self.view.remove_local_queue_target(&ns, &name);
+            }
+        }
+    }
+}
+
 /// The API resource of an owner kind, for a dynamic metadata watch.
 fn owner_resource(kind: OwnerKind) -> ApiResource {
     let (group, version, k, plural) = kind.resource();
@@ -302,6 +381,7 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
             }
         });
     }
+    spawn_selection_watches(&client, &view);
     let lq_api: Api<PartialObjectMeta<LocalQueue>> = Api::all(client);
     let v = view.clone();
     tokio::spawn(async move {
@@ -317,6 +397,43 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
         }
     });
     view
+}
+
+/// The ClusterQueue and LocalQueue-target watches behind the
+/// namespaceSelector warnings.
+fn spawn_selection_watches(client: &Client, view: &Arc<KubeView>) {
+    let cq_api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<ClusterQueue>(&()));
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeMap::new();
+        let mut stream = watcher::watcher(cq_api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => v.apply_cluster_queue_event(&mut buffer, ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, "ClusterQueue watch failed (no namespaceSelector warnings until it lists); retrying")
+                }
+            }
+        }
+    });
+    let lq_api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<LocalQueue>(&()));
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeMap::new();
+        let mut stream = watcher::watcher(lq_api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => v.apply_local_queue_target_event(&mut buffer, ev),
+                Err(e) => {
+                    tracing::warn!(error = %e, "LocalQueue target watch failed (no namespaceSelector warnings on ClusterQueue updates until it lists); retrying")
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -485,5 +602,47 @@ mod tests {
         v.apply_owner_event(kind, &mut b, Event::Apply(js("ml", "pretrain", "u2")));
         assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u1"), Some(false));
         assert_eq!(v.owner_exists(kind, "ml", "pretrain", "u2"), Some(true));
+    }
+
+    #[test]
+    fn cluster_queue_selectors_and_local_queue_targets_follow_their_watches() {
+        let v = KubeView::default();
+        let obj = |namespace: Option<&str>, name: &str, spec: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "sluice.dev/v1alpha1", "kind": "X",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec
+            }))
+            .unwrap()
+        };
+        let mut cqb = BTreeMap::new();
+        assert_eq!(v.cluster_queue_selector("gpus"), None);
+        v.apply_cluster_queue_event(&mut cqb, Event::Init);
+        v.apply_cluster_queue_event(&mut cqb, Event::InitApply(obj(None, "gpus", serde_json::json!({}))));
+        v.apply_cluster_queue_event(
+            &mut cqb,
+            Event::InitApply(obj(None, "open", serde_json::json!({"namespaceSelector": {}}))),
+        );
+        assert_eq!(v.cluster_queue_selector("gpus"), None, "not before the list is done");
+        v.apply_cluster_queue_event(&mut cqb, Event::InitDone);
+        assert_eq!(v.cluster_queue_selector("gpus"), Some(None), "unset");
+        assert_eq!(v.cluster_queue_selector("open"), Some(Some(LabelSelector::default())));
+        v.apply_cluster_queue_event(&mut cqb, Event::Delete(obj(None, "open", serde_json::json!({}))));
+        assert_eq!(v.cluster_queue_selector("open"), None);
+
+        let mut lqb = BTreeMap::new();
+        assert_eq!(v.local_queues_of("gpus"), None);
+        v.apply_local_queue_target_event(&mut lqb, Event::Init);
+        v.apply_local_queue_target_event(
+            &mut lqb,
+            Event::InitApply(obj(Some("a"), "q", serde_json::json!({"clusterQueue": "gpus"}))),
+        );
+        v.apply_local_queue_target_event(&mut lqb, Event::InitDone);
+        v.apply_local_queue_target_event(
+            &mut lqb,
+            Event::Apply(obj(Some("b"), "q", serde_json::json!({"clusterQueue": "cpus"}))),
+        );
+        assert_eq!(v.local_queues_of("gpus"), Some(vec![("a".to_owned(), "q".to_owned())]));
+        v.apply_local_queue_target_event(&mut lqb, Event::Delete(obj(Some("a"), "q", serde_json::json!({}))));
+        assert_eq!(v.local_queues_of("gpus"), Some(vec![]));
     }
 }

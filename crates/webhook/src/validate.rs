@@ -11,6 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sluice_api::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Validate, Workload, WorkloadPriorityClass};
 
+mod selection;
+
 use crate::cache::ClusterView;
 use crate::config::WebhookConfig;
 
@@ -95,7 +97,9 @@ fn without_status(data: &Value) -> Value {
 pub struct Findings {
     /// Every reason to deny it, each naming its field.
     pub denials: Vec<String>,
-    /// What could not be checked.
+    /// What could not be checked, and what will not work as the writer
+    /// may expect (a ClusterQueue that does not serve a LocalQueue's
+    /// namespace).
     pub warnings: Vec<String>,
 }
 
@@ -135,6 +139,22 @@ pub fn validate_sluice(
             if run_validate {
                 let new: ClusterQueue = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
+                // Created, or its namespaceSelector changed: LocalQueues it
+                // leaves out (compared as JSON: unset and null alike).
+                let selector = |o: &DynamicObject| {
+                    o.data
+                        .pointer("/spec/namespaceSelector")
+                        .filter(|s| !s.is_null())
+                        .cloned()
+                };
+                if old.is_none_or(|o| selector(o) != selector(obj)) {
+                    let name = new.metadata.name.as_deref().unwrap_or_default();
+                    warnings.extend(selection::cluster_queue_warning(
+                        name,
+                        new.spec.namespace_selector.as_ref(),
+                        view,
+                    ));
+                }
             }
         }
         SluiceKind::Cohort => {
@@ -176,6 +196,11 @@ pub fn validate_sluice(
             if run_validate {
                 let new: LocalQueue = decode(obj, "object", kind)?;
                 denials.extend(new.validate().iter().map(ToString::to_string));
+                let namespace = req.namespace.as_deref().or(new.metadata.namespace.as_deref());
+                warnings.extend(namespace.and_then(|ns| {
+                    let name = new.metadata.name.as_deref().unwrap_or_default();
+                    selection::local_queue_warning(ns, name, &new.spec.cluster_queue, view)
+                }));
             }
             // Compared as JSON: an old object that no longer decodes must
             // not block the update.

@@ -91,8 +91,11 @@ pub struct ClusterQueueSpec {
     /// blocks everything behind it until it fits.
     #[serde(default)]
     pub queueing_strategy: QueueingStrategy,
-    /// Namespaces whose LocalQueues may use this ClusterQueue. Unset or `{}`
-    /// selects every namespace.
+    /// Namespaces whose LocalQueues may use this ClusterQueue, as in Kueue:
+    /// unset selects no namespace, `{}` selects every namespace, a selector
+    /// the namespaces whose labels match it. Workloads of a namespace that is
+    /// not selected wait (reason `NamespaceNotSelected`); admitted ones keep
+    /// running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
     /// When admitted workloads may be preempted to make room. Every policy

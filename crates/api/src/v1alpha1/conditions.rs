@@ -44,6 +44,13 @@ pub const GPU_IDLE: &str = "GPUIdle";
 /// nothing is judged idle; `False` once a check succeeds again.
 pub const IDLE_CHECK_UNAVAILABLE: &str = "IdleCheckUnavailable";
 
+/// ClusterQueue condition: every LocalQueue pointing at it is in a
+/// namespace its `namespaceSelector` selects (`True`), or it has no selector
+/// (it serves no namespace) or LocalQueues pointing at it are in namespaces
+/// it does not select (`False`, naming them). Admitted workloads of those
+/// LocalQueues keep running; new ones wait with `NamespaceNotSelected`.
+pub const NAMESPACES_SELECTED: &str = "NamespacesSelected";
+
 /// Standard condition status values.
 pub mod status {
     /// The condition holds.
@@ -150,6 +157,19 @@ pub mod reasons {
     pub const CLUSTER_QUEUE_DOES_NOT_EXIST: &str = "ClusterQueueDoesNotExist";
     /// The LocalQueue's ClusterQueue is not active.
     pub const CLUSTER_QUEUE_IS_INACTIVE: &str = "ClusterQueueIsInactive";
+    // A LocalQueue whose namespace its ClusterQueue does not select is
+    // inactive with reason NAMESPACE_NOT_SELECTED.
+
+    // --- NamespacesSelected (ClusterQueue) ---
+    /// Its namespaceSelector selects the namespace of every LocalQueue
+    /// pointing at it.
+    pub const NAMESPACES_SELECTED: &str = "NamespacesSelected";
+    /// It has no namespaceSelector, so it serves no namespace (as in Kueue;
+    /// `{}` serves all).
+    pub const NO_NAMESPACE_SELECTOR: &str = "NoNamespaceSelector";
+    /// Its namespaceSelector leaves out the namespace of some LocalQueues
+    /// pointing at it.
+    pub const LOCAL_QUEUES_NOT_SELECTED: &str = "LocalQueuesNotSelected";
 
     // --- GPUIdle ---
     /// Its GPUs are used again (above the threshold).

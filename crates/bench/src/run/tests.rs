@@ -43,7 +43,7 @@ async fn a_scenario_that_cannot_be_planned_exits_2_before_any_call() {
     let ns = "n".repeat(58);
     let scenario = format!(
         "apiVersion: sluice.dev/v1alpha1\nkind: ResourceFlavor\nmetadata: {{name: default}}\nspec: {{}}\n---\n\
-         apiVersion: sluice.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec: {{resourceGroups: [{{coveredResources: [cpu], flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 2}}]}}]}}]}}\n---\n\
+         apiVersion: sluice.dev/v1alpha1\nkind: ClusterQueue\nmetadata: {{name: cq}}\nspec: {{namespaceSelector: {{}}, resourceGroups: [{{coveredResources: [cpu], flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 2}}]}}]}}]}}\n---\n\
          apiVersion: sluice.dev/v1alpha1\nkind: LocalQueue\nmetadata: {{name: lq, namespace: {ns}}}\nspec: {{clusterQueue: cq}}\n---\n\
          apiVersion: sluice.dev/v1alpha1\nkind: Trace\nmetadata: {{name: t}}\nspec:\n  generators:\n  - {{class: c, count: 1, interval: 1s, duration: 1s, requests: {{cpu: 1}}, queues: [{ns}/lq]}}\n"
     );

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_api::Validate;
+use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
 use sluice_scheduler::WorkloadState;
 
@@ -68,12 +69,14 @@ impl Index {
         if !self.cluster_queues.contains_key(cq) && !self.errors.contains_key(&(Kind::ClusterQueue, cq.clone())) {
             return Some(("ClusterQueueDoesNotExist", format!("ClusterQueue {cq} does not exist")));
         }
-        self.cluster_queue_problem(cq).map(|(_, why)| {
-            (
+        if let Some((_, why)) = self.cluster_queue_problem(cq) {
+            return Some((
                 "ClusterQueueIsInactive",
                 format!("ClusterQueue {cq} is inactive: {why}"),
-            )
-        })
+            ));
+        }
+        self.unselected_by(&key.namespace, &key.name)
+            .map(|why| (cond::reasons::NAMESPACE_NOT_SELECTED, why))
     }
 
     /// Pending and admitted counts and usage per (flavor, resource) of
@@ -226,19 +229,107 @@ impl Index {
         self.namespaces.remove(name);
     }
 
-    /// The ClusterQueue whose namespaceSelector leaves out the namespace of
-    /// LocalQueue `ns/lq`, if that is the case. Unknown namespaces are not
-    /// held back before Namespaces are listed.
+    /// Why LocalQueue `ns/lq` may not use its ClusterQueue, if that is the
+    /// case: the ClusterQueue's namespaceSelector (unset: none) does not
+    /// select the namespace ([`ClusterQueueSpec::selects_namespace`], the
+    /// one rule). A selector that needs labels does not hold back a
+    /// namespace not yet seen before Namespaces are listed.
+    ///
+    /// [`ClusterQueueSpec::selects_namespace`]: sluice_api::v1alpha1::ClusterQueueSpec::selects_namespace
     pub(super) fn unselected_by(&self, ns: &str, lq: &str) -> Option<String> {
         let lq = self.local_queues.get(&ObjKey::new(ns, lq))?;
-        let cq = self.cluster_queues.get(&lq.spec.cluster_queue)?;
-        let selector = cq.spec.namespace_selector.as_ref()?;
-        let labels = match self.namespaces.get(ns) {
-            Some(l) => l.clone(),
-            None if self.synced.contains(&Kind::Namespace) => BTreeMap::new(),
+        let name = &lq.spec.cluster_queue;
+        let cq = self.cluster_queues.get(name)?;
+        let labels = match self.namespace_labels(ns) {
+            Some(l) => l,
+            None if cq.spec.namespace_selector.is_none() => &BTreeMap::new(),
             None => return None,
         };
-        (!selects(selector, &labels)).then(|| lq.spec.cluster_queue.clone())
+        cq.spec.namespace_not_selected(name, ns, labels)
+    }
+
+    /// A namespace's labels; `None` while Namespaces are not listed and
+    /// it has not been seen (listed: a namespace not seen has none).
+    fn namespace_labels(&self, ns: &str) -> Option<&BTreeMap<String, String>> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        match self.namespaces.get(ns) {
+            Some(l) => Some(l),
+            None if self.synced.contains(&Kind::Namespace) => Some(&NONE),
+            None => None,
+        }
+    }
+
+    /// The LocalQueues pointing at ClusterQueue `cq` whose namespace it
+    /// does not select (their new workloads wait), and how many point at it.
+    pub fn local_queues_not_selected(&self, cq: &str) -> (Vec<ObjKey>, usize) {
+        let mut stranded = Vec::new();
+        let mut all = 0;
+        for (k, lq) in &self.local_queues {
+            if lq.spec.cluster_queue == cq {
+                all += 1;
+                if self.unselected_by(&k.namespace, &k.name).is_some() {
+                    stranded.push(k.clone());
+                }
+            }
+        }
+        (stranded, all)
+    }
+
+    /// A ClusterQueue's `NamespacesSelected` condition (without its
+    /// transition time): `False` when it has no namespaceSelector (it
+    /// serves no namespace) or when LocalQueues pointing at it are in
+    /// namespaces it does not select, naming them. `(status, reason,
+    /// message)`; `None` for a ClusterQueue the index does not hold.
+    pub fn namespace_selection(&self, cq: &str) -> Option<(bool, &'static str, String)> {
+        let spec = &self.cluster_queues.get(cq)?.spec;
+        let (stranded, all) = self.local_queues_not_selected(cq);
+        let list = || {
+            let mut names: Vec<String> = stranded.iter().take(10).map(ToString::to_string).collect();
+            if stranded.len() > 10 {
+                names.push(format!("and {} more", stranded.len() - 10));
+            }
+            names.join(", ")
+        };
+        let kept = "workloads already admitted keep running";
+        Some(match &spec.namespace_selector {
+            None if stranded.is_empty() => (
+                false,
+                cond::reasons::NO_NAMESPACE_SELECTOR,
+                "It has no namespaceSelector, which selects no namespace: no LocalQueue can use it \
+                 (set namespaceSelector: {} to serve every namespace, or a selector for the namespaces it serves)"
+                    .to_string(),
+            ),
+            None => (
+                false,
+                cond::reasons::NO_NAMESPACE_SELECTOR,
+                format!(
+                    "It has no namespaceSelector, which selects no namespace, so the {} LocalQueue(s) pointing at it \
+                     cannot admit new workloads: {}. Set namespaceSelector: {{}} to serve every namespace, or a \
+                     selector for the namespaces it serves ({kept})",
+                    stranded.len(),
+                    list()
+                ),
+            ),
+            Some(sel) if !stranded.is_empty() => (
+                false,
+                cond::reasons::LOCAL_QUEUES_NOT_SELECTED,
+                format!(
+                    "Its namespaceSelector {} does not select the namespace of {} of the {all} LocalQueue(s) \
+                     pointing at it, which cannot admit new workloads: {} ({kept})",
+                    sluice_api::selector::display(sel),
+                    stranded.len(),
+                    list()
+                ),
+            ),
+            Some(sel) => (
+                true,
+                cond::reasons::NAMESPACES_SELECTED,
+                format!(
+                    "Its namespaceSelector {} selects the namespaces of all {all} LocalQueue(s) pointing at it",
+                    sluice_api::selector::display(sel)
+                ),
+            ),
+        })
     }
 
     pub(super) fn retry_not_selected(&mut self, now_ms: i64) {
@@ -256,24 +347,4 @@ impl Index {
     pub fn delete_priority_class(&mut self, name: &str) {
         self.pod_classes.remove(name);
     }
-}
-
-/// Whether a label selector selects these labels (empty selects all).
-pub fn selects(
-    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
-        let values = e.values.as_deref().unwrap_or_default();
-        let have = labels.get(&e.key);
-        match e.operator.as_str() {
-            "In" => have.is_some_and(|v| values.contains(v)),
-            "NotIn" => have.is_none_or(|v| !values.contains(v)),
-            "Exists" => have.is_some(),
-            "DoesNotExist" => have.is_none(),
-            _ => false,
-        }
-    });
-    labels_ok && exprs_ok
 }

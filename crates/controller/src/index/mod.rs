@@ -82,7 +82,6 @@ mod status;
 mod visibility;
 mod workload;
 
-pub use config::selects;
 pub use errors::IndexError;
 pub use eviction::backoff_ms;
 pub use forecast::ForecastJob;

@@ -272,18 +272,17 @@ pub(super) fn pods_ready(status: &mut WorkloadStatus, active: bool, now_ms: i64,
     status.state = Some(status.derive_state(active));
 }
 
-/// Pending because the namespace is not selected by the namespaceSelector
-/// of ClusterQueue `cluster_queue`.
+/// Pending because the namespace is not selected by its ClusterQueue's
+/// namespaceSelector; `message` says which and why
+/// (`ClusterQueueSpec::namespace_not_selected`).
 pub(super) fn namespace_not_selected(
     status: &mut WorkloadStatus,
-    namespace: &str,
-    cluster_queue: &str,
+    message: &str,
     active: bool,
     now_ms: i64,
     generation: Option<i64>,
 ) {
-    let message =
-        format!("namespace {namespace} is not selected by the namespaceSelector of ClusterQueue {cluster_queue}");
+    let message = message.to_string();
     let reason = cond::reasons::NAMESPACE_NOT_SELECTED;
     set_all(
         status,

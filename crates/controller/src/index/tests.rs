@@ -1119,7 +1119,7 @@ fn reclaim_case(fair_sharing: eng::FairSharing, reason: &str) {
     let cohort_queue = |name: &str| -> ClusterQueue {
         serde_json::from_value(json!({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
-            "spec": {"cohort": "pool", "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "spec": {"cohort": "pool", "namespaceSelector": {}, "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                      "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
                          {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]}
         }))
@@ -1239,78 +1239,6 @@ fn a_pending_workload_moved_to_another_queue_is_queued_there() {
         status_step(&plans[0]).admission.as_ref().unwrap().cluster_queue,
         "other"
     );
-}
-
-#[test]
-fn a_namespace_not_selected_by_the_cluster_queue_waits_with_that_reason() {
-    let mut ix = Index::new(IndexConfig::default());
-    ix.apply_flavor(flavor("a100"));
-    let mut picky = cq("cluster-gpu", 8);
-    picky.spec.namespace_selector = Some(
-        serde_json::from_value(json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}]}))
-            .unwrap(),
-    );
-    ix.apply_cluster_queue(picky);
-    ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    ix.apply_namespace(NS, BTreeMap::from([("team".to_string(), "web".to_string())]), T0);
-    for k in Kind::ALL {
-        ix.mark_synced(k);
-    }
-    let j = mk_job("outsider", "team-a", 1, 1);
-    ix.apply_job(j.clone(), T0);
-    ix.take_plans();
-    ix.apply_workload(stored_workload(&j, 0, 0), T0);
-    let plans = ix.take_plans();
-    assert_eq!(purposes(&plans), ["pending"]);
-    let s = status_step(&plans[0]);
-    assert_eq!(condition(s, cond::QUOTA_RESERVED).1, "NamespaceNotSelected");
-    assert_eq!(ix.engine().workload_state("wl-uid-outsider"), None);
-    assert!(ix.cycle(T0 + 1).0.is_empty());
-    // The namespace is relabelled: queued and admitted.
-    ix.apply_namespace(NS, BTreeMap::from([("team".to_string(), "ml".to_string())]), T0 + 2);
-    let (plans, _) = ix.cycle(T0 + 3);
-    assert_eq!(purposes(&plans), ["admit"]);
-}
-
-#[test]
-fn label_selectors_follow_kubernetes_semantics() {
-    let labels = BTreeMap::from([
-        ("team".to_string(), "ml".to_string()),
-        ("tier".to_string(), "gold".to_string()),
-    ]);
-    let sel = |v: Value| serde_json::from_value(v).unwrap();
-    let cases = [
-        (json!({}), true),
-        (json!({"matchLabels": {"team": "ml"}}), true),
-        (json!({"matchLabels": {"team": "web"}}), false),
-        (
-            json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml", "web"]}]}),
-            true,
-        ),
-        (
-            json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["ml"]}]}),
-            false,
-        ),
-        (
-            json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}),
-            true,
-        ),
-        (
-            json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
-            true,
-        ),
-        (
-            json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
-            false,
-        ),
-        (
-            json!({"matchLabels": {"team": "ml"}, "matchExpressions": [{"key": "zone", "operator": "Exists"}]}),
-            false,
-        ),
-    ];
-    for (s, want) in cases {
-        assert_eq!(selects(&sel(s.clone()), &labels), want, "{s}");
-    }
 }
 
 #[test]
@@ -1749,6 +1677,7 @@ mod kinds;
 mod partial;
 mod placement;
 mod reshape;
+mod selection;
 mod tenant_property;
 mod visibility;
 

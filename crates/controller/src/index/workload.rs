@@ -344,9 +344,9 @@ impl Index {
                     .map_err(IndexError::RestoreFailed),
             }
         } else if e.active
-            && let Some(cq) = self.unselected_by(&key.namespace, &e.queue_name)
+            && let Some(why) = self.unselected_by(&key.namespace, &e.queue_name)
         {
-            self.hold_unselected(key, spec, &cq, now_ms);
+            self.hold_unselected(key, spec, &why, now_ms);
             return;
         } else if e.active {
             self.not_selected.remove(key);
@@ -391,8 +391,9 @@ impl Index {
     }
 
     /// Keeps a pending workload out of the engine because its namespace is
-    /// not selected, and says so in its status (once).
-    pub(super) fn hold_unselected(&mut self, key: &ObjKey, spec: eng::WorkloadSpec, cq: &str, now_ms: i64) {
+    /// not selected (`why`: the reason users read), and says so once: in
+    /// its status and in a Warning Event on it and its Job(s).
+    pub(super) fn hold_unselected(&mut self, key: &ObjKey, spec: eng::WorkloadSpec, why: &str, now_ms: i64) {
         self.not_selected.insert(key.clone());
         let Some(e) = self.workloads.get_mut(key) else { return };
         e.spec = Some(Box::new(spec));
@@ -400,13 +401,15 @@ impl Index {
         if e.pending_fp == Some(fp) {
             return;
         }
-        status::namespace_not_selected(&mut e.status, &key.namespace, cq, e.active, now_ms, e.generation);
+        status::namespace_not_selected(&mut e.status, why, e.active, now_ms, e.generation);
         let step = e.status_write(key);
         slim_pending(e);
         let uid = e.uid.clone();
+        let mut steps = vec![step];
+        steps.extend(self.events(key, "Warning", cond::reasons::NAMESPACE_NOT_SELECTED, "Hold", why));
         self.plans.push(Plan {
             purpose: Purpose::Pending { uid },
-            steps: vec![step],
+            steps,
         });
     }
 

@@ -13,11 +13,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use sluice_api::quantity::to_quantity;
+use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{
     ClusterQueueStatus, ClusterQueueSummary, CohortStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
     ResourceUsage,
@@ -27,7 +29,7 @@ use sluice_scheduler::{FairShare, QueueUsage};
 use super::RunConfig;
 use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
 use crate::metrics::Metrics;
-use crate::plan::{Plan, Purpose, QueueRef, Step};
+use crate::plan::{EventSpec, Plan, Purpose, QueueRef, Step};
 
 /// ClusterQueue, LocalQueue and Cohort status: written when changed, at
 /// most once per tick per object, and at most ~10 % of the write budget
@@ -41,6 +43,11 @@ pub(super) struct QueueStatusWriter {
     pub(super) queued: HashMap<QueueRef, Value>,
     /// When each queue's Active condition last changed: (status, time).
     pub(super) active_since: HashMap<QueueRef, (bool, Time)>,
+    /// When each ClusterQueue's NamespacesSelected condition last changed.
+    pub(super) selected_since: HashMap<QueueRef, (bool, Time)>,
+    /// The NamespacesSelected problem last logged and told in an Event,
+    /// per ClusterQueue with LocalQueues (once per distinct message).
+    pub(super) selection_warned: HashMap<String, String>,
 }
 
 /// Whether two queue statuses say the same, fields left out and empty or
@@ -224,12 +231,15 @@ fn with_errors(ix: &Index, names: Vec<String>, kind: Kind) -> BTreeSet<String> {
 /// When the server's `Active` condition of a queue took its status, if it
 /// has that status now.
 pub(super) fn observed_active_since(ix: &Index, id: &QueueRef, active: bool) -> Option<Time> {
+    observed_since(ix, id, "Active", active)
+}
+
+/// When the server's condition `type_` of a queue took its status, if it
+/// has that status now.
+fn observed_since(ix: &Index, id: &QueueRef, type_: &str, holds: bool) -> Option<Time> {
     let status = ix.observed_queue_status(id)?;
-    let c = status["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Active")?;
-    let same = c["status"] == if active { "True" } else { "False" };
+    let c = status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)?;
+    let same = c["status"] == if holds { "True" } else { "False" };
     same.then(|| serde_json::from_value(c["lastTransitionTime"].clone()).ok())?
 }
 
@@ -260,10 +270,73 @@ impl QueueStatusWriter {
         active_condition(problem, ok, since.1.clone())
     }
 
+    /// A ClusterQueue's `NamespacesSelected` condition, keeping its
+    /// transition time while the status stays the same; a problem with
+    /// LocalQueues in use is logged and told in a Warning Event on the
+    /// ClusterQueue, once per distinct message (`events`).
+    fn selection_condition(&mut self, ix: &Index, name: &str, now: &Time, events: &mut Vec<Plan>) -> Option<Condition> {
+        let (holds, reason, message) = ix.namespace_selection(name)?;
+        let id = QueueRef::ClusterQueue(name.to_string());
+        let observed = match self.selected_since.contains_key(&id) {
+            true => None,
+            false => observed_since(ix, &id, cond::NAMESPACES_SELECTED, holds),
+        };
+        let since = self
+            .selected_since
+            .entry(id)
+            .or_insert_with(|| (holds, observed.unwrap_or_else(|| now.clone())));
+        if since.0 != holds {
+            *since = (holds, now.clone());
+        }
+        let in_use = !ix.local_queues_not_selected(name).0.is_empty();
+        if holds || !in_use {
+            self.selection_warned.remove(name);
+        } else if self.selection_warned.get(name) != Some(&message) {
+            tracing::warn!(cluster_queue = name, reason, %message, "LocalQueues cannot use their ClusterQueue");
+            self.selection_warned.insert(name.to_string(), message.clone());
+            events.push(Plan {
+                purpose: Purpose::Report,
+                steps: vec![Step::Event(EventSpec {
+                    regarding: ObjectReference {
+                        api_version: Some("sluice.dev/v1alpha1".into()),
+                        kind: Some("ClusterQueue".into()),
+                        name: Some(name.to_string()),
+                        ..Default::default()
+                    },
+                    type_: "Warning",
+                    reason: reason.to_string(),
+                    action: "Select",
+                    note: message.clone(),
+                })],
+            });
+        }
+        Some(Condition {
+            type_: cond::NAMESPACES_SELECTED.into(),
+            status: if holds { cond::status::TRUE } else { cond::status::FALSE }.into(),
+            reason: reason.into(),
+            message,
+            last_transition_time: since.1.clone(),
+            observed_generation: None,
+        })
+    }
+
     /// The status every queue and Cohort should have now (`now`: RFC
     /// 3339, as [`QueueStatusWriter::plans`] gives it); updates the usage
     /// and weighted-share metrics.
+    #[cfg(test)]
     pub(super) fn wanted(&mut self, ix: &Index, m: &Metrics, now: &str) -> Vec<(QueueRef, Value)> {
+        self.wanted_and_events(ix, m, now).0
+    }
+
+    /// [`QueueStatusWriter::wanted`], and the Warning Events to create
+    /// (see [`QueueStatusWriter::selection_condition`]).
+    pub(super) fn wanted_and_events(
+        &mut self,
+        ix: &Index,
+        m: &Metrics,
+        now: &str,
+    ) -> (Vec<(QueueRef, Value)>, Vec<Plan>) {
+        let mut events = Vec::new();
         let now = Time(now.parse().unwrap_or_else(|_| Timestamp::now()));
         let fair = ix.fair_sharing();
         let mut wanted = Vec::new();
@@ -281,6 +354,9 @@ impl QueueStatusWriter {
                 record_usage(m, &name, u);
             }
             let mut status = cluster_queue_status(condition, usage.as_ref());
+            status
+                .conditions
+                .extend(self.selection_condition(ix, &name, &now, &mut events));
             status.conditions.extend(ix.idle_check_condition(&name));
             status.gpus = ix.cluster_queue_gpus(&name);
             if fair
@@ -331,6 +407,9 @@ impl QueueStatusWriter {
         self.last.retain(|id, _| ids.contains(id));
         self.queued.retain(|id, _| ids.contains(id));
         self.active_since.retain(|id, _| ids.contains(id));
+        self.selected_since.retain(|id, _| ids.contains(id));
+        self.selection_warned
+            .retain(|name, _| ids.contains(&QueueRef::ClusterQueue(name.clone())));
         // A new leader knows what the server holds: what is already there
         // is not written again.
         for (id, _) in &wanted {
@@ -341,7 +420,7 @@ impl QueueStatusWriter {
             }
         }
         wanted.retain(|(id, status)| !self.last.get(id).is_some_and(|l| same_status(l, status)));
-        wanted
+        (wanted, events)
     }
 
     /// Plans for the queues whose status changed (not already queued with
@@ -353,9 +432,11 @@ impl QueueStatusWriter {
             .round(k8s_openapi::jiff::Unit::Second)
             .map(|t| t.to_string())
             .unwrap_or_default();
-        let mut out = Vec::new();
-        for (id, status) in self.wanted(ix, m, &now) {
-            if out.len() >= budget {
+        // Events go to their own lane: they do not count against the budget.
+        let (wanted, mut out) = self.wanted_and_events(ix, m, &now);
+        let events = out.len();
+        for (id, status) in wanted {
+            if out.len() - events >= budget {
                 break;
             }
             if self.queued.get(&id) == Some(&status) {

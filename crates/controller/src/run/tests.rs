@@ -278,6 +278,71 @@ fn a_new_leader_does_not_rewrite_queue_status_the_server_already_has() {
 }
 
 #[test]
+fn a_cluster_queue_without_selector_says_so_and_warns_once_about_its_local_queues() {
+    let mut cache = Cache::default();
+    let mut open = cq("cluster-gpu", 8);
+    open.spec.namespace_selector = None;
+    listed(
+        &mut cache,
+        vec![
+            Obj::Flavor(Box::new(flavor("a100"))),
+            Obj::ClusterQueue(Box::new(open.clone())),
+            Obj::LocalQueue(Box::new(lq("research", "team-a", "cluster-gpu"))),
+        ],
+    );
+    let m = Metrics::new();
+    let mut w = QueueStatusWriter::default();
+    let ix = build_index(&cache, &IndexConfig::default());
+    let (wanted, events) = w.wanted_and_events(&ix, &m, "2027-01-01T00:00:00Z");
+    let wanted: BTreeMap<_, _> = wanted.into_iter().collect();
+    let conditions = wanted[&cqr("cluster-gpu")]["conditions"].as_array().unwrap().clone();
+    let selected = conditions.iter().find(|c| c["type"] == "NamespacesSelected").unwrap();
+    assert_eq!(
+        (selected["status"].as_str(), selected["reason"].as_str()),
+        (Some("False"), Some("NoNamespaceSelector"))
+    );
+    let message = selected["message"].as_str().unwrap();
+    assert!(message.contains("research/team-a"), "{message}");
+    // Still active: it can admit once it selects namespaces.
+    assert_eq!(conditions[0]["status"], "True");
+    let l = &wanted[&lqr("research", "team-a")]["conditions"][0];
+    assert_eq!(
+        (l["status"].as_str(), l["reason"].as_str()),
+        (Some("False"), Some("NamespaceNotSelected"))
+    );
+    // One Warning Event on the ClusterQueue, with the same words.
+    assert_eq!(
+        events.iter().map(|p| &p.purpose).collect::<Vec<_>>(),
+        [&Purpose::Report]
+    );
+    let Step::Event(e) = &events[0].steps[0] else {
+        panic!("not an event: {events:?}")
+    };
+    assert_eq!(e.regarding.kind.as_deref(), Some("ClusterQueue"));
+    assert_eq!(
+        (e.type_, e.reason.as_str(), e.note.as_str()),
+        ("Warning", "NoNamespaceSelector", message)
+    );
+    assert_eq!(events.len(), 1);
+    // Not again while nothing changes.
+    assert!(w.wanted_and_events(&ix, &m, "2027-01-01T00:00:05Z").1.is_empty());
+    // `{}`: selected, no Event.
+    open.spec.namespace_selector = Some(Default::default());
+    handle(&mut cache, None, Msg::Apply(Obj::ClusterQueue(Box::new(open))), 0);
+    let ix = build_index(&cache, &IndexConfig::default());
+    let (wanted, events) = w.wanted_and_events(&ix, &m, "2027-01-01T00:01:00Z");
+    assert!(events.is_empty());
+    let wanted: BTreeMap<_, _> = wanted.into_iter().collect();
+    let conditions = wanted[&cqr("cluster-gpu")]["conditions"].as_array().unwrap().clone();
+    let selected = conditions.iter().find(|c| c["type"] == "NamespacesSelected").unwrap();
+    assert_eq!(
+        (selected["status"].as_str(), selected["lastTransitionTime"].as_str()),
+        (Some("True"), Some("2027-01-01T00:01:00Z"))
+    );
+    assert_eq!(wanted[&lqr("research", "team-a")]["conditions"][0]["status"], "True");
+}
+
+#[test]
 fn queues_are_inactive_while_a_flavor_or_their_cluster_queue_is_missing() {
     let mut cache = Cache::default();
     listed(

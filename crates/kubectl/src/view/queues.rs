@@ -35,6 +35,42 @@ pub struct QueueView {
     pub cluster_queue_admitted: Option<i32>,
     /// Per flavor and resource of the ClusterQueue.
     pub resources: Vec<QuotaView>,
+    /// LocalQueues that cannot admit (their `Active` condition is False,
+    /// e.g. `NamespaceNotSelected`: the ClusterQueue does not select their
+    /// namespace): itself for a LocalQueue, those read that point at it for
+    /// a ClusterQueue.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inactive: Vec<InactiveQueue>,
+}
+
+/// A LocalQueue that cannot admit new workloads, and why (from its
+/// `Active` condition, as the controller wrote it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InactiveQueue {
+    /// `namespace/name`.
+    pub local_queue: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The LocalQueue's `Active=False` condition, if it has one.
+fn inactive(q: &LocalQueue) -> Option<InactiveQueue> {
+    let c = q
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Active" && c.status == "False")?;
+    Some(InactiveQueue {
+        local_queue: format!(
+            "{}/{}",
+            q.metadata.namespace.as_deref().unwrap_or_default(),
+            q.metadata.name.as_deref().unwrap_or_default()
+        ),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+    })
 }
 
 /// Quota and usage of one resource of one flavor (quantities as the API
@@ -59,7 +95,7 @@ fn stop(p: StopPolicy) -> String {
         .unwrap_or_default()
 }
 
-fn cluster_queue_view(q: &ClusterQueue) -> QueueView {
+fn cluster_queue_view(q: &ClusterQueue, local_queues: &[LocalQueue]) -> QueueView {
     let name = q.metadata.name.clone().unwrap_or_default();
     let status = q.status.clone().unwrap_or_default();
     let mut resources = Vec::new();
@@ -92,6 +128,11 @@ fn cluster_queue_view(q: &ClusterQueue) -> QueueView {
         admitted: status.admitted_workloads,
         cluster_queue_pending: None,
         cluster_queue_admitted: None,
+        inactive: local_queues
+            .iter()
+            .filter(|l| q.metadata.name.as_deref() == Some(l.spec.cluster_queue.as_str()))
+            .filter_map(inactive)
+            .collect(),
         resources,
     }
 }
@@ -125,6 +166,7 @@ fn local_queue_view(q: &LocalQueue) -> QueueView {
         admitted: status.admitted_workloads,
         cluster_queue_pending: cq.as_ref().map(|c| c.pending_workloads),
         cluster_queue_admitted: cq.as_ref().map(|c| c.admitted_workloads),
+        inactive: inactive(q).into_iter().collect(),
         resources,
     }
 }
@@ -132,7 +174,7 @@ fn local_queue_view(q: &LocalQueue) -> QueueView {
 /// ClusterQueues when the user may list them, else the LocalQueues read.
 pub fn queues(s: &Snapshot) -> Vec<QueueView> {
     match &s.cluster_queues {
-        Some(cqs) => cqs.iter().map(cluster_queue_view).collect(),
+        Some(cqs) => cqs.iter().map(|q| cluster_queue_view(q, &s.local_queues)).collect(),
         None => s.local_queues.iter().map(local_queue_view).collect(),
     }
 }
@@ -201,4 +243,18 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
         }
     }
     t
+}
+
+/// What the table cannot show: the LocalQueues that cannot admit, one line
+/// each (`LocalQueue team-b/gpu is inactive (NamespaceNotSelected): …`);
+/// empty when there are none.
+pub fn notes(views: &[QueueView]) -> String {
+    let mut out = String::new();
+    for q in views.iter().flat_map(|v| v.inactive.iter()) {
+        out.push_str(&format!(
+            "LocalQueue {} is inactive ({}): {}\n",
+            q.local_queue, q.reason, q.message
+        ));
+    }
+    out
 }

@@ -630,6 +630,76 @@ mod sluice_kinds {
         assert!(msg.starts_with("spec.clusterQueue: is immutable"), "{msg}");
     }
 
+    /// Issue 39: a LocalQueue pointing at a ClusterQueue that does not
+    /// select its namespace, and a selector change that leaves LocalQueues
+    /// out, are allowed with a warning.
+    #[test]
+    fn namespace_selection_is_warned_not_denied() {
+        let view = Arc::new(MemoryView::synced_empty());
+        view.upsert_namespace("team-a", BTreeMap::from([("team".into(), "a".into())]));
+        view.replace_cluster_queues(BTreeMap::from([("gpus".to_owned(), None)]));
+        view.replace_local_queue_targets(BTreeMap::from([(("team-a".into(), "team-a".into()), "gpus".into())]));
+        let r = reviewer_with(view.clone());
+        let warnings = |reply: &Reply| -> Vec<String> {
+            response_of(reply)["warnings"]
+                .as_array()
+                .map(|w| w.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
+                .unwrap_or_default()
+        };
+        let ep = Endpoint::Validate(SluiceKind::LocalQueue);
+        let create = review_of(
+            "LocalQueue",
+            "localqueues",
+            "CREATE",
+            local_queue("gpus"),
+            Value::Null,
+            "alice",
+        );
+        let reply = r.handle(ep, &body(&create)).unwrap();
+        assert_eq!(reply.verdict, Verdict::Allowed);
+        assert_eq!(
+            warnings(&reply),
+            [
+                "sluice: LocalQueue team-a/team-a cannot admit workloads: namespace team-a is not selected by \
+              ClusterQueue gpus: it has no namespaceSelector, which selects no namespace (set namespaceSelector: {} \
+              to serve every namespace); its workloads wait with reason NamespaceNotSelected"
+            ]
+        );
+        view.upsert_cluster_queue("gpus", Some(Default::default()));
+        let reply = r.handle(ep, &body(&create)).unwrap();
+        assert_eq!(warnings(&reply), Vec::<String>::new());
+
+        let ep = Endpoint::Validate(SluiceKind::ClusterQueue);
+        let cq = |selector: Value| {
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "gpus"},
+                   "spec": {"namespaceSelector": selector}})
+        };
+        let team_b = json!({"matchLabels": {"team": "b"}});
+        let update = |new: Value, old: Value| review_of("ClusterQueue", "clusterqueues", "UPDATE", new, old, "admin");
+        let reply = r.handle(ep, &body(&update(cq(team_b.clone()), cq(json!({}))))).unwrap();
+        assert_eq!(reply.verdict, Verdict::Allowed);
+        let w = warnings(&reply);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("sluice: the namespaceSelector {matchLabels: team=b} of ClusterQueue gpus does not select the namespace of 1 LocalQueue(s)"),
+            "{w:?}"
+        );
+        // The selector unchanged (another field edited): not told again.
+        let mut edited = cq(team_b.clone());
+        edited["spec"]["minRuntimeSeconds"] = json!(60);
+        let reply = r.handle(ep, &body(&update(edited, cq(team_b)))).unwrap();
+        assert_eq!(warnings(&reply), Vec::<String>::new());
+        // Dropped (unset): serves no namespace.
+        let mut unset = cq(Value::Null);
+        unset["spec"].as_object_mut().unwrap().remove("namespaceSelector");
+        let reply = r.handle(ep, &body(&update(unset, cq(json!({}))))).unwrap();
+        assert!(
+            warnings(&reply)[0].contains("has no namespaceSelector"),
+            "{:?}",
+            warnings(&reply)
+        );
+    }
+
     #[test]
     fn invalid_cluster_queue_is_denied_with_the_field_path() {
         let r = reviewer();

@@ -204,12 +204,12 @@ fn each_decision_writes_its_conditions_and_state() {
         (
             "namespace not selected",
             WorkloadStatus::default(),
-            |s| namespace_not_selected(s, "research", "cluster-gpu", true, LATER, Some(1)),
+            |s| namespace_not_selected(s, "namespace research is not selected", true, LATER, Some(1)),
             vec![(
                 cond::QUOTA_RESERVED,
                 "False",
                 "NamespaceNotSelected",
-                "namespace research is not selected by the namespaceSelector of ClusterQueue cluster-gpu",
+                "namespace research is not selected",
                 true,
             )],
             WorkloadState::Pending,
@@ -248,7 +248,7 @@ fn admission_and_explanations_follow_the_decision() {
     assert!(s.pending.is_none(), "no explanation once admitted");
     requeued(&mut s, None, true, LATER, Some(1));
     assert!(s.admission.is_none(), "no admission once requeued");
-    namespace_not_selected(&mut s, "research", "cluster-gpu", true, LATER, Some(1));
+    namespace_not_selected(&mut s, "namespace research is not selected", true, LATER, Some(1));
     assert_eq!(s.pending.as_ref().unwrap().reason, "NamespaceNotSelected");
     finished(&mut s, "Failed", "Job failed", true, LATER, Some(1));
     assert!(s.pending.is_none(), "no explanation once finished");
