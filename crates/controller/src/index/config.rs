@@ -332,10 +332,44 @@ impl Index {
         })
     }
 
+    /// Selection changed (a ClusterQueue, a LocalQueue or a namespace's
+    /// labels): held workloads whose namespace is selected now join their
+    /// queue, and pending ones whose namespace is no longer selected leave
+    /// it and are held with the reason. Admitted ones keep running.
     pub(super) fn retry_not_selected(&mut self, now_ms: i64) {
         let keys: Vec<ObjKey> = self.not_selected.iter().cloned().collect();
         for k in keys {
             self.sync_workload(&k, None, now_ms);
+        }
+        self.withdraw_unselected(now_ms);
+    }
+
+    /// Pending workloads whose namespace their ClusterQueue no longer
+    /// selects: out of the queue, held with the reason.
+    fn withdraw_unselected(&mut self, now_ms: i64) {
+        let withdrawn: Vec<(ObjKey, String)> = self
+            .workloads
+            .iter()
+            .filter(|(_, e)| {
+                e.in_engine
+                    && e.active
+                    && matches!(
+                        self.engine.workload_state(&e.uid),
+                        Some(sluice_scheduler::WorkloadState::Pending)
+                    )
+            })
+            .filter_map(|(k, e)| Some((k.clone(), self.unselected_by(&k.namespace, &e.queue_name)?)))
+            .collect();
+        for (key, why) in withdrawn {
+            let Some(e) = self.workloads.get_mut(&key) else {
+                continue;
+            };
+            let Some(spec) = self.engine.workload_spec(&e.uid) else {
+                continue;
+            };
+            super::errors::engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
+            e.in_engine = false;
+            self.hold_unselected(&key, spec, &why, now_ms);
         }
     }
 

@@ -57,6 +57,21 @@ impl Engine {
         self.wls.iter().flatten().map(|wl| (&wl.uid, outside(&wl.state)))
     }
 
+    /// A workload as it was added (pod sets whole); `None` for an unknown
+    /// or finished one.
+    pub fn workload_spec(&self, uid: &str) -> Option<crate::WorkloadSpec> {
+        let pod_sets = self.requested(uid)?;
+        let wl = self.wl(*self.by_uid.get(uid)?);
+        Some(crate::WorkloadSpec {
+            uid: wl.uid.to_string(),
+            name: wl.name.to_string(),
+            local_queue: wl.lq.to_string(),
+            priority: wl.priority,
+            queue_order_time: wl.ts,
+            pod_sets,
+        })
+    }
+
     /// The pod sets a workload asks for, whole (before any partial
     /// admission), with requests per pod; `None` for an unknown or
     /// finished one.

@@ -221,3 +221,35 @@ fn a_cluster_queue_says_which_local_queues_it_leaves_out() {
     );
     assert_eq!(ix.namespace_selection("missing"), None);
 }
+
+#[test]
+fn a_pending_workload_leaves_its_queue_when_its_namespace_is_no_longer_selected() {
+    let mut ix = index_with(Some(json!({"matchLabels": {"team": "ml"}})));
+    // 9 GPUs on 8: it waits in the queue.
+    let j = mk_job("waiting", "team-a", 9, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    ix.cycle(T0 + 1);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-waiting"),
+        Some(WorkloadState::Pending)
+    );
+    // The namespace is relabelled: out of the queue, held with the reason.
+    ix.apply_namespace(NS, BTreeMap::from([("team".to_string(), "web".to_string())]), T0 + 2);
+    assert_eq!(ix.engine().workload_state("wl-uid-waiting"), None);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["pending"]);
+    let (_, reason, message) = condition(status_step(&plans[0]), cond::QUOTA_RESERVED);
+    assert_eq!(reason, "NamespaceNotSelected");
+    assert!(message.contains("{matchLabels: team=ml} does not match"), "{message}");
+    // Relabelled back: in its queue again.
+    ix.apply_namespace(NS, BTreeMap::from([("team".to_string(), "ml".to_string())]), T0 + 3);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-waiting"),
+        Some(WorkloadState::Pending)
+    );
+    // The same when the ClusterQueue's selector goes away.
+    ix.apply_cluster_queue(with_selector("cluster-gpu", None));
+    assert_eq!(ix.engine().workload_state("wl-uid-waiting"), None);
+}
