@@ -41,7 +41,9 @@
 //! under the folder (container root filesystems, network namespaces,
 //! volumes), deletes the bridge, runs `kube-proxy --cleanup` (its iptables
 //! rules; then, if there was no `KUBE-` chain before the node started,
-//! the chains left, such as its canaries), removes the pods' logs and
+//! the chains left, such as its canaries), puts back the kernel settings
+//! the kubelet, kube-proxy and the bridge plugin change ([`SYSCTLS`], as
+//! they were before the node started), removes the pods' logs and
 //! CNI results (the kubelet and libcni keep them under `/var/log/pods`,
 //! `/var/log/containers` and `/var/lib/cni` whatever the folders given;
 //! only the test namespaces' `sluice-e2e-*` and the network's) and the
@@ -219,6 +221,7 @@ impl Node {
         let kube_proxy_bin = assets.join("kube-proxy");
         let kube_proxy = kube_proxy_bin.is_file();
         fs::write(dir.join("pids"), "")?;
+        fs::write(dir.join("sysctls"), saved_sysctls())?;
         fs::write(
             dir.join("teardown.sh"),
             teardown_script(&dir, kube_proxy.then_some(kube_proxy_bin.as_path())),
@@ -396,11 +399,41 @@ if [ -f "$D/bridge" ]; then ip link del "$(cat "$D/bridge")" 2>/dev/null; fi
     done
   done
 fi
+if [ -f "$D/sysctls" ]; then
+  while read -r kv; do sysctl -q -w "$kv"; done < "$D/sysctls"
+fi
 rm -rf /var/log/pods/sluice-e2e-* /var/log/containers/*_sluice-e2e-*_*.log /var/lib/cni/results/sluice-e2e-*
 rmdir /var/log/pods /var/log/containers /var/lib/cni/results /var/lib/cni 2>/dev/null
 rm -rf "$D"
 "#
     )
+}
+
+/// The kernel settings the kubelet (its kernel tunables), kube-proxy and
+/// the bridge plugin change; the teardown puts them back.
+pub const SYSCTLS: &[&str] = &[
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+    "net.ipv4.ip_forward",
+    "net.ipv4.conf.all.route_localnet",
+    "net.bridge.bridge-nf-call-iptables",
+    "net.bridge.bridge-nf-call-ip6tables",
+];
+
+/// `key=value` lines of the [`SYSCTLS`] this machine has, as they are now.
+fn saved_sysctls() -> String {
+    SYSCTLS
+        .iter()
+        .filter_map(|key| {
+            let file = Path::new("/proc/sys").join(key.replace('.', "/"));
+            let value = fs::read_to_string(file).ok()?;
+            Some(format!("{key}={}\n", value.trim()))
+        })
+        .collect()
 }
 
 /// Whether iptables or ip6tables has a `KUBE-` chain (of another
@@ -705,6 +738,7 @@ mod tests {
         assert!(script.contains(r#"runc --root "$R" delete -f"#));
         assert!(script.contains("'/k8s/kube-proxy' --cleanup"));
         assert!(script.contains(r#"rm -rf "$D""#));
+        assert!(script.contains(r#"sysctl -q -w "$kv""#));
         assert!(!teardown_script(Path::new("/tmp/x"), None).contains("--cleanup --proxy-mode"));
     }
 
