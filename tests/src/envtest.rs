@@ -68,6 +68,13 @@ pub fn shared() -> Option<Result<&'static ControlPlane>> {
     Some(started.as_ref().map_err(|e| anyhow::anyhow!("{ASSETS_ENV}: {e}")))
 }
 
+/// The e2e node of this test process ([`crate::node::shared`]): `None`
+/// when `KUBEBUILDER_ASSETS` has no `kubelet`. Suites that do not call it
+/// do not start it.
+pub fn node() -> Option<Result<&'static crate::node::Node>> {
+    crate::node::shared()
+}
+
 /// Flags every component shares: feature gates for the server's version.
 pub fn feature_gates(minor: u32) -> Option<&'static str> {
     (minor < 29).then_some("--feature-gates=JobReadyPods=true")
@@ -97,6 +104,11 @@ pub fn apiserver_args(minor: u32, dir: &Path, etcd_url: &str, port: u16) -> Vec<
         format!("--tls-cert-file={}", p("serving.crt")),
         format!("--tls-private-key-file={}", p("serving.key")),
         format!("--client-ca-file={}", p("ca.crt")),
+        // How it authenticates to a kubelet (logs, exec) of the e2e node.
+        format!("--kubelet-client-certificate={}", p("admin.crt")),
+        format!("--kubelet-client-key={}", p("admin.key")),
+        // The node's address on its bridge, never a name to look up.
+        "--kubelet-preferred-address-types=InternalIP".to_string(),
         format!("--service-account-key-file={}", p("sa.pub")),
         format!("--service-account-signing-key-file={}", p("sa.key")),
         "--service-account-issuer=https://127.0.0.1".to_string(),

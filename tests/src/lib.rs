@@ -4,5 +4,6 @@
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod node;
 pub mod nodes;
 pub mod prometheus;
