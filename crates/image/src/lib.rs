@@ -4,7 +4,7 @@
 //! inputs give the same image id.
 //!
 //! ```no_run
-//! use sluice_image::{Image, Layer};
+//! use sluice_image::Image;
 //! let mut image = Image::default();
 //! image.layer.host_file("/bin/busybox", std::path::Path::new("/bin/busybox"))?;
 //! image.layer.symlink("/bin/sh", "busybox")?;

@@ -274,27 +274,23 @@ pub fn check_dockerfile(text: &str, contract: &RuntimeContract) -> Result<Vec<St
 /// directories. Returns every problem found.
 pub fn check_image(image: &LoadedImage, contract: &RuntimeContract) -> Vec<String> {
     let mut problems = Vec::new();
+    let show = |v: Option<&serde_json::Value>| v.map_or("absent".to_string(), |v| v.to_string());
+    let ports: serde_json::Map<_, _> = contract.ports.iter().map(|p| (format!("{p}/tcp"), json!({}))).collect();
+    for (key, want) in [
+        ("User", json!(contract.user)),
+        ("Entrypoint", json!(contract.entrypoint)),
+        ("ExposedPorts", json!(ports)),
+    ] {
+        let got = image.runtime(key);
+        if got != Some(&want) {
+            problems.push(format!("config {key} is {}, want {want}", show(got)));
+        }
+    }
     let mut expect = |ok: bool, what: String| {
         if !ok {
             problems.push(what);
         }
     };
-    let user = image.runtime("User");
-    expect(
-        user == Some(&json!(contract.user)),
-        format!("config User is {user:?}, want {:?}", contract.user),
-    );
-    let entrypoint = image.runtime("Entrypoint");
-    expect(
-        entrypoint == Some(&json!(contract.entrypoint)),
-        format!("config Entrypoint is {entrypoint:?}, want {:?}", contract.entrypoint),
-    );
-    let ports: serde_json::Map<_, _> = contract.ports.iter().map(|p| (format!("{p}/tcp"), json!({}))).collect();
-    let exposed = image.runtime("ExposedPorts");
-    expect(
-        exposed == Some(&json!(ports)),
-        format!("config ExposedPorts is {exposed:?}, want {ports:?}"),
-    );
     let env: Vec<&str> = image
         .runtime("Env")
         .and_then(|e| e.as_array())

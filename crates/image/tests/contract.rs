@@ -142,7 +142,7 @@ fn a_broken_image_is_reported_field_by_field() {
     let problems = sluice::check_image(&read_docker_archive(&bytes).unwrap(), &SLUICE);
     assert_eq!(problems.len(), 4, "{problems:#?}");
     assert!(
-        problems[0].starts_with("config User is Some(String(\"0:0\"))"),
+        problems[0] == "config User is \"0:0\", want \"65532:65532\"",
         "{problems:#?}"
     );
     assert!(problems[1].starts_with("config ExposedPorts"), "{problems:#?}");
