@@ -26,8 +26,8 @@ pub enum ImageError {
     Tar(#[from] TarError),
     #[error("repo tag {tag:?}: {reason}")]
     BadTag { tag: String, reason: &'static str },
-    #[error("writing {path}: {source}")]
-    Write { path: String, source: std::io::Error },
+    #[error("writing {path}: {error}")]
+    Write { path: String, error: std::io::Error },
     #[error("docker archive: {0}")]
     Malformed(String),
 }
@@ -269,9 +269,9 @@ impl Image {
     /// Writes the archive to `path` (through a temporary file beside it, so
     /// a failed build leaves no half-written image).
     pub fn write_docker_archive_file(&self, path: &Path, repo_tags: &[String]) -> Result<Written, ImageError> {
-        let io = |source| ImageError::Write {
+        let io = |error| ImageError::Write {
             path: path.display().to_string(),
-            source,
+            error,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io)?;

@@ -32,8 +32,8 @@ pub enum LayerError {
     BadPath { path: String, reason: &'static str },
     #[error("image path /{path}: {reason}")]
     Conflict { path: String, reason: String },
-    #[error("reading {path}: {source}")]
-    Host { path: PathBuf, source: std::io::Error },
+    #[error("reading {path}: {error}")]
+    Host { path: PathBuf, error: std::io::Error },
     #[error("{path}: more than 40 symbolic links to follow")]
     LinkLoop { path: PathBuf },
     #[error(transparent)]
@@ -167,9 +167,9 @@ impl Layer {
     /// Copies a host file into the image at `image_path`, keeping its
     /// permission bits (symbolic links on the host are followed).
     pub fn host_file(&mut self, image_path: &str, host_path: &Path) -> Result<&mut Self, LayerError> {
-        let host = |source| LayerError::Host {
+        let host = |error| LayerError::Host {
             path: host_path.to_path_buf(),
-            source,
+            error,
         };
         let data = std::fs::read(host_path).map_err(host)?;
         let mode = std::fs::metadata(host_path).map_err(host)?.permissions().mode() & 0o7777;
@@ -183,17 +183,17 @@ impl Layer {
     pub fn host_path_with_links(&mut self, path: &Path) -> Result<&mut Self, LayerError> {
         let mut current = path.to_path_buf();
         for _ in 0..40 {
-            let meta = std::fs::symlink_metadata(&current).map_err(|source| LayerError::Host {
+            let meta = std::fs::symlink_metadata(&current).map_err(|error| LayerError::Host {
                 path: current.clone(),
-                source,
+                error,
             })?;
             let image_path = current.to_string_lossy().into_owned();
             if !meta.file_type().is_symlink() {
                 return self.host_file(&image_path, &current);
             }
-            let target = std::fs::read_link(&current).map_err(|source| LayerError::Host {
+            let target = std::fs::read_link(&current).map_err(|error| LayerError::Host {
                 path: current.clone(),
-                source,
+                error,
             })?;
             self.symlink(&image_path, &target.to_string_lossy())?;
             current = if target.is_absolute() {
@@ -206,6 +206,22 @@ impl Layer {
         Err(LayerError::LinkLoop {
             path: path.to_path_buf(),
         })
+    }
+
+    /// Copies a host executable to `image_path` (mode 0755) with the shared
+    /// libraries and loader `ldd` says it needs, at their host paths (none
+    /// for a static binary).
+    pub fn host_executable(&mut self, image_path: &str, host_path: &Path) -> Result<&mut Self, crate::libs::LibsError> {
+        let wrap = |e: LayerError| crate::libs::LibsError::Layer(Box::new(e));
+        self.host_file(image_path, host_path).map_err(wrap)?;
+        if let Some(node) = self.get(image_path).cloned() {
+            // Executable by anyone, writable by no one but root.
+            self.insert(image_path, Node { mode: 0o755, ..node }).map_err(wrap)?;
+        }
+        for lib in crate::libs::shared_libraries(host_path)? {
+            self.host_path_with_links(&lib).map_err(wrap)?;
+        }
+        Ok(self)
     }
 
     pub fn get(&self, path: &str) -> Option<&Node> {

@@ -14,14 +14,16 @@ pub enum LibsError {
         "`ldd` is not installed (it comes with glibc, Debian package libc-bin); it is needed to find the shared libraries of {binary}"
     )]
     LddMissing { binary: PathBuf },
-    #[error("running `ldd {binary}`: {source}")]
-    Ldd { binary: PathBuf, source: std::io::Error },
+    #[error("running `ldd {binary}`: {error}")]
+    Ldd { binary: PathBuf, error: std::io::Error },
     #[error("`ldd {binary}` failed: {stderr}")]
     LddFailed { binary: PathBuf, stderr: String },
     #[error("{binary} needs {library}, which `ldd` cannot find on this host")]
     NotFound { binary: PathBuf, library: String },
     #[error("`ldd {binary}` printed a line this tool does not understand: {line:?}")]
     Unparsed { binary: PathBuf, line: String },
+    #[error(transparent)]
+    Layer(Box<crate::layer::LayerError>),
     #[error("{path}: not an ELF file this tool understands: {reason}")]
     Elf { path: String, reason: &'static str },
 }
@@ -29,15 +31,15 @@ pub enum LibsError {
 /// The shared objects `ldd` says `binary` loads, as absolute host paths
 /// (the dynamic loader included); empty for a static binary.
 pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, LibsError> {
-    let output = Command::new("ldd").arg(binary).output().map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
+    let output = Command::new("ldd").arg(binary).output().map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
             LibsError::LddMissing {
                 binary: binary.to_path_buf(),
             }
         } else {
             LibsError::Ldd {
                 binary: binary.to_path_buf(),
-                source,
+                error,
             }
         }
     })?;

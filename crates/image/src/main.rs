@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use sluice_image::sluice::{self, DEFAULT_TAG, HOST_CA_BUNDLE, SLUICE};
-use sluice_image::{Image, Written, libs, read_docker_archive};
+use sluice_image::{Image, Written, read_docker_archive};
 
 #[derive(Parser)]
 #[command(
@@ -165,10 +165,7 @@ fn main() -> Result<()> {
             }
             for e in &exec {
                 let (dest, src) = pair("exec", e)?;
-                layer.host_file(dest, Path::new(src))?;
-                for lib in libs::shared_libraries(Path::new(src))? {
-                    layer.host_path_with_links(&lib)?;
-                }
+                layer.host_executable(dest, Path::new(src))?;
             }
             for s in &symlink {
                 let (dest, target) = pair("symlink", s)?;

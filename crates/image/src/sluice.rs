@@ -93,14 +93,7 @@ pub fn image_for(contract: &RuntimeContract, binary: &Path, ca_bundle: &Path) ->
     let mut image = Image::default();
     let layer = &mut image.layer;
     add_nonroot_base(layer, contract)?;
-    layer.host_file(contract.binary, binary)?;
-    if let Some(node) = layer.get(contract.binary).cloned() {
-        // Executable by anyone, writable by no one but root.
-        layer.insert(contract.binary, crate::layer::Node { mode: 0o755, ..node })?;
-    }
-    for lib in libs::shared_libraries(binary)? {
-        layer.host_path_with_links(&lib)?;
-    }
+    layer.host_executable(contract.binary, binary)?;
     let ca = std::fs::read(ca_bundle).map_err(|e| SluiceImageError::CaBundle {
         path: ca_bundle.to_path_buf(),
         reason: e.to_string(),
