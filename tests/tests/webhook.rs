@@ -272,6 +272,36 @@ impl Harness {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// LocalQueue `default` in the test namespace (its ClusterQueue need
+    /// not exist: the webhook only checks that the LocalQueue does).
+    async fn default_local_queue(&self) -> Result<()> {
+        let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "localqueues");
+        let lqs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &self.namespace, &ar);
+        let lq: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+            "metadata": {"name": "default", "labels": self.run_labels()}, "spec": {"clusterQueue": "gpus"}
+        }))?;
+        lqs.create(&PostParams::default(), &lq).await?;
+        Ok(())
+    }
+
+    /// The JobSet CRD installed, and JobSets of the test namespace.
+    async fn jobsets(&self) -> Result<Api<DynamicObject>> {
+        sluice_e2e::cluster::install_crd_file(
+            &self.client,
+            "jobset.x-k8s.io_jobsets.yaml",
+            "jobset.x-k8s.io/v1alpha2",
+            "jobsets",
+        )
+        .await?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &jobset_resource(),
+        ))
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -472,6 +502,13 @@ async fn ensure_crds(client: &Client) -> Result<()> {
     Ok(())
 }
 
+fn jobset_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    )
+}
+
 fn container(resources: Value, env: Option<Value>) -> Value {
     let mut c = json!({"name": "cuda", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04", "command": ["nvidia-smi"], "resources": resources});
     if let Some(e) = env {
@@ -654,14 +691,7 @@ async fn with_the_webhook_stopped_unlabelled_jobs_and_pods_are_still_created() -
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn default_queue_namespace_labels_and_suspends_unlabelled_jobs() -> Result<()> {
     let h = Harness::start(true).await?;
-    let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "localqueues");
-    let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
-    let lq: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
-        "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
-    }))?;
-    lqs.create(&PostParams::default(), &lq).await?;
+    h.default_local_queue().await?;
     // The webhook's informer sees the LocalQueue shortly after: probe with
     // dry-run creates (nothing stored), then create the Job for real.
     let dry = PostParams {
@@ -1066,18 +1096,7 @@ async fn a_tenants_daemon_set_pod_is_denied_and_so_is_a_forged_owner_unless_the_
 async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_only_the_controller_resumes_it()
 -> Result<()> {
     let h = Harness::start(false).await?;
-    sluice_e2e::cluster::install_crd_file(
-        &h.client,
-        "jobset.x-k8s.io_jobsets.yaml",
-        "jobset.x-k8s.io/v1alpha2",
-        "jobsets",
-    )
-    .await?;
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        "jobsets",
-    );
-    let api: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+    let api = h.jobsets().await?;
     let template = json!({"spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never",
         "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}}}});
     let js: DynamicObject = serde_json::from_value(json!({
@@ -1120,7 +1139,7 @@ async fn a_queued_gpu_jobset_comes_back_suspended_with_every_template_fixed_and_
     );
     // Started by the controller (impersonated), it cannot grow: more
     // workers is refused, fewer is allowed.
-    let controller: Api<DynamicObject> = Api::namespaced_with(as_controller().await?, &h.namespace, &ar);
+    let controller: Api<DynamicObject> = Api::namespaced_with(as_controller().await?, &h.namespace, &jobset_resource());
     controller
         .patch(
             "pretrain",
@@ -1243,14 +1262,7 @@ async fn as_controller() -> Result<Client> {
 async fn a_running_queued_job_cannot_grow_nor_leave_a_default_queue_namespace() -> Result<()> {
     let h = Harness::start(true).await?;
     let result = async {
-        let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue");
-        let ar = ApiResource::from_gvk_with_plural(&gvk, "localqueues");
-        let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
-        let lq: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
-            "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
-        }))?;
-        lqs.create(&PostParams::default(), &lq).await?;
+        h.default_local_queue().await?;
         // A labelled GPU Job: suspended by the webhook; the controller
         // (impersonated) starts it as an admission would.
         let mut j = job(
@@ -1358,18 +1370,7 @@ async fn a_running_queued_job_cannot_grow_nor_leave_a_default_queue_namespace() 
 async fn an_unlabelled_jobset_in_a_default_queue_namespace_comes_back_queued_and_suspended() -> Result<()> {
     let h = Harness::start(true).await?;
     let result = async {
-        sluice_e2e::cluster::install_crd_file(
-            &h.client,
-            "jobset.x-k8s.io_jobsets.yaml",
-            "jobset.x-k8s.io/v1alpha2",
-            "jobsets",
-        )
-        .await?;
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-            "jobsets",
-        );
-        let api: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &ar);
+        let api = h.jobsets().await?;
         let template = json!({"spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never",
             "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}}}});
         let js: DynamicObject = serde_json::from_value(json!({
@@ -1377,16 +1378,7 @@ async fn an_unlabelled_jobset_in_a_default_queue_namespace_comes_back_queued_and
             "metadata": {"name": "unlabelled"},
             "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": template}]}
         }))?;
-        let lq_ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("sluice.dev", "v1alpha1", "LocalQueue"),
-            "localqueues",
-        );
-        let lqs: Api<DynamicObject> = Api::namespaced_with(h.client.clone(), &h.namespace, &lq_ar);
-        let lq: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
-            "metadata": {"name": "default", "labels": h.run_labels()}, "spec": {"clusterQueue": "gpus"}
-        }))?;
-        lqs.create(&PostParams::default(), &lq).await?;
+        h.default_local_queue().await?;
         // The webhook's informer sees the LocalQueue shortly after: probe
         // with dry-run creates, then create it for real.
         let dry = PostParams {
