@@ -50,9 +50,32 @@ pub struct ControlPlane {
     pub scheduler: bool,
     /// Where logs, data and certificates are (deleted at exit).
     pub dir: PathBuf,
+    /// The API server's address: `127.0.0.1`, or the e2e node's bridge
+    /// address ([`crate::node::NODE_IP`]) when started by
+    /// [`shared_on_bridge`] (then pods reach it too).
+    pub address: String,
 }
 
 static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+
+/// The control plane of this test process for a node suite: when not
+/// started yet, started with the API server on the e2e node's bridge
+/// address (which must exist), reachable from pods through the
+/// `kubernetes` Service, with service-account tokens for pods (the
+/// `ServiceAccount` admission plugin) and webhooks called at their
+/// endpoints' addresses (`--enable-aggregator-routing`). When this
+/// process already started it on loopback, that one (check
+/// [`ControlPlane::address`]).
+pub fn shared_on_bridge() -> Option<Result<&'static ControlPlane>> {
+    let assets = std::env::var_os(ASSETS_ENV)?;
+    let started = PLANE.get_or_init(|| {
+        let assets = PathBuf::from(assets);
+        std::thread::spawn(move || ControlPlane::start_at(&assets, crate::node::NODE_IP).map_err(|e| format!("{e:#}")))
+            .join()
+            .unwrap_or_else(|_| Err("starting the control plane panicked".to_string()))
+    });
+    Some(started.as_ref().map_err(|e| anyhow::anyhow!("{ASSETS_ENV}: {e}")))
+}
 
 /// The control plane of this test process, started on first call from
 /// `KUBEBUILDER_ASSETS` (`None` when the variable is not set).
@@ -92,13 +115,21 @@ pub fn parse_minor(version: &str) -> Option<u32> {
     minor[..digits].parse().ok()
 }
 
-/// The API server's arguments.
+/// The API server's arguments (serving on loopback).
 pub fn apiserver_args(minor: u32, dir: &Path, etcd_url: &str, port: u16) -> Vec<String> {
+    apiserver_args_at(minor, dir, etcd_url, "127.0.0.1", port)
+}
+
+/// The API server's arguments, serving on `address` only: loopback, or
+/// the e2e node's bridge address (then pods get service-account tokens,
+/// and webhooks are called at their endpoints' addresses, on the bridge).
+pub fn apiserver_args_at(minor: u32, dir: &Path, etcd_url: &str, address: &str, port: u16) -> Vec<String> {
     let p = |name: &str| dir.join(name).display().to_string();
+    let on_bridge = address != "127.0.0.1";
     let mut args = vec![
         format!("--etcd-servers={etcd_url}"),
-        "--bind-address=127.0.0.1".to_string(),
-        "--advertise-address=127.0.0.1".to_string(),
+        format!("--bind-address={address}"),
+        format!("--advertise-address={address}"),
         format!("--secure-port={port}"),
         format!("--cert-dir={}", p("apiserver-certs")),
         format!("--tls-cert-file={}", p("serving.crt")),
@@ -115,13 +146,19 @@ pub fn apiserver_args(minor: u32, dir: &Path, etcd_url: &str, port: u16) -> Vec<
         "--service-cluster-ip-range=10.0.0.0/24".to_string(),
         "--authorization-mode=RBAC".to_string(),
         "--allow-privileged=true".to_string(),
-        // No kubelet and no token controller to wait for: pods need no
-        // service-account token here (envtest does the same).
-        "--disable-admission-plugins=ServiceAccount".to_string(),
         // The scale benchmarks write fast; envtest raises these as well.
         "--max-requests-inflight=1000".to_string(),
         "--max-mutating-requests-inflight=1000".to_string(),
     ];
+    if on_bridge {
+        // Pods of the node (the chart's) use tokens; the webhook's Service
+        // IP is not routed from the host, its endpoints on the bridge are.
+        args.push("--enable-aggregator-routing=true".to_string());
+    } else {
+        // No kubelet and no token controller to wait for: pods need no
+        // service-account token here (envtest does the same).
+        args.push("--disable-admission-plugins=ServiceAccount".to_string());
+    }
     args.extend(feature_gates(minor).map(str::to_string));
     args
 }
@@ -157,6 +194,12 @@ impl ControlPlane {
     /// Starts etcd and the API server (and the optional components found
     /// in `assets`), and waits until the API server is ready.
     pub fn start(assets: &Path) -> Result<Self> {
+        Self::start_at(assets, "127.0.0.1")
+    }
+
+    /// [`ControlPlane::start`] with the API server serving on `address`
+    /// (loopback, or the e2e node's bridge address, which must exist).
+    pub fn start_at(assets: &Path, address: &str) -> Result<Self> {
         let bin = |name: &str| assets.join(name);
         for required in ["etcd", "kube-apiserver"] {
             if !bin(required).is_file() {
@@ -173,7 +216,7 @@ impl ControlPlane {
         let dir = std::env::temp_dir().join(format!("sluice-envtest-{}", std::process::id()));
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let [etcd_port, peer_port, api_port] = free_ports::<3>()?;
-        let server = format!("https://127.0.0.1:{api_port}");
+        let server = format!("https://{address}:{api_port}");
         write_pki(&dir, &server)?;
 
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -195,7 +238,7 @@ impl ControlPlane {
         watchdog(&dir, &pids)?;
         pids.push(spawn(
             &bin("kube-apiserver"),
-            &apiserver_args(minor, &dir, &etcd_url, api_port),
+            &apiserver_args_at(minor, &dir, &etcd_url, address, api_port),
             &dir.join("kube-apiserver.log"),
         )?);
         watchdog(&dir, &pids)?;
@@ -229,6 +272,7 @@ impl ControlPlane {
             controller_manager,
             scheduler,
             dir,
+            address: address.to_string(),
         })
     }
 }
@@ -303,6 +347,12 @@ fn write_pki(dir: &Path, server: &str) -> Result<()> {
         "127.0.0.1".to_string(),
         "localhost".to_string(),
         "kubernetes.default.svc".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes".to_string(),
+        // The bridge address of a node suite's API server, and the
+        // `kubernetes` Service's IP (the first of 10.0.0.0/24), for pods.
+        crate::node::NODE_IP.to_string(),
+        "10.0.0.1".to_string(),
     ])?;
     serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     serving.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -405,6 +455,19 @@ mod tests {
         assert!(api.contains(&"--advertise-address=127.0.0.1".to_string()));
         assert!(controller_manager_args(24, dir).contains(&"--bind-address=127.0.0.1".to_string()));
         assert!(scheduler_args(dir).contains(&"--bind-address=127.0.0.1".to_string()));
+    }
+
+    #[test]
+    fn a_node_suites_api_server_serves_on_the_bridge_with_tokens_and_endpoint_routing() {
+        let dir = Path::new("/tmp/x");
+        let api = apiserver_args_at(24, dir, "http://127.0.0.1:1", crate::node::NODE_IP, 6443);
+        assert!(api.contains(&format!("--bind-address={}", crate::node::NODE_IP)));
+        assert!(api.contains(&format!("--advertise-address={}", crate::node::NODE_IP)));
+        assert!(api.contains(&"--enable-aggregator-routing=true".to_string()));
+        assert!(!api.iter().any(|a| a.starts_with("--disable-admission-plugins")));
+        let loopback = apiserver_args(24, dir, "http://127.0.0.1:1", 6443);
+        assert!(loopback.contains(&"--disable-admission-plugins=ServiceAccount".to_string()));
+        assert!(!loopback.contains(&"--enable-aggregator-routing=true".to_string()));
     }
 
     #[test]

@@ -46,8 +46,16 @@
 //! they were before the node started), removes the pods' logs and
 //! CNI results (the kubelet and libcni keep them under `/var/log/pods`,
 //! `/var/log/containers` and `/var/lib/cni` whatever the folders given;
-//! only the test namespaces' `sluice-e2e-*` and the network's) and the
-//! folder. The teardown's output is left in `<folder>.teardown.log`.
+//! only the test namespaces' `sluice-e2e-*`, the chart's `sluice-system`
+//! and the network's) and the folder. The teardown's output is left in `<folder>.teardown.log`.
+//!
+//! The bridge is made before the control plane when [`shared`] starts
+//! both: the API server then serves on [`NODE_IP`] (pods reach it through
+//! the `kubernetes` Service, which kube-proxy translates on the node; the
+//! CNI configuration routes [`SERVICE_CIDR`] through the node), pods get
+//! service-account tokens, and webhooks are called at their endpoints on
+//! the bridge ([`crate::envtest::shared_on_bridge`]), so the chart's
+//! pods run as in a cluster (`tests/tests/install.rs`).
 //!
 //! Only one node harness can run on a machine at a time (the bridge's name
 //! and network are fixed): a second one fails on the existing bridge.
@@ -71,6 +79,8 @@ pub const BRIDGE: &str = "sluice0";
 pub const NODE_IP: &str = "10.244.0.1";
 /// The pods' network.
 pub const POD_CIDR: &str = "10.244.0.0/24";
+/// The Services' network (the API server's `--service-cluster-ip-range`).
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
 /// The workload image: static busybox (`sh`, `sleep`, `true`, ...).
 pub const BUSYBOX_IMAGE: &str = "sluice.test/busybox:e2e";
 /// The sandbox image.
@@ -120,15 +130,18 @@ pub fn shared() -> Option<Result<&'static Node>> {
     if !assets.join("kubelet").is_file() {
         return None;
     }
-    let plane = match crate::envtest::shared()? {
-        Ok(plane) => plane,
-        Err(e) => return Some(Err(e)),
-    };
     let started = NODE.get_or_init(|| {
         // Started from its own thread: the caller may be inside a runtime.
-        std::thread::spawn(move || Node::start(plane, &assets).map_err(|e| format!("{e:#}")))
-            .join()
-            .unwrap_or_else(|_| Err("starting the node panicked".to_string()))
+        // The bridge first, so that a control plane started now serves on
+        // it (`envtest::shared_on_bridge`), reachable from pods.
+        std::thread::spawn(move || {
+            let dir = Node::prepare(&assets)?;
+            let plane = crate::envtest::shared_on_bridge().context("KUBEBUILDER_ASSETS is not set")??;
+            Node::start_prepared(plane, &assets, dir)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("starting the node panicked")))
+        .map_err(|e| format!("{e:#}"))
     });
     Some(started.as_ref().map_err(|e| anyhow::anyhow!("the e2e node: {e}")))
 }
@@ -201,6 +214,15 @@ impl Node {
     /// Starts containerd, the kubelet and kube-proxy for `plane`, imports
     /// the images, waits for the Node to be Ready and advertises the GPUs.
     pub fn start(plane: &ControlPlane, assets: &Path) -> Result<Self> {
+        let dir = Self::prepare(assets)?;
+        Self::start_prepared(plane, assets, dir)
+    }
+
+    /// The first half of [`Node::start`], before any control plane: checks
+    /// the machine, makes the node's folder, its teardown and watchdog, the
+    /// bridge [`BRIDGE`] with [`NODE_IP`] and the CNI configuration.
+    /// Returns the folder.
+    pub fn prepare(assets: &Path) -> Result<PathBuf> {
         let missing = missing(assets);
         if !missing.is_empty() {
             bail!("this machine lacks: {}", missing.join("; "));
@@ -245,7 +267,13 @@ impl Node {
             dir.join("cni/conf/10-sluice-e2e.conflist"),
             cni_config(&dir).to_string(),
         )?;
+        Ok(dir)
+    }
 
+    /// The second half of [`Node::start`], after [`Node::prepare`].
+    pub fn start_prepared(plane: &ControlPlane, assets: &Path, dir: PathBuf) -> Result<Self> {
+        let kube_proxy_bin = assets.join("kube-proxy");
+        let kube_proxy = kube_proxy_bin.is_file();
         let socket = dir.join("containerd.sock");
         fs::write(dir.join("containerd.toml"), containerd_config(&dir))?;
         let containerd = spawn(
@@ -403,6 +431,7 @@ if [ -f "$D/sysctls" ]; then
   while read -r kv; do sysctl -q -w "$kv"; done < "$D/sysctls"
 fi
 rm -rf /var/log/pods/sluice-e2e-* /var/log/containers/*_sluice-e2e-*_*.log /var/lib/cni/results/sluice-e2e-*
+rm -rf /var/log/pods/sluice-system_* /var/log/containers/*_sluice-system_*.log
 rmdir /var/log/pods /var/log/containers /var/lib/cni/results /var/lib/cni 2>/dev/null
 rm -rf "$D"
 "#
@@ -458,7 +487,9 @@ pub fn cni_config(dir: &Path) -> serde_json::Value {
             "ipam": {
                 "type": "host-local",
                 "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP}]],
-                "routes": [{"dst": POD_CIDR}],
+                // Services (the `kubernetes` one, for the chart's pods)
+                // through the node, where kube-proxy translates them.
+                "routes": [{"dst": POD_CIDR}, {"dst": SERVICE_CIDR}],
                 "dataDir": dir.join("cni/ipam").display().to_string(),
             }
         }]
@@ -751,6 +782,7 @@ mod tests {
             controller_manager: true,
             scheduler: true,
             dir: PathBuf::from("/tmp/p"),
+            address: NODE_IP.to_string(),
         };
         let kubelet = kubelet_config(&plane, 1, 2);
         assert!(kubelet.contains(&format!("address: {NODE_IP}\n")));
