@@ -251,9 +251,16 @@ impl Node {
         // The watchdog is up before anything can be left behind.
         watchdog(&dir)?;
 
+        // A node of a test process that just ended (the next test binary
+        // of the same `cargo test`) is still being torn down by its
+        // watchdog: wait for that, a minute at most.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while run("ip", &["link", "show", BRIDGE]).is_ok() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
         if run("ip", &["link", "show", BRIDGE]).is_ok() {
             bail!(
-                "the bridge {BRIDGE} exists: another e2e node runs on this machine, or one was left behind (`ip link del {BRIDGE}`)"
+                "the bridge {BRIDGE} still exists after a minute: another e2e node runs on this machine, or one was left behind (`ip link del {BRIDGE}`)"
             );
         }
         if !iptables_has_kube_chains() {
