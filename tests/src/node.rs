@@ -200,16 +200,6 @@ fn run(cmd: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-/// The Go architecture name of this machine (for the images' config).
-fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "powerpc64" => "ppc64le",
-        other => other,
-    }
-}
-
 impl Node {
     /// Starts containerd, the kubelet and kube-proxy for `plane`, imports
     /// the images, waits for the Node to be Ready and advertises the GPUs.
@@ -626,71 +616,6 @@ pub fn kube_proxy_args(plane: &ControlPlane, healthz_port: u16, metrics_port: u1
     ]
 }
 
-/// Writes a docker-archive (`docker save` format) of one layer, the
-/// contents of `root`, named `name`, running `entrypoint`, to `out`.
-///
-/// A stop-gap: the Sluice image tool (`image-tool` branch) writes such
-/// archives too; the harness is to use it once merged.
-pub fn docker_archive(root: &Path, name: &str, entrypoint: &[&str], out: &Path) -> Result<()> {
-    let staging = out.with_extension("staging");
-    if staging.exists() {
-        fs::remove_dir_all(&staging)?;
-    }
-    fs::create_dir_all(&staging)?;
-    let layer = staging.join("layer.tar");
-    let path = |p: &Path| p.to_str().map(str::to_string).context("a path that is not UTF-8");
-    run(
-        "tar",
-        &[
-            "--numeric-owner",
-            "--owner=0",
-            "--group=0",
-            "--sort=name",
-            "-C",
-            &path(root)?,
-            "-cf",
-            &path(&layer)?,
-            ".",
-        ],
-    )?;
-    let sha = |p: &Path| -> Result<String> {
-        let out = run("sha256sum", &[&path(p)?])?;
-        out.split_whitespace()
-            .next()
-            .map(str::to_string)
-            .context("sha256sum printed nothing")
-    };
-    let diff_id = sha(&layer)?;
-    let config = json!({
-        "architecture": go_arch(),
-        "os": "linux",
-        "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin"], "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{diff_id}")]},
-    });
-    let config_tmp = staging.join("config.json");
-    fs::write(&config_tmp, serde_json::to_vec(&config)?)?;
-    let config_name = format!("{}.json", sha(&config_tmp)?);
-    fs::rename(&config_tmp, staging.join(&config_name))?;
-    fs::create_dir_all(staging.join(&diff_id))?;
-    fs::rename(&layer, staging.join(&diff_id).join("layer.tar"))?;
-    let manifest = json!([{"Config": config_name, "RepoTags": [name], "Layers": [format!("{diff_id}/layer.tar")]}]);
-    fs::write(staging.join("manifest.json"), serde_json::to_vec(&manifest)?)?;
-    run(
-        "tar",
-        &[
-            "-C",
-            &path(&staging)?,
-            "-cf",
-            &path(out)?,
-            "manifest.json",
-            &config_name,
-            &diff_id,
-        ],
-    )?;
-    fs::remove_dir_all(&staging)?;
-    Ok(())
-}
-
 /// The pause image: `tests/pause/pause.c`, built static.
 fn pause_image(dir: &Path) -> Result<PathBuf> {
     let src = dir.join("images/pause.c");
@@ -710,21 +635,28 @@ fn pause_image(dir: &Path) -> Result<PathBuf> {
     )
     .context("building the pause binary (gcc -static needs libc6-dev)")?;
     let out = dir.join("images/pause.tar");
-    docker_archive(&root, PAUSE_IMAGE, &["/pause"], &out)?;
+    let mut image = sluice_image::Image::default();
+    image.layer.host_file("/pause", &bin)?;
+    image.config.entrypoint = vec!["/pause".into()];
+    image.write_docker_archive_file(&out, &[PAUSE_IMAGE.into()])?;
     Ok(out)
 }
 
 /// The busybox image: `/bin/busybox` and links for [`APPLETS`].
 fn busybox_image(dir: &Path) -> Result<PathBuf> {
-    let root = dir.join("images/busybox-root");
-    fs::create_dir_all(root.join("bin"))?;
-    fs::create_dir_all(root.join("tmp"))?;
-    fs::copy("/bin/busybox", root.join("bin/busybox")).context("copying /bin/busybox")?;
+    let mut image = sluice_image::Image::default();
+    image
+        .layer
+        .host_file("/bin/busybox", Path::new("/bin/busybox"))
+        .context("adding /bin/busybox")?;
+    image.layer.dir("/tmp", 0o1777, 0, 0)?;
     for applet in APPLETS {
-        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet))?;
+        image.layer.symlink(&format!("/bin/{applet}"), "busybox")?;
     }
+    image.config.entrypoint = vec!["/bin/sh".into()];
+    image.config.env = vec!["PATH=/bin".into()];
     let out = dir.join("images/busybox.tar");
-    docker_archive(&root, BUSYBOX_IMAGE, &["/bin/sh"], &out)?;
+    image.write_docker_archive_file(&out, &[BUSYBOX_IMAGE.into()])?;
     Ok(out)
 }
 
