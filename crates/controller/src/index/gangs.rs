@@ -312,15 +312,19 @@ impl Index {
     pub(super) fn retire_gang(&mut self, wk: &ObjKey) {
         let Some(uid) = self.retire(wk) else { return };
         tracing::info!(workload = %wk, "a Job of its gang is gone: the Workload is deleted");
+        self.delete_retired(wk, Purpose::RetireGang { uid: uid.clone() }, &uid, Vec::new());
+    }
+
+    /// Deletes a retired Workload `wk` (uid precondition) in one plan: the
+    /// scheduling directives of its objects put back first, then `events`.
+    pub(super) fn delete_retired(&mut self, wk: &ObjKey, purpose: Purpose, uid: &str, events: Vec<Step>) {
         let mut steps = self.restoration_steps(wk);
+        steps.extend(events);
         steps.push(Step::DeleteWorkload {
             key: wk.clone(),
-            uid: uid.clone(),
+            uid: uid.to_string(),
         });
-        self.plans.push(Plan {
-            purpose: Purpose::RetireGang { uid },
-            steps,
-        });
+        self.plans.push(Plan { purpose, steps });
     }
 
     /// Takes Workload `wk` out of the engine (releasing what it held) and

@@ -27,7 +27,7 @@ use sluice_scheduler::shape::{self, ShapeChange};
 
 use super::Index;
 use crate::integration::{self, Full, JobKind};
-use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
+use crate::plan::{JobRef, ObjKey, Plan, Purpose};
 
 impl Index {
     /// Acts on a change of shape of `key`, the owner of Workload `wk`, as
@@ -206,15 +206,7 @@ impl Index {
     pub(super) fn make_again(&mut self, wk: &ObjKey) {
         let Some(uid) = self.retire(wk) else { return };
         let note = "Its objects changed: the Workload is made again with what they ask for now";
-        let mut steps = self.restoration_steps(wk);
-        steps.extend(self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note));
-        steps.push(Step::DeleteWorkload {
-            key: wk.clone(),
-            uid: uid.clone(),
-        });
-        self.plans.push(Plan {
-            purpose: Purpose::Reshape { uid },
-            steps,
-        });
+        let events = self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note);
+        self.delete_retired(wk, Purpose::Reshape { uid: uid.clone() }, &uid, events);
     }
 }
