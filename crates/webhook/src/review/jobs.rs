@@ -396,31 +396,10 @@ impl Reviewer {
             .or_else(|| old.metadata.namespace.clone())
             .unwrap_or_default();
         let user = req.user_info.username.as_deref().unwrap_or("");
-        if kind == Queued::Job {
-            let controller = |o: &DynamicObject| owners::queued_controller(&o.metadata).map(|(_, r, _)| r.uid.clone());
-            let (was, is) = (controller(old), controller(new));
-            if is.is_some() && is != was && !self.cfg.is_admission_writer(user) {
-                // Adopted after creation: that would leave a queued Job to
-                // an object its author chose, free to start unadmitted.
-                if let Some((i, r, k)) = owners::queued_controller(&new.metadata)
-                    && self.cfg.queue_label_of(new.metadata.labels.as_ref()).is_some()
-                {
-                    d.denials.push(format!(
-                        "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued Job; the controller of a Job made by a {} is set when the Job is created",
-                        k.noun(),
-                        r.name,
-                        k.noun()
-                    ));
-                    return d;
-                }
-            }
-            // Its owner's operator suspends and resumes it with its owner.
-            if was.is_some()
-                && is == was
-                && owners::made_by_queued_kind(self.view.as_ref(), &namespace, &old.metadata) == Ok(true)
-            {
-                return d;
-            }
+        if kind == Queued::Job
+            && let Some(done) = self.job_owner_rules(old, new, &namespace, user)
+        {
+            return done;
         }
         let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
         let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
@@ -465,17 +444,12 @@ impl Reviewer {
                 "metadata.labels[{label}]: cannot be removed by {user:?}: the {noun} waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the {noun} instead, or move it to another LocalQueue"
             ));
         }
-        // A running object's admission covers what it runs now.
         if let Some(q) = queued
             && running(old)
             && running(new)
             && !self.cfg.is_admission_writer(user)
         {
-            for grown in super::shape::grown(kind, old, new) {
-                d.denials.push(format!(
-                    "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, set {suspend_field} to true in the same update (it is queued again with its new shape), or delete and recreate the {noun}"
-                ));
-            }
+            d.denials.extend(refused_growth(kind, old, new, q));
         }
         if let Some(q) = queued
             && suspended(old)
@@ -488,4 +462,56 @@ impl Reviewer {
         }
         d
     }
+
+    /// A Job's owner of a queued kind: one given after creation is refused
+    /// (except to admission writers); a verified, unchanged one leaves the
+    /// Job to its owner's operator. `Some`: the review ends here.
+    fn job_owner_rules(
+        &self,
+        old: &DynamicObject,
+        new: &DynamicObject,
+        namespace: &str,
+        user: &str,
+    ) -> Option<Decision> {
+        let mut d = Decision::default();
+        let controller = |o: &DynamicObject| owners::queued_controller(&o.metadata).map(|(_, r, _)| r.uid.clone());
+        let (was, is) = (controller(old), controller(new));
+        if is.is_some() && is != was && !self.cfg.is_admission_writer(user) {
+            // Adopted after creation: that would leave a queued Job to
+            // an object its author chose, free to start unadmitted.
+            if let Some((i, r, k)) = owners::queued_controller(&new.metadata)
+                && self.cfg.queue_label_of(new.metadata.labels.as_ref()).is_some()
+            {
+                d.denials.push(format!(
+                    "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued Job; the controller of a Job made by a {} is set when the Job is created",
+                    k.noun(),
+                    r.name,
+                    k.noun()
+                ));
+                return Some(d);
+            }
+        }
+        // Its owner's operator suspends and resumes it with its owner.
+        if was.is_some()
+            && is == was
+            && owners::made_by_queued_kind(self.view.as_ref(), namespace, &old.metadata) == Ok(true)
+        {
+            return Some(d);
+        }
+        None
+    }
+}
+
+/// A running object's admission covers what it runs now: each way `new`
+/// asks for more than `old` (queued in LocalQueue `q`), as a denial.
+fn refused_growth(kind: Queued, old: &DynamicObject, new: &DynamicObject, q: &str) -> Vec<String> {
+    let (noun, (_, suspend_field)) = (kind.noun(), kind.suspend_at());
+    super::shape::grown(kind, old, new)
+        .into_iter()
+        .map(|grown| {
+            format!(
+                "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, set {suspend_field} to true in the same update (it is queued again with its new shape), or delete and recreate the {noun}"
+            )
+        })
+        .collect()
 }
