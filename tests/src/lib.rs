@@ -1,6 +1,7 @@
 //! Sluice end-to-end test support. The tests themselves live in `tests/tests/`.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;

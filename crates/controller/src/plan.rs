@@ -226,8 +226,14 @@ pub enum Purpose {
     /// An evicted Job reports no active pods but not its terminating ones
     /// (servers without `status.terminating`): look at its pods.
     ConfirmPodsGone { uid: String },
-    /// The workload finished.
+    /// The workload finished after its owner said so: its `status.state`
+    /// follows the owner's `Finished` condition (bookkeeping).
     Finish { uid: String },
+    /// The workload finished while it held quota (its Jobs finished, or it
+    /// was orphaned): its `Finished` write is a state change, written in
+    /// order before any admission that reuses the quota, so that the
+    /// Workloads as the API shows them never hold more than the quota.
+    Release { uid: String },
     /// A gang lost a member: its Workload (holding no quota) is deleted,
     /// and a new one is made when the gang is whole again.
     RetireGang { uid: String },
@@ -263,6 +269,7 @@ impl Purpose {
             Purpose::Requeue { .. } => "requeue",
             Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",
+            Purpose::Release { .. } => "release",
             Purpose::RetireGang { .. } => "retire_gang",
             Purpose::Reshape { .. } => "reshape",
             Purpose::Deactivate { .. } => "deactivate",

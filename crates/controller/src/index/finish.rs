@@ -113,9 +113,11 @@ impl Index {
     pub(super) fn finish_with(&mut self, wk: &ObjKey, reason: &str, message: &str, now_ms: i64) {
         let Some(e) = self.workloads.get_mut(wk) else { return };
         let uid = e.uid.clone();
+        let mut held_quota = false;
         if e.in_engine {
             match self.engine.workload_state(&uid) {
                 Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
+                    held_quota = true;
                     if let (Some(at), Some(adm)) = (e.admitted_at, self.engine.admission(&uid)) {
                         let ran = now_ms.saturating_sub(at);
                         super::forecast::observe_run_time(&mut self.run_times, &adm.cluster_queue, ran);
@@ -138,10 +140,14 @@ impl Index {
                 .into_iter()
                 .take(1),
         );
-        self.plans.push(Plan {
-            purpose: Purpose::Finish { uid },
-            steps,
-        });
+        // The quota is free in the engine now; the next admission that
+        // uses it is queued after this write, in the same lane.
+        let purpose = if held_quota {
+            Purpose::Release { uid }
+        } else {
+            Purpose::Finish { uid }
+        };
+        self.plans.push(Plan { purpose, steps });
     }
 }
 

@@ -169,17 +169,27 @@ impl Index {
             return;
         }
         let wk = ObjKey::new(key.namespace(), key.kind.workload_name(key.name()));
-        // Quota is released now; the Workload goes with its owner (garbage
-        // collector) and is forgotten when its deletion is observed.
+        // The Workload goes with its owner (garbage collector) and is
+        // forgotten when its deletion is observed. Until then the API shows
+        // it: quota it holds is released through its Finished write, queued
+        // before any admission that reuses it; a waiting one just leaves
+        // the queue.
         if let Some(e) = self.workloads.get_mut(&wk)
             && e.in_engine
             && view
                 .as_ref()
                 .is_some_and(|v| e.owner.as_ref().is_some_and(|(_, u)| *u == v.uid))
         {
-            engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
-            e.in_engine = false;
-            self.evicting.remove(&e.uid);
+            if matches!(
+                self.engine.workload_state(&e.uid),
+                Some(WorkloadState::Admitted | WorkloadState::Evicting)
+            ) {
+                self.finish_with(&wk, cond::reasons::JOB_DELETED, "The Job was deleted", now_ms);
+            } else {
+                engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
+                e.in_engine = false;
+                self.evicting.remove(&e.uid);
+            }
         }
         if let Some(g) = gang {
             self.reconcile_gang(&ObjKey::new(key.namespace(), g.name.clone()), now_ms);

@@ -2,12 +2,15 @@
 //! decides when it may be written.
 //!
 //! - [`Lane::State`]: admissions, evictions, requeues, Job start/suspend,
-//!   Workload creation, deactivation, pods-ready. Written in order, each
-//!   as soon as the client-side limit (`--kube-qps`) gives a token.
+//!   Workload creation, deactivation, pods-ready, and the `Finished` write
+//!   of a workload that held quota (its Jobs finished): the quota is reused
+//!   by admissions queued after it, so the Workloads never show more
+//!   admitted than the quota. Written in order, each as soon as the
+//!   client-side limit (`--kube-qps`) gives a token.
 //! - [`Lane::Bookkeeping`]: queue status and reports (latest wins per
-//!   queue), and the `Finished` state of a workload whose owner finished
-//!   it (quota is released in the engine at once; the write only records
-//!   it). Latest wins per workload or queue.
+//!   queue), and the `status.state` of a workload whose owner wrote its
+//!   `Finished` condition (the API shows it finished already; the write
+//!   only follows it). Latest wins per workload or queue.
 //! - [`Lane::Explanation`]: pending explanations. Latest wins per workload.
 //!
 //! The lazy lanes are written from budget the state lane leaves unused
@@ -45,6 +48,7 @@ impl Lane {
             | Purpose::Admit { .. }
             | Purpose::Evict { .. }
             | Purpose::Requeue { .. }
+            | Purpose::Release { .. }
             | Purpose::RetireGang { .. }
             | Purpose::Reshape { .. }
             | Purpose::ConfirmPodsGone { .. }
@@ -199,6 +203,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::Reshape { uid }
         | Purpose::ConfirmPodsGone { uid }
         | Purpose::Finish { uid }
+        | Purpose::Release { uid }
         | Purpose::Deactivate { uid }
         | Purpose::PodsReady { uid }
         | Purpose::Pending { uid }

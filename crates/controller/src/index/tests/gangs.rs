@@ -144,7 +144,7 @@ fn a_whole_gang_is_admitted_in_one_status_write_and_every_job_starts() {
     );
     ix.apply_job(done(&b), T0 + 5000);
     let plans = ix.take_plans();
-    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(purposes(&plans), ["release"]);
     assert_eq!(condition(status_step(&plans[0]), cond::FINISHED).1, "Succeeded");
     assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
 }
@@ -244,7 +244,7 @@ fn a_member_deleted_after_it_finished_does_not_break_the_gang() {
     });
     ix.apply_job(finished, T0 + 5000);
     let plans = ix.take_plans();
-    assert_eq!(purposes(&plans), ["finish"]);
+    assert_eq!(purposes(&plans), ["release"]);
     assert_eq!(condition(status_step(&plans[0]), cond::FINISHED).1, "Failed");
 }
 

@@ -145,7 +145,7 @@ fn a_backlog_in_one_lazy_queue_never_starves_the_others() {
     assert_eq!(q.lane_len(Lane::Explanation), 2);
     let order: Vec<String> = std::iter::from_fn(|| q.pop())
         .map(|(_, p)| match p.purpose {
-            Purpose::Finish { uid } | Purpose::Pending { uid } => uid,
+            Purpose::Finish { uid } | Purpose::Release { uid } | Purpose::Pending { uid } => uid,
             other => other.label().to_string(),
         })
         .collect();

@@ -1,0 +1,90 @@
+//! End-to-end: what users and auditors read from the API. Workloads never
+//! show more admitted than the quota, and the reasons they give are true.
+//!
+//! ```text
+//! cargo build -p sluice-cli
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test api_view -- --ignored --test-threads=1
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use kube::api::ListParams;
+use serde_json::json;
+use sluice_e2e::audit::QuotaAudit;
+use sluice_e2e::cluster::Cluster;
+
+const T: Duration = Duration::from_secs(60);
+
+/// Jobs finish one after another into a full queue: each finished Job's
+/// quota goes to the next one at once. Every Workload event is watched,
+/// and after each one the GPUs held by the Workloads of the ClusterQueue
+/// (`QuotaReserved`, not `Finished`, with an admission) are summed: the
+/// sum never goes above the 8 GPUs of the quota.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn workloads_never_show_more_admitted_than_the_quota_while_jobs_finish_into_a_full_queue() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let f = c.flavor("a100").await?;
+    let cq = c.gpu_queue("cq", &f, 8, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    let audit = QuotaAudit::start(c.client.clone(), &c.namespace, BTreeMap::from([(cq.clone(), 8)]));
+    c.start_controller(&[]).await?;
+    let result = async {
+        let n = 16;
+        for i in 0..n {
+            c.job(&format!("j{i:02}"), "team", 1, 4, &[], true).await?;
+        }
+        // Plays the kubelet: every running Job's pod succeeds as soon as
+        // it exists, so each finish frees quota the next Job takes.
+        let start = Instant::now();
+        loop {
+            ensure!(start.elapsed() < 4 * T, "not every Job finished in {:?}", 4 * T);
+            let jobs = c.jobs().list(&ListParams::default()).await?.items;
+            let complete = jobs.iter().filter(|j| condition_true(j, "Complete")).count();
+            if complete == n {
+                break;
+            }
+            for j in &jobs {
+                let running = j.spec.as_ref().and_then(|s| s.suspend) == Some(false);
+                let name = j.metadata.name.clone().unwrap_or_default();
+                if running && !condition_true(j, "Complete") && !c.job_pods(&name).await?.is_empty() {
+                    c.mark_pods(&name, 1, "Succeeded").await?;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The last Workload events (the last Finished) come in.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let seen = audit.seen();
+        eprintln!(
+            "{} Workload events watched; most GPUs held at once in {cq}: {:?}",
+            seen.events,
+            seen.most.get(&cq)
+        );
+        ensure!(
+            seen.over.is_empty(),
+            "the Workloads showed more than the 8-GPU quota {} times: {:?}",
+            seen.over.len(),
+            seen.over
+        );
+        ensure!(
+            seen.most.get(&cq) == Some(&8),
+            "two Jobs at a time held the queue: {:?}",
+            seen.most
+        );
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    drop(audit);
+    c.cleanup().await?;
+    result
+}
+
+fn condition_true(job: &k8s_openapi::api::batch::v1::Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
