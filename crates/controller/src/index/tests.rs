@@ -1549,6 +1549,66 @@ fn an_orphaned_workload_of_a_deleted_job_is_finished_and_never_takes_quota_again
     assert_eq!(ix.engine().workload_state("wl-uid-gone"), Some(WorkloadState::Finished));
 }
 
+/// A restart between a Job's completion and its Workload's Finished write:
+/// the new leader counts the admission it lists (never admitting into that
+/// quota early), releases it through the Finished write, and only then
+/// admits the next one; a restart after the write counts nothing.
+#[test]
+fn a_restart_before_a_finished_write_counts_the_quota_until_that_write_is_queued() {
+    let a = mk_job("a", "team-a", 4, 2);
+    let b = mk_job("b", "team-a", 4, 2);
+    let mut ix = ready_index();
+    ix.apply_job(a.clone(), T0);
+    ix.apply_workload(stored_workload(&a, 0, 0), T0);
+    ix.take_plans();
+    assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
+    let admitted = ix.workload_status(&wkey("a")).cloned();
+    let mut done = a.clone();
+    done.spec.as_mut().unwrap().suspend = Some(false);
+    done.status = serde_json::from_value(json!({"conditions": [{"type": "Complete", "status": "True"}]})).unwrap();
+
+    // The new leader lists Workloads (a still admitted), then Jobs.
+    let restarted = |finished_written: bool| {
+        let mut ix = Index::new(IndexConfig::default());
+        ix.apply_flavor(flavor("a100"));
+        ix.apply_cluster_queue(cq("cluster-gpu", 8));
+        ix.apply_local_queue(lq("team-a", "cluster-gpu"));
+        let mut wl = stored_workload(&a, 0, 0);
+        wl.status = admitted.clone();
+        if finished_written {
+            let s = wl.status.as_mut().unwrap();
+            super::status::finished(
+                s,
+                cond::reasons::SUCCEEDED,
+                "Job finished successfully",
+                true,
+                T0 + 5,
+                None,
+            );
+        }
+        ix.apply_workload(wl, T0 + 10);
+        ix.apply_workload(stored_workload(&b, 0, 1), T0 + 10);
+        assert_eq!(
+            ix.engine().cluster_queue_usage("cluster-gpu").unwrap().resources[0].used,
+            if finished_written { 0 } else { 8_000 },
+            "the listed admission is counted until its Finished is written"
+        );
+        ix.apply_job(done.clone(), T0 + 10);
+        ix.apply_job(b.clone(), T0 + 10);
+        for k in Kind::ALL {
+            ix.mark_synced(k);
+        }
+        let mut plans = ix.take_plans();
+        plans.extend(ix.cycle(T0 + 20).0);
+        purposes(&plans)
+            .into_iter()
+            .filter(|p| matches!(*p, "release" | "admit" | "finish"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(restarted(false), ["release", "admit"]);
+    assert_eq!(restarted(true), ["admit"]);
+}
+
 /// A Workload created directly (no Job, no job-uid label), as tools and
 /// `sluice bench` make them.
 fn workload_without_job(name: &str, created_s: i64) -> Workload {
