@@ -58,21 +58,28 @@ pub fn verdict(v: &Verdict) -> String {
         Verdict::InsufficientQuota {
             resource,
             needed,
+            up_to,
             free_nominal,
             nominal,
             borrowable,
         } => format!(
-            "needs {} {resource}, {} free of {} nominal, {} borrowable",
-            amount(*needed),
+            "{}, {} free of {} nominal, {} borrowable",
+            needs(*needed, *up_to, resource),
             amount(*free_nominal),
             amount(*nominal),
             amount(*borrowable)
         ),
-        Verdict::ExceedsMaxQuota { resource, needed, max } => format!(
-            "needs {} {resource}, more than the {} this queue can ever use",
-            amount(*needed),
+        Verdict::ExceedsMaxQuota {
+            resource,
+            needed,
+            up_to,
+            max,
+        } => format!(
+            "{}, more than the {} this queue can ever use",
+            needs(*needed, *up_to, resource),
             amount(*max)
         ),
+        Verdict::NeverOnNodes(n) => never_on_nodes(n),
         Verdict::PreemptionNotPossible { protected } if *protected > 0 => {
             format!("insufficient quota and no preemptible workloads ({protected} protected by minimum runtime)")
         }
@@ -120,6 +127,46 @@ pub fn verdict(v: &Verdict) -> String {
     }
 }
 
+/// "needs 8 nvidia.com/gpu", or with a minimum count "needs at least 3
+/// nvidia.com/gpu (up to 8)".
+fn needs(needed: Amount, up_to: Option<Amount>, resource: &str) -> String {
+    match up_to {
+        Some(most) => format!("needs at least {} {resource} (up to {})", amount(needed), amount(most)),
+        None => format!("needs {} {resource}", amount(needed)),
+    }
+}
+
+/// Why no node of a flavor could ever hold a pod set.
+fn never_on_nodes(n: &sluice_scheduler::NeverOnNodes) -> String {
+    let resource = &n.resource;
+    let within = match &n.topology {
+        Some(key) => format!(" within one {key} domain"),
+        None => String::new(),
+    };
+    if n.nodes == 0 {
+        return "no node matches its flavor's labels, its node selector and its tolerations".to_string();
+    }
+    let largest = match &n.largest_node {
+        Some(node) => format!("the largest has {} allocatable ({node})", amount(n.largest)),
+        None => String::new(),
+    };
+    if n.placeable == 0 {
+        format!(
+            "a pod needs {} {resource}; none of its {} node(s) has that much allocatable: {largest}",
+            amount(n.per_pod),
+            n.nodes
+        )
+    } else {
+        format!(
+            "its {} node(s) hold only {} of its {} pods ({} {resource} each){within} even with nothing else running; {largest}",
+            n.nodes,
+            n.placeable,
+            n.pods,
+            amount(n.per_pod)
+        )
+    }
+}
+
 /// The coarse reason a workload waits, as a sentence.
 pub fn pending_reason(reason: &PendingReason) -> String {
     match reason {
@@ -141,6 +188,10 @@ pub fn pending_reason(reason: &PendingReason) -> String {
         }
         PendingReason::WaitingForEvictions => "waiting for evictions under way to release quota".to_string(),
         PendingReason::NoPlacement => "fits quota but not the nodes".to_string(),
+        PendingReason::NeverPlaceable => {
+            "no node could ever hold it, even with nothing else running: more quota or waiting does not help"
+                .to_string()
+        }
         PendingReason::Backoff { until } => format!("requeued after eviction, backing off until t={until}ms"),
     }
 }
@@ -255,6 +306,7 @@ mod tests {
         let quota = |needed, free, nominal, borrowable| Verdict::InsufficientQuota {
             resource: "nvidia.com/gpu".into(),
             needed,
+            up_to: None,
             free_nominal: free,
             nominal,
             borrowable,
@@ -295,6 +347,64 @@ mod tests {
             "insufficient quota; preemption: insufficient quota and no workloads the preemption policy allows to preempt"
         );
         assert_eq!(flavor_verdict(&e.flavors[1]), "pod set trainer: flavor not found");
+    }
+
+    #[test]
+    fn a_minimum_count_reads_as_at_least_up_to() {
+        let v = Verdict::InsufficientQuota {
+            resource: "nvidia.com/gpu".into(),
+            needed: 3_000,
+            up_to: Some(8_000),
+            free_nominal: 2_000,
+            nominal: 4_000,
+            borrowable: 0,
+        };
+        assert_eq!(
+            verdict(&v),
+            "needs at least 3 nvidia.com/gpu (up to 8), 2 free of 4 nominal, 0 borrowable"
+        );
+        let v = Verdict::ExceedsMaxQuota {
+            resource: "nvidia.com/gpu".into(),
+            needed: 5_000,
+            up_to: Some(8_000),
+            max: 4_000,
+        };
+        assert_eq!(
+            verdict(&v),
+            "needs at least 5 nvidia.com/gpu (up to 8), more than the 4 this queue can ever use"
+        );
+    }
+
+    #[test]
+    fn a_pod_set_no_node_could_hold_says_the_largest_node() {
+        let never = |pods, placeable, nodes, largest_node: Option<&str>| {
+            Verdict::NeverOnNodes(Box::new(sluice_scheduler::NeverOnNodes {
+                resource: "nvidia.com/gpu".into(),
+                per_pod: 8_000,
+                pods,
+                placeable,
+                nodes,
+                largest: 4_000,
+                largest_node: largest_node.map(str::to_string),
+                topology: None,
+            }))
+        };
+        assert_eq!(
+            verdict(&never(1, 0, 3, Some("gpu-2"))),
+            "a pod needs 8 nvidia.com/gpu; none of its 3 node(s) has that much allocatable: the largest has 4 allocatable (gpu-2)"
+        );
+        assert_eq!(
+            verdict(&never(4, 2, 2, Some("gpu-0"))),
+            "its 2 node(s) hold only 2 of its 4 pods (8 nvidia.com/gpu each) even with nothing else running; the largest has 4 allocatable (gpu-0)"
+        );
+        assert_eq!(
+            verdict(&never(1, 0, 0, None)),
+            "no node matches its flavor's labels, its node selector and its tolerations"
+        );
+        assert_eq!(
+            pending_reason(&PendingReason::NeverPlaceable),
+            "no node could ever hold it, even with nothing else running: more quota or waiting does not help"
+        );
     }
 
     #[test]

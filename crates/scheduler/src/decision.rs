@@ -188,6 +188,10 @@ pub enum PendingReason {
     /// It fits quota, but its pods fit on no set of nodes now; per-pod-set
     /// detail in `flavors`.
     NoPlacement,
+    /// No node of any flavor it may use could hold a pod set, even with
+    /// nothing else running ([`Verdict::NeverOnNodes`] per flavor): more
+    /// quota or waiting does not help; other nodes would.
+    NeverPlaceable,
     /// Requeued after an eviction; not considered before this time.
     Backoff {
         until: Millis,
@@ -218,7 +222,10 @@ pub enum Verdict {
     /// Not enough quota now.
     InsufficientQuota {
         resource: String,
+        /// What it needs; with a minimum count, what its minimum needs.
         needed: Amount,
+        /// With a minimum count: what it needs with all its pods.
+        up_to: Option<Amount>,
         /// Free within the queue's own nominal quota.
         free_nominal: Amount,
         nominal: Amount,
@@ -228,7 +235,10 @@ pub enum Verdict {
     /// More than the queue could ever get (nominal + borrowing, cohort size).
     ExceedsMaxQuota {
         resource: String,
+        /// What it needs; with a minimum count, what its minimum needs.
         needed: Amount,
+        /// With a minimum count: what it needs with all its pods.
+        up_to: Option<Amount>,
         max: Amount,
     },
     /// It would fit by preempting, but no allowed set of victims exists.
@@ -253,6 +263,28 @@ pub enum Verdict {
         /// The topology key when the pod set must fit in one domain.
         topology: Option<String>,
     },
+    /// No node of the flavor could ever hold the pod set.
+    NeverOnNodes(Box<NeverOnNodes>),
+}
+
+/// Why no node of a flavor could ever hold a pod set: with nothing else
+/// running on them, its nodes (those the pod set's selector, tolerations
+/// and the flavor's labels allow, cordoned ones included) take fewer of
+/// its pods than it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeverOnNodes {
+    /// The pod's largest request relative to the nodes (usually the GPU).
+    pub resource: String,
+    pub per_pod: Amount,
+    pub pods: u32,
+    /// How many of its pods those nodes would take, empty.
+    pub placeable: u32,
+    pub nodes: usize,
+    /// The most of `resource` one of those nodes has allocatable, and it.
+    pub largest: Amount,
+    pub largest_node: Option<String>,
+    /// The topology key when the pod set must fit in one domain.
+    pub topology: Option<String>,
 }
 
 impl Verdict {
@@ -262,6 +294,7 @@ impl Verdict {
             (Verdict::ExceedsMaxQuota { resource: a, .. }, Verdict::ExceedsMaxQuota { resource: b, .. }) => a == b,
             (Verdict::PreemptionNotPossible { .. }, Verdict::PreemptionNotPossible { .. }) => true,
             (Verdict::NoNodeFits { resource: a, .. }, Verdict::NoNodeFits { resource: b, .. }) => a == b,
+            (Verdict::NeverOnNodes(a), Verdict::NeverOnNodes(b)) => a.resource == b.resource,
             (a, b) => a == b,
         }
     }
@@ -305,6 +338,7 @@ impl Explanation {
             PendingReason::WaitingForPreemption { .. } => "WaitingForPreemption",
             PendingReason::WaitingForEvictions => "WaitingForEvictions",
             PendingReason::NoPlacement => "NoPlacement",
+            PendingReason::NeverPlaceable => "NeverPlaceable",
             PendingReason::Backoff { .. } => "Backoff",
         }
     }

@@ -175,8 +175,8 @@ mod model;
 pub mod shape;
 
 pub use decision::{
-    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
-    Preemption, PreemptionReason, TopologyDomain, Verdict,
+    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
+    PodSetAssignment, Preemption, PreemptionReason, TopologyDomain, Verdict,
 };
 pub use engine::{Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};

@@ -39,7 +39,8 @@
 //! And at the end, once everything finished, foreign pods are gone and no
 //! node is cordoned, a workload of one pod set waits only if it can never
 //! fit its quota, or if its pods cannot be placed on the empty nodes of
-//! the flavor it was given.
+//! the flavor it was given; one told `NeverPlaceable` fits the empty nodes
+//! of none of the flavors it names.
 
 #[path = "placement_properties/checks.rs"]
 mod checks;
@@ -85,6 +86,21 @@ proptest! {
                         uid,
                         sluice_convert::text::explanation(&e)
                     );
+                }
+                Some(PendingReason::NeverPlaceable) => {
+                    // Every flavor said so, and none of them fits empty.
+                    let e = e.unwrap();
+                    let (count, gpu, cpu) = w.spec.pod_sets[0];
+                    for v in &e.flavors {
+                        let rack = w.spec.single_domain && v.flavor == "f1";
+                        prop_assert!(
+                            !m.fits_empty(&v.flavor, [gpu * 1000, cpu * 500, 1000], count, w.spec.tolerates, rack),
+                            "{} is told no node could ever hold it, but {} could: {}",
+                            uid,
+                            v.flavor,
+                            sluice_convert::text::explanation(&e)
+                        );
+                    }
                 }
                 other => prop_assert!(false, "{} waits in an empty cluster: {:?}", uid, other),
             }

@@ -54,7 +54,7 @@ pub struct PlacementOutcome {
 /// Whether an explanation says the workload waits for nodes, not quota.
 pub fn waits_for_nodes(e: &Explanation) -> bool {
     match e.reason {
-        PendingReason::NoPlacement => true,
+        PendingReason::NoPlacement | PendingReason::NeverPlaceable => true,
         PendingReason::WaitingForEvictions => e
             .flavors
             .iter()
@@ -182,6 +182,7 @@ mod tests {
         let quota = Verdict::InsufficientQuota {
             resource: "nvidia.com/gpu".into(),
             needed: 8000,
+            up_to: None,
             free_nominal: 0,
             nominal: 8000,
             borrowable: 0,

@@ -4,7 +4,7 @@
 //! as it is then.
 
 use sluice_api::v1alpha1::{WorkloadStatus, conditions as cond};
-use sluice_scheduler::{Explanation, WorkloadState};
+use sluice_scheduler::{Explanation, PendingReason, WorkloadState};
 
 use super::status::{self, verdict_reason};
 use super::{Index, WlEntry};
@@ -39,6 +39,20 @@ impl Index {
         // writes the engine's explanation as it is then.
         status::pending(&mut e.status, expl.reason_code(), e.active, now_ms, e.generation);
         self.explain.insert(uid.to_string());
+    }
+
+    /// A workload that waiting cannot help (its quota or the nodes can
+    /// never hold it) gets a Warning Event with the whole explanation, on
+    /// it and on its objects, with the write of that explanation (made
+    /// once per reason).
+    fn inadmissible_events(&self, wk: &super::ObjKey, uid: &str) -> Vec<Step> {
+        match self.engine.explanation(uid) {
+            Some(expl) if matches!(expl.reason, PendingReason::NeverFits | PendingReason::NeverPlaceable) => {
+                let note = sluice_convert::text::explanation(expl);
+                self.events(wk, "Warning", expl.reason_code(), "Admit", &note)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The status to write for a pending workload: what the index keeps,
@@ -99,10 +113,11 @@ impl Index {
             let Some(e) = self.workloads.get(&wk) else { continue };
             let status = self.pending_status(&uid, e, now_ms);
             let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
-            let step = Step::workload_status(wk, uid.clone(), status, seq);
+            let mut steps = vec![Step::workload_status(wk.clone(), uid.clone(), status, seq)];
+            steps.extend(self.inadmissible_events(&wk, &uid));
             out.push(Plan {
                 purpose: Purpose::Pending { uid },
-                steps: vec![step],
+                steps,
             });
         }
         self.explain_out += out.len();

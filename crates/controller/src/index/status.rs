@@ -129,6 +129,7 @@ pub(super) fn verdict_reason(v: &eng::Verdict) -> &'static str {
         eng::Verdict::ExceedsMaxQuota { .. } => "ExceedsMaxQuota",
         eng::Verdict::PreemptionNotPossible { .. } => "PreemptionNotPossible",
         eng::Verdict::NoNodeFits { .. } => "NoNodeFits",
+        eng::Verdict::NeverOnNodes(_) => "NeverOnNodes",
     }
 }
 

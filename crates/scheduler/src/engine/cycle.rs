@@ -429,6 +429,7 @@ impl Engine {
                 merge.touched(self, cq);
                 continue;
             }
+            let e = self.unadmitted_explanation(cq, id, e);
             failed.insert((cq, shape));
             self.set_shape_explanation(cq, shape, Arc::new(e), out);
             self.park_shaped(cq, id, out);

@@ -6,6 +6,74 @@
 use super::*;
 
 impl Engine {
+    /// What a workload admitted neither whole, nor by preemption, nor with
+    /// fewer pods is told, given what its whole was told:
+    /// - with a minimum count, why its minimum is not admitted, its whole
+    ///   numbers beside ("needs at least 3 … (up to 8)");
+    /// - when no node could ever hold it (its minimum, if it has one), that
+    ///   (beside the quota's verdicts when its quota never suffices either).
+    ///
+    /// Waiting for evictions or preemptions under way is left as it is.
+    pub(super) fn unadmitted_explanation(&mut self, cq: CqId, id: WlId, whole: Explanation) -> Explanation {
+        if matches!(
+            whole.reason,
+            PendingReason::WaitingForEvictions | PendingReason::WaitingForPreemption { .. }
+        ) {
+            return whole;
+        }
+        let e = match self.minimum_counts(id) {
+            Some(counts) => {
+                self.set_counts(id, &counts);
+                self.minimum_explanation(cq, id, whole)
+            }
+            None => whole,
+        };
+        let e = match self.never_placeable(cq, id) {
+            // Both never: the quota's reason, and the nodes' verdicts too.
+            Some(nodes) if e.reason == PendingReason::NeverFits => {
+                let mut e = e;
+                e.flavors.extend(
+                    nodes
+                        .flavors
+                        .into_iter()
+                        .filter(|v| matches!(v.verdict, Verdict::NeverOnNodes(_))),
+                );
+                e
+            }
+            Some(nodes) => nodes,
+            None => e,
+        };
+        self.restore_full(id);
+        e
+    }
+
+    /// Why a workload set to its minimum counts is not admitted.
+    fn minimum_explanation(&mut self, cq: CqId, id: WlId, whole: Explanation) -> Explanation {
+        let mut e = match self.assign_with(cq, id, true) {
+            Err(flavor::AssignError::NoFit { verdicts, never, .. }) => Explanation {
+                reason: if never {
+                    PendingReason::NeverFits
+                } else {
+                    PendingReason::NoFit
+                },
+                flavors: verdicts,
+            },
+            Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {
+                Err(unplaced) => self.no_room_explanation(cq, id, &unplaced.room),
+                // It fits now: the next cycle admits it.
+                Ok(_) => return whole,
+            },
+            Err(flavor::AssignError::NotCovered { .. }) => return whole,
+        };
+        for v in &mut e.flavors {
+            with_whole_need(v, &whole);
+        }
+        // Why preemption could not help the whole.
+        e.flavors
+            .extend(whole.flavors.iter().filter(|v| v.pod_set.is_empty()).cloned());
+        e
+    }
+
     pub(super) fn note(&mut self, id: WlId, e: Explanation) {
         let wl = self.wl_mut(id);
         if wl.explanation.as_deref().is_none_or(|old| !old.same_reason(&e)) {
@@ -87,5 +155,42 @@ impl Engine {
         q.loose.remove(&key);
         q.fresh.remove(&key);
         q.shaped.entry(shape).or_default().insert(key);
+    }
+}
+
+/// Sets a minimum's quota verdict's `up_to` to what the whole needed of the
+/// same resource, in the same pod set and flavor.
+fn with_whole_need(v: &mut FlavorVerdict, whole: &Explanation) {
+    let whole_need = |resource: &str| {
+        whole
+            .flavors
+            .iter()
+            .filter(|w| w.pod_set == v.pod_set && w.flavor == v.flavor)
+            .find_map(|w| match &w.verdict {
+                Verdict::InsufficientQuota {
+                    resource: r, needed, ..
+                }
+                | Verdict::ExceedsMaxQuota {
+                    resource: r, needed, ..
+                } if r == resource => Some(*needed),
+                _ => None,
+            })
+    };
+    match &mut v.verdict {
+        Verdict::InsufficientQuota {
+            resource,
+            needed,
+            up_to,
+            ..
+        }
+        | Verdict::ExceedsMaxQuota {
+            resource,
+            needed,
+            up_to,
+            ..
+        } => {
+            *up_to = whole_need(resource).filter(|w| w > needed);
+        }
+        _ => {}
     }
 }

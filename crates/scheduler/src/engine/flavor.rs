@@ -129,6 +129,7 @@ impl Engine {
                                     Verdict::InsufficientQuota {
                                         resource: self.resources.name(s.fr.1).to_string(),
                                         needed: extra,
+                                        up_to: None,
                                         free_nominal,
                                         nominal: s.nominal,
                                         borrowable: available - free_nominal,
@@ -144,6 +145,7 @@ impl Engine {
                                     Verdict::ExceedsMaxQuota {
                                         resource: self.resources.name(s.fr.1).to_string(),
                                         needed: extra,
+                                        up_to: None,
                                         max,
                                     },
                                 ));

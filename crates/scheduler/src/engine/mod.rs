@@ -32,8 +32,8 @@ use std::sync::Arc;
 
 use crate::decision::TopologyDomain;
 use crate::decision::{
-    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, PodSetAssignment,
-    Preemption, PreemptionReason, Verdict,
+    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
+    PodSetAssignment, Preemption, PreemptionReason, Verdict,
 };
 use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{

@@ -33,6 +33,21 @@ impl Engine {
         self.wl(id).pod_sets.iter().any(|p| p.min_count.is_some())
     }
 
+    /// The pod counts of the workload's minimum, when some pod set may run
+    /// with fewer pods than it asks for.
+    pub(super) fn minimum_counts(&self, id: WlId) -> Option<Vec<u32>> {
+        let pod_sets = &self.wl(id).pod_sets;
+        pod_sets
+            .iter()
+            .any(|p| p.min_count.is_some_and(|m| m < p.count))
+            .then(|| {
+                pod_sets
+                    .iter()
+                    .map(|p| p.min_count.map_or(p.count, |m| m.min(p.count)))
+                    .collect()
+            })
+    }
+
     /// Pod counts at reduction step `k` of `steps`.
     fn counts_at(pod_sets: &[PodSet], k: u32, steps: u32) -> Vec<u32> {
         pod_sets

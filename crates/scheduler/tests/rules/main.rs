@@ -17,6 +17,7 @@ mod fair_sharing;
 mod fifo;
 mod flavors;
 mod lifecycle;
+mod never_placeable;
 mod partial;
 mod placement;
 mod placement_preemption;

@@ -34,11 +34,33 @@ fn never_fewer_than_min_count() {
     w.add(wl("elastic").queue("a").at(1).pods(8, &[(GPU, 1)]).min_count(2));
     assert!(w.cycle(1).admitted.is_empty());
     assert_eq!(w.state("elastic"), WorkloadState::Pending);
-    // Whole explanation: it waits for its full count.
-    assert!(
-        w.why("elastic").contains("needs 8 nvidia.com/gpu"),
-        "{}",
-        w.why("elastic")
+    // Explained at its minimum, its full count beside.
+    assert_eq!(
+        w.why("elastic"),
+        "insufficient quota; pod set main: a100: needs at least 2 nvidia.com/gpu (up to 8), 1 free of 8 nominal, 0 borrowable"
+    );
+}
+
+/// More than the queue can ever hold with all its pods, less with its
+/// minimum: it is not told it can never be admitted, but what its minimum
+/// waits for.
+#[test]
+fn a_workload_whose_minimum_fits_the_quota_is_not_told_it_never_fits() {
+    let mut w = single_queue(WithinClusterQueue::Never);
+    w.add(wl("other").queue("a").pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("elastic").queue("a").at(1).pods(16, &[(GPU, 1)]).min_count(3));
+    assert!(w.cycle(1).admitted.is_empty());
+    assert_eq!(
+        w.why("elastic"),
+        "insufficient quota; pod set main: a100: needs at least 3 nvidia.com/gpu (up to 16), 2 free of 8 nominal, 0 borrowable"
+    );
+    // Its minimum above the quota too: it never fits, and says both.
+    w.add(wl("huge").queue("a").at(2).pods(16, &[(GPU, 1)]).min_count(12));
+    w.cycle(2);
+    assert_eq!(
+        w.why("huge"),
+        "exceeds what the ClusterQueue can ever admit; pod set main: a100: needs at least 12 nvidia.com/gpu (up to 16), more than the 8 this queue can ever use"
     );
 }
 

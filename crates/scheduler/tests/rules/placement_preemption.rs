@@ -214,9 +214,11 @@ fn the_free_quota_of_a_placement_verdict_includes_what_can_be_borrowed() {
     ]);
     w.node(node("n1", "a100", 8));
     w.node(node("n2", "a100", 8));
-    w.add(wl("wide").queue("a").pods(1, &[(GPU, 12)]));
+    w.usage("n1", &[(GPU, 6)]);
+    w.usage("n2", &[(GPU, 6)]);
+    w.add(wl("wide").queue("a").pods(2, &[(GPU, 6)]));
     assert!(w.cycle(0).admitted.is_empty());
-    assert_eq!(no_room(&w, "wide"), no_node_fits(12, 1, 0, (16, 8), 2, (8, Some("n1"))));
+    assert_eq!(no_room(&w, "wide"), no_node_fits(6, 2, 0, (16, 8), 2, (2, Some("n1"))));
 }
 
 /// Queue `a` borrows to fit 3 pods × 4 GPUs (nominal 8, cohort of 24);

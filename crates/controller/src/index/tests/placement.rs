@@ -67,7 +67,7 @@ fn pending_reason(ix: &Index, job: &str) -> Option<String> {
 }
 
 #[test]
-fn a_pod_that_fits_quota_but_no_node_waits_and_a_gang_that_fits_the_nodes_is_admitted() {
+fn a_pod_larger_than_every_node_is_told_no_node_could_ever_hold_it_and_a_gang_that_fits_the_nodes_is_admitted() {
     let mut ix = placing_index(16);
     ix.apply_node(gpu_node("n-a", 4, &[]));
     ix.apply_node(gpu_node("n-b", 4, &[]));
@@ -75,7 +75,32 @@ fn a_pod_that_fits_quota_but_no_node_waits_and_a_gang_that_fits_the_nodes_is_adm
     queue_job(&mut ix, "pair", 2, 4, 1);
     let (plans, _) = ix.cycle(T0 + 5000);
     assert_eq!(admitted(&plans), ["wl-uid-pair"]);
-    assert_eq!(pending_reason(&ix, "big").as_deref(), Some("NoPlacement"));
+    assert_eq!(pending_reason(&ix, "big").as_deref(), Some("NeverPlaceable"));
+    // A Warning Event on the Workload and on the Job, once.
+    let later = ix.take_plans();
+    let warned: Vec<crate::plan::EventSpec> = plans
+        .iter()
+        .chain(&later)
+        .flat_map(|p| p.steps.iter())
+        .filter_map(|s| match s {
+            Step::Event(e) if e.reason == "NeverPlaceable" => Some(e.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warned
+            .iter()
+            .map(|e| (e.type_, e.regarding.kind.as_deref()))
+            .collect::<Vec<_>>(),
+        [("Warning", Some("Workload")), ("Warning", Some("Job"))]
+    );
+    assert!(
+        warned[0]
+            .note
+            .contains("a pod needs 8 nvidia.com/gpu; none of its 2 node(s) has that much allocatable"),
+        "{}",
+        warned[0].note
+    );
     // The index keeps statuses without the explanation's text: read the write.
     let written = plans
         .iter()
@@ -87,8 +112,19 @@ fn a_pod_that_fits_quota_but_no_node_waits_and_a_gang_that_fits_the_nodes_is_adm
         .expect("job-big's explanation is written");
     let message = condition(&written, cond::QUOTA_RESERVED).2.to_string();
     assert!(
-        message.contains("none of its 2 node(s) has 8 nvidia.com/gpu free; largest free block: 4 on n-a"),
+        message.contains(
+            "no node could ever hold it, even with nothing else running: more quota or waiting does not help"
+        ),
         "{message}"
+    );
+    let flavors = &written.pending.as_ref().expect("pending").flavors;
+    assert_eq!(flavors[0].reason, "NeverOnNodes");
+    assert!(
+        flavors[0]
+            .message
+            .contains("none of its 2 node(s) has that much allocatable: the largest has 4 allocatable (n-a)"),
+        "{}",
+        flavors[0].message
     );
 }
 

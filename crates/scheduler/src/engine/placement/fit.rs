@@ -10,6 +10,7 @@
 //! other than largest-first is tried.
 
 use super::*;
+use crate::engine::flavor::GroupChoice;
 
 /// Where the pods of a workload go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub(in crate::engine) struct NoRoom {
 struct Room<'a> {
     delta: &'a NodeDelta,
     taken: Vec<(NodeId, ResVec)>,
+    /// The nodes as if nothing ran on them (their allocatable).
+    empty: bool,
 }
 
 impl Room<'_> {
@@ -101,57 +104,17 @@ impl Engine {
     ) -> Result<Placement, Box<NoRoom>> {
         let wl = self.wl(id);
         let q = &self.cqs[cq];
-        let mut asks: Vec<Ask> = Vec::with_capacity(wl.pod_sets.len());
-        for (pi, ps) in wl.pod_sets.iter().enumerate() {
-            let groups = choice.0.get(pi).map(Vec::as_slice).unwrap_or(&[]);
-            if groups.is_empty() || ps.total.is_empty() {
-                continue;
-            }
-            let mut flavors: Vec<FlavorId> = groups.iter().map(|g| g.flavor).collect();
-            flavors.sort_unstable();
-            flavors.dedup();
-            let count = ps.count.max(1);
-            let mut per_pod: ResVec = ps.total.iter().map(|&(r, a)| (r, a / count as Amount)).collect();
-            res_add(&mut per_pod, self.pods_res, 1000);
-            // The main resource: the largest share of the largest node.
-            let (mut main, mut size) = (self.pods_res, -1i128);
-            for &(r, a) in &per_pod {
-                if r == self.pods_res {
-                    continue;
-                }
-                let scale = self.inv.max_alloc.get(&r).copied().unwrap_or(0).max(1) as i128;
-                let s = (a as i128) * 1_000_000 / scale;
-                if s > size {
-                    (main, size) = (r, s);
-                }
-            }
-            let main_flavor = q
-                .group_of
-                .get(&main)
-                .and_then(|&g| groups.iter().find(|c| c.group == g))
-                .map_or(flavors[0], |c| c.flavor);
-            let topology = if ps.require_single_domain {
-                std::iter::once(main_flavor)
-                    .chain(flavors.iter().copied())
-                    .find_map(|f| self.flavors.get(&f).and_then(|s| s.topology_key.clone()))
-            } else {
-                None
-            };
-            asks.push(Ask {
-                pod_set: pi,
-                per_pod,
-                count: ps.count,
-                main,
-                main_flavor,
-                size,
-                flavors,
-                topology,
-            });
-        }
+        let mut asks: Vec<Ask> = wl
+            .pod_sets
+            .iter()
+            .enumerate()
+            .filter_map(|(pi, ps)| self.ask(q, pi, ps, choice.0.get(pi).map(Vec::as_slice).unwrap_or(&[])))
+            .collect();
         asks.sort_by(|a, b| b.size.cmp(&a.size).then(a.pod_set.cmp(&b.pod_set)));
         let mut room = Room {
             delta,
             taken: Vec::new(),
+            empty: false,
         };
         let mut placement = Placement::default();
         for ask in &asks {
@@ -180,28 +143,108 @@ impl Engine {
                         placement.pods.push((n, ask.pod_set, k));
                     }
                 }
-                Err(placeable) => {
-                    let (largest_free, largest_node) = nodes
-                        .iter()
-                        .map(|&n| (self.room_free(n, ask.main, &room), n))
-                        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-                        .map_or((0, None), |(f, n)| (f.max(0), Some(n)));
-                    return Err(Box::new(NoRoom {
-                        pod_set: ask.pod_set,
-                        flavor: ask.main_flavor,
-                        resource: ask.main,
-                        per_pod: res_get(&ask.per_pod, ask.main),
-                        pods: ask.count,
-                        placeable,
-                        nodes: nodes.len(),
-                        largest_free,
-                        largest_node,
-                        topology: ask.topology.clone(),
-                    }));
-                }
+                Err(placeable) => return Err(self.no_room(ask, &nodes, placeable, &room)),
             }
         }
         Ok(placement)
+    }
+
+    /// Whether pod set `pi` of the workload, with `flavor` for resource
+    /// group `group`, would fit on that flavor's nodes (cordoned ones too)
+    /// if nothing ran on them (their allocatable); on failure, the numbers
+    /// of the best try.
+    pub(in crate::engine) fn fits_empty_nodes(
+        &self,
+        cq: CqId,
+        id: WlId,
+        pi: usize,
+        group: usize,
+        flavor: FlavorId,
+    ) -> Result<(), Box<NoRoom>> {
+        let ps = &self.wl(id).pod_sets[pi];
+        let Some(ask) = self.ask(&self.cqs[cq], pi, ps, &[GroupChoice { group, flavor }]) else {
+            return Ok(());
+        };
+        let room = Room {
+            delta: &NodeDelta::default(),
+            taken: Vec::new(),
+            empty: true,
+        };
+        let nodes = self.nodes_for(&ask.flavors, ps, true);
+        let placed = match &ask.topology {
+            None => self.fill(&nodes, &ask, &room).map(drop),
+            Some(key) => self.fill_domain(&nodes, &ask, key, None, &room).map(drop),
+        };
+        placed.map_err(|placeable| self.no_room(&ask, &nodes, placeable, &room))
+    }
+
+    /// What a pod set to place asks for with these flavors (`None` when it
+    /// asks for nothing).
+    fn ask(&self, q: &Cq, pi: usize, ps: &PodSet, groups: &[GroupChoice]) -> Option<Ask> {
+        if groups.is_empty() || ps.total.is_empty() {
+            return None;
+        }
+        let mut flavors: Vec<FlavorId> = groups.iter().map(|g| g.flavor).collect();
+        flavors.sort_unstable();
+        flavors.dedup();
+        let count = ps.count.max(1);
+        let mut per_pod: ResVec = ps.total.iter().map(|&(r, a)| (r, a / count as Amount)).collect();
+        res_add(&mut per_pod, self.pods_res, 1000);
+        // The main resource: the largest share of the largest node.
+        let (mut main, mut size) = (self.pods_res, -1i128);
+        for &(r, a) in &per_pod {
+            if r == self.pods_res {
+                continue;
+            }
+            let scale = self.inv.max_alloc.get(&r).copied().unwrap_or(0).max(1) as i128;
+            let s = (a as i128) * 1_000_000 / scale;
+            if s > size {
+                (main, size) = (r, s);
+            }
+        }
+        let main_flavor = q
+            .group_of
+            .get(&main)
+            .and_then(|&g| groups.iter().find(|c| c.group == g))
+            .map_or(flavors[0], |c| c.flavor);
+        let topology = if ps.require_single_domain {
+            std::iter::once(main_flavor)
+                .chain(flavors.iter().copied())
+                .find_map(|f| self.flavors.get(&f).and_then(|s| s.topology_key.clone()))
+        } else {
+            None
+        };
+        Some(Ask {
+            pod_set: pi,
+            per_pod,
+            count: ps.count,
+            main,
+            main_flavor,
+            size,
+            flavors,
+            topology,
+        })
+    }
+
+    /// Why `ask` did not fit on `nodes`: `placeable` of its pods did.
+    fn no_room(&self, ask: &Ask, nodes: &[NodeId], placeable: u32, room: &Room<'_>) -> Box<NoRoom> {
+        let (largest_free, largest_node) = nodes
+            .iter()
+            .map(|&n| (self.room_free(n, ask.main, room), n))
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map_or((0, None), |(f, n)| (f.max(0), Some(n)));
+        Box::new(NoRoom {
+            pod_set: ask.pod_set,
+            flavor: ask.main_flavor,
+            resource: ask.main,
+            per_pod: res_get(&ask.per_pod, ask.main),
+            pods: ask.count,
+            placeable,
+            nodes: nodes.len(),
+            largest_free,
+            largest_node,
+            topology: ask.topology.clone(),
+        })
     }
 
     /// How many of the pod fit on node `n` under `delta`.
@@ -209,13 +252,19 @@ impl Engine {
         let room = Room {
             delta,
             taken: Vec::new(),
+            empty: false,
         };
         self.fit(n, per_pod, self.pods_res, &room).0
     }
 
     /// Free `r` on node `n` in `room`.
     fn room_free(&self, n: NodeId, r: ResId, room: &Room<'_>) -> Amount {
-        self.node_free(n, r, room.delta) - room.taken(n, r)
+        let free = if room.empty {
+            self.inv.nodes[n].capacity(r, self.pods_res)
+        } else {
+            self.node_free(n, r, room.delta)
+        };
+        free - room.taken(n, r)
     }
 
     /// How many of the pod fit on node `n` in `room`, and the free amount

@@ -26,9 +26,11 @@ impl Engine {
         let id = match self.inv.by_name.get(&name) {
             Some(&id) => {
                 let n = &mut self.inv.nodes[id];
+                // Gained room, or lost some (a workload only it could
+                // hold is told that no node can): its flavors' queues look again.
                 let gained = !n.live
-                    || (spec.schedulable && !n.schedulable)
-                    || alloc.iter().any(|&(r, a)| a > res_get(&n.alloc, r))
+                    || spec.schedulable != n.schedulable
+                    || alloc != n.alloc
                     || n.labels != spec.labels
                     || n.taints != taints;
                 n.labels = spec.labels;
@@ -71,6 +73,9 @@ impl Engine {
         let Some(&id) = self.inv.by_name.get(name) else {
             return;
         };
+        // Its flavors' queues look again: a workload only it could hold
+        // is now told that no node can.
+        self.node_gained(id);
         let n = &mut self.inv.nodes[id];
         n.live = false;
         n.schedulable = false;
@@ -120,7 +125,8 @@ impl Engine {
         }
     }
 
-    /// The node's flavors: their queues may fit now.
+    /// The node's flavors: their queues look again (they may fit now, or
+    /// never).
     pub(in crate::engine) fn node_gained(&mut self, id: NodeId) {
         if !self.placement_on() {
             return;
@@ -185,6 +191,12 @@ impl Engine {
     /// `NoSchedule`/`NoExecute` taint tolerated by the pod set or one of
     /// the flavors.
     pub(in crate::engine) fn candidate_nodes(&self, flavors: &[FlavorId], ps: &PodSet) -> Vec<NodeId> {
+        self.nodes_for(flavors, ps, false)
+    }
+
+    /// Like [`Engine::candidate_nodes`], cordoned ones too when
+    /// `cordoned` (a cordon is lifted; a node's size is not).
+    pub(in crate::engine) fn nodes_for(&self, flavors: &[FlavorId], ps: &PodSet, cordoned: bool) -> Vec<NodeId> {
         let Some(&first) = flavors
             .iter()
             .min_by_key(|f| self.inv.flavor_nodes.get(f).map_or(0, Vec::len))
@@ -210,7 +222,7 @@ impl Engine {
         let mut out = Vec::with_capacity(list.len());
         for &n in list {
             let node = &self.inv.nodes[n];
-            if node.schedulable
+            if (node.schedulable || cordoned)
                 && node.taints.iter().all(tolerated)
                 && labels_include(&node.labels, &ps.node_selector)
                 && others.iter().all(|s| labels_include(&node.labels, &s.node_labels))

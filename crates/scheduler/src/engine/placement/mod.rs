@@ -7,6 +7,7 @@
 //!   fallback.rs    another flavor when the first one's nodes have no room
 //!   reserve.rs     what admitted workloads hold on nodes (virtual until bound)
 //!   verdict.rs     placement as the cycle asks for it, and its explanation
+//!   never.rs       pod sets no node could ever hold, even empty
 //!   view.rs        read-only views: a workload's placement, a node's reservations
 //! ```
 //!
@@ -20,6 +21,7 @@ use super::*;
 mod fallback;
 mod fit;
 mod inventory;
+mod never;
 mod reserve;
 mod verdict;
 mod view;
@@ -76,6 +78,14 @@ impl Node {
             return Amount::MAX / 4;
         }
         res_get(&self.alloc, r) - res_get(&self.used, r) - res_get(&self.reserved, r)
+    }
+
+    /// Allocatable amount of `r`: what is free with nothing on the node.
+    pub(super) fn capacity(&self, r: ResId, pods: ResId) -> Amount {
+        if r == pods && !self.pod_limit {
+            return Amount::MAX / 4;
+        }
+        res_get(&self.alloc, r)
     }
 }
 
