@@ -82,6 +82,62 @@ async fn workloads_never_show_more_admitted_than_the_quota_while_jobs_finish_int
     result
 }
 
+/// A Job that may run with fewer pods (`sluice.dev/min-parallelism: 3` of
+/// 8) waits in a 4-GPU queue while 2 GPUs are free: it is told what its
+/// minimum needs, not that it exceeds what the queue can ever admit, and is
+/// admitted with 4 once the other Job finishes.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_job_with_a_minimum_count_is_explained_at_its_minimum_and_admitted_reduced() -> Result<()> {
+    use sluice_e2e::cluster::wait_for;
+    let mut c = Cluster::start().await?;
+    let f = c.flavor("a100").await?;
+    let cq = c.gpu_queue("cq", &f, 4, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    c.start_controller(&["--explain-after=0s"]).await?;
+    let result = async {
+        c.job("other", "team", 1, 2, &[], true).await?;
+        c.wait_condition("other", "Admitted", "True", T).await?;
+        let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "elastic", "labels": {"sluice.dev/queue": "team"},
+                         "annotations": {"sluice.dev/min-parallelism": "3"}},
+            "spec": {"parallelism": 8, "completions": 8, "suspend": true, "backoffLimit": 0,
+                "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
+        }))?;
+        c.jobs().create(&Default::default(), &job).await?;
+        let message = wait_for("job-elastic explained", T, || async {
+            let wl = c.workloads().get_opt("job-elastic").await?;
+            Ok(wl
+                .and_then(|w| w.status)
+                .and_then(|s| s.condition("QuotaReserved").cloned())
+                .filter(|q| q.status == "False" && q.reason != "Queued" && q.reason != "Pending")
+                .map(|q| format!("{}: {}", q.reason, q.message)))
+        })
+        .await?;
+        eprintln!("job-elastic: {message}");
+        ensure!(
+            message.starts_with("InsufficientQuota: ")
+                && message.contains("needs at least 3 nvidia.com/gpu (up to 8), 2 free of 4 nominal"),
+            "unexpected explanation: {message}"
+        );
+        c.mark_pods("other", 1, "Succeeded").await?;
+        let wl = c.wait_condition("elastic", "Admitted", "True", T).await?;
+        let count = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.admission.as_ref())
+            .map(|a| a.pod_set_assignments[0].count);
+        ensure!(count == Some(4), "admitted with {count:?} pods, not the 4 that fit");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
 fn condition_true(job: &k8s_openapi::api::batch::v1::Job, type_: &str) -> bool {
     job.status
         .as_ref()

@@ -1,9 +1,11 @@
 //! End-to-end test of node-aware admission (`--placement=nodes`) against a
 //! real API server with kube-scheduler: two hand-made GPU Nodes of 4
 //! `nvidia.com/gpu` each (no kubelet; the test writes their status). A
-//! single-pod 8-GPU Job fits its ClusterQueue's quota but no node, so it
-//! stays pending with reason `NoPlacement` and the numbers; a 2 × 4-GPU
-//! Job is admitted and kube-scheduler binds its pods, one per node.
+//! single-pod 8-GPU Job fits no node ever, so it stays pending with reason
+//! `NeverPlaceable` and the largest node's numbers, also once others hold
+//! the quota; a 2 × 4-GPU Job is admitted and kube-scheduler binds its
+//! pods, one per node; a 4-GPU Job that fits the quota left waits with
+//! `NoPlacement` for room on the nodes.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -39,9 +41,34 @@ async fn bound_apart(c: &Cluster, job: &str) -> Result<BTreeSet<String>> {
     .await
 }
 
+/// The QuotaReserved condition of Workload `name` once its reason is
+/// `reason`.
+async fn waiting_with(c: &Cluster, name: &str, reason: &str) -> Result<String> {
+    let wl = wait_for(&format!("{name} pending with {reason}"), T, || {
+        let api = c.workloads();
+        async move {
+            let wl = api.get_opt(name).await?;
+            Ok(wl.filter(|w| {
+                w.status
+                    .as_ref()
+                    .and_then(|s| s.condition("QuotaReserved"))
+                    .is_some_and(|q| q.status == "False" && q.reason == reason)
+            }))
+        }
+    })
+    .await?;
+    Ok(wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition("QuotaReserved"))
+        .map(|q| q.message.clone())
+        .unwrap_or_default())
+}
+
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
-async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_is_bound() -> Result<()> {
+async fn a_pod_no_node_could_hold_is_told_so_a_gang_that_fits_the_nodes_is_bound_and_one_that_fits_later_waits_for_room()
+-> Result<()> {
     let mut c = Cluster::start().await?;
     let flavor = c.flavor("a100").await?;
     let allocatable = json!({"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi", "pods": "110"});
@@ -50,37 +77,25 @@ async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_
         let labels = json!({"sluice.dev/e2e-gpu": flavor});
         nodes.push(c.node(base, labels, allocatable.clone()).await?);
     }
-    let cq = c.gpu_queue("cq", &flavor, 16, None, json!({})).await?;
+    let cq = c.gpu_queue("cq", &flavor, 12, None, json!({})).await?;
     c.local_queue("team", &cq).await?;
     c.start_controller(&["--placement=nodes", "--explain-after=0s"]).await?;
 
-    // 8 GPUs in one pod: quota has 16 free, but each node only 4.
+    // 8 GPUs in one pod: quota has 12, but no node more than 4, ever.
     c.job("big", "team", 1, 8, &[], true).await?;
-    let wl = wait_for("job-big pending with NoPlacement", T, || {
-        let api = c.workloads();
-        async move {
-            let wl = api.get_opt("job-big").await?;
-            Ok(wl.filter(|w| {
-                w.status
-                    .as_ref()
-                    .and_then(|s| s.condition("QuotaReserved"))
-                    .is_some_and(|q| q.status == "False" && q.reason == "NoPlacement")
-            }))
-        }
-    })
-    .await?;
-    let message = wl
-        .status
-        .as_ref()
-        .and_then(|s| s.condition("QuotaReserved"))
-        .map(|q| q.message.clone())
-        .unwrap_or_default();
+    let message = waiting_with(&c, "job-big", "NeverPlaceable").await?;
+    eprintln!("job-big: {message}");
     ensure!(
-        message.contains("fits quota (16 of 16 nvidia.com/gpu free)")
-            && message.contains("none of its 2 node(s) has 8 nvidia.com/gpu free")
-            && message.contains("largest free block: 4 on"),
+        message.contains("no node could ever hold it, even with nothing else running")
+            && message.contains("a pod needs 8 nvidia.com/gpu; none of its 2 node(s) has that much allocatable")
+            && message.contains("the largest has 4 allocatable"),
         "unexpected message: {message}"
     );
+    let warned = wait_for("a NeverPlaceable Event on the Job", T, || async {
+        Ok((c.events_about("Job", "big", "NeverPlaceable").await? >= 1).then_some(()))
+    })
+    .await;
+    ensure!(warned.is_ok(), "no Warning Event NeverPlaceable on Job big");
     ensure!(c.job_suspended("big").await?, "the 8-GPU Job was started");
 
     // Two pods of 4: one per node.
@@ -91,10 +106,11 @@ async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_
         bound == nodes.iter().cloned().collect::<BTreeSet<_>>(),
         "pods bound to {bound:?}, not one on each of {nodes:?}"
     );
-    // Still pending: the nodes are now full, and the reason says so.
     for node in &nodes {
         c.node_heartbeat(node, &allocatable).await?;
     }
+    // Others hold quota now (4 of 12 free): big is still told the nodes
+    // can never hold it, not that it lacks quota.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let big = c.workloads().get("job-big").await?;
     let q = big
@@ -103,10 +119,19 @@ async fn a_gang_that_fits_quota_but_no_node_waits_while_one_that_fits_the_nodes_
         .and_then(|s| s.condition("QuotaReserved"))
         .context("job-big has no QuotaReserved condition")?;
     ensure!(
-        q.status == "False" && q.reason == "NoPlacement",
-        "job-big: {} {}",
+        q.status == "False" && q.reason == "NeverPlaceable",
+        "job-big: {} {}: {}",
         q.status,
-        q.reason
+        q.reason,
+        q.message
+    );
+    // One pod of 4 fits the quota left and a node, once the pair is gone.
+    c.job("four", "team", 1, 4, &[], true).await?;
+    let message = waiting_with(&c, "job-four", "NoPlacement").await?;
+    ensure!(
+        message.contains("fits quota (4 of 12 nvidia.com/gpu free)")
+            && message.contains("none of its 2 node(s) has 4 nvidia.com/gpu free"),
+        "unexpected message: {message}"
     );
     ensure!(c.job_suspended("big").await?, "the 8-GPU Job was started");
     c.cleanup().await
