@@ -25,6 +25,20 @@ pub struct Seen {
     /// Per ClusterQueue, each moment its sum went above `limit` (if set):
     /// the Workloads holding then.
     pub over: Vec<String>,
+    /// Per Workload name, how many times it began to hold quota (seen
+    /// not holding, or not at all, then holding).
+    pub admissions: BTreeMap<String, usize>,
+}
+
+impl Seen {
+    /// The Workloads that began to hold quota more than once.
+    pub fn admitted_twice(&self) -> Vec<String> {
+        self.admissions
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(name, n)| format!("{name} ({n} times)"))
+            .collect()
+    }
 }
 
 /// Audits the Workloads of one namespace until dropped.
@@ -42,13 +56,31 @@ impl QuotaAudit {
         let record = seen.clone();
         let task = tokio::spawn(async move {
             let mut holding: HashMap<String, (String, i64, String)> = HashMap::new();
+            // A relist (the watch restarted): what it lists, to drop the
+            // Workloads deleted meanwhile.
+            let mut relisted: Option<std::collections::HashSet<String>> = None;
             let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = stream.next().await {
                 let Ok(event) = event else { continue };
                 let objects = match event {
-                    Event::Apply(wl) | Event::InitApply(wl) => vec![(wl, true)],
+                    Event::Apply(wl) => vec![(wl, true)],
+                    Event::InitApply(wl) => {
+                        if let Some(r) = relisted.as_mut() {
+                            r.insert(wl.metadata.uid.clone().unwrap_or_default());
+                        }
+                        vec![(wl, true)]
+                    }
                     Event::Delete(wl) => vec![(wl, false)],
-                    Event::Init | Event::InitDone => Vec::new(),
+                    Event::Init => {
+                        relisted = Some(Default::default());
+                        Vec::new()
+                    }
+                    Event::InitDone => {
+                        if let Some(r) = relisted.take() {
+                            holding.retain(|uid, _| r.contains(uid));
+                        }
+                        Vec::new()
+                    }
                 };
                 let mut seen = record.lock().unwrap_or_else(|e| e.into_inner());
                 for (wl, present) in objects {
@@ -56,6 +88,9 @@ impl QuotaAudit {
                     match held(&wl).filter(|_| present) {
                         Some((cq, gpus)) => {
                             let name = wl.metadata.name.clone().unwrap_or_default();
+                            if !holding.contains_key(&uid) {
+                                *seen.admissions.entry(name.clone()).or_default() += 1;
+                            }
                             holding.insert(uid, (cq, gpus, name));
                         }
                         None => {

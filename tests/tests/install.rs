@@ -3,8 +3,11 @@
 //! (`sluice-image`) and imported into the node's containerd: the
 //! controller and webhook Deployments become Available through their
 //! readiness probes, the controller pod holds the Lease, and the webhook,
-//! reached through its Service, fixes a GPU pod. Skipped (with a message)
-//! when `KUBEBUILDER_ASSETS` has no `kubelet`.
+//! reached through its Service, fixes a GPU pod. Then 20 GPU Jobs run on
+//! the node while the controller pod is deleted and the chart upgraded
+//! (every Workload event audited), and `helm uninstall` leaves nothing
+//! that fails closed. Skipped (with a message) when `KUBEBUILDER_ASSETS`
+//! has no `kubelet`.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -24,6 +27,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
@@ -257,6 +261,41 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     result?;
 
+    // 20 Jobs queued: the controller pod is deleted mid-stream, then the
+    // chart is upgraded with a changed value; nothing is lost.
+    let ns = format!("sluice-e2e-handover-{}", std::process::id());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let upgrade = |set: &'static str| {
+        let (helm, chart, helm_env) = (helm.clone(), chart.clone(), helm_env.clone());
+        move || -> Result<String> {
+            run(
+                &helm,
+                &[
+                    "upgrade",
+                    RELEASE,
+                    chart.to_str().context("path")?,
+                    "--namespace",
+                    NAMESPACE,
+                    "--reuse-values",
+                    "--set",
+                    set,
+                    "--wait",
+                    "--timeout",
+                    "3m",
+                ],
+                &helm_env,
+            )
+        }
+    };
+    let result = handover(&c, &ns, &controller_pods[0], upgrade("controller.explainAfter=2s")).await;
+    let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
+    result?;
+
     // helm uninstall leaves no webhook configuration that fails closed.
     run(
         &helm,
@@ -310,6 +349,188 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
         left.is_empty(),
         "webhook configurations left after helm uninstall: {left:?}"
     );
+    Ok(())
+}
+
+const JOBS: usize = 20;
+const QUOTA: i64 = 4;
+
+/// The controller pod holding the Lease, once it is not `old`.
+async fn new_leader(c: &Client, old: &str) -> Result<String> {
+    let leases: Api<Lease> = Api::namespaced(c.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
+    wait_for("a new controller pod holding the Lease", T, || {
+        let (leases, pods) = (leases.clone(), pods.clone());
+        async move {
+            let holder = leases
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .find_map(|l| l.spec.and_then(|s| s.holder_identity));
+            let Some(holder) = holder.filter(|h| h != old) else {
+                return Ok(None);
+            };
+            // The holder is a live controller pod.
+            Ok(pods.get_opt(&holder).await?.map(|_| holder))
+        }
+    })
+    .await
+}
+
+/// Jobs complete so far in `ns`.
+async fn complete_jobs(c: &Client, ns: &str) -> Result<usize> {
+    let jobs: Api<Job> = Api::namespaced(c.clone(), ns);
+    Ok(jobs
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|j| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Complete" && c.status == "True"))
+        })
+        .count())
+}
+
+/// [`JOBS`] one-GPU Jobs (unsuspended: the webhook suspends them) in a
+/// [`QUOTA`]-GPU ClusterQueue; the controller pod `leader` is deleted once
+/// a few finished, the chart is upgraded (`upgrade`) while work waits, and
+/// every Workload event is audited: the Deployment's new pod takes the
+/// Lease, no Workload is admitted twice, quota is never exceeded, and every
+/// Job finishes.
+async fn handover(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> Result<String>) -> Result<()> {
+    use k8s_openapi::api::core::v1::Node as KubeNode;
+    use kube::api::{Patch, PatchParams};
+    use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor};
+    // What the GPU Operator labels GPU nodes with (the webhook's affinity).
+    Api::<KubeNode>::all(c.clone())
+        .patch(
+            sluice_e2e::node::NODE_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}})),
+        )
+        .await?;
+    let name = format!("handover-{}", std::process::id());
+    let flavor: ResourceFlavor = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}
+    }))?;
+    Api::<ResourceFlavor>::all(c.clone())
+        .create(&PostParams::default(), &flavor)
+        .await?;
+    let cq: ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": QUOTA.to_string()}]}]}]}
+    }))?;
+    Api::<ClusterQueue>::all(c.clone())
+        .create(&PostParams::default(), &cq)
+        .await?;
+    let lq: LocalQueue = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+        "metadata": {"name": "team", "namespace": ns}, "spec": {"clusterQueue": name}
+    }))?;
+    Api::<LocalQueue>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &lq)
+        .await?;
+    let audit = sluice_e2e::audit::QuotaAudit::start(c.clone(), ns, [(name.clone(), QUOTA)].into());
+    let jobs: Api<Job> = Api::namespaced(c.clone(), ns);
+    for i in 0..JOBS {
+        let job: Job = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": format!("j{i:02}"), "labels": {"sluice.dev/queue": "team"}},
+            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 2,
+                "template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+                    "containers": [{"name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                        "command": ["sh", "-c", "sleep 3"],
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
+        }))?;
+        let made = jobs.create(&PostParams::default(), &job).await?;
+        ensure!(
+            made.spec.as_ref().and_then(|s| s.suspend) == Some(true),
+            "the webhook did not suspend queued Job j{i:02}"
+        );
+    }
+    // Mid-stream: a few done, most still queued.
+    wait_for("the first Jobs complete", T, || async {
+        Ok((complete_jobs(c, ns).await? >= 2).then_some(()))
+    })
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
+    let deleted = std::time::Instant::now();
+    pods.delete(leader, &DeleteParams::default()).await?;
+    let second = new_leader(c, leader).await?;
+    let done = complete_jobs(c, ns).await?;
+    eprintln!(
+        "controller pod {leader} deleted; {second} took the Lease {:?} later, with {done} of {JOBS} Jobs complete",
+        deleted.elapsed()
+    );
+    ensure!(done < JOBS, "every Job finished before the handover");
+
+    // A chart upgrade with a changed controller value rolls the controller.
+    wait_for("more Jobs complete under the new leader", T, || async {
+        Ok((complete_jobs(c, ns).await? > done).then_some(()))
+    })
+    .await?;
+    let upgraded = std::time::Instant::now();
+    let out = upgrade()?;
+    eprintln!("{}", out.lines().take(3).collect::<Vec<_>>().join("\n"));
+    let third = new_leader(c, &second).await?;
+    let done = complete_jobs(c, ns).await?;
+    eprintln!(
+        "helm upgrade: {third} took the Lease {:?} after the upgrade began, with {done} of {JOBS} Jobs complete",
+        upgraded.elapsed()
+    );
+
+    wait_for("every Job complete", Duration::from_secs(300), || async {
+        Ok((complete_jobs(c, ns).await? == JOBS).then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = audit.seen();
+    eprintln!(
+        "{} Workload events watched; most GPUs held at once: {:?}; {} Workloads admitted",
+        seen.events,
+        seen.most.get(&name),
+        seen.admissions.len()
+    );
+    ensure!(
+        seen.over.is_empty(),
+        "quota exceeded as the API showed it: {:?}",
+        seen.over
+    );
+    ensure!(
+        seen.admitted_twice().is_empty(),
+        "admitted twice: {:?}",
+        seen.admitted_twice()
+    );
+    ensure!(
+        seen.admissions.len() == JOBS,
+        "{} of {JOBS} Workloads seen admitted",
+        seen.admissions.len()
+    );
+    let workloads: Api<sluice_api::v1alpha1::Workload> = Api::namespaced(c.clone(), ns);
+    let finished = workloads
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|w| {
+            w.status
+                .as_ref()
+                .and_then(|s| s.condition("Finished"))
+                .is_some_and(|f| f.status == "True")
+        })
+        .count();
+    ensure!(finished == JOBS, "{finished} of {JOBS} Workloads Finished");
+    let _ = Api::<ClusterQueue>::all(c.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ResourceFlavor>::all(c.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
     Ok(())
 }
 

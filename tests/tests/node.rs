@@ -463,8 +463,14 @@ async fn pods_ready_follows_the_kubelets_readiness_and_a_gang_never_ready_is_evi
             unready_running += usize::from(running == 2 && ready < 2);
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        eprintln!("slow: PodsReady after {:?}; {unready_running} samples with both pods Running, not Ready", start.elapsed());
-        ensure!(unready_running > 0, "the pods were never seen Running and not yet Ready");
+        eprintln!(
+            "slow: PodsReady after {:?}; {unready_running} samples with both pods Running, not Ready",
+            start.elapsed()
+        );
+        ensure!(
+            unready_running > 0,
+            "the pods were never seen Running and not yet Ready"
+        );
         job_complete(&c, "slow").await?;
         c.wait_condition("slow", "Finished", "True", T).await?;
 
@@ -477,15 +483,19 @@ async fn pods_ready_follows_the_kubelets_readiness_and_a_gang_never_ready_is_evi
         })
         .await?;
         let admitted_at = std::time::Instant::now();
-        let wl = c.wait_condition("stuck", "Evicted", "True", Duration::from_secs(90)).await?;
+        let wl = c
+            .wait_condition("stuck", "Evicted", "True", Duration::from_secs(90))
+            .await?;
         let waited = admitted_at.elapsed();
         let (reason, message) = workload_condition(&wl, "Evicted").context("no Evicted condition")?;
         eprintln!("stuck: evicted after {waited:?}: {reason}: {message}");
         ensure_eq!(reason, "PodsReadyTimeout");
         ensure!(!pods_ready_true(&wl), "stuck was PodsReady");
         c.wait_suspended("stuck", true, T).await?;
-        wait_for("stuck's pods gone", T, || async { Ok(c.job_pods("stuck").await?.is_empty().then_some(())) })
-            .await?;
+        wait_for("stuck's pods gone", T, || async {
+            Ok(c.job_pods("stuck").await?.is_empty().then_some(()))
+        })
+        .await?;
         // Quota released; back in the queue after its backoff.
         let wl = c.wait_condition("stuck", "Requeued", "False", T).await?;
         let requeued = workload_condition(&wl, "Requeued").map(|(r, _)| r);
