@@ -173,6 +173,42 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
         ("HELM_DATA_HOME", &work.join("helm-data")),
     ];
     let helm_env: Vec<(&str, &Path)> = helm_env.iter().map(|(k, v)| (*k, *v)).collect();
+    // The server-side dry run docs/install.md describes: the namespace
+    // must exist; nothing is created.
+    let c = client(&plane.kubeconfig).await?;
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
+        )
+        .await?;
+    let dry = run(
+        &helm,
+        &[
+            "install",
+            RELEASE,
+            chart.to_str().context("path")?,
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "image.repository=sluice",
+            "--set",
+            "image.tag=dev",
+            "--dry-run=server",
+        ],
+        &helm_env,
+    )
+    .context("helm install --dry-run=server")?;
+    ensure!(
+        dry.contains("kind: Deployment") && dry.contains("kind: MutatingWebhookConfiguration"),
+        "the dry run rendered no Deployment or webhook configuration"
+    );
+    let left = Api::<Deployment>::namespaced(c.clone(), NAMESPACE)
+        .list(&ListParams::default())
+        .await?;
+    ensure!(left.items.is_empty(), "the dry run created Deployments");
+
     let out = run(
         &helm,
         &[
@@ -202,7 +238,6 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
     })?;
     eprintln!("{out}");
 
-    let c = client(&plane.kubeconfig).await?;
     let deployments: Api<Deployment> = Api::namespaced(c.clone(), NAMESPACE);
     let listed = deployments.list(&ListParams::default()).await?;
     let names: Vec<String> = listed.items.iter().filter_map(|d| d.metadata.name.clone()).collect();
@@ -250,7 +285,6 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
 
     // The webhook, through its Service, fixes a GPU pod in a test namespace.
     let ns = format!("sluice-e2e-install-{}", std::process::id());
-    let namespaces: Api<Namespace> = Api::all(c.clone());
     namespaces
         .create(
             &PostParams::default(),
