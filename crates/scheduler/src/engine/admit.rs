@@ -237,6 +237,9 @@ impl Engine {
     }
 
     pub(super) fn start_eviction(&mut self, id: WlId) -> Result<(), &'static str> {
+        if self.foreign_id(id) {
+            return Err("foreign (admitted by another controller)");
+        }
         let wl = self.wl_mut(id);
         match std::mem::replace(&mut wl.state, State::Finished) {
             State::Admitted(h) => {

@@ -38,6 +38,19 @@ impl Engine {
         pod_sets: &[PodSetAssignment],
         admitted_at: Millis,
     ) -> Result<(), EngineError> {
+        self.restore(spec, cluster_queue, pod_sets, admitted_at, true).map(drop)
+    }
+
+    /// [`Engine::restore_admitted`]; `place`: whether its pods get a
+    /// placement (a foreign admission's pods are bound pods like any other).
+    pub(super) fn restore(
+        &mut self,
+        spec: WorkloadSpec,
+        cluster_queue: &str,
+        pod_sets: &[PodSetAssignment],
+        admitted_at: Millis,
+        place: bool,
+    ) -> Result<WlId, EngineError> {
         let Some(&cq) = self.cq_by_name.get(cluster_queue) else {
             return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
         };
@@ -99,7 +112,11 @@ impl Engine {
             self.add_usage(cq, slot, amount, 0);
         }
         let borrowing = self.is_borrowing(cq, &usage);
-        let placement = self.restored_placement(cq, id, pod_sets);
+        let placement = if place {
+            self.restored_placement(cq, id, pod_sets)
+        } else {
+            Placement::default()
+        };
         let holding = Holding {
             cq,
             usage,
@@ -112,7 +129,7 @@ impl Engine {
         self.cqs[cq].admitted.insert(id);
         self.wl_mut(id).state = State::Admitted(Box::new(holding));
         self.update_reservation(id);
-        Ok(())
+        Ok(id)
     }
 
     /// An admitted workload completed: its quota is released.
@@ -210,6 +227,7 @@ impl Engine {
         }
         self.unresolved.remove(&id);
         self.buffered_notes.remove(&id);
+        self.foreign.remove(&id);
         let wl = self.wls[id].take().expect("live workload");
         self.by_uid.remove(&wl.uid);
         self.free_ids.push(id);

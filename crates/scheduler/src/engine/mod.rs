@@ -52,6 +52,7 @@ mod cycle;
 mod explain;
 mod fifo;
 mod flavor;
+mod foreign;
 mod lifecycle;
 mod order;
 mod overlay;
@@ -175,6 +176,8 @@ pub struct Engine {
     /// re-explaining is a pointer comparison.
     blocked_expl: Arc<Explanation>,
     held_expl: [Arc<Explanation>; 2],
+    /// Admissions another controller made ([`Engine::hold_foreign`]).
+    foreign: BTreeSet<WlId>,
     /// Nodes, for [`PlacementMode::Nodes`].
     inv: placement::Inventory,
     /// The `pods` resource (one per pod on a node).
@@ -230,6 +233,7 @@ impl Engine {
                 Arc::new(Explanation::new(PendingReason::Held { by_local_queue: false })),
                 Arc::new(Explanation::new(PendingReason::Held { by_local_queue: true })),
             ],
+            foreign: BTreeSet::new(),
             inv: placement::Inventory::default(),
             pods_res,
         }

@@ -23,7 +23,7 @@ impl Engine {
             .admitted
             .iter()
             .copied()
-            .filter(|&v| lq.as_ref().is_none_or(|l| self.wl(v).lq == *l))
+            .filter(|&v| !self.foreign_id(v) && lq.as_ref().is_none_or(|l| self.wl(v).lq == *l))
             .collect();
         let (reason, queue) = match &lq {
             None => (EvictionReason::ClusterQueueStopped, self.cqs[cq].name.clone()),

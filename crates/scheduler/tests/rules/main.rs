@@ -16,6 +16,7 @@ mod explanations;
 mod fair_sharing;
 mod fifo;
 mod flavors;
+mod foreign;
 mod lifecycle;
 mod never_placeable;
 mod partial;

@@ -139,7 +139,7 @@ impl Engine {
             }
             let w = self.wl(v);
             let State::Admitted(h) = &w.state else { continue };
-            if !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
+            if self.foreign_id(v) || !h.usage.iter().any(|(fr, _)| frs.contains(fr)) {
                 continue;
             }
             let (reclaim_ok, borrow_ok, within_ok) = if same {
