@@ -1099,6 +1099,14 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             controller.push(expect(&["watch"], "core", &["pods"], ""));
             controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
         }
+        // --kueue-usage=count without --kueue-compat: Kueue's Workloads
+        // are watched (run/discovery.rs kueue_workloads, watches.rs).
+        let container_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
+        let counts_kueue = container_args.iter().any(|a| a == "--kueue-usage=count")
+            && !container_args.iter().any(|a| a == "--kueue-compat");
+        if counts_kueue {
+            controller.push(expect(&["list", "watch"], "kueue.x-k8s.io", &["workloads"], ""));
+        }
         check_grants(
             set,
             "ClusterRole sluice-controller",

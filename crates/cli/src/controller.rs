@@ -63,6 +63,12 @@ pub struct ControllerArgs {
     /// Also queue Jobs labelled kueue.x-k8s.io/queue-name.
     #[arg(long, env = "SLUICE_KUEUE_COMPAT")]
     kueue_compat: bool,
+    /// Switching over from Kueue: `count` (the default) counts the quota
+    /// Kueue's admitted Workloads hold in Sluice's ClusterQueue of the same
+    /// name until Kueue lets go of it (when Kueue's CRDs are served and
+    /// --kueue-compat is off); `ignore` does not look at them.
+    #[arg(long, env = "SLUICE_KUEUE_USAGE", default_value = "count", value_parser = ["count", "ignore"])]
+    kueue_usage: String,
     /// Minimum time between two status writes of one ClusterQueue, LocalQueue or Cohort.
     #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
@@ -208,6 +214,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         metrics_addr,
         log,
         kueue_compat,
+        kueue_usage,
         queue_status_interval,
         explain_qps,
         explain_after,
@@ -262,6 +269,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             interval: idle_interval.max(Duration::from_secs(1)),
         },
         positions_interval: positions_interval.max(Duration::from_secs(1)),
+        kueue_workloads: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -278,6 +286,12 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
             .await
             .context("integrations")?;
+        if kueue_usage == "count" && !kueue_compat {
+            cfg.kueue_workloads = sluice_controller::run::kueue_workloads(&client)
+                .await
+                .context("Kueue's Workloads")?;
+            cfg.index.kueue_workloads = cfg.kueue_workloads.as_ref().map(|ar| ar.api_version.clone());
+        }
         sluice_controller::run::run(client, cfg, terminated())
             .await
             .context("controller")

@@ -347,7 +347,10 @@ fn required_name(name: Option<&str>) -> Result<String, AdapterError> {
     }
 }
 
-fn amount(field: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Result<i64, AdapterError> {
+pub(crate) fn amount(
+    field: &str,
+    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+) -> Result<i64, AdapterError> {
     narrow(field, quantity::non_negative_milli(field, q)?)
 }
 

@@ -5,6 +5,8 @@
 //!
 //! - [`adapter`]: `sluice.dev/v1alpha1` objects into the engine's plain
 //!   types (total, or an error with the field path);
+//! - [`foreign`]: another controller's admissions (Kueue's Workloads) as
+//!   quota the engine must count;
 //! - [`text`]: the engine's decisions (why a workload waits, why it was
 //!   preempted or evicted) into the sentences users read in conditions,
 //!   Events and reports. The engine returns structure only.
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod foreign;
 pub mod nodes;
 pub mod text;
 

@@ -151,6 +151,7 @@ impl Index {
                 self.cluster_queues.insert(name, cq);
                 self.retry_unrestored();
                 self.retry_not_selected(0);
+                self.count_waiting_foreign();
             }
             Err(e) => {
                 self.record(Kind::ClusterQueue, name, &e);

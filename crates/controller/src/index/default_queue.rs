@@ -11,7 +11,8 @@
 //!   what the webhook did not see (installed later, down, bypassed): the
 //!   object is held suspended in `default` until it is admitted, with an
 //!   Event saying why. Nothing is written to the object: the label is put
-//!   on the index's copy only.
+//!   on the index's copy only. An object whose Kueue Workload holds quota
+//!   (a switch-over, [`super::foreign`]) is Kueue's and left alone.
 //! - **An owner of a queued kind.** A Job controlled by a JobSet, an MPIJob
 //!   or a RayJob is queued as part of that owner, never on its own. Its
 //!   owner reference is written by whoever writes the Job, so it counts
@@ -50,7 +51,8 @@ impl Index {
     pub(super) fn labelled_job(&self, j: &Job) -> Option<Job> {
         let ns = j.metadata.namespace.as_deref()?;
         let unlabelled = crate::job::queue_of(j, self.config.kueue_compat).is_none();
-        (unlabelled && self.queues_every_object(ns)).then(|| {
+        let kueues = j.metadata.uid.as_deref().is_some_and(|u| self.held_by_kueue(u));
+        (unlabelled && !kueues && self.queues_every_object(ns)).then(|| {
             let mut j = j.clone();
             j.metadata
                 .labels
@@ -68,7 +70,11 @@ impl Index {
             .get("labels")
             .and_then(|l| serde_json::from_value::<std::collections::BTreeMap<String, String>>(l.clone()).ok())
             .is_some_and(|l| labels::queue_name(&l, self.config.kueue_compat).is_some());
-        (!labelled && self.queues_every_object(ns)).then(|| {
+        let kueues = meta
+            .get("uid")
+            .and_then(Value::as_str)
+            .is_some_and(|u| self.held_by_kueue(u));
+        (!labelled && !kueues && self.queues_every_object(ns)).then(|| {
             let mut obj = obj.clone();
             if !obj["metadata"]["labels"].is_object() {
                 obj["metadata"]["labels"] = Value::Object(Default::default());
@@ -82,7 +88,7 @@ impl Index {
     /// object: queued in `default` (a view from the cache; the full object
     /// is labelled by [`Index::labelled_job`] or [`Index::labelled_object`]).
     pub(super) fn queue_by_namespace(&self, view: &mut JobView) {
-        if view.queue.is_none() && self.queues_every_object(&view.namespace) {
+        if view.queue.is_none() && !self.held_by_kueue(&view.uid) && self.queues_every_object(&view.namespace) {
             view.queue = Some(labels::DEFAULT_LOCAL_QUEUE_NAME.into());
             view.queued_by_namespace = true;
         }
@@ -99,8 +105,9 @@ impl Index {
             .map(|(k, _)| k.clone())
             .collect();
         for k in keys {
+            let kueues = self.jobs.get(&k).is_some_and(|v| self.held_by_kueue(&v.uid));
             if let Some(v) = self.jobs.get_mut(&k) {
-                if on {
+                if on && !kueues {
                     v.queue = Some(labels::DEFAULT_LOCAL_QUEUE_NAME.into());
                     v.queued_by_namespace = true;
                 } else {

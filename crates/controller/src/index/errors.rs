@@ -55,6 +55,7 @@ impl Kind {
             Kind::WorkloadPriorityClass => "InvalidWorkloadPriorityClass",
             Kind::PriorityClass => "InvalidPriorityClass",
             Kind::Namespace => "InvalidNamespace",
+            Kind::KueueWorkload => "InvalidKueueWorkload",
             Kind::Workload => "InvalidWorkload",
             Kind::Job => "InvalidJob",
             Kind::JobSet => "InvalidJobSet",
@@ -97,6 +98,11 @@ impl Index {
             (_, Some(k)) => k.api_version(),
             (Kind::PriorityClass, _) => "scheduling.k8s.io/v1",
             (Kind::Namespace | Kind::Node | Kind::Pod, _) => "v1",
+            (Kind::KueueWorkload, _) => self
+                .config
+                .kueue_workloads
+                .as_deref()
+                .unwrap_or("kueue.x-k8s.io/v1beta1"),
             _ => "sluice.dev/v1alpha1",
         };
         self.plans.push(Plan {

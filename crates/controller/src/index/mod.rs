@@ -73,6 +73,7 @@ mod explain;
 mod feedback;
 mod finish;
 mod forecast;
+mod foreign;
 mod gangs;
 mod idle;
 mod jobs;
@@ -104,6 +105,8 @@ pub enum Kind {
     WorkloadPriorityClass,
     PriorityClass,
     Namespace,
+    /// Kueue's Workloads (`kueue.x-k8s.io`), for the quota they hold.
+    KueueWorkload,
     Workload,
     Job,
     JobSet,
@@ -116,9 +119,9 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order a new leader's index is built in
-    /// (configuration, then Workloads, then the objects queued, then
-    /// nodes and their pods).
-    pub const ALL: [Kind; 15] = [
+    /// (configuration, then the quota Kueue holds, then Workloads, then the
+    /// objects queued, then nodes and their pods).
+    pub const ALL: [Kind; 16] = [
         Kind::ResourceFlavor,
         Kind::Cohort,
         Kind::ClusterQueue,
@@ -126,6 +129,7 @@ impl Kind {
         Kind::WorkloadPriorityClass,
         Kind::PriorityClass,
         Kind::Namespace,
+        Kind::KueueWorkload,
         Kind::Workload,
         Kind::Job,
         Kind::JobSet,
@@ -145,6 +149,7 @@ impl Kind {
             Kind::WorkloadPriorityClass => "WorkloadPriorityClass",
             Kind::PriorityClass => "PriorityClass",
             Kind::Namespace => "Namespace",
+            Kind::KueueWorkload => "KueueWorkload",
             Kind::Workload => "Workload",
             Kind::Job => "Job",
             Kind::JobSet => "JobSet",
@@ -187,6 +192,10 @@ pub struct IndexConfig {
     /// Fair sharing in cohorts (`--fair-sharing`,
     /// `--fair-sharing-strategies`).
     pub fair_sharing: eng::FairSharing,
+    /// The API version of Kueue's Workloads, when the quota they hold is
+    /// counted (`--kueue-usage=count`, Kueue's CRDs served, no
+    /// `--kueue-compat`): they are watched.
+    pub kueue_workloads: Option<String>,
 }
 
 impl IndexConfig {
@@ -197,6 +206,7 @@ impl IndexConfig {
         match kind.queued() {
             Some(k) => self.integrations.contains(&k),
             None if matches!(kind, Kind::Node | Kind::Pod) => self.placement,
+            None if kind == Kind::KueueWorkload => self.kueue_workloads.is_some(),
             None => true,
         }
     }
@@ -215,6 +225,7 @@ impl Default for IndexConfig {
             integrations: BTreeSet::from([JobKind::Job]),
             placement: false,
             fair_sharing: eng::FairSharing::default(),
+            kueue_workloads: None,
         }
     }
 }
@@ -350,6 +361,8 @@ pub struct Index {
     /// Workloads being evicted because their objects grew (by uid): made
     /// again, not requeued, once their pods are gone.
     reshaping: BTreeSet<String>,
+    /// The quota Kueue's admissions hold (a switch-over).
+    kueue: foreign::KueueUsage,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -433,6 +446,7 @@ impl Index {
             placement: placement::Placement::default(),
             pods_over: Default::default(),
             reshaping: BTreeSet::new(),
+            kueue: foreign::KueueUsage::default(),
         }
     }
 

@@ -1788,6 +1788,7 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission_and_
 
 mod cohorts;
 mod default_queue;
+mod foreign;
 mod gangs;
 mod idle;
 mod kinds;

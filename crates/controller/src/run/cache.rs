@@ -50,6 +50,7 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         },
         Obj::Node(spec) => ix.apply_node((**spec).clone()),
         Obj::Pod(key, pod) => ix.apply_pod(key, pod.clone()),
+        Obj::Foreign(key, admission) => ix.apply_foreign(key, admission.clone()),
         Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
         // Only a leader's cache holds these, and no index is built from it.
         Obj::Indexed => {}
@@ -66,6 +67,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::WorkloadPriorityClass => ix.delete_workload_priority_class(key),
         Kind::PriorityClass => ix.delete_priority_class(key),
         Kind::Namespace => ix.delete_namespace(key),
+        Kind::KueueWorkload => ix.delete_foreign(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
         Kind::Node => ix.delete_node(key),

@@ -73,3 +73,27 @@ async fn pod_groups(client: &Client) {
         _ => tracing::info!(server = %server, "plain Pod groups are not queued by this version of Sluice"),
     }
 }
+
+/// Kueue's Workload resource, newest served version first (`v1beta2`, then
+/// `v1beta1`), or `None` when Kueue's CRDs are not installed. Logged.
+pub async fn kueue_workloads(client: &Client) -> Result<Option<kube::api::ApiResource>, RunError> {
+    for version in ["v1beta2", "v1beta1"] {
+        let api_version = format!("kueue.x-k8s.io/{version}");
+        let served = match client.list_api_group_resources(&api_version).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == "workloads"),
+            Err(kube::Error::Api(e)) if e.code == 404 => false,
+            Err(e) => {
+                return Err(RunError::Discovery {
+                    api_version,
+                    message: e.to_string(),
+                });
+            }
+        };
+        if served {
+            tracing::info!(%api_version, "Kueue's Workloads are served: the quota they hold is counted");
+            let gvk = kube::api::GroupVersionKind::gvk("kueue.x-k8s.io", version, "Workload");
+            return Ok(Some(kube::api::ApiResource::from_gvk_with_plural(&gvk, "workloads")));
+        }
+    }
+    Ok(None)
+}

@@ -49,7 +49,7 @@ pub(crate) mod lease;
 mod queue_status;
 mod watches;
 
-pub use discovery::integrations;
+pub use discovery::{integrations, kueue_workloads};
 pub use lease::LeaseConfig;
 
 use event_loop::{LoopIo, event_loop};
@@ -78,6 +78,9 @@ pub struct RunConfig {
     /// How often positions and estimated starts are recomputed and
     /// published (`--positions-interval`).
     pub positions_interval: Duration,
+    /// Kueue's Workloads, when the quota they hold is counted
+    /// ([`IndexConfig::kueue_workloads`] has its API version).
+    pub kueue_workloads: Option<kube::api::ApiResource>,
 }
 
 /// Why the loop stopped.

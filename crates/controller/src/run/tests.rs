@@ -785,5 +785,6 @@ fn test_config(index: IndexConfig) -> RunConfig {
         metrics_addr: "127.0.0.1:0".parse().unwrap(),
         queue_status_interval: Duration::from_secs(1),
         explain_qps: 0.0,
+        kueue_workloads: None,
     }
 }

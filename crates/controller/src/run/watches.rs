@@ -60,6 +60,8 @@ pub(super) enum Obj {
     Node(Box<sluice_scheduler::NodeSpec>),
     /// A pod bound to a node (`None`: it holds nothing any more), by key.
     Pod(String, Option<Arc<crate::index::PodEntry>>),
+    /// A Kueue Workload: the admission it holds (`None`: none), by key.
+    Foreign(String, Option<Arc<sluice_convert::foreign::ForeignAdmission>>),
     /// Could not be decoded: kept so that it is reported, never applied.
     Malformed(Kind, String, String),
 }
@@ -79,6 +81,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::of_job(*k),
         Obj::Node(_) => Kind::Node,
         Obj::Pod(..) => Kind::Pod,
+        Obj::Foreign(..) => Kind::KueueWorkload,
         Obj::Malformed(k, ..) => *k,
     }
 }
@@ -96,7 +99,7 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
         Obj::Dynamic(_, v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
         Obj::Node(n) => n.name.clone(),
-        Obj::Pod(key, _) => key.clone(),
+        Obj::Pod(key, _) | Obj::Foreign(key, _) => key.clone(),
         Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::DynamicJson(..) | Obj::Malformed(..) => {
             String::new()
         }
@@ -216,6 +219,9 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     if cfg.index.placement {
         streams.extend(placement_watches(client));
     }
+    if let Some(ar) = &cfg.kueue_workloads {
+        streams.push(kueue_watch(client, ar));
+    }
     for kind in cfg.index.integrations.iter().copied().filter(|k| *k != JobKind::Job) {
         let ar = kind.api_resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -270,4 +276,22 @@ fn placement_watches(client: &Client) -> Vec<MsgStream> {
             |p: &Pod| name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref()),
         )),
     ]
+}
+
+/// Kueue's Workloads, each reduced on arrival to the admission it holds.
+fn kueue_watch(client: &Client, ar: &ApiResource) -> MsgStream {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    Box::pin(events(
+        watcher(api, watcher::Config::default()),
+        Kind::KueueWorkload,
+        |o: DynamicObject| {
+            let key = name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref());
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            match sluice_convert::foreign::kueue_workload(&value) {
+                Ok(admission) => Obj::Foreign(key, admission.map(Arc::new)),
+                Err(e) => Obj::Malformed(Kind::KueueWorkload, key, e.to_string()),
+            }
+        },
+        |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
+    ))
 }

@@ -62,7 +62,11 @@ fn it_is_never_a_victim_while_sluices_own_admissions_are() {
     w.add(wl("huge").queue("a").prio(200).at(3).pods(1, &[(GPU, 8)]));
     w.e.eviction_complete("sluice-low", 3).unwrap();
     let c = w.cycle(3);
-    assert!(c.preempted.iter().all(|p| &*p.victim != "kueue-low"), "{:?}", c.preempted);
+    assert!(
+        c.preempted.iter().all(|p| &*p.victim != "kueue-low"),
+        "{:?}",
+        c.preempted
+    );
     assert_eq!(w.state("kueue-low"), WorkloadState::Admitted);
 }
 

@@ -1,0 +1,177 @@
+//! End-to-end: switching over from Kueue with running jobs kept. Kueue's
+//! Workload CRD is installed (its shape; no Kueue controller runs: the
+//! test writes what Kueue would), a Job labelled for Kueue's queue runs
+//! with a Kueue Workload holding 6 of the 8 GPUs of the ClusterQueue Sluice
+//! has under the same name. Sluice counts them, admits new Jobs only into
+//! what is left, never suspends Kueue's Job, and gives the GPUs out once
+//! Kueue lets go. A Kueue admission into a ClusterQueue Sluice lacks is
+//! reported on it.
+//!
+//! ```text
+//! cargo build -p sluice-cli
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test switchover -- --ignored --test-threads=1
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sluice_e2e::audit::QuotaAudit;
+use sluice_e2e::cluster::{Cluster, GPU, install_crd_file, wait_for};
+
+const T: Duration = Duration::from_secs(60);
+
+fn kueue_workloads(c: &Cluster) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", "Workload");
+    Api::namespaced_with(
+        c.client.clone(),
+        &c.namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "workloads"),
+    )
+}
+
+/// What Kueue writes for a Job it admitted: a Workload owned by the Job,
+/// its status reserving `gpus` GPUs of `flavor` in `cluster_queue`.
+async fn kueue_admitted(
+    c: &Cluster,
+    job: &k8s_openapi::api::batch::v1::Job,
+    cluster_queue: &str,
+    flavor: &str,
+    gpus: u32,
+) -> Result<String> {
+    let job_name = job.metadata.name.clone().context("job name")?;
+    let name = format!("job-{job_name}-8f3d2");
+    let wl: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": name, "namespace": c.namespace,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                 "uid": job.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"queueName": "user-queue", "priority": 0,
+                 "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]}
+    }))?;
+    let api = kueue_workloads(c);
+    api.create(&PostParams::default(), &wl).await?;
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)?
+        .to_string();
+    let status = json!({"status": {
+        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": [
+            {"name": "main", "count": 1, "flavors": {GPU: flavor}, "resourceUsage": {GPU: gpus.to_string()}}]},
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "by Kueue", "lastTransitionTime": now},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "by Kueue", "lastTransitionTime": now}]}});
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(name)
+}
+
+/// Kueue finishes it.
+async fn kueue_finished(c: &Cluster, name: &str) -> Result<()> {
+    let api = kueue_workloads(c);
+    let mut wl = api.get(name).await?;
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)?
+        .to_string();
+    let conditions = wl.data["status"]["conditions"].as_array_mut().context("conditions")?;
+    conditions.push(json!({"type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished successfully", "lastTransitionTime": now}));
+    let status = json!({"status": {"conditions": conditions}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+fn reason(wl: &sluice_api::v1alpha1::Workload) -> String {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.condition("QuotaReserved"))
+        .map(|q| format!("{} {}: {}", q.status, q.reason, q.message))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn running_kueue_jobs_are_counted_new_jobs_get_only_what_is_left_and_their_gpus_come_back_when_kueue_lets_go()
+-> Result<()> {
+    let mut c = Cluster::start().await?;
+    install_crd_file(
+        &c.client,
+        "kueue.x-k8s.io_workloads.yaml",
+        "kueue.x-k8s.io/v1beta1",
+        "workloads",
+    )
+    .await?;
+    let f = c.flavor("a100").await?;
+    let cq = c.gpu_queue("cq", &f, 8, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    let result = async {
+        // Kueue's Job: running, admitted by Kueue with 6 GPUs.
+        let job: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "kueue-train", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+            "spec": {"parallelism": 1, "completions": 1, "suspend": false, "backoffLimit": 0,
+                "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"limits": {GPU: "6"}}}]}}}
+        }))?;
+        let job = c.jobs().create(&PostParams::default(), &job).await?;
+        let kueue_wl = kueue_admitted(&c, &job, &cq, &f, 6).await?;
+        // And one Kueue admitted into a ClusterQueue Sluice does not have.
+        let other: k8s_openapi::api::batch::v1::Job = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "kueue-elsewhere", "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+            "spec": {"parallelism": 1, "completions": 1, "suspend": false, "backoffLimit": 0,
+                "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {GPU: "1"}}}]}}}
+        }))?;
+        let other = c.jobs().create(&PostParams::default(), &other).await?;
+        let elsewhere = kueue_admitted(&c, &other, "research-not-in-sluice", &f, 1).await?;
+
+        let audit = QuotaAudit::start(c.client.clone(), &c.namespace, BTreeMap::from([(cq.clone(), 2)]));
+        c.start_controller(&["--explain-after=0s"]).await?;
+        c.job("a", "team", 1, 2, &[], true).await?;
+        c.wait_condition("a", "Admitted", "True", T).await?;
+        c.job("b", "team", 1, 2, &[], true).await?;
+        let waiting = wait_for("job-b explained", T, || async {
+            let wl = c.workloads().get_opt("job-b").await?;
+            Ok(wl
+                .filter(|w| reason(w).starts_with("False InsufficientQuota"))
+                .map(|w| reason(&w)))
+        })
+        .await?;
+        eprintln!("while Kueue holds 6 GPUs: job-b {waiting}");
+        ensure!(
+            waiting.contains("needs 2 nvidia.com/gpu, 0 free of 8 nominal"),
+            "{waiting}"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let seen = audit.seen();
+        ensure!(
+            seen.over.is_empty(),
+            "Sluice admitted past what Kueue left: {:?}",
+            seen.over
+        );
+        ensure!(
+            !c.job_suspended("kueue-train").await?,
+            "Sluice suspended Kueue's running Job"
+        );
+        ensure!(
+            !c.workload_of("b").await?.status.is_some_and(|s| s.holds_quota()),
+            "job-b holds quota while Kueue holds 6 of 8 GPUs"
+        );
+        let events = c.events_about("Workload", &elsewhere, "KueueQuotaNotCounted").await?;
+        ensure!(events == 1, "{events} KueueQuotaNotCounted Events on {elsewhere}");
+
+        // Kueue lets go: its 6 GPUs are Sluice's to give.
+        kueue_finished(&c, &kueue_wl).await?;
+        c.wait_condition("b", "Admitted", "True", T).await?;
+        let seen = audit.seen();
+        eprintln!("most GPUs Sluice's Workloads held at once: {:?}", seen.most.get(&cq));
+        ensure!(seen.admitted_twice().is_empty(), "{:?}", seen.admitted_twice());
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
