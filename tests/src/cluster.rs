@@ -61,11 +61,14 @@ macro_rules! ensure_eq {
 /// GPU resource name used by the tests.
 pub const GPU: &str = "nvidia.com/gpu";
 
+/// The environment variable naming the kubeconfig of a given cluster.
+pub const KUBECONFIG_ENV: &str = "SLUICE_E2E_KUBECONFIG";
+
 /// The cluster's kubeconfig: `SLUICE_E2E_KUBECONFIG`, else that of a
 /// control plane this process starts from `KUBEBUILDER_ASSETS`
 /// ([`crate::envtest`]).
 pub fn kubeconfig_path() -> PathBuf {
-    if let Some(path) = std::env::var_os("SLUICE_E2E_KUBECONFIG") {
+    if let Some(path) = std::env::var_os(KUBECONFIG_ENV) {
         return PathBuf::from(path);
     }
     match crate::envtest::shared() {

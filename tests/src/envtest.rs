@@ -91,6 +91,25 @@ pub fn shared() -> Option<Result<&'static ControlPlane>> {
     Some(started.as_ref().map_err(|e| anyhow::anyhow!("{ASSETS_ENV}: {e}")))
 }
 
+/// Why a test of the harness's own control plane does not run, given
+/// `SLUICE_E2E_KUBECONFIG` (`given`): when it names a cluster the suite
+/// runs against that one, and the harness starts no control plane to test
+/// (the tests' client would not even talk to it). `None`: the test runs
+/// (and needs `KUBEBUILDER_ASSETS`).
+pub fn own_plane_skipped(given: Option<&std::ffi::OsStr>) -> Option<String> {
+    let path = given?;
+    Some(format!(
+        "skipped: {} is set ({}): the suite runs against that cluster, not a control plane the harness starts from {ASSETS_ENV}",
+        crate::cluster::KUBECONFIG_ENV,
+        Path::new(path).display()
+    ))
+}
+
+/// [`own_plane_skipped`] for this process's environment.
+pub fn own_plane_skipped_here() -> Option<String> {
+    own_plane_skipped(std::env::var_os(crate::cluster::KUBECONFIG_ENV).as_deref())
+}
+
 /// The e2e node of this test process ([`crate::node::shared`]): `None`
 /// when `KUBEBUILDER_ASSETS` has no `kubelet`. Suites that do not call it
 /// do not start it.
@@ -468,6 +487,16 @@ mod tests {
         let loopback = apiserver_args(24, dir, "http://127.0.0.1:1", 6443);
         assert!(loopback.contains(&"--disable-admission-plugins=ServiceAccount".to_string()));
         assert!(!loopback.contains(&"--enable-aggregator-routing=true".to_string()));
+    }
+
+    #[test]
+    fn the_harness_test_skips_when_a_cluster_is_given() {
+        let why = own_plane_skipped(Some(std::ffi::OsStr::new("/home/me/.kube/config"))).expect("skipped");
+        assert_eq!(
+            why,
+            "skipped: SLUICE_E2E_KUBECONFIG is set (/home/me/.kube/config): the suite runs against that cluster, not a control plane the harness starts from KUBEBUILDER_ASSETS"
+        );
+        assert_eq!(own_plane_skipped(None), None, "no cluster given: the test runs");
     }
 
     #[test]

@@ -229,6 +229,30 @@ pub fn all_workloads(client: &Client) -> Api<DynamicObject> {
     dynamic::<Workload>(client, None)
 }
 
+/// Every Workload of run `run_id` in every namespace, listed in pages of
+/// 500; the objects that do not read as Workloads are counted, not
+/// returned.
+pub async fn run_workloads(client: &Client, run_id: &str) -> Result<(Vec<Workload>, usize)> {
+    let api = all_workloads(client);
+    let mut lp = ListParams::default().labels(&selector(Some(run_id))).limit(500);
+    let (mut out, mut unreadable) = (Vec::new(), 0);
+    loop {
+        let page = retry(|| call(api.list(&lp)))
+            .await
+            .context("listing the run's Workloads")?;
+        for o in page.items {
+            match serde_json::to_value(o).and_then(serde_json::from_value::<Workload>) {
+                Ok(wl) => out.push(wl),
+                Err(_) => unreadable += 1,
+            }
+        }
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => return Ok((out, unreadable)),
+        }
+    }
+}
+
 /// Waits until the controller has written the `Active` condition of one of
 /// the run's ClusterQueues: it runs, leads, and watches them.
 pub async fn wait_for_controller(client: &Client, plan: &Plan, timeout: Duration) -> Result<()> {

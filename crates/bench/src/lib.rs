@@ -32,6 +32,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod scrape;
+pub mod stall;
 pub mod track;
 
 use std::io::Write as _;
@@ -120,6 +121,10 @@ pub struct RunArgs {
     /// controller has seen every queue.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub settle: Duration,
+    /// Stop when no workload was admitted or finished for this long while
+    /// some wait and none runs, and report why they wait (0: never).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub stall_window: Duration,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -175,7 +180,7 @@ fn parse_scale(s: &str) -> Result<f64, String> {
 }
 
 /// Exit code of a run whose figures were printed but that did not finish
-/// every workload, or saw a quota violation.
+/// every workload (timed out or stalled), or saw a quota violation.
 pub const EXIT_INCOMPLETE: u8 = 3;
 
 /// `--harness-qps` default: the `--qps` Kueue's Makefile gives its

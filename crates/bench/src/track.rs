@@ -334,6 +334,24 @@ impl Tracker {
         self.finished == self.records.len()
     }
 
+    /// What the run looks like at `at`, for the stall rule.
+    pub fn sample(&self, at: Ms) -> crate::stall::Sample {
+        let mut s = crate::stall::Sample {
+            at,
+            admissions: self.admissions.len() as u64,
+            finished: self.finished as u64,
+            ..Default::default()
+        };
+        for r in &self.records {
+            if r.running {
+                s.running += 1;
+            } else if r.created_at.is_some() && r.finished_at.is_none() {
+                s.pending += 1;
+            }
+        }
+        s
+    }
+
     /// Violations so far (open ones with `to_ms` not final).
     pub fn violations(&self) -> usize {
         self.violations.len()

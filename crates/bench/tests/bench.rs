@@ -93,6 +93,10 @@ struct State {
     seen: Vec<Seen>,
     /// Play a broken controller that ignores quota.
     over_admit: bool,
+    /// Play a controller with `--placement=nodes` on a cluster without
+    /// Nodes: it admits nothing, and explains every workload but the
+    /// first (by creation) as one no node could ever hold.
+    no_nodes: bool,
     /// Once, at the first Finished mark: the events it causes (its release
     /// and the admissions that follow) are not sent; the watch is told 410
     /// Gone instead and must list again.
@@ -270,6 +274,10 @@ impl State {
     /// priority then creation while the queue (nominal + borrowingLimit)
     /// and the cohort (Σ nominal) have room.
     fn admit(&mut self) {
+        if self.no_nodes {
+            self.explain_no_nodes();
+            return;
+        }
         let queue_of: BTreeMap<String, String> = self
             .objects
             .iter()
@@ -358,6 +366,42 @@ impl State {
             });
             obj["metadata"]["resourceVersion"] = json!(self.bump().to_string());
             self.objects.insert(path.clone(), obj.clone());
+            self.event("MODIFIED", obj);
+        }
+    }
+
+    /// What the controller writes on a workload no node could ever hold
+    /// (the explanation of every Workload not explained yet, but the
+    /// first, as if the controller had not come to it yet).
+    fn explain_no_nodes(&mut self) {
+        let unexplained: Vec<String> = self
+            .objects
+            .iter()
+            .filter(|(p, o)| Self::is_workload(p) && o["status"]["pending"].is_null())
+            .map(|(p, _)| p.clone())
+            .filter(|p| !p.ends_with("-team-a/workloads/small-lq-0"))
+            .collect();
+        for (i, path) in unexplained.into_iter().enumerate() {
+            let mut obj = self.objects[&path].clone();
+            let flavor = format!(
+                "{}-default",
+                obj["metadata"]["labels"]["sluice.dev/bench-run"]
+                    .as_str()
+                    .unwrap_or_default()
+            );
+            let summary =
+                "no node could ever hold it, even with nothing else running: more quota or waiting does not help";
+            let detail = "pod set main: no node matches its flavor's labels, its node selector and its tolerations";
+            let position = format!(" (position {i} in ClusterQueue, {i} in LocalQueue)");
+            obj["status"] = json!({
+                "conditions": [{"type": "QuotaReserved", "status": "False", "reason": "NeverPlaceable",
+                    "message": format!("{summary}; pod set main: {flavor}: {detail}{position}"),
+                    "lastTransitionTime": "2025-01-01T00:00:01Z"}],
+                "pending": {"reason": "NeverPlaceable", "message": format!("{summary}{position}"),
+                    "flavors": [{"name": flavor, "reason": "NeverOnNodes", "message": detail}]},
+            });
+            obj["metadata"]["resourceVersion"] = json!(self.bump().to_string());
+            self.objects.insert(path, obj.clone());
             self.event("MODIFIED", obj);
         }
     }
@@ -557,6 +601,7 @@ fn options(floor: bool) -> RunOptions {
         }),
         harness_qps: 0.0,
         harness_burst: 1,
+        stall_window: Duration::from_secs(60),
         quiet: true,
     }
 }
@@ -847,4 +892,78 @@ async fn namespaces_of_earlier_runs_still_terminating_are_named() {
         "{}",
         list.query
     );
+}
+
+#[tokio::test]
+async fn a_run_where_nothing_is_admitted_stops_and_says_why() {
+    // The run: the controller runs with --placement=nodes and the
+    // harness makes no Nodes, so nothing is ever admitted. With a window
+    // of 1 s the run stops about a second after its workloads wait,
+    // instead of at --timeout (60 s here), and reports why they wait.
+    let (client, state) = fake_with(State {
+        no_nodes: true,
+        ..State::default()
+    });
+    let plan = plan("sb-stall");
+    let mut opts = options(false);
+    opts.stall_window = Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let report = tokio::time::timeout(Duration::from_secs(30), execute(&client, &plan, &opts))
+        .await
+        .expect("the run ends before its timeout")
+        .expect("a stall is reported, not an error");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(!report.complete && !report.timed_out, "{report:#?}");
+    assert_eq!((report.workloads.admitted, report.workloads.finished), (0, 0));
+    let stalled = report.stalled.as_ref().expect("stalled");
+    assert_eq!(stalled.window_ms, 1_000);
+    assert_eq!(stalled.pending, report.workloads.created);
+    let reasons: Vec<(u64, Option<&str>)> = stalled
+        .reasons
+        .iter()
+        .map(|r| (r.workloads, r.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            (
+                17,
+                Some(
+                    "NeverPlaceable: no node could ever hold it, even with nothing else running: more quota or waiting does not help; sb-stall-default: pod set main: no node matches its flavor's labels, its node selector and its tolerations"
+                )
+            ),
+            (1, None),
+        ]
+    );
+    let text = sluice_bench::report::render(&report);
+    assert!(
+        text.contains("STALLED: nothing admitted or finished for 1s while 18 workloads waited"),
+        "{text}"
+    );
+    assert!(text.contains("--placement=quota-only"), "{text}");
+    // The reasons were read with one list of the run's Workloads, by label.
+    let s = state.lock().expect("state");
+    assert!(s.seen.iter().any(|r| r.method == "GET"
+        && r.path == "/apis/sluice.dev/v1alpha1/workloads"
+        && !r.query.contains("watch=true")
+        && r.query.contains("limit=500")
+        && r.query.contains("labelSelector=sluice.dev%2Fbench-run%3Dsb-stall")));
+}
+
+#[tokio::test]
+async fn a_stall_window_of_zero_never_stops_a_run() {
+    // The same cluster, the check off: the run waits until --timeout.
+    let (client, _state) = fake_with(State {
+        no_nodes: true,
+        ..State::default()
+    });
+    let plan = plan("sb-nostall");
+    let mut opts = options(false);
+    opts.stall_window = Duration::ZERO;
+    opts.timeout = Duration::from_secs(3);
+    let report = tokio::time::timeout(Duration::from_secs(30), execute(&client, &plan, &opts))
+        .await
+        .expect("the run ends")
+        .expect("the run succeeds");
+    assert!(report.timed_out && report.stalled.is_none(), "{report:#?}");
 }

@@ -14,6 +14,7 @@
 
 pub mod error;
 pub mod fetch;
+pub mod quantity;
 pub mod snapshot;
 pub mod table;
 pub mod view;

@@ -170,3 +170,37 @@ fn local_queues_not_selected_are_shown_inactive_and_why_says_so() {
     assert!(text.contains(why_text), "{text}");
     assert_eq!(w.metadata.namespace.as_deref(), Some(ns.as_str()));
 }
+
+/// Issue 29: `top` shows memory in binary units (`1Gi/512Gi`, not
+/// `1073741824/549755813888`), CPUs and GPUs as numbers. The recorded
+/// ClusterQueue with a second resource group of CPU and memory, and usage
+/// as the controller writes it (memory in bytes).
+#[test]
+fn top_shows_memory_in_binary_units() {
+    let mut s = admin();
+    let cq = &mut s.cluster_queues.as_mut().unwrap()[0];
+    let mut v = serde_json::to_value(&*cq).unwrap();
+    v["spec"]["resourceGroups"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [{"name": "cpu-pool", "resources": [
+                {"name": "cpu", "nominalQuota": "64"},
+                {"name": "memory", "nominalQuota": "512Gi"}
+            ]}]
+        }));
+    v["status"]["flavorsUsage"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "cpu-pool", "resources": [
+            {"name": "cpu", "total": "1500m"},
+            {"name": "memory", "total": "1073741824", "borrowed": "0"}
+        ]}));
+    *cq = serde_json::from_value(v).unwrap();
+    let rows = top::usage(&queues::queues(&s));
+    let text = top::table(&rows, false).render("No queues found.");
+    assert!(text.contains("1Gi/512Gi"), "{text}");
+    assert!(!text.contains("1073741824"), "{text}");
+    insta::assert_snapshot!("top_memory", text);
+}

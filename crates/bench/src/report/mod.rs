@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::plan::Plan;
 use super::scrape::{PeakRss, WriteCounts};
+use super::stall::ReasonCount;
 use super::track::{Closed, Ms, Scope};
 use sluice_simulate::report::{WaitStats, nearest_rank, resource_order, wait_stats};
 
@@ -47,7 +48,11 @@ pub struct RunReport {
     pub complete: bool,
     /// The run stopped at `--timeout`.
     pub timed_out: bool,
-    /// From the first creation to the last Finished seen (or the timeout).
+    /// The run stopped because nothing moved for `--stall-window`
+    /// ([`crate::stall`]); `null` otherwise.
+    pub stalled: Option<StallReport>,
+    /// From the first creation to the last Finished seen (or the timeout,
+    /// or the stall).
     pub wall_ms: Ms,
     pub workloads: Counts,
     /// How late creations were against the schedule (API latency, or the
@@ -74,6 +79,21 @@ pub struct RunReport {
     pub create_write_errors: u64,
     /// Finished marks that failed after retries (each tried again later).
     pub finish_write_errors: u64,
+}
+
+/// Why a run stopped early: workloads waited with nothing running and
+/// nothing admitted or finished for `window_ms`, since `since_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StallReport {
+    pub window_ms: Ms,
+    pub since_ms: Ms,
+    /// Workloads waiting when the stall was found.
+    pub pending: u64,
+    /// Their reasons, as the controller wrote them on the Workloads
+    /// (listed once stalled), grouped: most workloads first, those without
+    /// a reason yet last. Empty if the list failed.
+    pub reasons: Vec<ReasonCount>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -304,6 +324,7 @@ pub fn floor_figures(
 #[derive(Debug, Clone, Default)]
 pub struct Extras {
     pub timed_out: bool,
+    pub stalled: Option<StallReport>,
     pub writes: Option<WriteCounts>,
     pub rss: Option<PeakRss>,
     pub floor: Option<FloorReport>,
@@ -431,6 +452,7 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
         run_id: plan.run_id.clone(),
         complete: workloads.finished == workloads.planned,
         timed_out: extras.timed_out,
+        stalled: extras.stalled,
         wall_ms: wall,
         workloads,
         creation_lag,

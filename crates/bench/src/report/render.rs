@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{FloorReport, ResourceUsage, RunReport};
+use super::{FloorReport, ResourceUsage, RunReport, StallReport};
 use crate::track::{Ms, Scope};
 use sluice_simulate::report::table::Table;
 use sluice_simulate::units::format_duration;
@@ -33,6 +33,14 @@ pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
     let status = if r.complete {
         "all workloads finished".to_string()
+    } else if let Some(s) = &r.stalled {
+        format!(
+            "STALLED: nothing admitted or finished for {} while {} workloads waited and none ran; {} of {} workloads finished",
+            dur(s.window_ms as f64),
+            s.pending,
+            r.workloads.finished,
+            r.workloads.planned
+        )
     } else if r.timed_out {
         format!(
             "TIMED OUT: {} of {} workloads finished",
@@ -49,6 +57,9 @@ pub fn render(r: &RunReport) -> String {
         "sluice bench run: {} × {} (run {}): {status}\n",
         r.scenario, r.scale, r.run_id
     );
+    if let Some(s) = &r.stalled {
+        stall_reasons(&mut out, s);
+    }
     let mut lines: Vec<(String, String)> = Vec::new();
     lines.push(("wall time".into(), dur(r.wall_ms as f64)));
     let w = &r.workloads;
@@ -281,6 +292,48 @@ pub fn render(r: &RunReport) -> String {
         t.render(&mut out);
     }
     out
+}
+
+/// Reasons shown of a stalled run (`--json` has them all).
+const MAX_REASONS: usize = 5;
+
+/// Why the workloads of a stalled run wait, most common first.
+fn stall_reasons(out: &mut String, s: &StallReport) {
+    if s.reasons.is_empty() {
+        out.push_str("their reasons could not be read (see the warning above)\n\n");
+        return;
+    }
+    out.push_str("why they wait (the Workloads' status, as the controller wrote it):\n");
+    let width = s
+        .reasons
+        .iter()
+        .map(|r| r.workloads.to_string().len())
+        .max()
+        .unwrap_or(0);
+    for r in s.reasons.iter().take(MAX_REASONS) {
+        let reason = r.reason.as_deref().unwrap_or("no reason written by the controller yet");
+        let _ = writeln!(out, "  {:>width$}  {reason}", r.workloads);
+    }
+    let rest = &s.reasons[s.reasons.len().min(MAX_REASONS)..];
+    if !rest.is_empty() {
+        let _ = writeln!(
+            out,
+            "  … {} more workloads, {} other reasons (--json lists them all)",
+            rest.iter().map(|r| r.workloads).sum::<u64>(),
+            rest.len()
+        );
+    }
+    let placement = s
+        .reasons
+        .iter()
+        .filter_map(|r| r.reason.as_deref())
+        .any(|r| r.starts_with("NeverPlaceable") || r.starts_with("NoPlacement"));
+    if placement {
+        out.push_str(
+            "they wait for room on Nodes, and a bench run makes none: run the controller with --placement=quota-only (docs/benchmarks.md)\n",
+        );
+    }
+    out.push('\n');
 }
 
 fn short_resource(r: &str) -> &str {

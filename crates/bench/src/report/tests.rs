@@ -316,3 +316,105 @@ fn a_run_report_from_observations() {
     );
     assert_eq!(json["controllerPeakRss"], serde_json::Value::Null);
 }
+
+/// A run stopped by the stall rule: its status line says so, the reasons
+/// come first (most common first, at most five, the rest counted), the
+/// placement hint when the controller says they wait for Nodes, and the
+/// JSON has it all.
+#[test]
+fn a_stalled_run_says_why_its_workloads_wait() {
+    let quotas = QuotaModel::new(BTreeMap::new());
+    let plan = Plan {
+        run_id: "r".into(),
+        scenario: "hand".into(),
+        scale: 1.0,
+        namespaces: Vec::new(),
+        flavors: Vec::new(),
+        cluster_queues: Vec::new(),
+        local_queues: Vec::new(),
+        workloads: vec![PlannedWorkload {
+            namespace: "r-ns".into(),
+            name: "w".into(),
+            class: "small".into(),
+            queue: "lq".into(),
+            priority: 0,
+            arrival: 0,
+            runtime: 1_000,
+            pod_sets: Vec::new(),
+        }],
+        quotas: quotas.clone(),
+    };
+    let tracker = || Tracker::new(quotas.clone(), [("r-ns/w".to_string(), 1_000)]);
+    let never = "NeverPlaceable: no node could ever hold it, even with nothing else running: more quota or waiting does not help; r-default: pod set main: no node matches its flavor's labels, its node selector and its tolerations";
+    let mut reasons = vec![
+        ReasonCount {
+            workloads: 3_000,
+            reason: Some(never.into()),
+        },
+        ReasonCount {
+            workloads: 14_000,
+            reason: None,
+        },
+    ];
+    let stalled = |reasons: Vec<ReasonCount>| StallReport {
+        window_ms: 60_000,
+        since_ms: 2_000,
+        pending: 17_000,
+        reasons,
+    };
+    let r = build(
+        &plan,
+        &tracker().close(62_000),
+        Extras {
+            stalled: Some(stalled(reasons.clone())),
+            ..Extras::default()
+        },
+    );
+    assert!(!r.complete && !r.timed_out);
+    let text = render(&r);
+    let want = format!(
+        "sluice bench run: hand × 1 (run r): STALLED: nothing admitted or finished for 1m00s while 17000 workloads waited and none ran; 0 of 1 workloads finished\n\n\
+         why they wait (the Workloads' status, as the controller wrote it):\n\
+         \x20  3000  {never}\n\
+         \x20 14000  no reason written by the controller yet\n\
+         they wait for room on Nodes, and a bench run makes none: run the controller with --placement=quota-only (docs/benchmarks.md)\n\n\
+         wall time"
+    );
+    assert!(text.starts_with(&want), "{text}");
+    let json = serde_json::to_value(&r).expect("serializes");
+    assert_eq!(json["stalled"]["windowMs"], 60_000);
+    assert_eq!(json["stalled"]["pending"], 17_000);
+    assert_eq!(json["stalled"]["reasons"][0]["reason"], never);
+    assert_eq!(json["stalled"]["reasons"][1]["reason"], serde_json::Value::Null);
+
+    // Quota reasons: no placement hint; past five, the rest is counted.
+    reasons = (1..=7)
+        .map(|i| ReasonCount {
+            workloads: 10 - i,
+            reason: Some(format!(
+                "InsufficientQuota: insufficient quota; r-default: pod set main: needs {i} cpu"
+            )),
+        })
+        .collect();
+    let r = build(
+        &plan,
+        &tracker().close(62_000),
+        Extras {
+            stalled: Some(stalled(reasons)),
+            ..Extras::default()
+        },
+    );
+    let text = render(&r);
+    assert!(text.contains("  9  InsufficientQuota"), "{text}");
+    assert!(!text.contains("needs 6 cpu"), "{text}");
+    assert!(
+        text.contains("  … 7 more workloads, 2 other reasons (--json lists them all)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("--placement=quota-only"), "{text}");
+    let none = build(&plan, &tracker().close(1), Extras::default());
+    assert_eq!(
+        serde_json::to_value(&none).expect("serializes")["stalled"],
+        serde_json::Value::Null
+    );
+}

@@ -7,13 +7,16 @@
 //!  (label sluice.dev/bench-run=<run>), wait for its first list ── scrape
 //!  --controller-metrics ── t0
 //!
-//!  loop until every workload is seen Finished, or --timeout:
+//!  loop until every workload is seen Finished, or --timeout, or a stall:
 //!    arrival due   → create the Workload (server-side apply; ≤ --concurrency in flight)
 //!    watch event   → Tracker::observe (admissions, usage, quota checks);
 //!                    a new admission sets a timer at now + its run time
 //!    timer due     → still running in that admission? apply Finished=True
 //!                    (reason Succeeded) on /status, as a Job completion does
+//!    every second  → Tracker::sample → StallRule (no admission or finish for
+//!                    --stall-window while workloads wait and none runs?)
 //!
+//!  stalled: list the run's Workloads, group their pending reasons
 //!  scrape --controller-metrics again, read VmHWM ── report
 //! ```
 //!
@@ -36,8 +39,9 @@ use tokio::task::JoinSet;
 use super::cluster::{self, CallError};
 use super::floor::{self, FloorOptions};
 use super::plan::{self, Plan, RUN_LABEL};
-use super::report::{self, Extras, RunReport};
+use super::report::{self, Extras, RunReport, StallReport};
 use super::scrape::{self, HttpUrl};
+use super::stall::{self, StallRule, Verdict};
 use super::track::{Ms, Observation, Tracker};
 use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
 use sluice_controller::limit::Limiter;
@@ -60,6 +64,8 @@ const RSS_PERIOD: Duration = Duration::from_millis(250);
 /// A creation or Finished mark that failed after its tries is tried again
 /// this much later.
 const RETRY_MS: Ms = 1_000;
+/// How often the stall rule looks at the run.
+const STALL_SAMPLE: Duration = Duration::from_secs(1);
 
 /// How to run a plan.
 #[derive(Debug, Clone)]
@@ -75,6 +81,9 @@ pub struct RunOptions {
     /// Finished marks): `--harness-qps`, `--harness-burst` (qps 0: none).
     pub harness_qps: f64,
     pub harness_burst: u32,
+    /// Stop when nothing was admitted or finished for this long while
+    /// workloads wait and none runs (`--stall-window`; zero: never).
+    pub stall_window: Duration,
     pub quiet: bool,
 }
 
@@ -176,8 +185,12 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     let mut created = 0usize;
     let n = plan.workloads.len();
 
+    let mut stall_rule = (!opts.stall_window.is_zero()).then(|| StallRule::new(opts.stall_window.as_millis() as Ms));
+    let mut stalled = None;
+
     let t0 = Instant::now();
     let deadline = t0 + opts.timeout;
+    let mut next_sample = t0;
     let end = loop {
         let now = Instant::now();
         let now_ms = ms_since(t0, now);
@@ -192,6 +205,18 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         if now >= deadline {
             extras.timed_out = true;
             break now_ms;
+        }
+        // Not while the watch lists again: the tracker is behind until the
+        // list is in.
+        if let Some(rule) = stall_rule.as_mut()
+            && now >= next_sample
+            && relist.is_none()
+        {
+            next_sample = now + STALL_SAMPLE;
+            if let Verdict::Stalled(s) = rule.sample(tracker.sample(now_ms)) {
+                stalled = Some(s);
+                break now_ms;
+            }
         }
         // Creations due: failed ones first, then the schedule.
         let mut creates_blocked = false;
@@ -285,6 +310,9 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         if !finishes_blocked && let Some(Reverse((at, _, _))) = timers.peek() {
             wake = wake.min(instant_at(t0, *at));
         }
+        if stall_rule.is_some() {
+            wake = wake.min(next_sample);
+        }
         let msg = tokio::select! {
             biased;
             m = rx.recv() => m,
@@ -354,6 +382,9 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     };
     progress.clear();
     extras.watch_restarts = inits.saturating_sub(1);
+    if let Some(s) = stalled {
+        extras.stalled = Some(stall_report(client, plan, opts, s).await);
+    }
 
     if let (Some(url), Some(before)) = (&opts.metrics, &before) {
         match scrape::fetch(url).await {
@@ -370,6 +401,37 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     }
     tasks.abort_all();
     Ok(report::build(plan, &tracker.close(end), extras))
+}
+
+/// The report of a stall: the run's Workloads listed once, the waiting
+/// ones' reasons grouped. A list that fails leaves the reasons empty, with
+/// a warning.
+async fn stall_report(client: &Client, plan: &Plan, opts: &RunOptions, s: stall::Stall) -> StallReport {
+    if !opts.quiet {
+        eprintln!(
+            "stalled: nothing admitted or finished for {} while {} workloads waited and none ran; reading why they wait",
+            format_duration(opts.stall_window.as_millis() as Ms),
+            s.pending
+        );
+    }
+    let reasons = match cluster::run_workloads(client, &plan.run_id).await {
+        Ok((workloads, unreadable)) => {
+            if unreadable > 0 {
+                eprintln!("warning: {unreadable} of the run's Workloads could not be read; their reasons are left out");
+            }
+            stall::pending_reasons(&workloads)
+        }
+        Err(e) => {
+            eprintln!("warning: the reasons of the waiting workloads are not reported: {e:#}");
+            Vec::new()
+        }
+    };
+    StallReport {
+        window_ms: opts.stall_window.as_millis() as Ms,
+        since_ms: s.since,
+        pending: s.pending,
+        reasons,
+    }
 }
 
 /// How long after an interruption the cleanup looks again: a write that
@@ -427,6 +489,7 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         harness_qps,
         harness_burst,
         settle,
+        stall_window,
         output: OutputArgs {
             run_id,
             keep,
@@ -498,6 +561,7 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         }),
         harness_qps,
         harness_burst,
+        stall_window,
         quiet,
     };
     if !quiet {

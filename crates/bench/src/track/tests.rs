@@ -162,6 +162,45 @@ fn admission_starts_the_run_time_and_preemption_restarts_it() {
 }
 
 #[test]
+fn samples_count_waiting_running_admitted_and_finished_workloads() {
+    use crate::stall::Sample;
+    let mut t = tracker(4, 200);
+    // Not created yet: not waiting.
+    assert_eq!(t.sample(0), Sample::default());
+    t.created(0, 10);
+    t.created(1, 10);
+    t.created(2, 10);
+    t.observe(0, 20, holding("a", 1_000));
+    t.observe(1, 30, holding("a", 1_000));
+    t.observe(1, 40, finished());
+    let mut evicted = holding("a", 1_000);
+    evicted.evicted = true;
+    t.observe(0, 50, evicted);
+    // 0 evicted (waits again), 1 finished, 2 waits, 3 not created.
+    assert_eq!(
+        t.sample(60),
+        Sample {
+            at: 60,
+            admissions: 2,
+            finished: 1,
+            pending: 2,
+            running: 0
+        }
+    );
+    t.observe(2, 70, holding("a", 1_000));
+    assert_eq!(
+        t.sample(80),
+        Sample {
+            at: 80,
+            admissions: 3,
+            finished: 1,
+            pending: 1,
+            running: 1
+        }
+    );
+}
+
+#[test]
 fn creation_time_is_the_earlier_of_the_answer_and_the_watch() {
     let mut t = tracker(2, 0);
     // The watch saw w0 at 12 before its create call answered at 15.

@@ -5,6 +5,7 @@ use serde::Serialize;
 use sluice_api::quantity::parse_milli;
 
 use super::queues::QueueView;
+use crate::quantity;
 use crate::table::{Colour, Table, paint};
 
 /// Width of the bar, in characters.
@@ -72,14 +73,6 @@ pub fn bar(percent: Option<f64>, colour: bool) -> String {
     format!("[{}]", paint(&body, c, colour))
 }
 
-fn amount(milli: i128) -> String {
-    if milli % 1000 == 0 {
-        (milli / 1000).to_string()
-    } else {
-        format!("{:.1}", milli as f64 / 1000.0)
-    }
-}
-
 pub fn table(rows: &[UsageView], colour: bool) -> Table {
     let mut t = Table::new(vec![
         "CLUSTERQUEUE",
@@ -103,9 +96,13 @@ pub fn table(rows: &[UsageView], colour: bool) -> Table {
             r.flavor.clone(),
             r.resource.clone(),
             bar(r.percent, colour),
-            format!("{}/{}", amount(r.used_milli), amount(r.nominal_milli)),
+            format!(
+                "{}/{}",
+                quantity::display(&r.resource, r.used_milli),
+                quantity::display(&r.resource, r.nominal_milli)
+            ),
             r.percent.map_or_else(|| "-".into(), |p| format!("{p:.0}%")),
-            amount(r.borrowed_milli),
+            quantity::display(&r.resource, r.borrowed_milli),
         ]);
     }
     t
@@ -125,7 +122,5 @@ mod tests {
         assert_eq!(bar(Some(150.0), false), format!("[{}]", "█".repeat(20)));
         assert!(bar(Some(150.0), true).contains("\u{1b}[31m"), "borrowing is red");
         assert_eq!(bar(None, false), format!("[{}]", " ".repeat(20)));
-        assert_eq!(amount(1500), "1.5");
-        assert_eq!(amount(16000), "16");
     }
 }
