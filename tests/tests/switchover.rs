@@ -5,7 +5,8 @@
 //! has under the same name. Sluice counts them, admits new Jobs only into
 //! what is left, never suspends Kueue's Job, and gives the GPUs out once
 //! Kueue lets go. A Kueue admission into a ClusterQueue Sluice lacks is
-//! reported on it.
+//! reported on it. `sluice trace record` then turns both kinds of
+//! Workloads into a simulator trace.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -49,7 +50,8 @@ async fn kueue_admitted(
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
                                  "uid": job.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
         "spec": {"queueName": "user-queue", "priority": 0,
-                 "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]}
+                 "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                     {"name": "main", "image": "busybox", "resources": {"requests": {GPU: gpus.to_string()}}}]}}}]}
     }))?;
     let api = kueue_workloads(c);
     api.create(&PostParams::default(), &wl).await?;
@@ -169,6 +171,30 @@ async fn running_kueue_jobs_are_counted_new_jobs_get_only_what_is_left_and_their
         let seen = audit.seen();
         eprintln!("most GPUs Sluice's Workloads held at once: {:?}", seen.most.get(&cq));
         ensure!(seen.admitted_twice().is_empty(), "{:?}", seen.admitted_twice());
+
+        // Last hour's Workloads, Sluice's and Kueue's, as a simulator trace.
+        let out = std::process::Command::new(sluice_e2e::cluster::sluice_bin())
+            .args(["trace", "record", "--since", "1h"])
+            .env("KUBECONFIG", sluice_e2e::cluster::kubeconfig_path())
+            .output()?;
+        let (trace, said) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        ensure!(out.status.success(), "sluice trace record: {said}");
+        eprintln!("{said}");
+        let ns = &c.namespace;
+        for job in [format!("{ns}-job-a"), format!("{ns}-job-b"), format!("{ns}-{kueue_wl}")] {
+            ensure!(
+                trace.contains(&format!("- name: {job}\n")),
+                "{job} not in the trace:\n{trace}"
+            );
+        }
+        ensure!(
+            said.contains(&format!("{ns}/user-queue: 2 workloads"))
+                && said.contains(&format!("{ns}/team: 2 workloads")),
+            "{said}"
+        );
         Ok::<_, anyhow::Error>(())
     }
     .await;

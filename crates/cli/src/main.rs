@@ -13,6 +13,7 @@ mod crds;
 mod logging;
 mod plugin;
 mod simulate;
+mod trace;
 mod webhook;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Replay a scenario (Sluice manifests + a Trace) through the real engine in virtual time.
     Simulate(simulate::SimulateArgs),
+    /// Record a simulator Trace from a cluster's Workloads (`trace record`).
+    Trace(trace::TraceArgs),
     /// Serve the admission webhook, or print its configurations (`webhook manifests`).
     Webhook(Box<webhook::WebhookArgs>),
 }
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => controller::run(*args),
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Trace(args) => trace::run(args),
         Command::Webhook(args) => webhook::run(*args),
     };
     match result {

@@ -21,6 +21,7 @@ pub mod fairness;
 pub mod idle;
 pub mod placement;
 mod position;
+pub mod record;
 pub mod report;
 pub mod scenario;
 pub mod sim;
