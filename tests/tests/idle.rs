@@ -121,10 +121,12 @@ async fn an_idle_workload_is_warned_then_evicted_only_while_another_waits() -> R
             "{}",
             idle.message
         );
-        ensure!(
-            c.events_about("Job", "notebook", "IdleGPU").await? >= 1,
-            "no event on the Job"
-        );
+        // Events have a lane of their own: the condition may come first.
+        wait_for("an IdleGPU Event on the Job", Duration::from_secs(10), || async {
+            Ok((c.events_about("Job", "notebook", "IdleGPU").await? >= 1).then_some(()))
+        })
+        .await
+        .context("no event on the Job")?;
         ensure!(!c.job_suspended("notebook").await?, "warned, still running");
         // The admin turns Evict on: evicted with reason IdleGPU, the waiter admitted.
         Api::<ClusterQueue>::all(c.client.clone())

@@ -272,6 +272,19 @@ fn min_count(ps: &api::PodSet, path: &str) -> Result<Option<u32>, AdapterError> 
     Ok(Some(min as u32))
 }
 
+/// A ClusterQueue's idle policy as the reclaim rule
+/// ([`sluice_scheduler::reclaim`]) takes it.
+pub fn reclaim_policy(p: &api::IdlePolicy) -> eng::reclaim::ReclaimPolicy {
+    eng::reclaim::ReclaimPolicy {
+        action: match p.action {
+            api::IdleAction::Warn => eng::reclaim::ReclaimAction::Warn,
+            api::IdleAction::Evict => eng::reclaim::ReclaimAction::Evict,
+            api::IdleAction::Deactivate => eng::reclaim::ReclaimAction::Deactivate,
+        },
+        only_when_contended: p.only_when_contended,
+    }
+}
+
 /// A recorded admission (`status.admission`) as engine pod set assignments,
 /// for rebuilding the ledger after a restart.
 pub fn admission(adm: &api::Admission) -> Result<Vec<eng::PodSetAssignment>, AdapterError> {

@@ -39,6 +39,7 @@ use sluice_api::resources::is_gpu;
 use sluice_api::v1alpha1::{IdleAction, IdlePolicy};
 use sluice_scheduler::Engine;
 use sluice_scheduler::idle::{IdleWindow, Idleness, PodSamples, Sample};
+use sluice_scheduler::reclaim::{self, IdleFacts, Reclaim};
 
 use crate::sim::{Scenario, WorkloadRecord, index_of, uid_of};
 use crate::trace::{TraceWorkload, Utilization};
@@ -219,37 +220,33 @@ impl Reclaimer {
                 }
                 Idleness::Unknown(_) => continue,
             };
-            let waiter = if p.only_when_contended {
-                match engine.waiting_for_quota_of(&uid_of(i)) {
-                    Some(uid) => index_of(&uid),
-                    None => continue,
-                }
-            } else {
-                None
+            // Who waits for its quota, asked only when the policy needs it.
+            let waiting = p.only_when_contended.then(|| engine.waiting_for_quota_of(&uid_of(i)));
+            let waiter = waiting.clone().flatten().and_then(|uid| index_of(&uid));
+            let facts = IdleFacts {
+                now: t,
+                contended: waiting.is_some_and(|w| w.is_some()),
+                warned: watch.warned,
+                admitted_at: run.admitted_at,
+                min_runtime_ms: watch.rule.min_runtime,
+                idle_evictions: self.evictions.get(&i).copied().unwrap_or(0),
+                requeue_limit: Some(self.requeue_limit),
             };
-            let mut action = p.action;
-            let mut over_requeue_limit = false;
-            match action {
-                IdleAction::Warn if watch.warned => continue,
-                IdleAction::Warn => watch.warned = true,
-                // minRuntimeSeconds protects it from idle eviction as from preemption.
-                IdleAction::Evict | IdleAction::Deactivate
-                    if t < run.admitted_at.saturating_add(watch.rule.min_runtime) =>
-                {
-                    continue;
+            let (action, over_requeue_limit) = match reclaim::decide(sluice_convert::reclaim_policy(&p), &facts) {
+                Reclaim::Hold(_) => continue,
+                Reclaim::Warn => {
+                    watch.warned = true;
+                    (IdleAction::Warn, false)
                 }
-                IdleAction::Evict | IdleAction::Deactivate => {
-                    let n = self.evictions.entry(i).or_default();
-                    *n += 1;
-                    if action == IdleAction::Evict && *n > self.requeue_limit {
-                        action = IdleAction::Deactivate;
-                        over_requeue_limit = true;
-                    }
-                    if action == IdleAction::Deactivate {
-                        self.deactivated.insert(i);
-                    }
-                    evict.push(i);
+                Reclaim::Evict => (IdleAction::Evict, false),
+                Reclaim::Deactivate { over_requeue_limit } => (IdleAction::Deactivate, over_requeue_limit),
+            };
+            if action != IdleAction::Warn {
+                *self.evictions.entry(i).or_default() += 1;
+                if action == IdleAction::Deactivate {
+                    self.deactivated.insert(i);
                 }
+                evict.push(i);
             }
             self.events.push(IdleEvent {
                 workload: i,

@@ -93,9 +93,12 @@ pub fn record(workloads: &[Value], window: Window) -> Recorded {
     }
 }
 
-/// The jobs of one Workload (one per pod set) and its observed wait; `None`
-/// when it was created before the window.
-fn workload_jobs(wl: &Value, window: Window) -> Result<Option<(Vec<Job>, Option<Millis>)>, String> {
+/// The jobs of one Workload (one per pod set) and its observed wait (`None`:
+/// not admitted yet).
+type Recording = (Vec<Job>, Option<Millis>);
+
+/// A Workload's [`Recording`]; `None` when it was created before the window.
+fn workload_jobs(wl: &Value, window: Window) -> Result<Option<Recording>, String> {
     let meta = &wl["metadata"];
     let created = time(&meta["creationTimestamp"]).ok_or("no metadata.creationTimestamp")?;
     if created < window.since_ms {

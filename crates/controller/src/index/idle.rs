@@ -13,6 +13,7 @@ use sluice_api::resources::is_gpu;
 use sluice_api::v1alpha1::{IdleAction, IdlePolicy, conditions as cond};
 use sluice_scheduler::WorkloadState;
 use sluice_scheduler::idle::Idleness;
+use sluice_scheduler::reclaim;
 
 use super::status::{is_true, set_condition};
 use super::{Index, time_of};
@@ -177,9 +178,8 @@ impl Index {
                         .sum::<i64>()
                         / 1000;
                     let waiter = self.engine.waiting_for_quota_of(&uid);
-                    if policy.only_when_contended && waiter.is_none() {
-                        continue;
-                    }
+                    let facts = self.idle_facts(&wk, &cq_name, waiter.is_some(), now_ms);
+                    let decision = reclaim::decide(sluice_convert::reclaim_policy(&policy), &facts);
                     let mut msg = format!(
                         "GPUs idle: utilisation {mean_percent:.1} % on average (at most {max_percent:.1} %) across {pods} GPU pod(s) for the last {}, below {} %",
                         minutes(policy.window_ms),
@@ -190,7 +190,7 @@ impl Index {
                     {
                         msg.push_str(&format!("; {wwk} waits for its quota"));
                     }
-                    if self.act_on_idle(&wk, &cq_name, &policy, msg, now_ms) {
+                    if self.act_on_idle(&wk, decision, msg, now_ms) {
                         applied.reclaims.push((cq_name, policy.action));
                         if policy.action != IdleAction::Warn {
                             applied.gpu_hours_reclaimed += gpus as f64 * policy.window_ms as f64 / 3_600_000.0;
@@ -206,34 +206,11 @@ impl Index {
         applied
     }
 
-    /// Takes the policy's action on an idle workload; `false` when nothing
-    /// was done (already warned, or protected by its minimum runtime).
-    fn act_on_idle(&mut self, wk: &ObjKey, cq_name: &str, policy: &IdlePolicy, msg: String, now_ms: i64) -> bool {
-        let Some(e) = self.workloads.get_mut(wk) else {
-            return false;
-        };
-        if policy.action == IdleAction::Warn {
-            if is_true(&e.status, cond::GPU_IDLE) {
-                return false;
-            }
-            set_condition(
-                &mut e.status.conditions,
-                cond::GPU_IDLE,
-                cond::status::TRUE,
-                cond::reasons::IDLE_GPU,
-                &msg,
-                now_ms,
-                e.generation,
-            );
-            let uid = e.uid.clone();
-            let mut steps = vec![e.status_write(wk)];
-            steps.extend(self.events(wk, "Warning", cond::reasons::IDLE_GPU, "Warn", &msg));
-            self.plans.push(Plan {
-                purpose: Purpose::IdleGpu { uid },
-                steps,
-            });
-            return true;
-        }
+    /// What the reclaim rule needs to know of an idle workload now. Its
+    /// requeue limit is `--requeue-limit`, applied to every eviction by
+    /// [`Index::evict_and_requeue`].
+    fn idle_facts(&self, wk: &ObjKey, cq_name: &str, contended: bool, now_ms: i64) -> reclaim::IdleFacts {
+        let e = self.workloads.get(wk);
         let min_runtime_ms = self
             .cluster_queues
             .get(cq_name)
@@ -241,16 +218,58 @@ impl Index {
             .unwrap_or(0)
             .max(0)
             .saturating_mul(1000);
-        if e.admitted_at
-            .is_some_and(|at| at.saturating_add(min_runtime_ms) > now_ms)
-        {
-            tracing::info!(workload = %wk, "idle, but within its ClusterQueue's minRuntimeSeconds: not reclaimed yet");
-            return false;
+        reclaim::IdleFacts {
+            now: now_ms,
+            contended,
+            warned: e.is_some_and(|e| is_true(&e.status, cond::GPU_IDLE)),
+            admitted_at: e.and_then(|e| e.admitted_at).unwrap_or(now_ms),
+            min_runtime_ms,
+            idle_evictions: 0,
+            requeue_limit: None,
         }
-        tracing::info!(workload = %wk, action = policy.action.as_str(), "{msg}");
-        let deactivate = policy.action == IdleAction::Deactivate;
-        self.evict_and_requeue(wk, cond::reasons::IDLE_GPU, msg, deactivate, now_ms);
-        true
+    }
+
+    /// Does what the reclaim rule decided; `false` when nothing was done.
+    fn act_on_idle(&mut self, wk: &ObjKey, decision: reclaim::Reclaim, msg: String, now_ms: i64) -> bool {
+        use reclaim::{Hold, Reclaim};
+        match decision {
+            Reclaim::Hold(Hold::MinRuntime) => {
+                tracing::info!(workload = %wk, "idle, but within its ClusterQueue's minRuntimeSeconds: not reclaimed yet");
+                false
+            }
+            Reclaim::Hold(_) => false,
+            Reclaim::Warn => {
+                self.warn_idle(wk, &msg, now_ms);
+                true
+            }
+            Reclaim::Evict | Reclaim::Deactivate { .. } => {
+                let deactivate = matches!(decision, Reclaim::Deactivate { .. });
+                tracing::info!(workload = %wk, deactivate, "{msg}");
+                self.evict_and_requeue(wk, cond::reasons::IDLE_GPU, msg, deactivate, now_ms);
+                true
+            }
+        }
+    }
+
+    /// `GPUIdle=True` with the reason, and a Warning Event.
+    fn warn_idle(&mut self, wk: &ObjKey, msg: &str, now_ms: i64) {
+        let Some(e) = self.workloads.get_mut(wk) else { return };
+        set_condition(
+            &mut e.status.conditions,
+            cond::GPU_IDLE,
+            cond::status::TRUE,
+            cond::reasons::IDLE_GPU,
+            msg,
+            now_ms,
+            e.generation,
+        );
+        let uid = e.uid.clone();
+        let mut steps = vec![e.status_write(wk)];
+        steps.extend(self.events(wk, "Warning", cond::reasons::IDLE_GPU, "Warn", msg));
+        self.plans.push(Plan {
+            purpose: Purpose::IdleGpu { uid },
+            steps,
+        });
     }
 
     /// A warned workload uses its GPUs again: `GPUIdle=False`.
