@@ -67,8 +67,8 @@ pub struct ControllerArgs {
     /// Kueue's admitted Workloads hold in Sluice's ClusterQueue of the same
     /// name until Kueue lets go of it (when Kueue's CRDs are served and
     /// --kueue-compat is off); `ignore` does not look at them.
-    #[arg(long, env = "SLUICE_KUEUE_USAGE", default_value = "count", value_parser = ["count", "ignore"])]
-    kueue_usage: String,
+    #[arg(long, env = "SLUICE_KUEUE_USAGE", value_enum, default_value_t = KueueUsage::Count)]
+    kueue_usage: KueueUsage,
     /// Minimum time between two status writes of one ClusterQueue, LocalQueue or Cohort.
     #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
@@ -118,16 +118,16 @@ pub struct ControllerArgs {
     /// only if its pods fit on the nodes of their flavors at once, and
     /// watches Nodes and bound Pods for it; `quota-only` looks at quota
     /// alone (for clusters where Sluice may not read Nodes and Pods).
-    #[arg(long, env = "SLUICE_PLACEMENT", default_value = "nodes", value_parser = ["nodes", "quota-only"])]
-    placement: String,
+    #[arg(long, env = "SLUICE_PLACEMENT", value_enum, default_value_t = Placement::Nodes)]
+    placement: Placement,
     /// Fair sharing in cohorts: `on` (the default) lends unused quota to
     /// the queues with the lowest weighted share first (spec.fairSharing.weight
     /// of ClusterQueues and Cohorts), and a queue preempts in its cohort by
     /// the share rules of --fair-sharing-strategies (reason
     /// InCohortFairSharing); `off`: borrowing follows queue order, and
     /// preemption across queues reclaimWithinCohort/borrowWithinCohort alone.
-    #[arg(long, env = "SLUICE_FAIR_SHARING", default_value = "on", value_parser = ["on", "off"])]
-    fair_sharing: String,
+    #[arg(long, env = "SLUICE_FAIR_SHARING", value_enum, default_value_t = Switch::On)]
+    fair_sharing: Switch,
     /// The fair-sharing preemption rules, tried in this order
     /// (comma-separated): LessThanOrEqualToFinalShare (preempt while the
     /// preemptor's queue ends at most at the victim's queue's share without
@@ -167,11 +167,41 @@ fn parse_strategies(s: &str) -> Result<FairShareStrategies, String> {
 }
 
 /// `--fair-sharing` and `--fair-sharing-strategies`.
-fn fair_sharing(mode: &str, strategies: FairShareStrategies) -> FairSharing {
+fn fair_sharing(mode: Switch, strategies: FairShareStrategies) -> FairSharing {
     match mode {
-        "off" => FairSharing::Off,
-        _ => FairSharing::On { strategies },
+        Switch::Off => FairSharing::Off,
+        Switch::On => FairSharing::On { strategies },
     }
+}
+
+/// `--placement`, as written on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Placement {
+    Nodes,
+    QuotaOnly,
+}
+
+impl From<Placement> for sluice_scheduler::PlacementMode {
+    fn from(p: Placement) -> Self {
+        match p {
+            Placement::Nodes => sluice_scheduler::PlacementMode::Nodes,
+            Placement::QuotaOnly => sluice_scheduler::PlacementMode::QuotaOnly,
+        }
+    }
+}
+
+/// `on` / `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
+/// `--kueue-usage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum KueueUsage {
+    Count,
+    Ignore,
 }
 
 /// `--integrations`.
@@ -244,8 +274,8 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             backoff_max_ms: millis(requeue_backoff_max),
             requeue_limit,
             explain_after_ms: millis(explain_after),
-            placement: placement == "nodes",
-            fair_sharing: fair_sharing(&fair_sharing_mode, fair_sharing_strategies),
+            placement: placement.into(),
+            fair_sharing: fair_sharing(fair_sharing_mode, fair_sharing_strategies),
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {
@@ -286,7 +316,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
             .await
             .context("integrations")?;
-        if kueue_usage == "count" && !kueue_compat {
+        if kueue_usage == KueueUsage::Count && !kueue_compat {
             cfg.kueue_workloads = sluice_controller::run::kueue_workloads(&client)
                 .await
                 .context("Kueue's Workloads")?;
@@ -335,7 +365,7 @@ mod tests {
 
     fn parsed(flags: &[&str]) -> Result<FairSharing, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("sluice").chain(flags.iter().copied()))?;
-        Ok(fair_sharing(&cli.args.fair_sharing, cli.args.fair_sharing_strategies))
+        Ok(fair_sharing(cli.args.fair_sharing, cli.args.fair_sharing_strategies))
     }
 
     #[test]
@@ -366,6 +396,23 @@ mod tests {
             assert_eq!(parsed(flags).unwrap(), want, "{flags:?}");
         }
         assert_eq!(FairSharing::On { strategies: Both }, FairSharing::default());
+    }
+
+    #[test]
+    fn placement_and_kueue_usage_become_the_engines_modes_at_the_edge() {
+        let args = |flags: &[&str]| {
+            Cli::try_parse_from(std::iter::once("sluice").chain(flags.iter().copied())).map(|c| c.args)
+        };
+        let mode = |a: &ControllerArgs| sluice_scheduler::PlacementMode::from(a.placement);
+        assert_eq!(mode(&args(&[]).unwrap()), sluice_scheduler::PlacementMode::Nodes);
+        assert_eq!(
+            mode(&args(&["--placement=quota-only"]).unwrap()),
+            sluice_scheduler::PlacementMode::QuotaOnly
+        );
+        assert_eq!(args(&[]).unwrap().kueue_usage, KueueUsage::Count);
+        assert_eq!(args(&["--kueue-usage=ignore"]).unwrap().kueue_usage, KueueUsage::Ignore);
+        let err = args(&["--placement=quota"]).err().expect("refused").to_string();
+        assert!(err.contains("possible values: nodes, quota-only"), "{err}");
     }
 
     #[test]

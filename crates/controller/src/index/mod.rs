@@ -186,9 +186,9 @@ pub struct IndexConfig {
     /// The kinds queued besides batch/v1 Jobs (`--integrations`): their
     /// objects are watched and must be listed before anything is admitted.
     pub integrations: BTreeSet<JobKind>,
-    /// Admit only what fits on the nodes (`--placement=nodes`): Nodes and
-    /// bound pods are watched.
-    pub placement: bool,
+    /// What admission requires (`--placement`); with
+    /// [`eng::PlacementMode::Nodes`] Nodes and bound pods are watched.
+    pub placement: eng::PlacementMode,
     /// Fair sharing in cohorts (`--fair-sharing`,
     /// `--fair-sharing-strategies`).
     pub fair_sharing: eng::FairSharing,
@@ -205,7 +205,7 @@ impl IndexConfig {
     pub fn watches(&self, kind: Kind) -> bool {
         match kind.queued() {
             Some(k) => self.integrations.contains(&k),
-            None if matches!(kind, Kind::Node | Kind::Pod) => self.placement,
+            None if matches!(kind, Kind::Node | Kind::Pod) => self.placement == eng::PlacementMode::Nodes,
             None if kind == Kind::KueueWorkload => self.kueue_workloads.is_some(),
             None => true,
         }
@@ -223,7 +223,7 @@ impl Default for IndexConfig {
             explanations_per_cycle: 500,
             explain_after_ms: 0,
             integrations: BTreeSet::from([JobKind::Job]),
-            placement: false,
+            placement: eng::PlacementMode::QuotaOnly,
             fair_sharing: eng::FairSharing::default(),
             kueue_workloads: None,
         }
@@ -387,11 +387,7 @@ fn reference(api_version: &str, kind: &str, key: &ObjKey, uid: Option<&str>) -> 
 impl Index {
     pub fn new(config: IndexConfig) -> Self {
         let engine = Engine::with_config(eng::EngineConfig {
-            placement: if config.placement {
-                eng::PlacementMode::Nodes
-            } else {
-                eng::PlacementMode::QuotaOnly
-            },
+            placement: config.placement,
             fair_sharing: config.fair_sharing,
             ..Default::default()
         });

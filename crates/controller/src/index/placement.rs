@@ -294,7 +294,7 @@ impl Index {
 
     /// An object's pods can be told apart from now on (or no more).
     pub(super) fn note_pod_owner(&mut self, key: &JobRef, view: Option<&job::JobView>) {
-        if !self.config.placement {
+        if self.config.placement != sluice_scheduler::PlacementMode::Nodes {
             return;
         }
         match view.and_then(owner_key) {
@@ -309,7 +309,7 @@ impl Index {
     /// The pods of a workload's objects are told to the engine again at
     /// the next flush (it entered the engine holding quota).
     pub(super) fn pods_changed(&mut self, wk: &ObjKey) {
-        if !self.config.placement {
+        if self.config.placement != sluice_scheduler::PlacementMode::Nodes {
             return;
         }
         for jk in self.member_keys(wk) {
@@ -321,7 +321,7 @@ impl Index {
 
     /// Hands the engine what changed on nodes since the last call.
     pub(super) fn flush_placement(&mut self) {
-        if !self.config.placement {
+        if self.config.placement != sluice_scheduler::PlacementMode::Nodes {
             return;
         }
         for node in std::mem::take(&mut self.placement.dirty_nodes) {

@@ -216,7 +216,7 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             |o: &k8s_openapi::api::core::v1::Namespace| o.metadata.name.clone().unwrap_or_default(),
         )),
     ];
-    if cfg.index.placement {
+    if cfg.index.placement == sluice_scheduler::PlacementMode::Nodes {
         streams.extend(placement_watches(client));
     }
     if let Some(ar) = &cfg.kueue_workloads {

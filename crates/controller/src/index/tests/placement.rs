@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 fn placing_index(cq_gpus: u32) -> Index {
     let mut ix = Index::new(IndexConfig {
-        placement: true,
+        placement: sluice_scheduler::PlacementMode::Nodes,
         ..IndexConfig::default()
     });
     ix.apply_flavor(flavor("a100"));
@@ -279,7 +279,7 @@ fn a_terminating_pod_of_an_admitted_workload_does_not_stand_for_its_replacement(
 #[test]
 fn a_workload_restored_after_its_pods_were_seen_is_told_about_them() {
     let mut ix = Index::new(IndexConfig {
-        placement: true,
+        placement: sluice_scheduler::PlacementMode::Nodes,
         ..IndexConfig::default()
     });
     ix.apply_flavor(flavor("a100"));

@@ -97,7 +97,7 @@ fn memory_with_15000_workloads_and_30_cluster_queues() {
 fn memory_with_5000_nodes_and_100000_pods() {
     use k8s_openapi::api::core::v1::{Node, Pod};
     let config = IndexConfig {
-        placement: true,
+        placement: sluice_scheduler::PlacementMode::Nodes,
         ..IndexConfig::default()
     };
     let mut ix = crate::index::Index::new(config);
