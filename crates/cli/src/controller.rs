@@ -411,7 +411,10 @@ mod tests {
         );
         assert_eq!(args(&[]).unwrap().kueue_usage, KueueUsage::Count);
         assert_eq!(args(&["--kueue-usage=ignore"]).unwrap().kueue_usage, KueueUsage::Ignore);
-        let err = args(&["--placement=quota"]).err().expect("refused").to_string();
+        let Err(err) = args(&["--placement=quota"]) else {
+            panic!("--placement=quota was taken")
+        };
+        let err = err.to_string();
         assert!(err.contains("possible values: nodes, quota-only"), "{err}");
     }
 
