@@ -144,3 +144,83 @@ fn condition_true(job: &k8s_openapi::api::batch::v1::Job, type_: &str) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
+
+/// Without the webhook, on a server without CEL (1.24): a negative quota
+/// or limit is refused by the API server itself (the CRD's schema), with
+/// the field; quantities as people write them are taken.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_negative_quota_is_refused_by_the_crd_schema() -> Result<()> {
+    use kube::api::{Api, PostParams};
+    use sluice_api::v1alpha1::ClusterQueue;
+    let c = Cluster::start().await?;
+    let api: Api<ClusterQueue> = Api::all(c.client.clone());
+    let queue = |name: &str, resource: serde_json::Value| -> Result<ClusterQueue> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue",
+            "metadata": {"name": c.name(name)},
+            "spec": {"namespaceSelector": {}, "cohort": "co", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "a100", "resources": [resource]}]}]}
+        }))?)
+    };
+    let mut created = Vec::new();
+    let result = async {
+        for (name, field, resource) in [
+            (
+                "neg",
+                "nominalQuota",
+                json!({"name": "nvidia.com/gpu", "nominalQuota": "-8"}),
+            ),
+            (
+                "negint",
+                "nominalQuota",
+                json!({"name": "nvidia.com/gpu", "nominalQuota": -8}),
+            ),
+            (
+                "negborrow",
+                "borrowingLimit",
+                json!({"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "-1"}),
+            ),
+            (
+                "neglend",
+                "lendingLimit",
+                json!({"name": "nvidia.com/gpu", "nominalQuota": "8", "lendingLimit": "-500m"}),
+            ),
+        ] {
+            let err = api
+                .create(&PostParams::default(), &queue(name, resource)?)
+                .await
+                .err()
+                .map(|e| e.to_string());
+            let said = err
+                .as_deref()
+                .and_then(|e| e.split(" (Status").next())
+                .unwrap_or_default();
+            eprintln!("{name}: {said}");
+            ensure!(
+                said.contains(&format!("spec.resourceGroups.flavors.resources.{field}: Invalid value")),
+                "{name} was not refused by the schema: {err:?}"
+            );
+        }
+        for (name, q) in [
+            ("int", json!(16)),
+            ("bin", json!("512Gi")),
+            ("milli", json!("500m")),
+            ("plus", json!("+2")),
+        ] {
+            api.create(
+                &PostParams::default(),
+                &queue(name, json!({"name": "nvidia.com/gpu", "nominalQuota": q}))?,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{name} ({q}) refused: {e}"))?;
+            created.push(c.name(name));
+        }
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    for name in created {
+        let _ = api.delete(&name, &Default::default()).await;
+    }
+    result
+}

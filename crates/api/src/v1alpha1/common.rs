@@ -110,6 +110,26 @@ pub(crate) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> sche
     })
 }
 
+/// A quantity that must not be negative (`16`, `512Gi`, `500m`): the API
+/// server refuses `-8` itself, with or without the webhook and on servers
+/// without CEL validation (Kubernetes' own quantity pattern, without `-`).
+pub(crate) const NON_NEGATIVE_QUANTITY_PATTERN: &str =
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE]\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// Schema of a non-negative quantity (see [`NON_NEGATIVE_QUANTITY_PATTERN`]).
+pub(crate) fn non_negative_quantity(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "minimum": 0,
+        "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
+    })
+}
+
+/// [`non_negative_quantity`], optional.
+pub(crate) fn optional_non_negative_quantity(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    non_negative_quantity(g)
+}
+
 /// Schema for a map from resource name to quantity, without repeating the
 /// long Quantity description on every value.
 pub(crate) fn quantity_map(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -69,13 +69,15 @@ pub struct ResourceQuota {
     /// Amount of the resource this queue owns, e.g. `16` GPUs or `512Gi`
     /// memory. Workloads of the queue may always use it (preempting
     /// borrowers if the preemption policy allows). In a Cohort: quota of the
-    /// cohort itself, which the queues below it may borrow.
+    /// cohort itself, which the queues below it may borrow. Not negative.
+    #[schemars(schema_with = "super::common::non_negative_quantity")]
     pub nominal_quota: Quantity,
     /// Most this queue may borrow from its cohort on top of nominalQuota.
     /// Unset: no limit beyond what the cohort can lend. Requires a cohort.
     /// In a Cohort: most its subtree may take from its parent; requires a
     /// parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::common::optional_non_negative_quantity")]
     pub borrowing_limit: Option<Quantity>,
     /// Most of nominalQuota other queues of the cohort may borrow while this
     /// queue does not use it; the rest is kept for this queue. Unset: all of
@@ -83,6 +85,7 @@ pub struct ResourceQuota {
     /// most of its own quota it lends to the rest of the tree; requires a
     /// parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::common::optional_non_negative_quantity")]
     pub lending_limit: Option<Quantity>,
 }
 
