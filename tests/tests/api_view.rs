@@ -224,3 +224,63 @@ async fn a_negative_quota_is_refused_by_the_crd_schema() -> Result<()> {
     }
     result
 }
+
+/// `kubectl get clusterqueues` (the server's table) shows whether a queue
+/// is active and why not: a `borrowingLimit` without a cohort (which the
+/// schema cannot refuse on 1.24) shows `False` and its reason.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn kubectl_get_shows_an_inactive_queue_as_inactive_with_its_reason() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let f = c.flavor("a100").await?;
+    let bad = c
+        .cluster_queue(
+            "nocohort",
+            json!({"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}]}]}),
+        )
+        .await?;
+    let good = c.gpu_queue("fine", &f, 8, None, json!({})).await?;
+    c.start_controller(&[]).await?;
+    let result = async {
+        let row = |name: String| {
+            let client = c.client.clone();
+            async move {
+                let req = http::Request::get(format!("/apis/sluice.dev/v1alpha1/clusterqueues/{name}"))
+                    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+                    .body(Vec::new())?;
+                let table: serde_json::Value = serde_json::from_str(&client.request_text(req).await?)?;
+                let columns: Vec<String> = table["columnDefinitions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str().map(str::to_string))
+                    .collect();
+                let cells = table["rows"][0]["cells"].as_array().cloned().unwrap_or_default();
+                Ok::<_, anyhow::Error>(
+                    columns
+                        .into_iter()
+                        .zip(cells)
+                        .collect::<BTreeMap<String, serde_json::Value>>(),
+                )
+            }
+        };
+        let shown = sluice_e2e::cluster::wait_for("the invalid queue's Active column", T, || async {
+            let r = row(bad.clone()).await?;
+            Ok((r.get("Active") == Some(&json!("False"))).then_some(r))
+        })
+        .await?;
+        eprintln!("kubectl get clusterqueues {bad}: {shown:?}");
+        ensure!(shown["Reason"] == json!("InvalidClusterQueue"), "{shown:?}");
+        let fine = sluice_e2e::cluster::wait_for("the valid queue's Active column", T, || async {
+            let r = row(good.clone()).await?;
+            Ok((r.get("Active") == Some(&json!("True"))).then_some(r))
+        })
+        .await?;
+        ensure!(fine["Reason"] == json!("Ready"), "{fine:?}");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}

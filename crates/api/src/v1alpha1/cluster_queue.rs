@@ -40,6 +40,18 @@ use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violatio
         description = "Cohort the queue borrows from and lends to"
     ),
     printcolumn(
+        name = "Active",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].status",
+        description = "Whether the queue admits work (False: see Reason)"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].reason",
+        description = "Why the queue is (in)active"
+    ),
+    printcolumn(
         name = "Strategy",
         type_ = "string",
         json_path = ".spec.queueingStrategy",

@@ -36,6 +36,18 @@ use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violatio
         description = "ClusterQueue that admits this queue's workloads"
     ),
     printcolumn(
+        name = "Active",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].status",
+        description = "Whether the queue admits work (False: see Reason)"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].reason",
+        description = "Why the queue is (in)active"
+    ),
+    printcolumn(
         name = "Pending",
         type_ = "integer",
         json_path = ".status.pendingWorkloads",
