@@ -10,6 +10,12 @@ pub fn is_gpu(name: &str) -> bool {
     name.ends_with("/gpu") || name.starts_with("nvidia.com/mig-")
 }
 
+/// An NVIDIA MIG slice (`nvidia.com/mig-1g.10gb`): a GPU resource, but a
+/// slice of a GPU, so never added to whole GPUs.
+pub fn is_mig(name: &str) -> bool {
+    name.starts_with("nvidia.com/mig-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -22,5 +28,6 @@ mod tests {
         assert!(!is_gpu("cpu"));
         assert!(!is_gpu("nvidia.com/gpus"), "a typo is not a GPU");
         assert!(!is_gpu("nvidia.com/gpu.product"), "a node label, not a resource");
+        assert!(is_mig("nvidia.com/mig-1g.10gb") && !is_mig("nvidia.com/gpu"));
     }
 }

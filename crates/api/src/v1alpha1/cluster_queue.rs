@@ -73,7 +73,7 @@ use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violatio
         name = "GPUs",
         type_ = "string",
         json_path = ".status.gpus",
-        description = "GPUs in use / nominal quota, over all flavors"
+        description = "Whole GPUs in use / nominal quota over all flavors; MIG slices apart"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::quantity::{non_negative_milli, to_quantity};
-use sluice_api::resources::is_gpu;
+use sluice_api::resources::{is_gpu, is_mig};
 use sluice_api::v1alpha1::visibility::MAX_LISTED_PENDING;
 use sluice_api::v1alpha1::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 use sluice_scheduler::WorkloadState;
@@ -80,32 +80,35 @@ impl Index {
     }
 
     /// GPUs in use / nominal over a ClusterQueue's flavors (`12/32`), for
-    /// its printer column; `None` without GPU quota.
+    /// its printer column, with MIG slices apart (`12/32, MIG 3/28`: a
+    /// slice is not a GPU); `None` without GPU quota.
     pub fn cluster_queue_gpus(&self, name: &str) -> Option<String> {
         let cq = self.cluster_queues.get(name)?;
-        let mut nominal = 0i128;
-        let mut any = false;
+        // Whole GPUs and MIG slices are counted apart: a slice is not a GPU.
+        let (mut nominal, mut mig_nominal) = (None::<i128>, None::<i128>);
         for (_, f) in cq.spec.flavors() {
             for r in f.resources.iter().filter(|r| is_gpu(&r.name)) {
-                any = true;
-                nominal += non_negative_milli("nominalQuota", &r.nominal_quota).unwrap_or(0);
+                let n = non_negative_milli("nominalQuota", &r.nominal_quota).unwrap_or(0);
+                let sum = if is_mig(&r.name) {
+                    &mut mig_nominal
+                } else {
+                    &mut nominal
+                };
+                *sum = Some(sum.unwrap_or(0) + n);
             }
         }
-        if !any {
-            return None;
+        let (mut used, mut mig_used) = (0i128, 0i128);
+        if let Some(u) = self.engine.cluster_queue_usage(name) {
+            for r in u.resources.iter().filter(|r| is_gpu(&r.resource)) {
+                *if is_mig(&r.resource) { &mut mig_used } else { &mut used } += i128::from(r.used);
+            }
         }
-        let used: i128 = self
-            .engine
-            .cluster_queue_usage(name)
-            .map(|u| {
-                u.resources
-                    .iter()
-                    .filter(|r| is_gpu(&r.resource))
-                    .map(|r| i128::from(r.used))
-                    .sum()
-            })
-            .unwrap_or(0);
-        Some(format!("{}/{}", whole(used), whole(nominal)))
+        let gpus = nominal.map(|n| format!("{}/{}", whole(used), whole(n)));
+        let migs = mig_nominal.map(|n| format!("MIG {}/{}", whole(mig_used), whole(n)));
+        match (gpus, migs) {
+            (Some(g), Some(m)) => Some(format!("{g}, {m}")),
+            (g, m) => g.or(m),
+        }
     }
 
     /// A LocalQueue's pending workloads as of the last refresh.

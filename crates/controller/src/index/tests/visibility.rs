@@ -148,3 +148,23 @@ fn a_malformed_expected_runtime_is_not_used_and_said_once() {
     j.spec.as_mut().unwrap().active_deadline_seconds = Some(600);
     assert_eq!(crate::job::JobView::of(&j, false).expected_runtime, Ok(Some(600_000)));
 }
+
+/// The GPUs column never adds MIG slices to whole GPUs.
+#[test]
+fn the_gpus_column_counts_mig_slices_apart() {
+    let mut ix = ready_index();
+    let mixed: sluice_api::v1alpha1::ClusterQueue = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "mixed"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [
+            {"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "48"}]}]},
+            {"coveredResources": ["nvidia.com/mig-1g.10gb"], "flavors": [
+                {"name": "a100-mig", "resources": [{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "28"}]}]}]}
+    }))
+    .unwrap();
+    ix.apply_flavor(flavor("a100-mig"));
+    ix.apply_cluster_queue(mixed);
+    // Before: "0/76" (48 GPUs + 28 slices).
+    assert_eq!(ix.cluster_queue_gpus("mixed").as_deref(), Some("0/48, MIG 0/28"));
+    assert_eq!(ix.cluster_queue_gpus("cluster-gpu").as_deref(), Some("0/8"));
+}
