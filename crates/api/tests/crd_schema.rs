@@ -129,6 +129,8 @@ fn status_subresources_and_printer_columns() {
         columns("ClusterQueue"),
         pairs(&[
             ("Cohort", ".spec.cohort"),
+            ("Active", ".status.conditions[?(@.type==\"Active\")].status"),
+            ("Reason", ".status.conditions[?(@.type==\"Active\")].reason"),
             ("Strategy", ".spec.queueingStrategy"),
             ("Pending", ".status.pendingWorkloads"),
             ("Admitted", ".status.admittedWorkloads"),
@@ -149,6 +151,8 @@ fn status_subresources_and_printer_columns() {
         columns("LocalQueue"),
         pairs(&[
             ("ClusterQueue", ".spec.clusterQueue"),
+            ("Active", ".status.conditions[?(@.type==\"Active\")].status"),
+            ("Reason", ".status.conditions[?(@.type==\"Active\")].reason"),
             ("Pending", ".status.pendingWorkloads"),
             ("Admitted", ".status.admittedWorkloads"),
             ("Age", ".metadata.creationTimestamp"),
