@@ -32,6 +32,11 @@ pub trait ClusterView: Send + Sync {
     fn cluster_queue_selector(&self, _name: &str) -> Option<Option<LabelSelector>> {
         None
     }
+    /// Whether a ClusterQueue of this name exists; `None` until
+    /// ClusterQueues have been listed.
+    fn cluster_queue_exists(&self, _name: &str) -> Option<bool> {
+        None
+    }
     /// The LocalQueues `(namespace, name)` pointing at a ClusterQueue;
     /// `None` until LocalQueues' targets are listed.
     fn local_queues_of(&self, _cluster_queue: &str) -> Option<Vec<(String, String)>> {
@@ -301,6 +306,10 @@ impl ClusterView for MemoryView {
 
     fn cluster_queue_selector(&self, name: &str) -> Option<Option<LabelSelector>> {
         self.read().cluster_queues.as_ref()?.get(name).cloned()
+    }
+
+    fn cluster_queue_exists(&self, name: &str) -> Option<bool> {
+        Some(self.read().cluster_queues.as_ref()?.contains_key(name))
     }
 
     fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {

@@ -65,6 +65,10 @@ impl ClusterView for KubeView {
         self.view.cluster_queue_selector(name)
     }
 
+    fn cluster_queue_exists(&self, name: &str) -> Option<bool> {
+        self.view.cluster_queue_exists(name)
+    }
+
     fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {
         self.view.local_queues_of(cluster_queue)
     }

@@ -41,13 +41,22 @@ impl Index {
         self.explain.insert(uid.to_string());
     }
 
-    /// A workload that waiting cannot help (its quota or the nodes can
-    /// never hold it) gets a Warning Event with the whole explanation, on
-    /// it and on its objects, with the write of that explanation (made
+    /// A workload that waiting alone cannot help (its quota or the nodes
+    /// can never hold it; its LocalQueue or ClusterQueue does not exist, a
+    /// typo most often) gets a Warning Event with the whole explanation,
+    /// on it and on its objects, with the write of that explanation (made
     /// once per reason).
     fn inadmissible_events(&self, wk: &super::ObjKey, uid: &str) -> Vec<Step> {
         match self.engine.explanation(uid) {
-            Some(expl) if matches!(expl.reason, PendingReason::NeverFits | PendingReason::NeverPlaceable) => {
+            Some(expl)
+                if matches!(
+                    expl.reason,
+                    PendingReason::NeverFits
+                        | PendingReason::NeverPlaceable
+                        | PendingReason::LocalQueueMissing { .. }
+                        | PendingReason::ClusterQueueMissing { .. }
+                ) =>
+            {
                 let note = sluice_convert::text::explanation(expl);
                 self.events(wk, "Warning", expl.reason_code(), "Admit", &note)
             }

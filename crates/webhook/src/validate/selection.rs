@@ -8,10 +8,17 @@ use sluice_api::selector;
 use crate::cache::ClusterView;
 
 /// What to tell whoever creates or updates LocalQueue `namespace/name`
-/// pointing at `cluster_queue`, if that ClusterQueue does not select the
-/// namespace. Nothing when the ClusterQueue (or, for a selector that needs
-/// them, the namespace's labels) is not known.
+/// pointing at `cluster_queue`: that no such ClusterQueue exists (once they
+/// are listed), or that it does not select the namespace. Nothing when the
+/// ClusterQueues (or, for a selector that needs them, the namespace's
+/// labels) are not known.
 pub fn local_queue_warning(namespace: &str, name: &str, cluster_queue: &str, view: &dyn ClusterView) -> Option<String> {
+    if view.cluster_queue_exists(cluster_queue) == Some(false) {
+        return Some(format!(
+            "sluice: LocalQueue {namespace}/{name} points at ClusterQueue {cluster_queue}, which does not exist (a typo?); \
+             its workloads wait with reason ClusterQueueMissing until it is created"
+        ));
+    }
     let sel = view.cluster_queue_selector(cluster_queue)?;
     let labels = match (view.namespace_labels(namespace), &sel) {
         (Some(l), _) => l,
@@ -126,9 +133,22 @@ mod tests {
                 }
             }
         }
-        // A ClusterQueue not listed (or absent): nothing to say.
+        // ClusterQueues not listed yet: nothing to say.
         let v = MemoryView::synced_empty();
         assert_eq!(local_queue_warning("team-b", "gpu", "team-a", &v), None);
+    }
+
+    #[test]
+    fn a_local_queue_pointing_at_a_cluster_queue_that_does_not_exist_is_warned() {
+        let v = view(&[("team-a", json!({}))]);
+        assert_eq!(
+            local_queue_warning("team-a", "gpu", "taem-a", &v).as_deref(),
+            Some(
+                "sluice: LocalQueue team-a/gpu points at ClusterQueue taem-a, which does not exist (a typo?); \
+                 its workloads wait with reason ClusterQueueMissing until it is created"
+            )
+        );
+        assert_eq!(local_queue_warning("team-a", "gpu", "team-a", &v), None);
     }
 
     #[test]

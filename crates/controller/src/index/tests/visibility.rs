@@ -168,3 +168,32 @@ fn the_gpus_column_counts_mig_slices_apart() {
     assert_eq!(ix.cluster_queue_gpus("mixed").as_deref(), Some("0/48, MIG 0/28"));
     assert_eq!(ix.cluster_queue_gpus("cluster-gpu").as_deref(), Some("0/8"));
 }
+
+/// A Job naming a LocalQueue that does not exist (a typo) is told so on
+/// the Job itself, not only in its Workload's condition.
+#[test]
+fn a_job_naming_a_missing_local_queue_gets_a_warning_event() {
+    let mut ix = ready_index();
+    let j = mk_job("typo", "taem-a", 1, 1);
+    ix.apply_job(j.clone(), T0);
+    ix.apply_workload(stored_workload(&j, 0, 0), T0);
+    ix.take_plans();
+    let (mut plans, _) = ix.cycle(T0 + 1);
+    plans.extend(ix.take_explanations(10, T0 + 2));
+    let missing = format!("LocalQueue {NS}/taem-a does not exist");
+    let warned: Vec<(&str, Option<&str>, &str)> = plans
+        .iter()
+        .flat_map(|p| p.steps.iter())
+        .filter_map(|s| match s {
+            Step::Event(e) => Some((e.reason.as_str(), e.regarding.kind.as_deref(), e.note.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            ("LocalQueueMissing", Some("Workload"), missing.as_str()),
+            ("LocalQueueMissing", Some("Job"), missing.as_str()),
+        ]
+    );
+}
