@@ -217,7 +217,7 @@ fn the_shipped_example_is_a_valid_workload_the_engine_can_take() {
     let wl = workload(&obj, false, |n| (n == "training").then_some(100), |_| None).unwrap();
     wl.check().unwrap();
     let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
-    assert_eq!(sets, [("coordinator", 1), ("workers", 8)]);
+    assert_eq!(sets, [("coordinator", 1), ("workers", 4)]);
     assert_eq!(wl.spec.queue_name, "team-a");
     assert_eq!(wl.spec.priority, Some(100));
     let spec = sluice_convert::adapter::workload(&wl, 100, 0).unwrap();

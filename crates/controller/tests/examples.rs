@@ -1,0 +1,139 @@
+//! Every shipped example job fits the shipped example queues: each file of
+//! `examples/jobs/` is put, alone, into an index holding `examples/*.yaml`
+//! (flavors, ClusterQueues, LocalQueues, namespaces, priority classes) on
+//! an empty cluster (quota only), exactly as the controller would: the
+//! object's Workload is made by the kind's integration, and one cycle must
+//! admit it. A job that can never run in the queues its docs send it to
+//! fails here with the engine's reason.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sluice_controller::index::{Index, IndexConfig, Kind};
+use sluice_controller::integration::JobKind;
+use sluice_controller::plan::{Purpose, Step};
+
+const T0: i64 = 1_800_000_000_000;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split("\n---")
+        .filter(|d| d.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')))
+        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
+}
+
+fn typed<T: serde::de::DeserializeOwned>(v: &Value, file: &Path) -> T {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// An index with the example queues, everything listed.
+fn queues() -> Index {
+    let mut ix = Index::new(IndexConfig {
+        integrations: JobKind::ALL.into_iter().collect(),
+        ..IndexConfig::default()
+    });
+    let mut files: Vec<PathBuf> = std::fs::read_dir(examples())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        for doc in documents(&file) {
+            match doc["kind"].as_str() {
+                Some("ResourceFlavor") => ix.apply_flavor(typed(&doc, &file)),
+                Some("ClusterQueue") => ix.apply_cluster_queue(typed(&doc, &file)),
+                Some("Cohort") => ix.apply_cohort(typed(&doc, &file)),
+                Some("LocalQueue") => ix.apply_local_queue(typed(&doc, &file)),
+                Some("WorkloadPriorityClass") => ix.apply_workload_priority_class(typed(&doc, &file)),
+                Some("Namespace") => {
+                    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    let mut labels: BTreeMap<String, String> =
+                        serde_json::from_value(doc["metadata"]["labels"].clone()).unwrap_or_default();
+                    labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+                    ix.apply_namespace(&name, labels, T0);
+                }
+                _ => {}
+            }
+        }
+    }
+    for k in Kind::ALL {
+        ix.mark_synced(k);
+    }
+    ix.take_plans();
+    assert!(ix.errors().is_empty(), "the example queues are refused: {:?}", ix.errors());
+    ix
+}
+
+/// The example's objects go in; its Workload (one, for a gang too) comes
+/// out; a cycle on the empty cluster admits it, or says why not.
+fn admitted(file: &Path) -> Result<String, String> {
+    let mut ix = queues();
+    for (i, mut doc) in documents(file).into_iter().enumerate() {
+        doc["metadata"]["uid"] = Value::from(format!("uid-{i}"));
+        doc["metadata"]["creationTimestamp"] = Value::from("2027-01-15T08:00:00Z");
+        let kind = JobKind::ALL
+            .into_iter()
+            .find(|k| doc["apiVersion"].as_str() == Some(k.api_version()) && doc["kind"].as_str() == Some(k.kind()));
+        match kind {
+            Some(JobKind::Job) => ix.apply_job(serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(doc).unwrap(), T0),
+            Some(k) => ix.apply_object(k, &doc, T0),
+            None => {}
+        }
+    }
+    let made: Vec<sluice_api::v1alpha1::Workload> = ix
+        .take_plans()
+        .into_iter()
+        .flat_map(|p| p.steps)
+        .filter_map(|s| match s {
+            Step::ApplyWorkload(wl) => Some(*wl),
+            _ => None,
+        })
+        .collect();
+    let [wl] = made.as_slice() else {
+        return Err(format!("{} Workloads made, not one", made.len()));
+    };
+    let mut wl = wl.clone();
+    wl.metadata.uid = Some("wl-uid".into());
+    wl.metadata.creation_timestamp = Some(serde_json::from_value(Value::from("2027-01-15T08:00:00Z")).unwrap());
+    let key = sluice_controller::plan::ObjKey::new(
+        wl.metadata.namespace.clone().unwrap_or_default(),
+        wl.metadata.name.clone().unwrap_or_default(),
+    );
+    ix.apply_workload(wl, T0);
+    let (plans, _) = ix.cycle(T0 + 1);
+    if plans.iter().any(|p| p.purpose == Purpose::Admit { uid: "wl-uid".into() }) {
+        return Ok(key.to_string());
+    }
+    let why = plans
+        .iter()
+        .flat_map(|p| p.steps.iter())
+        .find_map(|s| match s {
+            Step::ApplyWorkloadStatus { status, .. } => status.condition("QuotaReserved").map(|c| c.message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| format!("not admitted: {:?}", ix.workload_status(&key)));
+    Err(why)
+}
+
+#[test]
+fn every_example_job_is_admitted_alone_into_the_example_queues() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(examples().join("jobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|f| admitted(f).err().map(|why| format!("{}: {why}", f.display())))
+        .collect();
+    assert!(failures.is_empty(), "example jobs that never run:\n{}", failures.join("\n"));
+}
