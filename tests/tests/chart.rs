@@ -1017,6 +1017,56 @@ fn check_grants(set: &str, what: &str, got: Option<BTreeSet<String>>, want: Opti
     }
 }
 
+/// docs/integrations.md's RBAC table is the controller's ClusterRole as
+/// the chart renders it, for every CI value set: a row marked "only with
+/// `placement: nodes`" or "only with `kueueUsage: count`" counts where the
+/// controller runs so.
+#[test]
+fn the_rbac_docs_are_the_rendered_controller_role() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/integrations.md"))?;
+    let table = doc
+        .split("## RBAC")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .context("docs/integrations.md has no RBAC section")?;
+    let rows: Vec<(Vec<String>, &str)> = table
+        .lines()
+        .filter(|l| l.starts_with("| `") || l.starts_with("| core "))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            let ticked: Vec<&str> = cells[0].split('`').skip(1).step_by(2).collect();
+            let (group, resources) = match cells[0].strip_prefix("core ") {
+                Some(_) => ("core", ticked.clone()),
+                None => (ticked[0], ticked[1..].to_vec()),
+            };
+            let verbs: Vec<&str> = cells[1].split(',').map(str::trim).collect();
+            (expect(&verbs, group, &resources, ""), cells[2])
+        })
+        .collect();
+    ensure!(rows.len() > 10, "the RBAC table was not read: {rows:?}");
+    for (set, o) in &sets {
+        let controller_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
+        let nodes = controller_args.iter().any(|a| a == "--placement=nodes");
+        let kueue = controller_args.iter().any(|a| a == "--kueue-usage=count")
+            && !controller_args.iter().any(|a| a == "--kueue-compat");
+        let documented: Vec<Vec<String>> = rows
+            .iter()
+            .filter(|(_, why)| nodes || !why.contains("placement: nodes"))
+            .filter(|(_, why)| kueue || !why.contains("kueueUsage: count"))
+            .map(|(g, _)| g.clone())
+            .collect();
+        let cluster_roles = o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
+        check_grants(
+            set,
+            "docs/integrations.md's RBAC table against ClusterRole sluice-controller",
+            role_grants(cluster_roles, "sluice-controller"),
+            Some(documented),
+        )?;
+    }
+    Ok(())
+}
+
 /// The controller's and webhook's rights are exactly the API calls their
 /// code makes (crates/controller, kube-lease-manager, crates/webhook):
 /// nothing more (least privilege), nothing less (a forbidden call at run time).

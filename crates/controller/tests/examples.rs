@@ -23,7 +23,10 @@ fn examples() -> PathBuf {
 fn documents(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.split("\n---")
-        .filter(|d| d.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')))
+        .filter(|d| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
         .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
         .collect()
 }
@@ -67,7 +70,11 @@ fn queues() -> Index {
         ix.mark_synced(k);
     }
     ix.take_plans();
-    assert!(ix.errors().is_empty(), "the example queues are refused: {:?}", ix.errors());
+    assert!(
+        ix.errors().is_empty(),
+        "the example queues are refused: {:?}",
+        ix.errors()
+    );
     ix
 }
 
@@ -82,7 +89,10 @@ fn admitted(file: &Path) -> Result<String, String> {
             .into_iter()
             .find(|k| doc["apiVersion"].as_str() == Some(k.api_version()) && doc["kind"].as_str() == Some(k.kind()));
         match kind {
-            Some(JobKind::Job) => ix.apply_job(serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(doc).unwrap(), T0),
+            Some(JobKind::Job) => ix.apply_job(
+                serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(doc).unwrap(),
+                T0,
+            ),
             Some(k) => ix.apply_object(k, &doc, T0),
             None => {}
         }
@@ -108,7 +118,10 @@ fn admitted(file: &Path) -> Result<String, String> {
     );
     ix.apply_workload(wl, T0);
     let (plans, _) = ix.cycle(T0 + 1);
-    if plans.iter().any(|p| p.purpose == Purpose::Admit { uid: "wl-uid".into() }) {
+    if plans
+        .iter()
+        .any(|p| p.purpose == Purpose::Admit { uid: "wl-uid".into() })
+    {
         return Ok(key.to_string());
     }
     let why = plans
@@ -135,5 +148,9 @@ fn every_example_job_is_admitted_alone_into_the_example_queues() {
         .iter()
         .filter_map(|f| admitted(f).err().map(|why| format!("{}: {why}", f.display())))
         .collect();
-    assert!(failures.is_empty(), "example jobs that never run:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "example jobs that never run:\n{}",
+        failures.join("\n")
+    );
 }
