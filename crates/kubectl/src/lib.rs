@@ -218,9 +218,14 @@ async fn render(
         }
         PluginCommand::Top => {
             let s = fetch::snapshot(client, scope, false, None).await?;
-            let v = view::top::usage(&view::queues::queues(&s));
+            let queues = view::queues::queues(&s);
+            let v = view::top::usage(&queues);
             output(&v, args.output, || {
-                view::top::table(&v, colour).render("No queues found.")
+                let table = view::top::table(&v, colour).render("No queues found.");
+                match view::queues::notes(&queues) {
+                    notes if notes.is_empty() => table,
+                    notes => format!("{table}\n{notes}"),
+                }
             })
         }
         PluginCommand::Workloads {

@@ -41,6 +41,10 @@ pub struct QueueView {
     /// a ClusterQueue.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inactive: Vec<InactiveQueue>,
+    /// A ClusterQueue's own `Active=False` condition (the controller
+    /// ignores it: its numbers are not in effect).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue_inactive: Option<InactiveQueue>,
 }
 
 /// A LocalQueue that cannot admit new workloads, and why (from its
@@ -56,18 +60,23 @@ pub struct InactiveQueue {
 
 /// The LocalQueue's `Active=False` condition, if it has one.
 fn inactive(q: &LocalQueue) -> Option<InactiveQueue> {
-    let c = q
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Active" && c.status == "False")?;
+    let name = format!(
+        "{}/{}",
+        q.metadata.namespace.as_deref().unwrap_or_default(),
+        q.metadata.name.as_deref().unwrap_or_default()
+    );
+    inactive_of(name, &q.status.as_ref()?.conditions)
+}
+
+/// The `Active=False` condition among `conditions`, as an [`InactiveQueue`]
+/// named `name`.
+fn inactive_of(
+    name: String,
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Option<InactiveQueue> {
+    let c = conditions.iter().find(|c| c.type_ == "Active" && c.status == "False")?;
     Some(InactiveQueue {
-        local_queue: format!(
-            "{}/{}",
-            q.metadata.namespace.as_deref().unwrap_or_default(),
-            q.metadata.name.as_deref().unwrap_or_default()
-        ),
+        local_queue: name,
         reason: c.reason.clone(),
         message: c.message.clone(),
     })
@@ -133,6 +142,7 @@ fn cluster_queue_view(q: &ClusterQueue, local_queues: &[LocalQueue]) -> QueueVie
             .filter(|l| q.metadata.name.as_deref() == Some(l.spec.cluster_queue.as_str()))
             .filter_map(inactive)
             .collect(),
+        cluster_queue_inactive: inactive_of(q.metadata.name.clone().unwrap_or_default(), &status.conditions),
         resources,
     }
 }
@@ -167,6 +177,7 @@ fn local_queue_view(q: &LocalQueue) -> QueueView {
         cluster_queue_pending: cq.as_ref().map(|c| c.pending_workloads),
         cluster_queue_admitted: cq.as_ref().map(|c| c.admitted_workloads),
         inactive: inactive(q).into_iter().collect(),
+        cluster_queue_inactive: None,
         resources,
     }
 }
@@ -245,11 +256,18 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
     t
 }
 
-/// What the table cannot show: the LocalQueues that cannot admit, one line
-/// each (`LocalQueue team-b/gpu is inactive (NamespaceNotSelected): …`);
-/// empty when there are none.
+/// What the table cannot show: the ClusterQueues the controller ignores
+/// and the LocalQueues that cannot admit, one line each (`LocalQueue
+/// team-b/gpu is inactive (NamespaceNotSelected): …`); empty when there
+/// are none.
 pub fn notes(views: &[QueueView]) -> String {
     let mut out = String::new();
+    for q in views.iter().filter_map(|v| v.cluster_queue_inactive.as_ref()) {
+        out.push_str(&format!(
+            "ClusterQueue {} is inactive ({}): {}\n",
+            q.local_queue, q.reason, q.message
+        ));
+    }
     for q in views.iter().flat_map(|v| v.inactive.iter()) {
         out.push_str(&format!(
             "LocalQueue {} is inactive ({}): {}\n",
@@ -257,4 +275,34 @@ pub fn notes(views: &[QueueView]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ClusterQueue the controller ignores (a borrowingLimit without a
+    /// cohort, which the schema cannot refuse on 1.24) is said to be
+    /// inactive, with its reason: its numbers are not in effect.
+    #[test]
+    fn an_inactive_cluster_queue_is_shown_inactive_with_its_reason() {
+        let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "team-x"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}]}]},
+            "status": {"conditions": [{"type": "Active", "status": "False", "reason": "InvalidClusterQueue",
+                "message": "Ignored by the controller: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: requires spec.cohort",
+                "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let views = [cluster_queue_view(&cq, &[])];
+        assert_eq!(
+            notes(&views),
+            "ClusterQueue team-x is inactive (InvalidClusterQueue): Ignored by the controller: \
+             spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: requires spec.cohort\n"
+        );
+        let mut active = cq.clone();
+        active.status.as_mut().unwrap().conditions[0].status = "True".into();
+        assert_eq!(notes(&[cluster_queue_view(&active, &[])]), "");
+    }
 }
