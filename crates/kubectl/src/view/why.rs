@@ -162,10 +162,7 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
             );
         }
         None if w.state == "Pending" => {
-            let _ = writeln!(
-                out,
-                "Estimate:  none (not within the forecast's horizon, or not computed yet)"
-            );
+            let _ = writeln!(out, "Estimate:  {}", no_estimate(w.reason.as_deref()));
         }
         _ => {}
     }
@@ -267,4 +264,42 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// What to say when a pending workload has no estimated start: never, when
+/// its reason says waiting cannot admit it; else that none was made.
+fn no_estimate(reason: Option<&str>) -> String {
+    match reason {
+        Some(
+            r @ ("ExceedsQuota"
+            | "NeverPlaceable"
+            | "LocalQueueMissing"
+            | "ClusterQueueMissing"
+            | "NamespaceNotSelected"),
+        ) => {
+            format!("never as it is ({r}: waiting alone does not admit it; see why below)")
+        }
+        _ => "none yet (not within the forecast's horizon, or not computed yet)".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod estimate_tests {
+    use super::no_estimate;
+
+    #[test]
+    fn a_workload_that_can_never_be_admitted_is_not_told_it_has_no_estimate_yet() {
+        assert_eq!(
+            no_estimate(Some("ExceedsQuota")),
+            "never as it is (ExceedsQuota: waiting alone does not admit it; see why below)"
+        );
+        assert_eq!(
+            no_estimate(Some("InsufficientQuota")),
+            "none yet (not within the forecast's horizon, or not computed yet)"
+        );
+        assert_eq!(
+            no_estimate(None),
+            "none yet (not within the forecast's horizon, or not computed yet)"
+        );
+    }
 }
