@@ -36,8 +36,10 @@ pub struct ControllerArgs {
     /// Longest requeue backoff.
     #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_MAX", default_value = "1h", value_parser = parse_duration)]
     requeue_backoff_max: Duration,
-    /// Most pods-ready evictions of one workload: at the next one it is
-    /// deactivated (spec.active: false) instead of requeued. Unset: no limit.
+    /// Most evictions of one workload the controller decides itself
+    /// (pods-ready timeouts and idle-GPU reclaim, counted together): at the
+    /// next one it is deactivated (spec.active: false) instead of requeued.
+    /// Unset: no limit.
     #[arg(long, env = "SLUICE_REQUEUE_LIMIT")]
     requeue_limit: Option<u32>,
     /// Elect a leader with a coordination.k8s.io Lease; only the holder writes.

@@ -307,7 +307,7 @@ impl Index {
         if let Some((_, message)) = &unavailable
             && changed
         {
-            tracing::warn!("idle-GPU check unavailable, nothing is judged idle: {message}");
+            tracing::warn!("idle-GPU check unavailable: {message}");
         } else if changed && self.idle_health.is_some() {
             tracing::info!("idle-GPU check available again");
         }
