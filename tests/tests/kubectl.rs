@@ -182,10 +182,10 @@ async fn admins_and_viewers_see_queues_positions_reasons_and_estimates() -> Resu
         let waiting = by_name("job-waiting").context("job-waiting")?;
         ensure_eq!(waiting["state"], "Pending");
         ensure_eq!(waiting["reason"], "InsufficientQuota");
-        ensure_eq!(waiting["positionInLocalQueue"], 0);
+        ensure_eq!(waiting["positionInLocalQueue"], 1);
         ensure_eq!(waiting["job"], "Job/waiting");
         let behind = by_name("job-behind").context("job-behind")?;
-        ensure_eq!(behind["positionInLocalQueue"], 1);
+        ensure_eq!(behind["positionInLocalQueue"], 2);
         ensure_eq!(by_name("job-running").context("job-running")?["state"], "Admitted");
         // About 30 minutes from the running one's admission.
         let est: k8s_openapi::jiff::Timestamp = waiting["estimatedStart"].as_str().context("estimate")?.parse()?;

@@ -76,9 +76,10 @@ pub struct PendingWorkload {
     /// Its priority.
     #[serde(default)]
     pub priority: i32,
-    /// 0-based position among the pending workloads of the ClusterQueue.
+    /// Position among the pending workloads of the ClusterQueue, from 1
+    /// (the next to be admitted).
     pub position_in_cluster_queue: i32,
-    /// 0-based position among the pending workloads of the LocalQueue.
+    /// Position among the pending workloads of the LocalQueue, from 1.
     pub position_in_local_queue: i32,
     /// Why it waits, in short (e.g. `InsufficientQuota`).
     #[serde(default)]

@@ -273,10 +273,11 @@ pub struct PendingExplanation {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub flavors: Vec<FlavorPendingReason>,
-    /// 0-based position among the pending workloads of the ClusterQueue.
+    /// Position among the pending workloads of the ClusterQueue, from 1
+    /// (the next to be admitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position_in_cluster_queue: Option<i32>,
-    /// 0-based position among the pending workloads of the LocalQueue.
+    /// Position among the pending workloads of the LocalQueue, from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position_in_local_queue: Option<i32>,
     /// When it is expected to be admitted (a forecast from the expected run

@@ -113,8 +113,9 @@ pub(super) fn pending_explanation(
                 }
                 acc
             }),
-        position_in_cluster_queue: pos.map(|p| p.in_cluster_queue as i32),
-        position_in_local_queue: pos.map(|p| p.in_local_queue as i32),
+        // 1-based, as every position users read (1: next).
+        position_in_cluster_queue: pos.map(|p| p.in_cluster_queue as i32 + 1),
+        position_in_local_queue: pos.map(|p| p.in_local_queue as i32 + 1),
         estimated_start: None,
     }
 }
@@ -327,7 +328,8 @@ pub(super) fn explained(
         .map(|p| {
             format!(
                 " (position {} in ClusterQueue, {} in LocalQueue)",
-                p.in_cluster_queue, p.in_local_queue
+                p.in_cluster_queue + 1,
+                p.in_local_queue + 1
             )
         })
         .unwrap_or_default();

@@ -280,14 +280,14 @@ fn restart_restores_admitted_workloads_before_any_cycle_and_never_admits_twice()
     );
     let s = status_step(&plans[0]);
     assert_eq!(condition(s, cond::QUOTA_RESERVED).1, "InsufficientQuota");
-    assert_eq!(s.pending.as_ref().unwrap().position_in_cluster_queue, Some(0));
+    assert_eq!(s.pending.as_ref().unwrap().position_in_cluster_queue, Some(1));
     // The text is the engine's, with the position.
     let (_, _, message) = condition(s, cond::QUOTA_RESERVED);
     assert!(
-        message.contains("(position 0 in ClusterQueue, 0 in LocalQueue)"),
+        message.contains("(position 1 in ClusterQueue, 1 in LocalQueue)"),
         "{message}"
     );
-    assert!(s.pending.as_ref().unwrap().message.contains("position 0"), "{s:?}");
+    assert!(s.pending.as_ref().unwrap().message.contains("position 1"), "{s:?}");
     // Explanations are written once per reason: the echo of the write
     // changes nothing, and the index keeps no copy of the text.
     let mut echo = stored_workload(&mk_job("second", "team-a", 1, 1), 0, 5);

@@ -135,9 +135,10 @@ impl Index {
                 let Some(e) = self.workloads.get(&wk) else { continue };
                 let lq = ObjKey::new(wk.namespace.clone(), e.queue_name.clone());
                 let n = in_lq.entry(lq.clone()).or_default();
+                // 1-based, as every position users read (1: next).
                 let pos = Published {
-                    in_cluster_queue: count(i),
-                    in_local_queue: *n,
+                    in_cluster_queue: count(i) + 1,
+                    in_local_queue: *n + 1,
                     estimate_ms: estimates.get(&**uid).copied(),
                 };
                 *n += 1;

@@ -41,9 +41,9 @@ pub fn relative_start(t: &Time, now: Timestamp) -> String {
     }
 }
 
-/// 1st, 2nd, 3rd, 4th … (positions are 0-based in the API).
-pub fn ordinal(pos0: i32) -> String {
-    let n = i64::from(pos0) + 1;
+/// 1st, 2nd, 3rd, 4th … (positions start at 1, in the API too).
+pub fn ordinal(pos: i32) -> String {
+    let n = i64::from(pos);
     let suffix = match (n % 10, n % 100) {
         (1, 11) | (2, 12) | (3, 13) => "th",
         (1, _) => "st",
@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn ordinals() {
-        let got: Vec<String> = [0, 1, 2, 3, 10, 11, 12, 20, 21, 100]
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101]
             .iter()
             .map(|&p| ordinal(p))
             .collect();

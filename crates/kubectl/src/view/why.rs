@@ -146,7 +146,7 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
             "Position:  {} in its LocalQueue, {} in the ClusterQueue ({} ahead of it there)",
             ordinal(l),
             ordinal(c),
-            c
+            c - 1
         );
     }
     match &w.estimated_start {

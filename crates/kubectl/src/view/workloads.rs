@@ -217,8 +217,7 @@ pub fn table(views: &[WorkloadView], s: &Snapshot, all_namespaces: bool, wide: b
             v.job.clone().unwrap_or_else(dash),
             v.local_queue.clone(),
             state,
-            v.position_in_local_queue
-                .map_or_else(dash, |p| (i64::from(p) + 1).to_string()),
+            v.position_in_local_queue.map_or_else(dash, |p| p.to_string()),
             v.reason.clone().unwrap_or_else(dash),
             v.estimated_start
                 .as_ref()
@@ -231,8 +230,7 @@ pub fn table(views: &[WorkloadView], s: &Snapshot, all_namespaces: bool, wide: b
             row.extend([
                 v.cluster_queue.clone().unwrap_or_else(dash),
                 v.priority.to_string(),
-                v.position_in_cluster_queue
-                    .map_or_else(dash, |p| (i64::from(p) + 1).to_string()),
+                v.position_in_cluster_queue.map_or_else(dash, |p| p.to_string()),
                 v.estimated_start.as_ref().map_or_else(dash, |t| {
                     t.0.round(k8s_openapi::jiff::Unit::Second)
                         .map(|x| x.to_string())

@@ -271,9 +271,10 @@ fn an_explanation_gives_its_summary_detail_per_flavor_and_position() {
             },
         ],
     };
+    // The engine's positions start at 0; what users read, at 1.
     let pos = Some(eng::QueuePosition {
-        in_cluster_queue: 3,
-        in_local_queue: 1,
+        in_cluster_queue: 2,
+        in_local_queue: 0,
     });
     // Already False since T0: its transition time is kept.
     let mut s = with(&[(cond::QUOTA_RESERVED, "False")]);

@@ -60,7 +60,7 @@ fn positions_and_estimates_follow_the_expected_run_times() {
         .iter()
         .map(|p| (p.name.as_str(), p.position_in_cluster_queue, p.position_in_local_queue))
         .collect();
-    assert_eq!(listed, [("job-b", 0, 0), ("job-c", 1, 1)]);
+    assert_eq!(listed, [("job-b", 1, 1), ("job-c", 2, 2)]);
     assert_eq!(snap.workloads[0].reason, "InsufficientQuota");
     assert_eq!(snap.workloads[0].estimated_start, Some(time_of(T0 + 120 * MIN)));
     assert_eq!(snap.as_of, Some(time_of(now)));
