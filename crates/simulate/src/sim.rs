@@ -40,7 +40,9 @@ pub mod forecast;
 mod result;
 
 pub use forecast::{Estimate, ForecastOutcome};
-pub use result::{Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord};
+pub use result::{
+    CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord,
+};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -523,6 +525,7 @@ fn run_once(
         .max(last);
     Ok(SimResult {
         workloads: scenario.workloads.clone(),
+        cohort_quota: cohort_quota(&scenario.cohorts),
         records,
         queues: queues.into_iter().map(|q| q.series).collect(),
         end,
@@ -555,4 +558,23 @@ fn release(queues: &mut [QueueState], held: &mut Vec<(usize, usize, i64)>, touch
         queues[q].used[slot] -= amount;
         touched.insert(q);
     }
+}
+
+/// The Cohorts' own quota, per flavor and resource.
+fn cohort_quota(cohorts: &[sluice_scheduler::CohortSpec]) -> Vec<CohortQuota> {
+    cohorts
+        .iter()
+        .flat_map(|c| {
+            c.resource_groups.iter().flat_map(move |g| {
+                g.flavors.iter().flat_map(move |f| {
+                    f.resources.iter().map(move |r| CohortQuota {
+                        cohort: c.name.clone(),
+                        flavor: f.flavor.clone(),
+                        resource: r.resource.clone(),
+                        nominal: r.nominal,
+                    })
+                })
+            })
+        })
+        .collect()
 }

@@ -345,7 +345,11 @@ pub fn render_table(f: &FairnessReport, out: &mut String) {
     let mut t = Table::new(TREE_HEADER.map(String::from).to_vec());
     t.rows.extend(f.trees.iter().map(|x| tree_row(x).to_vec()));
     t.render(out);
+    out.push_str(LEGEND);
 }
+
+/// What the columns mean, under the tables.
+pub(crate) const LEGEND: &str = "  mean use: the queue's quota in use of the tree's resource (in its units, e.g. GPUs), averaged over the run\n  time share: the queue's part of what the whole tree used of that resource over the run\n  use when contended: mean use while every counted queue had work pending\n  counted: the queues with work and a weight above 0, over which Jain's index is taken\n";
 
 #[cfg(test)]
 mod tests {

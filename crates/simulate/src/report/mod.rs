@@ -344,6 +344,17 @@ impl Usage {
         }
     }
 
+    /// Adds a Cohort's own quota to the nominal capacity.
+    fn add_capacity(&mut self, q: &super::sim::CohortQuota) {
+        for (per_flavor, acc) in [(false, &mut self.by_resource), (true, &mut self.by_flavor)] {
+            let key = Key {
+                resource: q.resource.clone(),
+                flavor: per_flavor.then(|| q.flavor.clone()),
+            };
+            acc.entry(key).or_default().nominal += q.nominal;
+        }
+    }
+
     /// Sets the peaks of these queues, replayed together.
     fn set_peaks<'a>(&mut self, queues: impl Iterator<Item = &'a QueueSeries> + Clone) {
         for (per_flavor, acc) in [(false, &mut self.by_resource), (true, &mut self.by_flavor)] {
@@ -458,6 +469,11 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         }
         let tally = by_queue.remove(q.name.as_str()).unwrap_or_default();
         cluster_queues.push(tally.into_group(q.name.clone(), q.cohort.clone(), Some((&usage, r.end))));
+    }
+    // A Cohort's own quota is capacity too (what its queues borrow).
+    for q in &r.cohort_quota {
+        all.add_capacity(q);
+        per_cohort.entry(q.cohort.as_str()).or_default().add_capacity(q);
     }
     // Cluster and cohort peaks: replay the samples of all their queues in time order.
     all.set_peaks(r.queues.iter());

@@ -249,4 +249,8 @@ pub fn render_table(p: &PlacementReport, out: &mut String) {
     t.rule();
     t.rows.push(row(&p.totals()));
     t.render(out);
+    out.push_str(LEGEND);
 }
+
+/// What the columns mean, under the table.
+const LEGEND: &str = "  waited for nodes: workloads that waited, at some point, for room on the nodes rather than for quota\n  node wait h / quota wait h: hours of waiting (not GPU-hours) with a reason of each kind\n  node share: node wait ÷ (node wait + quota wait)\n";

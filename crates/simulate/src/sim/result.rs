@@ -159,9 +159,22 @@ pub struct QueueSeries {
     pub samples: Vec<Sample>,
 }
 
+/// A Cohort's own quota of one resource of one flavor (what it lends to
+/// the queues below it): part of the cluster's capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CohortQuota {
+    pub cohort: String,
+    pub flavor: String,
+    pub resource: String,
+    /// Milli-units.
+    pub nominal: i64,
+}
+
 /// The raw outcome of a run; `report` turns it into figures.
 pub struct SimResult {
     pub workloads: Vec<TraceWorkload>,
+    /// The Cohorts' own quota.
+    pub cohort_quota: Vec<CohortQuota>,
     pub records: Vec<WorkloadRecord>,
     pub queues: Vec<QueueSeries>,
     pub end: Millis,
