@@ -183,20 +183,20 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
             &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
         )
         .await?;
+    let chart_path = chart.to_str().context("path")?;
+    let install = |more: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["install", RELEASE, chart_path, "--namespace", NAMESPACE]
+            .into_iter()
+            .chain(["--set", "image.repository=sluice", "--set", "image.tag=dev"])
+            .map(String::from)
+            .collect();
+        a.extend(more.iter().map(|m| m.to_string()));
+        a
+    };
+    let dry_args = install(&["--dry-run=server"]);
     let dry = run(
         &helm,
-        &[
-            "install",
-            RELEASE,
-            chart.to_str().context("path")?,
-            "--namespace",
-            NAMESPACE,
-            "--set",
-            "image.repository=sluice",
-            "--set",
-            "image.tag=dev",
-            "--dry-run=server",
-        ],
+        &dry_args.iter().map(String::as_str).collect::<Vec<_>>(),
         &helm_env,
     )
     .context("helm install --dry-run=server")?;
@@ -209,25 +209,17 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
         .await?;
     ensure!(left.items.is_empty(), "the dry run created Deployments");
 
+    let install_args = install(&[
+        "--create-namespace",
+        "--set",
+        "image.pullPolicy=Never",
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
     let out = run(
         &helm,
-        &[
-            "install",
-            RELEASE,
-            chart.to_str().context("path")?,
-            "--namespace",
-            NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "image.repository=sluice",
-            "--set",
-            "image.tag=dev",
-            "--set",
-            "image.pullPolicy=Never",
-            "--wait",
-            "--timeout",
-            "3m",
-        ],
+        &install_args.iter().map(String::as_str).collect::<Vec<_>>(),
         &helm_env,
     )
     .with_context(|| {

@@ -419,8 +419,10 @@ fn preemption_evicts_names_the_preemptor_and_requeues_once_pods_are_gone() {
     );
 }
 
-#[test]
-fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
+/// Jobs `a` and `b` of 8 GPUs each in the 8-GPU queue: `a` admitted, `b`
+/// waiting; then `a` completes. The index, and `b` (still to be deleted or
+/// admitted by the caller).
+fn a_finished_b_waiting() -> (Index, Job) {
     let mut ix = ready_index();
     let a = mk_job("a", "team-a", 4, 2);
     let b = mk_job("b", "team-a", 4, 2);
@@ -431,9 +433,15 @@ fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
     ix.take_plans();
     let (plans, _) = ix.cycle(T0);
     assert_eq!(purposes(&plans), ["admit", "pending"]);
-    let mut done = a.clone();
+    let mut done = a;
     done.status = serde_json::from_value(json!({"conditions": [{"type": "Complete", "status": "True"}]})).unwrap();
     ix.apply_job(done, T0 + 10);
+    (ix, b)
+}
+
+#[test]
+fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
+    let (mut ix, b) = a_finished_b_waiting();
     let released = ix.take_plans();
     assert_eq!(purposes(&released), ["release"]);
     assert_eq!(
@@ -474,19 +482,7 @@ fn a_finished_job_releases_its_quota_and_a_deleted_job_too() {
 #[test]
 fn a_finished_jobs_finished_write_goes_out_before_the_admission_that_reuses_its_quota() {
     use crate::writer::{Lane, WriteQueue};
-    let mut ix = ready_index();
-    let a = mk_job("a", "team-a", 4, 2);
-    let b = mk_job("b", "team-a", 4, 2);
-    for (j, t) in [(&a, 0), (&b, 1)] {
-        ix.apply_job(j.clone(), T0);
-        ix.apply_workload(stored_workload(j, 0, t), T0);
-    }
-    ix.take_plans();
-    let (plans, _) = ix.cycle(T0);
-    assert_eq!(purposes(&plans), ["admit", "pending"]);
-    let mut done = a.clone();
-    done.status = serde_json::from_value(json!({"conditions": [{"type": "Complete", "status": "True"}]})).unwrap();
-    ix.apply_job(done, T0 + 10);
+    let (mut ix, _) = a_finished_b_waiting();
     let mut plans = ix.take_plans();
     let (more, _) = ix.cycle(T0 + 20);
     plans.extend(more);
