@@ -167,6 +167,20 @@ impl Cluster {
         format!("{base}-{}", self.suffix)
     }
 
+    /// A cluster-scoped Sluice object (by plural: `clusterqueues`,
+    /// `cohorts`, `resourceflavors`) the test made itself: deleted at
+    /// cleanup.
+    pub fn track(&mut self, plural: &str, name: String) {
+        let plural: &'static str = match plural {
+            "clusterqueues" => "clusterqueues",
+            "cohorts" => "cohorts",
+            "resourceflavors" => "resourceflavors",
+            "workloadpriorityclasses" => "workloadpriorityclasses",
+            _ => return,
+        };
+        self.cluster_objects.push((plural, name));
+    }
+
     /// Starts `sluice controller` with leader election on a Lease in the
     /// test namespace; waits until `/readyz` answers 200 (only when
     /// `wait_ready`, since a follower is ready too). Without a

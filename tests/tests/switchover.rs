@@ -201,3 +201,80 @@ async fn running_kueue_jobs_are_counted_new_jobs_get_only_what_is_left_and_their
     c.cleanup().await?;
     result
 }
+
+/// `sluice import kueue`'s output is what the API server takes (the CRDs'
+/// schemas, v1.24): every object of a Kueue sample, translated, is created.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn imported_kueue_queues_are_taken_by_the_api_server() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let (flavor, cohort, queue) = (c.name("imp-flavor"), c.name("imp-root"), c.name("imp-cq"));
+    let sample = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: {flavor}}}
+spec:
+  nodeLabels: {{gpu: h100}}
+  nodeTaints: [{{key: nvidia.com/gpu, value: present, effect: NoSchedule}}]
+  tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {{name: {cohort}}}
+spec: {{fairSharing: {{weight: \"2\"}}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: {queue}}}
+spec:
+  cohortName: {cohort}
+  flavorFungibility: {{whenCanBorrow: MayStopSearch}}
+  preemption: {{withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: {flavor}
+      resources: [{{name: nvidia.com/gpu, nominalQuota: 8, borrowingLimit: 4}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{namespace: {ns}, name: user-queue}}
+spec: {{clusterQueue: {queue}}}
+",
+        ns = c.namespace
+    );
+    let file = std::env::temp_dir().join(format!("kueue-{}.yaml", c.suffix));
+    std::fs::write(&file, sample)?;
+    let out = std::process::Command::new(sluice_e2e::cluster::sluice_bin())
+        .args(["import", "kueue"])
+        .arg(&file)
+        .output()?;
+    let _ = std::fs::remove_file(&file);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    ensure!(out.status.success(), "sluice import kueue: {said}");
+    ensure!(said.contains("spec.flavorFungibility (not supported)"), "{said}");
+    let yaml = String::from_utf8_lossy(&out.stdout).to_string();
+    let result = async {
+        for doc in yaml.split("---\n").filter(|d| !d.trim().is_empty()) {
+            let obj: DynamicObject = serde_saphyr::from_str(doc)?;
+            let kind = obj.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+            let plural = format!("{}s", kind.to_lowercase());
+            let gvk = GroupVersionKind::gvk("sluice.dev", "v1alpha1", &kind);
+            let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+            let api: Api<DynamicObject> = match &obj.metadata.namespace {
+                Some(ns) => Api::namespaced_with(c.client.clone(), ns, &ar),
+                None => Api::all_with(c.client.clone(), &ar),
+            };
+            api.create(&PostParams::default(), &obj)
+                .await
+                .with_context(|| format!("the API server refused the imported {kind}:\n{doc}"))?;
+            if obj.metadata.namespace.is_none() {
+                c.track(&plural, obj.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}

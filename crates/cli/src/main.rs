@@ -10,6 +10,7 @@
 
 mod controller;
 mod crds;
+mod import;
 mod logging;
 mod plugin;
 mod simulate;
@@ -42,6 +43,8 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Record a simulator Trace from a cluster's Workloads (`trace record`).
     Trace(trace::TraceArgs),
+    /// Translate another queue system's configuration (`import kueue`).
+    Import(import::ImportArgs),
     /// Serve the admission webhook, or print its configurations (`webhook manifests`).
     Webhook(Box<webhook::WebhookArgs>),
 }
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Import(args) => import::run(args),
         Command::Webhook(args) => webhook::run(*args),
     };
     match result {
