@@ -76,7 +76,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
 }
 
 /// The documents of the files (or stdin).
-fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
+pub(crate) fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
     anyhow::ensure!(
         !files.is_empty(),
         "give Kueue YAML files (or - for stdin), or --from-cluster"

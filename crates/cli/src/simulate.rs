@@ -14,7 +14,16 @@ use sluice_simulate::{DEFAULT_EVICTION_DELAY, report, scenario, sim, units};
 pub struct SimulateArgs {
     /// Scenario file: Sluice manifests (ResourceFlavor, ClusterQueue,
     /// Cohort, LocalQueue, WorkloadPriorityClass) plus one `Trace` document.
-    pub scenario: PathBuf,
+    #[arg(required_unless_present = "kueue")]
+    pub scenario: Option<PathBuf>,
+    /// Kueue's queues instead (kueue.x-k8s.io manifests), converted as
+    /// `sluice import kueue` does; with --trace.
+    #[arg(long, value_name = "FILE", requires = "trace", conflicts_with = "scenario")]
+    pub kueue: Option<PathBuf>,
+    /// The `Trace` document to replay on --kueue's queues (e.g. from
+    /// `sluice trace record`).
+    #[arg(long, value_name = "FILE", requires = "kueue")]
+    pub trace: Option<PathBuf>,
     /// Print the figures as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -66,6 +75,8 @@ fn parse_idle_interval_arg(s: &str) -> Result<units::Millis, String> {
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let SimulateArgs {
         scenario,
+        kueue,
+        trace,
         json,
         html,
         api_qps,
@@ -86,8 +97,15 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|path| std::fs::File::create(path).with_context(|| format!("cannot write --html {}", path.display())))
         .transpose()?;
-    let file = scenario.display().to_string();
-    let text = std::fs::read_to_string(&scenario).with_context(|| format!("cannot read scenario {file}"))?;
+    let (file, text) = match (scenario, kueue, trace) {
+        (Some(path), _, _) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read scenario {file}"))?;
+            (file, text)
+        }
+        (None, Some(kueue), Some(trace)) => kueue_scenario(&kueue, &trace)?,
+        _ => anyhow::bail!("give a scenario file, or --kueue and --trace"),
+    };
     let scenario = match scenario::load(&file, &text) {
         Ok(s) => s,
         Err(errors) => {
@@ -193,7 +211,9 @@ mod tests {
         let scenario = dir.join("s.yaml");
         std::fs::write(&scenario, "apiVersion: sluice.dev/v1alpha1\nkind: Trace\nspec: {}\n").unwrap();
         let args = SimulateArgs {
-            scenario,
+            scenario: Some(scenario),
+            kueue: None,
+            trace: None,
             json: true,
             html: Some(dir.join("no-such-dir/report.html")),
             api_qps: 0.0,
@@ -207,5 +227,121 @@ mod tests {
         let err = run(args).unwrap_err();
         assert!(format!("{err:#}").starts_with("cannot write --html "), "{err:#}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A scenario from Kueue's queues (converted by `sluice_import`, its notes
+/// on stderr) and a Trace file: its name and text.
+fn kueue_scenario(kueue: &std::path::Path, trace: &std::path::Path) -> Result<(String, String)> {
+    let docs = crate::import::from_files(&[kueue.to_path_buf()])?;
+    let imported = sluice_import::import(&docs, false)?;
+    for n in &imported.notes {
+        eprintln!("{} ({}): {}", n.place, n.status.as_str(), n.message);
+    }
+    let trace_text =
+        std::fs::read_to_string(trace).with_context(|| format!("cannot read trace {}", trace.display()))?;
+    Ok((trace.display().to_string(), scenario_text(&imported, &trace_text)?))
+}
+
+/// Imported objects as YAML documents, then the trace.
+pub(crate) fn scenario_text(imported: &sluice_import::Import, trace: &str) -> Result<String> {
+    let mut text = String::new();
+    for o in &imported.objects {
+        text.push_str(serde_saphyr::to_string(o).context("writing YAML")?.trim_end());
+        text.push_str("\n---\n");
+    }
+    text.push_str(trace);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod kueue_tests {
+    use super::*;
+
+    const TRACE: &str = "apiVersion: sluice.dev/v1alpha1
+kind: Trace
+metadata: {name: replay}
+spec:
+  jobs:
+  - {name: a, arrival: 0s, namespace: team, queue: jobs, pods: 2, requests: {nvidia.com/gpu: 4}, duration: 1h}
+  - {name: b, arrival: 1m, namespace: team, queue: jobs, priorityClass: high, pods: 1, requests: {nvidia.com/gpu: 8}, duration: 30m}
+  - {name: c, arrival: 2m, namespace: team, queue: jobs, pods: 1, requests: {nvidia.com/gpu: 2}, duration: 10m}
+";
+
+    const KUEUE: &str = "apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team}
+spec:
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {namespace: team, name: jobs}
+spec: {clusterQueue: team}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000";
+
+    const SLUICE: &str = "apiVersion: sluice.dev/v1alpha1
+kind: ResourceFlavor
+metadata: {name: a100}
+spec: {}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ClusterQueue
+metadata: {name: team}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: LocalQueue
+metadata: {namespace: team, name: jobs}
+spec: {clusterQueue: team}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+";
+
+    fn simulated(text: &str) -> serde_json::Value {
+        let s = scenario::load("replay.yaml", text).unwrap_or_else(|e| panic!("{e:#?}\n{text}"));
+        let opts = sim::SimOptions::default();
+        let result = sim::run(&s, &opts, &mut |_| {}).unwrap();
+        serde_json::to_value(report::build(&s.name, &opts, &result)).unwrap()
+    }
+
+    /// Kueue's queues, imported, replay a trace exactly as their
+    /// hand-written Sluice equivalent does.
+    #[test]
+    fn imported_kueue_queues_simulate_as_their_sluice_equivalent() {
+        let docs: Vec<serde_json::Value> = KUEUE
+            .split("\n---\n")
+            .map(|d| serde_saphyr::from_str(d).unwrap())
+            .collect();
+        let imported = sluice_import::import(&docs, true).unwrap();
+        let from_kueue = simulated(&scenario_text(&imported, TRACE).unwrap());
+        let by_hand = simulated(&format!("{SLUICE}{TRACE}"));
+        assert_eq!(from_kueue, by_hand);
+        // The replay did something: b preempted a.
+        assert_eq!(from_kueue["totals"]["preemptions"], 1, "{from_kueue:#}");
     }
 }
