@@ -43,7 +43,22 @@ spec: {clusterQueue: cluster-queue, stopPolicy: None}"#;
 #[test]
 fn a_single_cluster_queue_is_the_same_queue_in_sluice() {
     let out = import(&docs(SINGLE), true).unwrap();
-    assert_eq!(out.objects.len(), 3);
+    assert_eq!(
+        out.objects,
+        [
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor",
+                   "metadata": {"name": "default-flavor"}, "spec": {}}),
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue",
+                   "metadata": {"name": "cluster-queue"},
+                   "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "pods"],
+                       "flavors": [{"name": "default-flavor", "resources": [
+                           {"name": "cpu", "nominalQuota": 9}, {"name": "memory", "nominalQuota": "36Gi"},
+                           {"name": "pods", "nominalQuota": 5}]}]}]}}),
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
+                   "metadata": {"name": "user-queue", "namespace": "default"},
+                   "spec": {"clusterQueue": "cluster-queue", "stopPolicy": "None"}}),
+        ]
+    );
     let cq = find(&out, "ClusterQueue", "cluster-queue");
     assert_eq!(cq["apiVersion"], "sluice.dev/v1alpha1");
     assert_eq!(cq["spec"]["namespaceSelector"], json!({}));
