@@ -255,6 +255,7 @@ spec: {{clusterQueue: {queue}}}
     ensure!(said.contains("spec.flavorFungibility (not supported)"), "{said}");
     let yaml = String::from_utf8_lossy(&out.stdout).to_string();
     let result = async {
+        from_cluster(&c, &flavor, &queue).await?;
         for doc in yaml.split("---\n").filter(|d| !d.trim().is_empty()) {
             let obj: DynamicObject = serde_saphyr::from_str(doc)?;
             let kind = obj.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
@@ -277,4 +278,76 @@ spec: {{clusterQueue: {queue}}}
     .await;
     c.cleanup().await?;
     result
+}
+
+/// `sluice import kueue --from-cluster` reads the Kueue objects the
+/// cluster holds (stand-in CRDs of kueue.x-k8s.io/v1beta1; Cohorts are not
+/// served here and are skipped) and translates them.
+async fn from_cluster(c: &Cluster, flavor: &str, queue: &str) -> Result<()> {
+    for (file, plural) in [
+        ("kueue.x-k8s.io_resourceflavors.yaml", "resourceflavors"),
+        ("kueue.x-k8s.io_clusterqueues.yaml", "clusterqueues"),
+        ("kueue.x-k8s.io_localqueues.yaml", "localqueues"),
+    ] {
+        install_crd_file(&c.client, file, "kueue.x-k8s.io/v1beta1", plural).await?;
+    }
+    let kueue = |kind: &str, plural: &str, ns: Option<&str>| {
+        let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+        match ns {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(c.client.clone(), ns, &ar),
+            None => Api::<DynamicObject>::all_with(c.client.clone(), &ar),
+        }
+    };
+    let (kflavor, kqueue) = (format!("k-{flavor}"), format!("k-{queue}"));
+    for (kind, plural, ns, obj) in [
+        (
+            "ResourceFlavor",
+            "resourceflavors",
+            None,
+            json!({"metadata": {"name": kflavor}, "spec": {"nodeLabels": {"gpu": "a100"}}}),
+        ),
+        (
+            "ClusterQueue",
+            "clusterqueues",
+            None,
+            json!({"metadata": {"name": kqueue}, "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": kflavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}),
+        ),
+        (
+            "LocalQueue",
+            "localqueues",
+            Some(c.namespace.as_str()),
+            json!({"metadata": {"name": "k-user-queue", "namespace": c.namespace}, "spec": {"clusterQueue": kqueue}}),
+        ),
+    ] {
+        let mut obj = obj;
+        obj["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
+        obj["kind"] = json!(kind);
+        kueue(kind, plural, ns)
+            .create(&PostParams::default(), &serde_json::from_value(obj)?)
+            .await?;
+    }
+    let out = std::process::Command::new(sluice_e2e::cluster::sluice_bin())
+        .args(["import", "kueue", "--from-cluster"])
+        .env("KUBECONFIG", sluice_e2e::cluster::kubeconfig_path())
+        .output()?;
+    let (yaml, said) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    ensure!(out.status.success(), "sluice import kueue --from-cluster: {said}");
+    eprintln!("--from-cluster: {}", said.lines().last().unwrap_or_default());
+    for name in [&kflavor, &kqueue, &"k-user-queue".to_string()] {
+        ensure!(yaml.contains(&format!("name: {name}")), "{name} not imported:\n{yaml}");
+    }
+    ensure!(yaml.contains("namespaceSelector: {}"), "{yaml}");
+    for (kind, plural, ns, name) in [
+        ("LocalQueue", "localqueues", Some(c.namespace.as_str()), "k-user-queue"),
+        ("ClusterQueue", "clusterqueues", None, kqueue.as_str()),
+        ("ResourceFlavor", "resourceflavors", None, kflavor.as_str()),
+    ] {
+        let _ = kueue(kind, plural, ns).delete(name, &Default::default()).await;
+    }
+    Ok(())
 }
