@@ -154,3 +154,70 @@ fn every_example_job_is_admitted_alone_into_the_example_queues() {
         failures.join("\n")
     );
 }
+
+/// No example queue has a borrowing limit it could never use: for every
+/// `borrowingLimit` on a flavor's resource, some other queue of its cohort
+/// lends some of that resource of that flavor (its nominal quota, or its
+/// `lendingLimit`).
+#[test]
+fn every_example_borrowing_limit_has_something_to_borrow() {
+    let file = examples().join("cluster-queues.yaml");
+    let queues: Vec<Value> = documents(&file)
+        .into_iter()
+        .filter(|d| d["kind"] == "ClusterQueue")
+        .collect();
+    let lends = |q: &Value, flavor: &str, resource: &str| -> bool {
+        q["spec"]["resourceGroups"].as_array().into_iter().flatten().any(|g| {
+            g["flavors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["name"] == flavor)
+                .any(|f| {
+                    f["resources"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|r| r["name"] == resource)
+                        .any(|r| {
+                            let lendable = r.get("lendingLimit").unwrap_or(&r["nominalQuota"]);
+                            !matches!(
+                                lendable
+                                    .as_str()
+                                    .map(str::to_string)
+                                    .unwrap_or_else(|| lendable.to_string())
+                                    .as_str(),
+                                "0" | "null"
+                            )
+                        })
+                })
+        })
+    };
+    let mut useless = Vec::new();
+    for q in &queues {
+        let cohort = &q["spec"]["cohort"];
+        for g in q["spec"]["resourceGroups"].as_array().into_iter().flatten() {
+            for f in g["flavors"].as_array().into_iter().flatten() {
+                for r in f["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r.get("borrowingLimit").is_some())
+                {
+                    let (flavor, resource) = (f["name"].as_str().unwrap_or(""), r["name"].as_str().unwrap_or(""));
+                    let lenders = queues
+                        .iter()
+                        .filter(|o| o["metadata"]["name"] != q["metadata"]["name"] && o["spec"]["cohort"] == *cohort)
+                        .any(|o| lends(o, flavor, resource));
+                    if !lenders {
+                        useless.push(format!("{}: {flavor} {resource}", q["metadata"]["name"]));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        useless.is_empty(),
+        "borrowing limits nothing can ever fill: {useless:?}"
+    );
+}
