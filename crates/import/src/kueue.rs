@@ -1,82 +1,125 @@
-//! The importer: each Kueue document in, its Sluice object (or, for
-//! Kueue's Configuration, flags) out, with a note for every field that is
-//! not copied as it is. The output is checked as Sluice would check it
-//! (`Validate`), so what is printed is what the API server and webhook take.
+//! The importer: each Kueue document in; its Sluice object out (or, for
+//! Kueue's Configuration, `sluice controller` flags and chart values), with
+//! a note for every field that is not copied as it is. Every key of the
+//! input is accounted for by the mapping table ([`walk`]). Each Sluice
+//! object is built with Sluice's own types and checked as Sluice checks it
+//! (`Validate`), so what is printed is what the webhook takes.
 
-use std::collections::BTreeSet;
+mod configuration;
+mod queue;
+mod walk;
 
-use serde_json::{Map, Value, json};
-use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
-use sluice_api::validation::Validate;
+use std::collections::BTreeMap;
 
-use crate::mapping::{Row, Status, mapping};
+use serde_json::Value;
 
-/// Something said about a field.
+pub use configuration::SLUICE_FRAMEWORKS;
+
+use crate::mapping::{QUEUE_KINDS, Status};
+
+/// Something said about a field: it is not copied as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Note {
-    /// `ClusterQueue team-a: spec.admissionChecks`.
+    /// Where: `ClusterQueue team-a: spec.admissionChecks`.
     pub place: String,
+    /// What became of it.
     pub status: Status,
+    /// Why, or what Sluice does instead (from the mapping table).
     pub message: String,
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.place, self.status.as_str(), self.message)
+    }
 }
 
 /// What an import produced.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Import {
-    /// Sluice objects (`sluice.dev/v1alpha1`), in input order.
+    /// Sluice objects (`sluice.dev/v1alpha1`), in input order, as Sluice's
+    /// types serialize them.
     pub objects: Vec<Value>,
-    /// `sluice controller` flags from Kueue's Configuration.
+    /// The same objects as YAML documents, in their types' field order
+    /// ([`Import::manifests`] prints them).
+    pub(crate) documents: Vec<String>,
+    /// `sluice controller` flags Kueue's Configuration asks for (none
+    /// without a Configuration).
     pub flags: Vec<String>,
+    /// The same settings as chart values (`helm install -f`), or null
+    /// without a Configuration.
+    pub chart_values: Value,
+    /// What is not copied as it is, in input order.
     pub notes: Vec<Note>,
 }
 
 /// Why an import failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("document {index}: {message}")]
-    Document { index: usize, message: String },
-    #[error("{kind} {name}: Sluice would refuse the translation: {message}")]
-    Invalid {
-        kind: String,
-        name: String,
+    /// A document that cannot be read as a Kueue object.
+    #[error("document {}: {message}", .index + 1)]
+    Document {
+        /// 0-based position among the documents.
+        index: usize,
+        /// What is wrong with it.
         message: String,
     },
-    #[error("--strict: {} field(s) not supported:\n  {}", .0.len(), .0.join("\n  "))]
+    /// A translation Sluice's validation refuses.
+    #[error("{kind} {name}: Sluice would refuse the translation: {message}")]
+    Invalid {
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+        /// Every violation, with its field path.
+        message: String,
+    },
+    /// `strict`, and fields Sluice does not support.
+    #[error("strict import: {} field(s) Sluice does not support:\n  {}", .0.len(), .0.join("\n  "))]
     Strict(Vec<String>),
 }
 
-const KINDS: [&str; 5] = [
-    "ResourceFlavor",
-    "ClusterQueue",
-    "Cohort",
-    "LocalQueue",
-    "WorkloadPriorityClass",
-];
-
-/// Imports Kueue documents (parsed YAML or JSON). With `strict`, any field
-/// that is not supported is an error listing them all.
+/// Imports Kueue documents (parsed YAML or JSON): queue objects of
+/// `kueue.x-k8s.io` (`v1alpha1`, `v1beta1`, `v1beta2`), Kueue's other kinds
+/// (reported), its `Configuration` of `config.kueue.x-k8s.io` (`v1beta1`,
+/// `v1beta2`), also inside a ConfigMap. With `strict`, any field Sluice
+/// does not support is an error listing them all.
 pub fn import(docs: &[Value], strict: bool) -> Result<Import, ImportError> {
+    let topologies = topologies(docs);
     let mut out = Import::default();
+    let mut configured = false;
     for (index, doc) in docs.iter().enumerate() {
-        let api = doc["apiVersion"].as_str().unwrap_or_default();
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
         let kind = doc["kind"].as_str().unwrap_or_default();
-        match (api.split('/').next(), kind) {
-            (Some("kueue.x-k8s.io"), k) if KINDS.contains(&k) => {
-                let object = object(index, k, doc, &mut out.notes)?;
-                out.objects.push(object);
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        match group {
+            "kueue.x-k8s.io" => {
+                check_version(index, kind, version, &["v1alpha1", "v1beta1", "v1beta2"])?;
+                if QUEUE_KINDS.contains(&kind) {
+                    let (object, notes) = queue::translate(index, kind, version, doc, &topologies)?;
+                    out.objects.push(object.value);
+                    out.documents.push(object.yaml);
+                    out.notes.extend(notes);
+                } else {
+                    out.notes.extend(queue::other_kind(kind, version, doc));
+                }
             }
-            (Some("config.kueue.x-k8s.io"), "Configuration") => configuration(doc, &mut out),
-            _ => out.notes.push(Note {
-                place: format!("document {index} ({api} {kind})"),
-                status: Status::Unsupported,
-                message: "not a Kueue queue or Configuration: left out".into(),
-            }),
+            "config.kueue.x-k8s.io" if kind == "Configuration" => {
+                check_version(index, kind, version, &["v1beta1", "v1beta2"])?;
+                configure(index, &mut configured, &mut out, version, doc, "Configuration")?;
+            }
+            "" if version == "v1" && kind == "ConfigMap" => match configuration::in_config_map(doc) {
+                Some((place, version, inner)) => {
+                    check_version(index, "Configuration", &version, &["v1beta1", "v1beta2"])?;
+                    configure(index, &mut configured, &mut out, &version, &inner, &place)?;
+                }
+                None => out.notes.push(left_out(index, api_version, kind)),
+            },
+            _ => out.notes.push(left_out(index, api_version, kind)),
         }
     }
     if strict {
-        let unsupported: Vec<String> = out
-            .notes
-            .iter()
+        let unsupported: Vec<String> = (out.notes.iter())
             .filter(|n| n.status == Status::Unsupported)
             .map(|n| format!("{}: {}", n.place, n.message))
             .collect();
@@ -87,308 +130,65 @@ pub fn import(docs: &[Value], strict: bool) -> Result<Import, ImportError> {
     Ok(out)
 }
 
-/// One queue object.
-fn object(index: usize, kind: &str, doc: &Value, notes: &mut Vec<Note>) -> Result<Value, ImportError> {
-    let name = doc["metadata"]["name"]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| ImportError::Document {
-            index,
-            message: format!("{kind} without metadata.name"),
-        })?;
-    let mut body = doc.clone();
-    let mut fields = Vec::new();
-    leaves(&body, "", "", &mut fields);
-    let mut said: BTreeSet<&'static str> = BTreeSet::new();
-    let mut drop: Vec<String> = Vec::new();
-    for (path, pointer) in fields {
-        if path == "apiVersion" || path == "kind" {
-            continue;
-        }
-        let place = format!("{kind} {name}: {path}");
-        match row_of(kind, &path) {
-            None => {
-                notes.push(Note {
-                    place,
-                    status: Status::Unsupported,
-                    message: "unknown field: not copied".into(),
-                });
-                drop.push(pointer);
-            }
-            Some(r) if r.status == Status::Unsupported => {
-                if said.insert(r.kueue) {
-                    notes.push(Note {
-                        place: format!("{kind} {name}: {}", r.kueue),
-                        status: Status::Unsupported,
-                        message: format!("not copied: {}", r.note),
-                    });
-                }
-                drop.push(pointer);
-            }
-            Some(r) if r.status == Status::Ignored => drop.push(pointer),
-            Some(_) => {}
-        }
-    }
-    for pointer in drop {
-        remove(&mut body, &pointer);
-    }
-    let mut meta = Map::new();
-    meta.insert("name".into(), json!(name));
-    for key in ["namespace", "labels", "annotations"] {
-        if let Some(v) = doc["metadata"].get(key).filter(|v| !v.is_null()) {
-            meta.insert(key.into(), v.clone());
-        }
-    }
-    let mut object = body.as_object().cloned().unwrap_or_default();
-    object.insert("apiVersion".into(), json!("sluice.dev/v1alpha1"));
-    object.insert("metadata".into(), Value::Object(meta));
-    object.remove("status");
-    let mut object = Value::Object(object);
-    renames(kind, &mut object);
-    defaults(kind, name, &mut object, notes);
-    check(kind, name, &object)?;
-    Ok(object)
-}
-
-/// Every leaf of `v`: its path (lists as `[]`) and its JSON pointer. An
-/// empty object or list is a leaf.
-fn leaves(v: &Value, path: &str, pointer: &str, out: &mut Vec<(String, String)>) {
-    let join = |p: &str, k: &str| {
-        if p.is_empty() {
-            k.to_string()
-        } else {
-            format!("{p}.{k}")
-        }
-    };
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            for (k, x) in m {
-                let escaped = k.replace('~', "~0").replace('/', "~1");
-                leaves(x, &join(path, k), &format!("{pointer}/{escaped}"), out);
-            }
-        }
-        Value::Array(a) if !a.is_empty() => {
-            for (i, x) in a.iter().enumerate() {
-                leaves(x, &format!("{path}[]"), &format!("{pointer}/{i}"), out);
-            }
-        }
-        _ => out.push((path.to_string(), pointer.to_string())),
+/// A document that is not Kueue's: reported, not translated.
+fn left_out(index: usize, api_version: &str, kind: &str) -> Note {
+    Note {
+        place: format!("document {} ({api_version} {kind})", index + 1),
+        status: Status::Unsupported,
+        message: "not a Kueue object: left out".into(),
     }
 }
 
-/// The row covering `path` for `kind`: the longest whose path is `path` or
-/// above it.
-fn row_of(kind: &str, path: &str) -> Option<&'static Row> {
-    mapping()
-        .iter()
-        .filter(|r| r.kind == kind || r.kind == "*")
-        .filter(|r| {
-            path == r.kueue
-                || path
-                    .strip_prefix(r.kueue)
-                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-        })
-        .max_by_key(|r| r.kueue.len())
-}
-
-/// Removes what `pointer` names, and the objects and lists it leaves empty.
-fn remove(v: &mut Value, pointer: &str) {
-    let Some((parent, last)) = pointer.rsplit_once('/') else {
-        return;
-    };
-    let last = last.replace("~1", "/").replace("~0", "~");
-    if let Some(p) = v.pointer_mut(parent) {
-        match p {
-            Value::Object(m) => {
-                m.remove(&last);
-            }
-            Value::Array(a) => {
-                if let Ok(i) = last.parse::<usize>()
-                    && i < a.len()
-                {
-                    a[i] = Value::Null;
-                }
-            }
-            _ => {}
-        }
+fn check_version(index: usize, kind: &str, version: &str, known: &[&str]) -> Result<(), ImportError> {
+    if known.contains(&version) {
+        return Ok(());
     }
-    prune(v);
-}
-
-/// Drops nulls left in lists, and emptied objects and lists, except the
-/// ones that mean something when empty (a namespaceSelector).
-fn prune(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for x in m.values_mut() {
-                prune(x);
-            }
-            m.retain(|k, x| k == "namespaceSelector" || !(x.is_null() || is_empty(x)));
-        }
-        Value::Array(a) => {
-            for x in a.iter_mut() {
-                prune(x);
-            }
-            a.retain(|x| !(x.is_null() || is_empty(x)));
-        }
-        _ => {}
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    v.as_object().is_some_and(Map::is_empty) || v.as_array().is_some_and(Vec::is_empty)
-}
-
-/// v1beta2's and v1beta1's names for what Sluice calls `cohort` and `parent`.
-fn renames(kind: &str, object: &mut Value) {
-    let (from, to) = match kind {
-        "ClusterQueue" => ("cohortName", "cohort"),
-        "Cohort" => ("parentName", "parent"),
-        _ => return,
-    };
-    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
-        && let Some(v) = spec.remove(from)
-    {
-        spec.insert(to.into(), v);
-    }
-}
-
-/// Kueue's meaning of an unset field, where Sluice's differs.
-fn defaults(kind: &str, name: &str, object: &mut Value, notes: &mut Vec<Note>) {
-    if kind != "WorkloadPriorityClass"
-        && let Some(o) = object.as_object_mut()
-    {
-        o.entry("spec").or_insert_with(|| json!({}));
-    }
-    if kind != "ClusterQueue" {
-        return;
-    }
-    let spec = object
-        .as_object_mut()
-        .map(|o| o.entry("spec").or_insert_with(|| json!({})))
-        .and_then(Value::as_object_mut);
-    if let Some(spec) = spec
-        && !spec.contains_key("namespaceSelector")
-    {
-        spec.insert("namespaceSelector".into(), json!({}));
-        notes.push(Note {
-            place: format!("ClusterQueue {name}: spec.namespaceSelector"),
-            status: Status::Difference,
-            message: "unset (every namespace in Kueue): written as {} (in Sluice, unset selects none)".into(),
-        });
-    }
-}
-
-/// The translation as Sluice checks it.
-fn check(kind: &str, name: &str, object: &Value) -> Result<(), ImportError> {
-    fn typed<T: serde::de::DeserializeOwned + Validate>(v: &Value) -> Result<(), String> {
-        let t: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
-        t.check().map_err(|e| e.to_string())
-    }
-    let result = match kind {
-        "ResourceFlavor" => typed::<ResourceFlavor>(object),
-        "ClusterQueue" => typed::<ClusterQueue>(object),
-        "Cohort" => typed::<Cohort>(object),
-        "LocalQueue" => typed::<LocalQueue>(object),
-        _ => typed::<WorkloadPriorityClass>(object),
-    };
-    result.map_err(|message| ImportError::Invalid {
-        kind: kind.to_string(),
-        name: name.to_string(),
-        message,
+    Err(ImportError::Document {
+        index,
+        message: format!("{kind} of version {version:?}: the importer reads {}", known.join(", ")),
     })
 }
 
-/// Kueue's Configuration as flags; what has no flag is reported.
-fn configuration(doc: &Value, out: &mut Import) {
-    let mut fields = Vec::new();
-    leaves(doc, "", "", &mut fields);
-    for (path, _) in fields {
-        if path == "apiVersion" || path == "kind" {
-            continue;
-        }
-        let place = format!("Configuration: {path}");
-        match row_of("Configuration", &path) {
-            Some(r) if r.status == Status::Unsupported => out.notes.push(Note {
-                place,
-                status: Status::Unsupported,
-                message: r.note.to_string(),
-            }),
-            Some(_) => {}
-            None => out.notes.push(Note {
-                place,
-                status: Status::Unsupported,
-                message: "no Sluice flag: set the chart's values instead, if it applies".into(),
-            }),
-        }
+/// Kueue's Configuration: one per import.
+fn configure(
+    index: usize,
+    configured: &mut bool,
+    out: &mut Import,
+    version: &str,
+    doc: &Value,
+    place: &str,
+) -> Result<(), ImportError> {
+    if std::mem::replace(configured, true) {
+        return Err(ImportError::Document {
+            index,
+            message: "a second Kueue Configuration: give one".into(),
+        });
     }
-    out.flags.extend(flags(doc, &mut out.notes));
+    let (controller, notes) = configuration::translate(version, doc, place);
+    out.flags = controller.flags;
+    out.chart_values = controller.values;
+    out.notes.extend(notes);
+    Ok(())
 }
 
-/// The flags a Configuration asks for.
-fn flags(doc: &Value, notes: &mut Vec<Note>) -> Vec<String> {
-    let mut flags = Vec::new();
-    let fair = &doc["fairSharing"];
-    let on = fair["enable"].as_bool().unwrap_or(false);
-    flags.push(format!("--fair-sharing={}", if on { "on" } else { "off" }));
-    if let Some(s) = fair["preemptionStrategies"].as_array() {
-        let names: Vec<&str> = s.iter().filter_map(Value::as_str).collect();
-        flags.push(format!("--fair-sharing-strategies={}", names.join(",")));
-    }
-    let ready = &doc["waitForPodsReady"];
-    match ready["enable"].as_bool() {
-        Some(true) => flags.push(format!(
-            "--pods-ready-timeout={}",
-            ready["timeout"].as_str().unwrap_or("5m")
-        )),
-        _ => flags.push("--pods-ready-timeout=0".into()),
-    }
-    let requeue = &ready["requeuingStrategy"];
-    if let Some(n) = requeue["backoffLimitCount"].as_i64() {
-        flags.push(format!("--requeue-limit={n}"));
-    }
-    if let Some(s) = requeue["backoffBaseSeconds"].as_i64() {
-        flags.push(format!("--requeue-backoff-base={s}s"));
-    }
-    if let Some(s) = requeue["backoffMaxSeconds"].as_i64() {
-        flags.push(format!("--requeue-backoff-max={s}s"));
-    }
-    if requeue["timestamp"].as_str() == Some("Creation") {
-        notes.push(Note {
-            place: "Configuration: waitForPodsReady.requeuingStrategy.timestamp".into(),
-            status: Status::Difference,
-            message: "Creation: Sluice requeues behind what waits (the eviction's time)".into(),
-        });
-    }
-    if doc["manageJobsWithoutQueueName"].as_bool() == Some(true) {
-        notes.push(Note {
-            place: "Configuration: manageJobsWithoutQueueName".into(),
-            status: Status::Difference,
-            message: "label each namespace whose Jobs Sluice must queue sluice.dev/default-queue: enabled (with a LocalQueue named default)".into(),
-        });
-    }
-    if let Some(list) = doc["integrations"]["frameworks"].as_array() {
-        let known = [
-            "jobset.x-k8s.io/jobset",
-            "kubeflow.org/pytorchjob",
-            "kubeflow.org/mpijob",
-            "ray.io/rayjob",
-        ];
-        let mut kinds = Vec::new();
-        for f in list.iter().filter_map(Value::as_str) {
-            if known.contains(&f) {
-                kinds.push(f);
-            } else if f != "batch/job" {
-                notes.push(Note {
-                    place: format!("Configuration: integrations.frameworks ({f})"),
-                    status: Status::Unsupported,
-                    message: "Sluice does not queue this kind".into(),
-                });
-            }
-        }
-        flags.push(format!("--integrations={}", kinds.join(",")));
-    }
-    flags
+/// Each Topology's node-label levels, by name, for the notes about the
+/// ResourceFlavors that name one.
+fn topologies(docs: &[Value]) -> BTreeMap<String, Vec<String>> {
+    docs.iter()
+        .filter(|d| {
+            d["kind"] == "Topology"
+                && d["apiVersion"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("kueue.x-k8s.io/"))
+        })
+        .filter_map(|d| {
+            let name = d["metadata"]["name"].as_str()?.to_string();
+            let levels = (d["spec"]["levels"].as_array().into_iter().flatten())
+                .filter_map(|l| l["nodeLabel"].as_str().map(str::to_string))
+                .collect();
+            Some((name, levels))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,3 +1,7 @@
+//! The importer's rules, one at a time. Whole samples, with their Sluice
+//! output and notes, are the golden tests (`tests/golden.rs`); every row of
+//! the table is exercised by `tests/fields.rs`.
+
 use serde_json::{Value, json};
 
 use super::*;
@@ -8,41 +12,57 @@ fn docs(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-fn find<'a>(out: &'a Import, kind: &str, name: &str) -> &'a Value {
-    out.objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} in {:#?}", out.objects))
+fn places(out: &Import) -> Vec<(&str, Status)> {
+    out.notes.iter().map(|n| (n.place.as_str(), n.status)).collect()
 }
 
-/// Kueue's own single-ClusterQueue sample (site/…/cluster_queue.md),
-/// v1beta1, with its flavor and a LocalQueue.
-const SINGLE: &str = r#"apiVersion: kueue.x-k8s.io/v1beta1
+fn cluster_queue(version: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("kueue.x-k8s.io/{version}"), "kind": "ClusterQueue",
+           "metadata": {"name": "team-a"}, "spec": spec})
+}
+
+fn gpu_groups(flavors: &[&str]) -> Value {
+    let flavors: Vec<Value> = flavors
+        .iter()
+        .map(|f| json!({"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}))
+        .collect();
+    json!([{"coveredResources": ["nvidia.com/gpu"], "flavors": flavors}])
+}
+
+/// Kueue's documented single ClusterQueue (site/static/examples/admin/
+/// single-clusterqueue-setup.yaml), v1beta2: the same queue in Sluice,
+/// written as Sluice's types write it, nothing to say.
+#[test]
+fn kueues_single_cluster_queue_is_the_same_queue_in_sluice() {
+    let out = import(
+        &docs(
+            r#"apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: default-flavor}
 ---
-apiVersion: kueue.x-k8s.io/v1beta1
+apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: cluster-queue}
 spec:
   namespaceSelector: {}
   resourceGroups:
-  - coveredResources: [cpu, memory, pods]
+  - coveredResources: [cpu, memory]
     flavors:
     - name: default-flavor
       resources:
       - {name: cpu, nominalQuota: 9}
       - {name: memory, nominalQuota: 36Gi}
-      - {name: pods, nominalQuota: 5}
 ---
-apiVersion: kueue.x-k8s.io/v1beta1
+apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {namespace: default, name: user-queue}
-spec: {clusterQueue: cluster-queue, stopPolicy: None}"#;
-
-#[test]
-fn a_single_cluster_queue_is_the_same_queue_in_sluice() {
-    let out = import(&docs(SINGLE), true).unwrap();
+spec: {clusterQueue: cluster-queue}"#,
+        ),
+        true,
+    )
+    .unwrap();
+    assert_eq!(out.notes, []);
+    assert_eq!((out.flags.len(), &out.chart_values), (0, &Value::Null));
     assert_eq!(
         out.objects,
         [
@@ -50,280 +70,517 @@ fn a_single_cluster_queue_is_the_same_queue_in_sluice() {
                    "metadata": {"name": "default-flavor"}, "spec": {}}),
             json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue",
                    "metadata": {"name": "cluster-queue"},
-                   "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory", "pods"],
+                   "spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"],
                        "flavors": [{"name": "default-flavor", "resources": [
-                           {"name": "cpu", "nominalQuota": 9}, {"name": "memory", "nominalQuota": "36Gi"},
-                           {"name": "pods", "nominalQuota": 5}]}]}]}}),
+                           {"name": "cpu", "nominalQuota": "9"}, {"name": "memory", "nominalQuota": "36Gi"}]}]}],
+                     "queueingStrategy": "BestEffortFIFO", "namespaceSelector": {},
+                     "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
+                                    "borrowWithinCohort": {"policy": "Never"}},
+                     "stopPolicy": "None"}}),
             json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "LocalQueue",
                    "metadata": {"name": "user-queue", "namespace": "default"},
                    "spec": {"clusterQueue": "cluster-queue", "stopPolicy": "None"}}),
         ]
     );
-    let cq = find(&out, "ClusterQueue", "cluster-queue");
-    assert_eq!(cq["apiVersion"], "sluice.dev/v1alpha1");
-    assert_eq!(cq["spec"]["namespaceSelector"], json!({}));
-    assert_eq!(
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1],
-        json!({"name": "memory", "nominalQuota": "36Gi"})
-    );
-    assert_eq!(
-        find(&out, "LocalQueue", "user-queue")["spec"]["clusterQueue"],
-        "cluster-queue"
-    );
-    assert!(out.notes.is_empty(), "{:#?}", out.notes);
 }
 
-/// Two teams in a cohort: borrowing and lending limits, two flavors,
-/// preemption policies, a stop policy, priority classes (v1beta1).
-const COHORT: &str = r#"apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-a, labels: {team: a}}
-spec:
-  cohort: research
-  queueingStrategy: StrictFIFO
-  stopPolicy: Hold
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources:
-      - {name: nvidia.com/gpu, nominalQuota: 16, borrowingLimit: 8, lendingLimit: 4}
-    - name: a100
-      resources:
-      - {name: nvidia.com/gpu, nominalQuota: 8}
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-    borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
-status:
-  pendingWorkloads: 3
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: training}
-value: 1000
-description: training runs"#;
-
+/// In Kueue an unset namespaceSelector selects no namespace (a nil
+/// LabelSelector is labels.Nothing()), as in Sluice: it stays unset, and
+/// the admin is told what it means.
 #[test]
-fn cohorts_limits_flavors_and_preemption_are_copied_and_status_is_not() {
-    let out = import(&docs(COHORT), true).unwrap();
-    let cq = find(&out, "ClusterQueue", "team-a");
-    assert_eq!(cq["metadata"], json!({"name": "team-a", "labels": {"team": "a"}}));
-    assert_eq!(cq["spec"]["cohort"], "research");
-    assert_eq!(cq["spec"]["queueingStrategy"], "StrictFIFO");
-    assert_eq!(cq["spec"]["stopPolicy"], "Hold");
+fn an_unset_namespace_selector_stays_unset_and_is_explained() {
+    let groups = gpu_groups(&["a100"]);
+    let out = import(&[cluster_queue("v1beta2", json!({"resourceGroups": groups}))], true).unwrap();
+    assert!(out.objects[0]["spec"].get("namespaceSelector").is_none());
     assert_eq!(
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0],
-        json!({"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 8, "lendingLimit": 4})
+        places(&out),
+        [("ClusterQueue team-a: spec.namespaceSelector", Status::Mapped)]
     );
-    assert_eq!(cq["spec"]["resourceGroups"][0]["flavors"][1]["name"], "a100");
-    assert_eq!(
-        cq["spec"]["preemption"],
-        json!({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
-               "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}})
+    assert!(
+        out.notes[0]
+            .message
+            .starts_with("unset: the queue serves no namespace, in Kueue as in Sluice")
     );
-    assert!(cq.get("status").is_none());
-    let wpc = find(&out, "WorkloadPriorityClass", "training");
-    assert_eq!(
-        (wpc["value"].clone(), wpc["description"].clone()),
-        (json!(1000), json!("training runs"))
-    );
-    // Unset namespaceSelector: Kueue's "every namespace", said.
-    assert_eq!(cq["spec"]["namespaceSelector"], json!({}));
-    assert_eq!(out.notes.len(), 1, "{:#?}", out.notes);
-    assert_eq!(out.notes[0].place, "ClusterQueue team-a: spec.namespaceSelector");
-    assert_eq!(out.notes[0].status, Status::Difference);
+    let selector = json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]});
+    let out = import(
+        &[cluster_queue(
+            "v1beta2",
+            json!({"resourceGroups": groups, "namespaceSelector": selector}),
+        )],
+        true,
+    )
+    .unwrap();
+    assert_eq!(out.objects[0]["spec"]["namespaceSelector"], selector);
+    assert_eq!(out.notes, []);
 }
 
-/// v1beta2: hierarchical cohorts with fair-sharing weights, a tainted
-/// flavor with a topology, and what Sluice does not have.
-const HIERARCHY: &str = r#"apiVersion: kueue.x-k8s.io/v1beta2
-kind: Cohort
-metadata: {name: root}
+/// v1beta1's `cohort` and v1beta2's `cohortName` are Sluice's `cohort`;
+/// a Cohort's `parent` (v1alpha1) and `parentName` are its `parent`; each
+/// version's name is unknown in the other.
+#[test]
+fn each_versions_name_for_cohort_and_parent_becomes_sluices() {
+    let groups = gpu_groups(&["a100"]);
+    let spec = |key: &str| json!({"namespaceSelector": {}, "resourceGroups": groups, key: "research"});
+    for (version, key) in [("v1beta1", "cohort"), ("v1beta2", "cohortName")] {
+        let out = import(&[cluster_queue(version, spec(key))], true).unwrap();
+        assert_eq!(out.objects[0]["spec"]["cohort"], "research", "{version}");
+        assert!(out.objects[0]["spec"].get("cohortName").is_none());
+    }
+    let out = import(&[cluster_queue("v1beta1", spec("cohortName"))], false).unwrap();
+    assert_eq!(
+        places(&out),
+        [("ClusterQueue team-a: spec.cohortName", Status::Unsupported)]
+    );
+    assert!(out.objects[0]["spec"].get("cohort").is_none());
+    for (version, key) in [
+        ("v1alpha1", "parent"),
+        ("v1beta1", "parentName"),
+        ("v1beta2", "parentName"),
+    ] {
+        let cohort = json!({"apiVersion": format!("kueue.x-k8s.io/{version}"), "kind": "Cohort",
+                            "metadata": {"name": "research"}, "spec": {key: "company", "fairSharing": {"weight": "0.75"}}});
+        let out = import(&[cohort], true).unwrap();
+        assert_eq!(
+            out.objects[0]["spec"],
+            json!({"parent": "company", "fairSharing": {"weight": "0.75"}}),
+            "{version}"
+        );
+    }
+}
+
+/// A key the table does not know is reported where it starts (not once
+/// per key below it) and never copied; the rest of its object is.
+#[test]
+fn an_unknown_field_is_reported_where_it_starts_and_never_copied() {
+    let mut cq = cluster_queue(
+        "v1beta2",
+        json!({"namespaceSelector": {}, "resourceGroups": gpu_groups(&["a100"])}),
+    );
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["surprise"] = json!({"a": 1, "b": [2]});
+    cq["spec"]["preemption"] = json!({"withinClusterQueue": "LowerPriority", "futurePolicy": "Always"});
+    let out = import(&[cq], false).unwrap();
+    assert_eq!(
+        places(&out),
+        [
+            ("ClusterQueue team-a: spec.preemption.futurePolicy", Status::Unsupported),
+            (
+                "ClusterQueue team-a: spec.resourceGroups[0].flavors[0].resources[0].surprise",
+                Status::Unsupported
+            ),
+        ]
+    );
+    assert_eq!(out.notes[0].message, "unknown field: not copied");
+    let spec = &out.objects[0]["spec"];
+    assert_eq!(
+        spec["resourceGroups"][0]["flavors"][0]["resources"][0],
+        json!({"name": "nvidia.com/gpu", "nominalQuota": "8"})
+    );
+    assert_eq!(spec["preemption"]["withinClusterQueue"], "LowerPriority");
+    assert!(import(&out_docs(&out), true).is_ok());
+}
+
+/// The objects of an import, as Kueue documents again (for a second pass).
+fn out_docs(out: &Import) -> Vec<Value> {
+    out.objects
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            o["apiVersion"] = json!("kueue.x-k8s.io/v1beta1");
+            o
+        })
+        .collect()
+}
+
+/// Metadata the API server or kubectl wrote is dropped without a word;
+/// the admin's labels and annotations are kept.
+#[test]
+fn server_metadata_and_kubectls_copy_are_dropped_labels_and_annotations_kept() {
+    let flavor = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+        "metadata": {"name": "a100", "uid": "1234", "resourceVersion": "42", "generation": 3,
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+                     "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+                     "labels": {"gpu": "a100"},
+                     "annotations": {"owner": "platform", "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+        "spec": {"nodeLabels": {"nvidia.com/gpu.product": "A100"}},
+        "status": {"anything": true}});
+    let out = import(&[flavor], true).unwrap();
+    assert_eq!(out.notes, []);
+    assert_eq!(
+        out.objects[0]["metadata"],
+        json!({"name": "a100", "labels": {"gpu": "a100"}, "annotations": {"owner": "platform"}})
+    );
+    assert!(out.objects[0].get("status").is_none());
+}
+
+/// flavorFungibility: the values that are what Sluice does are taken
+/// silently; MayStopSearch for borrowing is a difference; for preemption
+/// and PreemptionOverBorrowing, not supported; a value nobody knows is
+/// reported as such. Unset, Kueue's default is a difference only where it
+/// matters: a queue that borrows and has a choice of flavors.
+#[test]
+fn flavor_fungibility_is_judged_value_by_value() {
+    let judge = |version: &str, fungibility: Value| {
+        let spec = json!({"namespaceSelector": {}, "cohortName": "c", "cohort": "c",
+                          "resourceGroups": gpu_groups(&["h100", "a100"]), "flavorFungibility": fungibility});
+        let mut cq = cluster_queue(version, spec);
+        let other = if version == "v1beta1" { "cohortName" } else { "cohort" };
+        cq["spec"].as_object_mut().unwrap().remove(other);
+        let out = import(&[cq], false).unwrap();
+        assert!(out.objects[0]["spec"].get("flavorFungibility").is_none());
+        out.notes
+            .iter()
+            .map(|n| {
+                (
+                    n.place
+                        .trim_start_matches("ClusterQueue team-a: spec.flavorFungibility")
+                        .to_string(),
+                    n.status,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let both_next = json!({"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"});
+    assert_eq!(judge("v1beta2", both_next), []);
+    assert_eq!(
+        judge(
+            "v1beta2",
+            json!({"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"})
+        ),
+        [
+            (".whenCanBorrow".into(), Status::Difference),
+            (".whenCanPreempt".into(), Status::Unsupported)
+        ]
+    );
+    assert_eq!(
+        judge(
+            "v1beta1",
+            json!({"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"})
+        ),
+        [
+            (".whenCanBorrow".into(), Status::Difference),
+            (".whenCanPreempt".into(), Status::Unsupported)
+        ]
+    );
+    assert_eq!(
+        judge(
+            "v1beta2",
+            json!({"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor", "preference": "PreemptionOverBorrowing"})
+        ),
+        [(".preference".into(), Status::Unsupported)]
+    );
+    assert_eq!(
+        judge("v1beta2", json!({"whenCanPreempt": "Sometimes"})),
+        [
+            (".whenCanPreempt".into(), Status::Unsupported),
+            (".whenCanBorrow".into(), Status::Difference),
+        ]
+    );
+    // No choice of flavors, or no cohort: Kueue's default changes nothing.
+    let one_flavor = cluster_queue(
+        "v1beta2",
+        json!({"namespaceSelector": {}, "cohortName": "c", "resourceGroups": gpu_groups(&["a100"])}),
+    );
+    let no_cohort = cluster_queue(
+        "v1beta2",
+        json!({"namespaceSelector": {}, "resourceGroups": gpu_groups(&["h100", "a100"])}),
+    );
+    assert_eq!(import(&[one_flavor, no_cohort], true).unwrap().notes, []);
+}
+
+/// What Sluice's validation refuses is an error naming the object and
+/// every violation's field; a field of the wrong type names its path.
+#[test]
+fn a_translation_sluice_would_refuse_is_an_error_naming_object_and_field() {
+    let mut cq = cluster_queue(
+        "v1beta2",
+        json!({"namespaceSelector": {}, "resourceGroups": gpu_groups(&["a100"])}),
+    );
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = json!(2);
+    let err = import(&[cq.clone()], false).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "ClusterQueue team-a: Sluice would refuse the translation: spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: requires spec.cohort: without a cohort there is nothing to borrow"
+    );
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = json!([8]);
+    let err = import(&[cq], false).unwrap_err().to_string();
+    assert!(
+        err.starts_with("ClusterQueue team-a: Sluice would refuse the translation: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "),
+        "{err}"
+    );
+}
+
+/// `strict`: every unsupported field, all listed, is the error.
+#[test]
+fn strict_lists_every_unsupported_field() {
+    let spec = json!({"namespaceSelector": {}, "resourceGroups": gpu_groups(&["a100"]),
+                      "admissionChecks": ["prov", "mk"], "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}});
+    let docs = [cluster_queue("v1beta1", spec)];
+    assert_eq!(import(&docs, false).unwrap().notes.len(), 2);
+    let err = import(&docs, true).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "strict import: 2 field(s) Sluice does not support:\n  \
+         ClusterQueue team-a: spec.admissionChecks: not copied: admission checks (ProvisioningRequest, MultiKueue) are not implemented\n  \
+         ClusterQueue team-a: spec.admissionScope: not copied: no admission fair sharing between the LocalQueues of a ClusterQueue"
+    );
+}
+
+/// Kueue's other kinds and other documents are reported, a Workload is
+/// not (it is the switch-over's); a ResourceFlavor's topologyName note
+/// lists its Topology's levels.
+#[test]
+fn other_kinds_are_reported_and_a_topologys_levels_named() {
+    let out = import(
+        &docs(
+            r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: default}
 spec:
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Cohort
-metadata: {name: research}
-spec: {parentName: root, fairSharing: {weight: "2"}}
+  levels: [{nodeLabel: cloud.provider.com/topology-block}, {nodeLabel: kubernetes.io/hostname}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: h100}
-spec:
-  nodeLabels: {nvidia.com/gpu.product: H100}
-  nodeTaints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
-  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
-  topologyName: default
+metadata: {name: tas-flavor}
+spec: {topologyName: default}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team-b}
-spec:
-  cohortName: research
-  namespaceSelector: {matchLabels: {team: b}}
-  fairSharing: {weight: "1"}
-  flavorFungibility: {whenCanBorrow: MayStopSearch}
-  admissionChecksStrategy:
-    admissionChecks: [{name: prov}]
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team-c}
-spec:
-  cohort: research
-  namespaceSelector: {}
-  admissionChecks: [prov]
-  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}
-  concurrentAdmissionPolicy: {migration: {mode: Never}}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 0}]
+kind: AdmissionCheck
+metadata: {name: prov}
+spec: {controllerName: kueue.x-k8s.io/provisioning-request}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: team-b, name: gpu}
-spec: {clusterQueue: team-b, fairSharing: {weight: "1"}}
+kind: Workload
+metadata: {name: job-a, namespace: team-a}
 ---
-apiVersion: config.kueue.x-k8s.io/v1beta1
-kind: Configuration
-namespace: kueue-system
-manageJobsWithoutQueueName: true
-fairSharing:
-  enable: true
-  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]
-waitForPodsReady:
-  enable: true
-  timeout: 10m
-  blockAdmission: true
-  requeuingStrategy: {timestamp: Creation, backoffLimitCount: 5, backoffBaseSeconds: 60, backoffMaxSeconds: 3600}
-integrations:
-  frameworks: [batch/job, jobset.x-k8s.io/jobset, kubeflow.org/tfjob]"#;
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Gizmo
+metadata: {name: g}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j}"#,
+        ),
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        places(&out),
+        [
+            ("Topology default", Status::Unsupported),
+            ("ResourceFlavor tas-flavor: spec.topologyName", Status::Unsupported),
+            ("AdmissionCheck prov", Status::Unsupported),
+            ("Gizmo g", Status::Unsupported),
+            ("document 6 (batch/v1 Job)", Status::Unsupported),
+        ]
+    );
+    assert!(
+        out.notes[1]
+            .message
+            .ends_with("(Topology default has the levels cloud.provider.com/topology-block, kubernetes.io/hostname)"),
+        "{}",
+        out.notes[1].message
+    );
+    assert_eq!(out.objects.len(), 1);
+}
 
 #[test]
-fn hierarchical_cohorts_and_v1beta2_names_are_sluices_and_what_sluice_lacks_is_listed_by_path() {
-    let out = import(&docs(HIERARCHY), false).unwrap();
+fn unreadable_documents_are_errors_with_their_number() {
+    let nameless = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "spec": {}});
     assert_eq!(
-        find(&out, "Cohort", "research")["spec"],
-        json!({"parent": "root", "fairSharing": {"weight": "2"}})
+        import(&[nameless], false).unwrap_err().to_string(),
+        "document 1: LocalQueue without metadata.name"
     );
+    let v2 = json!({"apiVersion": "kueue.x-k8s.io/v2", "kind": "ClusterQueue", "metadata": {"name": "a"}});
     assert_eq!(
-        find(&out, "Cohort", "root")["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
-        8
+        import(&[v2], false).unwrap_err().to_string(),
+        "document 1: ClusterQueue of version \"v2\": the importer reads v1alpha1, v1beta1, v1beta2"
     );
-    let cq = find(&out, "ClusterQueue", "team-b");
-    assert_eq!(cq["spec"]["cohort"], "research");
-    assert_eq!(cq["spec"]["namespaceSelector"], json!({"matchLabels": {"team": "b"}}));
-    assert_eq!(cq["spec"]["fairSharing"], json!({"weight": "1"}));
-    assert!(cq["spec"].get("flavorFungibility").is_none() && cq["spec"].get("admissionChecksStrategy").is_none());
-    let rf = find(&out, "ResourceFlavor", "h100");
-    assert_eq!(rf["spec"]["nodeTaints"][0]["effect"], "NoSchedule");
-    assert!(rf["spec"].get("topologyName").is_none());
-    assert!(find(&out, "LocalQueue", "gpu")["spec"].get("fairSharing").is_none());
-    let unsupported: Vec<&str> = out
-        .notes
-        .iter()
-        .filter(|n| n.status == Status::Unsupported)
-        .map(|n| n.place.as_str())
-        .collect();
+    let config = json!({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"});
     assert_eq!(
-        unsupported,
+        import(&[config.clone(), config], false).unwrap_err().to_string(),
+        "document 2: a second Kueue Configuration: give one"
+    );
+}
+
+fn configure(yaml: &str) -> Import {
+    import(&docs(yaml), false).unwrap()
+}
+
+/// A v1beta1 Configuration with nothing set: Kueue's defaults (fair
+/// sharing off, no pods-ready check, batch/job alone), each said.
+#[test]
+fn an_empty_v1beta1_configuration_gives_kueues_defaults() {
+    let out = configure("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n");
+    assert_eq!(
+        out.flags,
         [
-            "ResourceFlavor h100: spec.topologyName",
-            "ClusterQueue team-b: spec.admissionChecksStrategy",
-            "ClusterQueue team-b: spec.flavorFungibility",
-            "ClusterQueue team-c: spec.admissionChecks",
-            "ClusterQueue team-c: spec.admissionScope",
-            "ClusterQueue team-c: spec.concurrentAdmissionPolicy",
-            "LocalQueue gpu: spec.fairSharing",
-            "Configuration: namespace",
-            "Configuration: waitForPodsReady.blockAdmission",
-            "Configuration: integrations.frameworks (kubeflow.org/tfjob)",
+            "--fair-sharing=off",
+            "--pods-ready-timeout=0",
+            "--integrations=batch/job"
         ]
+    );
+    assert_eq!(
+        out.chart_values,
+        json!({"controller": {"fairSharing": {"enabled": false}, "podsReadyTimeout": "0",
+                              "extraArgs": ["--integrations=batch/job"]}})
+    );
+    assert_eq!(
+        places(&out),
+        [
+            ("Configuration: fairSharing", Status::Difference),
+            ("Configuration: waitForPodsReady", Status::Difference),
+            ("Configuration: integrations.frameworks", Status::Difference),
+        ]
+    );
+}
+
+/// v1beta2 turns features on by presence, and checks pods by default
+/// (30m) unless the DisableWaitForPodsReady gate says otherwise.
+#[test]
+fn v1beta2_turns_fair_sharing_on_by_presence_and_checks_pods_by_default() {
+    let out = configure(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {}\nintegrations: {frameworks: [batch/job]}\n",
     );
     assert_eq!(
         out.flags,
         [
             "--fair-sharing=on",
-            "--fair-sharing-strategies=LessThanOrEqualToFinalShare,LessThanInitialShare",
-            "--pods-ready-timeout=10m",
-            "--requeue-limit=5",
-            "--requeue-backoff-base=60s",
-            "--requeue-backoff-max=3600s",
-            "--integrations=jobset.x-k8s.io/jobset",
+            "--pods-ready-timeout=30m",
+            "--integrations=batch/job"
         ]
     );
-    let strict = import(&docs(HIERARCHY), true).unwrap_err().to_string();
-    assert!(strict.starts_with("--strict: 10 field(s) not supported:"), "{strict}");
-    assert!(
-        strict.contains("ClusterQueue team-b: spec.flavorFungibility: not copied: not configurable"),
-        "{strict}"
-    );
-}
-
-#[test]
-fn an_unknown_field_is_reported_with_its_path_and_never_copied() {
-    let mut d = docs(SINGLE);
-    d[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["surprise"] = json!(1);
-    let out = import(&d, false).unwrap();
-    assert_eq!(out.notes.len(), 1);
     assert_eq!(
-        out.notes[0].place,
-        "ClusterQueue cluster-queue: spec.resourceGroups[].flavors[].resources[].surprise"
+        places(&out),
+        [
+            ("Configuration: waitForPodsReady", Status::Difference),
+            ("Configuration: waitForPodsReady.recoveryTimeout", Status::Difference),
+        ]
     );
-    let cq = find(&out, "ClusterQueue", "cluster-queue");
-    assert_eq!(
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0],
-        json!({"name": "cpu", "nominalQuota": 9})
+    let gated = configure(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {DisableWaitForPodsReady: true, TopologyAwareScheduling: true}\nintegrations: {frameworks: [batch/job]}\n",
     );
-}
-
-#[test]
-fn a_translation_sluice_would_refuse_is_an_error_naming_the_object() {
-    let mut d = docs(SINGLE);
-    d[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = json!(2);
-    let err = import(&d, false).unwrap_err().to_string();
     assert!(
-        err.starts_with("ClusterQueue cluster-queue: Sluice would refuse the translation:"),
-        "{err}"
+        gated.flags.contains(&"--pods-ready-timeout=0".to_string()),
+        "{:?}",
+        gated.flags
     );
-    assert!(err.contains("borrowingLimit"), "{err}");
+    assert_eq!(
+        places(&gated),
+        [
+            ("Configuration: featureGates", Status::Unsupported),
+            ("Configuration: fairSharing", Status::Difference),
+            ("Configuration: waitForPodsReady", Status::Difference),
+        ]
+    );
 }
 
-/// Every row of the table that copies a field is exercised by a sample
-/// above: a field the importer claims to map is never untested.
+/// Everything Kueue lets a Configuration say about admission, set: each
+/// setting is the flag and chart value Sluice has for it.
 #[test]
-fn every_mapped_field_is_in_a_sample() {
-    let mut paths: Vec<(String, String)> = Vec::new();
-    for doc in [SINGLE, COHORT, HIERARCHY].iter().flat_map(|y| docs(y)) {
-        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-        let mut found = Vec::new();
-        leaves(&doc, "", "", &mut found);
-        paths.extend(found.into_iter().map(|(p, _)| (kind.clone(), p)));
-    }
-    for r in crate::mapping::mapping() {
-        if r.status == Status::Ignored || r.kueue == "spec.parent" || r.kueue == "metadata.annotations" {
-            // spec.parent: v1alpha1 only; annotations as labels.
-            continue;
-        }
-        let covered = paths.iter().any(|(k, p)| {
-            (r.kind == "*" || *k == r.kind)
-                && (p == r.kueue
-                    || p.strip_prefix(r.kueue)
-                        .is_some_and(|x| x.starts_with('.') || x.starts_with('[')))
-        });
-        assert!(covered, "{} {} is in no sample", r.kind, r.kueue);
-    }
+fn a_full_v1beta1_configuration_becomes_flags_and_chart_values() {
+    let out = configure(
+        r#"apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: kueue-system
+manageJobsWithoutQueueName: false
+fairSharing: {enable: true, preemptionStrategies: [LessThanInitialShare]}
+waitForPodsReady:
+  enable: true
+  timeout: 10m0s
+  blockAdmission: false
+  recoveryTimeout: 0s
+  requeuingStrategy: {timestamp: Eviction, backoffLimitCount: 5, backoffBaseSeconds: 30, backoffMaxSeconds: 1800}
+clientConnection: {qps: 50.5, burst: 100}
+leaderElection: {leaderElect: true, leaseDuration: 15s, resourceName: c1f6bfd2.kueue.x-k8s.io}
+integrations:
+  frameworks: [batch/job, jobset.x-k8s.io/jobset, kubeflow.org/tfjob, ray.io/rayjob]"#,
+    );
+    assert_eq!(
+        out.flags,
+        [
+            "--fair-sharing=on",
+            "--fair-sharing-strategies=LessThanInitialShare",
+            "--pods-ready-timeout=10m",
+            "--requeue-limit=5",
+            "--requeue-backoff-base=30s",
+            "--requeue-backoff-max=30m",
+            "--kube-qps=50.5",
+            "--kube-burst=100",
+            "--leader-elect=true",
+            "--lease-duration-seconds=15",
+            "--integrations=batch/job,jobset.x-k8s.io/jobset,ray.io/rayjob",
+        ]
+    );
+    assert_eq!(
+        out.chart_values,
+        json!({"controller": {
+            "fairSharing": {"enabled": true, "strategies": ["LessThanInitialShare"]},
+            "podsReadyTimeout": "10m", "requeueBackoffBase": "30s", "requeueBackoffMax": "30m",
+            "kubeQps": 50.5, "kubeBurst": 100, "leaderElect": true, "leaseDurationSeconds": 15,
+            "extraArgs": ["--requeue-limit=5", "--integrations=batch/job,jobset.x-k8s.io/jobset,ray.io/rayjob"]}})
+    );
+    assert_eq!(
+        places(&out),
+        [
+            ("Configuration: clientConnection.burst", Status::Difference),
+            ("Configuration: clientConnection.qps", Status::Difference),
+            ("Configuration: leaderElection.resourceName", Status::Difference),
+            ("Configuration: namespace", Status::Difference),
+            (
+                "Configuration: waitForPodsReady.requeuingStrategy.backoffLimitCount",
+                Status::Difference
+            ),
+            ("Configuration: integrations.frameworks[2]", Status::Unsupported),
+        ]
+    );
+    assert_eq!(
+        out.notes[5].message,
+        "kubeflow.org/tfjob: Sluice does not queue it (it queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob)"
+    );
+}
+
+/// Kueue ships its Configuration in a ConfigMap; a duration Sluice cannot
+/// read is reported and Kueue's default used.
+#[test]
+fn a_configuration_inside_a_config_map_is_read_and_a_bad_duration_reported() {
+    let out = configure(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: kueue-manager-config, namespace: kueue-system}
+data:
+  controller_manager_config.yaml: |
+    apiVersion: config.kueue.x-k8s.io/v1beta1
+    kind: Configuration
+    waitForPodsReady: {enable: true, timeout: 5 minutes, blockAdmission: true}
+    integrations: {frameworks: [batch/job]}"#,
+    );
+    assert!(
+        out.flags.contains(&"--pods-ready-timeout=5m".to_string()),
+        "{:?}",
+        out.flags
+    );
+    let place = "Configuration (ConfigMap kueue-system/kueue-manager-config, controller_manager_config.yaml)";
+    let said: Vec<String> = out.notes.iter().map(|n| n.to_string()).collect();
+    assert_eq!(
+        said,
+        [
+            format!(
+                "{place}: waitForPodsReady.blockAdmission (not supported): not copied: Sluice never holds admissions while admitted pods start"
+            ),
+            format!(
+                "{place}: fairSharing (mapped, with a difference): Kueue's fair sharing is off unless configured, Sluice's on: --fair-sharing=off keeps Kueue's behaviour"
+            ),
+            format!(
+                "{place}: waitForPodsReady.timeout (not supported): \"5 minutes\" is not a duration Sluice reads (write it without spaces, with units ms, s, m, h (e.g. 90s, 2h30m)): not copied"
+            ),
+            format!(
+                "{place}: waitForPodsReady.recoveryTimeout (mapped, with a difference): Kueue's default (the timeout) also evicts a workload whose pods stay unready that long after they were ready; Sluice checks only until they are first ready"
+            ),
+        ]
+    );
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}});
+    assert_eq!(
+        places(&import(&[other], false).unwrap()),
+        [("document 1 (v1 ConfigMap)", Status::Unsupported)]
+    );
 }
