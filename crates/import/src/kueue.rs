@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-pub use configuration::SLUICE_FRAMEWORKS;
+pub use configuration::{FairSharing, SLUICE_FRAMEWORKS};
 
 use crate::mapping::{QUEUE_KINDS, Status};
 
@@ -40,15 +40,20 @@ pub struct Import {
     /// Sluice objects (`sluice.dev/v1alpha1`), in input order, as Sluice's
     /// types serialize them.
     pub objects: Vec<Value>,
+    /// For each object, the index of the input document it came from.
+    pub origins: Vec<usize>,
     /// The same objects as YAML documents, in their types' field order
-    /// ([`Import::manifests`] prints them).
-    pub(crate) documents: Vec<String>,
+    /// ([`Import::manifests`] prints them all as one stream).
+    pub documents: Vec<String>,
     /// `sluice controller` flags Kueue's Configuration asks for (none
     /// without a Configuration).
     pub flags: Vec<String>,
     /// The same settings as chart values (`helm install -f`), or null
     /// without a Configuration.
     pub chart_values: Value,
+    /// Fair sharing as Kueue's Configuration sets it (none without a
+    /// Configuration): for a simulation of the imported queues.
+    pub fair_sharing: Option<FairSharing>,
     /// What is not copied as it is, in input order.
     pub notes: Vec<Note>,
 }
@@ -98,6 +103,7 @@ pub fn import(docs: &[Value], strict: bool) -> Result<Import, ImportError> {
                 if QUEUE_KINDS.contains(&kind) {
                     let (object, notes) = queue::translate(index, kind, version, doc, &topologies)?;
                     out.objects.push(object.value);
+                    out.origins.push(index);
                     out.documents.push(object.yaml);
                     out.notes.extend(notes);
                 } else {
@@ -139,6 +145,15 @@ fn left_out(index: usize, api_version: &str, kind: &str) -> Note {
     }
 }
 
+/// Whether `doc` is one the importer reads: of `kueue.x-k8s.io` or
+/// `config.kueue.x-k8s.io`, or a ConfigMap holding Kueue's Configuration.
+pub fn is_kueue(doc: &Value) -> bool {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+    api_version.starts_with("kueue.x-k8s.io/")
+        || api_version.starts_with("config.kueue.x-k8s.io/")
+        || (api_version == "v1" && doc["kind"] == "ConfigMap" && configuration::in_config_map(doc).is_some())
+}
+
 fn check_version(index: usize, kind: &str, version: &str, known: &[&str]) -> Result<(), ImportError> {
     if known.contains(&version) {
         return Ok(());
@@ -167,6 +182,7 @@ fn configure(
     let (controller, notes) = configuration::translate(version, doc, place);
     out.flags = controller.flags;
     out.chart_values = controller.values;
+    out.fair_sharing = Some(controller.fair_sharing);
     out.notes.extend(notes);
     Ok(())
 }

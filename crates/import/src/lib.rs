@@ -28,5 +28,5 @@ pub mod kueue;
 pub mod mapping;
 mod render;
 
-pub use kueue::{Import, ImportError, Note, import};
+pub use kueue::{FairSharing, Import, ImportError, Note, import, is_kueue};
 pub use mapping::Status;

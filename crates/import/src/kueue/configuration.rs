@@ -23,11 +23,21 @@ pub const SLUICE_FRAMEWORKS: [&str; 5] = [
     "ray.io/rayjob",
 ];
 
+/// Fair sharing as Kueue's Configuration sets it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FairSharing {
+    /// Whether it is on (Kueue's default: off).
+    pub enabled: bool,
+    /// `preemptionStrategies` as written (empty: Kueue's default, both).
+    pub strategies: Vec<String>,
+}
+
 /// Flags, and the same settings as chart values.
 #[derive(Default)]
 pub(super) struct Controller {
     pub(super) flags: Vec<String>,
     pub(super) values: Value,
+    pub(super) fair_sharing: FairSharing,
 }
 
 impl Controller {
@@ -90,8 +100,8 @@ pub(super) fn translate(version: &str, doc: &Value, place: &str) -> (Controller,
         list: walk::walk("Configuration", version, place, doc).notes,
     };
     let mut c = Controller {
-        flags: Vec::new(),
         values: json!({}),
+        ..Controller::default()
     };
     fair_sharing(&mut c, &doc["fairSharing"], &mut notes);
     pods_ready(&mut c, doc, &mut notes);
@@ -148,8 +158,10 @@ fn fair_sharing(c: &mut Controller, fair: &Value, notes: &mut Notes<'_>) {
     };
     let switch = if on { "on" } else { "off" };
     c.set("fair-sharing", switch, Some((&["fairSharing", "enabled"], json!(on))));
+    c.fair_sharing.enabled = on;
     if let Some(list) = fair["preemptionStrategies"].as_array().filter(|l| !l.is_empty()) {
         let names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+        c.fair_sharing.strategies = names.iter().map(|n| n.to_string()).collect();
         c.set(
             "fair-sharing-strategies",
             names.join(","),
@@ -301,8 +313,8 @@ mod tests {
     #[test]
     fn chart_values_nest_and_extra_args_collect() {
         let mut c = Controller {
-            flags: Vec::new(),
             values: json!({}),
+            ..Controller::default()
         };
         c.set("fair-sharing", "on", Some((&["fairSharing", "enabled"], json!(true))));
         c.set("requeue-limit", 3, None);

@@ -62,7 +62,11 @@ spec: {clusterQueue: cluster-queue}"#,
     )
     .unwrap();
     assert_eq!(out.notes, []);
-    assert_eq!((out.flags.len(), &out.chart_values), (0, &Value::Null));
+    assert_eq!(
+        (out.flags.len(), &out.chart_values, &out.fair_sharing),
+        (0, &Value::Null, &None)
+    );
+    assert_eq!(out.origins, [0, 1, 2]);
     assert_eq!(
         out.objects,
         [
@@ -380,7 +384,40 @@ metadata: {name: j}"#,
         "{}",
         out.notes[1].message
     );
-    assert_eq!(out.objects.len(), 1);
+    assert_eq!((out.objects.len(), out.origins.as_slice()), (1, &[1][..]));
+}
+
+#[test]
+fn kueue_documents_are_told_from_others() {
+    for (yes, doc) in [
+        (
+            true,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue"}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"c.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"}}),
+        ),
+        (
+            false,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"c.yaml": "a: b"}}),
+        ),
+        (
+            false,
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue"}),
+        ),
+        (false, json!({"apiVersion": "batch/v1", "kind": "Job"})),
+    ] {
+        assert_eq!(is_kueue(&doc), yes, "{doc}");
+    }
 }
 
 #[test]
@@ -432,6 +469,7 @@ fn an_empty_v1beta1_configuration_gives_kueues_defaults() {
             ("Configuration: integrations.frameworks", Status::Difference),
         ]
     );
+    assert_eq!(out.fair_sharing, Some(FairSharing::default()));
 }
 
 /// v1beta2 turns features on by presence, and checks pods by default
@@ -519,6 +557,11 @@ integrations:
             "kubeQps": 50.5, "kubeBurst": 100, "leaderElect": true, "leaseDurationSeconds": 15,
             "extraArgs": ["--requeue-limit=5", "--integrations=batch/job,jobset.x-k8s.io/jobset,ray.io/rayjob"]}})
     );
+    let fair = FairSharing {
+        enabled: true,
+        strategies: vec!["LessThanInitialShare".into()],
+    };
+    assert_eq!(out.fair_sharing, Some(fair));
     assert_eq!(
         places(&out),
         [
