@@ -14,6 +14,7 @@ mod import;
 mod logging;
 mod plugin;
 mod simulate;
+mod simulate_input;
 mod trace;
 mod webhook;
 

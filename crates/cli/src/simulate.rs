@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use sluice_simulate::scenario::LoadOptions;
 use sluice_simulate::{DEFAULT_EVICTION_DELAY, report, scenario, sim, units};
+
+use crate::simulate_input;
 
 /// Arguments of `sluice simulate`.
 #[derive(Debug, Clone, clap::Args)]
@@ -16,8 +19,10 @@ pub struct SimulateArgs {
     /// Cohort, LocalQueue, WorkloadPriorityClass) plus one `Trace` document.
     #[arg(required_unless_present = "kueue")]
     pub scenario: Option<PathBuf>,
-    /// Kueue's queues instead (kueue.x-k8s.io manifests), converted as
-    /// `sluice import kueue` does; with --trace.
+    /// Kueue's queues instead (kueue.x-k8s.io manifests, its
+    /// Configuration), translated as `sluice import kueue` does (its notes
+    /// on stderr); with --trace. A scenario file may hold Kueue documents
+    /// too.
     #[arg(long, value_name = "FILE", requires = "trace", conflicts_with = "scenario")]
     pub kueue: Option<PathBuf>,
     /// The `Trace` document to replay on --kueue's queues (e.g. from
@@ -97,31 +102,28 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|path| std::fs::File::create(path).with_context(|| format!("cannot write --html {}", path.display())))
         .transpose()?;
-    let (file, text) = match (scenario, kueue, trace) {
-        (Some(path), _, _) => {
-            let file = path.display().to_string();
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read scenario {file}"))?;
-            (file, text)
-        }
-        (None, Some(kueue), Some(trace)) => kueue_scenario(&kueue, &trace)?,
-        _ => anyhow::bail!("give a scenario file, or --kueue and --trace"),
-    };
-    let scenario = match scenario::load(&file, &text) {
-        Ok(s) => s,
+    let input = simulate_input::read(scenario, kueue, trace)?;
+    let (scenario, manifests) = match scenario::load_with(&input.name, &input.text, &LoadOptions::default()) {
+        Ok(loaded) => loaded,
         Err(errors) => {
             let mut err = std::io::stderr().lock();
-            for e in &errors {
-                let _ = writeln!(err, "error: {e}");
+            for e in errors.iter().cloned() {
+                let _ = writeln!(err, "error: {}", input.locate(e));
             }
             let _ = writeln!(
                 err,
-                "{} error{} in {file}; nothing was simulated.",
+                "{} error{} in {}; nothing was simulated.",
                 errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
+                if errors.len() == 1 { "" } else { "s" },
+                input.name
             );
             return Ok(ExitCode::from(2));
         }
     };
+    // Kueue documents were translated as `sluice import kueue` does.
+    for note in &manifests.kueue_notes {
+        eprintln!("note: {note}");
+    }
     let opts = sim::SimOptions {
         api_qps,
         api_burst,
@@ -227,121 +229,5 @@ mod tests {
         let err = run(args).unwrap_err();
         assert!(format!("{err:#}").starts_with("cannot write --html "), "{err:#}");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
-/// A scenario from Kueue's queues (converted by `sluice_import`, its notes
-/// on stderr) and a Trace file: its name and text.
-fn kueue_scenario(kueue: &std::path::Path, trace: &std::path::Path) -> Result<(String, String)> {
-    let docs = crate::import::from_files(&[kueue.to_path_buf()])?;
-    let imported = sluice_import::import(&docs, false)?;
-    for n in &imported.notes {
-        eprintln!("{} ({}): {}", n.place, n.status.as_str(), n.message);
-    }
-    let trace_text =
-        std::fs::read_to_string(trace).with_context(|| format!("cannot read trace {}", trace.display()))?;
-    Ok((trace.display().to_string(), scenario_text(&imported, &trace_text)?))
-}
-
-/// Imported objects as YAML documents, then the trace.
-pub(crate) fn scenario_text(imported: &sluice_import::Import, trace: &str) -> Result<String> {
-    let mut text = String::new();
-    for o in &imported.objects {
-        text.push_str(serde_saphyr::to_string(o).context("writing YAML")?.trim_end());
-        text.push_str("\n---\n");
-    }
-    text.push_str(trace);
-    Ok(text)
-}
-
-#[cfg(test)]
-mod kueue_tests {
-    use super::*;
-
-    const TRACE: &str = "apiVersion: sluice.dev/v1alpha1
-kind: Trace
-metadata: {name: replay}
-spec:
-  jobs:
-  - {name: a, arrival: 0s, namespace: team, queue: jobs, pods: 2, requests: {nvidia.com/gpu: 4}, duration: 1h}
-  - {name: b, arrival: 1m, namespace: team, queue: jobs, priorityClass: high, pods: 1, requests: {nvidia.com/gpu: 8}, duration: 30m}
-  - {name: c, arrival: 2m, namespace: team, queue: jobs, pods: 1, requests: {nvidia.com/gpu: 2}, duration: 10m}
-";
-
-    const KUEUE: &str = "apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: team}
-spec:
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {namespace: team, name: jobs}
-spec: {clusterQueue: team}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000";
-
-    const SLUICE: &str = "apiVersion: sluice.dev/v1alpha1
-kind: ResourceFlavor
-metadata: {name: a100}
-spec: {}
----
-apiVersion: sluice.dev/v1alpha1
-kind: ClusterQueue
-metadata: {name: team}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: sluice.dev/v1alpha1
-kind: LocalQueue
-metadata: {namespace: team, name: jobs}
-spec: {clusterQueue: team}
----
-apiVersion: sluice.dev/v1alpha1
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
----
-";
-
-    fn simulated(text: &str) -> serde_json::Value {
-        let s = scenario::load("replay.yaml", text).unwrap_or_else(|e| panic!("{e:#?}\n{text}"));
-        let opts = sim::SimOptions::default();
-        let result = sim::run(&s, &opts, &mut |_| {}).unwrap();
-        serde_json::to_value(report::build(&s.name, &opts, &result)).unwrap()
-    }
-
-    /// Kueue's queues, imported, replay a trace exactly as their
-    /// hand-written Sluice equivalent does.
-    #[test]
-    fn imported_kueue_queues_simulate_as_their_sluice_equivalent() {
-        let docs: Vec<serde_json::Value> = KUEUE
-            .split("\n---\n")
-            .map(|d| serde_saphyr::from_str(d).unwrap())
-            .collect();
-        let imported = sluice_import::import(&docs, true).unwrap();
-        let from_kueue = simulated(&scenario_text(&imported, TRACE).unwrap());
-        let by_hand = simulated(&format!("{SLUICE}{TRACE}"));
-        assert_eq!(from_kueue, by_hand);
-        // The replay did something: b preempted a.
-        assert_eq!(from_kueue["totals"]["preemptions"], 1, "{from_kueue:#}");
     }
 }

@@ -38,14 +38,6 @@ pub fn classify(api_version: Option<&str>, kind: Option<&str>, doc: &Document<'_
         let location = locate(doc, path);
         diagnostic(origin, location, path, message)
     };
-    if let Some(version) = api_version.strip_prefix("kueue.x-k8s.io/") {
-        return Class::Refused(at(
-            "apiVersion",
-            format!(
-                "Kueue's {kind} ({version}) is not read by sluice simulate: write it as apiVersion sluice.dev/v1alpha1 (docs/simulate.md, \"Kueue manifests\", says what maps)"
-            ),
-        ));
-    }
     let Some(version) = api_version.strip_prefix("sluice.dev/") else {
         return Class::Other;
     };

@@ -19,6 +19,7 @@ pub mod checks;
 pub mod clock;
 pub mod fairness;
 pub mod idle;
+pub mod kueue;
 pub mod placement;
 mod position;
 pub mod record;

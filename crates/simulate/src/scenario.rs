@@ -5,7 +5,9 @@
 //! document then carry file positions. Sluice kinds are deserialized into the
 //! api crate's types, checked with their `validate()` and converted by the
 //! `sluice-convert` crate (the same conversion a cluster gets); the `Trace` is
-//! the simulator's own kind ([`super::trace`]). Other kinds (Jobs) are
+//! the simulator's own kind ([`super::trace`]). Kueue's documents are first
+//! replaced by the Sluice objects they translate to ([`super::kueue`]),
+//! and read as those. Other kinds (Jobs) are
 //! ignored, so a cluster's manifests can be pasted in as they are, except
 //! that a `v1` Namespace's labels count for ClusterQueue namespaceSelectors
 //! (every namespace also has `kubernetes.io/metadata.name`, as in a
@@ -23,6 +25,7 @@ use sluice_api::validation::Validate;
 use sluice_convert::adapter;
 
 use super::checks::{self, Class, Placed};
+use super::kueue;
 use super::position::Node;
 use super::sim::Scenario;
 use super::trace::{self, Diagnostic, DocOrigin, ScenarioNames};
@@ -168,6 +171,9 @@ pub struct Manifests {
     pub cohorts: Vec<Cohort>,
     pub local_queues: Vec<LocalQueue>,
     pub priority_classes: Vec<WorkloadPriorityClass>,
+    /// What the importer said about the scenario's Kueue documents
+    /// ([`super::kueue`]): the fields not copied as they are, one a line.
+    pub kueue_notes: Vec<String>,
 }
 
 /// A generator's `count` at `scale`: `round(count × scale)`, but at least 1
@@ -201,7 +207,10 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let mut declared = checks::Declared::default();
     let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
 
-    for doc in split_documents(text) {
+    let docs = split_documents(text);
+    let kueue = kueue::convert(file, &docs)?;
+    manifests.kueue_notes = kueue.notes.clone();
+    for doc in kueue.apply(docs) {
         let origin = DocOrigin {
             file,
             line_offset: doc.line_offset,
@@ -404,9 +413,13 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
         .map_err(|e| errors.push(e))
         .unwrap_or_default();
-    let fair_sharing = trace::fair_sharing::read(trace_doc.spec.fair_sharing.as_ref(), origin)
-        .map_err(|e| errors.push(e))
-        .unwrap_or_default();
+    // The Trace's own setting, else Kueue's Configuration's, else the default.
+    let fair_sharing = match (trace_doc.spec.fair_sharing.as_ref(), kueue.fair_sharing) {
+        (None, Some(from_kueue)) => from_kueue,
+        (entry, _) => trace::fair_sharing::read(entry, origin)
+            .map_err(|e| errors.push(e))
+            .unwrap_or_default(),
+    };
     let specs = cluster_queues.iter().map(|c| &c.spec);
     let nodes = trace::nodes::expand(&trace_doc, &flavors, specs, &workloads, &trace_text, origin)
         .map_err(|e| errors.extend(e))
