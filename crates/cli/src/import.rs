@@ -1,15 +1,16 @@
 //! `sluice import kueue`: Kueue's configuration (files, stdin, or the
-//! cluster's objects) as Sluice manifests on stdout; what is not copied as
-//! it is, and the controller flags Kueue's Configuration asks for, on
-//! stderr (`sluice_import`).
+//! cluster's objects) as Sluice manifests on stdout (or `--out`); the
+//! notes (what is not copied as it is) and the controller flags and chart
+//! values Kueue's Configuration asks for on stderr (`sluice_import`).
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
+use sluice_simulate::scenario::split_documents;
 
 /// Arguments of `sluice import`.
 #[derive(Debug, clap::Args)]
@@ -20,63 +21,65 @@ pub struct ImportArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum ImportCommand {
-    /// Kueue (kueue.x-k8s.io v1alpha1, v1beta1, v1beta2; its Configuration)
-    /// into Sluice objects.
+    /// Kueue (kueue.x-k8s.io v1beta1, v1beta2; v1alpha1 Cohorts; its
+    /// Configuration) into Sluice objects.
     Kueue(KueueArgs),
 }
 
 #[derive(Debug, clap::Args)]
 struct KueueArgs {
-    /// YAML files of Kueue objects (`-`: stdin).
+    /// YAML files of Kueue objects, and of Kueue's Configuration (alone or
+    /// in its ConfigMap); `-`: stdin.
     files: Vec<PathBuf>,
     /// Read the cluster's Kueue objects instead (the user's kubeconfig; read
     /// only): ResourceFlavors, Cohorts, ClusterQueues, LocalQueues,
-    /// WorkloadPriorityClasses.
+    /// WorkloadPriorityClasses, Topologies, AdmissionChecks, and the
+    /// Configuration in --kueue-config.
     #[arg(long, conflicts_with = "files")]
     from_cluster: bool,
-    /// Any field Sluice does not support is an error, listed by path.
+    /// With --from-cluster: the ConfigMap holding Kueue's Configuration.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "kueue-system/kueue-manager-config"
+    )]
+    kueue_config: String,
+    /// Any field Sluice does not support is an error, listed by path; nothing
+    /// is written.
     #[arg(long)]
     strict: bool,
     /// Write the Sluice manifests here instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    output: Option<PathBuf>,
+    #[arg(long, short = 'o', visible_alias = "output", value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Also write the chart values Kueue's Configuration asks for here
+    /// (for `helm install -f`).
+    #[arg(long, value_name = "FILE")]
+    chart_values: Option<PathBuf>,
 }
 
 pub fn run(args: ImportArgs) -> Result<ExitCode> {
     let ImportCommand::Kueue(args) = args.command;
     let docs = if args.from_cluster {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(from_cluster())?
+        rt.block_on(from_cluster(&args.kueue_config))?
     } else {
         from_files(&args.files)?
     };
     let out = sluice_import::import(&docs, args.strict)?;
-    let mut yaml = String::new();
-    for o in &out.objects {
-        yaml.push_str("---\n");
-        let doc = serde_saphyr::to_string(o).context("writing YAML")?;
-        yaml.push_str(doc.trim_end());
-        yaml.push('\n');
+    match &args.out {
+        Some(p) => std::fs::write(p, out.manifests()).with_context(|| format!("writing {}", p.display()))?,
+        None => print!("{}", out.manifests()),
     }
-    match &args.output {
-        Some(p) => std::fs::write(p, &yaml).with_context(|| format!("writing {}", p.display()))?,
-        None => print!("{yaml}"),
+    if let Some(p) = &args.chart_values {
+        let values = serde_saphyr::to_string(&out.chart_values).context("writing the chart values")?;
+        std::fs::write(p, values).with_context(|| format!("writing {}", p.display()))?;
     }
-    for n in &out.notes {
-        eprintln!("{} ({}): {}", n.place, n.status.as_str(), n.message);
-    }
-    if !out.flags.is_empty() {
-        eprintln!(
-            "sluice controller flags for Kueue's Configuration: {}",
-            out.flags.join(" ")
-        );
-    }
-    eprintln!("{} Sluice object(s), {} note(s)", out.objects.len(), out.notes.len());
+    eprint!("{}", out.report());
     Ok(ExitCode::SUCCESS)
 }
 
-/// The documents of the files (or stdin).
-pub(crate) fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
+/// The documents of the files (or stdin), as JSON.
+fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
     anyhow::ensure!(
         !files.is_empty(),
         "give Kueue YAML files (or - for stdin), or --from-cluster"
@@ -85,29 +88,45 @@ pub(crate) fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
     for f in files {
         let text = if f.as_os_str() == "-" {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s)?;
+            std::io::stdin().read_to_string(&mut s).context("reading stdin")?;
             s
         } else {
             std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
         };
-        for (i, d) in text.split("\n---").enumerate() {
-            if d.lines()
-                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---")
-            {
-                continue;
-            }
-            let v: Value = serde_saphyr::from_str(d).with_context(|| format!("{}: document {i}", f.display()))?;
-            docs.push(v);
-        }
+        docs.extend(documents(f, &text)?);
     }
     Ok(docs)
 }
 
-/// The cluster's Kueue queue objects, in the newest version it serves.
-async fn from_cluster() -> Result<Vec<Value>> {
+/// The YAML documents of one file; an error names the file and the line
+/// its document starts on.
+fn documents(file: &Path, text: &str) -> Result<Vec<Value>> {
+    split_documents(text)
+        .iter()
+        .map(|d| {
+            serde_saphyr::from_str::<Value>(d.text)
+                .with_context(|| format!("{}:{}: not YAML", file.display(), d.line_offset + 1))
+        })
+        .collect()
+}
+
+/// The kinds `--from-cluster` reads, with their plural.
+const KINDS: [(&str, &str); 7] = [
+    ("ResourceFlavor", "resourceflavors"),
+    ("Topology", "topologies"),
+    ("Cohort", "cohorts"),
+    ("ClusterQueue", "clusterqueues"),
+    ("LocalQueue", "localqueues"),
+    ("WorkloadPriorityClass", "workloadpriorityclasses"),
+    ("AdmissionCheck", "admissionchecks"),
+];
+
+/// The cluster's Kueue objects, in the newest version it serves, and
+/// Kueue's Configuration from its ConfigMap when it can be read.
+async fn from_cluster(kueue_config: &str) -> Result<Vec<Value>> {
     let client = kube::Client::try_default()
         .await
-        .context("connecting to the API server")?;
+        .context("connecting to the API server (kubeconfig)")?;
     let mut version = None;
     for v in ["v1beta2", "v1beta1"] {
         if client
@@ -119,28 +138,90 @@ async fn from_cluster() -> Result<Vec<Value>> {
             break;
         }
     }
-    let version = version.context("the API server serves no kueue.x-k8s.io API (is Kueue installed?)")?;
+    let version = version.context(
+        "the API server serves no kueue.x-k8s.io/v1beta2 or v1beta1 API: Kueue's CRDs are not installed (nothing to import)",
+    )?;
     let mut docs = Vec::new();
-    for (kind, plural) in [
-        ("ResourceFlavor", "resourceflavors"),
-        ("Cohort", "cohorts"),
-        ("ClusterQueue", "clusterqueues"),
-        ("LocalQueue", "localqueues"),
-        ("WorkloadPriorityClass", "workloadpriorityclasses"),
-    ] {
+    for (kind, plural) in KINDS {
         let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", version, kind);
-        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-        // LocalQueues from every namespace.
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural));
         match api.list(&ListParams::default()).await {
-            Ok(list) => docs.extend(
-                list.items
-                    .into_iter()
-                    .map(|o| serde_json::to_value(o).unwrap_or_default()),
-            ),
+            Ok(list) => docs.extend(list.items.into_iter().map(|o| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                v["apiVersion"] = format!("kueue.x-k8s.io/{version}").into();
+                v["kind"] = kind.into();
+                v
+            })),
+            // A kind this Kueue does not have (Cohorts before 0.11, Topologies).
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e).with_context(|| format!("listing {kind}s")),
+            Err(e) => return Err(e).with_context(|| format!("listing Kueue's {kind}s ({version})")),
         }
     }
+    docs.extend(configuration(&client, kueue_config).await);
     Ok(docs)
+}
+
+/// Kueue's ConfigMap, or a word on stderr why it is not read (it is
+/// optional: the queues translate without it).
+async fn configuration(client: &kube::Client, at: &str) -> Option<Value> {
+    let Some((namespace, name)) = at.split_once('/') else {
+        eprintln!("--kueue-config {at:?}: expected NAMESPACE/NAME; Kueue's Configuration is not read");
+        return None;
+    };
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), namespace);
+    match api.get(name).await {
+        Ok(cm) => {
+            let mut v = serde_json::to_value(cm).ok()?;
+            v["apiVersion"] = "v1".into();
+            v["kind"] = "ConfigMap".into();
+            Some(v)
+        }
+        Err(e) => {
+            eprintln!("Kueue's Configuration (ConfigMap {at}) is not read: {e}; give it as a file to translate it");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sluice_controller::integration::JobKind;
+
+    /// `sluice controller`'s own flags, to parse what the importer gives.
+    #[derive(Parser)]
+    struct Controller {
+        #[command(flatten)]
+        args: crate::controller::ControllerArgs,
+    }
+
+    /// Every flag a Configuration can give is one `sluice controller` takes.
+    #[test]
+    fn the_flags_of_kueues_configuration_are_the_controllers() {
+        let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../import/tests/samples");
+        for sample in [
+            "configuration-v1beta1",
+            "configuration-v1beta2",
+            "hierarchical-cohorts-fair-sharing",
+        ] {
+            let path = std::path::PathBuf::from(format!("{samples}/{sample}.kueue.yaml"));
+            let docs = super::from_files(&[path]).unwrap();
+            let out = sluice_import::import(&docs, false).unwrap();
+            assert!(!out.flags.is_empty(), "{sample}");
+            let argv = std::iter::once("controller".to_string()).chain(out.flags.iter().cloned());
+            if let Err(e) = Controller::try_parse_from(argv) {
+                panic!("{sample}: {:?}: {e}", out.flags);
+            }
+        }
+    }
+
+    /// The frameworks the importer keeps are the kinds the controller queues.
+    #[test]
+    fn the_importers_frameworks_are_the_controllers_integrations() {
+        let mut controller: Vec<&str> = JobKind::ALL.iter().map(|k| k.flag_name()).collect();
+        let mut importer = sluice_import::kueue::SLUICE_FRAMEWORKS.to_vec();
+        controller.sort();
+        importer.sort();
+        assert_eq!(importer, controller);
+    }
 }
