@@ -99,8 +99,10 @@ fn cases() -> Vec<Case> {
         metadata_cases(),
         quota_cases(),
         cluster_queue_cases(),
+        cohort_and_flavor_cases(),
         other_kind_cases(),
         configuration_cases(),
+        process_configuration_cases(),
     ];
     groups.into_iter().flatten().collect()
 }
@@ -312,8 +314,8 @@ fn cluster_queue_cases() -> Vec<Case> {
     ]
 }
 
-/// Cohort, ResourceFlavor, LocalQueue, WorkloadPriorityClass, and the kinds reported whole.
-fn other_kind_cases() -> Vec<Case> {
+/// Cohort and ResourceFlavor.
+fn cohort_and_flavor_cases() -> Vec<Case> {
     let taint = json!({"spec": {"nodeTaints": [{"key": "k", "value": "v", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:00:00Z"}]}});
     let toleration = json!({"spec": {"tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 60}]}});
     vec![
@@ -408,6 +410,12 @@ fn other_kind_cases() -> Vec<Case> {
             Any,
             json!({"spec": {"topologyName": "default"}}),
         ),
+    ]
+}
+
+/// LocalQueue, WorkloadPriorityClass, and the kinds reported whole.
+fn other_kind_cases() -> Vec<Case> {
+    vec![
         case("LocalQueue", "v1beta1", "spec.clusterQueue", Any, json!({})).field("/spec/clusterQueue", json!("q")),
         case(
             "LocalQueue",
@@ -442,7 +450,7 @@ fn other_kind_cases() -> Vec<Case> {
     ]
 }
 
-/// Kueue's Configuration.
+/// Kueue's Configuration: admission (fair sharing, the pods-ready check).
 fn configuration_cases() -> Vec<Case> {
     vec![
         case("Configuration", "v1beta2", "apiVersion", Any, json!({})),
@@ -620,6 +628,12 @@ fn configuration_cases() -> Vec<Case> {
             on1(json!({"requeuingStrategy": {"backoffMaxSeconds": 7200}})),
         )
         .flag("--requeue-backoff-max=2h"),
+    ]
+}
+
+/// Kueue's Configuration: integrations and the settings of its process.
+fn process_configuration_cases() -> Vec<Case> {
+    vec![
         case(
             "Configuration",
             "v1beta2",
