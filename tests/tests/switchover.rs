@@ -252,7 +252,10 @@ spec: {{clusterQueue: {queue}}}
     let _ = std::fs::remove_file(&file);
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     ensure!(out.status.success(), "sluice import kueue: {said}");
-    ensure!(said.contains("spec.flavorFungibility (not supported)"), "{said}");
+    ensure!(
+        said.contains("spec.flavorFungibility"),
+        "the flavorFungibility difference is not said: {said}"
+    );
     let yaml = String::from_utf8_lossy(&out.stdout).to_string();
     let result = async {
         from_cluster(&c, &flavor, &queue).await?;
@@ -341,7 +344,9 @@ async fn from_cluster(c: &Cluster, flavor: &str, queue: &str) -> Result<()> {
     for name in [&kflavor, &kqueue, &"k-user-queue".to_string()] {
         ensure!(yaml.contains(&format!("name: {name}")), "{name} not imported:\n{yaml}");
     }
-    ensure!(yaml.contains("namespaceSelector: {}"), "{yaml}");
+    // Unset in Kueue (no namespace, as in Sluice): kept unset, and said.
+    ensure!(!yaml.contains("namespaceSelector"), "{yaml}");
+    ensure!(said.contains("spec.namespaceSelector"), "{said}");
     for (kind, plural, ns, name) in [
         ("LocalQueue", "localqueues", Some(c.namespace.as_str()), "k-user-queue"),
         ("ClusterQueue", "clusterqueues", None, kqueue.as_str()),
