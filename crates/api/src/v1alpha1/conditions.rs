@@ -84,6 +84,24 @@ pub mod reasons {
     /// Pending: the namespace is not selected by the ClusterQueue's
     /// namespaceSelector.
     pub const NAMESPACE_NOT_SELECTED: &str = "NamespaceNotSelected";
+    /// Pending reasons that waiting alone never ends (the quota or the
+    /// nodes can never hold it; the queue it names does not exist; its
+    /// namespace is not served; a resource no group covers): the admin or
+    /// the user must change something. The engine's reason codes
+    /// (`Explanation::reason_code`) and the controller's own.
+    pub const WAITING_CANNOT_ADMIT: [&str; 6] = [
+        "ExceedsQuota",
+        "NeverPlaceable",
+        "LocalQueueMissing",
+        "ClusterQueueMissing",
+        "ResourceNotCovered",
+        NAMESPACE_NOT_SELECTED,
+    ];
+
+    /// Whether waiting alone never admits a workload pending for `reason`.
+    pub fn waiting_cannot_admit(reason: &str) -> bool {
+        WAITING_CANNOT_ADMIT.contains(&reason)
+    }
     /// Pending: a StrictFIFO queue's head is waiting and blocks this one.
     pub const BLOCKED_BY_HEAD: &str = "BlockedByHead";
     /// Pending: victims were chosen and are being evicted.

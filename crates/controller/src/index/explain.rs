@@ -4,7 +4,7 @@
 //! as it is then.
 
 use sluice_api::v1alpha1::{WorkloadStatus, conditions as cond};
-use sluice_scheduler::{Explanation, PendingReason, WorkloadState};
+use sluice_scheduler::{Explanation, WorkloadState};
 
 use super::status::{self, verdict_reason};
 use super::{Index, WlEntry};
@@ -41,22 +41,15 @@ impl Index {
         self.explain.insert(uid.to_string());
     }
 
-    /// A workload that waiting alone cannot help (its quota or the nodes
-    /// can never hold it; its LocalQueue or ClusterQueue does not exist, a
-    /// typo most often) gets a Warning Event with the whole explanation,
+    /// A workload that waiting alone cannot help
+    /// ([`cond::reasons::waiting_cannot_admit`]: its quota or the nodes can
+    /// never hold it, its LocalQueue or ClusterQueue does not exist, a
+    /// resource no group covers) gets a Warning Event with the whole explanation,
     /// on it and on its objects, with the write of that explanation (made
     /// once per reason).
     fn inadmissible_events(&self, wk: &super::ObjKey, uid: &str) -> Vec<Step> {
         match self.engine.explanation(uid) {
-            Some(expl)
-                if matches!(
-                    expl.reason,
-                    PendingReason::NeverFits
-                        | PendingReason::NeverPlaceable
-                        | PendingReason::LocalQueueMissing { .. }
-                        | PendingReason::ClusterQueueMissing { .. }
-                ) =>
-            {
+            Some(expl) if cond::reasons::waiting_cannot_admit(expl.reason_code()) => {
                 let note = sluice_convert::text::explanation(expl);
                 self.events(wk, "Warning", expl.reason_code(), "Admit", &note)
             }

@@ -269,14 +269,9 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
 /// What to say when a pending workload has no estimated start: never, when
 /// its reason says waiting cannot admit it; else that none was made.
 fn no_estimate(reason: Option<&str>) -> String {
+    use sluice_api::v1alpha1::conditions::reasons::waiting_cannot_admit;
     match reason {
-        Some(
-            r @ ("ExceedsQuota"
-            | "NeverPlaceable"
-            | "LocalQueueMissing"
-            | "ClusterQueueMissing"
-            | "NamespaceNotSelected"),
-        ) => {
+        Some(r) if waiting_cannot_admit(r) => {
             format!("never as it is ({r}: waiting alone does not admit it; see why below)")
         }
         _ => "none yet (not within the forecast's horizon, or not computed yet)".to_string(),

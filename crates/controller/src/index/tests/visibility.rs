@@ -197,3 +197,42 @@ fn a_job_naming_a_missing_local_queue_gets_a_warning_event() {
         ]
     );
 }
+
+/// The one list of reasons waiting cannot end holds the engine's codes for
+/// them, and none a wait does end.
+#[test]
+fn the_engines_inadmissible_reasons_are_the_ones_listed() {
+    use cond::reasons::waiting_cannot_admit;
+    use sluice_scheduler::{Explanation, PendingReason};
+    let code = |r: PendingReason| {
+        Explanation {
+            reason: r,
+            flavors: Vec::new(),
+        }
+        .reason_code()
+    };
+    for r in [
+        PendingReason::NeverFits,
+        PendingReason::NeverPlaceable,
+        PendingReason::LocalQueueMissing {
+            local_queue: "q".into(),
+        },
+        PendingReason::ClusterQueueMissing {
+            cluster_queue: "c".into(),
+        },
+        PendingReason::ResourceNotCovered {
+            pod_set: "p".into(),
+            resource: "r".into(),
+        },
+    ] {
+        assert!(waiting_cannot_admit(code(r.clone())), "{r:?}");
+    }
+    for r in [
+        PendingReason::NoFit,
+        PendingReason::NoPlacement,
+        PendingReason::BlockedByHead,
+        PendingReason::Queued,
+    ] {
+        assert!(!waiting_cannot_admit(code(r.clone())), "{r:?}");
+    }
+}
