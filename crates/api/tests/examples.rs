@@ -215,3 +215,50 @@ fn gang_example_is_a_4x8_gpu_gang() {
     };
     assert_eq!(pod_set.total_requests("spec").unwrap()["nvidia.com/gpu"], 32_000);
 }
+
+/// `examples/simulate/gpu-teams.yaml` says it holds the cluster of
+/// `examples/*.yaml` "copied below unchanged": every object of those files
+/// is in it, equal, and it holds no other (but its Trace).
+#[test]
+fn gpu_teams_scenario_carries_the_example_cluster_unchanged() {
+    fn objects(file: &Path) -> BTreeMap<String, serde_json::Value> {
+        let text = std::fs::read_to_string(file).unwrap();
+        text.split("\n---")
+            .filter(|d| {
+                d.lines()
+                    .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+            })
+            .map(|d| {
+                serde_saphyr::from_str::<serde_json::Value>(d).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+            })
+            .filter(|v| v["kind"] != "Trace")
+            .map(|v| {
+                let key = format!(
+                    "{} {}/{}",
+                    v["kind"].as_str().unwrap_or_default(),
+                    v["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    v["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                (key, v)
+            })
+            .collect()
+    }
+    let mut cluster = BTreeMap::new();
+    for file in gpu_setup_files()
+        .iter()
+        .filter(|f| f.parent() == Some(examples_dir().as_path()))
+    {
+        cluster.extend(objects(file));
+    }
+    assert!(cluster.len() > 10, "{:?}", cluster.keys());
+    let scenario = objects(&examples_dir().join("simulate/gpu-teams.yaml"));
+    let differ: Vec<&String> = cluster
+        .keys()
+        .chain(scenario.keys())
+        .filter(|k| cluster.get(*k) != scenario.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "gpu-teams.yaml and examples/*.yaml disagree on {differ:?}"
+    );
+}
