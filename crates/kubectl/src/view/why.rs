@@ -275,6 +275,7 @@ fn no_estimate(reason: Option<&str>) -> String {
             | "NeverPlaceable"
             | "LocalQueueMissing"
             | "ClusterQueueMissing"
+            | "ResourceNotCovered"
             | "NamespaceNotSelected"),
         ) => {
             format!("never as it is ({r}: waiting alone does not admit it; see why below)")
@@ -292,6 +293,10 @@ mod estimate_tests {
         assert_eq!(
             no_estimate(Some("ExceedsQuota")),
             "never as it is (ExceedsQuota: waiting alone does not admit it; see why below)"
+        );
+        assert_eq!(
+            no_estimate(Some("ResourceNotCovered")),
+            "never as it is (ResourceNotCovered: waiting alone does not admit it; see why below)"
         );
         assert_eq!(
             no_estimate(Some("InsufficientQuota")),
