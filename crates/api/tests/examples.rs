@@ -262,3 +262,47 @@ fn gpu_teams_scenario_carries_the_example_cluster_unchanged() {
         "gpu-teams.yaml and examples/*.yaml disagree on {differ:?}"
     );
 }
+
+/// examples/README.md says how to apply the example jobs: those of core
+/// kinds (batch/v1 Jobs, v1 Services) on the plain `kubectl apply` lines,
+/// each of another kind on its own line whose comment names the API group
+/// whose CRDs it needs (kubectl refuses a kind it does not know, so
+/// `kubectl apply -f examples/jobs/` fails without the operators).
+#[test]
+fn the_readme_says_which_example_jobs_need_an_operators_crds() {
+    let readme = std::fs::read_to_string(examples_dir().join("README.md")).unwrap();
+    let mut files = Vec::new();
+    yaml_files(&examples_dir().join("jobs"), &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(file).unwrap();
+        let groups: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("apiVersion: "))
+            .filter_map(|v| v.trim().split_once('/').map(|(g, _)| g.to_string()))
+            .filter(|g| g != "batch")
+            .collect();
+        let mention = format!("examples/jobs/{name}");
+        let lines: Vec<&str> = readme.lines().filter(|l| l.contains(&mention)).collect();
+        let ok = match groups.iter().next() {
+            None => !lines.is_empty() && lines.iter().all(|l| !l.contains('#')),
+            Some(group) => {
+                groups.len() == 1
+                    && !lines.is_empty()
+                    && lines
+                        .iter()
+                        .all(|l| l.split_once('#').is_some_and(|(_, c)| c.contains(group.as_str())))
+            }
+        };
+        if !ok {
+            wrong.push(format!("{name} (API groups {groups:?}): {lines:?}"));
+        }
+    }
+    assert!(files.len() >= 8, "{files:?}");
+    assert!(
+        wrong.is_empty(),
+        "examples/README.md does not say how to apply these: {wrong:?}"
+    );
+}
