@@ -1052,17 +1052,46 @@ fn rows_for(rows: &[(Vec<String>, String)], o: &Objects) -> Result<Vec<Vec<Strin
     let nodes = controller_args.iter().any(|a| a == "--placement=nodes");
     let kueue = controller_args.iter().any(|a| a == "--kueue-usage=count")
         && !controller_args.iter().any(|a| a == "--kueue-compat");
-    Ok(rows
-        .iter()
+    Ok(rows_when(rows, nodes, kueue))
+}
+
+/// The rows of a table that apply with `--placement=nodes` (`nodes`) and
+/// with Kueue's Workloads counted (`kueue`).
+fn rows_when(rows: &[(Vec<String>, String)], nodes: bool, kueue: bool) -> Vec<Vec<String>> {
+    rows.iter()
         .filter(|(_, why)| nodes || !why.contains("placement: nodes"))
         .filter(|(_, why)| kueue || !why.contains("kueueUsage: count"))
         .map(|(g, _)| g.clone())
-        .collect())
+        .collect()
+}
+
+/// Without helm too: docs/install.md's table of the controller's
+/// ClusterRole is exactly what the controller's code calls, in both
+/// placement modes, with and without Kueue's Workloads counted.
+#[test]
+fn the_rbac_docs_are_what_the_code_calls() -> Result<()> {
+    let rows = rbac_table("install.md", "### The controller's ClusterRole")?;
+    for nodes in [true, false] {
+        for kueue in [true, false] {
+            let documented: BTreeSet<String> = rows_when(&rows, nodes, kueue).into_iter().flatten().collect();
+            check_grants(
+                &format!(
+                    "placement {}, Kueue Workloads {}",
+                    if nodes { "nodes" } else { "quota-only" },
+                    if kueue { "counted" } else { "not counted" }
+                ),
+                "docs/install.md's table of the controller's ClusterRole (as if granted) against the code's calls",
+                Some(documented),
+                Some(controller_calls(nodes, kueue)),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// docs/install.md's table of the controller's ClusterRole is exactly the
 /// role the chart renders, for every CI value set (both placement modes,
-/// Kueue compatibility on and off).
+/// Kueue compatibility on and off). Needs the rendered chart (helm).
 #[test]
 fn the_rbac_docs_are_the_rendered_controller_role() -> Result<()> {
     let Some(sets) = all_sets()? else { return Ok(()) };
@@ -1159,6 +1188,87 @@ fn install_md_names_the_rendered_objects() -> Result<()> {
     Ok(())
 }
 
+/// The controller's ClusterRole as its code needs it: with
+/// `--placement=nodes` (`nodes`) and with `--kueue-usage=count` without
+/// `--kueue-compat` (`kueue`). The source of truth the chart and the docs
+/// are checked against.
+fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
+    // crates/controller/src/run.rs (watches, Job read-back), writer.rs
+    // (server-side apply, patches, Events, the evicted Job's pods).
+    let mut controller = vec![
+        // watch (list + watch), get_opt before a write, merge patches
+        expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
+        expect(&["patch"], "batch", &["jobs/status"], ""),
+        // blockOwnerDeletion on the Workload's owner reference
+        // (OwnerReferencesPermissionEnforcement)
+        expect(&["update"], "batch", &["jobs/finalizers"], ""),
+        // an evicted Job's pods: are they gone? (label and field selectors)
+        expect(&["get", "list"], "core", &["pods"], ""),
+        expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
+        expect(&["list", "watch"], "core", &["namespaces"], ""),
+        expect(
+            &["list", "watch"],
+            "sluice.dev",
+            &[
+                "clusterqueues",
+                "cohorts",
+                "localqueues",
+                "resourceflavors",
+                "workloadpriorityclasses",
+                "workloads",
+            ],
+            "",
+        ),
+        // server-side apply of a Workload (create when it is new); a
+        // gang's Workload deleted when one of its Jobs goes
+        expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
+        // JobSets: watched, read back, patched (suspend, injection);
+        // blockOwnerDeletion on their Workloads' owner references
+        expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
+        expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
+        // Kubeflow PyTorchJobs and MPIJobs: the same
+        expect(
+            &["get", "list", "watch", "patch"],
+            "kubeflow.org",
+            &["pytorchjobs", "mpijobs"],
+            "",
+        ),
+        expect(
+            &["update"],
+            "kubeflow.org",
+            &["pytorchjobs/finalizers", "mpijobs/finalizers"],
+            "",
+        ),
+        // RayJobs: the same
+        expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
+        expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
+        expect(
+            &["patch"],
+            "sluice.dev",
+            &[
+                "workloads/status",
+                "clusterqueues/status",
+                "cohorts/status",
+                "localqueues/status",
+            ],
+            "",
+        ),
+        // Events are created, never patched or updated
+        expect(&["create"], "events.k8s.io", &["events"], ""),
+    ];
+    // --placement=nodes (the default): bound pods and Nodes are watched
+    if nodes {
+        controller.push(expect(&["watch"], "core", &["pods"], ""));
+        controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
+    }
+    // --kueue-usage=count without --kueue-compat: Kueue's Workloads
+    // are watched (run/discovery.rs kueue_workloads, watches.rs).
+    if kueue {
+        controller.push(expect(&["list", "watch"], "kueue.x-k8s.io", &["workloads"], ""));
+    }
+    controller
+}
+
 /// The controller's and webhook's rights are exactly the API calls their
 /// code makes (crates/controller, kube-lease-manager, crates/webhook):
 /// nothing more (least privilege), nothing less (a forbidden call at run time).
@@ -1168,87 +1278,14 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
     for (set, o) in &sets {
         let cluster_roles = || o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
         let roles = || o.roles.iter().map(|(d, r)| (d, &r.rules));
-        // crates/controller/src/run.rs (watches, Job read-back), writer.rs
-        // (server-side apply, patches, Events, the evicted Job's pods).
-        let controller = vec![
-            // watch (list + watch), get_opt before a write, merge patches
-            expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
-            expect(&["patch"], "batch", &["jobs/status"], ""),
-            // blockOwnerDeletion on the Workload's owner reference
-            // (OwnerReferencesPermissionEnforcement)
-            expect(&["update"], "batch", &["jobs/finalizers"], ""),
-            // an evicted Job's pods: are they gone? (label and field selectors)
-            expect(&["get", "list"], "core", &["pods"], ""),
-            expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
-            expect(&["list", "watch"], "core", &["namespaces"], ""),
-            expect(
-                &["list", "watch"],
-                "sluice.dev",
-                &[
-                    "clusterqueues",
-                    "cohorts",
-                    "localqueues",
-                    "resourceflavors",
-                    "workloadpriorityclasses",
-                    "workloads",
-                ],
-                "",
-            ),
-            // server-side apply of a Workload (create when it is new); a
-            // gang's Workload deleted when one of its Jobs goes
-            expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
-            // JobSets: watched, read back, patched (suspend, injection);
-            // blockOwnerDeletion on their Workloads' owner references
-            expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
-            expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
-            // Kubeflow PyTorchJobs and MPIJobs: the same
-            expect(
-                &["get", "list", "watch", "patch"],
-                "kubeflow.org",
-                &["pytorchjobs", "mpijobs"],
-                "",
-            ),
-            expect(
-                &["update"],
-                "kubeflow.org",
-                &["pytorchjobs/finalizers", "mpijobs/finalizers"],
-                "",
-            ),
-            // RayJobs: the same
-            expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
-            expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
-            expect(
-                &["patch"],
-                "sluice.dev",
-                &[
-                    "workloads/status",
-                    "clusterqueues/status",
-                    "cohorts/status",
-                    "localqueues/status",
-                ],
-                "",
-            ),
-            // Events are created, never patched or updated
-            expect(&["create"], "events.k8s.io", &["events"], ""),
-        ];
-        // --placement=nodes (the default): bound pods and Nodes are watched
-        let mut controller = controller;
         let placement = args(&pod_spec(deployment(o, "controller")?).containers[0])
             .iter()
             .find_map(|a| a.strip_prefix("--placement=").map(str::to_owned))
             .with_context(|| format!("{set}: the controller has no --placement"))?;
-        if placement == "nodes" {
-            controller.push(expect(&["watch"], "core", &["pods"], ""));
-            controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
-        }
-        // --kueue-usage=count without --kueue-compat: Kueue's Workloads
-        // are watched (run/discovery.rs kueue_workloads, watches.rs).
         let container_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
         let counts_kueue = container_args.iter().any(|a| a == "--kueue-usage=count")
             && !container_args.iter().any(|a| a == "--kueue-compat");
-        if counts_kueue {
-            controller.push(expect(&["list", "watch"], "kueue.x-k8s.io", &["workloads"], ""));
-        }
+        let controller = controller_calls(placement == "nodes", counts_kueue);
         check_grants(
             set,
             "ClusterRole sluice-controller",
