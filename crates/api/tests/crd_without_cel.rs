@@ -124,6 +124,11 @@ fn violations(schema: &Value, value: &Value, path: &str) -> Vec<String> {
     {
         say(format!("{n} is below {min}"));
     }
+    if let (Some(max), Some(n)) = (schema["maximum"].as_f64(), value.as_f64())
+        && n > max
+    {
+        say(format!("{n} is above {max}"));
+    }
     if let Some(s) = value.as_str() {
         if schema["maxLength"]
             .as_u64()
@@ -263,6 +268,10 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("cq-empty-group.yaml", "q", "spec.resourceGroups[0].coveredResources"),
     // Names of the cohort, flavors and resources.
     ("cq-bad-names.yaml", "Team_A", "spec.cohort"),
+    // Required fields and ranges of the other kinds.
+    ("lq-invalid.yaml", "team.a", "spec.clusterQueue"),
+    ("wpc-out-of-range.yaml", "too-important", "value"),
+    ("wl-min-count.yaml", "job-sweep", "spec.podSets[0].minCount"),
 ];
 
 #[test]
