@@ -320,9 +320,11 @@ pub fn notes(views: &[QueueView]) -> String {
 mod tests {
     use super::*;
 
-    /// A ClusterQueue the controller ignores (a borrowingLimit without a
-    /// cohort, which the schema cannot refuse on 1.24) is said to be
-    /// inactive, with its reason: its numbers are not in effect.
+    /// A ClusterQueue the controller ignores (one created without the
+    /// webhook that fails validate(), e.g. a borrowingLimit without a
+    /// cohort on a server without CEL, before the CRD's schema refused it)
+    /// is said to be inactive, with its reason: its numbers are not in
+    /// effect.
     #[test]
     fn an_inactive_cluster_queue_is_shown_inactive_with_its_reason() {
         let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
