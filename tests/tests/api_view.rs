@@ -228,8 +228,9 @@ async fn a_negative_quota_is_refused_by_the_crd_schema() -> Result<()> {
 /// Without the webhook, on a server without CEL (1.24): a `borrowingLimit`
 /// or `lendingLimit` without a cohort (a Cohort's without a parent), and
 /// preemption settings that do not go together, are refused by the API
-/// server itself (the CRD's `anyOf` rules), naming the field; the same
-/// with the cohort, or with settings that go together, are taken.
+/// server itself (the CRD's `anyOf` rules), naming the field to set
+/// (`spec.cohort: Required value`); the same with the cohort, or with
+/// settings that go together, are taken.
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn limits_without_a_cohort_are_refused_by_the_crd_schema() -> Result<()> {
@@ -267,12 +268,12 @@ async fn limits_without_a_cohort_are_refused_by_the_crd_schema() -> Result<()> {
             (
                 "reclaim",
                 json!({"cohort": "co", "preemption": {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}}),
-                "spec.preemption",
+                "spec.preemption.reclaimWithinCohort",
             ),
             (
                 "threshold",
                 json!({"cohort": "co", "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"maxPriorityThreshold": 10}}}),
-                "spec.preemption.borrowWithinCohort",
+                "spec.preemption.borrowWithinCohort.policy",
             ),
         ] {
             let err = said(queues.create(&PostParams::default(), &queue(name, spec)?).await.map(drop));

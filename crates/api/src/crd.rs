@@ -60,7 +60,12 @@ mod without_cel {
         node
     }
 
-    /// Sets `anyOf` on `node`: one of `branches` must hold.
+    /// Sets `anyOf` on `node`: one of `branches` must hold. When none
+    /// does, the API server (go-openapi) reports the failures of the branch
+    /// that matched the most checks, the first one on a tie; so the first
+    /// branch, whose failure says what to do (`spec.cohort: Required
+    /// value`), also walks the other branch's path with checks that always
+    /// hold there (names the schema already requires to be non-empty).
     fn any_of(node: &mut JSONSchemaProps, branches: serde_json::Value) {
         assert!(node.any_of.is_none(), "one anyOf rule per schema node");
         node.any_of = Some(serde_json::from_value(branches).expect("an OpenAPI schema"));
@@ -73,7 +78,9 @@ mod without_cel {
         any_of(
             at(crd, &["spec"]),
             json!([
-                {"required": [link]},
+                {"required": [link], "properties": {"resourceGroups": {"items": {"properties": {"flavors": {"items": {"properties": {
+                    "resources": {"items": {"properties": {"name": {"minLength": 1}}}}
+                }}}}}}}},
                 {"properties": {"resourceGroups": {"items": {"properties": {"flavors": {"items": {"properties": {
                     "resources": {"items": {"not": {"anyOf": [
                         {"required": ["borrowingLimit"]},
@@ -92,7 +99,10 @@ mod without_cel {
         any_of(
             at(crd, &["spec", "preemption"]),
             json!([
-                {"properties": {"reclaimWithinCohort": {"enum": ["LowerPriority", "Any"]}}},
+                {"properties": {
+                    "reclaimWithinCohort": {"enum": ["LowerPriority", "Any"]},
+                    "borrowWithinCohort": {"properties": {"policy": {"minLength": 1}}}
+                }},
                 {"properties": {"borrowWithinCohort": {"properties": {"policy": {"enum": ["Never"]}}}}}
             ]),
         );
