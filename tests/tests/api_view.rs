@@ -225,9 +225,113 @@ async fn a_negative_quota_is_refused_by_the_crd_schema() -> Result<()> {
     result
 }
 
+/// Without the webhook, on a server without CEL (1.24): a `borrowingLimit`
+/// or `lendingLimit` without a cohort (a Cohort's without a parent), and
+/// preemption settings that do not go together, are refused by the API
+/// server itself (the CRD's `anyOf` rules), naming the field to set
+/// (`spec.cohort: Required value`); the same with the cohort, or with
+/// settings that go together, are taken.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn limits_without_a_cohort_are_refused_by_the_crd_schema() -> Result<()> {
+    use kube::api::{Api, PostParams};
+    use sluice_api::v1alpha1::{ClusterQueue, Cohort};
+    let c = Cluster::start().await?;
+    let queues: Api<ClusterQueue> = Api::all(c.client.clone());
+    let cohorts: Api<Cohort> = Api::all(c.client.clone());
+    let groups = |limit: &str| {
+        json!([{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "a100", "resources": [
+            {"name": "nvidia.com/gpu", "nominalQuota": "8", limit: "4"}]}]}])
+    };
+    let queue = |name: &str, spec: serde_json::Value| -> Result<ClusterQueue> {
+        let mut spec = spec;
+        spec["namespaceSelector"] = json!({});
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": c.name(name)}, "spec": spec
+        }))?)
+    };
+    let cohort = |name: &str, spec: serde_json::Value| -> Result<Cohort> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort", "metadata": {"name": c.name(name)}, "spec": spec
+        }))?)
+    };
+    let said = |r: Result<(), kube::Error>| -> Option<String> {
+        r.err()
+            .map(|e| e.to_string().split(" (Status").next().unwrap_or_default().to_string())
+    };
+    let mut created_queues = Vec::new();
+    let mut created_cohorts = Vec::new();
+    let result = async {
+        for (name, spec, field) in [
+            ("borrow", json!({"resourceGroups": groups("borrowingLimit")}), "spec.cohort"),
+            ("lend", json!({"resourceGroups": groups("lendingLimit")}), "spec.cohort"),
+            (
+                "reclaim",
+                json!({"cohort": "co", "preemption": {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}}),
+                "spec.preemption.reclaimWithinCohort",
+            ),
+            (
+                "threshold",
+                json!({"cohort": "co", "preemption": {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"maxPriorityThreshold": 10}}}),
+                "spec.preemption.borrowWithinCohort.policy",
+            ),
+        ] {
+            let err = said(queues.create(&PostParams::default(), &queue(name, spec)?).await.map(drop));
+            eprintln!("ClusterQueue {name}: {err:?}");
+            ensure!(
+                err.as_deref().is_some_and(|e| e.contains(field)),
+                "ClusterQueue {name} was not refused at {field}: {err:?}"
+            );
+        }
+        let err = said(
+            cohorts
+                .create(&PostParams::default(), &cohort("root", json!({"resourceGroups": groups("borrowingLimit")}))?)
+                .await
+                .map(drop),
+        );
+        eprintln!("Cohort root: {err:?}");
+        ensure!(
+            err.as_deref().is_some_and(|e| e.contains("spec.parent")),
+            "Cohort root was not refused at spec.parent: {err:?}"
+        );
+        for (name, spec) in [
+            ("withcohort", json!({"cohort": "co", "resourceGroups": groups("borrowingLimit")})),
+            (
+                "together",
+                json!({"cohort": "co", "preemption": {"reclaimWithinCohort": "Any",
+                    "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 10}}}),
+            ),
+        ] {
+            queues
+                .create(&PostParams::default(), &queue(name, spec)?)
+                .await
+                .map_err(|e| anyhow::anyhow!("ClusterQueue {name} refused: {e}"))?;
+            created_queues.push(c.name(name));
+        }
+        cohorts
+            .create(
+                &PostParams::default(),
+                &cohort("child", json!({"parent": "org", "resourceGroups": groups("lendingLimit")}))?,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("Cohort child refused: {e}"))?;
+        created_cohorts.push(c.name("child"));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    for name in created_queues {
+        let _ = queues.delete(&name, &Default::default()).await;
+    }
+    for name in created_cohorts {
+        let _ = cohorts.delete(&name, &Default::default()).await;
+    }
+    result
+}
+
 /// `kubectl get clusterqueues` (the server's table) shows whether a queue
-/// is active and why not: a `borrowingLimit` without a cohort (which the
-/// schema cannot refuse on 1.24) shows `False` and its reason.
+/// is active and why not: a `lendingLimit` above the nominal quota (which
+/// neither the schema nor CEL can refuse; only the webhook, not running
+/// here) shows `False` and its reason.
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn kubectl_get_shows_an_inactive_queue_as_inactive_with_its_reason() -> Result<()> {
@@ -235,9 +339,9 @@ async fn kubectl_get_shows_an_inactive_queue_as_inactive_with_its_reason() -> Re
     let f = c.flavor("a100").await?;
     let bad = c
         .cluster_queue(
-            "nocohort",
-            json!({"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}]}]}),
+            "overlend",
+            json!({"cohort": c.name("co"), "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8", "lendingLimit": "16"}]}]}]}),
         )
         .await?;
     let good = c.gpu_queue("fine", &f, 8, None, json!({})).await?;

@@ -1017,20 +1017,16 @@ fn check_grants(set: &str, what: &str, got: Option<BTreeSet<String>>, want: Opti
     }
 }
 
-/// docs/integrations.md's RBAC table is the controller's ClusterRole as
-/// the chart renders it, for every CI value set: a row marked "only with
-/// `placement: nodes`" or "only with `kueueUsage: count`" counts where the
-/// controller runs so.
-#[test]
-fn the_rbac_docs_are_the_rendered_controller_role() -> Result<()> {
-    let Some(sets) = all_sets()? else { return Ok(()) };
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/integrations.md"))?;
-    let table = doc
-        .split("## RBAC")
+/// The rows of the `resource | verbs | why` table in `doc` after `heading`
+/// (up to the next heading), each as the grants it names and its `why`.
+fn rbac_table(doc: &str, heading: &str) -> Result<Vec<(Vec<String>, String)>> {
+    let text = std::fs::read_to_string(repo_root().join("docs").join(doc))?;
+    let table = text
+        .split(heading)
         .nth(1)
-        .and_then(|t| t.split("\n## ").next())
-        .context("docs/integrations.md has no RBAC section")?;
-    let rows: Vec<(Vec<String>, &str)> = table
+        .and_then(|t| t.split("\n#").next())
+        .with_context(|| format!("docs/{doc} has no {heading:?}"))?;
+    let rows: Vec<(Vec<String>, String)> = table
         .lines()
         .filter(|l| l.starts_with("| `") || l.starts_with("| core "))
         .map(|l| {
@@ -1041,30 +1037,236 @@ fn the_rbac_docs_are_the_rendered_controller_role() -> Result<()> {
                 None => (ticked[0], ticked[1..].to_vec()),
             };
             let verbs: Vec<&str> = cells[1].split(',').map(str::trim).collect();
-            (expect(&verbs, group, &resources, ""), cells[2])
+            (expect(&verbs, group, &resources, ""), cells[2].to_owned())
         })
         .collect();
-    ensure!(rows.len() > 10, "the RBAC table was not read: {rows:?}");
+    ensure!(rows.len() > 5, "docs/{doc}: the RBAC table was not read: {rows:?}");
+    Ok(rows)
+}
+
+/// The rows of a table that apply to the controller as `o` runs it: a row
+/// whose `why` says "only with `placement: nodes`" or "only with
+/// `kueueUsage: count`" counts only where the controller runs so.
+fn rows_for(rows: &[(Vec<String>, String)], o: &Objects) -> Result<Vec<Vec<String>>> {
+    let controller_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
+    let nodes = controller_args.iter().any(|a| a == "--placement=nodes");
+    let kueue = controller_args.iter().any(|a| a == "--kueue-usage=count")
+        && !controller_args.iter().any(|a| a == "--kueue-compat");
+    Ok(rows_when(rows, nodes, kueue))
+}
+
+/// The rows of a table that apply with `--placement=nodes` (`nodes`) and
+/// with Kueue's Workloads counted (`kueue`).
+fn rows_when(rows: &[(Vec<String>, String)], nodes: bool, kueue: bool) -> Vec<Vec<String>> {
+    rows.iter()
+        .filter(|(_, why)| nodes || !why.contains("placement: nodes"))
+        .filter(|(_, why)| kueue || !why.contains("kueueUsage: count"))
+        .map(|(g, _)| g.clone())
+        .collect()
+}
+
+/// Without helm too: docs/install.md's table of the controller's
+/// ClusterRole is exactly what the controller's code calls, in both
+/// placement modes, with and without Kueue's Workloads counted.
+#[test]
+fn the_rbac_docs_are_what_the_code_calls() -> Result<()> {
+    let rows = rbac_table("install.md", "### The controller's ClusterRole")?;
+    for nodes in [true, false] {
+        for kueue in [true, false] {
+            let documented: BTreeSet<String> = rows_when(&rows, nodes, kueue).into_iter().flatten().collect();
+            check_grants(
+                &format!(
+                    "placement {}, Kueue Workloads {}",
+                    if nodes { "nodes" } else { "quota-only" },
+                    if kueue { "counted" } else { "not counted" }
+                ),
+                "docs/install.md's table of the controller's ClusterRole (as if granted) against the code's calls",
+                Some(documented),
+                Some(controller_calls(nodes, kueue)),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// docs/install.md's table of the controller's ClusterRole is exactly the
+/// role the chart renders, for every CI value set (both placement modes,
+/// Kueue compatibility on and off). Needs the rendered chart (helm).
+#[test]
+fn the_rbac_docs_are_the_rendered_controller_role() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    let rows = rbac_table("install.md", "### The controller's ClusterRole")?;
+    let mut modes = BTreeSet::new();
     for (set, o) in &sets {
         let controller_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
-        let nodes = controller_args.iter().any(|a| a == "--placement=nodes");
-        let kueue = controller_args.iter().any(|a| a == "--kueue-usage=count")
-            && !controller_args.iter().any(|a| a == "--kueue-compat");
-        let documented: Vec<Vec<String>> = rows
-            .iter()
-            .filter(|(_, why)| nodes || !why.contains("placement: nodes"))
-            .filter(|(_, why)| kueue || !why.contains("kueueUsage: count"))
-            .map(|(g, _)| g.clone())
-            .collect();
+        modes.extend(
+            controller_args
+                .iter()
+                .filter(|a| a.starts_with("--placement="))
+                .cloned(),
+        );
         let cluster_roles = o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
         check_grants(
             set,
-            "docs/integrations.md's RBAC table against ClusterRole sluice-controller",
+            "docs/install.md's table of the controller's ClusterRole against ClusterRole sluice-controller",
             role_grants(cluster_roles, "sluice-controller"),
-            Some(documented),
+            Some(rows_for(&rows, o)?),
         )?;
     }
+    ensure!(
+        modes.len() == 2,
+        "the CI value sets should run the controller in both placement modes, not only {modes:?}"
+    );
     Ok(())
+}
+
+/// docs/integrations.md's RBAC rows (the controller's rights on the kinds
+/// it queues) are all granted by the rendered ClusterRole.
+#[test]
+fn the_integrations_rbac_rows_are_granted() -> Result<()> {
+    let Some(sets) = all_sets()? else { return Ok(()) };
+    let rows = rbac_table("integrations.md", "## RBAC")?;
+    for (set, o) in &sets {
+        let cluster_roles = o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
+        let granted = role_grants(cluster_roles, "sluice-controller").context("no ClusterRole sluice-controller")?;
+        let missing: Vec<String> = rows_for(&rows, o)?
+            .into_iter()
+            .flatten()
+            .filter(|g| !granted.contains(g))
+            .collect();
+        ensure!(
+            missing.is_empty(),
+            "{set}: docs/integrations.md's RBAC table says the controller may {missing:?}, which the chart does not grant"
+        );
+    }
+    Ok(())
+}
+
+/// docs/install.md names the chart's objects as the chart does: every
+/// `<fullname>…` name it gives is rendered (release `sluice`, so
+/// `<fullname>` is `sluice`), and its count of CRDs is the chart's.
+#[test]
+fn install_md_names_the_rendered_objects() -> Result<()> {
+    let Some(sets) = rendered()? else { return Ok(()) };
+    let text = std::fs::read_to_string(repo_root().join("docs/install.md"))?;
+    let default = &sets["default"];
+    let docs = split(default, "default")?;
+    let mut names: BTreeSet<String> = docs.iter().map(|d| d.name.clone()).collect();
+    // Names only given inside rules (the Lease, the webhook's TLS Secret).
+    for d in &docs {
+        for rule in d.value["rules"].as_array().into_iter().flatten() {
+            for n in rule["resourceNames"].as_array().into_iter().flatten() {
+                names.extend(n.as_str().map(str::to_owned));
+            }
+        }
+    }
+    let mut unknown = Vec::new();
+    let mut checked = 0;
+    for quoted in text.split('`').skip(1).step_by(2) {
+        let Some(rest) = quoted.strip_prefix("<fullname>") else {
+            continue;
+        };
+        let name = format!("sluice{}", rest.split([':', '.']).next().unwrap_or_default());
+        checked += 1;
+        if !names.contains(&name) {
+            unknown.push(quoted.to_owned());
+        }
+    }
+    ensure!(
+        checked >= 8,
+        "docs/install.md: only {checked} `<fullname>…` names found"
+    );
+    ensure!(
+        unknown.is_empty(),
+        "docs/install.md names objects the chart does not render (release sluice): {unknown:?}"
+    );
+    let crds = docs.iter().filter(|d| d.kind == "CustomResourceDefinition").count();
+    ensure!(
+        text.contains(&format!("| {crds} CRDs (")),
+        "docs/install.md should say the chart installs {crds} CRDs"
+    );
+    Ok(())
+}
+
+/// The controller's ClusterRole as its code needs it: with
+/// `--placement=nodes` (`nodes`) and with `--kueue-usage=count` without
+/// `--kueue-compat` (`kueue`). The source of truth the chart and the docs
+/// are checked against.
+fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
+    // crates/controller/src/run.rs (watches, Job read-back), writer.rs
+    // (server-side apply, patches, Events, the evicted Job's pods).
+    let mut controller = vec![
+        // watch (list + watch), get_opt before a write, merge patches
+        expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
+        expect(&["patch"], "batch", &["jobs/status"], ""),
+        // blockOwnerDeletion on the Workload's owner reference
+        // (OwnerReferencesPermissionEnforcement)
+        expect(&["update"], "batch", &["jobs/finalizers"], ""),
+        // an evicted Job's pods: are they gone? (label and field selectors)
+        expect(&["get", "list"], "core", &["pods"], ""),
+        expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
+        expect(&["list", "watch"], "core", &["namespaces"], ""),
+        expect(
+            &["list", "watch"],
+            "sluice.dev",
+            &[
+                "clusterqueues",
+                "cohorts",
+                "localqueues",
+                "resourceflavors",
+                "workloadpriorityclasses",
+                "workloads",
+            ],
+            "",
+        ),
+        // server-side apply of a Workload (create when it is new); a
+        // gang's Workload deleted when one of its Jobs goes
+        expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
+        // JobSets: watched, read back, patched (suspend, injection);
+        // blockOwnerDeletion on their Workloads' owner references
+        expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
+        expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
+        // Kubeflow PyTorchJobs and MPIJobs: the same
+        expect(
+            &["get", "list", "watch", "patch"],
+            "kubeflow.org",
+            &["pytorchjobs", "mpijobs"],
+            "",
+        ),
+        expect(
+            &["update"],
+            "kubeflow.org",
+            &["pytorchjobs/finalizers", "mpijobs/finalizers"],
+            "",
+        ),
+        // RayJobs: the same
+        expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
+        expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
+        expect(
+            &["patch"],
+            "sluice.dev",
+            &[
+                "workloads/status",
+                "clusterqueues/status",
+                "cohorts/status",
+                "localqueues/status",
+            ],
+            "",
+        ),
+        // Events are created, never patched or updated
+        expect(&["create"], "events.k8s.io", &["events"], ""),
+    ];
+    // --placement=nodes (the default): bound pods and Nodes are watched
+    if nodes {
+        controller.push(expect(&["watch"], "core", &["pods"], ""));
+        controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
+    }
+    // --kueue-usage=count without --kueue-compat: Kueue's Workloads
+    // are watched (run/discovery.rs kueue_workloads, watches.rs).
+    if kueue {
+        controller.push(expect(&["list", "watch"], "kueue.x-k8s.io", &["workloads"], ""));
+    }
+    controller
 }
 
 /// The controller's and webhook's rights are exactly the API calls their
@@ -1076,87 +1278,14 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
     for (set, o) in &sets {
         let cluster_roles = || o.cluster_roles.iter().map(|(d, r)| (d, &r.rules));
         let roles = || o.roles.iter().map(|(d, r)| (d, &r.rules));
-        // crates/controller/src/run.rs (watches, Job read-back), writer.rs
-        // (server-side apply, patches, Events, the evicted Job's pods).
-        let controller = vec![
-            // watch (list + watch), get_opt before a write, merge patches
-            expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
-            expect(&["patch"], "batch", &["jobs/status"], ""),
-            // blockOwnerDeletion on the Workload's owner reference
-            // (OwnerReferencesPermissionEnforcement)
-            expect(&["update"], "batch", &["jobs/finalizers"], ""),
-            // an evicted Job's pods: are they gone? (label and field selectors)
-            expect(&["get", "list"], "core", &["pods"], ""),
-            expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
-            expect(&["list", "watch"], "core", &["namespaces"], ""),
-            expect(
-                &["list", "watch"],
-                "sluice.dev",
-                &[
-                    "clusterqueues",
-                    "cohorts",
-                    "localqueues",
-                    "resourceflavors",
-                    "workloadpriorityclasses",
-                    "workloads",
-                ],
-                "",
-            ),
-            // server-side apply of a Workload (create when it is new); a
-            // gang's Workload deleted when one of its Jobs goes
-            expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
-            // JobSets: watched, read back, patched (suspend, injection);
-            // blockOwnerDeletion on their Workloads' owner references
-            expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
-            expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
-            // Kubeflow PyTorchJobs and MPIJobs: the same
-            expect(
-                &["get", "list", "watch", "patch"],
-                "kubeflow.org",
-                &["pytorchjobs", "mpijobs"],
-                "",
-            ),
-            expect(
-                &["update"],
-                "kubeflow.org",
-                &["pytorchjobs/finalizers", "mpijobs/finalizers"],
-                "",
-            ),
-            // RayJobs: the same
-            expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
-            expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
-            expect(
-                &["patch"],
-                "sluice.dev",
-                &[
-                    "workloads/status",
-                    "clusterqueues/status",
-                    "cohorts/status",
-                    "localqueues/status",
-                ],
-                "",
-            ),
-            // Events are created, never patched or updated
-            expect(&["create"], "events.k8s.io", &["events"], ""),
-        ];
-        // --placement=nodes (the default): bound pods and Nodes are watched
-        let mut controller = controller;
         let placement = args(&pod_spec(deployment(o, "controller")?).containers[0])
             .iter()
             .find_map(|a| a.strip_prefix("--placement=").map(str::to_owned))
             .with_context(|| format!("{set}: the controller has no --placement"))?;
-        if placement == "nodes" {
-            controller.push(expect(&["watch"], "core", &["pods"], ""));
-            controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
-        }
-        // --kueue-usage=count without --kueue-compat: Kueue's Workloads
-        // are watched (run/discovery.rs kueue_workloads, watches.rs).
         let container_args = args(&pod_spec(deployment(o, "controller")?).containers[0]);
         let counts_kueue = container_args.iter().any(|a| a == "--kueue-usage=count")
             && !container_args.iter().any(|a| a == "--kueue-compat");
-        if counts_kueue {
-            controller.push(expect(&["list", "watch"], "kueue.x-k8s.io", &["workloads"], ""));
-        }
+        let controller = controller_calls(placement == "nodes", counts_kueue);
         check_grants(
             set,
             "ClusterRole sluice-controller",

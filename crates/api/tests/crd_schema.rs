@@ -142,6 +142,8 @@ fn status_subresources_and_printer_columns() {
         columns("Cohort"),
         pairs(&[
             ("Parent", ".spec.parent"),
+            ("Active", ".status.conditions[?(@.type==\"Active\")].status"),
+            ("Reason", ".status.conditions[?(@.type==\"Active\")].reason"),
             ("Weight", ".spec.fairSharing.weight"),
             ("Share", ".status.fairSharing.weightedShare"),
             ("Age", ".metadata.creationTimestamp"),

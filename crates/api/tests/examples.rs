@@ -215,3 +215,94 @@ fn gang_example_is_a_4x8_gpu_gang() {
     };
     assert_eq!(pod_set.total_requests("spec").unwrap()["nvidia.com/gpu"], 32_000);
 }
+
+/// `examples/simulate/gpu-teams.yaml` says it holds the cluster of
+/// `examples/*.yaml` "copied below unchanged": every object of those files
+/// is in it, equal, and it holds no other (but its Trace).
+#[test]
+fn gpu_teams_scenario_carries_the_example_cluster_unchanged() {
+    fn objects(file: &Path) -> BTreeMap<String, serde_json::Value> {
+        let text = std::fs::read_to_string(file).unwrap();
+        text.split("\n---")
+            .filter(|d| {
+                d.lines()
+                    .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+            })
+            .map(|d| {
+                serde_saphyr::from_str::<serde_json::Value>(d).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+            })
+            .filter(|v| v["kind"] != "Trace")
+            .map(|v| {
+                let key = format!(
+                    "{} {}/{}",
+                    v["kind"].as_str().unwrap_or_default(),
+                    v["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    v["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                (key, v)
+            })
+            .collect()
+    }
+    let mut cluster = BTreeMap::new();
+    for file in gpu_setup_files()
+        .iter()
+        .filter(|f| f.parent() == Some(examples_dir().as_path()))
+    {
+        cluster.extend(objects(file));
+    }
+    assert!(cluster.len() > 10, "{:?}", cluster.keys());
+    let scenario = objects(&examples_dir().join("simulate/gpu-teams.yaml"));
+    let differ: Vec<&String> = cluster
+        .keys()
+        .chain(scenario.keys())
+        .filter(|k| cluster.get(*k) != scenario.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "gpu-teams.yaml and examples/*.yaml disagree on {differ:?}"
+    );
+}
+
+/// examples/README.md says how to apply the example jobs: those of core
+/// kinds (batch/v1 Jobs, v1 Services) on the plain `kubectl apply` lines,
+/// each of another kind on its own line whose comment names the API group
+/// whose CRDs it needs (kubectl refuses a kind it does not know, so
+/// `kubectl apply -f examples/jobs/` fails without the operators).
+#[test]
+fn the_readme_says_which_example_jobs_need_an_operators_crds() {
+    let readme = std::fs::read_to_string(examples_dir().join("README.md")).unwrap();
+    let mut files = Vec::new();
+    yaml_files(&examples_dir().join("jobs"), &mut files);
+    files.sort();
+    let mut wrong = Vec::new();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(file).unwrap();
+        let groups: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("apiVersion: "))
+            .filter_map(|v| v.trim().split_once('/').map(|(g, _)| g.to_string()))
+            .filter(|g| g != "batch")
+            .collect();
+        let mention = format!("examples/jobs/{name}");
+        let lines: Vec<&str> = readme.lines().filter(|l| l.contains(&mention)).collect();
+        let ok = match groups.iter().next() {
+            None => !lines.is_empty() && lines.iter().all(|l| !l.contains('#')),
+            Some(group) => {
+                groups.len() == 1
+                    && !lines.is_empty()
+                    && lines
+                        .iter()
+                        .all(|l| l.split_once('#').is_some_and(|(_, c)| c.contains(group.as_str())))
+            }
+        };
+        if !ok {
+            wrong.push(format!("{name} (API groups {groups:?}): {lines:?}"));
+        }
+    }
+    assert!(files.len() >= 8, "{files:?}");
+    assert!(
+        wrong.is_empty(),
+        "examples/README.md does not say how to apply these: {wrong:?}"
+    );
+}

@@ -3,8 +3,12 @@
 //! (flavors, ClusterQueues, LocalQueues, namespaces, priority classes) on
 //! an empty cluster (quota only), exactly as the controller would: the
 //! object's Workload is made by the kind's integration, and one cycle must
-//! admit it. A job that can never run in the queues its docs send it to
-//! fails here with the engine's reason.
+//! admit it where the file's comment says it runs (the lines `# Admitted
+//! (alone, on an empty cluster) into ClusterQueue Q:` and `# N GPUs on
+//! FLAVOR, …`). A job that can never run in the queues its docs send it to
+//! fails here with the engine's reason; one that runs elsewhere than its
+//! comment says, with what the engine did. Every example queue must be
+//! active (valid, its flavors there, its namespaces selected).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sluice_controller::index::{Index, IndexConfig, Kind};
 use sluice_controller::integration::JobKind;
-use sluice_controller::plan::{Purpose, Step};
+use sluice_controller::plan::{ObjKey, Purpose, Step};
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -78,9 +82,109 @@ fn queues() -> Index {
     ix
 }
 
+/// Every example ClusterQueue and LocalQueue can admit: none would show
+/// `Active=False` (an invalid queue, a flavor that does not exist, a
+/// namespace its ClusterQueue does not select).
+#[test]
+fn every_example_queue_is_active() {
+    let ix = queues();
+    let file = examples().join("local-queues.yaml");
+    let local: Vec<ObjKey> = documents(&file)
+        .into_iter()
+        .filter(|d| d["kind"] == "LocalQueue")
+        .map(|d| {
+            ObjKey::new(
+                d["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+                d["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(local.len() >= 4, "{local:?}");
+    let mut inactive: Vec<String> = ix
+        .cluster_queue_names()
+        .into_iter()
+        .filter_map(|q| ix.cluster_queue_problem(&q).map(|p| format!("ClusterQueue {q}: {p:?}")))
+        .collect();
+    inactive.extend(
+        local
+            .iter()
+            .filter_map(|k| ix.local_queue_problem(k).map(|p| format!("LocalQueue {k}: {p:?}"))),
+    );
+    assert_eq!(ix.cluster_queue_names().len(), 3);
+    assert!(inactive.is_empty(), "inactive example queues: {inactive:?}");
+}
+
+/// Where an example file says its job runs: the ClusterQueue, and the
+/// number of GPUs (or MIG slices) on one flavor.
+#[derive(Debug, PartialEq)]
+struct RunsOn {
+    cluster_queue: String,
+    gpus: i64,
+    flavor: String,
+}
+
+/// The two comment lines `# Admitted (alone, on an empty cluster) into
+/// ClusterQueue Q:` and `# N GPUs on FLAVOR, …` of an example file.
+fn said(file: &Path) -> RunsOn {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines = text.lines();
+    let cluster_queue = lines
+        .find_map(|l| l.strip_prefix("# Admitted (alone, on an empty cluster) into ClusterQueue "))
+        .and_then(|q| q.strip_suffix(':'))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no '# Admitted (alone, on an empty cluster) into ClusterQueue Q:' line",
+                file.display()
+            )
+        })
+        .to_string();
+    let next = lines.next().and_then(|l| l.strip_prefix("# ")).unwrap_or_default();
+    let (gpus, rest) = next.split_once(' ').unwrap_or_default();
+    let flavor = rest
+        .split_once(" on ")
+        .and_then(|(_, f)| f.split(',').next())
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: the line after it is not '# N GPUs on FLAVOR, …': {next:?}",
+                file.display()
+            )
+        });
+    RunsOn {
+        cluster_queue,
+        gpus: gpus
+            .parse()
+            .unwrap_or_else(|e| panic!("{}: {gpus:?} GPUs: {e}", file.display())),
+        flavor: flavor.to_string(),
+    }
+}
+
+/// What the engine did: the admitting ClusterQueue, and the GPUs (every
+/// resource but cpu and memory) it gave and on which flavor.
+fn ran_on(admission: &sluice_api::v1alpha1::Admission) -> RunsOn {
+    let mut flavors = std::collections::BTreeSet::new();
+    let mut gpus = 0;
+    for a in &admission.pod_set_assignments {
+        for (resource, flavor) in &a.flavors {
+            if resource == "cpu" || resource == "memory" {
+                continue;
+            }
+            flavors.insert(flavor.clone());
+            let used = a.resource_usage.get(resource).map(|q| q.0.clone()).unwrap_or_default();
+            gpus += used
+                .parse::<i64>()
+                .unwrap_or_else(|e| panic!("{resource} usage {used:?}: {e}"));
+        }
+    }
+    RunsOn {
+        cluster_queue: admission.cluster_queue.clone(),
+        gpus,
+        flavor: flavors.into_iter().collect::<Vec<_>>().join(" and "),
+    }
+}
+
 /// The example's objects go in; its Workload (one, for a gang too) comes
-/// out; a cycle on the empty cluster admits it, or says why not.
-fn admitted(file: &Path) -> Result<String, String> {
+/// out; a cycle on the empty cluster admits it (where to), or says why not.
+fn admitted(file: &Path) -> Result<RunsOn, String> {
     let mut ix = queues();
     for (i, mut doc) in documents(file).into_iter().enumerate() {
         doc["metadata"]["uid"] = Value::from(format!("uid-{i}"));
@@ -112,17 +216,22 @@ fn admitted(file: &Path) -> Result<String, String> {
     let mut wl = wl.clone();
     wl.metadata.uid = Some("wl-uid".into());
     wl.metadata.creation_timestamp = Some(serde_json::from_value(Value::from("2027-01-15T08:00:00Z")).unwrap());
-    let key = sluice_controller::plan::ObjKey::new(
+    let key = ObjKey::new(
         wl.metadata.namespace.clone().unwrap_or_default(),
         wl.metadata.name.clone().unwrap_or_default(),
     );
     ix.apply_workload(wl, T0);
     let (plans, _) = ix.cycle(T0 + 1);
-    if plans
+    let admission = plans
         .iter()
-        .any(|p| p.purpose == Purpose::Admit { uid: "wl-uid".into() })
-    {
-        return Ok(key.to_string());
+        .filter(|p| p.purpose == Purpose::Admit { uid: "wl-uid".into() })
+        .flat_map(|p| p.steps.iter())
+        .find_map(|s| match s {
+            Step::ApplyWorkloadStatus { status, .. } => status.admission.as_ref(),
+            _ => None,
+        });
+    if let Some(admission) = admission {
+        return Ok(ran_on(admission));
     }
     let why = plans
         .iter()
@@ -146,11 +255,19 @@ fn every_example_job_is_admitted_alone_into_the_example_queues() {
     assert!(files.len() >= 8, "{files:?}");
     let failures: Vec<String> = files
         .iter()
-        .filter_map(|f| admitted(f).err().map(|why| format!("{}: {why}", f.display())))
+        .filter_map(|f| match admitted(f) {
+            Err(why) => Some(format!("{}: never runs: {why}", f.display())),
+            Ok(ran) if ran != said(f) => Some(format!(
+                "{}: the comment says {:?}, the engine admitted {ran:?}",
+                f.display(),
+                said(f)
+            )),
+            Ok(_) => None,
+        })
         .collect();
     assert!(
         failures.is_empty(),
-        "example jobs that never run:\n{}",
+        "example jobs that do not run as their comments say:\n{}",
         failures.join("\n")
     );
 }

@@ -16,7 +16,7 @@ pub enum PluginError {
         scope: String,
     },
     #[error(
-        "Sluice is not installed on this cluster: the API server does not serve {resource} (sluice.dev/v1alpha1); install the chart, or `kubectl apply --server-side -f crds/`"
+        "Sluice is not installed on this cluster: the API server does not serve {resource} (sluice.dev/v1alpha1); install the chart, or apply the CRDs with `kubectl apply --server-side -f crds/` (a later helm install then needs --set crds.install=false)"
     )]
     NotInstalled { resource: &'static str },
     #[error("{0}")]
@@ -162,9 +162,11 @@ mod tests {
             "workloads",
             Some("a"),
         );
-        assert!(
-            e.to_string().starts_with("Sluice is not installed on this cluster"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "Sluice is not installed on this cluster: the API server does not serve workloads (sluice.dev/v1alpha1); \
+             install the chart, or apply the CRDs with `kubectl apply --server-side -f crds/` \
+             (a later helm install then needs --set crds.install=false)"
         );
     }
 }

@@ -523,6 +523,16 @@ fn the_fair_share_scenario_splits_the_pool_evenly_with_fair_sharing_on() {
                 q.name
             );
         }
+        // The cluster's capacity holds the Cohort's own 24 GPUs besides the
+        // queues' 3 × 8 (what the queues borrow): used at most whole.
+        let gpus = r
+            .totals
+            .flavors
+            .iter()
+            .find(|x| x.resource == "nvidia.com/gpu")
+            .expect("GPUs in the capacity");
+        assert_eq!(gpus.nominal, 48.0);
+        assert!(gpus.utilisation.is_some_and(|u| u <= 1.0), "{:?}", gpus.utilisation);
         let shares: f64 = f.cluster_queues.iter().filter_map(|q| q.time_share).sum();
         assert!(
             (shares - 1.0).abs() < 1e-9,
@@ -556,6 +566,21 @@ fn the_fair_share_scenario_splits_the_pool_evenly_with_fair_sharing_on() {
         assert!(text.contains("Jain's index"));
         let html = report::html::render(&r, &result);
         assert!(html.contains("<h2>Fair sharing</h2>") && html.contains("weighted share over time"));
+        // Every column is explained, in both reports (mean use with its unit).
+        for column in ["mean use", "time share", "use when contended", "counted"] {
+            assert!(text.contains(&format!("  {column}: ")), "{column} unexplained: {text}");
+        }
+        assert!(text.contains("(in its units, e.g. GPUs)"), "{text}");
+        let lede = &html[html.find("<h2>Fair sharing</h2>").unwrap()..];
+        let lede = &lede[..lede.find("</p>").unwrap()];
+        for words in [
+            "Mean use and time share",
+            "(the counted ones)",
+            "Contended:",
+            "in the resource's units",
+        ] {
+            assert!(lede.contains(words), "{words:?} not in {lede}");
+        }
     }
     assert!(
         contended_index[0] > contended_index[1],

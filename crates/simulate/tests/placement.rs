@@ -376,8 +376,20 @@ fn the_report_splits_waiting_for_nodes_from_waiting_for_quota() {
     assert_eq!(row("h100"), ["h100", "2", "16", "16", "—"]);
     assert_eq!(row("team"), ["team", "1", "1.0", "0.5", "67%"]);
     assert_eq!(row("cluster"), ["cluster", "1", "1.0", "0.5", "67%"]);
+    // Every column of the queue table is explained, in both reports.
+    for column in ["waited for nodes", "node wait h / quota wait h", "node share"] {
+        assert!(
+            section.contains(&format!("  {column}: ")),
+            "{column} unexplained: {section}"
+        );
+    }
     let html = report::html::render(&r, &result);
     assert!(html.contains("<h2>Placement on nodes</h2>"));
+    let lede = &html[html.find("<h2>Placement on nodes</h2>").unwrap()..];
+    let lede = &lede[..lede.find("</p>").unwrap()];
+    for column in ["Node wait", "Quota wait", "Waited for nodes", "node share"] {
+        assert!(lede.contains(&format!("{column}: ")), "{column} unexplained: {lede}");
+    }
 }
 
 /// Four nodes of 8 GPUs in two racks (h100-0 and h100-2 in r1, h100-1 and

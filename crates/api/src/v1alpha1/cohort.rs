@@ -39,6 +39,18 @@ use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violatio
         description = "Parent cohort"
     ),
     printcolumn(
+        name = "Active",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].status",
+        description = "Whether its spec is in effect (False: see Reason)"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Active\")].reason",
+        description = "Why the cohort is (in)active"
+    ),
+    printcolumn(
         name = "Weight",
         type_ = "string",
         json_path = ".spec.fairSharing.weight",

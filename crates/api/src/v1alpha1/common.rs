@@ -65,7 +65,7 @@ pub struct FairSharing {
     /// `500m`, at least 0; 0 gives an infinite share to a member that
     /// borrows. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "1"))]
+    #[schemars(schema_with = "super::common::optional_non_negative_quantity", extend("default" = "1"))]
     pub weight: Option<Quantity>,
 }
 

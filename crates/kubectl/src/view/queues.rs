@@ -45,6 +45,36 @@ pub struct QueueView {
     /// ignores it: its numbers are not in effect).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_queue_inactive: Option<InactiveQueue>,
+    /// The queue's own `Active` condition (`True` or `False`; unset until
+    /// the controller has written it), as `kubectl get` shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// The reason of that condition (e.g. `Ready`, `InvalidClusterQueue`,
+    /// `NamespaceNotSelected`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_reason: Option<String>,
+}
+
+impl QueueView {
+    /// The ACTIVE cell: `True`, `False (Reason)`, or `-` before the
+    /// controller has said.
+    pub fn active_cell(&self) -> String {
+        match (&self.active, &self.active_reason) {
+            (Some(a), Some(r)) if a != "True" && !r.is_empty() => format!("{a} ({r})"),
+            (Some(a), _) => a.clone(),
+            (None, _) => "-".into(),
+        }
+    }
+}
+
+/// A queue's `Active` condition: its status and reason.
+fn active_of(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> (Option<String>, Option<String>) {
+    match conditions.iter().find(|c| c.type_ == "Active") {
+        Some(c) => (Some(c.status.clone()), Some(c.reason.clone()).filter(|r| !r.is_empty())),
+        None => (None, None),
+    }
 }
 
 /// A LocalQueue that cannot admit new workloads, and why (from its
@@ -125,6 +155,7 @@ fn cluster_queue_view(q: &ClusterQueue, local_queues: &[LocalQueue]) -> QueueVie
             });
         }
     }
+    let (active, active_reason) = active_of(&status.conditions);
     QueueView {
         kind: "ClusterQueue",
         namespace: None,
@@ -143,6 +174,8 @@ fn cluster_queue_view(q: &ClusterQueue, local_queues: &[LocalQueue]) -> QueueVie
             .filter_map(inactive)
             .collect(),
         cluster_queue_inactive: inactive_of(q.metadata.name.clone().unwrap_or_default(), &status.conditions),
+        active,
+        active_reason,
         resources,
     }
 }
@@ -164,6 +197,7 @@ fn local_queue_view(q: &LocalQueue) -> QueueView {
             })
         })
         .collect();
+    let (active, active_reason) = active_of(&status.conditions);
     QueueView {
         kind: "LocalQueue",
         namespace: q.metadata.namespace.clone(),
@@ -178,6 +212,8 @@ fn local_queue_view(q: &LocalQueue) -> QueueView {
         cluster_queue_admitted: cq.as_ref().map(|c| c.admitted_workloads),
         inactive: inactive(q).into_iter().collect(),
         cluster_queue_inactive: None,
+        active,
+        active_reason,
         resources,
     }
 }
@@ -191,7 +227,8 @@ pub fn queues(s: &Snapshot) -> Vec<QueueView> {
 }
 
 /// The table: a row per (queue, flavor, resource); the queue's own
-/// columns on its first row only.
+/// columns on its first row only. ACTIVE is the queue's `Active`
+/// condition with its reason when False ([`notes`] adds the message).
 pub fn table(views: &[QueueView], wide: bool) -> Table {
     let local = views.iter().any(|v| v.kind == "LocalQueue");
     let mut header = if local {
@@ -199,6 +236,7 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
     } else {
         vec!["CLUSTERQUEUE", "COHORT"]
     };
+    header.push("ACTIVE");
     header.extend([
         "FLAVOR",
         "RESOURCE",
@@ -229,6 +267,7 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
             } else {
                 vec![own(v.name.clone()), own(v.cohort.clone().unwrap_or_else(|| "-".into()))]
             };
+            row.push(own(v.active_cell()));
             let dash = || "-".to_string();
             row.extend([
                 r.map_or_else(dash, |r| r.flavor.clone()),
@@ -281,9 +320,11 @@ pub fn notes(views: &[QueueView]) -> String {
 mod tests {
     use super::*;
 
-    /// A ClusterQueue the controller ignores (a borrowingLimit without a
-    /// cohort, which the schema cannot refuse on 1.24) is said to be
-    /// inactive, with its reason: its numbers are not in effect.
+    /// A ClusterQueue the controller ignores (one created without the
+    /// webhook that fails validate(), e.g. a borrowingLimit without a
+    /// cohort on a server without CEL, before the CRD's schema refused it)
+    /// is said to be inactive, with its reason: its numbers are not in
+    /// effect.
     #[test]
     fn an_inactive_cluster_queue_is_shown_inactive_with_its_reason() {
         let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
@@ -301,8 +342,28 @@ mod tests {
             "ClusterQueue team-x is inactive (InvalidClusterQueue): Ignored by the controller: \
              spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: requires spec.cohort\n"
         );
+        // The row says it too, as does top's.
+        let table = table(&views, false).render("");
+        let row = table.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("team-x         -        False (InvalidClusterQueue)   a100"),
+            "{table}"
+        );
+        let top = crate::view::top::table(&crate::view::top::usage(&views), false).render("");
+        assert!(
+            top.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("team-x         False (InvalidClusterQueue)   a100"),
+            "{top}"
+        );
         let mut active = cq.clone();
         active.status.as_mut().unwrap().conditions[0].status = "True".into();
+        active.status.as_mut().unwrap().conditions[0].reason = "Ready".into();
         assert_eq!(notes(&[cluster_queue_view(&active, &[])]), "");
+        assert_eq!(cluster_queue_view(&active, &[]).active_cell(), "True");
+        let mut unknown = cq.clone();
+        unknown.status = None;
+        assert_eq!(cluster_queue_view(&unknown, &[]).active_cell(), "-");
     }
 }

@@ -25,6 +25,10 @@ pub struct UsageView {
     /// Used ÷ nominal, percent (over 100 when borrowing); `None` for a
     /// nominal quota of 0.
     pub percent: Option<f64>,
+    /// The queue's `Active` cell, as `kubectl sluice queues` shows it
+    /// (`True`, `False (Reason)`, `-`): an inactive queue's numbers are
+    /// not in effect.
+    pub active: String,
 }
 
 fn milli(q: &str) -> i128 {
@@ -50,6 +54,7 @@ pub fn usage(queues: &[QueueView]) -> Vec<UsageView> {
                 nominal_milli: nominal,
                 borrowed_milli: r.borrowed.as_deref().map_or(0, milli),
                 percent: (nominal > 0).then(|| used as f64 * 100.0 / nominal as f64),
+                active: q.active_cell(),
             });
         }
     }
@@ -76,6 +81,7 @@ pub fn bar(percent: Option<f64>, colour: bool) -> String {
 pub fn table(rows: &[UsageView], colour: bool) -> Table {
     let mut t = Table::new(vec![
         "CLUSTERQUEUE",
+        "ACTIVE",
         "FLAVOR",
         "RESOURCE",
         "USAGE",
@@ -85,14 +91,11 @@ pub fn table(rows: &[UsageView], colour: bool) -> Table {
     ]);
     let mut last = String::new();
     for r in rows {
-        let queue = if r.queue == last {
-            String::new()
-        } else {
-            r.queue.clone()
-        };
+        let first = r.queue != last;
         last = r.queue.clone();
         t.rows.push(vec![
-            queue,
+            if first { r.queue.clone() } else { String::new() },
+            if first { r.active.clone() } else { String::new() },
             r.flavor.clone(),
             r.resource.clone(),
             bar(r.percent, colour),

@@ -289,6 +289,10 @@ mod estimate_tests {
             "never as it is (ExceedsQuota: waiting alone does not admit it; see why below)"
         );
         assert_eq!(
+            no_estimate(Some("ResourceNotCovered")),
+            "never as it is (ResourceNotCovered: waiting alone does not admit it; see why below)"
+        );
+        assert_eq!(
             no_estimate(Some("InsufficientQuota")),
             "none yet (not within the forecast's horizon, or not computed yet)"
         );

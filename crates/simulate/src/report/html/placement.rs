@@ -9,7 +9,7 @@ use crate::report::placement::{PlacementQueue, PlacementReport, figures, topolog
 pub(super) fn section(out: &mut String, p: &PlacementReport) {
     let _ = write!(
         out,
-        r#"<h2>Placement on nodes</h2><p class="lede">{} nodes with {} GPUs. Node wait: hours a workload was pending that fit its quota but not on the nodes (fragmentation, or nodes taken). Quota wait: hours pending for any other reason, quota mostly.</p>"#,
+        r#"<h2>Placement on nodes</h2><p class="lede">{} nodes with {} GPUs. Node wait: hours a workload was pending that fit its quota but not on the nodes (fragmentation, or nodes taken). Quota wait: hours pending for any other reason, quota mostly. Waited for nodes: the workloads that waited for room on the nodes at some point; node share: node wait ÷ (node wait + quota wait).</p>"#,
         p.nodes,
         units(p.gpus)
     );
