@@ -11,6 +11,7 @@
 //! .ci/helm.sh /tmp/rendered && SLUICE_RENDERED_CHART_DIR=/tmp/rendered cargo test -p sluice-e2e --test chart
 //! ```
 
+use sluice_kinds::JobKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -973,6 +974,11 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<String> {
     out
 }
 
+/// A kind's access, as `grants` spells it.
+fn access(a: sluice_kinds::Access) -> Vec<String> {
+    expect(a.verbs, a.group, &[a.resource.as_str()], "")
+}
+
 /// `verbs` × `resources` of one group, as `grants` spells them.
 fn expect(verbs: &[&str], group: &str, resources: &[&str], names: &str) -> Vec<String> {
     let names = if names.is_empty() {
@@ -1196,12 +1202,6 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
     // crates/controller/src/run.rs (watches, Job read-back), writer.rs
     // (server-side apply, patches, Events, the evicted Job's pods).
     let mut controller = vec![
-        // watch (list + watch), get_opt before a write, merge patches
-        expect(&["get", "list", "watch", "patch"], "batch", &["jobs"], ""),
-        expect(&["patch"], "batch", &["jobs/status"], ""),
-        // blockOwnerDeletion on the Workload's owner reference
-        // (OwnerReferencesPermissionEnforcement)
-        expect(&["update"], "batch", &["jobs/finalizers"], ""),
         // an evicted Job's pods: are they gone? (label and field selectors)
         expect(&["get", "list"], "core", &["pods"], ""),
         expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
@@ -1222,26 +1222,6 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
         // server-side apply of a Workload (create when it is new); a
         // gang's Workload deleted when one of its Jobs goes
         expect(&["create", "patch", "delete"], "sluice.dev", &["workloads"], ""),
-        // JobSets: watched, read back, patched (suspend, injection);
-        // blockOwnerDeletion on their Workloads' owner references
-        expect(&["get", "list", "watch", "patch"], "jobset.x-k8s.io", &["jobsets"], ""),
-        expect(&["update"], "jobset.x-k8s.io", &["jobsets/finalizers"], ""),
-        // Kubeflow PyTorchJobs and MPIJobs: the same
-        expect(
-            &["get", "list", "watch", "patch"],
-            "kubeflow.org",
-            &["pytorchjobs", "mpijobs"],
-            "",
-        ),
-        expect(
-            &["update"],
-            "kubeflow.org",
-            &["pytorchjobs/finalizers", "mpijobs/finalizers"],
-            "",
-        ),
-        // RayJobs: the same
-        expect(&["get", "list", "watch", "patch"], "ray.io", &["rayjobs"], ""),
-        expect(&["update"], "ray.io", &["rayjobs/finalizers"], ""),
         expect(
             &["patch"],
             "sluice.dev",
@@ -1256,6 +1236,15 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
         // Events are created, never patched or updated
         expect(&["create"], "events.k8s.io", &["events"], ""),
     ];
+    // Every kind Sluice queues (sluice_kinds: its file says what it needs):
+    // watched, read back, patched (suspend, start, restore);
+    // blockOwnerDeletion on its Workloads' owner references.
+    controller.extend(
+        JobKind::ALL
+            .into_iter()
+            .flat_map(JobKind::controller_access)
+            .map(access),
+    );
     // --placement=nodes (the default): bound pods and Nodes are watched
     if nodes {
         controller.push(expect(&["watch"], "core", &["pods"], ""));
@@ -1325,14 +1314,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
             // Owner verification: cache::OwnerKind::ALL.
             webhook.push(expect(&["list", "watch"], "apps", &["daemonsets"], ""));
-            webhook.push(expect(&["list", "watch"], "jobset.x-k8s.io", &["jobsets"], ""));
-            webhook.push(expect(
-                &["list", "watch"],
-                "kubeflow.org",
-                &["pytorchjobs", "mpijobs"],
-                "",
-            ));
-            webhook.push(expect(&["list", "watch"], "ray.io", &["rayjobs"], ""));
+            webhook.extend(JobKind::ALL.into_iter().flat_map(JobKind::webhook_access).map(access));
         }
         if self_signed {
             webhook.push(expect(

@@ -11,8 +11,8 @@ use clap::{ArgAction, Args};
 use sluice_api::duration::{millis, parse_duration};
 use sluice_controller::idle::{IdleSettings, PromSettings};
 use sluice_controller::index::IndexConfig;
-use sluice_controller::integration::JobKind;
 use sluice_controller::run::{LeaseConfig, RunConfig};
+use sluice_kinds::JobKind;
 use sluice_scheduler::{FairShareStrategies, FairSharing};
 
 use crate::logging::LogArgs;

@@ -186,7 +186,7 @@ async fn configuration(client: &kube::Client, at: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use sluice_controller::integration::JobKind;
+    use sluice_kinds::JobKind;
 
     /// `sluice controller`'s own flags, to parse what the importer gives.
     #[derive(Parser)]

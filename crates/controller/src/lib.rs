@@ -9,10 +9,9 @@
 //! - `sluice_convert` (its own crate, shared with `sluice simulate`):
 //!   `sluice.dev/v1alpha1` objects → the engine's model, and the engine's
 //!   decisions → the text users read;
-//! - [`job`]: Job ↔ Workload as pure functions (construction, priority,
-//!   flavor injection and exact restoration);
-//! - [`gang`]: multi-Job gangs as pure functions (membership, their
-//!   Workload);
+//! - `sluice_kinds` (its own crate, shared with the webhook): the kinds
+//!   of object Sluice queues, one file each, as pure functions (their
+//!   Workloads, the patches that hold, start and restore them);
 //! - [`index`]: state fed by watch events, driving the engine, producing
 //!   [`plan::Plan`]s; restart restore, rollback;
 //! - [`writer`]: applies plans (server-side apply, merge patches, Events);
@@ -26,11 +25,8 @@
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
 
-pub mod gang;
 pub mod idle;
 pub mod index;
-pub mod integration;
-pub mod job;
 pub mod limit;
 pub mod metrics;
 pub mod plan;

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
 use sluice_api::v1alpha1::{Workload, WorkloadState, WorkloadStatus};
 
-use crate::integration::{JobKind, ObjPatch};
+use sluice_kinds::{JobKind, ObjPatch};
 
 /// A namespaced object's key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -108,7 +108,7 @@ pub enum Step {
     /// again under this name is not deleted); already gone counts as done.
     DeleteWorkload { key: ObjKey, uid: String },
     /// A read, not a write: succeeds only if no pod of the object (label
-    /// `selector`, [`crate::integration::pods_selector_of`]) is still
+    /// `selector`, [`sluice_kinds::pods_selector_of`]) is still
     /// running or terminating.
     ConfirmPodsGone { job: JobRef, selector: String },
 }

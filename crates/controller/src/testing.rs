@@ -1,39 +1,10 @@
 //! Helpers shared by the unit tests: recorded API payloads from
 //! `shared/fixtures` (or `SLUICE_FIXTURES`).
 
-use std::path::PathBuf;
-
-use k8s_openapi::api::batch::v1::Job;
-use serde_json::Value;
-
-pub fn fixtures_dir() -> PathBuf {
-    std::env::var_os("SLUICE_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
-}
-
-pub fn fixture(name: &str) -> Value {
-    let path = fixtures_dir().join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap()
-}
-
-pub fn job_fixture(name: &str) -> Job {
-    serde_json::from_value(fixture(name)).unwrap()
-}
+pub use sluice_kinds::testing::{fixture, flavor, job_fixture};
 
 use serde_json::json;
-use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor};
-
-/// A GPU flavor labelled `gpu: <name>` that tolerates the GPU taint.
-pub fn flavor(name: &str) -> ResourceFlavor {
-    serde_json::from_value(json!({
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name},
-        "spec": {"nodeLabels": {"gpu": name},
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
-    }))
-    .unwrap()
-}
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue};
 
 /// A ClusterQueue with `gpus` GPUs of flavor `a100`, preempting lower
 /// priorities, serving every namespace (`namespaceSelector: {}`).

@@ -3,7 +3,7 @@
 //! - Workloads: server-side apply with field manager [`FIELD_MANAGER`]
 //!   (`force`), the status through `/status` with every status field
 //!   Sluice owns (re-applying fewer fields removes the omitted ones).
-//! - Jobs: JSON merge patches (see [`crate::job`]), the same field manager.
+//! - Jobs: JSON merge patches (see [`sluice_kinds::job`]), the same field manager.
 //! - Events: events.k8s.io/v1 with `eventTime` (required by the API
 //!   server), `reportingController` [`REPORTING_CONTROLLER`].
 //!
@@ -35,10 +35,10 @@ use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, Workload};
 
 pub use crate::run::lease::LeaseFence;
 
-use crate::integration::ObjPatch;
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, Plan, QueueRef, Step};
+use sluice_kinds::ObjPatch;
 
 mod drain;
 mod queue;

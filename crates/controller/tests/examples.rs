@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sluice_controller::index::{Index, IndexConfig, Kind};
-use sluice_controller::integration::JobKind;
 use sluice_controller::plan::{ObjKey, Purpose, Step};
+use sluice_kinds::JobKind;
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -70,7 +70,7 @@ fn queues() -> Index {
             }
         }
     }
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix.take_plans();

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
 
-use crate::review::Queued;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use sluice_kinds::JobKind;
 
 /// Read-only view of the cluster state the handlers need.
 pub trait ClusterView: Send + Sync {
@@ -60,17 +60,17 @@ pub enum OwnerKind {
     DaemonSet,
     /// An object of another queued kind: the Jobs it controls are left
     /// to it.
-    Queued(Queued),
+    Queued(JobKind),
 }
 
 impl OwnerKind {
     /// Every kind the cache lists for verification.
     pub const ALL: [OwnerKind; 5] = [
         OwnerKind::DaemonSet,
-        OwnerKind::Queued(Queued::JobSet),
-        OwnerKind::Queued(Queued::PyTorchJob),
-        OwnerKind::Queued(Queued::MpiJob),
-        OwnerKind::Queued(Queued::RayJob),
+        OwnerKind::Queued(JobKind::JobSet),
+        OwnerKind::Queued(JobKind::PyTorchJob),
+        OwnerKind::Queued(JobKind::MpiJob),
+        OwnerKind::Queued(JobKind::RayJob),
     ];
 
     /// (group, version, kind, plural) as the API serves it.
@@ -409,7 +409,7 @@ mod tests {
         }
         // Another kind with the same name and uid is not it.
         assert_eq!(
-            v.owner_exists(OwnerKind::Queued(Queued::JobSet), "gpu-infra", "dcgm", "u1"),
+            v.owner_exists(OwnerKind::Queued(JobKind::JobSet), "gpu-infra", "dcgm", "u1"),
             None
         );
         v.remove_owner(ds, "gpu-infra", "dcgm");

@@ -576,7 +576,7 @@ mod tests {
     fn owners_follow_their_watch_by_namespace_name_and_uid() {
         let v = KubeView::default();
         let mut b = BTreeMap::new();
-        let kind = OwnerKind::Queued(crate::review::Queued::JobSet);
+        let kind = OwnerKind::Queued(sluice_kinds::JobKind::JobSet);
         let js = |ns: &str, name: &str, uid: &str| PartialObjectMeta::<DynamicObject> {
             types: None,
             metadata: ObjectMeta {

@@ -26,8 +26,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 
-use crate::review::{Endpoint, Queued};
+use crate::review::Endpoint;
 use crate::validate::{GROUP, SluiceKind, VERSION};
+use sluice_kinds::JobKind;
 
 /// How the API server reaches the webhook.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,22 +277,24 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
     // The other queued kinds: by the queue label, and (with Kueue
     // compatibility, after Jobs' Kueue entry) by Kueue's label alone.
     let others = |prefix: &str, object: Vec<LabelSelectorRequirement>| {
-        Queued::OTHERS.map(|k| {
-            let (group, version, _) = k.gvk();
-            mutating(
-                o,
-                &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
-                Endpoint::MutateQueued(k),
-                vec![rule(group, version, &[k.plural()], &["CREATE"])],
-                "Fail",
-                selector(None, not_excluded(o)),
-                selector(None, object.clone()),
-            )
-        })
+        JobKind::others()
+            .map(|k| {
+                let (group, version, _) = k.gvk();
+                mutating(
+                    o,
+                    &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
+                    Endpoint::MutateQueued(k),
+                    vec![rule(group, version, &[k.plural()], &["CREATE"])],
+                    "Fail",
+                    selector(None, not_excluded(o)),
+                    selector(None, object.clone()),
+                )
+            })
+            .collect::<Vec<_>>()
     };
     webhooks.extend(others("queued", vec![req(&o.queue_label, "Exists", None)]));
     // Their unlabelled objects in namespaces that queue every object.
-    webhooks.extend(Queued::OTHERS.map(|k| {
+    webhooks.extend(JobKind::others().map(|k| {
         let (group, version, _) = k.gvk();
         mutating(
             o,
@@ -334,17 +337,19 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
     // The other queued kinds: by the queue label, and (with Kueue
     // compatibility) by Kueue's label.
     let others = |prefix: &str, label: &str| {
-        Queued::OTHERS.map(|k| {
-            let (group, version, _) = k.gvk();
-            validating(
-                o,
-                &format!("{prefix}{}.validate.sluice.dev", k.plural()),
-                Endpoint::ValidateQueued(k),
-                vec![rule(group, version, &[k.plural()], &["UPDATE"])],
-                selector(None, not_excluded(o)),
-                selector(None, vec![req(label, "Exists", None)]),
-            )
-        })
+        JobKind::others()
+            .map(|k| {
+                let (group, version, _) = k.gvk();
+                validating(
+                    o,
+                    &format!("{prefix}{}.validate.sluice.dev", k.plural()),
+                    Endpoint::ValidateQueued(k),
+                    vec![rule(group, version, &[k.plural()], &["UPDATE"])],
+                    selector(None, not_excluded(o)),
+                    selector(None, vec![req(label, "Exists", None)]),
+                )
+            })
+            .collect::<Vec<_>>()
     };
     hooks.extend(others("", &o.queue_label));
     if o.kueue_compat {

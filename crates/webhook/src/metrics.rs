@@ -13,6 +13,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, &'static str)>;
+/// `endpoint` (a path), and `result` where counted.
+type EndpointLabels = Vec<(&'static str, String)>;
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s.
@@ -24,8 +26,8 @@ fn latency_histogram() -> Histogram {
 /// The webhook's metrics and their registry.
 pub struct Metrics {
     registry: Registry,
-    requests: Family<Labels, Counter>,
-    latency: Family<Labels, Histogram, fn() -> Histogram>,
+    requests: Family<EndpointLabels, Counter>,
+    latency: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     patches: Family<Labels, Counter>,
     pub cert_reloads: Counter,
 }
@@ -45,8 +47,8 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("sluice_webhook");
-        let requests = Family::<Labels, Counter>::default();
-        let latency = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+        let requests = Family::<EndpointLabels, Counter>::default();
+        let latency = Family::<EndpointLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
         );
         let patches = Family::<Labels, Counter>::default();
@@ -80,12 +82,12 @@ impl Metrics {
         }
     }
 
-    pub fn request(&self, endpoint: &'static str, result: &'static str, seconds: f64) {
+    pub fn request(&self, endpoint: &str, result: &'static str, seconds: f64) {
         self.requests
-            .get_or_create(&vec![("endpoint", endpoint), ("result", result)])
+            .get_or_create(&vec![("endpoint", endpoint.to_owned()), ("result", result.to_owned())])
             .inc();
         self.latency
-            .get_or_create(&vec![("endpoint", endpoint)])
+            .get_or_create(&vec![("endpoint", endpoint.to_owned())])
             .observe(seconds);
     }
 

@@ -5,6 +5,7 @@
 //! dryRun requests are handled exactly like real ones: the webhook has no
 //! side effects (it declares `sideEffects: None`), so there is nothing to skip.
 
+use sluice_kinds::JobKind;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -18,7 +19,6 @@ use crate::config::WebhookConfig;
 use crate::gpu::{self, FixKind, SpecLocation};
 use crate::patch::{self, PatchOp};
 use crate::validate::{self, SluiceKind};
-pub use jobs::Queued;
 
 /// The AdmissionReview version this webhook speaks.
 pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
@@ -35,56 +35,55 @@ pub enum Endpoint {
     ValidateJobs,
     /// Objects of the other queued kinds (JobSet, PyTorchJob, MPIJob)
     /// with the queue label: CREATE, and UPDATE.
-    MutateQueued(Queued),
+    MutateQueued(JobKind),
     /// Objects of the other queued kinds without the queue label, from
     /// namespaces that opted in to default queueing (namespaceSelector).
-    MutateQueuedDefaultQueue(Queued),
-    ValidateQueued(Queued),
+    MutateQueuedDefaultQueue(JobKind),
+    ValidateQueued(JobKind),
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 22] = [
-        Endpoint::MutateJobs,
-        Endpoint::MutateJobsDefaultQueue,
-        Endpoint::MutatePods,
-        Endpoint::ValidateJobs,
-        Endpoint::MutateQueued(Queued::JobSet),
-        Endpoint::MutateQueuedDefaultQueue(Queued::JobSet),
-        Endpoint::ValidateQueued(Queued::JobSet),
-        Endpoint::MutateQueued(Queued::PyTorchJob),
-        Endpoint::MutateQueuedDefaultQueue(Queued::PyTorchJob),
-        Endpoint::ValidateQueued(Queued::PyTorchJob),
-        Endpoint::MutateQueued(Queued::MpiJob),
-        Endpoint::MutateQueuedDefaultQueue(Queued::MpiJob),
-        Endpoint::ValidateQueued(Queued::MpiJob),
-        Endpoint::MutateQueued(Queued::RayJob),
-        Endpoint::MutateQueuedDefaultQueue(Queued::RayJob),
-        Endpoint::ValidateQueued(Queued::RayJob),
-        Endpoint::Validate(SluiceKind::ClusterQueue),
-        Endpoint::Validate(SluiceKind::Cohort),
-        Endpoint::Validate(SluiceKind::LocalQueue),
-        Endpoint::Validate(SluiceKind::ResourceFlavor),
-        Endpoint::Validate(SluiceKind::WorkloadPriorityClass),
-        Endpoint::Validate(SluiceKind::Workload),
-    ];
+    /// Every endpoint: batch/v1 Jobs', Pods', each other queued kind's
+    /// three, and the Sluice kinds' validation.
+    pub fn all() -> Vec<Endpoint> {
+        let queued = JobKind::others().flat_map(|k| {
+            [
+                Endpoint::MutateQueued(k),
+                Endpoint::MutateQueuedDefaultQueue(k),
+                Endpoint::ValidateQueued(k),
+            ]
+        });
+        [
+            Endpoint::MutateJobs,
+            Endpoint::MutateJobsDefaultQueue,
+            Endpoint::MutatePods,
+            Endpoint::ValidateJobs,
+        ]
+        .into_iter()
+        .chain(queued)
+        .chain(SluiceKind::ALL.map(Endpoint::Validate))
+        .collect()
+    }
 
-    /// The URL path the API server posts to.
-    pub fn path(self) -> &'static str {
+    /// The URL path the API server posts to: `/mutate/<plural>`,
+    /// `/mutate/<plural>/default-queue`, `/validate/<plural>` for a queued
+    /// kind.
+    pub fn path(self) -> String {
         match self {
-            Self::MutateJobs => "/mutate/jobs",
-            Self::MutateJobsDefaultQueue => Queued::Job.default_queue_path(),
-            Self::MutatePods => "/mutate/pods",
-            Self::ValidateJobs => "/validate/jobs",
-            Self::MutateQueued(k) => k.mutate_path(),
-            Self::MutateQueuedDefaultQueue(k) => k.default_queue_path(),
-            Self::ValidateQueued(k) => k.validate_path(),
-            Self::Validate(k) => k.path(),
+            Self::MutateJobs => mutate_path(JobKind::Job),
+            Self::MutateJobsDefaultQueue => default_queue_path(JobKind::Job),
+            Self::MutatePods => "/mutate/pods".to_owned(),
+            Self::ValidateJobs => validate_path(JobKind::Job),
+            Self::MutateQueued(k) => mutate_path(k),
+            Self::MutateQueuedDefaultQueue(k) => default_queue_path(k),
+            Self::ValidateQueued(k) => validate_path(k),
+            Self::Validate(k) => k.path().to_owned(),
         }
     }
 
     pub fn from_path(path: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|e| e.path() == path)
+        Self::all().into_iter().find(|e| e.path() == path)
     }
 
     /// (group, version, kind) this endpoint handles.
@@ -96,6 +95,18 @@ impl Endpoint {
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
     }
+}
+
+fn mutate_path(k: JobKind) -> String {
+    format!("/mutate/{}", k.plural())
+}
+
+fn default_queue_path(k: JobKind) -> String {
+    format!("/mutate/{}/default-queue", k.plural())
+}
+
+fn validate_path(k: JobKind) -> String {
+    format!("/validate/{}", k.plural())
 }
 
 /// How a review ended, for metrics.
@@ -241,10 +252,10 @@ impl Reviewer {
             ));
         }
         match endpoint {
-            Endpoint::MutateJobs => self.mutate_queued(req, false, Queued::Job),
-            Endpoint::MutateJobsDefaultQueue => self.mutate_queued(req, true, Queued::Job),
+            Endpoint::MutateJobs => self.mutate_queued(req, false, JobKind::Job),
+            Endpoint::MutateJobsDefaultQueue => self.mutate_queued(req, true, JobKind::Job),
             Endpoint::MutatePods => self.mutate_pod(req),
-            Endpoint::ValidateJobs => self.validate_queued(req, Queued::Job),
+            Endpoint::ValidateJobs => self.validate_queued(req, JobKind::Job),
             Endpoint::MutateQueued(k) => self.mutate_queued(req, false, k),
             Endpoint::MutateQueuedDefaultQueue(k) => self.mutate_queued(req, true, k),
             Endpoint::ValidateQueued(k) => self.validate_queued(req, k),

@@ -88,9 +88,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics));
-    for ep in Endpoint::ALL {
+    for ep in Endpoint::all() {
         r = r.route(
-            ep.path(),
+            &ep.path(),
             post(
                 move |State(s): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>| async move {
                     review(&s, ep, body)
@@ -138,7 +138,7 @@ fn review(s: &AppState, ep: Endpoint, body: Result<Bytes, BytesRejection>) -> Re
             } else {
                 "bad_request"
             };
-            s.metrics.request(path, result, start.elapsed().as_secs_f64());
+            s.metrics.request(&path, result, start.elapsed().as_secs_f64());
             let msg = if status == StatusCode::PAYLOAD_TOO_LARGE {
                 format!("request body larger than {MAX_BODY} bytes\n")
             } else {
@@ -153,7 +153,7 @@ fn review(s: &AppState, ep: Endpoint, body: Result<Bytes, BytesRejection>) -> Re
                 s.metrics.patch(fix.as_str());
             }
             s.metrics
-                .request(path, reply.verdict.as_str(), start.elapsed().as_secs_f64());
+                .request(&path, reply.verdict.as_str(), start.elapsed().as_secs_f64());
             ([(header::CONTENT_TYPE, "application/json")], reply.body).into_response()
         }
         Err(e) => {
@@ -161,8 +161,8 @@ fn review(s: &AppState, ep: Endpoint, body: Result<Bytes, BytesRejection>) -> Re
                 ReviewError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::BAD_REQUEST,
             };
-            tracing::warn!(endpoint = path, error = %e, "rejected admission request body");
-            s.metrics.request(path, "bad_request", start.elapsed().as_secs_f64());
+            tracing::warn!(endpoint = %path, error = %e, "rejected admission request body");
+            s.metrics.request(&path, "bad_request", start.elapsed().as_secs_f64());
             (status, format!("{e}\n")).into_response()
         }
     }

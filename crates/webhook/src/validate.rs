@@ -33,6 +33,15 @@ pub enum SluiceKind {
 }
 
 impl SluiceKind {
+    pub const ALL: [SluiceKind; 6] = [
+        SluiceKind::ClusterQueue,
+        SluiceKind::Cohort,
+        SluiceKind::LocalQueue,
+        SluiceKind::ResourceFlavor,
+        SluiceKind::WorkloadPriorityClass,
+        SluiceKind::Workload,
+    ];
+
     pub fn kind(self) -> &'static str {
         match self {
             Self::ClusterQueue => "ClusterQueue",

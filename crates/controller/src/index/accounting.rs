@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use super::Index;
-use crate::integration::JobKind;
 use crate::plan::{JobRef, ObjKey, Plan, Purpose};
+use sluice_kinds::JobKind;
 
 /// Workloads seen running more pods than admitted, by uid: whether that
 /// was reported.

@@ -24,9 +24,9 @@ use serde_json::Value;
 use sluice_api::labels;
 
 use super::{Index, Kind};
-use crate::integration::JobKind;
-use crate::job::{JobView, ManagedBy};
 use crate::plan::JobRef;
+use sluice_kinds::JobKind;
+use sluice_kinds::job::{JobView, ManagedBy};
 
 /// Whether an owner reference can be believed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Index {
     /// namespace queues every object and it has no queue label.
     pub(super) fn labelled_job(&self, j: &Job) -> Option<Job> {
         let ns = j.metadata.namespace.as_deref()?;
-        let unlabelled = crate::job::queue_of(j, self.config.kueue_compat).is_none();
+        let unlabelled = sluice_kinds::job::queue_of(j, self.config.kueue_compat).is_none();
         let kueues = j.metadata.uid.as_deref().is_some_and(|u| self.held_by_kueue(u));
         (unlabelled && !kueues && self.queues_every_object(ns)).then(|| {
             let mut j = j.clone();
@@ -126,7 +126,7 @@ impl Index {
     /// doubt until it is).
     pub(super) fn owner(&self, namespace: &str, m: &ManagedBy) -> Owner {
         let key = JobRef::new(m.kind, namespace.to_string(), m.name.clone());
-        if self.jobs.get(&key).is_some_and(|v| v.uid == m.uid) || !self.synced.contains(&Kind::of_job(m.kind)) {
+        if self.jobs.get(&key).is_some_and(|v| v.uid == m.uid) || !self.synced.contains(&Kind::Queued(m.kind)) {
             Owner::Stands
         } else {
             Owner::Missing

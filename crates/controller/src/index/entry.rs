@@ -63,7 +63,7 @@ pub(super) struct WlEntry {
     pub(super) slim: bool,
 }
 
-/// A gang Workload's members ([`crate::gang::members_of`]).
+/// A gang Workload's members ([`sluice_kinds::gang::members_of`]).
 #[derive(Clone, Debug, Default)]
 pub(super) struct GangEntry {
     /// The [`sluice_api::labels::GANG`] name.

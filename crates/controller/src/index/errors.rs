@@ -57,11 +57,7 @@ impl Kind {
             Kind::Namespace => "InvalidNamespace",
             Kind::KueueWorkload => "InvalidKueueWorkload",
             Kind::Workload => "InvalidWorkload",
-            Kind::Job => "InvalidJob",
-            Kind::JobSet => "InvalidJobSet",
-            Kind::PyTorchJob => "InvalidPyTorchJob",
-            Kind::MpiJob => "InvalidMPIJob",
-            Kind::RayJob => "InvalidRayJob",
+            Kind::Queued(k) => k.invalid_reason(),
             Kind::Node => "InvalidNode",
             Kind::Pod => "InvalidPod",
         }

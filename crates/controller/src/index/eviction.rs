@@ -10,8 +10,8 @@ use sluice_scheduler::WorkloadState;
 use super::errors::engine_ok;
 use super::status::{self, is_true};
 use super::{Index, Kind, time_of};
-use crate::integration;
 use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
+use sluice_kinds as kinds;
 
 /// A pods-gone check of an evicted Job: one in flight at a time, retried
 /// with backoff (1 s doubling to 16 s) while pods remain.
@@ -61,7 +61,7 @@ impl Index {
             if self.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
                 self.suspending.insert(jk.clone());
                 steps.push(Step::PatchJob {
-                    patch: integration::suspend_patch(jk.kind),
+                    patch: kinds::suspend_patch(jk.kind),
                     job: jk,
                 });
             }
@@ -193,7 +193,7 @@ impl Index {
             if j.finished.is_some() {
                 continue;
             }
-            match integration::restore_patches(j) {
+            match kinds::restore_patches(j) {
                 Ok(patches) => steps.extend(
                     patches
                         .into_iter()
@@ -201,7 +201,7 @@ impl Index {
                 ),
                 Err(err) => {
                     self.record_error(
-                        Kind::of_job(jk.kind),
+                        Kind::Queued(jk.kind),
                         jk.to_string(),
                         err.metric_label(),
                         err.to_string(),

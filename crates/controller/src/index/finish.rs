@@ -61,7 +61,7 @@ impl Index {
     pub(super) fn is_orphan(&self, wk: &ObjKey) -> bool {
         let Some(e) = self.workloads.get(wk) else { return false };
         let Some(job_uid) = &e.job_uid else { return false };
-        if e.owner.is_some() || !self.synced.contains(&Kind::Job) {
+        if e.owner.is_some() || !self.synced.contains(&Kind::JOB) {
             return false;
         }
         let job_name = wk.name.strip_prefix("job-").unwrap_or(&wk.name);

@@ -20,8 +20,8 @@ use sluice_scheduler::{Engine, WorkloadState};
 
 use super::Index;
 use super::reference;
-use crate::job::JobView;
 use crate::plan::{EventSpec, JobRef, Plan, Purpose, Step};
+use sluice_kinds::job::JobView;
 
 /// Run times kept per ClusterQueue for the median.
 pub const OBSERVED_RUNS: usize = 101;

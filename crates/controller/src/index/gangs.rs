@@ -15,9 +15,9 @@ use sluice_scheduler::WorkloadState;
 use super::errors::engine_ok;
 use super::status::is_true;
 use super::{Index, Kind, reference};
-use crate::gang::{self, Assessment};
-use crate::job::JobView;
 use crate::plan::{EventSpec, JobRef, ObjKey, Plan, Purpose, Step};
+use sluice_kinds::gang::{self, Assessment};
+use sluice_kinds::job::JobView;
 
 impl Index {
     /// Keeps the gang membership of a Job about to be stored as `view`
@@ -75,7 +75,7 @@ impl Index {
             }
         }
         self.gang_jobs.remove(key);
-        self.clear_error(Kind::Job, &key.to_string());
+        self.clear_error(Kind::JOB, &key.to_string());
     }
 
     /// Level-triggered: what gang `gk` (namespace, gang name) needs.
@@ -89,7 +89,7 @@ impl Index {
             .map(|n| JobRef::job(gk.namespace.clone(), n.clone()))
             // Queued on its own before it was labelled: not the gang's.
             .filter(|k| {
-                let own = ObjKey::new(k.namespace(), crate::job::workload_name(k.name()));
+                let own = ObjKey::new(k.namespace(), sluice_kinds::job::workload_name(k.name()));
                 self.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
             })
             .collect();
@@ -97,7 +97,7 @@ impl Index {
             let Some(g) = &e.gang else {
                 for k in names {
                     self.record_error(
-                        Kind::Job,
+                        Kind::JOB,
                         k.to_string(),
                         "WorkloadNameTaken",
                         format!("Workload {wk} of gang {} exists but is not a gang's", gk.name),
@@ -127,7 +127,7 @@ impl Index {
                         members.join(", ")
                     )
                 };
-                self.record_error(Kind::Job, k.to_string(), "GangConflict", why);
+                self.record_error(Kind::JOB, k.to_string(), "GangConflict", why);
             }
             if finished {
                 return;
@@ -168,12 +168,12 @@ impl Index {
         match assessment {
             Assessment::Conflict(err) => {
                 for k in &names {
-                    self.record_error(Kind::Job, k.to_string(), err.reason(), err.to_string());
+                    self.record_error(Kind::JOB, k.to_string(), err.reason(), err.to_string());
                 }
             }
             Assessment::Incomplete { have, want } => {
                 for k in &names {
-                    self.clear_error(Kind::Job, &k.to_string());
+                    self.clear_error(Kind::JOB, &k.to_string());
                 }
                 self.tell_waiting(gk, &names, have, want);
             }
@@ -209,7 +209,7 @@ impl Index {
                 match made {
                     Ok(wl) => {
                         for k in &names {
-                            self.clear_error(Kind::Job, &k.to_string());
+                            self.clear_error(Kind::JOB, &k.to_string());
                         }
                         self.gang_told.remove(gk);
                         self.creating.insert(wk);
@@ -220,7 +220,7 @@ impl Index {
                     }
                     Err(err) => {
                         for k in &names {
-                            self.record_error(Kind::Job, k.to_string(), err.reason(), err.to_string());
+                            self.record_error(Kind::JOB, k.to_string(), err.reason(), err.to_string());
                         }
                     }
                 }
@@ -251,7 +251,7 @@ impl Index {
         let Some(g) = self.workloads.get(wk).and_then(|e| e.gang.as_ref()) else {
             return false;
         };
-        if !self.synced.contains(&Kind::Job) {
+        if !self.synced.contains(&Kind::JOB) {
             return false;
         }
         let present = self.member_keys(wk);

@@ -17,8 +17,8 @@ use sluice_scheduler::reclaim;
 
 use super::status::{is_true, set_condition};
 use super::{Index, time_of};
-use crate::integration;
 use crate::plan::{JobRef, ObjKey, Plan, Purpose};
+use sluice_kinds as kinds;
 
 /// An admitted workload a check looks at.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +110,7 @@ impl Index {
                 .into_iter()
                 .filter_map(|jk| {
                     let j = self.jobs.get(&jk)?;
-                    Some((jk, integration::pods_selector_of(j)))
+                    Some((jk, kinds::pods_selector_of(j)))
                 })
                 .collect();
             if pods.is_empty() {

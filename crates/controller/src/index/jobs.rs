@@ -12,25 +12,17 @@ use sluice_scheduler::{self as eng, WorkloadState};
 use super::errors::engine_ok;
 use super::status::is_true;
 use super::{Index, Kind};
-use crate::integration::{self, Full, JobKind};
 use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
-use crate::{gang, job};
+use sluice_kinds::{self as kinds, Full, JobKind};
+use sluice_kinds::{gang, job};
 
 impl Kind {
-    /// The index kind of objects of `kind`.
-    pub fn of_job(kind: JobKind) -> Kind {
-        match kind {
-            JobKind::Job => Kind::Job,
-            JobKind::JobSet => Kind::JobSet,
-            JobKind::PyTorchJob => Kind::PyTorchJob,
-            JobKind::MpiJob => Kind::MpiJob,
-            JobKind::RayJob => Kind::RayJob,
-        }
-    }
-
     /// The queued kind this is, if it is one.
     pub fn queued(self) -> Option<JobKind> {
-        JobKind::ALL.into_iter().find(|k| Kind::of_job(*k) == self)
+        match self {
+            Kind::Queued(k) => Some(k),
+            _ => None,
+        }
     }
 }
 
@@ -48,10 +40,10 @@ impl Index {
     /// An object of `kind` (a JobSet, a Kubeflow job) as observed (its
     /// JSON); a malformed one is recorded and skipped.
     pub fn apply_object(&mut self, kind: JobKind, obj: &serde_json::Value, now_ms: i64) {
-        let ik = Kind::of_job(kind);
+        let ik = Kind::Queued(kind);
         let labelled = self.labelled_object(obj);
         let obj = labelled.as_ref().unwrap_or(obj);
-        match integration::view(kind, obj, self.config.kueue_compat) {
+        match kinds::view(kind, obj, self.config.kueue_compat) {
             Ok(mut view) => {
                 view.queued_by_namespace = labelled.is_some();
                 let key = format!("{}/{}", view.namespace, view.name);
@@ -155,7 +147,7 @@ impl Index {
         self.refetch.remove(key);
         self.suspending.remove(key);
         self.starting.remove(key);
-        self.clear_error(Kind::of_job(key.kind), &key.to_string());
+        self.clear_error(Kind::Queued(key.kind), &key.to_string());
         let gang = view.as_ref().and_then(|v| v.gang.as_ref());
         if let Some(g) = gang {
             let gk = ObjKey::new(key.namespace(), g.name.clone());
@@ -243,7 +235,7 @@ impl Index {
             if j.gang.is_some() {
                 // Labelled into a gang after it was queued on its own.
                 self.record_error(
-                    Kind::of_job(key.kind),
+                    Kind::Queued(key.kind),
                     key.to_string(),
                     "GangConflict",
                     format!(
@@ -256,7 +248,7 @@ impl Index {
         }
         if self.workloads.contains_key(&wk) {
             self.record_error(
-                Kind::of_job(key.kind),
+                Kind::Queued(key.kind),
                 key.to_string(),
                 "WorkloadNameTaken",
                 format!("Workload {wk} exists but is not owned by this {}", key.kind.kind()),
@@ -296,7 +288,7 @@ impl Index {
             }
             Err(err) => {
                 self.record_error(
-                    Kind::of_job(key.kind),
+                    Kind::Queued(key.kind),
                     key.to_string(),
                     err.metric_label(),
                     err.to_string(),
@@ -316,7 +308,7 @@ impl Index {
             purpose: Purpose::SuspendJob,
             steps: vec![Step::PatchJob {
                 job: key.clone(),
-                patch: integration::suspend_patch(key.kind),
+                patch: kinds::suspend_patch(key.kind),
             }],
         });
     }
@@ -440,7 +432,7 @@ impl Index {
             }
             settled &= j.live == 0;
             terminating_known &= j.reports_terminating;
-            checks.push((k.clone(), integration::pods_selector_of(j)));
+            checks.push((k.clone(), kinds::pods_selector_of(j)));
         }
         if !settled {
             return;
@@ -526,14 +518,14 @@ impl Index {
                 (ps.clone(), list)
             })
             .collect();
-        match integration::start_patches(j, &flavors, &admitted) {
+        match kinds::start_patches(j, &flavors, &admitted) {
             Ok(patches) => patches
                 .into_iter()
                 .map(|(status, patch)| job_step(key, status, patch))
                 .collect(),
             Err(err) => {
                 self.record_error(
-                    Kind::of_job(key.kind),
+                    Kind::Queued(key.kind),
                     key.to_string(),
                     err.metric_label(),
                     err.to_string(),
@@ -546,9 +538,9 @@ impl Index {
 
 /// A patch of an object as a step: through `/status` (a Job's
 /// `startTime`) or of the object.
-pub(super) fn job_step(key: &JobRef, status: bool, patch: integration::ObjPatch) -> Step {
+pub(super) fn job_step(key: &JobRef, status: bool, patch: kinds::ObjPatch) -> Step {
     match (status, patch) {
-        (true, integration::ObjPatch::Merge(p)) => Step::PatchJobStatus {
+        (true, kinds::ObjPatch::Merge(p)) => Step::PatchJobStatus {
             key: key.key.clone(),
             patch: p,
         },

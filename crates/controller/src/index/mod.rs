@@ -57,9 +57,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadStatus};
 use sluice_scheduler::{self as eng, Engine};
 
-use crate::integration::JobKind;
-use crate::job;
 use crate::plan::{JobRef, ObjKey, Plan};
+use sluice_kinds::JobKind;
+use sluice_kinds::job;
 
 mod accounting;
 mod cohort;
@@ -108,37 +108,35 @@ pub enum Kind {
     /// Kueue's Workloads (`kueue.x-k8s.io`), for the quota they hold.
     KueueWorkload,
     Workload,
-    Job,
-    JobSet,
-    PyTorchJob,
-    MpiJob,
-    RayJob,
+    /// Objects of a kind Sluice queues (`sluice_kinds`).
+    Queued(JobKind),
     Node,
     Pod,
 }
 
 impl Kind {
+    /// batch/v1 Jobs.
+    pub const JOB: Kind = Kind::Queued(JobKind::Job);
+
     /// Every kind, in the order a new leader's index is built in
     /// (configuration, then the quota Kueue holds, then Workloads, then the
     /// objects queued, then nodes and their pods).
-    pub const ALL: [Kind; 16] = [
-        Kind::ResourceFlavor,
-        Kind::Cohort,
-        Kind::ClusterQueue,
-        Kind::LocalQueue,
-        Kind::WorkloadPriorityClass,
-        Kind::PriorityClass,
-        Kind::Namespace,
-        Kind::KueueWorkload,
-        Kind::Workload,
-        Kind::Job,
-        Kind::JobSet,
-        Kind::PyTorchJob,
-        Kind::MpiJob,
-        Kind::RayJob,
-        Kind::Node,
-        Kind::Pod,
-    ];
+    pub fn all() -> impl Iterator<Item = Kind> {
+        [
+            Kind::ResourceFlavor,
+            Kind::Cohort,
+            Kind::ClusterQueue,
+            Kind::LocalQueue,
+            Kind::WorkloadPriorityClass,
+            Kind::PriorityClass,
+            Kind::Namespace,
+            Kind::KueueWorkload,
+            Kind::Workload,
+        ]
+        .into_iter()
+        .chain(JobKind::ALL.into_iter().map(Kind::Queued))
+        .chain([Kind::Node, Kind::Pod])
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -151,11 +149,7 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::KueueWorkload => "KueueWorkload",
             Kind::Workload => "Workload",
-            Kind::Job => "Job",
-            Kind::JobSet => "JobSet",
-            Kind::PyTorchJob => "PyTorchJob",
-            Kind::MpiJob => "MPIJob",
-            Kind::RayJob => "RayJob",
+            Kind::Queued(k) => k.kind(),
             Kind::Node => "Node",
             Kind::Pod => "Pod",
         }
@@ -459,10 +453,9 @@ impl Index {
 
     /// Every kind listed and the ledger rebuilt from it.
     pub fn is_ready(&self) -> bool {
-        Kind::ALL
-            .iter()
-            .filter(|k| self.watches(**k))
-            .all(|k| self.synced.contains(k))
+        Kind::all()
+            .filter(|k| self.watches(*k))
+            .all(|k| self.synced.contains(&k))
     }
 
     /// Whether objects of `kind` are watched (the kinds of
@@ -515,7 +508,7 @@ impl Index {
     pub fn mark_synced(&mut self, kind: Kind) {
         let was_ready = self.is_ready();
         self.synced.insert(kind);
-        if kind == Kind::Job {
+        if kind == Kind::JOB {
             // Workloads listed before the Jobs: orphans are finished by
             // the first cycle (before it admits anything).
             self.orphan_scan_due = true;

@@ -209,7 +209,7 @@ fn shared_requests(v: Vec<(Arc<str>, i64)>) -> Requests {
 fn owner_label_keys() -> &'static [String] {
     static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     KEYS.get_or_init(|| {
-        let mut keys: Vec<String> = crate::integration::JobKind::ALL
+        let mut keys: Vec<String> = sluice_kinds::JobKind::ALL
             .into_iter()
             .filter_map(|k| {
                 let s = k.pods_selector("name", "uid");
@@ -217,7 +217,7 @@ fn owner_label_keys() -> &'static [String] {
             })
             .collect();
         // A RayJob's pods are selected by their RayCluster once it is known.
-        keys.push(crate::integration::ray::CLUSTER_LABEL.to_string());
+        keys.push(sluice_kinds::ray::CLUSTER_LABEL.to_string());
         keys.sort();
         keys.dedup();
         keys
@@ -251,7 +251,7 @@ impl PodEntry {
 
 /// The owner key of an object's pods: the first term of its pod selector.
 pub(super) fn owner_key(view: &job::JobView) -> Option<OwnerKey> {
-    let selector = crate::integration::pods_selector_of(view);
+    let selector = sluice_kinds::pods_selector_of(view);
     let first = selector.split(',').next()?;
     let (k, v) = first.split_once('=')?;
     Some((shared(&view.namespace), shared(k), v.to_string()))

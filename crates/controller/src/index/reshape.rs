@@ -26,8 +26,10 @@ use sluice_scheduler::WorkloadState;
 use sluice_scheduler::shape::{self, ShapeChange};
 
 use super::Index;
-use crate::integration::{self, Full, JobKind};
 use crate::plan::{JobRef, ObjKey, Plan, Purpose};
+use sluice_kinds::job::JobError;
+use sluice_kinds::{Full, JobKind};
+use sluice_scheduler as eng;
 
 impl Index {
     /// Acts on a change of shape of `key`, the owner of Workload `wk`, as
@@ -41,18 +43,14 @@ impl Index {
         }
         let uid = e.uid.clone();
         match self.engine.workload_state(&uid) {
-            Some(WorkloadState::Admitted) => match integration::running_pod_sets(full, self.config.kueue_compat) {
+            Some(WorkloadState::Admitted) => match running_pod_sets(full, self.config.kueue_compat) {
                 Ok(now) => self.admitted_shape(wk, key, &uid, &now, now_ms),
                 Err(_) => false,
             },
             Some(WorkloadState::Pending) => {
                 let suspended = self.jobs.get(key).is_some_and(|j| j.suspended);
                 let asked = self.engine.requested(&uid);
-                match (
-                    suspended,
-                    asked,
-                    integration::requested_pod_sets(full, self.config.kueue_compat),
-                ) {
+                match (suspended, asked, requested_pod_sets(full, self.config.kueue_compat)) {
                     (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
                         self.make_again(wk);
                         true
@@ -80,7 +78,7 @@ impl Index {
         };
         match self.engine.workload_state(&uid) {
             Some(WorkloadState::Admitted) => {
-                let Ok(now) = integration::running_pod_sets(full, self.config.kueue_compat) else {
+                let Ok(now) = running_pod_sets(full, self.config.kueue_compat) else {
                     return false;
                 };
                 let Some(adm) = self.engine.admission(&uid) else {
@@ -106,7 +104,7 @@ impl Index {
                     .engine
                     .requested(&uid)
                     .map(|a| a.into_iter().filter(|p| p.name == key.name()).collect());
-                let now = integration::requested_pod_sets(full, self.config.kueue_compat).map(mine);
+                let now = requested_pod_sets(full, self.config.kueue_compat).map(mine);
                 match (suspended, asked, now) {
                     (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
                         tracing::info!(workload = %wk, job = %key, "a Job of the waiting gang changed: its Workload is made again");
@@ -209,4 +207,29 @@ impl Index {
         let events = self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note);
         self.delete_retired(wk, Purpose::Reshape { uid: uid.clone() }, &uid, events);
     }
+}
+
+/// The pod sets an object asks for, as its Workload would (a batch/v1
+/// Job's pods from the parallelism its user wrote), in the engine's terms.
+fn requested_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
+    let wl = full.workload(kueue_compat, |_| None, |_| None)?;
+    sluice_convert::adapter::workload(&wl, 0, 0)
+        .map(|spec| spec.pod_sets)
+        .map_err(|e| JobError::Invalid {
+            field: "spec".into(),
+            problem: e.to_string(),
+        })
+}
+
+/// The pod sets an object runs now: those it asks for, except that a
+/// batch/v1 Job runs as many pods as its parallelism says now (a partial
+/// admission lowers it; so does a user who scales it).
+fn running_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
+    let mut sets = requested_pod_sets(full, kueue_compat)?;
+    if let Full::Job(j) = full
+        && let (Some(spec), Some(ps)) = (j.spec.as_ref(), sets.first_mut())
+    {
+        ps.count = u32::try_from(sluice_kinds::job::pods_count(spec.parallelism, spec.completions)).unwrap_or(0);
+    }
+    Ok(sets)
 }

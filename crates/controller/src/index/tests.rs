@@ -66,7 +66,7 @@ fn ready_index_with(config: IndexConfig) -> Index {
     ix.apply_flavor(flavor("a100"));
     ix.apply_cluster_queue(cq("cluster-gpu", 8));
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix
@@ -93,7 +93,7 @@ fn job_patches(plan: &Plan) -> Vec<(&'static str, &Value)> {
         .iter()
         .filter_map(|s| match s {
             Step::PatchJob {
-                patch: crate::integration::ObjPatch::Merge(patch),
+                patch: sluice_kinds::ObjPatch::Merge(patch),
                 ..
             } => Some(("job", patch)),
             Step::PatchJobStatus { patch, .. } => Some(("status", patch)),
@@ -145,12 +145,12 @@ fn nothing_is_admitted_before_every_kind_is_listed() {
     ix.apply_job(j.clone(), T0);
     ix.take_plans();
     ix.apply_workload(stored_workload(&j, 0, 0), T0);
-    for k in Kind::ALL.iter().filter(|k| **k != Kind::Job) {
-        ix.mark_synced(*k);
+    for k in Kind::all().filter(|k| *k != Kind::JOB) {
+        ix.mark_synced(k);
     }
     assert!(!ix.is_ready());
     assert!(ix.cycle(T0).0.is_empty());
-    ix.mark_synced(Kind::Job);
+    ix.mark_synced(Kind::JOB);
     assert_eq!(purposes(&ix.cycle(T0).0), ["admit"]);
 }
 
@@ -261,7 +261,7 @@ fn restart_restores_admitted_workloads_before_any_cycle_and_never_admits_twice()
     running.spec.as_mut().unwrap().suspend = Some(false);
     ix.apply_job(running, T0 + 10);
     ix.apply_job(second, T0 + 10);
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     assert!(ix.take_plans().is_empty(), "the running admitted Job is left alone");
@@ -1532,7 +1532,7 @@ fn an_orphaned_workload_of_a_deleted_job_is_finished_and_never_takes_quota_again
     ix.apply_job(next.clone(), T0 + 20);
     ix.apply_workload(stored_workload(&next, 0, 5), T0 + 20);
     ix.take_plans();
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     let (plans, _) = ix.cycle(T0 + 30);
@@ -1591,7 +1591,7 @@ fn a_restart_before_a_finished_write_counts_the_quota_until_that_write_is_queued
         );
         ix.apply_job(done.clone(), T0 + 10);
         ix.apply_job(b.clone(), T0 + 10);
-        for k in Kind::ALL {
+        for k in Kind::all() {
             ix.mark_synced(k);
         }
         let mut plans = ix.take_plans();

@@ -12,9 +12,9 @@ use super::errors::{IndexError, engine_ok};
 use super::explain::{explanation_fp, slim_pending};
 use super::status::{self, is_true};
 use super::{GangEntry, Index, Kind, WlEntry, key_of, ms};
-use crate::job;
 use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
 use sluice_convert::adapter;
+use sluice_kinds::job;
 
 impl Index {
     pub fn apply_workload(&mut self, wl: impl std::borrow::Borrow<Workload>, now_ms: i64) {
@@ -39,7 +39,7 @@ impl Index {
             .as_ref()
             .and_then(|l| l.get(job::JOB_UID_LABEL))
             .cloned();
-        let gang = crate::gang::members_of(wl).map(|members| GangEntry {
+        let gang = sluice_kinds::gang::members_of(wl).map(|members| GangEntry {
             name: wl
                 .metadata
                 .labels
@@ -320,7 +320,7 @@ impl Index {
         // collected). Kept aside; its Job's arrival brings it in.
         if let Some(e) = self.workloads.get_mut(key)
             && let Some((owner, owner_uid)) = &e.owner
-            && self.synced.contains(&Kind::of_job(owner.kind))
+            && self.synced.contains(&Kind::Queued(owner.kind))
             && self.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
         {
             e.spec = Some(Box::new(spec));

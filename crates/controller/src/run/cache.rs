@@ -9,8 +9,8 @@ use sluice_api::v1alpha1::Workload;
 use super::now_ms;
 use super::watches::{Msg, Obj, key_of_obj, kind_of, split_key};
 use crate::index::{Index, IndexConfig, Kind};
-use crate::integration::JobKind;
 use crate::plan::JobRef;
+use sluice_kinds::JobKind;
 
 /// Every object seen, by kind and key; what a new leader builds its index
 /// from. Workloads and Jobs are kept compact (JSON, views).
@@ -38,11 +38,11 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         Obj::Dynamic(kind, v) => ix.apply_object(*kind, v, now),
         Obj::DynamicJson(kind, bytes) => match serde_json::from_slice::<serde_json::Value>(bytes) {
             Ok(v) => ix.apply_object(*kind, &v, now),
-            Err(e) => ix.report_malformed(Kind::of_job(*kind), "(cached)", &e.to_string()),
+            Err(e) => ix.report_malformed(Kind::Queued(*kind), "(cached)", &e.to_string()),
         },
         Obj::JobJson(bytes) => match serde_json::from_slice::<Job>(bytes) {
             Ok(j) => ix.apply_job(j, now),
-            Err(e) => ix.report_malformed(Kind::Job, "(cached)", &e.to_string()),
+            Err(e) => ix.report_malformed(Kind::JOB, "(cached)", &e.to_string()),
         },
         Obj::WorkloadJson(bytes) => match serde_json::from_slice::<Workload>(bytes) {
             Ok(wl) => ix.apply_workload(wl, now),
@@ -69,14 +69,9 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::Namespace => ix.delete_namespace(key),
         Kind::KueueWorkload => ix.delete_foreign(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
-        Kind::Job => ix.delete_job(&JobRef::new(JobKind::Job, split.namespace, split.name), now),
+        Kind::Queued(k) => ix.delete_job(&JobRef::new(k, split.namespace, split.name), now),
         Kind::Node => ix.delete_node(key),
         Kind::Pod => ix.delete_pod(key),
-        Kind::JobSet | Kind::PyTorchJob | Kind::MpiJob | Kind::RayJob => {
-            if let Some(k) = kind.queued() {
-                ix.delete_job(&JobRef::new(k, split.namespace, split.name), now);
-            }
-        }
     }
 }
 
@@ -85,7 +80,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
 pub(super) fn build_index(cache: &Cache, cfg: &IndexConfig) -> Index {
     let mut ix = Index::new(cfg.clone());
     let now = now_ms();
-    for kind in Kind::ALL {
+    for kind in Kind::all() {
         for o in cache.objects.get(&kind).into_iter().flat_map(|m| m.values()) {
             apply_to_index(&mut ix, o, now);
         }
@@ -156,21 +151,23 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
             let o = match o {
                 Obj::Job(j) => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    let gang = crate::gang::Labels::of(&j.metadata);
-                    let wl_key = format!("{ns}/{}", crate::gang::workload_name_of(name, gang.as_ref()));
+                    let gang = sluice_kinds::gang::Labels::of(&j.metadata);
+                    let wl_key = format!("{ns}/{}", sluice_kinds::gang::workload_name_of(name, gang.as_ref()));
                     let has_workload = cache
                         .objects
                         .get(&Kind::Workload)
                         .is_some_and(|m| m.contains_key(&wl_key));
                     match has_workload {
-                        true => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                        true => Obj::JobView(Box::new(sluice_kinds::job::JobView::of(&j, cache.kueue_compat))),
                         // Its Workload is still to be created from it.
                         false => {
                             let mut slim = (*j).clone();
                             slim.metadata.managed_fields = None;
                             match serde_json::to_vec(&slim) {
                                 Ok(bytes) => Obj::JobJson(bytes.into()),
-                                Err(_) => Obj::JobView(Box::new(crate::job::JobView::of(&j, cache.kueue_compat))),
+                                Err(_) => {
+                                    Obj::JobView(Box::new(sluice_kinds::job::JobView::of(&j, cache.kueue_compat)))
+                                }
                             }
                         }
                     }
@@ -182,14 +179,14 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         .objects
                         .get(&Kind::Workload)
                         .is_some_and(|m| m.contains_key(&wl_key));
-                    match crate::integration::view(jk, &v, cache.kueue_compat) {
+                    match sluice_kinds::view(jk, &v, cache.kueue_compat) {
                         Ok(view) if has_workload => Obj::JobView(Box::new(view)),
                         // Its Workload is still to be made from it.
                         Ok(_) => match serde_json::to_vec(&*v) {
                             Ok(bytes) => Obj::DynamicJson(jk, bytes.into()),
                             Err(_) => Obj::Dynamic(jk, v),
                         },
-                        Err(e) => Obj::Malformed(Kind::of_job(jk), key.clone(), e.to_string()),
+                        Err(e) => Obj::Malformed(Kind::Queued(jk), key.clone(), e.to_string()),
                     }
                 }
                 Obj::Workload(w) => {
@@ -206,7 +203,7 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         };
                         let Some(cached) = cache
                             .objects
-                            .get_mut(&Kind::of_job(kind))
+                            .get_mut(&Kind::Queued(kind))
                             .and_then(|m| m.get_mut(&format!("{ns}/{}", o.name)))
                         else {
                             continue;
@@ -214,10 +211,10 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
                         let view = match cached {
                             Obj::JobJson(bytes) => serde_json::from_slice::<Job>(bytes)
                                 .ok()
-                                .map(|j| crate::job::JobView::of(&j, compat)),
+                                .map(|j| sluice_kinds::job::JobView::of(&j, compat)),
                             Obj::DynamicJson(jk, bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
                                 .ok()
-                                .and_then(|v| crate::integration::view(*jk, &v, compat).ok()),
+                                .and_then(|v| sluice_kinds::view(*jk, &v, compat).ok()),
                             _ => None,
                         };
                         if let Some(view) = view {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use kube::Client;
 
 use super::RunError;
-use crate::integration::JobKind;
+use sluice_kinds::JobKind;
 
 /// Whether the API server serves `kind`'s resource.
 async fn served(client: &Client, kind: JobKind) -> Result<bool, RunError> {

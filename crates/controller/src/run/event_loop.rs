@@ -20,9 +20,9 @@ use super::queue_status::QueueStatusWriter;
 use super::watches::all_watches;
 use super::{RunConfig, RunError, Shared, now_ms};
 use crate::index::{Index, Kind};
-use crate::integration::JobKind;
 use crate::metrics::Metrics;
 use crate::writer;
+use sluice_kinds::JobKind;
 
 /// The loop's side of the writer: where plans go, and what comes back.
 pub(super) struct LoopIo {
@@ -86,10 +86,9 @@ pub(super) async fn event_loop(
                     handle(&mut cache, ix.as_deref_mut(), m, now_ms());
                 }
                 drop(ix);
-                let all_synced = Kind::ALL
-                    .iter()
-                    .filter(|k| cfg.index.watches(**k))
-                    .all(|k| cache.synced.contains(k));
+                let all_synced = Kind::all()
+                    .filter(|k| cfg.index.watches(*k))
+                    .all(|k| cache.synced.contains(&k));
                 shared.synced.store(all_synced, Ordering::Relaxed);
                 let soon = Instant::now() + coalesce;
                 cycle_at = Some(cycle_at.map_or(soon, |t| t.min(soon)));
@@ -336,7 +335,7 @@ pub(super) async fn event_loop(
                             match key.kind {
                                 JobKind::Job => match serde_json::from_value::<Job>(v) {
                                     Ok(j) => ix.apply_job(j, now_ms()),
-                                    Err(e) => ix.report_malformed(Kind::Job, &key.to_string(), &e.to_string()),
+                                    Err(e) => ix.report_malformed(Kind::JOB, &key.to_string(), &e.to_string()),
                                 },
                                 other => ix.apply_object(other, &v, now_ms()),
                             }

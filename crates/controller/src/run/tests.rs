@@ -39,7 +39,7 @@ fn a_far_wake_up_never_overflows_an_instant() {
 
 fn admitted_workload() -> Workload {
     let j = job_fixture("job-suspended-create-response.json");
-    let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    let mut wl = sluice_kinds::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
     wl.metadata.uid = Some("wl-uid".into());
     let mut status = WorkloadStatus::default();
     for t in ["QuotaReserved", "Admitted"] {
@@ -55,13 +55,13 @@ fn admitted_workload() -> Workload {
 }
 
 fn listed(cache: &mut Cache, objs: Vec<Obj>) {
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(cache, None, Msg::Init(k), 0);
     }
     for o in objs {
         handle(cache, None, Msg::Apply(o), 0);
     }
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(cache, None, Msg::InitDone(k), 0);
     }
 }
@@ -396,18 +396,18 @@ fn queues_are_inactive_while_a_flavor_or_their_cluster_queue_is_missing() {
 fn the_cache_keeps_a_job_whole_only_until_its_workload_exists() {
     let mut cache = Cache::default();
     let j = job_fixture("job-suspended-create-response.json");
-    let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+    let mut wl = sluice_kinds::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
     wl.metadata.uid = Some("wl-uid".into());
     handle(&mut cache, None, Msg::Apply(Obj::Job(Arc::new(j.clone()))), 0);
     let key = "research/train-research".to_string();
-    assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobJson(_)));
+    assert!(matches!(cache.objects[&Kind::JOB][&key], Obj::JobJson(_)));
     // A new leader would create the Workload from the cached Job.
     let mut ix = build_index(&cache, &IndexConfig::default());
     assert!(ix.take_refetch().is_empty());
     handle(&mut cache, None, Msg::Apply(Obj::Workload(Arc::new(wl))), 0);
-    assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobView(_)));
+    assert!(matches!(cache.objects[&Kind::JOB][&key], Obj::JobView(_)));
     handle(&mut cache, None, Msg::Apply(Obj::Job(Arc::new(j))), 0);
-    assert!(matches!(cache.objects[&Kind::Job][&key], Obj::JobView(_)));
+    assert!(matches!(cache.objects[&Kind::JOB][&key], Obj::JobView(_)));
 }
 
 #[test]
@@ -602,7 +602,7 @@ async fn next_write(
 /// the controller makes for it, with a UID as the API server would set.
 fn recorded_job_and_workload() -> (serde_json::Value, Workload) {
     let job = crate::testing::fixture("job-suspended-create-response.json");
-    let mut wl = crate::job::workload_for_job(
+    let mut wl = sluice_kinds::job::workload_for_job(
         &job_fixture("job-suspended-create-response.json"),
         false,
         |_| None,
@@ -655,7 +655,7 @@ async fn after_a_restart_the_loop_restores_admissions_and_admits_nothing_twice()
     let mut second_job = job_fixture("job-suspended-create-response.json");
     second_job.metadata.name = Some("second".into());
     second_job.metadata.uid = Some("job-uid-second".into());
-    let mut second = crate::job::workload_for_job(&second_job, false, |_| None, |_| None).unwrap();
+    let mut second = sluice_kinds::job::workload_for_job(&second_job, false, |_| None, |_| None).unwrap();
     second.metadata.uid = Some("wl-uid-second".into());
     let mut running = job_fixture("job-running-pods-ready.json");
     running.metadata.namespace = Some("research".into());

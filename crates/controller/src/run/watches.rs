@@ -16,8 +16,8 @@ use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Wor
 
 use super::RunConfig;
 use crate::index::Kind;
-use crate::integration::JobKind;
 use crate::plan::ObjKey;
+use sluice_kinds::JobKind;
 
 /// A decoded watch event.
 pub(super) enum Msg {
@@ -46,7 +46,7 @@ pub(super) enum Obj {
     /// what it needs; a replica that stops leading lists everything again).
     Indexed,
     /// How the cache keeps a Job: what the index needs of it.
-    JobView(Box<crate::job::JobView>),
+    JobView(Box<sluice_kinds::job::JobView>),
     /// A Job without a Workload yet: compact JSON of the whole Job, which
     /// its Workload is created from.
     JobJson(Arc<[u8]>),
@@ -76,9 +76,9 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::PodClass(..) => Kind::PriorityClass,
         Obj::Namespace(..) => Kind::Namespace,
         Obj::Workload(_) | Obj::WorkloadJson(_) | Obj::Indexed => Kind::Workload,
-        Obj::Job(_) | Obj::JobJson(_) => Kind::Job,
-        Obj::JobView(v) => Kind::of_job(v.kind),
-        Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::of_job(*k),
+        Obj::Job(_) | Obj::JobJson(_) => Kind::JOB,
+        Obj::JobView(v) => Kind::Queued(v.kind),
+        Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::Queued(*k),
         Obj::Node(_) => Kind::Node,
         Obj::Pod(..) => Kind::Pod,
         Obj::Foreign(..) => Kind::KueueWorkload,
@@ -190,11 +190,11 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         sluice_watch::<Workload>(client, Kind::Workload, |mut o| {
             o.metadata.managed_fields = None;
             for ps in &mut o.spec.pod_sets {
-                crate::job::slim_template(&mut ps.template);
+                sluice_kinds::job::slim_template(&mut ps.template);
             }
             Obj::Workload(Arc::new(o))
         }),
-        Box::pin(events(watcher(jobs, job_cfg), Kind::Job, full_job, |o: &Job| {
+        Box::pin(events(watcher(jobs, job_cfg), Kind::JOB, full_job, |o: &Job| {
             name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref())
         })),
         Box::pin(events(
@@ -229,7 +229,7 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
         let obj_cfg = watcher::Config::default();
         streams.push(Box::pin(events(
             watcher(api, obj_cfg),
-            Kind::of_job(kind),
+            Kind::Queued(kind),
             move |o: DynamicObject| Obj::Dynamic(kind, Arc::new(serde_json::to_value(o).unwrap_or_default())),
             |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
         )));

@@ -15,10 +15,10 @@ use tokio::sync::Mutex;
 
 use super::*;
 use crate::index::{Index, IndexConfig, Kind};
-use crate::integration::ObjPatch;
-use crate::job;
 use crate::plan::{JobRef, ObjKey, Purpose};
 use crate::testing::{cq, fixture, flavor, job_fixture, lq};
+use sluice_kinds::ObjPatch;
+use sluice_kinds::job;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Reply = tower_test::mock::SendResponse<Response<Body>>;
@@ -143,7 +143,7 @@ fn admitted() -> (Index, Plan) {
     ix.apply_flavor(flavor("a100"));
     ix.apply_cluster_queue(cq("cluster-gpu", 8));
     ix.apply_local_queue(lq("research", "team-a", "cluster-gpu"));
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     let j = job_fixture("job-suspended-create-response.json");
@@ -805,18 +805,18 @@ fn patched_object(api_version: &str, kind: &str, name: &str) -> Value {
 
 #[tokio::test]
 async fn a_jobset_is_started_with_a_merge_patch_of_its_annotation_then_a_guarded_json_patch() {
-    use crate::integration::{self, JobKind};
+    use sluice_kinds::{self as kinds, JobKind};
     let js = json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
         "metadata": {"name": "pretrain", "namespace": "research", "uid": "js-uid", "labels": {"sluice.dev/queue": "q"}},
         "spec": {"suspend": true, "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
             "parallelism": 2, "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}}}]}
     });
-    let view = integration::jobset::view(&js, false).unwrap();
+    let view = kinds::jobset::view(&js, false).unwrap();
     let a100 = flavor("a100");
     let flavors = std::collections::BTreeMap::from([("workers".to_string(), vec![&a100])]);
     let job = JobRef::new(JobKind::JobSet, "research", "pretrain");
-    let steps: Vec<Step> = integration::start_patches(&view, &flavors, &BTreeMap::new())
+    let steps: Vec<Step> = kinds::start_patches(&view, &flavors, &BTreeMap::new())
         .unwrap()
         .into_iter()
         .map(|(_, patch)| Step::PatchJob {
@@ -871,7 +871,7 @@ async fn a_jobset_is_started_with_a_merge_patch_of_its_annotation_then_a_guarded
 
 #[tokio::test]
 async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_found_by_their_labels() {
-    use crate::integration::{self, JobKind};
+    use sluice_kinds::{self as kinds, JobKind};
     let (writer, mut handle) = mock();
     let server = tokio::spawn(async move {
         let call = expect(
@@ -913,7 +913,7 @@ async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_f
         writer
             .step(&Step::PatchJob {
                 job: JobRef::new(kind, "research", name),
-                patch: integration::suspend_patch(kind),
+                patch: kinds::suspend_patch(kind),
             })
             .await
             .unwrap();
@@ -933,7 +933,7 @@ async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_f
 /// type of each patch and exactly its body.
 #[tokio::test]
 async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
-    use crate::integration::{self, JobKind};
+    use sluice_kinds::{self as kinds, JobKind};
     let pod = json!({"spec": {"nodeSelector": {"zone": "a"}, "containers": [{"name": "c", "image": "x",
         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}});
     let meta = |kind: &str, api: &str| {
@@ -972,13 +972,13 @@ async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
     ];
     let a100 = flavor("a100");
     for (kind, obj, path) in cases {
-        let view = integration::view(kind, &obj, false).unwrap();
+        let view = kinds::view(kind, &obj, false).unwrap();
         let flavors = view
             .templates
             .iter()
             .map(|t| (t.pod_set.clone(), vec![&a100]))
             .collect();
-        let start = integration::start_patches(&view, &flavors, &BTreeMap::new()).unwrap();
+        let start = kinds::start_patches(&view, &flavors, &BTreeMap::new()).unwrap();
         // The object as the server holds it once started and suspended again.
         let mut started = obj.clone();
         for (_, p) in &start {
@@ -992,12 +992,12 @@ async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
         }
         json_patch::merge(
             &mut started,
-            match &integration::suspend_patch(kind) {
+            match &kinds::suspend_patch(kind) {
                 ObjPatch::Merge(m) => m,
                 ObjPatch::Json(_) => unreachable!("suspend is a merge patch"),
             },
         );
-        let restore = integration::restore_patches(&integration::view(kind, &started, false).unwrap()).unwrap();
+        let restore = kinds::restore_patches(&kinds::view(kind, &started, false).unwrap()).unwrap();
         assert!(!restore.is_empty(), "{kind:?}: something to restore");
         let expected: Vec<ObjPatch> = start.iter().chain(&restore).map(|(_, p)| p.clone()).collect();
         let job = JobRef::new(kind, "research", "x");

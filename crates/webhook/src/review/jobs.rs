@@ -1,4 +1,4 @@
-//! The rules for the objects Sluice queues (batch/v1 Jobs, JobSets):
+//! The rules for the objects Sluice queues (every kind of `sluice_kinds`):
 //! on CREATE, a queued object is suspended (and, for a Job in a namespace
 //! that opted in, given the default queue) and its pod templates get the
 //! GPU fixes; on UPDATE, only the controller may unsuspend it, and its
@@ -6,221 +6,22 @@
 
 use serde_json::{Value, json};
 
+use sluice_kinds::JobKind;
+
 use super::{Decision, GpuSubject, Reviewer, owners};
 use crate::gpu::{self, FixKind, SpecLocation};
 use crate::patch::{PatchOp, Pointer};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 
-/// A kind of object the webhook queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Queued {
-    Job,
-    /// jobset.x-k8s.io/v1alpha2 JobSet.
-    JobSet,
-    /// kubeflow.org/v1 PyTorchJob.
-    PyTorchJob,
-    /// kubeflow.org/v2beta1 MPIJob.
-    MpiJob,
-    /// ray.io/v1 RayJob.
-    RayJob,
-}
-
-impl Queued {
-    /// The kinds with endpoints of their own (batch/v1 Job has its own).
-    pub const OTHERS: [Queued; 4] = [Queued::JobSet, Queued::PyTorchJob, Queued::MpiJob, Queued::RayJob];
-
-    pub fn noun(self) -> &'static str {
-        match self {
-            Queued::Job => "Job",
-            Queued::JobSet => "JobSet",
-            Queued::PyTorchJob => "PyTorchJob",
-            Queued::MpiJob => "MPIJob",
-            Queued::RayJob => "RayJob",
-        }
-    }
-
-    /// (group, version, kind).
-    pub fn gvk(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Queued::Job => ("batch", "v1", "Job"),
-            Queued::JobSet => ("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-            Queued::PyTorchJob => ("kubeflow.org", "v1", "PyTorchJob"),
-            Queued::MpiJob => ("kubeflow.org", "v2beta1", "MPIJob"),
-            Queued::RayJob => ("ray.io", "v1", "RayJob"),
-        }
-    }
-
-    pub fn plural(self) -> &'static str {
-        match self {
-            Queued::Job => "jobs",
-            Queued::JobSet => "jobsets",
-            Queued::PyTorchJob => "pytorchjobs",
-            Queued::MpiJob => "mpijobs",
-            Queued::RayJob => "rayjobs",
-        }
-    }
-
-    pub fn mutate_path(self) -> &'static str {
-        match self {
-            Queued::Job => "/mutate/jobs",
-            Queued::JobSet => "/mutate/jobsets",
-            Queued::PyTorchJob => "/mutate/pytorchjobs",
-            Queued::MpiJob => "/mutate/mpijobs",
-            Queued::RayJob => "/mutate/rayjobs",
-        }
-    }
-
-    /// The path of objects of this kind from namespaces that queue every
-    /// object (the API server only calls it for them).
-    pub fn default_queue_path(self) -> &'static str {
-        match self {
-            Queued::Job => "/mutate/jobs/default-queue",
-            Queued::JobSet => "/mutate/jobsets/default-queue",
-            Queued::PyTorchJob => "/mutate/pytorchjobs/default-queue",
-            Queued::MpiJob => "/mutate/mpijobs/default-queue",
-            Queued::RayJob => "/mutate/rayjobs/default-queue",
-        }
-    }
-
-    pub fn validate_path(self) -> &'static str {
-        match self {
-            Queued::Job => "/validate/jobs",
-            Queued::JobSet => "/validate/jobsets",
-            Queued::PyTorchJob => "/validate/pytorchjobs",
-            Queued::MpiJob => "/validate/mpijobs",
-            Queued::RayJob => "/validate/rayjobs",
-        }
-    }
-
-    /// Where its suspend flag is (a JSON pointer) and its field path.
-    fn suspend_at(self) -> (&'static str, &'static str) {
-        match self {
-            Queued::PyTorchJob | Queued::MpiJob => ("/spec/runPolicy/suspend", "spec.runPolicy.suspend"),
-            _ => ("/spec/suspend", "spec.suspend"),
-        }
-    }
-
-    /// The Kubeflow field holding its roles.
-    pub(super) fn roles_field(self) -> Option<&'static str> {
-        match self {
-            Queued::PyTorchJob => Some("pytorchReplicaSpecs"),
-            Queued::MpiJob => Some("mpiReplicaSpecs"),
-            _ => None,
-        }
-    }
-
-    /// Each pod template of `obj`: where its spec is, and the pointer of
-    /// its labels.
-    pub(super) fn templates(self, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
-        match self {
-            Queued::Job => vec![(SpecLocation::template(), "/spec/template/metadata/labels".to_owned())],
-            Queued::PyTorchJob | Queued::MpiJob => {
-                let field = self.roles_field().unwrap_or_default();
-                let roles: Vec<String> = obj
-                    .data
-                    .pointer(&format!("/spec/{field}"))
-                    .and_then(Value::as_object)
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                roles
-                    .into_iter()
-                    .map(|role| {
-                        let base = format!("/spec/{field}/{}/template", role.replace('~', "~0").replace('/', "~1"));
-                        (
-                            SpecLocation {
-                                pointer: Pointer::from_plain(&format!("{base}/spec")),
-                                field: format!("spec.{field}.{role}.template.spec"),
-                            },
-                            format!("{base}/metadata/labels"),
-                        )
-                    })
-                    .collect()
-            }
-            Queued::RayJob => {
-                let head = "/spec/rayClusterSpec/headGroupSpec/template";
-                let mut out = vec![(
-                    SpecLocation {
-                        pointer: Pointer::from_plain(&format!("{head}/spec")),
-                        field: "spec.rayClusterSpec.headGroupSpec.template.spec".to_owned(),
-                    },
-                    format!("{head}/metadata/labels"),
-                )];
-                let n = obj
-                    .data
-                    .pointer("/spec/rayClusterSpec/workerGroupSpecs")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                for i in 0..n {
-                    let base = format!("/spec/rayClusterSpec/workerGroupSpecs/{i}/template");
-                    out.push((
-                        SpecLocation {
-                            pointer: Pointer::from_plain(&format!("{base}/spec")),
-                            field: format!("spec.rayClusterSpec.workerGroupSpecs[{i}].template.spec"),
-                        },
-                        format!("{base}/metadata/labels"),
-                    ));
-                }
-                out
-            }
-            Queued::JobSet => {
-                let n = obj
-                    .data
-                    .pointer("/spec/replicatedJobs")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                (0..n)
-                    .map(|i| {
-                        let base = format!("/spec/replicatedJobs/{i}/template/spec/template");
-                        (
-                            SpecLocation {
-                                pointer: Pointer::from_plain(&format!("{base}/spec")),
-                                field: format!("spec.replicatedJobs[{i}].template.spec.template.spec"),
-                            },
-                            format!("{base}/metadata/labels"),
-                        )
-                    })
-                    .collect()
-            }
-        }
-    }
-
-    /// Whether it has finished (its terminal condition is True; a
-    /// RayJob's deployment status is terminal).
-    fn finished(self, o: &DynamicObject) -> bool {
-        if self == Queued::RayJob {
-            return matches!(
-                o.data.pointer("/status/jobDeploymentStatus").and_then(Value::as_str),
-                Some("Complete" | "Failed" | "ValidationFailed")
-            );
-        }
-        let terminal: &[&str] = match self {
-            Queued::Job => &["Complete", "Failed"],
-            Queued::JobSet => &["Completed", "Failed"],
-            Queued::PyTorchJob | Queued::MpiJob | Queued::RayJob => &["Succeeded", "Failed"],
-        };
-        o.data
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c.get("type")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| terminal.contains(&t))
-                        && c.get("status").and_then(Value::as_str) == Some("True")
-                })
-            })
-    }
-}
-
 impl Reviewer {
     pub(super) fn mutate_queued(
         &self,
         req: &AdmissionRequest<DynamicObject>,
         opted_in: bool,
-        kind: Queued,
+        kind: JobKind,
     ) -> Decision {
-        let noun = kind.noun();
+        let noun = kind.kind();
         let mut d = Decision::default();
         if req.operation != Operation::Create || self.excluded(req) {
             return d;
@@ -244,28 +45,10 @@ impl Reviewer {
             .clone()
             .or_else(|| obj.metadata.namespace.clone())
             .unwrap_or_default();
-        if kind == Queued::RayJob {
-            // KubeRay suspends only RayJobs that run their own cluster and
-            // delete it when they finish: any other would be admitted and
-            // never run.
-            if obj
-                .data
-                .pointer("/spec/clusterSelector")
-                .and_then(Value::as_object)
-                .is_some_and(|m| !m.is_empty())
-            {
-                d.denials.push(
-                    "spec.clusterSelector: a queued RayJob must create its own cluster (spec.rayClusterSpec); one running on an existing cluster cannot be held or admitted".to_owned(),
-                );
-            }
-            if obj.data.pointer("/spec/shutdownAfterJobFinishes") != Some(&Value::Bool(true)) {
-                d.denials.push(
-                    "spec.shutdownAfterJobFinishes: must be true for a queued RayJob (KubeRay suspends and resumes only RayJobs that delete their cluster when they finish)".to_owned(),
-                );
-            }
-            if !d.denials.is_empty() {
-                return d;
-            }
+        let refusals = kind.integration().refusals(&obj.data);
+        if !refusals.is_empty() {
+            d.denials.extend(refusals);
+            return d;
         }
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
@@ -278,7 +61,7 @@ impl Reviewer {
         // forged owner stays refused).
         let would_queue =
             labels.is_some_and(|l| l.contains_key(label)) || opted_in || self.view.default_queue_enabled(&namespace);
-        let part_of_queued = kind == Queued::Job
+        let part_of_queued = kind == JobKind::Job
             && match owners::made_by_queued_kind(self.view.as_ref(), &namespace, &obj.metadata) {
                 Ok(made) => made,
                 Err(why) if would_queue => {
@@ -340,7 +123,7 @@ impl Reviewer {
             None => None,
         };
         if let Some(q) = queue {
-            let (at, field) = kind.suspend_at();
+            let (at, field) = suspend_at(kind);
             let suspended = obj.data.pointer(at) == Some(&Value::Bool(true));
             if !suspended {
                 // Its parent may be missing (a Kubeflow job without runPolicy).
@@ -358,7 +141,7 @@ impl Reviewer {
                 d.fixes.push(FixKind::Suspend);
             }
         }
-        for (at, labels_at) in kind.templates(obj) {
+        for (at, labels_at) in templates(kind, obj) {
             let template_labels: Option<std::collections::BTreeMap<String, String>> = obj
                 .data
                 .pointer(&labels_at)
@@ -379,8 +162,8 @@ impl Reviewer {
         d
     }
 
-    pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: Queued) -> Decision {
-        let noun = kind.noun();
+    pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Decision {
+        let noun = kind.kind();
         let mut d = Decision::default();
         if req.operation != Operation::Update {
             return d;
@@ -396,7 +179,7 @@ impl Reviewer {
             .or_else(|| old.metadata.namespace.clone())
             .unwrap_or_default();
         let user = req.user_info.username.as_deref().unwrap_or("");
-        if kind == Queued::Job
+        if kind == JobKind::Job
             && let Some(done) = self.job_owner_rules(old, new, &namespace, user)
         {
             return done;
@@ -409,9 +192,9 @@ impl Reviewer {
             labels.and_then(|l| l.get(key)).cloned()
         };
         let (before, after) = (get(old), get(new));
-        let (suspend_at, suspend_field) = kind.suspend_at();
+        let (suspend_at, suspend_field) = suspend_at(kind);
         let suspended = |o: &DynamicObject| o.data.pointer(suspend_at) == Some(&Value::Bool(true));
-        let running = |o: &DynamicObject| !suspended(o) && !kind.finished(o);
+        let running = |o: &DynamicObject| !suspended(o) && kind.integration().finished(&o.data).is_none();
         let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
         if before != after && (running(old) || running(new)) {
             d.denials.push(format!(
@@ -484,9 +267,9 @@ impl Reviewer {
             {
                 d.denials.push(format!(
                     "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued Job; the controller of a Job made by a {} is set when the Job is created",
-                    k.noun(),
+                    k.kind(),
                     r.name,
-                    k.noun()
+                    k.kind()
                 ));
                 return Some(d);
             }
@@ -504,13 +287,37 @@ impl Reviewer {
 
 /// A running object's admission covers what it runs now: each way `new`
 /// asks for more than `old` (queued in LocalQueue `q`), as a denial.
-fn refused_growth(kind: Queued, old: &DynamicObject, new: &DynamicObject, q: &str) -> Vec<String> {
-    let (noun, (_, suspend_field)) = (kind.noun(), kind.suspend_at());
+fn refused_growth(kind: JobKind, old: &DynamicObject, new: &DynamicObject, q: &str) -> Vec<String> {
+    let (noun, (_, suspend_field)) = (kind.kind(), suspend_at(kind));
     super::shape::grown(kind, old, new)
         .into_iter()
         .map(|grown| {
             format!(
                 "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, set {suspend_field} to true in the same update (it is queued again with its new shape), or delete and recreate the {noun}"
+            )
+        })
+        .collect()
+}
+
+/// Where a kind's suspend flag is (a JSON pointer) and its field path.
+fn suspend_at(kind: JobKind) -> (&'static str, &'static str) {
+    let at = kind.integration().suspend_field();
+    (at.pointer, at.field)
+}
+
+/// Each pod template of `obj`: where its spec is, and the pointer of its
+/// labels.
+pub(super) fn templates(kind: JobKind, obj: &DynamicObject) -> Vec<(SpecLocation, String)> {
+    kind.integration()
+        .templates(&obj.data)
+        .into_iter()
+        .map(|t| {
+            (
+                SpecLocation {
+                    pointer: Pointer::from_plain(&t.spec),
+                    field: t.field,
+                },
+                t.labels,
             )
         })
         .collect()

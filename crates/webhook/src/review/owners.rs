@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::ObjectMeta;
 use sluice_api::labels::ALLOW_GPU_FIXES_SKIP;
 
-use super::Queued;
 use crate::cache::{ClusterView, OwnerKind};
+use sluice_kinds::JobKind;
 
 /// What the cache says about an owner an object names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,14 +100,14 @@ pub fn daemon_set_pod(view: &dyn ClusterView, namespace: &str, meta: &ObjectMeta
 /// queued kind (a JobSet's child Job, an MPIJob's launcher, a RayJob's
 /// submitter): its index, the reference and the kind. Any version of the
 /// kind's group counts; the uid identifies the object.
-pub fn queued_controller(meta: &ObjectMeta) -> Option<(usize, &OwnerReference, Queued)> {
+pub fn queued_controller(meta: &ObjectMeta) -> Option<(usize, &OwnerReference, JobKind)> {
     meta.owner_references
         .iter()
         .flatten()
         .enumerate()
         .filter(|(_, r)| r.controller == Some(true))
         .find_map(|(i, r)| {
-            Queued::OTHERS
+            JobKind::others()
                 .into_iter()
                 .find(|k| {
                     let (group, _, kind) = k.gvk();
@@ -125,7 +125,7 @@ pub fn made_by_queued_kind(view: &dyn ClusterView, namespace: &str, meta: &Objec
     let Some((i, owner, kind)) = queued_controller(meta) else {
         return Ok(false);
     };
-    let noun = kind.noun();
+    let noun = kind.kind();
     let name = &owner.name;
     match verify(view, OwnerKind::Queued(kind), namespace, owner) {
         Verified::Yes => Ok(true),

@@ -14,7 +14,7 @@ fn pool_index() -> Index {
     ix.apply_cluster_queue(borrowing_cq("b", "pool"));
     ix.apply_local_queue(lq("qa", "a"));
     ix.apply_local_queue(lq("qb", "b"));
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix

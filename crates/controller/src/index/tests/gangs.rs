@@ -2,9 +2,9 @@
 //! write, evicted and retired together.
 
 use super::*;
-use crate::gang;
-use crate::integration::ObjPatch;
 use crate::plan::JobRef;
+use sluice_kinds::ObjPatch;
+use sluice_kinds::gang;
 
 fn gang_job(name: &str, gang_name: &str, size: &str, pods: i32, gpus: u32) -> Job {
     let mut j = mk_job(name, "team-a", pods, gpus);
@@ -259,7 +259,7 @@ fn conflicting_gang_labels_are_reported_and_nothing_is_made() {
     let plans = ix.take_plans();
     assert!(!purposes(&plans).contains(&"create_workload"));
     let errors = ix.errors();
-    let e = &errors[&(Kind::Job, format!("{NS}/a"))];
+    let e = &errors[&(Kind::JOB, format!("{NS}/a"))];
     assert_eq!(e.reason, "GangConflict");
     assert_eq!(
         e.message,
@@ -352,7 +352,7 @@ fn a_job_queued_on_its_own_then_labelled_into_a_gang_stays_its_own() {
     ix.apply_job(labelled, T0 + 2000);
     let plans = ix.take_plans();
     assert!(!purposes(&plans).contains(&"create_workload"), "{:?}", purposes(&plans));
-    assert_eq!(ix.errors()[&(Kind::Job, format!("{NS}/solo"))].reason, "GangConflict");
+    assert_eq!(ix.errors()[&(Kind::JOB, format!("{NS}/solo"))].reason, "GangConflict");
     // Its own Workload still holds the quota, and is released when it goes.
     ix.delete_job(&JobRef::job(NS, "solo"), T0 + 3000);
     assert_eq!(ix.engine().cluster_queue_usage("cluster-gpu").unwrap().admitted, 0);
@@ -367,7 +367,7 @@ fn a_gang_whose_workload_would_be_refused_is_reported() {
     }
     let plans = ix.take_plans();
     assert!(!purposes(&plans).contains(&"create_workload"));
-    let e = &ix.errors()[&(Kind::Job, format!("{NS}/m0"))];
+    let e = &ix.errors()[&(Kind::JOB, format!("{NS}/m0"))];
     assert_eq!(e.reason, "InvalidGangMember");
     assert!(e.message.contains("spec.podSets"), "{}", e.message);
 }
@@ -389,7 +389,7 @@ fn a_new_job_in_a_gang_that_already_ran_is_told_why_it_waits() {
     ix.apply_workload(wl, T0 + 4000);
     ix.take_plans();
     ix.apply_job(gang_job("again", "ft", "2", 1, 1), T0 + 5000);
-    let e = &ix.errors()[&(Kind::Job, format!("{NS}/again"))];
+    let e = &ix.errors()[&(Kind::JOB, format!("{NS}/again"))];
     assert_eq!(e.reason, "GangConflict");
     assert!(e.message.contains("already ran"), "{}", e.message);
 }

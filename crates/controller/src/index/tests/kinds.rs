@@ -1,7 +1,7 @@
 //! Objects of the other queued kinds in the index, and the Jobs they make.
 
 use super::*;
-use crate::integration::JobKind;
+use sluice_kinds::JobKind;
 
 /// An MPIJob's launcher Job, with the queue label (e.g. copied from a
 /// template by its operator).
@@ -87,6 +87,6 @@ fn a_rayjobs_pods_are_looked_up_by_its_last_cluster_name() {
     rj["status"] = json!({"jobDeploymentStatus": "Suspending"});
     ix.apply_object(JobKind::RayJob, &rj, T0 + 1000);
     let view = &ix.jobs[&key];
-    assert_eq!(crate::integration::pods_selector_of(view), "ray.io/cluster=tune-rc-1");
+    assert_eq!(sluice_kinds::pods_selector_of(view), "ray.io/cluster=tune-rc-1");
     assert_eq!(view.live, 1);
 }

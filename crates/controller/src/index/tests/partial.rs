@@ -2,7 +2,7 @@
 //! parallelism admitted, put back on eviction; a gang member's own.
 
 use super::*;
-use crate::integration::ObjPatch;
+use sluice_kinds::ObjPatch;
 
 /// `mk_job` with `sluice.dev/min-parallelism: "<min>"`.
 fn min_job(name: &str, pods: i32, gpus: u32, min: i32) -> Job {
@@ -123,7 +123,8 @@ fn a_gang_member_with_a_minimum_runs_its_own_pods_admitted() {
     ix.apply_job(launcher.clone(), T0 + 1000);
     let made = ix.take_plans();
     assert!(purposes(&made).contains(&"create_workload"), "{:?}", purposes(&made));
-    let mut wl = crate::gang::workload_for_gang("ft", "team-a", &[&launcher, &workers], |_| None, |_| None).unwrap();
+    let mut wl =
+        sluice_kinds::gang::workload_for_gang("ft", "team-a", &[&launcher, &workers], |_| None, |_| None).unwrap();
     wl.metadata.uid = Some("wl-uid-ft".into());
     wl.metadata.generation = Some(1);
     wl.metadata.creation_timestamp = Some(time_of(T0 + 1000));

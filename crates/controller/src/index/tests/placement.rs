@@ -13,7 +13,7 @@ fn placing_index(cq_gpus: u32) -> Index {
     ix.apply_flavor(flavor("a100"));
     ix.apply_cluster_queue(cq("cluster-gpu", cq_gpus));
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix
@@ -217,7 +217,7 @@ fn a_bad_topology_annotation_is_reported_with_the_field() {
         .get_or_insert_default()
         .insert(sluice_api::labels::TOPOLOGY.into(), "preferred".into());
     ix.apply_job(j, T0);
-    let e = &ix.errors()[&(Kind::Job, format!("{NS}/ring"))];
+    let e = &ix.errors()[&(Kind::JOB, format!("{NS}/ring"))];
     assert!(
         e.message.contains("metadata.annotations[sluice.dev/topology]") && e.message.contains("\"preferred\""),
         "{}",
@@ -284,7 +284,7 @@ fn a_workload_restored_after_its_pods_were_seen_is_told_about_them() {
     });
     ix.apply_flavor(flavor("a100"));
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     // Room for the restored placement on top of the bound pods.

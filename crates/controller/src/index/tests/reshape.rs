@@ -3,7 +3,7 @@
 //! shrinks once the pods are gone), changed while waiting (made again).
 
 use super::*;
-use crate::integration::JobKind;
+use sluice_kinds::JobKind;
 
 /// Job `train` (`pods` pods of 1 GPU) admitted and running; the GPUs held.
 fn admitted(pods: i32) -> (Index, Job) {
@@ -184,7 +184,7 @@ fn admitted_object(kind: JobKind, obj: &Value) -> (Index, Value) {
     let mut ix = ready_index_with(config);
     ix.apply_cluster_queue(cq("cluster-gpu", 16));
     ix.apply_object(kind, obj, T0);
-    let mut wl = crate::integration::Full::Dynamic(kind, obj)
+    let mut wl = sluice_kinds::Full::Dynamic(kind, obj)
         .workload(false, |_| None, |_| None)
         .unwrap();
     wl.metadata.uid = Some("wl-uid-x".into());

@@ -17,7 +17,7 @@ fn index_with(selector: Option<Value>) -> Index {
     ix.apply_cluster_queue(with_selector("cluster-gpu", selector));
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
     ix.apply_namespace(NS, BTreeMap::from([("team".to_string(), "ml".to_string())]), T0);
-    for k in Kind::ALL {
+    for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix

@@ -65,7 +65,7 @@ impl World {
         let active = if spec.suspend == Some(true) {
             0
         } else {
-            crate::job::pods_count(spec.parallelism, spec.completions)
+            sluice_kinds::job::pods_count(spec.parallelism, spec.completions)
         };
         self.job.status = Some(k8s_openapi::api::batch::v1::JobStatus {
             active: Some(active),
@@ -104,7 +104,7 @@ impl World {
     fn step(&mut self, step: Step) {
         match step {
             Step::PatchJob {
-                patch: crate::integration::ObjPatch::Merge(p),
+                patch: sluice_kinds::ObjPatch::Merge(p),
                 ..
             } => {
                 let mut v = serde_json::to_value(&self.job).unwrap();

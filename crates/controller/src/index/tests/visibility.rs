@@ -122,7 +122,7 @@ fn without_an_annotation_the_median_of_finished_runs_is_expected() {
 #[test]
 fn a_malformed_expected_runtime_is_not_used_and_said_once() {
     let j = job_with_runtime("x", 1, Some("a while"));
-    let v = crate::job::JobView::of(&j, false);
+    let v = sluice_kinds::job::JobView::of(&j, false);
     assert!(v.expected_runtime.unwrap_err().contains("expected a duration"));
     let mut ix = ready_index();
     ix.apply_job(j.clone(), T0);
@@ -146,7 +146,10 @@ fn a_malformed_expected_runtime_is_not_used_and_said_once() {
     );
     let mut j = mk_job("y", "team-a", 1, 1);
     j.spec.as_mut().unwrap().active_deadline_seconds = Some(600);
-    assert_eq!(crate::job::JobView::of(&j, false).expected_runtime, Ok(Some(600_000)));
+    assert_eq!(
+        sluice_kinds::job::JobView::of(&j, false).expected_runtime,
+        Ok(Some(600_000))
+    );
 }
 
 /// The GPUs column never adds MIG slices to whole GPUs.

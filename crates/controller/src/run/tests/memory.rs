@@ -22,7 +22,7 @@ fn rss_kib() -> u64 {
 fn memory_with_15000_workloads_and_30_cluster_queues() {
     let before = rss_kib();
     let mut cache = Cache::default();
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(&mut cache, None, Msg::Init(k), 0);
     }
     let mut add = |o: Obj| handle(&mut cache, None, Msg::Apply(o), 0);
@@ -45,13 +45,13 @@ fn memory_with_15000_workloads_and_30_cluster_queues() {
             .labels
             .get_or_insert_default()
             .insert(sluice_api::labels::QUEUE.into(), format!("lq-{}", i % 30));
-        let mut wl = crate::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
+        let mut wl = sluice_kinds::job::workload_for_job(&j, false, |_| None, |_| None).unwrap();
         wl.metadata.uid = Some(format!("wl-uid-{i}"));
-        crate::job::slim_template(&mut wl.spec.pod_sets[0].template);
+        sluice_kinds::job::slim_template(&mut wl.spec.pod_sets[0].template);
         add(Obj::Job(Arc::new(j)));
         add(Obj::Workload(Arc::new(wl)));
     }
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(&mut cache, None, Msg::InitDone(k), 0);
     }
     eprintln!("cached: {} MiB", rss_kib() / 1024);
@@ -102,7 +102,7 @@ fn memory_with_5000_nodes_and_100000_pods() {
     };
     let mut ix = crate::index::Index::new(config);
     let mut cache = Cache::default();
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(&mut cache, Some(&mut ix), Msg::Init(k), 0);
     }
     handle(
@@ -145,7 +145,7 @@ fn memory_with_5000_nodes_and_100000_pods() {
         });
         handle(&mut cache, Some(&mut ix), Msg::Apply(Obj::Pod(key, entry)), 0);
     }
-    for k in Kind::ALL {
+    for k in Kind::all() {
         handle(&mut cache, Some(&mut ix), Msg::InitDone(k), 0);
     }
     let pods = rss_kib();

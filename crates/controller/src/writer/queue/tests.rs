@@ -219,7 +219,7 @@ fn the_requeue_of_a_workload_without_a_job_takes_over_its_queued_eviction_write(
                 status(3),
                 Step::PatchJob {
                     job: crate::plan::JobRef::job(job.namespace, job.name),
-                    patch: crate::integration::ObjPatch::Merge(json!({}))
+                    patch: sluice_kinds::ObjPatch::Merge(json!({}))
                 }
             ],
         })

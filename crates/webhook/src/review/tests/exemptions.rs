@@ -266,7 +266,7 @@ const JOBSET_UID: &str = "js-uid-1";
 fn cluster_with_jobsets() -> Arc<MemoryView> {
     let view = Arc::new(MemoryView::synced_with_nvidia_runtime_class());
     view.replace_owners(
-        OwnerKind::Queued(Queued::JobSet),
+        OwnerKind::Queued(JobKind::JobSet),
         BTreeMap::from([
             (("team-b".to_owned(), "pretrain".to_owned()), JOBSET_UID.to_owned()),
             (("team-c".to_owned(), "other".to_owned()), "js-uid-2".to_owned()),
@@ -370,7 +370,7 @@ fn job_unsuspend(before: Value, after: Value) -> Value {
 fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later() {
     let view = Arc::new(MemoryView::synced_empty());
     view.replace_owners(
-        OwnerKind::Queued(Queued::JobSet),
+        OwnerKind::Queued(JobKind::JobSet),
         BTreeMap::from([(("team-a".to_owned(), "pretrain".to_owned()), JOBSET_UID.to_owned())]),
     );
     let r = reviewer_with(view);

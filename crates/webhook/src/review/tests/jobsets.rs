@@ -36,7 +36,7 @@ fn jobset_review(suspend: Option<bool>) -> Value {
 fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
     let r = reviewer();
     let review = jobset_review(None);
-    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(Queued::JobSet), &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::JobSet), &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     assert_eq!(patched["spec"]["suspend"], true);
     // The same fixes the recorded Job gets, in both pod templates.
@@ -62,12 +62,12 @@ fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
     let warnings = response_of(&reply)["warnings"].to_string();
     assert!(warnings.contains("the JobSet waits in LocalQueue"), "{warnings}");
     // Already suspended: only the GPU fixes.
-    let (reply, _) = review_applied(&r, Endpoint::MutateQueued(Queued::JobSet), &jobset_review(Some(true)));
+    let (reply, _) = review_applied(&r, Endpoint::MutateQueued(JobKind::JobSet), &jobset_review(Some(true)));
     assert!(!reply.fixes.contains(&FixKind::Suspend));
     // A Job review posted to the JobSet path is not a JobSet: allowed unchanged.
     let reply = r
         .handle(
-            Endpoint::MutateQueued(Queued::JobSet),
+            Endpoint::MutateQueued(JobKind::JobSet),
             &body(&fixture("admissionreview-request-job-create-before-jsonpatch.json")),
         )
         .unwrap();
@@ -86,7 +86,7 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
     old["spec"]["suspend"] = json!(true);
     review["request"]["oldObject"] = old;
     let reply = r
-        .handle(Endpoint::ValidateQueued(Queued::JobSet), &body(&review))
+        .handle(Endpoint::ValidateQueued(JobKind::JobSet), &body(&review))
         .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let msg = reply.response.result.message.clone();
@@ -97,7 +97,7 @@ fn a_queued_jobset_is_unsuspended_only_by_the_controller() {
     );
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
     assert_eq!(
-        r.handle(Endpoint::ValidateQueued(Queued::JobSet), &body(&review))
+        r.handle(Endpoint::ValidateQueued(JobKind::JobSet), &body(&review))
             .unwrap()
             .verdict,
         Verdict::Allowed
@@ -110,7 +110,7 @@ fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
     // The JobSet exists in both recorded namespaces (create: team-b,
     // update: team-a), as the webhook's cache would list it.
     view.replace_owners(
-        crate::cache::OwnerKind::Queued(Queued::JobSet),
+        crate::cache::OwnerKind::Queued(JobKind::JobSet),
         ["team-a", "team-b"]
             .into_iter()
             .map(|ns| ((ns.to_owned(), "pretrain".to_owned()), "js-uid".to_owned()))
@@ -151,12 +151,12 @@ fn an_unlabelled_jobset_in_a_namespace_that_queues_every_object_is_queued_in_def
         .as_object_mut()
         .unwrap()
         .remove("labels");
-    let (reply, patched) = review_applied(&r, Endpoint::MutateQueuedDefaultQueue(Queued::JobSet), &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueuedDefaultQueue(JobKind::JobSet), &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     assert_eq!(patched["metadata"]["labels"]["sluice.dev/queue"], "default");
     assert_eq!(patched["spec"]["suspend"], true);
     assert_eq!(
         Endpoint::from_path("/mutate/jobsets/default-queue"),
-        Some(Endpoint::MutateQueuedDefaultQueue(Queued::JobSet))
+        Some(Endpoint::MutateQueuedDefaultQueue(JobKind::JobSet))
     );
 }

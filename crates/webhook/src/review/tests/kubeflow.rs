@@ -30,7 +30,7 @@ fn pytorchjob_review() -> Value {
 fn a_queued_pytorchjob_is_suspended_through_its_run_policy_and_every_role_is_fixed() {
     let r = reviewer();
     let review = pytorchjob_review();
-    let ep = Endpoint::MutateQueued(Queued::PyTorchJob);
+    let ep = Endpoint::MutateQueued(JobKind::PyTorchJob);
     let (reply, patched) = review_applied(&r, ep, &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     // No runPolicy: the whole object is added.
@@ -67,7 +67,7 @@ fn a_queued_pytorchjob_is_resumed_only_by_the_controller() {
     let mut old = review["request"]["object"].clone();
     old["spec"]["runPolicy"]["suspend"] = json!(true);
     review["request"]["oldObject"] = old;
-    let ep = Endpoint::ValidateQueued(Queued::PyTorchJob);
+    let ep = Endpoint::ValidateQueued(JobKind::PyTorchJob);
     let reply = r.handle(ep, &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let msg = reply.response.result.message.clone();
@@ -96,7 +96,7 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
         "headGroupSpec": {"template": template.clone()},
         "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": template}]
     }});
-    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(Queued::RayJob), &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::RayJob), &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     assert_eq!(patched["spec"]["suspend"], true);
     for at in [
@@ -110,7 +110,9 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
     // refused, with the field.
     let mut keeps = review.clone();
     keeps["request"]["object"]["spec"]["shutdownAfterJobFinishes"] = json!(false);
-    let reply = r.handle(Endpoint::MutateQueued(Queued::RayJob), &body(&keeps)).unwrap();
+    let reply = r
+        .handle(Endpoint::MutateQueued(JobKind::RayJob), &body(&keeps))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     assert!(
         reply
@@ -124,7 +126,7 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
     let mut shared = review;
     shared["request"]["object"]["spec"]["clusterSelector"] = json!({"ray.io/cluster": "shared"});
     let reply = r
-        .handle(Endpoint::MutateQueued(Queued::RayJob), &body(&shared))
+        .handle(Endpoint::MutateQueued(JobKind::RayJob), &body(&shared))
         .unwrap();
     assert!(
         reply.response.result.message.contains("spec.clusterSelector"),
@@ -136,7 +138,7 @@ fn a_queued_rayjob_is_suspended_and_its_head_and_every_worker_group_are_fixed() 
 #[test]
 fn jobs_made_by_an_mpijob_or_a_rayjob_are_left_to_their_owner() {
     let view = MemoryView::synced_with_nvidia_runtime_class();
-    for kind in [Queued::MpiJob, Queued::RayJob] {
+    for kind in [JobKind::MpiJob, JobKind::RayJob] {
         view.replace_owners(
             crate::cache::OwnerKind::Queued(kind),
             BTreeMap::from([(("team-b".to_owned(), "x".to_owned()), "u".to_owned())]),

@@ -70,7 +70,7 @@ fn scaling_down_suspending_or_the_controller_are_allowed() {
 
 /// A running object of `kind` (group/version/kind/resource) in team-a,
 /// updated from `old` to `new`.
-fn running_update(kind: Queued, old: Value, new: Value) -> Value {
+fn running_update(kind: JobKind, old: Value, new: Value) -> Value {
     let (group, version, k) = kind.gvk();
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     let gvk = json!({"group": group, "version": version, "kind": k});
@@ -108,44 +108,44 @@ fn every_kind_refuses_growth_while_it_runs() {
             "headGroupSpec": {"template": pod("0")},
             "workerGroupSpecs": [{"groupName": "gpu", "replicas": replicas, "minReplicas": 1, "maxReplicas": max, "template": pod("1")}]}})
     };
-    let cases: Vec<(Queued, Value, Value, Value, &str)> = vec![
+    let cases: Vec<(JobKind, Value, Value, Value, &str)> = vec![
         (
-            Queued::JobSet,
+            JobKind::JobSet,
             jobset(2, 2),
             jobset(3, 2),
             jobset(1, 2),
             "spec.replicatedJobs[0] (workers).replicas × parallelism: 6 pods at once, was 4",
         ),
         (
-            Queued::JobSet,
+            JobKind::JobSet,
             jobset(2, 2),
             jobset(2, 4),
             jobset(2, 1),
             "spec.replicatedJobs[0] (workers).replicas × parallelism: 8 pods at once, was 4",
         ),
         (
-            Queued::PyTorchJob,
+            JobKind::PyTorchJob,
             kubeflow("pytorchReplicaSpecs", 2),
             kubeflow("pytorchReplicaSpecs", 5),
             kubeflow("pytorchReplicaSpecs", 1),
             "spec.pytorchReplicaSpecs.Worker.replicas: 5 pods at once, was 2",
         ),
         (
-            Queued::MpiJob,
+            JobKind::MpiJob,
             kubeflow("mpiReplicaSpecs", 2),
             kubeflow("mpiReplicaSpecs", 3),
             kubeflow("mpiReplicaSpecs", 1),
             "spec.mpiReplicaSpecs.Worker.replicas: 3 pods at once, was 2",
         ),
         (
-            Queued::RayJob,
+            JobKind::RayJob,
             ray(2, 2),
             ray(4, 4),
             ray(1, 2),
             "spec.rayClusterSpec.workerGroupSpecs[0] (gpu).replicas × numOfHosts: 4 pods at once, was 2",
         ),
         (
-            Queued::RayJob,
+            JobKind::RayJob,
             ray(2, 2),
             ray(2, 8),
             ray(2, 2),

@@ -224,7 +224,7 @@ pub fn workload_for_gang(
         owner_references: Some(owners),
         ..Default::default()
     };
-    Ok(crate::integration::queued_workload(
+    Ok(crate::queued_workload(
         metadata,
         queue,
         pod_sets,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::ResourceFlavor;
 
-use super::ObjPatch;
+use crate::ObjPatch;
 use crate::job::{JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
 
 /// Where one of the object's pod templates is.

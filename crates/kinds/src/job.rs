@@ -29,6 +29,9 @@ use serde_json::{Value, json};
 use sluice_api::labels;
 use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload};
 
+use crate::shape::{self, Count, TemplateAt};
+use crate::{ObjPatch, Queueable, Resource};
+
 /// Job annotation holding the template's `nodeSelector` and `tolerations`
 /// as they were before Sluice injected a flavor's (JSON of
 /// [`SchedulingDirectives`]). Present exactly while injected directives may
@@ -140,12 +143,7 @@ pub fn workload_for_job(
         ..Default::default()
     };
     let priority = resolve_priority(job, workload_class, pod_class);
-    Ok(crate::integration::queued_workload(
-        metadata,
-        queue,
-        vec![pod_set],
-        priority,
-    ))
+    Ok(crate::queued_workload(metadata, queue, vec![pod_set], priority))
 }
 
 /// A Job's name, namespace and uid, each required.
@@ -202,25 +200,25 @@ pub(crate) fn pod_set_of(job: &Job, name: &str) -> Result<PodSet, JobError> {
     Ok(PodSet {
         name: name.into(),
         count,
-        min_count: crate::integration::min_count_of(job.metadata.annotations.as_ref(), parallelism, count)?,
+        min_count: crate::min_count_of(job.metadata.annotations.as_ref(), parallelism, count)?,
         template,
-        topology: crate::integration::topology_of(job.metadata.annotations.as_ref())?,
+        topology: crate::topology_of(job.metadata.annotations.as_ref())?,
     })
 }
 
 /// The name and uid of the Job that controls a Workload, if one does.
 pub fn owning_job(wl: &Workload) -> Option<(&str, &str)> {
     match owner_of(wl)? {
-        (crate::integration::JobKind::Job, name, uid) => Some((name, uid)),
+        (crate::JobKind::Job, name, uid) => Some((name, uid)),
         _ => None,
     }
 }
 
 /// The kind, name and uid of the object (of a kind Sluice queues) that
 /// controls a Workload, if one does.
-pub fn owner_of(wl: &Workload) -> Option<(crate::integration::JobKind, &str, &str)> {
+pub fn owner_of(wl: &Workload) -> Option<(crate::JobKind, &str, &str)> {
     wl.metadata.owner_references.iter().flatten().find_map(|o| {
-        let kind = crate::integration::JobKind::ALL
+        let kind = crate::JobKind::ALL
             .into_iter()
             .find(|k| o.kind == k.kind() && o.api_version == k.api_version())?;
         (o.controller == Some(true)).then_some((kind, o.name.as_str(), o.uid.as_str()))
@@ -442,6 +440,133 @@ pub fn ready_pods(job: &Job) -> i32 {
 pub fn live_pods(job: &Job) -> i32 {
     let s = job.status.as_ref();
     s.and_then(|s| s.active).unwrap_or(0) + s.and_then(|s| s.terminating).unwrap_or(0)
+}
+
+/// `batch/v1` Job as a kind: the rules above, reached by kind.
+pub(crate) struct BatchJob;
+
+fn parse(obj: &Value) -> Result<Job, JobError> {
+    serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
+        field: "Job".into(),
+        problem: e.to_string(),
+    })
+}
+
+impl Queueable for BatchJob {
+    fn resource(&self) -> Resource {
+        Resource {
+            group: "batch",
+            version: "v1",
+            api_version: "batch/v1",
+            kind: "Job",
+            plural: "jobs",
+        }
+    }
+
+    fn flag_name(&self) -> &'static str {
+        "batch/job"
+    }
+
+    fn workload_prefix(&self) -> &'static str {
+        "job-"
+    }
+
+    fn pods_selector(&self, _name: &str, uid: &str) -> String {
+        format!("controller-uid={uid}")
+    }
+
+    fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+        Ok(JobView::of(&parse(obj)?, kueue_compat))
+    }
+
+    fn workload(
+        &self,
+        obj: &Value,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError> {
+        workload_for_job(&parse(obj)?, kueue_compat, workload_class, pod_class)
+    }
+
+    fn suspend_patch(&self) -> ObjPatch {
+        ObjPatch::Merge(suspend_patch())
+    }
+
+    /// `status.startTime` cleared first when it is set (through `/status`:
+    /// the template is immutable otherwise), then the template, and the
+    /// parallelism of a partial admission. A Job has one pod set (`main`,
+    /// or its own name in a gang): the one entry of `flavors` and
+    /// `admitted`.
+    fn start_patches(
+        &self,
+        view: &JobView,
+        flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+        admitted: &BTreeMap<String, u32>,
+    ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        let all: Vec<&ResourceFlavor> = flavors.values().flatten().copied().collect();
+        let pods = admitted.values().next().copied();
+        let mut out = Vec::new();
+        if view.started {
+            out.push((true, ObjPatch::Merge(clear_start_time_patch())));
+        }
+        out.push((false, ObjPatch::Merge(injection_patch(&view.patch_base(), &all, pods)?)));
+        Ok(out)
+    }
+
+    fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
+        let Some(patch) = restoration_patch(&view.patch_base())? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        if view.started {
+            out.push((true, ObjPatch::Merge(clear_start_time_patch())));
+        }
+        out.push((false, ObjPatch::Merge(patch)));
+        Ok(out)
+    }
+
+    fn invalid_reason(&self) -> &'static str {
+        "InvalidJob"
+    }
+
+    /// As every kind's, and `patch` on `jobs/status` (a started Job's
+    /// `status.startTime` is cleared before its template changes).
+    fn controller_access(&self) -> Vec<crate::Access> {
+        vec![
+            crate::Access {
+                verbs: &["get", "list", "watch", "patch"],
+                group: "batch",
+                resource: "jobs".into(),
+            },
+            crate::Access {
+                verbs: &["patch"],
+                group: "batch",
+                resource: "jobs/status".into(),
+            },
+            crate::Access {
+                verbs: &["update"],
+                group: "batch",
+                resource: "jobs/finalizers".into(),
+            },
+        ]
+    }
+
+    fn templates(&self, _obj: &Value) -> Vec<TemplateAt> {
+        vec![TemplateAt::at("/spec/template", "spec.template")]
+    }
+
+    /// `min(parallelism, completions)`.
+    fn counts(&self, obj: &Value) -> Vec<Count> {
+        vec![Count {
+            field: "spec.parallelism".into(),
+            value: shape::job_pods(obj.get("spec")),
+        }]
+    }
+
+    fn finished(&self, obj: &Value) -> Option<bool> {
+        shape::terminal_condition(obj, "Complete", "Failed")
+    }
 }
 
 mod partial;

@@ -1,6 +1,6 @@
 use super::*;
-use crate::integration::ObjPatch;
-use crate::integration::{self, JobKind};
+use crate::JobKind;
+use crate::ObjPatch;
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
 use std::collections::BTreeMap;
@@ -121,7 +121,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     let v = view(&js, false).unwrap();
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("workers".to_string(), vec![&a100]), ("driver".to_string(), vec![])]);
-    let start = integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
+    let start = crate::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
     // The originals first (a merge patch: the object may have no
     // annotations), then one JSON patch guarded by the names.
     assert!(matches!(start[0].1, ObjPatch::Merge(_)));
@@ -150,7 +150,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     assert_eq!(
         apply(
             &started,
-            &integration::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
+            &crate::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
         ),
         started
     );
@@ -159,7 +159,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
     let mut suspended = started.clone();
     json_patch::merge(&mut suspended, &crate::job::suspend_patch());
     let sv = view(&suspended, false).unwrap();
-    let restored = apply(&suspended, &integration::restore_patches(&sv).unwrap());
+    let restored = apply(&suspended, &crate::restore_patches(&sv).unwrap());
     assert_eq!(pod(&restored, 0), pod(&js, 0));
     assert_eq!(pod(&restored, 1), pod(&js, 1));
     assert!(restored["metadata"]["annotations"].get(ORIGINAL_SCHEDULING).is_none());
@@ -169,7 +169,7 @@ fn admission_injects_each_pod_set_its_flavor_and_eviction_puts_back_what_was_wri
         workload(&js, false, |_| None, |_| None).unwrap().spec.pod_sets
     );
     // Nothing recorded: nothing to restore.
-    assert!(integration::restore_patches(&v).unwrap().is_empty());
+    assert!(crate::restore_patches(&v).unwrap().is_empty());
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn a_reordered_jobset_is_not_patched_in_the_wrong_place() {
     let v = view(&js, false).unwrap();
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("workers".to_string(), vec![&a100])]);
-    let start = integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
+    let start = crate::start_patches(&v, &flavors, &BTreeMap::new()).unwrap();
     let ObjPatch::Json(ops) = &start[1].1 else { panic!() };
     let mut swapped = js.clone();
     let rjs = swapped["spec"]["replicatedJobs"].as_array_mut().unwrap();

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::labels;
 use sluice_api::v1alpha1::{PodSet, Workload};
 
-use super::{JobKind, placed};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, TemplateDirectives};
+use crate::{JobKind, placed};
 
 /// What a kind module reads of an object's state.
 pub(super) struct State {

@@ -29,9 +29,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::placed::Placed;
-use super::{JobKind, ObjPatch, Queueable, Resource, object};
 use crate::job::{JobError, JobView};
+use crate::placed::Placed;
+use crate::shape::{self, Count, TemplateAt};
+use crate::{JobKind, ObjPatch, Queueable, Resource, object};
 
 /// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
 /// RayJob's name.
@@ -91,8 +92,6 @@ struct WorkerGroup {
 struct Status {
     #[serde(default)]
     job_deployment_status: Option<String>,
-    #[serde(default)]
-    job_status: Option<String>,
     #[serde(default)]
     ray_cluster_name: Option<String>,
 }
@@ -180,16 +179,22 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
     })
 }
 
+/// How a RayJob ended: `status.jobDeploymentStatus` `Complete`
+/// (succeeded when `status.jobStatus` is `SUCCEEDED`), `Failed` or
+/// `ValidationFailed` (KubeRay refused the spec: it never runs).
+fn finished(obj: &Value) -> Option<bool> {
+    match obj.pointer("/status/jobDeploymentStatus").and_then(Value::as_str) {
+        Some("Complete") => Some(obj.pointer("/status/jobStatus").and_then(Value::as_str) == Some("SUCCEEDED")),
+        Some("Failed" | "ValidationFailed") => Some(false),
+        _ => None,
+    }
+}
+
 /// What the index keeps of a RayJob.
 pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     let p = parse(obj)?;
     let deployment = p.status.job_deployment_status.as_deref();
-    let finished = match deployment {
-        Some("Complete") => Some(p.status.job_status.as_deref() == Some("SUCCEEDED")),
-        // KubeRay refused the spec: it never runs.
-        Some("Failed" | "ValidationFailed") => Some(false),
-        _ => None,
-    };
+    let finished = finished(obj);
     let pods: i32 = p.groups.iter().map(|g| g.pods).sum();
     let state = object::State {
         suspended: p.suspend,
@@ -326,6 +331,68 @@ impl Queueable for RayJobKind {
 
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         super::placed_restore(view, &placed(view))
+    }
+
+    fn invalid_reason(&self) -> &'static str {
+        "InvalidRayJob"
+    }
+
+    /// The head group's, then each worker group's.
+    fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
+        let head = TemplateAt::at(
+            "/spec/rayClusterSpec/headGroupSpec/template",
+            "spec.rayClusterSpec.headGroupSpec.template",
+        );
+        let workers = (0..shape::list(obj.pointer("/spec/rayClusterSpec/workerGroupSpecs")).len()).map(|i| {
+            TemplateAt::at(
+                &format!("/spec/rayClusterSpec/workerGroupSpecs/{i}/template"),
+                &format!("spec.rayClusterSpec.workerGroupSpecs[{i}].template"),
+            )
+        });
+        std::iter::once(head).chain(workers).collect()
+    }
+
+    /// Each worker group's `replicas`, `minReplicas` and `maxReplicas`,
+    /// each × `numOfHosts`.
+    fn counts(&self, obj: &Value) -> Vec<Count> {
+        shape::list(obj.pointer("/spec/rayClusterSpec/workerGroupSpecs"))
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| {
+                let hosts = shape::int(g.get("numOfHosts"), 1);
+                let name = g.get("groupName").and_then(Value::as_str).unwrap_or("");
+                ["replicas", "minReplicas", "maxReplicas"].map(|f| Count {
+                    field: format!("spec.rayClusterSpec.workerGroupSpecs[{i}] ({name}).{f} × numOfHosts"),
+                    value: shape::int(g.get(f), 0) * hosts,
+                })
+            })
+            .collect()
+    }
+
+    fn finished(&self, obj: &Value) -> Option<bool> {
+        finished(obj)
+    }
+
+    /// KubeRay suspends only RayJobs that run their own cluster and
+    /// delete it when they finish: any other would be admitted and never
+    /// run.
+    fn refusals(&self, obj: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if obj
+            .pointer("/spec/clusterSelector")
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+        {
+            out.push(
+                "spec.clusterSelector: a queued RayJob must create its own cluster (spec.rayClusterSpec); one running on an existing cluster cannot be held or admitted".to_owned(),
+            );
+        }
+        if obj.pointer("/spec/shutdownAfterJobFinishes") != Some(&Value::Bool(true)) {
+            out.push(
+                "spec.shutdownAfterJobFinishes: must be true for a queued RayJob (KubeRay suspends and resumes only RayJobs that delete their cluster when they finish)".to_owned(),
+            );
+        }
+        out
     }
 }
 

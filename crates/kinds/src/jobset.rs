@@ -24,9 +24,10 @@ use std::collections::BTreeMap;
 
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::placed::Placed;
-use super::{JobKind, ObjPatch, Queueable, Resource, object};
 use crate::job::{self, JobError, JobView};
+use crate::placed::Placed;
+use crate::shape::{self, Count, TemplateAt};
+use crate::{JobKind, ObjPatch, Queueable, Resource, object};
 
 pub const GROUP: &str = "jobset.x-k8s.io";
 pub const VERSION: &str = "v1alpha2";
@@ -67,16 +68,7 @@ struct ReplicatedJob {
 #[serde(rename_all = "camelCase")]
 struct Status {
     #[serde(default)]
-    conditions: Vec<Condition>,
-    #[serde(default)]
     replicated_jobs_status: Vec<ReplicatedJobStatus>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Condition {
-    #[serde(rename = "type")]
-    type_: String,
-    status: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,20 +117,17 @@ fn pods_of(rj: &ReplicatedJob) -> i32 {
     rj.replicas.unwrap_or(1).max(1).saturating_mul(per_job)
 }
 
+/// How a JobSet ended: condition `Completed` or `Failed`.
+fn finished(obj: &Value) -> Option<bool> {
+    shape::terminal_condition(obj, "Completed", "Failed")
+}
+
 /// What the index keeps of a JobSet. Its ready and succeeded counts are
 /// of child Jobs, its `pods` the number of child Jobs.
 pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     let (js, spec) = parse(obj)?;
     let status = js.status.unwrap_or_default();
-    let finished = status
-        .conditions
-        .iter()
-        .filter(|c| c.status == "True")
-        .find_map(|c| match c.type_.as_str() {
-            "Completed" => Some(true),
-            "Failed" => Some(false),
-            _ => None,
-        });
+    let finished = finished(obj);
     let state = object::State {
         suspended: spec.suspend.unwrap_or(false),
         finished,
@@ -265,6 +254,40 @@ impl Queueable for JobSetKind {
 
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
         super::placed_restore(view, &placed(view))
+    }
+
+    fn invalid_reason(&self) -> &'static str {
+        "InvalidJobSet"
+    }
+
+    fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
+        (0..shape::list(obj.pointer("/spec/replicatedJobs")).len())
+            .map(|i| {
+                TemplateAt::at(
+                    &format!("/spec/replicatedJobs/{i}/template/spec/template"),
+                    &format!("spec.replicatedJobs[{i}].template.spec.template"),
+                )
+            })
+            .collect()
+    }
+
+    /// Each replicated Job's `replicas` × its Job's pods at once.
+    fn counts(&self, obj: &Value) -> Vec<Count> {
+        shape::list(obj.pointer("/spec/replicatedJobs"))
+            .iter()
+            .enumerate()
+            .map(|(i, rj)| Count {
+                field: format!(
+                    "spec.replicatedJobs[{i}] ({}).replicas × parallelism",
+                    rj.get("name").and_then(Value::as_str).unwrap_or("")
+                ),
+                value: shape::int(rj.get("replicas"), 1) * shape::job_pods(rj.pointer("/template/spec")),
+            })
+            .collect()
+    }
+
+    fn finished(&self, obj: &Value) -> Option<bool> {
+        finished(obj)
     }
 }
 

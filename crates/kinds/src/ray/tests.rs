@@ -1,6 +1,5 @@
 use super::*;
-use crate::integration;
-use crate::integration::ObjPatch;
+use crate::ObjPatch;
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
 use std::collections::BTreeMap;
@@ -112,7 +111,7 @@ fn its_pods_are_its_clusters_and_not_gone_while_suspending() {
     let mut rj = rayjob();
     rj["status"] = json!({"jobDeploymentStatus": "Suspending", "rayClusterName": "tune-raycluster-x7"});
     let v = view(&rj, false).unwrap();
-    assert_eq!(integration::pods_selector_of(&v), "ray.io/cluster=tune-raycluster-x7");
+    assert_eq!(crate::pods_selector_of(&v), "ray.io/cluster=tune-raycluster-x7");
     assert_eq!(v.live, 1, "KubeRay is still deleting the cluster");
     rj["status"] = json!({"jobDeploymentStatus": "Suspended"});
     assert_eq!(view(&rj, false).unwrap().live, 0);
@@ -151,10 +150,7 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
         ("gpu-small".to_string(), vec![&a100]),
         ("gpu-big".to_string(), vec![&h100]),
     ]);
-    let started = apply(
-        &rj,
-        &integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap(),
-    );
+    let started = apply(&rj, &crate::start_patches(&v, &flavors, &BTreeMap::new()).unwrap());
     let head = |o: &Value| o["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"].clone();
     let worker = |o: &Value, i: usize| o["spec"]["rayClusterSpec"]["workerGroupSpecs"][i]["template"]["spec"].clone();
     assert_eq!(started["spec"]["suspend"], json!(false));
@@ -166,12 +162,12 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     assert_eq!(
         apply(
             &started,
-            &integration::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
+            &crate::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
         ),
         started
     );
     // Worker groups reordered meanwhile: the patch is refused.
-    let ObjPatch::Json(ops) = &integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap()[1].1 else {
+    let ObjPatch::Json(ops) = &crate::start_patches(&v, &flavors, &BTreeMap::new()).unwrap()[1].1 else {
         panic!()
     };
     let mut swapped = rj.clone();
@@ -185,7 +181,7 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     let mut suspended = started.clone();
     json_patch::merge(&mut suspended, &crate::job::suspend_patch());
     let sv = view(&suspended, false).unwrap();
-    let restored = apply(&suspended, &integration::restore_patches(&sv).unwrap());
+    let restored = apply(&suspended, &crate::restore_patches(&sv).unwrap());
     assert_eq!(head(&restored), head(&rj));
     assert_eq!(worker(&restored, 0), worker(&rj, 0));
     assert_eq!(worker(&restored, 1), worker(&rj, 1));

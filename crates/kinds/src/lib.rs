@@ -1,16 +1,22 @@
 //! The kinds of workload Sluice queues, one file each, each implementing
-//! [`Queueable`] (Kueue's `GenericJob` is the model): what a kind's object
-//! becomes in the index (a [`JobView`]: pod sets, suspended, finished,
-//! ready), its Workload (pod sets with their counts and templates, the
-//! priority class), and the patches that suspend it, start it on its
-//! flavors and put back what its user wrote, and its pods' label. The
-//! index calls them through [`JobKind::integration`] and never reads a
-//! kind's object itself.
+//! [`Queueable`] (Kueue's `GenericJob` is the model). Both the controller
+//! and the webhook read a kind only through it:
+//!
+//! - for the controller: what a kind's object becomes in the index (a
+//!   [`JobView`]: pod sets, suspended, finished, ready), its Workload (pod
+//!   sets with their counts and templates, the priority class), the
+//!   patches that suspend it, start it on its flavors and put back what
+//!   its user wrote, its pods' label, and the API calls it makes on it
+//!   ([`Queueable::controller_access`], which the chart's role is checked
+//!   against);
+//! - for the webhook: where its suspend flag and pod templates are, how
+//!   many pods each part runs at once (an admitted object may not grow),
+//!   whether it has finished, and what it refuses on CREATE.
 //!
 //! | kind | file | Workload | pod sets |
 //! |------|------|----------|----------|
-//! | `batch/v1` Job | `batch` (rules in [`crate::job`]) | `job-<name>` | `main` |
-//! | multi-Job gang of Jobs | [`crate::gang`] | `gang-<gang>` | one per Job |
+//! | `batch/v1` Job | [`job`] | `job-<name>` | `main` |
+//! | multi-Job gang of Jobs | [`gang`] | `gang-<gang>` | one per Job |
 //! | `jobset.x-k8s.io/v1alpha2` JobSet | [`jobset`] | `jobset-<name>` | one per replicated Job |
 //! | `kubeflow.org/v1` PyTorchJob | [`kubeflow`] | `pytorchjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
@@ -20,10 +26,11 @@
 //! Workload built with `object`; its pod templates patched by merge
 //! patches where they are map keys, as in [`kubeflow`], or by guarded JSON
 //! patches where they sit at list positions, `placed`, as in [`jobset`]
-//! and [`ray`]), plus its [`JobKind`] variant, its arm in
-//! [`JobKind::integration`] and its `Kind` in the index; watches, the
-//! cache and discovery take every kind. The webhook (its own crate) and
-//! the chart's RBAC list the kinds too.
+//! and [`ray`]), plus its [`JobKind`] variant and its line in
+//! [`JobKind::integration`]. The controller's watches, cache, index and
+//! discovery, and the webhook's endpoints and configurations, take every
+//! kind of [`JobKind::ALL`]; the chart's templates list the kinds too, and
+//! a test checks them against this registry.
 
 use std::collections::BTreeMap;
 
@@ -35,14 +42,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
 
 use crate::job::{JobError, JobView};
-use sluice_scheduler as eng;
+pub use crate::shape::{Count, SuspendField, TemplateAt};
 
-mod batch;
+pub mod gang;
+pub mod job;
 pub mod jobset;
 pub mod kubeflow;
 mod object;
 mod placed;
 pub mod ray;
+pub mod shape;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 /// A kind of workload object Sluice queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -72,7 +83,7 @@ impl JobKind {
     /// What queues objects of this kind.
     pub fn integration(self) -> &'static dyn Queueable {
         match self {
-            JobKind::Job => &batch::BatchJob,
+            JobKind::Job => &job::BatchJob,
             JobKind::JobSet => &jobset::JobSetKind,
             JobKind::PyTorchJob => &kubeflow::PYTORCH_JOB,
             JobKind::MpiJob => &kubeflow::MPI_JOB,
@@ -88,9 +99,49 @@ impl JobKind {
         self.integration().resource().kind
     }
 
+    /// (group, version, kind).
+    pub fn gvk(self) -> (&'static str, &'static str, &'static str) {
+        let r = self.integration().resource();
+        (r.group, r.version, r.kind)
+    }
+
+    /// Its resource's plural name (`jobs`).
+    pub fn plural(self) -> &'static str {
+        self.integration().resource().plural
+    }
+
     /// The name `--integrations` knows it by.
     pub fn flag_name(self) -> &'static str {
         self.integration().flag_name()
+    }
+
+    /// The kinds other than batch/v1 Job: those made by an operator.
+    pub fn others() -> impl Iterator<Item = JobKind> {
+        JobKind::ALL.into_iter().filter(|k| *k != JobKind::Job)
+    }
+
+    /// What the controller calls on objects of this kind.
+    pub fn controller_access(self) -> Vec<Access> {
+        self.integration().controller_access()
+    }
+
+    /// What the webhook lists and watches of this kind: the objects of a
+    /// kind made by an operator, to verify a Job's owner of that kind.
+    pub fn webhook_access(self) -> Vec<Access> {
+        let r = self.integration().resource();
+        match self {
+            JobKind::Job => Vec::new(),
+            _ => vec![Access {
+                verbs: &["list", "watch"],
+                group: r.group,
+                resource: r.plural.to_owned(),
+            }],
+        }
+    }
+
+    /// The reason recorded for an object of this kind that cannot be read.
+    pub fn invalid_reason(self) -> &'static str {
+        self.integration().invalid_reason()
     }
 
     pub fn from_flag(name: &str) -> Option<JobKind> {
@@ -118,6 +169,16 @@ impl JobKind {
     pub fn pods_selector(self, name: &str, uid: &str) -> String {
         self.integration().pods_selector(name, uid)
     }
+}
+
+/// Verbs on one resource of a kind's API group: what the chart's roles
+/// must grant (and nothing more).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub verbs: &'static [&'static str],
+    pub group: &'static str,
+    /// `jobs`, `jobs/status`, `jobs/finalizers`.
+    pub resource: String,
 }
 
 /// A kind's API resource, as constants.
@@ -167,6 +228,44 @@ pub trait Queueable: Sync {
     /// The patches that put back what the user wrote into an evicted,
     /// suspended object (none when nothing was injected).
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError>;
+    /// The reason recorded for an object of this kind that cannot be read.
+    fn invalid_reason(&self) -> &'static str;
+    /// Where its suspend flag is.
+    fn suspend_field(&self) -> SuspendField {
+        SuspendField::SPEC
+    }
+    /// Its pod templates (JSON of the object).
+    fn templates(&self, obj: &Value) -> Vec<TemplateAt>;
+    /// How many pods each of its parts runs at once, by field: what an
+    /// admission covers.
+    fn counts(&self, obj: &Value) -> Vec<Count>;
+    /// How it ended, if it did: `Some(true)` succeeded, `Some(false)`
+    /// failed.
+    fn finished(&self, obj: &Value) -> Option<bool>;
+    /// The API calls the controller makes on objects of this kind: watch,
+    /// read back and patch them (suspend, start, restore), and
+    /// `update` on `<plural>/finalizers` for `blockOwnerDeletion` on their
+    /// Workloads' owner references.
+    fn controller_access(&self) -> Vec<Access> {
+        let r = self.resource();
+        vec![
+            Access {
+                verbs: &["get", "list", "watch", "patch"],
+                group: r.group,
+                resource: r.plural.to_owned(),
+            },
+            Access {
+                verbs: &["update"],
+                group: r.group,
+                resource: format!("{}/finalizers", r.plural),
+            },
+        ]
+    }
+    /// Why an object of this kind, as written, cannot be queued at all
+    /// (each with its field): the webhook refuses it on CREATE.
+    fn refusals(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A patch of a kind's object.
@@ -226,31 +325,6 @@ impl Full<'_> {
     }
 }
 
-/// The pod sets an object asks for, as its Workload would (a batch/v1
-/// Job's pods from the parallelism its user wrote), in the engine's terms.
-pub fn requested_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
-    let wl = full.workload(kueue_compat, |_| None, |_| None)?;
-    sluice_convert::adapter::workload(&wl, 0, 0)
-        .map(|spec| spec.pod_sets)
-        .map_err(|e| JobError::Invalid {
-            field: "spec".into(),
-            problem: e.to_string(),
-        })
-}
-
-/// The pod sets an object runs now: those it asks for, except that a
-/// batch/v1 Job runs as many pods as its parallelism says now (a partial
-/// admission lowers it; so does a user who scales it).
-pub fn running_pod_sets(full: Full<'_>, kueue_compat: bool) -> Result<Vec<eng::PodSetSpec>, JobError> {
-    let mut sets = requested_pod_sets(full, kueue_compat)?;
-    if let Full::Job(j) = full
-        && let (Some(spec), Some(ps)) = (j.spec.as_ref(), sets.first_mut())
-    {
-        ps.count = u32::try_from(crate::job::pods_count(spec.parallelism, spec.completions)).unwrap_or(0);
-    }
-    Ok(sets)
-}
-
 /// The view of an object of `kind`, from its JSON.
 pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     kind.integration().view(obj, kueue_compat)
@@ -289,7 +363,7 @@ fn placed_restore(view: &JobView, at: &[placed::Placed<'_>]) -> Result<Vec<(bool
 
 /// A new, active Workload (without status) in `queue` with `pod_sets`,
 /// at `priority` (and the WorkloadPriorityClass it came from).
-pub(crate) fn queued_workload(
+pub fn queued_workload(
     metadata: ObjectMeta,
     queue: &str,
     pod_sets: Vec<PodSet>,

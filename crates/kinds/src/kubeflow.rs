@@ -27,8 +27,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use super::{JobKind, ObjPatch, Queueable, Resource, object, placed};
 use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
+use crate::shape::{self, Count, SuspendField, TemplateAt};
+use crate::{JobKind, ObjPatch, Queueable, Resource, object, placed};
 
 pub const GROUP: &str = "kubeflow.org";
 /// Label the training operator puts on a job's pods: the job's name.
@@ -135,17 +136,16 @@ fn pod_set_name(role: &str) -> String {
     role.to_ascii_lowercase()
 }
 
+/// How a job ended: condition `Succeeded` or `Failed`.
+fn finished(obj: &Value) -> Option<bool> {
+    shape::terminal_condition(obj, "Succeeded", "Failed")
+}
+
 /// What the index keeps of a job of `kind`.
 pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     let p = parse(kind, obj)?;
     let is_true = |t: &str| p.status.conditions.iter().any(|c| c.type_ == t && c.status == "True");
-    let finished = if is_true("Succeeded") {
-        Some(true)
-    } else if is_true("Failed") {
-        Some(false)
-    } else {
-        None
-    };
+    let finished = finished(obj);
     let pods: i32 = p.roles.values().map(|r| r.replicas.unwrap_or(1)).sum();
     let state = object::State {
         suspended: p.suspend,
@@ -270,6 +270,8 @@ pub(super) struct Kubeflow {
     prefix: &'static str,
     /// The [`OPERATOR_LABEL`] of its pods.
     operator: &'static str,
+    /// The reason recorded for one that cannot be read.
+    invalid: &'static str,
 }
 
 pub(super) const PYTORCH_JOB: Kubeflow = Kubeflow {
@@ -284,6 +286,7 @@ pub(super) const PYTORCH_JOB: Kubeflow = Kubeflow {
     flag: "kubeflow.org/pytorchjob",
     prefix: "pytorchjob-",
     operator: "pytorchjob-controller",
+    invalid: "InvalidPyTorchJob",
 };
 
 pub(super) const MPI_JOB: Kubeflow = Kubeflow {
@@ -298,6 +301,7 @@ pub(super) const MPI_JOB: Kubeflow = Kubeflow {
     flag: "kubeflow.org/mpijob",
     prefix: "mpijob-",
     operator: "mpi-operator",
+    invalid: "InvalidMPIJob",
 };
 
 impl Queueable for Kubeflow {
@@ -349,6 +353,30 @@ impl Queueable for Kubeflow {
         Ok(restoration_patch(view)?
             .map(|p| vec![(false, ObjPatch::Merge(p))])
             .unwrap_or_default())
+    }
+
+    fn invalid_reason(&self) -> &'static str {
+        self.invalid
+    }
+
+    fn suspend_field(&self) -> SuspendField {
+        SuspendField {
+            pointer: "/spec/runPolicy/suspend",
+            field: "spec.runPolicy.suspend",
+        }
+    }
+
+    fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
+        shape::role_templates(obj, replica_specs_field(self.kind))
+    }
+
+    /// Each role's `replicas`.
+    fn counts(&self, obj: &Value) -> Vec<Count> {
+        shape::role_counts(obj, replica_specs_field(self.kind))
+    }
+
+    fn finished(&self, obj: &Value) -> Option<bool> {
+        finished(obj)
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::integration::{self, ObjPatch};
+use crate::ObjPatch;
 use crate::testing::flavor;
 
 /// A PyTorchJob as the API server returns it: a master (1 pod, its own
@@ -76,7 +76,7 @@ fn a_pytorchjob_is_one_workload_with_a_pod_set_per_role() {
     let v = view(JobKind::MpiJob, &mpijob(), false).unwrap();
     assert!(!v.suspended, "runPolicy.suspend false");
     assert_eq!(
-        integration::suspend_patch(JobKind::MpiJob),
+        crate::suspend_patch(JobKind::MpiJob),
         ObjPatch::Merge(json!({"spec": {"runPolicy": {"suspend": true}}}))
     );
     assert_eq!(
@@ -120,10 +120,7 @@ fn each_role_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     let v = view(JobKind::PyTorchJob, &pj, false).unwrap();
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("worker".to_string(), vec![&a100]), ("master".to_string(), vec![])]);
-    let started = merge(
-        &pj,
-        &integration::start_patches(&v, &flavors, &BTreeMap::new()).unwrap(),
-    );
+    let started = merge(&pj, &crate::start_patches(&v, &flavors, &BTreeMap::new()).unwrap());
     let pod = |o: &Value, role: &str| o["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"].clone();
     assert_eq!(started["spec"]["runPolicy"]["suspend"], json!(false));
     assert_eq!(
@@ -143,7 +140,7 @@ fn each_role_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     assert_eq!(
         merge(
             &started,
-            &integration::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
+            &crate::start_patches(&again, &flavors, &BTreeMap::new()).unwrap()
         ),
         started
     );
@@ -151,12 +148,12 @@ fn each_role_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     let mut suspended = started.clone();
     json_patch::merge(&mut suspended, &suspend_patch());
     let sv = view(JobKind::PyTorchJob, &suspended, false).unwrap();
-    let restored = merge(&suspended, &integration::restore_patches(&sv).unwrap());
+    let restored = merge(&suspended, &crate::restore_patches(&sv).unwrap());
     assert_eq!(pod(&restored, "Master"), pod(&pj, "Master"));
     assert_eq!(pod(&restored, "Worker")["nodeSelector"], Value::Null);
     assert!(pod(&restored, "Worker").get("tolerations").is_none());
     assert!(restored["metadata"]["annotations"].get(ORIGINAL_SCHEDULING).is_none());
-    assert!(integration::restore_patches(&v).unwrap().is_empty());
+    assert!(crate::restore_patches(&v).unwrap().is_empty());
 }
 
 #[test]

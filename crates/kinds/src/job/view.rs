@@ -30,7 +30,7 @@ pub struct TemplateDirectives {
 /// the index believes it only when that object exists with that uid).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ManagedBy {
-    pub kind: crate::integration::JobKind,
+    pub kind: crate::JobKind,
     pub name: String,
     pub uid: String,
 }
@@ -42,8 +42,8 @@ pub struct ManagedBy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobView {
     /// The kind of object it is a view of (a JobSet's view is made by
-    /// [`crate::integration::jobset`]).
-    pub kind: crate::integration::JobKind,
+    /// [`crate::jobset`]).
+    pub kind: crate::JobKind,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -89,7 +89,7 @@ pub struct JobView {
     /// ([`crate::index`]'s `default_queue`).
     pub queued_by_namespace: bool,
     /// The label selector of its pods, where it is not its kind's usual
-    /// one ([`crate::integration::JobKind::pods_selector`]): a RayJob's
+    /// one ([`crate::JobKind::pods_selector`]): a RayJob's
     /// RayCluster's.
     pub pods_selector: Option<String>,
     /// Expected run time (ms): the `sluice.dev/expected-runtime` annotation,
@@ -101,7 +101,7 @@ impl JobView {
     pub fn of(job: &Job, kueue_compat: bool) -> Self {
         let pod = job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
         JobView {
-            kind: crate::integration::JobKind::Job,
+            kind: crate::JobKind::Job,
             namespace: job.metadata.namespace.clone().unwrap_or_default(),
             name: job.metadata.name.clone().unwrap_or_default(),
             uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -135,8 +135,8 @@ impl JobView {
                 .flatten()
                 .filter(|o| o.controller == Some(true))
                 .find_map(|o| {
-                    let kind = crate::integration::JobKind::ALL.into_iter().find(|k| {
-                        *k != crate::integration::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
+                    let kind = crate::JobKind::ALL.into_iter().find(|k| {
+                        *k != crate::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
                     })?;
                     Some(ManagedBy {
                         kind,

@@ -1,0 +1,34 @@
+//! Helpers shared by unit tests (here and in the controller): recorded API
+//! payloads from `shared/fixtures` (or `SLUICE_FIXTURES`), and a flavor.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::batch::v1::Job;
+use serde_json::{Value, json};
+use sluice_api::v1alpha1::ResourceFlavor;
+
+pub fn fixtures_dir() -> PathBuf {
+    std::env::var_os("SLUICE_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
+}
+
+pub fn fixture(name: &str) -> Value {
+    let path = fixtures_dir().join(name);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+pub fn job_fixture(name: &str) -> Job {
+    serde_json::from_value(fixture(name)).unwrap()
+}
+
+/// A GPU flavor labelled `gpu: <name>` that tolerates the GPU taint.
+pub fn flavor(name: &str) -> ResourceFlavor {
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name},
+        "spec": {"nodeLabels": {"gpu": name},
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    }))
+    .unwrap()
+}
