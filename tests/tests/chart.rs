@@ -1312,7 +1312,7 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["cohorts"], ""));
             webhook.push(expect(&["list", "watch"], "sluice.dev", &["clusterqueues"], ""));
             webhook.push(expect(&["list", "watch"], "node.k8s.io", &["runtimeclasses"], ""));
-            // Owner verification: cache::OwnerKind::ALL.
+            // Owner verification: cache::OwnerKind::all().
             webhook.push(expect(&["list", "watch"], "apps", &["daemonsets"], ""));
             webhook.extend(JobKind::ALL.into_iter().flat_map(JobKind::webhook_access).map(access));
         }

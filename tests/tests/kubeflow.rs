@@ -1,5 +1,6 @@
 //! End-to-end tests of Kubeflow training jobs (`kubeflow.org/v1`
-//! PyTorchJob, `kubeflow.org/v2beta1` MPIJob) against a real API server:
+//! PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, `kubeflow.org/v2beta1`
+//! MPIJob) against a real API server:
 //! the test installs minimal CRDs (`tests/crds/kubeflow.org_*.yaml`) before
 //! the controller starts (it finds the kinds by discovery) and plays the
 //! training operator where one is needed (its conditions); no pods exist.
@@ -46,6 +47,14 @@ async fn cluster(gpus: u32) -> Result<(Cluster, String)> {
         "mpijobs",
     )
     .await?;
+    for (file, plural) in [
+        ("kubeflow.org_tfjobs.yaml", "tfjobs"),
+        ("kubeflow.org_xgboostjobs.yaml", "xgboostjobs"),
+        ("kubeflow.org_paddlejobs.yaml", "paddlejobs"),
+        ("kubeflow.org_jaxjobs.yaml", "jaxjobs"),
+    ] {
+        install_crd_file(&c.client, file, "kubeflow.org/v1", plural).await?;
+    }
     let f = c.flavor("a100").await?;
     let cq = c
         .gpu_queue("cq", &f, gpus, None, json!({"withinClusterQueue": "LowerPriority"}))
@@ -236,6 +245,102 @@ async fn an_mpijob_created_running_is_held_admitted_preempted_restored_and_one_l
         ensure_eq!(pending.reason, "ExceedsQuota");
         let big = serde_json::to_value(api.get("big").await?)?;
         ensure_eq!(big["spec"]["runPolicy"]["suspend"], json!(true));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+/// The four training-operator kinds added as one file each
+/// (`crates/kinds/src/{tfjob,xgboostjob,paddlejob,jaxjob}.rs`), one after
+/// another in an 8-GPU queue, each of 6 GPUs: held (created running,
+/// without the webhook), admitted whole with a pod set per role, resumed
+/// with its flavor in every role, and finished when its operator says it
+/// succeeded (the next one is admitted only once that quota is released);
+/// then a TFJob is preempted, suspended and its templates put back.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn tfjobs_xgboostjobs_paddlejobs_and_jaxjobs_are_held_admitted_whole_finished_and_preempted_restored()
+-> Result<()> {
+    let (mut c, f) = cluster(8).await?;
+    let result = async {
+        // (kind, plural, its map of roles, its roles and their replicas)
+        type Kind<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, u32)]);
+        let kinds: [Kind; 4] = [
+            ("TFJob", "tfjobs", "tfReplicaSpecs", &[("Chief", 1), ("Worker", 2)]),
+            (
+                "XGBoostJob",
+                "xgboostjobs",
+                "xgbReplicaSpecs",
+                &[("Master", 1), ("Worker", 2)],
+            ),
+            ("PaddleJob", "paddlejobs", "paddleReplicaSpecs", &[("Worker", 3)]),
+            ("JAXJob", "jaxjobs", "jaxReplicaSpecs", &[("Worker", 3)]),
+        ];
+        let make = |kind: &str, field: &str, name: &str, roles: &[(&str, u32)]| -> Result<DynamicObject> {
+            let specs: serde_json::Map<String, Value> = roles
+                .iter()
+                .map(|(r, n)| (r.to_string(), json!({"replicas": n, "template": pod(2, json!(null))})))
+                .collect();
+            Ok(serde_json::from_value(json!({
+                "apiVersion": "kubeflow.org/v1", "kind": kind,
+                "metadata": {"name": name, "labels": {"sluice.dev/queue": "team"}},
+                "spec": {field: specs}
+            }))?)
+        };
+        for (kind, plural, field, roles) in kinds {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(c.client.clone(), &c.namespace, &resource("v1", kind, plural));
+            let workload = format!("{}-run", kind.to_ascii_lowercase());
+            api.create(&PostParams::default(), &make(kind, field, "run", roles)?)
+                .await?;
+            let wl = c.wait_workload_condition(&workload, "Admitted", "True", T).await?;
+            let sets: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect();
+            let want: Vec<(String, i32)> = roles.iter().map(|(r, n)| (r.to_ascii_lowercase(), *n as i32)).collect();
+            ensure_eq!(sets, want, "{kind}");
+            wait_for(&format!("{kind} resumed on its flavor"), T, || async {
+                let v = serde_json::to_value(api.get("run").await?)?;
+                let ok = v["spec"]["runPolicy"]["suspend"] == json!(false)
+                    && roles
+                        .iter()
+                        .all(|(r, _)| role(&v, field, r)["nodeSelector"]["sluice.dev/e2e-gpu"] == json!(f));
+                Ok(ok.then_some(()))
+            })
+            .await?;
+            let done = json!({"status": {"conditions": [{"type": "Succeeded", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+            api.patch_status("run", &PatchParams::default(), &Patch::Merge(&done))
+                .await?;
+            c.wait_workload_condition(&workload, "Finished", "True", T).await?;
+        }
+        // A TFJob preempted by a higher-priority 4-GPU Job (6 + 4 > 8):
+        // suspended, and its templates put back.
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(c.client.clone(), &c.namespace, &resource("v1", "TFJob", "tfjobs"));
+        api.create(
+            &PostParams::default(),
+            &make("TFJob", "tfReplicaSpecs", "late", &[("Chief", 1), ("Worker", 2)])?,
+        )
+        .await?;
+        c.wait_workload_condition("tfjob-late", "Admitted", "True", T).await?;
+        c.urgent_job(2, 2).await?;
+        ensure_eq!(c.wait_reason("tfjob-late", "Evicted", T).await?, "Preempted");
+        wait_for("TFJob suspended and restored", T, || async {
+            let v = serde_json::to_value(api.get("late").await?)?;
+            let done = v["spec"]["runPolicy"]["suspend"] == json!(true)
+                && ["Chief", "Worker"].iter().all(|r| {
+                    role(&v, "tfReplicaSpecs", r)
+                        .get("nodeSelector")
+                        .is_none_or(Value::is_null)
+                })
+                && v["metadata"]["annotations"]
+                    .get("sluice.dev/original-scheduling")
+                    .is_none();
+            Ok(done.then_some(()))
+        })
+        .await?;
+        c.wait_condition("urgent", "Admitted", "True", T).await?;
         Ok::<_, anyhow::Error>(())
     }
     .await;

@@ -38,14 +38,6 @@ pub const NAME_LABEL: &str = "training.kubeflow.org/job-name";
 /// of one name are told apart by it).
 pub const OPERATOR_LABEL: &str = "training.kubeflow.org/operator-name";
 
-/// The field of a kind's spec that holds its roles.
-pub fn replica_specs_field(kind: JobKind) -> &'static str {
-    match kind {
-        JobKind::MpiJob => "mpiReplicaSpecs",
-        _ => "pytorchReplicaSpecs",
-    }
-}
-
 #[derive(Debug, Deserialize)]
 struct Object {
     #[serde(default)]
@@ -86,13 +78,14 @@ struct Parsed {
     status: Status,
 }
 
-fn parse(kind: JobKind, obj: &Value) -> Result<Parsed, JobError> {
+fn parse(k: &Kubeflow, obj: &Value) -> Result<Parsed, JobError> {
+    let kind = k.kind;
     let o: Object = serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
         field: kind.kind().into(),
         problem: e.to_string(),
     })?;
     let spec = o.spec.ok_or(JobError::Missing { field: "spec" })?;
-    let field = replica_specs_field(kind);
+    let field = k.field;
     let raw = spec.get(field).cloned().unwrap_or(Value::Null);
     let roles: BTreeMap<String, ReplicaSpec> = serde_json::from_value(raw).map_err(|e| JobError::Invalid {
         field: format!("spec.{field}"),
@@ -141,9 +134,10 @@ fn finished(obj: &Value) -> Option<bool> {
     shape::terminal_condition(obj, "Succeeded", "Failed")
 }
 
-/// What the index keeps of a job of `kind`.
-pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
-    let p = parse(kind, obj)?;
+/// What the index keeps of a job of kind `k`.
+fn view(k: &Kubeflow, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
+    let kind = k.kind;
+    let p = parse(k, obj)?;
     let is_true = |t: &str| p.status.conditions.iter().any(|c| c.type_ == t && c.status == "True");
     let finished = finished(obj);
     let pods: i32 = p.roles.values().map(|r| r.replicas.unwrap_or(1)).sum();
@@ -166,16 +160,16 @@ pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, J
     Ok(object::view(kind, &p.metadata, kueue_compat, state))
 }
 
-/// The Workload of a queued job of `kind` (without status): a role of no
-/// pods (replicas 0) takes no quota and is no pod set.
-pub fn workload(
-    kind: JobKind,
+/// The Workload of a queued job of kind `k` (without status): a role of
+/// no pods (replicas 0) takes no quota and is no pod set.
+fn workload(
+    k: &Kubeflow,
     obj: &Value,
     kueue_compat: bool,
     workload_class: impl Fn(&str) -> Option<i32>,
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
-    let p = parse(kind, obj)?;
+    let p = parse(k, obj)?;
     let sets = p
         .roles
         .iter()
@@ -185,7 +179,7 @@ pub fn workload(
             template: rs.template.clone(),
         })
         .collect();
-    object::workload(kind, &p.metadata, sets, kueue_compat, workload_class, pod_class)
+    object::workload(k.kind, &p.metadata, sets, kueue_compat, workload_class, pod_class)
 }
 
 /// The merge patch that suspends a job (`spec.runPolicy.suspend`).
@@ -216,7 +210,12 @@ fn role_patch(t: &TemplateDirectives, target: &SchedulingDirectives) -> Value {
 /// (unless already), each role's pod template given its pod set's
 /// flavors' node labels and tolerations on top of the original, and
 /// `spec.runPolicy.suspend: false`.
-pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceFlavor>>) -> Result<Value, JobError> {
+/// (`field`: the spec's map of roles).
+pub fn injection_patch(
+    view: &JobView,
+    field: &str,
+    flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
+) -> Result<Value, JobError> {
     let originals = placed::originals(view)?;
     let mut roles = Map::new();
     for t in &view.templates {
@@ -235,7 +234,6 @@ pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceF
         );
     }
     let recorded = serde_json::to_string(&originals).expect("directives serialise");
-    let field = replica_specs_field(view.kind);
     Ok(json!({
         "metadata": {"annotations": {ORIGINAL_SCHEDULING: recorded}},
         "spec": {field: roles, "runPolicy": {"suspend": false}},
@@ -244,7 +242,8 @@ pub fn injection_patch(view: &JobView, flavors: &BTreeMap<String, Vec<&ResourceF
 
 /// The merge patch that puts back every role's recorded directives and
 /// drops the annotation; `None` when nothing was injected.
-pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
+/// (`field`: the spec's map of roles).
+pub fn restoration_patch(view: &JobView, field: &str) -> Result<Option<Value>, JobError> {
     let Some(originals) = placed::recorded(view.original.as_deref())? else {
         return Ok(None);
     };
@@ -255,26 +254,28 @@ pub fn restoration_patch(view: &JobView) -> Result<Option<Value>, JobError> {
             roles.insert(t.key.clone(), role_patch(t, original));
         }
     }
-    let field = replica_specs_field(view.kind);
     Ok(Some(json!({
         "metadata": {"annotations": {ORIGINAL_SCHEDULING: null}},
         "spec": {field: roles},
     })))
 }
 
-/// A Kubeflow kind as a [`Queueable`].
-pub(super) struct Kubeflow {
-    kind: JobKind,
-    resource: Resource,
-    flag: &'static str,
-    prefix: &'static str,
+/// A Kubeflow kind as a [`Queueable`]: each is one of these (its own
+/// file for those of the training operator's other frameworks).
+pub(crate) struct Kubeflow {
+    pub(crate) kind: JobKind,
+    pub(crate) resource: Resource,
+    /// The field of its spec that holds its roles (`pytorchReplicaSpecs`).
+    pub(crate) field: &'static str,
+    pub(crate) flag: &'static str,
+    pub(crate) prefix: &'static str,
     /// The [`OPERATOR_LABEL`] of its pods.
-    operator: &'static str,
+    pub(crate) operator: &'static str,
     /// The reason recorded for one that cannot be read.
-    invalid: &'static str,
+    pub(crate) invalid: &'static str,
 }
 
-pub(super) const PYTORCH_JOB: Kubeflow = Kubeflow {
+pub(crate) const PYTORCH_JOB: Kubeflow = Kubeflow {
     kind: JobKind::PyTorchJob,
     resource: Resource {
         group: GROUP,
@@ -283,13 +284,14 @@ pub(super) const PYTORCH_JOB: Kubeflow = Kubeflow {
         kind: "PyTorchJob",
         plural: "pytorchjobs",
     },
+    field: "pytorchReplicaSpecs",
     flag: "kubeflow.org/pytorchjob",
     prefix: "pytorchjob-",
     operator: "pytorchjob-controller",
     invalid: "InvalidPyTorchJob",
 };
 
-pub(super) const MPI_JOB: Kubeflow = Kubeflow {
+pub(crate) const MPI_JOB: Kubeflow = Kubeflow {
     kind: JobKind::MpiJob,
     resource: Resource {
         group: GROUP,
@@ -298,6 +300,7 @@ pub(super) const MPI_JOB: Kubeflow = Kubeflow {
         kind: "MPIJob",
         plural: "mpijobs",
     },
+    field: "mpiReplicaSpecs",
     flag: "kubeflow.org/mpijob",
     prefix: "mpijob-",
     operator: "mpi-operator",
@@ -322,7 +325,7 @@ impl Queueable for Kubeflow {
     }
 
     fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
-        view(self.kind, obj, kueue_compat)
+        view(self, obj, kueue_compat)
     }
 
     fn workload(
@@ -332,7 +335,7 @@ impl Queueable for Kubeflow {
         workload_class: &dyn Fn(&str) -> Option<i32>,
         pod_class: &dyn Fn(&str) -> Option<i32>,
     ) -> Result<Workload, JobError> {
-        workload(self.kind, obj, kueue_compat, workload_class, pod_class)
+        workload(self, obj, kueue_compat, workload_class, pod_class)
     }
 
     fn suspend_patch(&self) -> ObjPatch {
@@ -346,11 +349,14 @@ impl Queueable for Kubeflow {
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
         _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        Ok(vec![(false, ObjPatch::Merge(injection_patch(view, flavors)?))])
+        Ok(vec![(
+            false,
+            ObjPatch::Merge(injection_patch(view, self.field, flavors)?),
+        )])
     }
 
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        Ok(restoration_patch(view)?
+        Ok(restoration_patch(view, self.field)?
             .map(|p| vec![(false, ObjPatch::Merge(p))])
             .unwrap_or_default())
     }
@@ -367,12 +373,12 @@ impl Queueable for Kubeflow {
     }
 
     fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
-        shape::role_templates(obj, replica_specs_field(self.kind))
+        shape::role_templates(obj, self.field)
     }
 
     /// Each role's `replicas`.
     fn counts(&self, obj: &Value) -> Vec<Count> {
-        shape::role_counts(obj, replica_specs_field(self.kind))
+        shape::role_counts(obj, self.field)
     }
 
     fn finished(&self, obj: &Value) -> Option<bool> {

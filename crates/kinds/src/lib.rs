@@ -21,6 +21,10 @@
 //! | `kubeflow.org/v1` PyTorchJob | [`kubeflow`] | `pytorchjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v2beta1` MPIJob | [`kubeflow`] | `mpijob-<name>` | one per role (launcher, worker) |
 //! | `ray.io/v1` RayJob | [`ray`] | `rayjob-<name>` | head, and one per worker group |
+//! | `kubeflow.org/v1` TFJob | `tfjob` | `tfjob-<name>` | one per role (chief, ps, worker, …) |
+//! | `kubeflow.org/v1` XGBoostJob | `xgboostjob` | `xgboostjob-<name>` | one per role (master, worker) |
+//! | `kubeflow.org/v1` PaddleJob | `paddlejob` | `paddlejob-<name>` | one per role (master, worker) |
+//! | `kubeflow.org/v1` JAXJob | `jaxjob` | `jaxjob-<name>` | one per role (worker) |
 //!
 //! A new kind is a file here implementing [`Queueable`] (its view and
 //! Workload built with `object`; its pod templates patched by merge
@@ -45,15 +49,19 @@ use crate::job::{JobError, JobView};
 pub use crate::shape::{Count, SuspendField, TemplateAt};
 
 pub mod gang;
+mod jaxjob;
 pub mod job;
 pub mod jobset;
 pub mod kubeflow;
 mod object;
+mod paddlejob;
 mod placed;
 pub mod ray;
 pub mod shape;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod tfjob;
+mod xgboostjob;
 
 /// A kind of workload object Sluice queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -69,15 +77,27 @@ pub enum JobKind {
     MpiJob,
     /// `ray.io/v1` RayJob.
     RayJob,
+    /// `kubeflow.org/v1` TFJob.
+    TfJob,
+    /// `kubeflow.org/v1` XGBoostJob.
+    XgBoostJob,
+    /// `kubeflow.org/v1` PaddleJob.
+    PaddleJob,
+    /// `kubeflow.org/v1` JAXJob.
+    JaxJob,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 5] = [
+    pub const ALL: [JobKind; 9] = [
         JobKind::Job,
         JobKind::JobSet,
         JobKind::PyTorchJob,
         JobKind::MpiJob,
         JobKind::RayJob,
+        JobKind::TfJob,
+        JobKind::XgBoostJob,
+        JobKind::PaddleJob,
+        JobKind::JaxJob,
     ];
 
     /// What queues objects of this kind.
@@ -88,6 +108,10 @@ impl JobKind {
             JobKind::PyTorchJob => &kubeflow::PYTORCH_JOB,
             JobKind::MpiJob => &kubeflow::MPI_JOB,
             JobKind::RayJob => &ray::RayJobKind,
+            JobKind::TfJob => &tfjob::TF_JOB,
+            JobKind::XgBoostJob => &xgboostjob::XGBOOST_JOB,
+            JobKind::PaddleJob => &paddlejob::PADDLE_JOB,
+            JobKind::JaxJob => &jaxjob::JAX_JOB,
         }
     }
 

@@ -64,14 +64,11 @@ pub enum OwnerKind {
 }
 
 impl OwnerKind {
-    /// Every kind the cache lists for verification.
-    pub const ALL: [OwnerKind; 5] = [
-        OwnerKind::DaemonSet,
-        OwnerKind::Queued(JobKind::JobSet),
-        OwnerKind::Queued(JobKind::PyTorchJob),
-        OwnerKind::Queued(JobKind::MpiJob),
-        OwnerKind::Queued(JobKind::RayJob),
-    ];
+    /// Every kind the cache lists for verification: DaemonSets, and each
+    /// queued kind made by an operator.
+    pub fn all() -> impl Iterator<Item = OwnerKind> {
+        std::iter::once(OwnerKind::DaemonSet).chain(JobKind::others().map(OwnerKind::Queued))
+    }
 
     /// (group, version, kind, plural) as the API serves it.
     pub fn resource(self) -> (&'static str, &'static str, &'static str, &'static str) {

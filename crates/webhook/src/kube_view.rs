@@ -355,7 +355,7 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
             }
         }
     });
-    for kind in OwnerKind::ALL {
+    for kind in OwnerKind::all() {
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &owner_resource(kind));
         let v = view.clone();
         tokio::spawn(async move {

@@ -171,10 +171,7 @@ fn object(kind: JobKind, spec: Value) -> Value {
 
 /// Where the kind's suspend flag is.
 fn suspend_at(kind: JobKind) -> &'static str {
-    match kind {
-        JobKind::PyTorchJob | JobKind::MpiJob => "/spec/runPolicy/suspend",
-        _ => "/spec/suspend",
-    }
+    kind.integration().suspend_field().pointer
 }
 
 /// `obj` of `kind` admitted and running in a ClusterQueue of 16 GPUs.
