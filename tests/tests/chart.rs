@@ -974,6 +974,25 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<String> {
     out
 }
 
+/// `charts/sluice/files/kinds.yaml` is what the registry of kinds says
+/// (the chart's RBAC rules and webhook entries for the kinds Sluice queues
+/// come from it); `SLUICE_BLESS=1` writes it. No helm needed.
+#[test]
+fn the_charts_kinds_file_is_generated_from_the_registry() -> Result<()> {
+    let path = repo_root().join("charts/sluice/files/kinds.yaml");
+    let want = sluice_kinds::chart::chart_file();
+    if std::env::var_os("SLUICE_BLESS").is_some() {
+        std::fs::write(&path, &want)?;
+    }
+    let got = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    ensure!(
+        got == want,
+        "{} differs from the registry of kinds (crates/kinds): run SLUICE_BLESS=1 cargo test -p sluice-e2e --test chart",
+        path.display()
+    );
+    Ok(())
+}
+
 /// A kind's access, as `grants` spells it.
 fn access(a: sluice_kinds::Access) -> Vec<String> {
     expect(a.verbs, a.group, &[a.resource.as_str()], "")
