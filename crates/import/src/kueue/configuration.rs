@@ -15,12 +15,16 @@ use super::walk;
 use crate::mapping::{self, Status, When};
 
 /// The job frameworks Sluice queues, by Kueue's names (`--integrations`).
-pub const SLUICE_FRAMEWORKS: [&str; 5] = [
+pub const SLUICE_FRAMEWORKS: [&str; 9] = [
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
     "kubeflow.org/mpijob",
     "ray.io/rayjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
 ];
 
 /// Fair sharing as Kueue's Configuration sets it.
