@@ -993,6 +993,45 @@ fn the_charts_kinds_file_is_generated_from_the_registry() -> Result<()> {
     Ok(())
 }
 
+/// install.md's walkthrough reads the example Job it applies, and says its
+/// `spec.suspend` is `false` once admitted (it once expected `true` right
+/// after an admission that had already happened). No helm needed.
+#[test]
+fn install_md_checks_the_admitted_example_job_as_unsuspended() -> Result<()> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md"))?;
+    let example = std::fs::read_to_string(repo_root().join("examples/jobs/single-gpu.yaml"))?;
+    let job: Value = serde_saphyr::from_str(&example)?;
+    let (name, ns) = (
+        job["metadata"]["name"].as_str().context("single-gpu.yaml: no name")?,
+        job["metadata"]["namespace"]
+            .as_str()
+            .context("single-gpu.yaml: no namespace")?,
+    );
+    let lines: Vec<&str> = doc.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("-n {ns} get job {name} ")) && l.contains("{.spec.suspend}"))
+        .with_context(|| format!("install.md: no 'kubectl -n {ns} get job {name} … {{.spec.suspend}}' line"))?;
+    let comment: Vec<&str> = lines[..at]
+        .iter()
+        .rev()
+        .take_while(|l| l.starts_with('#'))
+        .copied()
+        .collect();
+    let first = comment
+        .last()
+        .context("install.md: no comment above the suspend check")?;
+    ensure!(
+        first.starts_with("# false"),
+        "install.md: the comment above the suspend check must say false once admitted: {first:?}"
+    );
+    ensure!(
+        doc.contains(&format!("job-{name} in {ns}")),
+        "install.md: the Workload of {ns}/{name} is job-{name}"
+    );
+    Ok(())
+}
+
 /// A kind's access, as `grants` spells it.
 fn access(a: sluice_kinds::Access) -> Vec<String> {
     expect(a.verbs, a.group, &[a.resource.as_str()], "")

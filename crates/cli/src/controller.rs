@@ -370,6 +370,22 @@ mod tests {
         Ok(fair_sharing(cli.args.fair_sharing, cli.args.fair_sharing_strategies))
     }
 
+    /// `--requeue-limit` counts every eviction the controller decides, idle
+    /// reclaim included, and its help says so.
+    #[test]
+    fn the_requeue_limit_help_names_both_kinds_of_eviction_it_counts() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("requeue-limit"))
+            .and_then(|a| a.get_long_help().or(a.get_help()))
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(help.contains("pods-ready timeouts"), "{help}");
+        assert!(help.contains("idle-GPU reclaim"), "{help}");
+    }
+
     #[test]
     fn fair_sharing_is_on_with_both_strategies_unless_told_otherwise() {
         use FairShareStrategies::*;

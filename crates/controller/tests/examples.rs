@@ -338,3 +338,85 @@ fn every_example_borrowing_limit_has_something_to_borrow() {
         "borrowing limits nothing can ever fill: {useless:?}"
     );
 }
+
+/// Every option a `torchrun` of PyTorch 2.4 (the examples' image,
+/// `nvcr.io/nvidia/pytorch:24.08-py3`) accepts before the script
+/// (`torch/distributed/run.py`'s parser; `_` and `-` spellings both).
+const TORCHRUN_OPTIONS: &[&str] = &[
+    "nnodes",
+    "nproc-per-node",
+    "rdzv-backend",
+    "rdzv-endpoint",
+    "rdzv-id",
+    "rdzv-conf",
+    "standalone",
+    "max-restarts",
+    "monitor-interval",
+    "start-method",
+    "role",
+    "module",
+    "no-python",
+    "run-path",
+    "log-dir",
+    "redirects",
+    "tee",
+    "local-ranks-filter",
+    "node-rank",
+    "master-addr",
+    "master-port",
+    "local-addr",
+    "logs-specs",
+];
+
+/// Each command list (`command` or `args`) of `v` that runs `program`.
+fn commands_running<'a>(v: &'a Value, program: &str, out: &mut Vec<&'a [Value]>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                if let (true, Some(list)) = (k == "command" || k == "args", child.as_array())
+                    && list.first().and_then(Value::as_str) == Some(program)
+                {
+                    out.push(list);
+                }
+                commands_running(child, program, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| commands_running(i, program, out)),
+        _ => {}
+    }
+}
+
+/// The example launchers pass `torchrun` only options it has (one once
+/// passed `--standalone-rdzv-server`, which torchrun refuses).
+#[test]
+fn every_torchrun_in_the_examples_takes_only_options_torchrun_has() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(examples().join("jobs")).unwrap() {
+        let file = entry.unwrap().path();
+        for doc in documents(&file) {
+            let mut lists = Vec::new();
+            commands_running(&doc, "torchrun", &mut lists);
+            for list in lists {
+                seen += 1;
+                let options = list[1..]
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .take_while(|a| a.starts_with('-'));
+                for option in options {
+                    let name = option
+                        .trim_start_matches('-')
+                        .split('=')
+                        .next()
+                        .unwrap_or("")
+                        .replace('_', "-");
+                    assert!(
+                        TORCHRUN_OPTIONS.contains(&name.as_str()) || ["m", "r", "t"].contains(&name.as_str()),
+                        "{}: torchrun has no option {option:?}",
+                        file.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen >= 2, "the examples run torchrun in the gang and the JobSet");
+}

@@ -91,7 +91,7 @@ impl Checker {
             return IdleOutcome::Unavailable {
                 reason: "PrometheusNotConfigured",
                 metric: "not_configured",
-                message: "idleReclaim needs the controller's --prometheus-url; nothing is judged idle".into(),
+                message: unavailable_message("idleReclaim needs the controller's --prometheus-url"),
             };
         };
         // With nothing to judge, a short query still tells whether
@@ -105,7 +105,7 @@ impl Checker {
                 return IdleOutcome::Unavailable {
                     reason: cond::reasons::PROMETHEUS_UNAVAILABLE,
                     metric: e.metric_label(),
-                    message: format!("{e}; nothing is judged idle"),
+                    message: unavailable_message(e),
                 };
             }
         };
@@ -194,3 +194,9 @@ pub fn is_running_gpu_pod(pod: &Pod) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// What a queue's condition and the log say when no check can be made:
+/// the cause, and that nothing is judged idle meanwhile.
+pub fn unavailable_message(cause: impl std::fmt::Display) -> String {
+    format!("{cause}; nothing is judged idle")
+}

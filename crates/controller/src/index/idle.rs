@@ -307,7 +307,7 @@ impl Index {
         if let Some((_, message)) = &unavailable
             && changed
         {
-            tracing::warn!("idle-GPU check unavailable: {message}");
+            tracing::warn!("{}", unavailable_log(message));
         } else if changed && self.idle_health.is_some() {
             tracing::info!("idle-GPU check available again");
         }
@@ -348,4 +348,10 @@ fn minutes(ms: i64) -> String {
     } else {
         format!("{} s", ms / 1000)
     }
+}
+
+/// The warning logged when the idle-GPU check becomes unavailable (its
+/// `message` already says that nothing is judged idle).
+pub(crate) fn unavailable_log(message: &str) -> String {
+    format!("idle-GPU check unavailable: {message}")
 }

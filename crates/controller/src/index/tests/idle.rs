@@ -267,3 +267,17 @@ fn an_invalid_policy_is_refused_with_the_queue_and_the_one_before_stays() {
     assert!(ix.idle_targets(T0 + 1000 * MIN).is_empty());
     assert!(ix.idle_check_condition("cluster-gpu").is_none());
 }
+
+/// The log line says once that nothing is judged idle (it used to say it
+/// twice: once itself, once in the message).
+#[test]
+fn the_unavailable_log_says_once_that_nothing_is_judged_idle() {
+    for cause in [
+        "idleReclaim needs the controller's --prometheus-url",
+        "connection refused",
+    ] {
+        let line = crate::index::idle::unavailable_log(&crate::idle::unavailable_message(cause));
+        assert_eq!(line.matches("nothing is judged idle").count(), 1, "{line}");
+        assert!(line.contains(cause), "{line}");
+    }
+}
