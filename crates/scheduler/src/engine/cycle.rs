@@ -7,6 +7,18 @@
 
 use super::*;
 
+/// One cohort domain's pass in a cycle: its candidate lists, their order,
+/// the StrictFIFO queues blocked, and the (queue, shape)s that failed:
+/// availability only shrinks within a cycle, and later workloads of a
+/// failed shape have no more preemption candidates, so they fail the same
+/// way (the rest of its parked list is skipped without a look).
+pub(super) struct Pass {
+    pub(super) lists: Vec<(CqId, Source)>,
+    pub(super) merge: Merge,
+    pub(super) blocked: Blocked,
+    pub(super) failed: BTreeSet<(CqId, u32)>,
+}
+
 /// Where a cycle's candidate list comes from.
 pub(super) enum Source {
     /// A queue's fresh workloads, taken out for this cycle.
@@ -204,16 +216,48 @@ impl Engine {
         out.admitted.len() + out.preempted.len() + out.evicted.len() >= self.budget
     }
 
-    /// Schedules one cohort domain; `true` when the budget ran out before
-    /// every candidate was looked at.
+    /// One cohort domain's turn in a cycle (Kueue's `schedule()` is the
+    /// model): its candidates in one order, each admitted, given victims,
+    /// reduced, or parked with why it waits. `true` when the cycle's
+    /// budget stopped it before the end.
     pub(super) fn schedule_domain(&mut self, members: &[CqId], now: Millis, out: &mut Cycle) -> bool {
-        // Candidate lists, each in queue order: for a woken queue, its loose
-        // workloads and one list per parked shape; for the others, only the
-        // fresh ones.
-        // A woken queue's lists are read lazily from its live sets (a
-        // skipped shape costs one look, not one per member); a non-woken
-        // queue's fresh set is moved out, so workloads requeued during this
-        // cycle stay fresh for the next.
+        // 1. The candidates: each queue's lists, in queue order.
+        let lists = self.candidate_lists(members);
+        if lists.is_empty() {
+            return false;
+        }
+        // 2. One order over them: priority, then time; nominal quota before
+        //    borrowing; with fair sharing, the share tournament.
+        let mut pass = self.start_pass(lists);
+        loop {
+            // 3. Within the cycle's budget, or the rest waits for the next.
+            if self.spent(out) {
+                self.cut_short(pass.lists);
+                return true;
+            }
+            // 4. The next candidate (its list's next one queued behind it).
+            let Some((key, list)) = pass.merge.pop(self, |i| pass.lists[i].0) else {
+                break;
+            };
+            // 5. Not tried when it left, its queue is blocked or held, or
+            //    its shape already failed this cycle.
+            if !self.screen(&mut pass, &key, list, out) {
+                continue;
+            }
+            // 6. Admitted whole, by preemption or reduced; else parked with
+            //    why (`candidate.rs`).
+            self.try_candidate(&mut pass, key, list, now, out);
+        }
+        false
+    }
+
+    /// Each member's candidate lists, in queue order: for a woken queue,
+    /// its loose workloads and one list per parked shape; for the others,
+    /// only the fresh ones. A woken queue's lists are read lazily from its
+    /// live sets (a skipped shape costs one look, not one per member); a
+    /// non-woken queue's fresh set is moved out, so workloads requeued
+    /// during this cycle stay fresh for the next.
+    fn candidate_lists(&mut self, members: &[CqId]) -> Vec<(CqId, Source)> {
         let mut lists: Vec<(CqId, Source)> = Vec::new();
         for &m in members {
             let cq = &mut self.cqs[m];
@@ -228,16 +272,13 @@ impl Engine {
             }
             cq.woken = false;
         }
-        if lists.is_empty() {
-            return false;
-        }
-        let mut blocked = Blocked::default();
-        // Per queue, shapes that failed this cycle: availability only shrinks
-        // within a cycle, and later workloads of the same shape have no more
-        // preemption candidates, so they fail the same way. The rest of a
-        // failed shape's parked list is skipped without a look.
-        let mut failed: BTreeSet<(CqId, u32)> = BTreeSet::new();
-        // Global order over the lists, nominal quota before borrowing.
+        lists
+    }
+
+    /// The domain's pass over `lists`: the global order (nominal quota
+    /// before borrowing; the fair-sharing tournament when the domain is a
+    /// cohort tree with fair sharing on), seeded with each list's first.
+    fn start_pass(&self, lists: Vec<(CqId, Source)>) -> Pass {
         let many = lists.iter().any(|(c, _)| *c != lists[0].0);
         let mut merge = match self.cqs[lists[0].0].cohort {
             Some(c) if many && self.fair_sharing_on() => {
@@ -255,187 +296,67 @@ impl Engine {
                 merge.push(self, *cq, first, i);
             }
         }
-        loop {
-            if self.spent(out) {
-                self.cut_short(lists);
-                return true;
-            }
-            let Some((key, i)) = merge.pop(self, |i| lists[i].0) else {
-                break;
-            };
-            let cq = lists[i].0;
-            let list_shape = match lists[i].1 {
-                Source::Shape(shape) => Some(shape),
-                _ => None,
-            };
-            let id = key.id;
-            let strict = self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo;
-            if let Some(shape) = list_shape
-                && failed.contains(&(cq, shape))
-                && !blocked.contains(cq)
-            {
-                // Parked under this shape, which failed again: nothing to do
-                // for the rest of the list either.
-                continue;
-            }
-            if let Some(next) = self.list_next(cq, &lists[i].1, Some(&key)) {
-                merge.push(self, cq, next, i);
-            }
-            // The workload may have left the queue during this cycle.
-            if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
-                continue;
-            }
-            if blocked.contains(cq) {
-                let e = self.blocked_expl.clone();
-                self.explain(id, e, out);
-                continue;
-            }
-            if let Some(held) = self.held(cq, id) {
-                self.explain(id, held, out);
-                continue;
-            }
-            // A StrictFIFO queue waits behind a preemptor that is ahead in
-            // order; a newcomer ahead of it (higher priority) is tried.
-            if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, &key) {
-                blocked.block(cq);
-                let e = self.blocked_expl.clone();
-                self.explain(id, e, out);
-                continue;
-            }
-            let shape = self.wl(id).shape;
-            if failed.contains(&(cq, shape)) {
-                self.park_shaped(cq, id, out);
-                blocked.block_if_strict(strict, cq);
-                continue;
-            }
-            let e = match self.assign(cq, id) {
-                // Borrowing waits for the second pass while a peer has idle
-                // nominal quota; with fair sharing always, so that borrowers
-                // are served in share order, not by who came first.
-                Ok(attempt)
-                    if merge.first_pass()
-                        && attempt.borrowing
-                        && (merge.fair() || self.peers_have_idle_quota(cq, &attempt)) =>
-                {
-                    merge.defer(cq, key, i);
-                    continue;
-                }
-                Ok(attempt) => match self.try_place(cq, id, &attempt.choice) {
-                    Ok(placement) => {
-                        self.admit(cq, id, attempt, placement, now, out);
-                        merge.touched(self, cq);
-                        continue;
-                    }
-                    Err(Unplaced { room, after_evictions }) => {
-                        // Another flavor whose nodes have room, before
-                        // waiting or preempting for this one.
-                        if let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
-                            self.admit(cq, id, other, placement, now, out);
-                            merge.touched(self, cq);
-                            continue;
-                        }
-                        if after_evictions {
-                            let mut e = self.no_room_explanation(cq, id, &room);
-                            e.reason = PendingReason::WaitingForEvictions;
-                            e
-                        } else {
-                            if self.cqs[cq].spec.preemption.can_preempt()
-                                && let Some((victims, placement)) = self.placement_victims(
-                                    cq,
-                                    id,
-                                    &attempt.choice,
-                                    &attempt.usage,
-                                    attempt.borrowing,
-                                    Vec::new(),
-                                    now,
-                                )
-                            {
-                                let touched = self.claim_queues(cq, &victims);
-                                self.start_claim(cq, id, victims, attempt, placement, now, out);
-                                for q in touched {
-                                    merge.touched(self, q);
-                                }
-                                blocked.block_if_strict(strict, cq);
-                                continue;
-                            }
-                            self.no_room_explanation(cq, id, &room)
-                        }
-                    }
-                },
-                Err(AssignError::NotCovered { pod_set, resource }) => {
-                    Explanation::new(PendingReason::ResourceNotCovered {
-                        pod_set: pod_set.to_string(),
-                        resource: self.resources.name(resource).to_string(),
-                    })
-                }
-                Err(AssignError::NoFit {
-                    options,
-                    mut verdicts,
-                    never,
-                }) => {
-                    let mut reason = if never {
-                        PendingReason::NeverFits
-                    } else {
-                        PendingReason::NoFit
-                    };
-                    if !never && self.cqs[cq].spec.preemption.can_preempt() {
-                        match self.preempt(cq, id, &options, now) {
-                            PreemptOutcome::Victims(victims, attempt, placement) => {
-                                let touched = self.claim_queues(cq, &victims);
-                                self.start_claim(cq, id, victims, attempt, placement, now, out);
-                                for q in touched {
-                                    merge.touched(self, q);
-                                }
-                                blocked.block_if_strict(strict, cq);
-                                continue;
-                            }
-                            PreemptOutcome::WaitForEvictions => {
-                                reason = PendingReason::WaitingForEvictions;
-                            }
-                            PreemptOutcome::Impossible { protected, until } => {
-                                if let Some(t) = until {
-                                    self.timers.insert((t, Timer::WakeCq(cq)));
-                                }
-                                verdicts.push(FlavorVerdict {
-                                    pod_set: String::new(),
-                                    flavor: "preemption".to_string(),
-                                    verdict: Verdict::PreemptionNotPossible { protected },
-                                });
-                            }
-                        }
-                    } else if !never && self.evicting_in_domain(cq) {
-                        // Evictions under way may free enough.
-                        let ov = self.evictions_overlay(cq);
-                        if let Some(usage) = self.first_option_usage(cq, id, &options)
-                            && self.fits_overlay(&ov, cq, &usage, false)
-                        {
-                            reason = PendingReason::WaitingForEvictions;
-                        }
-                    }
-                    Explanation {
-                        reason,
-                        flavors: verdicts,
-                    }
-                }
-            };
-            // Neither whole nor by preemption: with fewer pods, if it may.
-            if e.reason != PendingReason::WaitingForEvictions
-                && self.reducible(id)
-                && let Some((attempt, placement)) = self.try_partial(cq, id)
-            {
-                // Off its lists under the shape it was queued with.
-                self.cqs[cq].remove_pending(&key, shape);
-                self.admit(cq, id, attempt, placement, now, out);
-                merge.touched(self, cq);
-                continue;
-            }
-            let e = self.unadmitted_explanation(cq, id, e);
-            failed.insert((cq, shape));
-            self.set_shape_explanation(cq, shape, Arc::new(e), out);
-            self.park_shaped(cq, id, out);
-            blocked.block_if_strict(strict, cq);
+        Pass {
+            lists,
+            merge,
+            blocked: Blocked::default(),
+            failed: BTreeSet::new(),
         }
-        false
+    }
+
+    /// Whether the candidate `key` popped from list `list` is tried now;
+    /// queues its list's next first. Not tried: the rest of a list parked
+    /// under a shape that failed again (dropped without a look), one that
+    /// left the queue during the cycle, one behind a blocked StrictFIFO
+    /// head or in a held queue (explained), one of a shape that failed
+    /// this cycle (parked under it).
+    #[inline]
+    fn screen(&mut self, pass: &mut Pass, key: &OrderKey, list: usize, out: &mut Cycle) -> bool {
+        let cq = pass.lists[list].0;
+        if let Source::Shape(shape) = pass.lists[list].1
+            && pass.failed.contains(&(cq, shape))
+            && !pass.blocked.contains(cq)
+        {
+            return false;
+        }
+        if let Some(next) = self.list_next(cq, &pass.lists[list].1, Some(key)) {
+            pass.merge.push(self, cq, next, list);
+        }
+        let id = key.id;
+        // The workload may have left the queue during this cycle.
+        if !matches!(self.wl(id).state, State::Pending) || self.wl(id).cq != Some(cq) {
+            return false;
+        }
+        if pass.blocked.contains(cq) {
+            let e = self.blocked_expl.clone();
+            self.explain(id, e, out);
+            return false;
+        }
+        if let Some(held) = self.held(cq, id) {
+            self.explain(id, held, out);
+            return false;
+        }
+        // A StrictFIFO queue waits behind a preemptor that is ahead in
+        // order; a newcomer ahead of it (higher priority) is tried.
+        let strict = self.is_strict(cq);
+        if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, key) {
+            pass.blocked.block(cq);
+            let e = self.blocked_expl.clone();
+            self.explain(id, e, out);
+            return false;
+        }
+        if pass.failed.contains(&(cq, self.wl(id).shape)) {
+            self.park_shaped(cq, id, out);
+            pass.blocked.block_if_strict(strict, cq);
+            return false;
+        }
+        true
+    }
+
+    /// Whether `cq` is a StrictFIFO queue.
+    #[inline]
+    pub(super) fn is_strict(&self, cq: CqId) -> bool {
+        self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo
     }
 
     /// A domain's cycle stopped by the budget: its queues stay dirty, a
@@ -468,19 +389,5 @@ impl Engine {
             None => set.first().cloned(),
             Some(k) => set.range((Bound::Excluded(k), Bound::Unbounded)).next().cloned(),
         }
-    }
-
-    /// The queues whose usage a claim changes: the preemptor's, and its
-    /// victims' (an admission of this cycle is withdrawn at once).
-    fn claim_queues(&self, cq: CqId, victims: &[(WlId, PreemptionReason)]) -> Vec<CqId> {
-        let mut queues = vec![cq];
-        for (v, _) in victims {
-            if let State::Admitted(h) | State::Evicting(h) = &self.wl(*v).state
-                && !queues.contains(&h.cq)
-            {
-                queues.push(h.cq);
-            }
-        }
-        queues
     }
 }

@@ -6,6 +6,7 @@
 //!   lifecycle.rs   workloads: add, restore, finish, evict, remove
 //!   queries.rs     read-only views: state, explanation, position, usage
 //!   cycle.rs       schedule(): timers, claims, one pass per cohort domain
+//!   candidate.rs   one candidate of a pass: admitted, given victims, reduced or parked
 //!   order.rs       the merge of queue heads; nominal quota before borrowing
 //!   tournament.rs  the fair-sharing order: a tournament over the cohort tree
 //!   fifo.rs        StrictFIFO: what blocks a queue
@@ -44,6 +45,7 @@ use crate::model::{
 };
 
 mod admit;
+mod candidate;
 mod cohort;
 mod config;
 mod consistency;

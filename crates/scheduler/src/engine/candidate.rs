@@ -1,0 +1,219 @@
+//! What becomes of one candidate of a domain's pass
+//! ([`Engine::schedule_domain`]), in this order: flavors that fit
+//! ([`super::flavor`]) and nodes that hold it ([`super::placement`]) admit
+//! it whole, unless it borrows while a peer leaves nominal quota idle (it
+//! waits for the pass's second round); failing that, victims
+//! ([`super::preemption`]) give it a claim; failing that, fewer pods
+//! ([`super::partial`]) if it may run reduced; failing that, it is parked
+//! with the explanation of why it waits ([`super::explain`]), and its shape
+//! is not tried again this cycle.
+
+use super::cycle::Pass;
+use super::*;
+
+impl Engine {
+    /// Tries candidate `key` of list `list` of `pass`.
+    pub(super) fn try_candidate(&mut self, pass: &mut Pass, key: OrderKey, list: usize, now: Millis, out: &mut Cycle) {
+        let (cq, id) = (pass.lists[list].0, key.id);
+        let why = match self.assign(cq, id) {
+            // Borrowing waits for the second pass while a peer has idle
+            // nominal quota; with fair sharing always, so that borrowers
+            // are served in share order, not by who came first.
+            Ok(attempt)
+                if pass.merge.first_pass()
+                    && attempt.borrowing
+                    && (pass.merge.fair() || self.peers_have_idle_quota(cq, &attempt)) =>
+            {
+                pass.merge.defer(cq, key, list);
+                return;
+            }
+            Ok(attempt) => match self.admit_on_nodes(pass, cq, id, attempt, now, out) {
+                Some(why) => why,
+                None => return,
+            },
+            Err(AssignError::NotCovered { pod_set, resource }) => Explanation::new(PendingReason::ResourceNotCovered {
+                pod_set: pod_set.to_string(),
+                resource: self.resources.name(resource).to_string(),
+            }),
+            Err(AssignError::NoFit {
+                options,
+                verdicts,
+                never,
+            }) => match self.preempt_for(pass, cq, id, &options, verdicts, never, now, out) {
+                Some(why) => why,
+                None => return,
+            },
+        };
+        self.reduce_or_park(pass, cq, &key, why, now, out);
+    }
+
+    /// A candidate whose flavors fit its quota: admitted on them where its
+    /// pods fit on nodes, else on another flavor whose nodes have room,
+    /// else given victims on nodes; `None` once decided, else why it waits.
+    fn admit_on_nodes(
+        &mut self,
+        pass: &mut Pass,
+        cq: CqId,
+        id: WlId,
+        attempt: Attempt,
+        now: Millis,
+        out: &mut Cycle,
+    ) -> Option<Explanation> {
+        let Unplaced { room, after_evictions } = match self.try_place(cq, id, &attempt.choice) {
+            Ok(placement) => {
+                self.admit(cq, id, attempt, placement, now, out);
+                pass.merge.touched(self, cq);
+                return None;
+            }
+            Err(unplaced) => unplaced,
+        };
+        // Another flavor whose nodes have room, before waiting or
+        // preempting for this one.
+        if let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
+            self.admit(cq, id, other, placement, now, out);
+            pass.merge.touched(self, cq);
+            return None;
+        }
+        if after_evictions {
+            let mut why = self.no_room_explanation(cq, id, &room);
+            why.reason = PendingReason::WaitingForEvictions;
+            return Some(why);
+        }
+        if self.cqs[cq].spec.preemption.can_preempt()
+            && let Some((victims, placement)) = self.placement_victims(
+                cq,
+                id,
+                &attempt.choice,
+                &attempt.usage,
+                attempt.borrowing,
+                Vec::new(),
+                now,
+            )
+        {
+            self.claim(pass, cq, id, victims, attempt, placement, now, out);
+            return None;
+        }
+        Some(self.no_room_explanation(cq, id, &room))
+    }
+
+    /// A candidate no flavor fits: victims, when its queue may preempt and
+    /// some make room; `None` once it has them, else why it waits (what
+    /// each flavor lacks, and whether evictions under way may free enough).
+    #[allow(clippy::too_many_arguments)]
+    fn preempt_for(
+        &mut self,
+        pass: &mut Pass,
+        cq: CqId,
+        id: WlId,
+        options: &[FlavorOption],
+        mut verdicts: Vec<FlavorVerdict>,
+        never: bool,
+        now: Millis,
+        out: &mut Cycle,
+    ) -> Option<Explanation> {
+        let mut reason = if never {
+            PendingReason::NeverFits
+        } else {
+            PendingReason::NoFit
+        };
+        if !never && self.cqs[cq].spec.preemption.can_preempt() {
+            match self.preempt(cq, id, options, now) {
+                PreemptOutcome::Victims(victims, attempt, placement) => {
+                    self.claim(pass, cq, id, victims, attempt, placement, now, out);
+                    return None;
+                }
+                PreemptOutcome::WaitForEvictions => reason = PendingReason::WaitingForEvictions,
+                PreemptOutcome::Impossible { protected, until } => {
+                    if let Some(t) = until {
+                        self.timers.insert((t, Timer::WakeCq(cq)));
+                    }
+                    verdicts.push(FlavorVerdict {
+                        pod_set: String::new(),
+                        flavor: "preemption".to_string(),
+                        verdict: Verdict::PreemptionNotPossible { protected },
+                    });
+                }
+            }
+        } else if !never && self.evicting_in_domain(cq) {
+            // Evictions under way may free enough.
+            let ov = self.evictions_overlay(cq);
+            if let Some(usage) = self.first_option_usage(cq, id, options)
+                && self.fits_overlay(&ov, cq, &usage, false)
+            {
+                reason = PendingReason::WaitingForEvictions;
+            }
+        }
+        Some(Explanation {
+            reason,
+            flavors: verdicts,
+        })
+    }
+
+    /// The candidate claims the capacity its victims hold; the queues whose
+    /// usage that changes are re-ranked, and a StrictFIFO queue waits
+    /// behind its preemptor.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        pass: &mut Pass,
+        cq: CqId,
+        id: WlId,
+        victims: Vec<(WlId, PreemptionReason)>,
+        attempt: Attempt,
+        placement: Placement,
+        now: Millis,
+        out: &mut Cycle,
+    ) {
+        let touched = self.claim_queues(cq, &victims);
+        self.start_claim(cq, id, victims, attempt, placement, now, out);
+        for q in touched {
+            pass.merge.touched(self, q);
+        }
+        pass.blocked.block_if_strict(self.is_strict(cq), cq);
+    }
+
+    /// Neither whole nor by preemption: admitted with fewer pods if it may
+    /// run reduced; else parked under its shape with why it waits, and the
+    /// shape marked failed for the rest of the pass.
+    fn reduce_or_park(
+        &mut self,
+        pass: &mut Pass,
+        cq: CqId,
+        key: &OrderKey,
+        why: Explanation,
+        now: Millis,
+        out: &mut Cycle,
+    ) {
+        let id = key.id;
+        let shape = self.wl(id).shape;
+        if why.reason != PendingReason::WaitingForEvictions
+            && self.reducible(id)
+            && let Some((attempt, placement)) = self.try_partial(cq, id)
+        {
+            // Off its lists under the shape it was queued with.
+            self.cqs[cq].remove_pending(key, shape);
+            self.admit(cq, id, attempt, placement, now, out);
+            pass.merge.touched(self, cq);
+            return;
+        }
+        let why = self.unadmitted_explanation(cq, id, why);
+        pass.failed.insert((cq, shape));
+        self.set_shape_explanation(cq, shape, Arc::new(why), out);
+        self.park_shaped(cq, id, out);
+        pass.blocked.block_if_strict(self.is_strict(cq), cq);
+    }
+
+    /// The queues whose usage a claim changes: the preemptor's, and its
+    /// victims' (an admission of this cycle is withdrawn at once).
+    fn claim_queues(&self, cq: CqId, victims: &[(WlId, PreemptionReason)]) -> Vec<CqId> {
+        let mut queues = vec![cq];
+        for (v, _) in victims {
+            if let State::Admitted(h) | State::Evicting(h) = &self.wl(*v).state
+                && !queues.contains(&h.cq)
+            {
+                queues.push(h.cq);
+            }
+        }
+        queues
+    }
+}
