@@ -396,11 +396,11 @@ fn scoped_configurations(
     }
     let mut v = validating_configuration(opts);
     for w in v.webhooks.iter_mut().flatten() {
+        // The queued kinds (namespaced): every kind of the registry.
         let is_job = w.rules.iter().flatten().any(|r| {
             r.resources.iter().flatten().any(|res| {
-                res == "jobs"
-                    || res.starts_with("jobs/")
-                    || ["jobsets", "pytorchjobs", "mpijobs", "rayjobs"].contains(&res.as_str())
+                let resource = res.split('/').next().unwrap_or_default();
+                sluice_kinds::JobKind::ALL.iter().any(|k| k.plural() == resource)
             })
         });
         if is_job {
@@ -745,9 +745,9 @@ fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
     }
     let mut sluice_kinds = 0;
     for w in v.webhooks.iter().flatten() {
-        if ["jobs.", "jobsets.", "pytorchjobs.", "mpijobs.", "rayjobs."]
+        if sluice_kinds::JobKind::ALL
             .iter()
-            .any(|p| w.name.starts_with(p))
+            .any(|k| w.name.starts_with(&format!("{}.", k.plural())))
         {
             assert!(has_run(&w.namespace_selector), "{}", w.name);
         } else {

@@ -19,10 +19,18 @@ fn mutating_entries_match_the_issue() {
             "queued-pytorchjobs.mutate.sluice.dev",
             "queued-mpijobs.mutate.sluice.dev",
             "queued-rayjobs.mutate.sluice.dev",
+            "queued-tfjobs.mutate.sluice.dev",
+            "queued-xgboostjobs.mutate.sluice.dev",
+            "queued-paddlejobs.mutate.sluice.dev",
+            "queued-jaxjobs.mutate.sluice.dev",
             "default-queue-jobsets.mutate.sluice.dev",
             "default-queue-pytorchjobs.mutate.sluice.dev",
             "default-queue-mpijobs.mutate.sluice.dev",
-            "default-queue-rayjobs.mutate.sluice.dev"
+            "default-queue-rayjobs.mutate.sluice.dev",
+            "default-queue-tfjobs.mutate.sluice.dev",
+            "default-queue-xgboostjobs.mutate.sluice.dev",
+            "default-queue-paddlejobs.mutate.sluice.dev",
+            "default-queue-jaxjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -136,6 +144,10 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             "/validate/pytorchjobs",
             "/validate/mpijobs",
             "/validate/rayjobs",
+            "/validate/tfjobs",
+            "/validate/xgboostjobs",
+            "/validate/paddlejobs",
+            "/validate/jaxjobs",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/cohorts",
@@ -182,11 +194,12 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
         assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
     }
-    let cohorts = hooks[7].rules.as_ref().unwrap();
+    // After the queued kinds' (jobs and the 8 others): the Sluice kinds'.
+    let cohorts = hooks[11].rules.as_ref().unwrap();
     assert_eq!(cohorts.len(), 1);
     assert_eq!(cohorts[0].resources.as_deref().unwrap(), ["cohorts"]);
     assert_eq!(cohorts[0].operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
-    let wl = hooks[10].rules.as_ref().unwrap();
+    let wl = hooks[14].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -291,15 +304,19 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             "kueue-jobsets.mutate.sluice.dev",
             "kueue-pytorchjobs.mutate.sluice.dev",
             "kueue-mpijobs.mutate.sluice.dev",
-            "kueue-rayjobs.mutate.sluice.dev"
+            "kueue-rayjobs.mutate.sluice.dev",
+            "kueue-tfjobs.mutate.sluice.dev",
+            "kueue-xgboostjobs.mutate.sluice.dev",
+            "kueue-paddlejobs.mutate.sluice.dev",
+            "kueue-jaxjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
-    // Every Kueue entry selects the same way; the last is RayJobs'.
+    // Every Kueue entry selects the same way; the last is JAXJobs'.
     let kueue = hooks.last().unwrap();
     assert_eq!(
         kueue.client_config.service.as_ref().unwrap().path.as_deref(),
-        Some("/mutate/rayjobs")
+        Some("/mutate/jaxjobs")
     );
     assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
     let exprs = kueue
@@ -327,7 +344,17 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
     assert_eq!(default_queue.len(), 2);
     let v = validating_configuration(&o);
     let hooks = v.webhooks.unwrap();
-    for plural in ["jobs", "jobsets", "pytorchjobs", "mpijobs", "rayjobs"] {
+    for plural in [
+        "jobs",
+        "jobsets",
+        "pytorchjobs",
+        "mpijobs",
+        "rayjobs",
+        "tfjobs",
+        "xgboostjobs",
+        "paddlejobs",
+        "jaxjobs",
+    ] {
         assert!(
             hooks
                 .iter()
@@ -341,7 +368,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        11
+        19
     );
 }
 
