@@ -17,7 +17,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::cache::{Cache, build_index, handle};
 use super::queue_status::QueueStatusWriter;
-use super::watches::all_watches;
+use super::watches::{Msg, MsgStream, all_watches};
 use super::{RunConfig, RunError, Shared, now_ms};
 use crate::index::{Index, Kind};
 use crate::metrics::Metrics;
@@ -35,6 +35,35 @@ pub(super) struct LoopIo {
     pub(super) checker: Arc<crate::idle::Checker>,
 }
 
+/// The loop's timers: when the next cycle runs, and since when the Lease
+/// fence has refused writes while this replica leads.
+#[derive(Default)]
+struct Timing {
+    cycle_at: Option<Instant>,
+    fenced_since: Option<Instant>,
+}
+
+impl Timing {
+    /// No cycle can run now: a deadline that has passed is not left in
+    /// place (the loop would wake at once, again and again); a leader the
+    /// fence holds looks again in a second, a follower waits for
+    /// leadership.
+    fn hold(&mut self, leader: bool) {
+        if self.cycle_at.is_some_and(|t| t <= Instant::now()) {
+            self.cycle_at = leader.then(|| Instant::now() + RETRY);
+        }
+    }
+
+    /// A cycle no later than `after` from now.
+    fn cycle_within(&mut self, after: Duration) {
+        let at = Instant::now() + after;
+        self.cycle_at = Some(self.cycle_at.map_or(at, |t| t.min(at)));
+    }
+}
+
+/// Estimates of start times computed off the loop: (epoch, when, uid → ms).
+type Estimates = (u64, i64, HashMap<String, i64>);
+
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn event_loop(
     client: Client,
@@ -48,24 +77,21 @@ pub(super) async fn event_loop(
     let mut stream = all_watches(&client, cfg);
     let mut cache = Cache::empty(cfg.index.kueue_compat);
     let mut index: Option<Mutex<Index>> = None;
-    let mut cycle_at: Option<Instant> = None;
-    let mut fenced_since: Option<Instant> = None;
-    let mut queue_tick = tokio::time::interval(cfg.queue_status_interval);
-    queue_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut timing = Timing::default();
+    let mut queue_tick = interval(cfg.queue_status_interval);
     let mut queue_status = QueueStatusWriter::default();
-    let coalesce = Duration::from_millis(50);
     let backlog = crate::limit::cycle_backlog(cfg.kube_qps, cfg.kube_burst);
-    let mut idle_tick = tokio::time::interval(cfg.idle.interval.max(Duration::from_secs(1)));
-    idle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut idle_tick = interval(cfg.idle.interval.max(Duration::from_secs(1)));
     let (idle_tx, mut idle_rx) = tokio::sync::mpsc::channel::<(u64, crate::index::IdleOutcome)>(1);
     let mut idle_in_flight = false;
-    let mut positions_tick = tokio::time::interval(cfg.positions_interval.max(Duration::from_secs(1)));
-    positions_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let (forecast_tx, mut forecast_rx) = tokio::sync::mpsc::channel::<(u64, i64, HashMap<String, i64>)>(1);
+    let mut positions_tick = interval(cfg.positions_interval.max(Duration::from_secs(1)));
+    let (forecast_tx, mut forecast_rx) = tokio::sync::mpsc::channel::<Estimates>(1);
     let mut forecast_in_flight = false;
     tokio::pin!(shutdown);
     loop {
-        let sleep_until = cycle_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let sleep_until = timing
+            .cycle_at
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             () = &mut shutdown => {
                 tracing::info!("shutting down");
@@ -73,83 +99,24 @@ pub(super) async fn event_loop(
             }
             msg = stream.next() => {
                 let Some(msg) = msg else { return Ok(()) };
-                let mut batch = vec![msg];
-                // Take whatever else is ready: one cycle for a burst of events.
-                while batch.len() < 1024 {
-                    match futures::FutureExt::now_or_never(stream.next()) {
-                        Some(Some(m)) => batch.push(m),
-                        _ => break,
-                    }
-                }
-                let mut ix = match &index { Some(m) => Some(m.lock().await), None => None };
-                for m in batch {
-                    handle(&mut cache, ix.as_deref_mut(), m, now_ms());
-                }
-                drop(ix);
-                let all_synced = Kind::all()
-                    .filter(|k| cfg.index.watches(*k))
-                    .all(|k| cache.synced.contains(&k));
-                shared.synced.store(all_synced, Ordering::Relaxed);
-                let soon = Instant::now() + coalesce;
-                cycle_at = Some(cycle_at.map_or(soon, |t| t.min(soon)));
+                take_events(msg, &mut stream, &mut cache, &index, cfg, shared).await;
+                // One cycle for a burst of events.
+                timing.cycle_within(COALESCE);
             }
             _ = tokio::time::sleep_until(sleep_until.into()) => {}
             _ = queue_tick.tick() => {
-                // Nothing is handed out while the Lease fence refuses writes
-                // (it would come back as failures).
-                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
-                if let Some(ix) = &index
-                    && !fenced
-                {
-                    let mut ix = ix.lock().await;
-                    // Refill explanation writes as they are answered (the
-                    // index keeps at most explanations_per_cycle out), and
-                    // hand out those whose grace period (--explain-after) ended.
-                    let mut plans = ix.take_explanations(cfg.index.explanations_per_cycle, now_ms());
-                    plans.extend(ix.take_finished_states());
-                    plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
-                    for plan in plans {
-                        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
-                    }
-                }
+                hand_out_lazy_writes(&index, &io, &mut queue_status, cfg, shared).await;
                 continue;
             }
             _ = idle_tick.tick() => {
-                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
-                if let Some(ix) = &index
-                    && !fenced
-                    && !idle_in_flight
-                {
-                    let targets = {
-                        let ix = ix.lock().await;
-                        ix.has_idle_policies().then(|| ix.idle_targets(now_ms()))
-                    };
-                    if let Some(targets) = targets {
-                        idle_in_flight = true;
-                        let (checker, tx, epoch) = (io.checker.clone(), idle_tx.clone(), io.queue.epoch());
-                        tokio::spawn(async move {
-                            let outcome = checker.check(targets, now_ms()).await;
-                            let _ = tx.send((epoch, outcome)).await;
-                        });
-                    }
+                if !idle_in_flight {
+                    idle_in_flight = start_idle_check(&index, &io, &idle_tx).await;
                 }
                 continue;
             }
             _ = positions_tick.tick() => {
-                let fenced = io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
-                if let Some(ix) = &index
-                    && !fenced
-                    && !forecast_in_flight
-                {
-                    // The copy is made under the lock; the forecast runs off it.
-                    let now = now_ms();
-                    let job = ix.lock().await.forecast_job(now);
-                    forecast_in_flight = true;
-                    let (tx, epoch) = (forecast_tx.clone(), io.queue.epoch());
-                    tokio::spawn(async move {
-                        let estimates = tokio::task::spawn_blocking(move || job.run()).await.unwrap_or_default();
-                        let _ = tx.send((epoch, now, estimates)).await;
-                    });
+                if !forecast_in_flight {
+                    forecast_in_flight = start_forecast(&index, &io, &forecast_tx).await;
                 }
                 continue;
             }
@@ -167,44 +134,18 @@ pub(super) async fn event_loop(
             }
             Some((epoch, outcome)) = idle_rx.recv() => {
                 idle_in_flight = false;
-                if let crate::index::IdleOutcome::Unavailable { metric, .. } = &outcome {
-                    shared.metrics.idle_check_failures.get_or_create(&vec![("reason", metric.to_string())]).inc();
-                }
-                if let Some(m) = &index
-                    && epoch == io.queue.epoch()
-                {
-                    let mut ix = m.lock().await;
-                    let applied = ix.apply_idle(outcome, now_ms());
-                    shared.metrics.idle(&applied);
-                    for plan in ix.take_plans() {
-                        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
-                    }
-                    drop(ix);
-                    if !applied.reclaims.is_empty() {
-                        // Evictions and warnings to write, a waiter to admit.
-                        cycle_at = Some(Instant::now());
-                    }
+                if apply_idle(&index, &io, shared, epoch, outcome).await {
+                    // Evictions and warnings to write, a waiter to admit.
+                    timing.cycle_at = Some(Instant::now());
                 }
             }
             Some((epoch, plan, result)) = io.failed.recv() => {
                 if plan.purpose == crate::plan::Purpose::QueueStatus {
                     queue_status.written(&plan, result.is_ok());
-                    continue;
-                }
-                // About an index that is gone (leadership lost since).
-                if epoch != io.queue.epoch() {
-                    continue;
-                }
-                if let Some(m) = &index {
-                    let mut ix = m.lock().await;
-                    ix.feedback(&plan, &result, now_ms());
-                    // A rolled-back admission, a failed write or a requeue
-                    // after the pods are gone is worked on a little later
-                    // (an acknowledged write needs nothing).
-                    if result.is_err() || matches!(plan.purpose, crate::plan::Purpose::ConfirmPodsGone { .. }) {
-                        let retry = Instant::now() + Duration::from_secs(1);
-                        cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
-                    }
+                } else if epoch == io.queue.epoch()
+                    && feedback(&index, &plan, &result).await
+                {
+                    timing.cycle_within(RETRY);
                 }
                 continue;
             }
@@ -236,122 +177,318 @@ pub(super) async fn event_loop(
                 }));
             }
         }
+        // After whatever woke the loop: the fence, leadership, a cycle.
         let leading = *leader_rx.borrow();
-        // The Lease as the API server shows it must name us and be fresh
-        // (it lags the lease manager by a watch event at most).
-        let fenced = leading && io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()));
-        if fenced {
-            let retry = Instant::now() + Duration::from_secs(1);
-            cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
-            // Holding the Lease but never seeing it (its watch fails): no
-            // other replica could take over. Stop, so that it expires.
-            let since = *fenced_since.get_or_insert_with(Instant::now);
-            let limit = Duration::from_secs(cfg.lease.as_ref().map_or(15, |l| l.duration_seconds).saturating_mul(2));
-            if since.elapsed() > limit {
-                return Err(RunError::Lease(format!(
-                    "holding the Lease, but the Lease as the API server shows it has not named this replica for {}s (is its watch failing?); stopping so that another replica takes over",
-                    limit.as_secs()
-                )));
-            }
-        } else {
-            fenced_since = None;
-        }
+        let fenced = check_fence(leading, &io, cfg, &mut timing)?;
         let synced = shared.synced.load(Ordering::Relaxed);
         if leading && !fenced && synced && index.is_none() {
-            let ix = build_index(&cache, &cfg.index);
-            cache.keep_workload_keys_only();
-            tracing::info!(
-                workloads = ix.engine().workload_count(),
-                unrestored = ix.unrestored(),
-                "leading: ledger rebuilt from Workload statuses"
-            );
-            index = Some(Mutex::new(ix));
-            cycle_at = Some(Instant::now());
+            index = Some(Mutex::new(lead(&mut cache, cfg)));
+            timing.cycle_at = Some(Instant::now());
         }
         shared
             .ready
             .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
-        let mut due = cycle_at.is_some_and(|t| t <= Instant::now());
-        if due && io.queue.state_len() > backlog {
-            // The writer has a second of decisions to write: decide later,
-            // on what the cluster looks like then (see `cycle_backlog`).
-            due = false;
-            cycle_at = Some(Instant::now() + Duration::from_millis(20));
+        match &index {
+            Some(m) if !fenced => {
+                if cycle_due(&io, backlog, &mut timing) {
+                    run_cycle(&client, &io, shared, m, backlog, &mut timing).await;
+                }
+            }
+            // Nothing to decide: a follower (leading sets the next cycle),
+            // or a leader the fence holds (looked at again in a second).
+            _ => timing.hold(index.is_some()),
         }
-        if let Some(m) = &index
-            && due
-            && !fenced
-        {
-            let started = Instant::now();
-            let (plans, wake) = {
+    }
+}
+
+/// Watch events a cycle waits for, so that a burst is one cycle.
+const COALESCE: Duration = Duration::from_millis(50);
+/// A failed write, a rolled-back admission or a pods-gone check: worked on
+/// again this much later.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// A tick that skips the ticks it missed.
+fn interval(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick
+}
+
+/// Whether the Lease fence refuses writes now.
+fn fence_refuses(io: &LoopIo) -> bool {
+    io.fence.as_ref().is_some_and(|f| !f.allows(now_ms()))
+}
+
+/// `first` and whatever else the watches have ready (up to 1024) into the
+/// cache, and into the index when leading; whether every watched kind is
+/// listed is shared.
+async fn take_events(
+    first: Msg,
+    stream: &mut MsgStream,
+    cache: &mut Cache,
+    index: &Option<Mutex<Index>>,
+    cfg: &RunConfig,
+    shared: &Shared,
+) {
+    let mut batch = vec![first];
+    while batch.len() < 1024 {
+        match futures::FutureExt::now_or_never(stream.next()) {
+            Some(Some(m)) => batch.push(m),
+            _ => break,
+        }
+    }
+    let mut ix = match index {
+        Some(m) => Some(m.lock().await),
+        None => None,
+    };
+    for m in batch {
+        handle(cache, ix.as_deref_mut(), m, now_ms());
+    }
+    drop(ix);
+    let all_synced = Kind::all()
+        .filter(|k| cfg.index.watches(*k))
+        .all(|k| cache.synced.contains(&k));
+    shared.synced.store(all_synced, Ordering::Relaxed);
+}
+
+/// The lazy lanes' writes, on the queue-status tick: explanations whose
+/// grace period (`--explain-after`) ended, refilled as they are answered
+/// (at most `explanations_per_cycle` out), finished states, queue status.
+/// Nothing is handed out while the Lease fence refuses writes (it would
+/// come back as failures).
+async fn hand_out_lazy_writes(
+    index: &Option<Mutex<Index>>,
+    io: &LoopIo,
+    queue_status: &mut QueueStatusWriter,
+    cfg: &RunConfig,
+    shared: &Shared,
+) {
+    let Some(m) = index else { return };
+    if fence_refuses(io) {
+        return;
+    }
+    let mut ix = m.lock().await;
+    let mut plans = ix.take_explanations(cfg.index.explanations_per_cycle, now_ms());
+    plans.extend(ix.take_finished_states());
+    plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));
+    for plan in plans {
+        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
+    }
+}
+
+/// Starts an idle-GPU check off the loop when the index has idle
+/// policies; whether one is now in flight.
+async fn start_idle_check(
+    index: &Option<Mutex<Index>>,
+    io: &LoopIo,
+    tx: &tokio::sync::mpsc::Sender<(u64, crate::index::IdleOutcome)>,
+) -> bool {
+    let Some(m) = index else { return false };
+    if fence_refuses(io) {
+        return false;
+    }
+    let targets = {
+        let ix = m.lock().await;
+        ix.has_idle_policies().then(|| ix.idle_targets(now_ms()))
+    };
+    let Some(targets) = targets else { return false };
+    let (checker, tx, epoch) = (io.checker.clone(), tx.clone(), io.queue.epoch());
+    tokio::spawn(async move {
+        let outcome = checker.check(targets, now_ms()).await;
+        let _ = tx.send((epoch, outcome)).await;
+    });
+    true
+}
+
+/// Starts a forecast of start times off the loop (the copy is made under
+/// the lock; the forecast runs off it); whether one is now in flight.
+async fn start_forecast(index: &Option<Mutex<Index>>, io: &LoopIo, tx: &tokio::sync::mpsc::Sender<Estimates>) -> bool {
+    let Some(m) = index else { return false };
+    if fence_refuses(io) {
+        return false;
+    }
+    let now = now_ms();
+    let job = m.lock().await.forecast_job(now);
+    let (tx, epoch) = (tx.clone(), io.queue.epoch());
+    tokio::spawn(async move {
+        let estimates = tokio::task::spawn_blocking(move || job.run()).await.unwrap_or_default();
+        let _ = tx.send((epoch, now, estimates)).await;
+    });
+    true
+}
+
+/// An idle-GPU check's outcome into the index (of the same leadership);
+/// whether it reclaimed anything (a cycle then runs at once).
+async fn apply_idle(
+    index: &Option<Mutex<Index>>,
+    io: &LoopIo,
+    shared: &Shared,
+    epoch: u64,
+    outcome: crate::index::IdleOutcome,
+) -> bool {
+    if let crate::index::IdleOutcome::Unavailable { metric, .. } = &outcome {
+        shared
+            .metrics
+            .idle_check_failures
+            .get_or_create(&vec![("reason", metric.to_string())])
+            .inc();
+    }
+    let Some(m) = index else { return false };
+    if epoch != io.queue.epoch() {
+        return false;
+    }
+    let mut ix = m.lock().await;
+    let applied = ix.apply_idle(outcome, now_ms());
+    shared.metrics.idle(&applied);
+    for plan in ix.take_plans() {
+        enqueue(&io.queue, &mut ix, plan, &shared.metrics);
+    }
+    !applied.reclaims.is_empty()
+}
+
+/// The writer's answer to a plan, into the index; whether it is worked on
+/// again a little later (a rolled-back admission, a failed write, a
+/// requeue after the pods are gone; an acknowledged write needs nothing).
+async fn feedback(index: &Option<Mutex<Index>>, plan: &crate::plan::Plan, result: &writer::Feedback) -> bool {
+    let Some(m) = index else { return false };
+    m.lock().await.feedback(plan, result, now_ms());
+    result.is_err() || matches!(plan.purpose, crate::plan::Purpose::ConfirmPodsGone { .. })
+}
+
+/// Whether the Lease fence refuses writes while this replica leads (the
+/// Lease as the API server shows it must name us and be fresh; it lags the
+/// lease manager by a watch event at most). Holding the Lease but never
+/// seeing it for twice its duration (its watch fails) is an error: no
+/// other replica could take over, so the controller stops and the Lease
+/// expires.
+fn check_fence(leading: bool, io: &LoopIo, cfg: &RunConfig, timing: &mut Timing) -> Result<bool, RunError> {
+    if !(leading && fence_refuses(io)) {
+        timing.fenced_since = None;
+        return Ok(false);
+    }
+    timing.cycle_within(RETRY);
+    let since = *timing.fenced_since.get_or_insert_with(Instant::now);
+    let limit = Duration::from_secs(cfg.lease.as_ref().map_or(15, |l| l.duration_seconds).saturating_mul(2));
+    if since.elapsed() > limit {
+        return Err(RunError::Lease(format!(
+            "holding the Lease, but the Lease as the API server shows it has not named this replica for {}s (is its watch failing?); stopping so that another replica takes over",
+            limit.as_secs()
+        )));
+    }
+    Ok(true)
+}
+
+/// A new leader's index, built from the cache (the ledger restored from
+/// Workload statuses first); the cache then keeps Workloads as keys only.
+fn lead(cache: &mut Cache, cfg: &RunConfig) -> Index {
+    let ix = build_index(cache, &cfg.index);
+    cache.keep_workload_keys_only();
+    tracing::info!(
+        workloads = ix.engine().workload_count(),
+        unrestored = ix.unrestored(),
+        "leading: ledger rebuilt from Workload statuses"
+    );
+    ix
+}
+
+/// Whether a cycle runs now: it is due, and the writer does not have a
+/// second of decisions still to write (else it is put off 20 ms, to decide
+/// on what the cluster looks like then: see `cycle_backlog`).
+fn cycle_due(io: &LoopIo, backlog: usize, timing: &mut Timing) -> bool {
+    if timing.cycle_at.is_none_or(|t| t > Instant::now()) {
+        return false;
+    }
+    if io.queue.state_len() > backlog {
+        timing.cycle_at = Some(Instant::now() + Duration::from_millis(20));
+        return false;
+    }
+    true
+}
+
+/// One cycle: the index decides (within the budget the write backlog
+/// leaves), its plans are queued, Workloads and objects it needs read again
+/// are read, and the next cycle is set (the engine's next wake-up, or a
+/// retry of rolled-back admissions).
+async fn run_cycle(
+    client: &Client,
+    io: &LoopIo,
+    shared: &Shared,
+    m: &Mutex<Index>,
+    backlog: usize,
+    timing: &mut Timing,
+) {
+    let started = Instant::now();
+    let (plans, wake) = {
+        let mut ix = m.lock().await;
+        ix.set_cycle_budget(crate::limit::cycle_budget(backlog, io.queue.state_len()));
+        let out = ix.cycle(now_ms());
+        record_stats(&mut ix, &shared.metrics);
+        out
+    };
+    shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
+    {
+        let mut ix = m.lock().await;
+        for plan in plans {
+            enqueue(&io.queue, &mut ix, plan, &shared.metrics);
+        }
+    }
+    refetch_workloads(client, m).await;
+    refetch_objects(client, m).await;
+    timing.cycle_at = wake.and_then(|w| wake_instant(Instant::now(), now_ms(), w));
+    if m.lock().await.wants_cycle() {
+        timing.cycle_within(RETRY);
+    }
+}
+
+/// Workloads whose status write failed: read again (one gone comes
+/// through the watch as a deletion).
+async fn refetch_workloads(client: &Client, m: &Mutex<Index>) {
+    let refetch = m.lock().await.take_workload_refetch();
+    for key in refetch {
+        let api: Api<Workload> = Api::namespaced(client.clone(), &key.namespace);
+        match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
+            Ok(Ok(Some(wl))) => m.lock().await.apply_fetched_workload(&wl, now_ms()),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::warn!(workload = %key, error = %e, "cannot read Workload"),
+            Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
+        }
+    }
+}
+
+/// Objects whose Workload must be (re)created: read again.
+async fn refetch_objects(client: &Client, m: &Mutex<Index>) {
+    let refetch = m.lock().await.take_refetch();
+    for key in refetch {
+        let kind = key.kind.kind();
+        let read = match key.kind {
+            JobKind::Job => {
+                let api: Api<Job> = Api::namespaced(client.clone(), key.namespace());
+                tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
+                    .await
+                    .map(|r| r.map(|o| o.map(|j| serde_json::to_value(j).unwrap_or_default())))
+            }
+            _ => {
+                let ar = key.kind.api_resource();
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), key.namespace(), &ar);
+                tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
+                    .await
+                    .map(|r| r.map(|o| o.map(|d| serde_json::to_value(d).unwrap_or_default())))
+            }
+        };
+        match read {
+            Ok(Ok(Some(v))) => {
                 let mut ix = m.lock().await;
-                ix.set_cycle_budget(crate::limit::cycle_budget(backlog, io.queue.state_len()));
-                let out = ix.cycle(now_ms());
-                record_stats(&mut ix, &shared.metrics);
-                out
-            };
-            shared.metrics.cycle_duration.observe(started.elapsed().as_secs_f64());
-            {
-                let mut ix = m.lock().await;
-                for plan in plans {
-                    enqueue(&io.queue, &mut ix, plan, &shared.metrics);
+                match key.kind {
+                    JobKind::Job => match serde_json::from_value::<Job>(v) {
+                        Ok(j) => ix.apply_job(j, now_ms()),
+                        Err(e) => ix.report_malformed(Kind::JOB, &key.to_string(), &e.to_string()),
+                    },
+                    other => ix.apply_object(other, &v, now_ms()),
                 }
             }
-            // Workloads whose status write failed: read them again.
-            let refetch = m.lock().await.take_workload_refetch();
-            for key in refetch {
-                let api: Api<Workload> = Api::namespaced(client.clone(), &key.namespace);
-                match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
-                    Ok(Ok(Some(wl))) => m.lock().await.apply_fetched_workload(&wl, now_ms()),
-                    // Gone: its deletion comes through the watch.
-                    Ok(Ok(None)) => {}
-                    Ok(Err(e)) => tracing::warn!(workload = %key, error = %e, "cannot read Workload"),
-                    Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
-                }
-            }
-            // Objects whose Workload must be (re)created: read them again.
-            let refetch = m.lock().await.take_refetch();
-            if !refetch.is_empty() {
-                for key in refetch {
-                    let kind = key.kind.kind();
-                    let read = match key.kind {
-                        JobKind::Job => {
-                            let api: Api<Job> = Api::namespaced(client.clone(), key.namespace());
-                            tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
-                                .await
-                                .map(|r| r.map(|o| o.map(|j| serde_json::to_value(j).unwrap_or_default())))
-                        }
-                        _ => {
-                            let ar = key.kind.api_resource();
-                            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), key.namespace(), &ar);
-                            tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(key.name()))
-                                .await
-                                .map(|r| r.map(|o| o.map(|d| serde_json::to_value(d).unwrap_or_default())))
-                        }
-                    };
-                    match read {
-                        Ok(Ok(Some(v))) => {
-                            let mut ix = m.lock().await;
-                            match key.kind {
-                                JobKind::Job => match serde_json::from_value::<Job>(v) {
-                                    Ok(j) => ix.apply_job(j, now_ms()),
-                                    Err(e) => ix.report_malformed(Kind::JOB, &key.to_string(), &e.to_string()),
-                                },
-                                other => ix.apply_object(other, &v, now_ms()),
-                            }
-                        }
-                        Ok(Ok(None)) => {}
-                        Ok(Err(e)) => tracing::warn!(kind, object = %key, error = %e, "cannot read it"),
-                        Err(_) => tracing::warn!(kind, object = %key, "reading it timed out"),
-                    }
-                }
-            }
-            cycle_at = wake.and_then(|w| wake_instant(Instant::now(), now_ms(), w));
-            // Rolled-back admissions are retried a little later.
-            if m.lock().await.wants_cycle() {
-                let retry = Instant::now() + Duration::from_secs(1);
-                cycle_at = Some(cycle_at.map_or(retry, |t| t.min(retry)));
-            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::warn!(kind, object = %key, error = %e, "cannot read it"),
+            Err(_) => tracing::warn!(kind, object = %key, "reading it timed out"),
         }
     }
 }
@@ -392,4 +529,36 @@ pub(super) fn record_stats(ix: &mut Index, m: &Metrics) {
         m.drift.get_or_create(&vec![("kind", kind.to_string())]).inc();
     }
     m.unrestored.set(ix.unrestored() as i64);
+}
+
+#[cfg(test)]
+mod timing_tests {
+    use super::*;
+
+    /// A replica that cannot run a cycle never keeps a deadline that has
+    /// passed: the loop would wake at once, again and again (a follower
+    /// used to spin after its first watch event).
+    #[test]
+    fn a_cycle_that_cannot_run_leaves_no_past_deadline() {
+        let past = Instant::now() - Duration::from_millis(10);
+        let mut follower = Timing {
+            cycle_at: Some(past),
+            fenced_since: None,
+        };
+        follower.hold(false);
+        assert_eq!(follower.cycle_at, None);
+        let mut fenced = Timing {
+            cycle_at: Some(past),
+            fenced_since: None,
+        };
+        fenced.hold(true);
+        assert!(fenced.cycle_at.is_some_and(|t| t > Instant::now()));
+        let later = Instant::now() + Duration::from_secs(5);
+        let mut waiting = Timing {
+            cycle_at: Some(later),
+            fenced_since: None,
+        };
+        waiting.hold(false);
+        assert_eq!(waiting.cycle_at, Some(later), "a deadline still ahead is kept");
+    }
 }
