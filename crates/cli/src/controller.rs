@@ -86,8 +86,10 @@ pub struct ControllerArgs {
     explain_after: Duration,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
-    /// ray.io/rayjob), or "auto": every one whose resource the API server serves at start (a
-    /// kind installed later needs a restart).
+    /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
+    /// kubeflow.org/paddlejob, kubeflow.org/jaxjob), or "auto": every one
+    /// whose resource the API server serves at start (a kind installed later
+    /// needs a restart).
     #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]
     integrations: Integrations,
     /// Prometheus holding dcgm-exporter's GPU metrics, for ClusterQueues'
@@ -384,6 +386,23 @@ mod tests {
             .unwrap_or_default();
         assert!(help.contains("pods-ready timeouts"), "{help}");
         assert!(help.contains("idle-GPU reclaim"), "{help}");
+    }
+
+    /// `--integrations`' help names every kind of the registry but batch/v1
+    /// Job (always queued).
+    #[test]
+    fn the_integrations_help_names_every_kind() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some("integrations"))
+            .and_then(|a| a.get_long_help().or(a.get_help()))
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for kind in sluice_kinds::JobKind::others() {
+            assert!(help.contains(kind.flag_name()), "{}: {help}", kind.flag_name());
+        }
     }
 
     #[test]
