@@ -25,24 +25,9 @@ pub fn workload_name(gang: &str) -> String {
     format!("{WORKLOAD_PREFIX}{gang}")
 }
 
-/// A Job's gang labels, as written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Labels {
-    /// [`labels::GANG`].
-    pub name: String,
-    /// [`labels::GANG_SIZE`], unparsed.
-    pub size: Option<String>,
-}
+pub use member::Labels;
 
 impl Labels {
-    pub fn of(meta: &ObjectMeta) -> Option<Self> {
-        let l = meta.labels.as_ref()?;
-        Some(Labels {
-            name: l.get(labels::GANG)?.clone(),
-            size: l.get(labels::GANG_SIZE).cloned(),
-        })
-    }
-
     /// The gang size: a positive integer.
     pub fn size(&self) -> Result<usize, GangError> {
         let raw = self.size.as_deref().ok_or_else(|| GangError::MissingSize {
@@ -252,6 +237,8 @@ pub fn members_of(wl: &Workload) -> Option<Vec<(String, Option<String>)>> {
             .collect(),
     )
 }
+
+pub mod member;
 
 #[cfg(test)]
 mod tests;

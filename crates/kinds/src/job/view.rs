@@ -78,7 +78,7 @@ pub struct JobView {
     /// The [`ORIGINAL_SCHEDULING`] annotation, as written.
     pub original: Option<String>,
     /// Its gang labels, when it is a member of a multi-Job gang.
-    pub gang: Option<crate::gang::Labels>,
+    pub gang: Option<crate::gang::member::Labels>,
     /// The kind of the object of another kind Sluice queues that made this
     /// Job (a JobSet's child Job, an MPIJob's launcher, a RayJob's
     /// submitter): while that kind is queued, the Job is queued as part of
@@ -127,7 +127,7 @@ impl JobView {
                 tolerations: pod.and_then(|p| p.tolerations.clone()),
             }],
             original: annotation(job, ORIGINAL_SCHEDULING),
-            gang: crate::gang::Labels::of(&job.metadata),
+            gang: crate::gang::member::Labels::of(&job.metadata),
             managed_by: job
                 .metadata
                 .owner_references
