@@ -357,7 +357,7 @@ pub(crate) fn selector_patch(current: Option<&BTreeMap<String, String>>, target:
 
 /// The merge patch that suspends a Job.
 pub fn suspend_patch() -> Value {
-    json!({"spec": {"suspend": true}})
+    crate::SuspendField::SPEC.patch(true)
 }
 
 /// The merge patch (for the `status` subresource) that clears a suspended
@@ -487,10 +487,6 @@ impl Queueable for BatchJob {
         pod_class: &dyn Fn(&str) -> Option<i32>,
     ) -> Result<Workload, JobError> {
         workload_for_job(&parse(obj)?, kueue_compat, workload_class, pod_class)
-    }
-
-    fn suspend_patch(&self) -> ObjPatch {
-        ObjPatch::Merge(suspend_patch())
     }
 
     /// `status.startTime` cleared first when it is set (through `/status`:

@@ -238,10 +238,6 @@ impl Queueable for JobSetKind {
         workload(obj, kueue_compat, workload_class, pod_class)
     }
 
-    fn suspend_patch(&self) -> ObjPatch {
-        ObjPatch::Merge(job::suspend_patch())
-    }
-
     /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,

@@ -184,8 +184,14 @@ fn workload(
 
 /// The merge patch that suspends a job (`spec.runPolicy.suspend`).
 pub fn suspend_patch() -> Value {
-    json!({"spec": {"runPolicy": {"suspend": true}}})
+    SUSPEND.patch(true)
 }
+
+/// Where a training job's suspend flag is.
+const SUSPEND: SuspendField = SuspendField {
+    pointer: "/spec/runPolicy/suspend",
+    field: "spec.runPolicy.suspend",
+};
 
 /// The merge patch of one role's directives: `target`, removing what the
 /// template has that `target` lacks.
@@ -338,10 +344,6 @@ impl Queueable for Kubeflow {
         workload(self, obj, kueue_compat, workload_class, pod_class)
     }
 
-    fn suspend_patch(&self) -> ObjPatch {
-        ObjPatch::Merge(suspend_patch())
-    }
-
     /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,
@@ -366,10 +368,7 @@ impl Queueable for Kubeflow {
     }
 
     fn suspend_field(&self) -> SuspendField {
-        SuspendField {
-            pointer: "/spec/runPolicy/suspend",
-            field: "spec.runPolicy.suspend",
-        }
+        SUSPEND
     }
 
     fn templates(&self, obj: &Value) -> Vec<TemplateAt> {

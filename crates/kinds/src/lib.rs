@@ -235,8 +235,10 @@ pub trait Queueable: Sync {
         workload_class: &dyn Fn(&str) -> Option<i32>,
         pod_class: &dyn Fn(&str) -> Option<i32>,
     ) -> Result<Workload, JobError>;
-    /// The patch that suspends an object.
-    fn suspend_patch(&self) -> ObjPatch;
+    /// The patch that suspends an object: its suspend field set to true.
+    fn suspend_patch(&self) -> ObjPatch {
+        ObjPatch::Merge(self.suspend_field().patch(true))
+    }
     /// The patches that start a suspended object on the flavors of each
     /// of its pod sets with the pods admitted of each (`admitted`: fewer
     /// than the pod set's count after a partial admission; a pod set it

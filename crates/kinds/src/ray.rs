@@ -315,10 +315,6 @@ impl Queueable for RayJobKind {
         workload(obj, kueue_compat, workload_class, pod_class)
     }
 
-    fn suspend_patch(&self) -> ObjPatch {
-        ObjPatch::Merge(crate::job::suspend_patch())
-    }
-
     /// Admitted whole: its pod sets have no minCount (see `object`).
     fn start_patches(
         &self,

@@ -20,6 +20,17 @@ impl SuspendField {
         pointer: "/spec/suspend",
         field: "spec.suspend",
     };
+
+    /// The JSON merge patch that sets the flag to `value` (its parents
+    /// created where missing).
+    pub fn patch(&self, value: bool) -> Value {
+        self.pointer
+            .rsplit('/')
+            .filter(|k| !k.is_empty())
+            .fold(Value::Bool(value), |inner, key| {
+                Value::Object(serde_json::Map::from_iter([(key.to_owned(), inner)]))
+            })
+    }
 }
 
 /// One pod template of an object.
@@ -121,4 +132,20 @@ pub fn job_pods(spec: Option<&Value>) -> i64 {
 /// A map key as a JSON pointer token.
 pub fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_suspend_patch_is_its_field_set_with_its_parents() {
+        assert_eq!(SuspendField::SPEC.patch(true), json!({"spec": {"suspend": true}}));
+        let nested = SuspendField {
+            pointer: "/spec/runPolicy/suspend",
+            field: "spec.runPolicy.suspend",
+        };
+        assert_eq!(nested.patch(false), json!({"spec": {"runPolicy": {"suspend": false}}}));
+    }
 }
