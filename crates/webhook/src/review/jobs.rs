@@ -15,43 +15,58 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 
 impl Reviewer {
+    /// CREATE of an object of a queued kind: a well-formed object the kind
+    /// can queue, its queue (its label, or its namespace's default), held
+    /// (its suspend flag set) until Sluice admits it, and the GPU fixes on
+    /// every pod template.
     pub(super) fn mutate_queued(
         &self,
         req: &AdmissionRequest<DynamicObject>,
         opted_in: bool,
         kind: JobKind,
     ) -> Decision {
-        let noun = kind.kind();
         let mut d = Decision::default();
         if req.operation != Operation::Create || self.excluded(req) {
             return d;
         }
-        let Some(obj) = &req.object else {
-            d.denials.push("object: missing from the CREATE request".to_owned());
-            return d;
+        let obj = match created_object(req, kind) {
+            Ok(obj) => obj,
+            Err(denials) => {
+                d.denials = denials;
+                return d;
+            }
         };
-        // The API server always sends these; patches below assume them.
-        if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
-            d.denials
-                .push("metadata.name: required (or metadata.generateName)".to_owned());
-            return d;
-        }
-        if !obj.data.get("spec").is_some_and(Value::is_object) {
-            d.denials.push("spec: missing or not an object".to_owned());
-            return d;
-        }
         let namespace = req
             .namespace
             .clone()
             .or_else(|| obj.metadata.namespace.clone())
             .unwrap_or_default();
-        let refusals = kind.integration().refusals(&obj.data);
-        if !refusals.is_empty() {
-            d.denials.extend(refusals);
+        let Ok(queue) = self.queue_of(obj, &namespace, opted_in, kind, &mut d) else {
             return d;
+        };
+        if let Some(q) = queue {
+            hold(obj, kind, &q, &mut d);
         }
+        self.fix_templates(obj, kind, &namespace, &mut d);
+        d
+    }
+
+    /// The LocalQueue a new object is queued in: its queue label's, or the
+    /// namespace's `default` when the namespace opted in (labelled here);
+    /// none for a Job its verified owner of a queued kind holds. `Err`: refused
+    /// (the denial is in `d`).
+    fn queue_of(
+        &self,
+        obj: &DynamicObject,
+        namespace: &str,
+        opted_in: bool,
+        kind: JobKind,
+        d: &mut Decision,
+    ) -> Result<Option<String>, ()> {
+        let noun = kind.kind();
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
+        let default_queue = opted_in || self.view.default_queue_enabled(namespace);
         // A Job made by a queued object (a JobSet's child Job with the
         // queue label its template carried, an MPIJob's launcher, a
         // RayJob's submitter): its owner is what is queued and what Sluice
@@ -59,95 +74,89 @@ impl Reviewer {
         // owner must exist: a Job that would be queued and names an owner
         // the cache cannot confirm is refused (its operator retries; a
         // forged owner stays refused).
-        let would_queue =
-            labels.is_some_and(|l| l.contains_key(label)) || opted_in || self.view.default_queue_enabled(&namespace);
+        let would_queue = labels.is_some_and(|l| l.contains_key(label)) || default_queue;
         let part_of_queued = kind == JobKind::Job
-            && match owners::made_by_queued_kind(self.view.as_ref(), &namespace, &obj.metadata) {
+            && match owners::made_by_queued_kind(self.view.as_ref(), namespace, &obj.metadata) {
                 Ok(made) => made,
                 Err(why) if would_queue => {
                     d.denials.push(why);
-                    return d;
+                    return Err(());
                 }
                 // Not queued either way: the claim exempts nothing.
                 Err(_) => false,
             };
-        let queue = match labels.and_then(|l| l.get(label)) {
-            Some(_) if part_of_queued => None,
+        match labels.and_then(|l| l.get(label)) {
+            Some(_) if part_of_queued => Ok(None),
             Some(q) if q.is_empty() => {
                 d.denials.push(format!(
                     "metadata.labels[{label}]: is empty; it must name a LocalQueue in namespace {namespace:?}"
                 ));
-                return d;
+                Err(())
             }
             Some(q) => {
-                if self.view.synced() && !self.view.local_queue_exists(&namespace, q) {
+                if self.view.synced() && !self.view.local_queue_exists(namespace, q) {
                     d.warnings.push(format!(
                         "sluice: LocalQueue {q:?} does not exist in namespace {namespace:?}; the {noun} stays suspended until it does"
                     ));
                 }
-                Some(q.clone())
+                Ok(Some(q.clone()))
             }
-            None if !part_of_queued && (opted_in || self.view.default_queue_enabled(&namespace)) => {
-                let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
-                // Until the cache has listed, "no LocalQueue default" is not
-                // known: queue the Job anyway (fail closed); it waits
-                // suspended until the LocalQueue exists.
-                let synced = self.view.synced();
-                if !synced || self.view.local_queue_exists(&namespace, default) {
-                    let labels_ptr = Pointer::from_plain("/metadata/labels");
-                    d.ops.push(if labels.is_none() {
-                        PatchOp::add(
-                            &labels_ptr,
-                            Value::Object(serde_json::Map::from_iter([(label.to_owned(), json!(default))])),
-                        )
-                    } else {
-                        PatchOp::add(&labels_ptr.key(label), json!(default))
-                    });
-                    d.warnings.push(format!(
-                        "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
-                    ));
-                    if !synced {
-                        d.warnings.push(format!(
-                            "sluice: the webhook has not yet listed LocalQueues, so it could not check that LocalQueue {default:?} exists in namespace {namespace:?}; the {noun} stays suspended until it does"
-                        ));
-                    }
-                    d.fixes.push(FixKind::QueueLabel);
-                    Some(default.to_owned())
-                } else {
-                    d.warnings.push(format!(
-                        "sluice: namespace {namespace:?} opts in to default queueing but has no LocalQueue {default:?}; the {noun} is not queued"
-                    ));
-                    None
-                }
-            }
-            None => None,
-        };
-        if let Some(q) = queue {
-            let (at, field) = suspend_at(kind);
-            let suspended = obj.data.pointer(at) == Some(&Value::Bool(true));
-            if !suspended {
-                // Its parent may be missing (a Kubeflow job without runPolicy).
-                let parent = &at[..at.rfind('/').unwrap_or(0)];
-                d.ops.push(
-                    if parent == "/spec" || obj.data.pointer(parent).is_some_and(Value::is_object) {
-                        PatchOp::add(&Pointer::from_plain(at), json!(true))
-                    } else {
-                        PatchOp::add(&Pointer::from_plain(parent), json!({"suspend": true}))
-                    },
-                );
-                d.warnings.push(format!(
-                    "sluice: set {field} to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
-                ));
-                d.fixes.push(FixKind::Suspend);
-            }
+            None if !part_of_queued && default_queue => Ok(self.default_queue(obj, namespace, label, noun, d)),
+            None => Ok(None),
         }
+    }
+
+    /// An unlabelled object in a namespace that opted in: labelled with the
+    /// namespace's LocalQueue `default`, unless the cache knows there is none
+    /// (until it has listed, the object is queued anyway, fail closed: it
+    /// waits suspended until that LocalQueue exists).
+    fn default_queue(
+        &self,
+        obj: &DynamicObject,
+        namespace: &str,
+        label: &str,
+        noun: &str,
+        d: &mut Decision,
+    ) -> Option<String> {
+        let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME;
+        let synced = self.view.synced();
+        if synced && !self.view.local_queue_exists(namespace, default) {
+            d.warnings.push(format!(
+                "sluice: namespace {namespace:?} opts in to default queueing but has no LocalQueue {default:?}; the {noun} is not queued"
+            ));
+            return None;
+        }
+        let labels_ptr = Pointer::from_plain("/metadata/labels");
+        d.ops.push(if obj.metadata.labels.is_none() {
+            PatchOp::add(
+                &labels_ptr,
+                Value::Object(serde_json::Map::from_iter([(label.to_owned(), json!(default))])),
+            )
+        } else {
+            PatchOp::add(&labels_ptr.key(label), json!(default))
+        });
+        d.warnings.push(format!(
+            "sluice: labelled {label}={default}: namespace {namespace:?} queues unlabelled Jobs in its LocalQueue {default:?}"
+        ));
+        if !synced {
+            d.warnings.push(format!(
+                "sluice: the webhook has not yet listed LocalQueues, so it could not check that LocalQueue {default:?} exists in namespace {namespace:?}; the {noun} stays suspended until it does"
+            ));
+        }
+        d.fixes.push(FixKind::QueueLabel);
+        Some(default.to_owned())
+    }
+
+    /// The GPU fixes on each pod template of `obj` (unless its namespace
+    /// and labels skip them).
+    fn fix_templates(&self, obj: &DynamicObject, kind: JobKind, namespace: &str, d: &mut Decision) {
         for (at, labels_at) in templates(kind, obj) {
             let template_labels: Option<std::collections::BTreeMap<String, String>> = obj
                 .data
                 .pointer(&labels_at)
                 .and_then(|l| serde_json::from_value(l.clone()).ok());
             if let Some(spec) = obj.data.pointer(at.pointer.as_str())
-                && !self.gpu_fixes_skipped(&namespace, template_labels.as_ref())
+                && !self.gpu_fixes_skipped(namespace, template_labels.as_ref())
             {
                 let what = format!(
                     "the pod template ({})",
@@ -159,7 +168,6 @@ impl Reviewer {
                 }
             }
         }
-        d
     }
 
     pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Decision {
@@ -321,4 +329,44 @@ pub(super) fn templates(kind: JobKind, obj: &DynamicObject) -> Vec<(SpecLocation
             )
         })
         .collect()
+}
+
+/// The object of a CREATE, if it is one this webhook can patch and its kind
+/// can queue; else every reason it is refused, each with its field.
+fn created_object(req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Result<&DynamicObject, Vec<String>> {
+    let Some(obj) = &req.object else {
+        return Err(vec!["object: missing from the CREATE request".to_owned()]);
+    };
+    // The API server always sends these; the patches assume them.
+    if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
+        return Err(vec!["metadata.name: required (or metadata.generateName)".to_owned()]);
+    }
+    if !obj.data.get("spec").is_some_and(Value::is_object) {
+        return Err(vec!["spec: missing or not an object".to_owned()]);
+    }
+    let refusals = kind.integration().refusals(&obj.data);
+    if refusals.is_empty() { Ok(obj) } else { Err(refusals) }
+}
+
+/// Holds an object queued in `q` until Sluice admits it: its suspend flag
+/// set to true (its parent created where missing, as a Kubeflow job's
+/// `runPolicy` may be).
+fn hold(obj: &DynamicObject, kind: JobKind, q: &str, d: &mut Decision) {
+    let (at, field) = suspend_at(kind);
+    if obj.data.pointer(at) == Some(&Value::Bool(true)) {
+        return;
+    }
+    let parent = &at[..at.rfind('/').unwrap_or(0)];
+    d.ops.push(
+        if parent == "/spec" || obj.data.pointer(parent).is_some_and(Value::is_object) {
+            PatchOp::add(&Pointer::from_plain(at), json!(true))
+        } else {
+            PatchOp::add(&Pointer::from_plain(parent), json!({"suspend": true}))
+        },
+    );
+    let noun = kind.kind();
+    d.warnings.push(format!(
+        "sluice: set {field} to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
+    ));
+    d.fixes.push(FixKind::Suspend);
 }
