@@ -4,7 +4,18 @@
 //! and releasing what a workload held. Every change to a slot goes through
 //! [`Engine::add_usage`], which keeps the cohort pool in step.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::decision::{Admission, Cycle, Explanation, PendingReason, PodSetAssignment, Preemption, PreemptionReason};
+use crate::ledger;
+use crate::ledger::FrKey;
+use crate::model::{Amount, Millis};
+
+use super::flavor::{Attempt, Choice};
+use super::placement::Placement;
+use super::state::{Holding, State};
+use super::{CqId, Engine, SharedAssignment, WlId};
 
 impl Engine {
     pub(super) fn admit(
@@ -21,7 +32,7 @@ impl Engine {
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
-        self.cqs[cq].remove_pending(&key, shape);
+        self.queues.cqs[cq].remove_pending(&key, shape);
         let holding = self.holding(cq, id, &attempt, placement, now);
         self.admit_holding(id, holding, now, out);
     }
@@ -34,10 +45,11 @@ impl Engine {
         placement: Placement,
         now: Millis,
     ) -> Holding {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
         let shape = self.wl(id).shape;
         let cached = self
+            .memo
             .assignments
             .get(&(cq, shape))
             .and_then(|list| list.iter().find(|(c, _)| *c == attempt.choice))
@@ -46,7 +58,8 @@ impl Engine {
             Some(a) => a,
             None => {
                 let a = self.build_assignment(cq, id, &attempt.choice);
-                self.assignments
+                self.memo
+                    .assignments
                     .entry((cq, shape))
                     .or_default()
                     .push((attempt.choice.clone(), a.clone()));
@@ -84,7 +97,7 @@ impl Engine {
     /// and total of every resource it requests. It depends only on the
     /// queue, the workload's shape and the choice.
     pub(super) fn build_assignment(&self, cq: CqId, id: WlId, choice: &Choice) -> SharedAssignment {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         self.wl(id)
             .pod_sets
             .iter()
@@ -100,10 +113,10 @@ impl Engine {
                         .map(|c| c.flavor)
                         .expect("group chosen");
                     flavors.insert(
-                        self.resources.name(res).to_string(),
-                        self.flavor_names.name(flavor).to_string(),
+                        self.catalog.resources.name(res).to_string(),
+                        self.catalog.flavor_names.name(flavor).to_string(),
                     );
-                    ps_usage.insert(self.resources.name(res).to_string(), amount);
+                    ps_usage.insert(self.catalog.resources.name(res).to_string(), amount);
                 }
                 PodSetAssignment {
                     name: ps.name.to_string(),
@@ -121,24 +134,24 @@ impl Engine {
         holding.admitted_at = now;
         holding.victims.clear();
         holding.borrowing = self.is_borrowing(cq, &holding.usage);
-        let wl = self.wls[id].as_mut().expect("live workload");
+        let wl = self.workloads.wls[id].as_mut().expect("live workload");
         wl.explanation = None;
         wl.shaped = false;
-        self.admitted_now.insert(id, out.admitted.len());
-        self.cqs[cq].admitted_now += 1;
+        self.turn.admitted_now.insert(id, out.admitted.len());
+        self.queues.cqs[cq].admitted_now += 1;
         out.admitted.push(Admission {
             uid: wl.uid.clone(),
-            cluster_queue: self.cqs[cq].name.clone(),
+            cluster_queue: self.queues.cqs[cq].name.clone(),
             pod_sets: holding.assignment.clone(),
             borrowing: holding.borrowing,
         });
         wl.state = State::Admitted(Box::new(holding));
-        self.cqs[cq].admitted.insert(id);
+        self.queues.cqs[cq].admitted.insert(id);
         self.update_reservation(id);
     }
 
     pub(super) fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         usage.iter().any(|(fr, _)| {
             q.slot_of
                 .get(fr)
@@ -167,15 +180,15 @@ impl Engine {
             let w = self.wl(id);
             (w.uid.clone(), w.name.clone(), w.priority)
         };
-        let preemptor_cq = self.cqs[cq].name.clone();
+        let preemptor_cq = self.queues.cqs[cq].name.clone();
         let mut retracted = Vec::new();
         for (v, reason) in &victims {
-            if let Some(index) = self.admitted_now.remove(v) {
+            if let Some(index) = self.turn.admitted_now.remove(v) {
                 if let State::Admitted(h) = &self.wl(*v).state {
                     let q = h.cq;
-                    self.cqs[q].admitted_now -= 1;
+                    self.queues.cqs[q].admitted_now -= 1;
                 }
-                self.withdrawn.push(index);
+                self.turn.withdrawn.push(index);
                 // Admitted earlier in this same cycle: nothing was applied
                 // yet, so the admission is withdrawn instead of evicted.
                 retracted.push(*v);
@@ -200,10 +213,10 @@ impl Engine {
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
-        self.cqs[cq].take_off_lists(&key, shape);
+        self.queues.cqs[cq].take_off_lists(&key, shape);
         self.wl_mut(id).shaped = false;
-        self.cqs[cq].preempting += 1;
-        self.preempting.insert(key.clone());
+        self.queues.cqs[cq].preempting += 1;
+        self.claims.preempting.insert(key.clone());
         let n = out.preempted.iter().filter(|p| p.preemptor == preemptor_uid).count();
         self.wl_mut(id).state = State::Preempting(Box::new(holding));
         self.update_reservation(id);
@@ -221,14 +234,14 @@ impl Engine {
             return;
         };
         let key = self.wl(id).key(id);
-        self.preempting.remove(&key);
-        self.cqs[h.cq].preempting -= 1;
-        if self.cqs[h.cq].pending.contains(&key) {
-            self.cqs[h.cq].loose.insert(key.clone());
-            self.cqs[h.cq].fresh.insert(key.clone());
+        self.claims.preempting.remove(&key);
+        self.queues.cqs[h.cq].preempting -= 1;
+        if self.queues.cqs[h.cq].pending.contains(&key) {
+            self.queues.cqs[h.cq].loose.insert(key.clone());
+            self.queues.cqs[h.cq].fresh.insert(key.clone());
         }
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[h.cq].slot_of.get(&fr) {
                 self.add_usage(h.cq, slot, 0, -amount);
             }
         }
@@ -245,7 +258,7 @@ impl Engine {
             State::Admitted(h) => {
                 let cq = h.cq;
                 wl.state = State::Evicting(h);
-                self.cqs[cq].evicting += 1;
+                self.queues.cqs[cq].evicting += 1;
                 self.refresh_leaving(id);
                 Ok(())
             }
@@ -266,14 +279,14 @@ impl Engine {
         };
         let cq = h.cq;
         if matches!(state, State::Evicting(_)) {
-            self.cqs[cq].evicting -= 1;
+            self.queues.cqs[cq].evicting -= 1;
         }
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.cqs[cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[cq].slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
             }
         }
-        self.cqs[cq].admitted.remove(&id);
+        self.queues.cqs[cq].admitted.remove(&id);
         self.update_reservation(id);
         self.wake_domain(cq);
         self.collect_deleted(cq);
@@ -283,7 +296,7 @@ impl Engine {
     /// each level passes on the change of its draw, and the change of idle
     /// nominal quota goes to every level.
     pub(super) fn add_usage(&mut self, cq: CqId, slot: usize, usage: Amount, claimed: Amount) {
-        let q = &mut self.cqs[cq];
+        let q = &mut self.queues.cqs[cq];
         let s = &mut q.slots[slot];
         let g = s.guaranteed();
         let (before, idle_before) = (s.effective(), ledger::idle(s));
@@ -293,13 +306,13 @@ impl Engine {
         let idle = ledger::idle(s) - idle_before;
         let mut at = q.cohort.zip(s.pool);
         while let Some((c, p)) = at {
-            let pool = &mut self.cohorts[c].pools[p];
+            let pool = &mut self.queues.cohorts[c].pools[p];
             let before = pool.usage;
             pool.usage += draw;
             pool.idle += idle;
             draw = ledger::draw_change(before, pool.usage, pool.guaranteed());
             let up = pool.parent;
-            at = self.cohorts[c].parent.zip(up);
+            at = self.queues.cohorts[c].parent.zip(up);
         }
     }
 }

@@ -9,7 +9,17 @@
 //! is not tried again this cycle.
 
 use super::cycle::Pass;
-use super::*;
+use std::sync::Arc;
+
+use crate::decision::{Cycle, Explanation, FlavorVerdict, PendingReason, PreemptionReason, Verdict};
+use crate::model::Millis;
+
+use super::flavor::{AssignError, Attempt, FlavorOption};
+use super::placement::Placement;
+use super::placement::Unplaced;
+use super::preemption::PreemptOutcome;
+use super::state::{OrderKey, State, Timer};
+use super::{CqId, Engine, WlId};
 
 impl Engine {
     /// Tries candidate `key` of list `list` of `pass`.
@@ -33,7 +43,7 @@ impl Engine {
             },
             Err(AssignError::NotCovered { pod_set, resource }) => Explanation::new(PendingReason::ResourceNotCovered {
                 pod_set: pod_set.to_string(),
-                resource: self.resources.name(resource).to_string(),
+                resource: self.catalog.resources.name(resource).to_string(),
             }),
             Err(AssignError::NoFit {
                 options,
@@ -79,7 +89,7 @@ impl Engine {
             why.reason = PendingReason::WaitingForEvictions;
             return Some(why);
         }
-        if self.cqs[cq].spec.preemption.can_preempt()
+        if self.queues.cqs[cq].spec.preemption.can_preempt()
             && let Some((victims, placement)) = self.placement_victims(
                 cq,
                 id,
@@ -116,7 +126,7 @@ impl Engine {
         } else {
             PendingReason::NoFit
         };
-        if !never && self.cqs[cq].spec.preemption.can_preempt() {
+        if !never && self.queues.cqs[cq].spec.preemption.can_preempt() {
             match self.preempt(cq, id, options, now) {
                 PreemptOutcome::Victims(victims, attempt, placement) => {
                     self.claim(pass, cq, id, victims, attempt, placement, now, out);
@@ -125,7 +135,7 @@ impl Engine {
                 PreemptOutcome::WaitForEvictions => reason = PendingReason::WaitingForEvictions,
                 PreemptOutcome::Impossible { protected, until } => {
                     if let Some(t) = until {
-                        self.timers.insert((t, Timer::WakeCq(cq)));
+                        self.claims.timers.insert((t, Timer::WakeCq(cq)));
                     }
                     verdicts.push(FlavorVerdict {
                         pod_set: String::new(),
@@ -191,7 +201,7 @@ impl Engine {
             && let Some((attempt, placement)) = self.try_partial(cq, id)
         {
             // Off its lists under the shape it was queued with.
-            self.cqs[cq].remove_pending(key, shape);
+            self.queues.cqs[cq].remove_pending(key, shape);
             self.admit(cq, id, attempt, placement, now, out);
             pass.merge.touched(self, cq);
             return;

@@ -6,15 +6,24 @@
 //! incrementally ([`Engine::add_usage`]). A queue's *domain* is the tree of
 //! its root cohort, or itself alone.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::ledger;
+use crate::ledger::{FrKey, Pool, ResId};
+use crate::model::{Amount, CohortSpec};
+
+use super::overlay::Overlay;
+use super::state::{Cohort, FastMap};
+use super::{CohortId, CqId, Engine, EngineError};
 
 impl Engine {
     pub(super) fn cohort_id(&mut self, name: &str) -> CohortId {
-        if let Some(&id) = self.cohort_by_name.get(name) {
+        if let Some(&id) = self.queues.cohort_by_name.get(name) {
             return id;
         }
-        let id = self.cohorts.len();
-        self.cohorts.push(Cohort {
+        let id = self.queues.cohorts.len();
+        self.queues.cohorts.push(Cohort {
             name: Arc::from(name),
             spec: None,
             parent: None,
@@ -25,7 +34,7 @@ impl Engine {
             lendable: FastMap::default(),
             tree: Vec::new(),
         });
-        self.cohort_by_name.insert(name.to_string(), id);
+        self.queues.cohort_by_name.insert(name.to_string(), id);
         id
     }
 
@@ -45,18 +54,19 @@ impl Engine {
                     });
                 }
                 at = self
+                    .queues
                     .cohort_by_name
                     .get(&name)
-                    .and_then(|&c| self.cohorts[c].parent)
-                    .map(|p| self.cohorts[p].name.to_string());
+                    .and_then(|&c| self.queues.cohorts[c].parent)
+                    .map(|p| self.queues.cohorts[p].name.to_string());
             }
         }
         let id = self.cohort_id(&spec.name);
         let parent = spec.parent.as_deref().map(|p| self.cohort_id(p));
         let old_root = self.root_of(id);
         self.set_parent(id, parent);
-        self.cohorts[id].spec = Some(spec);
-        self.assignments.clear();
+        self.queues.cohorts[id].spec = Some(spec);
+        self.memo.assignments.clear();
         self.retree(&[old_root, id]);
         Ok(())
     }
@@ -64,31 +74,31 @@ impl Engine {
     /// Deletes a Cohort object: the cohort loses its parent, quota and
     /// weight, and lives on implicitly while queues or cohorts name it.
     pub fn remove_cohort(&mut self, name: &str) {
-        let Some(&id) = self.cohort_by_name.get(name) else {
+        let Some(&id) = self.queues.cohort_by_name.get(name) else {
             return;
         };
-        if self.cohorts[id].spec.is_none() {
+        if self.queues.cohorts[id].spec.is_none() {
             return;
         }
         let old_root = self.root_of(id);
         self.set_parent(id, None);
-        self.cohorts[id].spec = None;
-        self.assignments.clear();
+        self.queues.cohorts[id].spec = None;
+        self.memo.assignments.clear();
         self.retree(&[old_root, id]);
     }
 
     fn set_parent(&mut self, id: CohortId, parent: Option<CohortId>) {
-        if let Some(old) = self.cohorts[id].parent {
-            self.cohorts[old].children.remove(&id);
+        if let Some(old) = self.queues.cohorts[id].parent {
+            self.queues.cohorts[old].children.remove(&id);
         }
         if let Some(p) = parent {
-            self.cohorts[p].children.insert(id);
+            self.queues.cohorts[p].children.insert(id);
         }
-        self.cohorts[id].parent = parent;
+        self.queues.cohorts[id].parent = parent;
     }
 
     pub(super) fn root_of(&self, mut c: CohortId) -> CohortId {
-        while let Some(p) = self.cohorts[c].parent {
+        while let Some(p) = self.queues.cohorts[c].parent {
             c = p;
         }
         c
@@ -96,17 +106,17 @@ impl Engine {
 
     /// Moves a queue into a cohort (or out of any), rebuilding the trees.
     pub(super) fn set_queue_cohort(&mut self, cq: CqId, cohort: Option<CohortId>) {
-        let old = self.cqs[cq].cohort;
+        let old = self.queues.cqs[cq].cohort;
         if let Some(c) = old {
-            self.cohorts[c].members.remove(&cq);
+            self.queues.cohorts[c].members.remove(&cq);
         }
-        for s in &mut self.cqs[cq].slots {
+        for s in &mut self.queues.cqs[cq].slots {
             s.pool = None;
         }
         if let Some(c) = cohort {
-            self.cohorts[c].members.insert(cq);
+            self.queues.cohorts[c].members.insert(cq);
         }
-        self.cqs[cq].cohort = cohort;
+        self.queues.cqs[cq].cohort = cohort;
         let roots: Vec<CohortId> = old.into_iter().chain(cohort).map(|c| self.root_of(c)).collect();
         self.retree(&roots);
     }
@@ -119,7 +129,7 @@ impl Engine {
         roots.dedup();
         for root in roots {
             self.rebuild_tree(root);
-            for m in self.cohorts[root].tree.clone() {
+            for m in self.queues.cohorts[root].tree.clone() {
                 self.wake_queue(m);
             }
         }
@@ -150,10 +160,10 @@ impl Engine {
                 pool.borrowing_limit = b;
                 pool.lending_limit = l;
             }
-            let members: Vec<CqId> = self.cohorts[c].members.iter().copied().collect();
+            let members: Vec<CqId> = self.queues.cohorts[c].members.iter().copied().collect();
             for m in members {
                 tree.push(m);
-                for s in &mut self.cqs[m].slots {
+                for s in &mut self.queues.cqs[m].slots {
                     let p = pool_for(&mut pools, s.fr);
                     let pool = &mut pools[p];
                     pool.capacity += s.lendable();
@@ -162,12 +172,16 @@ impl Engine {
                     s.pool = Some(p);
                 }
             }
-            let children: Vec<CohortId> = self.cohorts[c].children.iter().copied().collect();
+            let children: Vec<CohortId> = self.queues.cohorts[c].children.iter().copied().collect();
             for k in children {
-                let links: Vec<(usize, FrKey)> = self.cohorts[k].pool_of.iter().map(|(&fr, &kp)| (kp, fr)).collect();
+                let links: Vec<(usize, FrKey)> = self.queues.cohorts[k]
+                    .pool_of
+                    .iter()
+                    .map(|(&fr, &kp)| (kp, fr))
+                    .collect();
                 for (kp, fr) in links {
                     let p = pool_for(&mut pools, fr);
-                    let child = &mut self.cohorts[k].pools[kp];
+                    let child = &mut self.queues.cohorts[k].pools[kp];
                     child.parent = Some(p);
                     let (lend, draw, idle) = (
                         child.lendable(),
@@ -180,7 +194,7 @@ impl Engine {
                     pool.idle += idle;
                 }
             }
-            let cohort = &mut self.cohorts[c];
+            let cohort = &mut self.queues.cohorts[c];
             cohort.pools = pools;
             cohort.pool_of = pool_of;
             cohort.tree.clear();
@@ -188,10 +202,10 @@ impl Engine {
         // Parents before children: what each pool could obtain at most.
         let mut potential: FastMap<(CohortId, usize), Amount> = FastMap::default();
         for &c in order.iter().rev() {
-            let parent = self.cohorts[c].parent;
+            let parent = self.queues.cohorts[c].parent;
             let mut lendable: FastMap<ResId, Amount> = FastMap::default();
-            for (&fr, &p) in &self.cohorts[c].pool_of {
-                let pool = &self.cohorts[c].pools[p];
+            for (&fr, &p) in &self.queues.cohorts[c].pool_of {
+                let pool = &self.queues.cohorts[c].pools[p];
                 let most = match (parent, pool.parent) {
                     (Some(pc), Some(pp)) => pool
                         .ceiling()
@@ -201,14 +215,14 @@ impl Engine {
                 potential.insert((c, p), most);
                 *lendable.entry(fr.1).or_default() += most;
             }
-            self.cohorts[c].lendable = lendable;
+            self.queues.cohorts[c].lendable = lendable;
         }
         tree.sort_unstable();
-        self.cohorts[root].tree = tree;
+        self.queues.cohorts[root].tree = tree;
     }
 
     fn post_order(&self, c: CohortId, out: &mut Vec<CohortId>) {
-        for &k in &self.cohorts[c].children {
+        for &k in &self.queues.cohorts[c].children {
             self.post_order(k, out);
         }
         out.push(c);
@@ -216,15 +230,15 @@ impl Engine {
 
     /// A cohort's own quota per (flavor, resource), from its Cohort object.
     fn own_quota(&mut self, c: CohortId) -> Vec<(FrKey, Amount, Option<Amount>, Option<Amount>)> {
-        let Some(spec) = self.cohorts[c].spec.clone() else {
+        let Some(spec) = self.queues.cohorts[c].spec.clone() else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for g in &spec.resource_groups {
             for f in &g.flavors {
-                let flavor = self.flavor_names.intern(&f.flavor);
+                let flavor = self.catalog.flavor_names.intern(&f.flavor);
                 for q in &f.resources {
-                    let r = self.resources.intern(&q.resource);
+                    let r = self.catalog.resources.intern(&q.resource);
                     let nominal = q.nominal.max(0);
                     out.push((
                         (flavor, r),
@@ -240,9 +254,9 @@ impl Engine {
 
     /// A deleted queue with nothing admitted is forgotten by its cohort.
     pub(super) fn collect_deleted(&mut self, cq: CqId) {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         if q.deleted && q.admitted.is_empty() && q.preempting == 0 {
-            let q = &mut self.cqs[cq];
+            let q = &mut self.queues.cqs[cq];
             q.slots.clear();
             q.slot_of.clear();
             q.groups.clear();
@@ -253,7 +267,9 @@ impl Engine {
 
     /// Every queue that shares quota with `cq` (its whole cohort tree).
     pub(super) fn domain(&self, cq: CqId) -> impl Iterator<Item = CqId> + '_ {
-        let members = self.cqs[cq].cohort.map(|c| &self.cohorts[self.root_of(c)].tree);
+        let members = self.queues.cqs[cq]
+            .cohort
+            .map(|c| &self.queues.cohorts[self.root_of(c)].tree);
         let single = members.is_none().then_some(cq);
         members.into_iter().flat_map(|m| m.iter().copied()).chain(single)
     }
@@ -266,11 +282,11 @@ impl Engine {
         slot: usize,
         ov: Option<&'a Overlay>,
     ) -> impl Iterator<Item = (&'a Pool, Amount)> + 'a {
-        let mut at = self.cqs[cq].cohort.zip(self.cqs[cq].slots[slot].pool);
+        let mut at = self.queues.cqs[cq].cohort.zip(self.queues.cqs[cq].slots[slot].pool);
         std::iter::from_fn(move || {
             let (c, p) = at?;
-            let pool = &self.cohorts[c].pools[p];
-            at = self.cohorts[c].parent.zip(pool.parent);
+            let pool = &self.queues.cohorts[c].pools[p];
+            at = self.queues.cohorts[c].parent.zip(pool.parent);
             let delta = ov.and_then(|o| o.pool.get(&(c, p)).copied()).unwrap_or(0);
             Some((pool, delta))
         })

@@ -2,7 +2,14 @@
 //! equal the sums over the workloads that hold or claim quota, and every
 //! pending workload is on exactly one candidate list.
 
-use super::*;
+use std::collections::HashMap;
+
+use crate::ledger;
+use crate::ledger::FrKey;
+use crate::model::Amount;
+
+use super::state::State;
+use super::{CqId, Engine};
 
 impl Engine {
     /// Checks the ledger against the workloads (for tests): every slot's usage
@@ -12,7 +19,7 @@ impl Engine {
     pub fn check_consistency(&self) -> Result<(), String> {
         let mut usage: HashMap<(CqId, FrKey), Amount> = HashMap::new();
         let mut claimed: HashMap<(CqId, FrKey), Amount> = HashMap::new();
-        for wl in self.wls.iter().flatten() {
+        for wl in self.workloads.wls.iter().flatten() {
             match &wl.state {
                 State::Admitted(h) | State::Evicting(h) => {
                     for &(fr, a) in &h.usage {
@@ -27,7 +34,7 @@ impl Engine {
                 _ => {}
             }
         }
-        for (ci, q) in self.cqs.iter().enumerate() {
+        for (ci, q) in self.queues.cqs.iter().enumerate() {
             for s in &q.slots {
                 let u = usage.remove(&(ci, s.fr)).unwrap_or(0);
                 let c = claimed.remove(&(ci, s.fr)).unwrap_or(0);
@@ -40,9 +47,12 @@ impl Engine {
             }
         }
         if let Some(((cq, fr), a)) = usage.into_iter().chain(claimed).find(|(_, a)| *a != 0) {
-            return Err(format!("queue {} holds {a} of {fr:?} with no slot", self.cqs[cq].name));
+            return Err(format!(
+                "queue {} holds {a} of {fr:?} with no slot",
+                self.queues.cqs[cq].name
+            ));
         }
-        for (ci, q) in self.cqs.iter().enumerate() {
+        for (ci, q) in self.queues.cqs.iter().enumerate() {
             let shaped: usize = q.shaped.values().map(|s| s.len()).sum();
             let preempting = q
                 .pending
@@ -72,7 +82,7 @@ impl Engine {
                     if !wl.shaped || wl.shape != *shape || !q.pending.contains(k) {
                         return Err(format!("queue {}: shaped {} inconsistent", q.name, k.uid));
                     }
-                    if !self.shape_expl.contains_key(&(ci, *shape)) {
+                    if !self.memo.shape_expl.contains_key(&(ci, *shape)) {
                         return Err(format!(
                             "queue {}: shape {shape} has members but no explanation",
                             q.name
@@ -81,22 +91,28 @@ impl Engine {
                 }
             }
         }
-        for (c, cohort) in self.cohorts.iter().enumerate() {
+        for (c, cohort) in self.queues.cohorts.iter().enumerate() {
             let mut sums: Vec<(Amount, Amount, Amount)> = cohort.pools.iter().map(|p| (p.nominal, 0, 0)).collect();
             for &m in &cohort.members {
-                for s in &self.cqs[m].slots {
-                    let p = s
-                        .pool
-                        .ok_or_else(|| format!("queue {} in cohort {c} has a slot without pool", self.cqs[m].name))?;
+                for s in &self.queues.cqs[m].slots {
+                    let p = s.pool.ok_or_else(|| {
+                        format!(
+                            "queue {} in cohort {c} has a slot without pool",
+                            self.queues.cqs[m].name
+                        )
+                    })?;
                     sums[p].0 += s.lendable();
                     sums[p].1 += ledger::draw(s.effective(), s.guaranteed());
                     sums[p].2 += ledger::idle(s);
                 }
             }
             for &k in &cohort.children {
-                for kp in &self.cohorts[k].pools {
+                for kp in &self.queues.cohorts[k].pools {
                     let p = kp.parent.ok_or_else(|| {
-                        format!("cohort {} below {c} has a pool without parent", self.cohorts[k].name)
+                        format!(
+                            "cohort {} below {c} has a pool without parent",
+                            self.queues.cohorts[k].name
+                        )
                     })?;
                     sums[p].0 += kp.lendable();
                     sums[p].1 += ledger::draw(kp.usage, kp.guaranteed());

@@ -1,7 +1,13 @@
 //! Contention: does some pending workload wait for quota an admitted one
 //! holds? Idle-GPU reclaim acts (by default) only then.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::decision::PendingReason;
+use crate::ledger::{FrKey, ResId};
+
+use super::state::State;
+use super::{CqId, Engine};
 
 impl Engine {
     /// A pending workload that waits for quota the admitted workload `uid`
@@ -17,20 +23,20 @@ impl Engine {
     /// Costs O(pending workloads of the domain); meant for the few
     /// workloads found idle, not for cycles.
     pub fn waiting_for_quota_of(&self, uid: &str) -> Option<Arc<str>> {
-        let id = *self.by_uid.get(uid)?;
+        let id = *self.workloads.by_uid.get(uid)?;
         let State::Admitted(h) = &self.wl(id).state else {
             return None;
         };
         let held: Vec<FrKey> = h.usage.iter().filter(|(_, a)| *a > 0).map(|(fr, _)| *fr).collect();
         let mut queues = vec![h.cq];
         let mut others: Vec<CqId> = self.domain(h.cq).filter(|&q| q != h.cq).collect();
-        others.sort_by(|a, b| self.cqs[*a].name.cmp(&self.cqs[*b].name));
+        others.sort_by(|a, b| self.queues.cqs[*a].name.cmp(&self.queues.cqs[*b].name));
         queues.extend(others);
         queues.into_iter().find_map(|q| self.waiter_in(q, &held))
     }
 
     fn waiter_in(&self, q: CqId, held: &[FrKey]) -> Option<Arc<str>> {
-        let cq = &self.cqs[q];
+        let cq = &self.queues.cqs[q];
         // (flavor, resource) pairs this queue could use that `held` frees.
         let usable: Vec<ResId> = held
             .iter()

@@ -5,7 +5,19 @@
 //! ([`super::fifo`]), given victims ([`super::preemption`]) or told why
 //! it waits ([`super::explain`]).
 
-use super::*;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+use crate::decision::Cycle;
+use crate::model::{Amount, Millis, QueueingStrategy};
+
+use super::fifo::Blocked;
+use super::order::{HeadMerge, Merge};
+use super::overlay::Overlay;
+use super::placement::ClaimPlacement;
+use super::state::{OrderKey, State, Timer};
+use super::tournament::Tournament;
+use super::{CqId, Engine};
 
 /// One cohort domain's pass in a cycle: its candidate lists, their order,
 /// the StrictFIFO queues blocked, and the (queue, shape)s that failed:
@@ -48,12 +60,12 @@ impl Engine {
     /// has seen, and do not pile up in memory unwritten.
     pub fn schedule_within(&mut self, now: Millis, max_decisions: usize) -> Cycle {
         let mut out = Cycle::default();
-        self.budget = max_decisions.max(1);
+        self.turn.budget = max_decisions.max(1);
         self.fire_timers(now);
         self.wake_freed_flavors();
         self.complete_claims(now, &mut out);
-        let dirty = std::mem::take(&mut self.dirty);
-        let order: Vec<CqId> = match self.resume_after.take() {
+        let dirty = std::mem::take(&mut self.turn.dirty);
+        let order: Vec<CqId> = match self.turn.resume_after.take() {
             Some(after) => dirty.range(after + 1..).chain(dirty.range(..=after)).copied().collect(),
             None => dirty.into_iter().collect(),
         };
@@ -65,22 +77,23 @@ impl Engine {
             }
             if self.spent(&out) {
                 // Out of budget: the rest waits, still dirty.
-                self.dirty.extend(order[n..].iter().filter(|q| !done.contains(q)));
-                self.resume_after = last;
+                self.turn.dirty.extend(order[n..].iter().filter(|q| !done.contains(q)));
+                self.turn.resume_after = last;
                 break;
             }
             let members: Vec<CqId> = self.domain(cq).collect();
             done.extend(members.iter().copied());
             last = members.iter().copied().max();
             if self.schedule_domain(&members, now, &mut out) {
-                self.resume_after = last;
+                self.turn.resume_after = last;
             }
         }
-        self.budget = usize::MAX;
+        self.turn.budget = usize::MAX;
         // Evictions decided outside a cycle (drains), unless the workload
         // finished, was removed or completed its eviction meanwhile.
-        for ev in std::mem::take(&mut self.buffered_evictions) {
+        for ev in std::mem::take(&mut self.turn.buffered_evictions) {
             let still = self
+                .workloads
                 .by_uid
                 .get(&ev.uid)
                 .is_some_and(|&id| matches!(self.wl(id).state, State::Evicting(_)));
@@ -88,49 +101,49 @@ impl Engine {
                 out.evicted.push(ev);
             }
         }
-        for id in std::mem::take(&mut self.buffered_notes) {
-            if let Some(Some(wl)) = self.wls.get(id)
+        for id in std::mem::take(&mut self.turn.buffered_notes) {
+            if let Some(Some(wl)) = self.workloads.wls.get(id)
                 && let Some(e) = &wl.explanation
             {
                 out.pending_changed.push((wl.uid.clone(), e.clone()));
             }
         }
-        out.next_wakeup = if self.dirty.is_empty() {
-            self.timers.first().map(|(t, _)| *t)
+        out.next_wakeup = if self.turn.dirty.is_empty() {
+            self.claims.timers.first().map(|(t, _)| *t)
         } else {
             // Work arrived during the cycle (a withdrawn admission requeued,
             // a claim dropped): cycle again right away.
             Some(now)
         };
-        if !self.admitted_now.is_empty() {
-            for q in &mut self.cqs {
+        if !self.turn.admitted_now.is_empty() {
+            for q in &mut self.queues.cqs {
                 q.admitted_now = 0;
             }
         }
-        self.admitted_now.clear();
-        if !self.withdrawn.is_empty() {
-            self.withdrawn.sort_unstable();
+        self.turn.admitted_now.clear();
+        if !self.turn.withdrawn.is_empty() {
+            self.turn.withdrawn.sort_unstable();
             let mut next = 0;
             let mut index = 0;
             out.admitted.retain(|_| {
-                let keep = self.withdrawn.get(next) != Some(&index);
+                let keep = self.turn.withdrawn.get(next) != Some(&index);
                 if !keep {
                     next += 1;
                 }
                 index += 1;
                 keep
             });
-            self.withdrawn.clear();
+            self.turn.withdrawn.clear();
         }
         out
     }
 
     pub(super) fn fire_timers(&mut self, now: Millis) {
-        while let Some(&(t, timer)) = self.timers.first() {
+        while let Some(&(t, timer)) = self.claims.timers.first() {
             if t > now {
                 break;
             }
-            self.timers.pop_first();
+            self.claims.timers.pop_first();
             match timer {
                 Timer::WakeCq(cq) => self.wake_queue(cq),
                 Timer::Backoff(id) => {
@@ -145,7 +158,7 @@ impl Engine {
 
     /// Admits preemptors whose victims are gone.
     pub(super) fn complete_claims(&mut self, now: Millis, out: &mut Cycle) {
-        let keys: Vec<OrderKey> = self.preempting.iter().cloned().collect();
+        let keys: Vec<OrderKey> = self.claims.preempting.iter().cloned().collect();
         for key in keys {
             self.try_complete_claim(key, now, out);
         }
@@ -159,7 +172,7 @@ impl Engine {
         let waiting = h
             .victims
             .iter()
-            .any(|(v, uid)| matches!(self.wls.get(*v), Some(Some(w)) if w.uid == *uid && matches!(w.state, State::Evicting(_))));
+            .any(|(v, uid)| matches!(self.workloads.wls.get(*v), Some(Some(w)) if w.uid == *uid && matches!(w.state, State::Evicting(_))));
         if waiting {
             return;
         }
@@ -170,7 +183,11 @@ impl Engine {
             self.explain(id, held, out);
             return;
         }
-        let usage: Vec<(usize, Amount)> = h.usage.iter().map(|&(fr, a)| (self.cqs[cq].slot_of[&fr], a)).collect();
+        let usage: Vec<(usize, Amount)> = h
+            .usage
+            .iter()
+            .map(|&(fr, a)| (self.queues.cqs[cq].slot_of[&fr], a))
+            .collect();
         // Check against what is really held now (evictions under way still
         // count), without the preemptor's own claim. Another preemptor's
         // claim may delay this one until its victims are gone too.
@@ -185,7 +202,7 @@ impl Engine {
                 ClaimPlacement::Lost => {
                     // Someone else took the room meanwhile: from scratch.
                     self.drop_claim(id);
-                    self.dirty.insert(cq);
+                    self.turn.dirty.insert(cq);
                     return;
                 }
             };
@@ -194,26 +211,26 @@ impl Engine {
             };
             h.assignment = self.with_domains(h.assignment.clone(), &placement);
             h.placement = placement;
-            self.preempting.remove(&key);
-            self.cqs[cq].preempting -= 1;
+            self.claims.preempting.remove(&key);
+            self.queues.cqs[cq].preempting -= 1;
             for &(slot, amount) in &usage {
                 self.add_usage(cq, slot, amount, -amount);
             }
             let shape = self.wl(id).shape;
-            self.cqs[cq].remove_pending(&key, shape);
+            self.queues.cqs[cq].remove_pending(&key, shape);
             self.admit_holding(id, *h, now, out);
             // StrictFIFO queues were blocked behind it.
             self.wake_queue(cq);
         } else {
             // Quota shrank meanwhile: try again from scratch.
             self.drop_claim(id);
-            self.dirty.insert(cq);
+            self.turn.dirty.insert(cq);
         }
     }
 
     /// The cycle in progress has made as many decisions as it may.
     fn spent(&self, out: &Cycle) -> bool {
-        out.admitted.len() + out.preempted.len() + out.evicted.len() >= self.budget
+        out.admitted.len() + out.preempted.len() + out.evicted.len() >= self.turn.budget
     }
 
     /// One cohort domain's turn in a cycle (Kueue's `schedule()` is the
@@ -260,7 +277,7 @@ impl Engine {
     fn candidate_lists(&mut self, members: &[CqId]) -> Vec<(CqId, Source)> {
         let mut lists: Vec<(CqId, Source)> = Vec::new();
         for &m in members {
-            let cq = &mut self.cqs[m];
+            let cq = &mut self.queues.cqs[m];
             if cq.woken {
                 cq.fresh.clear();
                 if !cq.loose.is_empty() {
@@ -280,10 +297,10 @@ impl Engine {
     /// cohort tree with fair sharing on), seeded with each list's first.
     fn start_pass(&self, lists: Vec<(CqId, Source)>) -> Pass {
         let many = lists.iter().any(|(c, _)| *c != lists[0].0);
-        let mut merge = match self.cqs[lists[0].0].cohort {
+        let mut merge = match self.queues.cqs[lists[0].0].cohort {
             Some(c) if many && self.fair_sharing_on() => {
                 let root = self.root_of(c);
-                if self.cohorts[root].children.is_empty() {
+                if self.queues.cohorts[root].children.is_empty() {
                     Merge::Flat(HeadMerge::new(lists.len(), many, true))
                 } else {
                     Merge::Fair(Tournament::new(self, root, many))
@@ -328,7 +345,7 @@ impl Engine {
             return false;
         }
         if pass.blocked.contains(cq) {
-            let e = self.blocked_expl.clone();
+            let e = self.memo.blocked_expl.clone();
             self.explain(id, e, out);
             return false;
         }
@@ -339,9 +356,9 @@ impl Engine {
         // A StrictFIFO queue waits behind a preemptor that is ahead in
         // order; a newcomer ahead of it (higher priority) is tried.
         let strict = self.is_strict(cq);
-        if strict && self.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, key) {
+        if strict && self.queues.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, key) {
             pass.blocked.block(cq);
-            let e = self.blocked_expl.clone();
+            let e = self.memo.blocked_expl.clone();
             self.explain(id, e, out);
             return false;
         }
@@ -356,7 +373,7 @@ impl Engine {
     /// Whether `cq` is a StrictFIFO queue.
     #[inline]
     pub(super) fn is_strict(&self, cq: CqId) -> bool {
-        self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo
+        self.queues.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo
     }
 
     /// A domain's cycle stopped by the budget: its queues stay dirty, a
@@ -365,7 +382,7 @@ impl Engine {
     /// this one did not decide.
     fn cut_short(&mut self, lists: Vec<(CqId, Source)>) {
         for (cq, source) in lists {
-            let q = &mut self.cqs[cq];
+            let q = &mut self.queues.cqs[cq];
             match source {
                 Source::Owned(set) => {
                     let left: Vec<OrderKey> = set.into_iter().filter(|k| q.loose.contains(k)).collect();
@@ -373,13 +390,13 @@ impl Engine {
                 }
                 Source::Loose | Source::Shape(_) => q.woken = true,
             }
-            self.dirty.insert(cq);
+            self.turn.dirty.insert(cq);
         }
     }
 
     /// The next candidate of a list after `after` (the first if `None`).
     pub(super) fn list_next(&self, cq: CqId, source: &Source, after: Option<&OrderKey>) -> Option<OrderKey> {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let set = match source {
             Source::Owned(set) => set,
             Source::Loose => &q.loose,

@@ -3,7 +3,12 @@
 //! for that shape, and a cycle reports a workload only when its reason
 //! changed, not when the numbers in it moved.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::decision::{Cycle, Explanation, FlavorVerdict, PendingReason, Verdict};
+
+use super::flavor::AssignError;
+use super::{CqId, Engine, WlId};
 
 impl Engine {
     /// What a workload admitted neither whole, nor by preemption, nor with
@@ -50,7 +55,7 @@ impl Engine {
     /// Why a workload set to its minimum counts is not admitted.
     fn minimum_explanation(&mut self, cq: CqId, id: WlId, whole: Explanation) -> Explanation {
         let mut e = match self.assign_with(cq, id, true) {
-            Err(flavor::AssignError::NoFit { verdicts, never, .. }) => Explanation {
+            Err(AssignError::NoFit { verdicts, never, .. }) => Explanation {
                 reason: if never {
                     PendingReason::NeverFits
                 } else {
@@ -63,7 +68,7 @@ impl Engine {
                 // It fits now: the next cycle admits it.
                 Ok(_) => return whole,
             },
-            Err(flavor::AssignError::NotCovered { .. }) => return whole,
+            Err(AssignError::NotCovered { .. }) => return whole,
         };
         for v in &mut e.flavors {
             with_whole_need(v, &whole);
@@ -77,7 +82,7 @@ impl Engine {
     pub(super) fn note(&mut self, id: WlId, e: Explanation) {
         let wl = self.wl_mut(id);
         if wl.explanation.as_deref().is_none_or(|old| !old.same_reason(&e)) {
-            self.buffered_notes.insert(id);
+            self.turn.buffered_notes.insert(id);
         }
         self.wl_mut(id).explanation = Some(Arc::new(e));
     }
@@ -87,7 +92,7 @@ impl Engine {
     pub(super) fn current_explanation(&self, id: WlId) -> Option<&Arc<Explanation>> {
         let wl = self.wl(id);
         if wl.shaped {
-            return self.shape_expl.get(&(wl.cq?, wl.shape));
+            return self.memo.shape_expl.get(&(wl.cq?, wl.shape));
         }
         wl.explanation.as_ref()
     }
@@ -106,17 +111,17 @@ impl Engine {
             }
         }
         out.pending_changed.push((self.wl(id).uid.clone(), e.clone()));
-        self.buffered_notes.remove(&id);
+        self.turn.buffered_notes.remove(&id);
         self.own_explanation(id, e);
     }
 
     pub(super) fn own_explanation(&mut self, id: WlId, e: Arc<Explanation>) {
-        let wl = self.wls[id].as_mut().expect("live workload");
+        let wl = self.workloads.wls[id].as_mut().expect("live workload");
         wl.explanation = Some(e);
         if wl.shaped {
             wl.shaped = false;
             let (key, shape, cq) = (wl.key(id), wl.shape, wl.cq.expect("shaped workloads are queued"));
-            let q = &mut self.cqs[cq];
+            let q = &mut self.queues.cqs[cq];
             q.take_off_lists(&key, shape);
             q.loose.insert(key);
         }
@@ -125,9 +130,9 @@ impl Engine {
     /// Sets why workloads of a shape wait in a queue; when the reason
     /// changed, every workload parked under it is told.
     pub(super) fn set_shape_explanation(&mut self, cq: CqId, shape: u32, e: Arc<Explanation>, out: &mut Cycle) {
-        let old = self.shape_expl.insert((cq, shape), e.clone());
+        let old = self.memo.shape_expl.insert((cq, shape), e.clone());
         if old.is_some_and(|o| !o.same_reason(&e))
-            && let Some(members) = self.cqs[cq].shaped.get(&shape)
+            && let Some(members) = self.queues.cqs[cq].shaped.get(&shape)
         {
             for key in members {
                 out.pending_changed.push((key.uid.clone(), e.clone()));
@@ -142,16 +147,16 @@ impl Engine {
             return;
         }
         let shape = wl.shape;
-        let e = self.shape_expl[&(cq, shape)].clone();
+        let e = self.memo.shape_expl[&(cq, shape)].clone();
         if wl.explanation.as_ref().is_none_or(|old| !old.same_reason(&e)) {
             out.pending_changed.push((wl.uid.clone(), e.clone()));
-            self.buffered_notes.remove(&id);
+            self.turn.buffered_notes.remove(&id);
         }
-        let wl = self.wls[id].as_mut().expect("live workload");
+        let wl = self.workloads.wls[id].as_mut().expect("live workload");
         wl.explanation = None;
         wl.shaped = true;
         let key = wl.key(id);
-        let q = &mut self.cqs[cq];
+        let q = &mut self.queues.cqs[cq];
         q.loose.remove(&key);
         q.fresh.remove(&key);
         q.shaped.entry(shape).or_default().insert(key);

@@ -8,7 +8,10 @@
 //! (BestEffortFIFO queues are never blocked: smaller work passes a head
 //! that does not fit.)
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::state::{OrderKey, State};
+use super::{CqId, Engine};
 
 /// The StrictFIFO queues blocked in the cycle under way.
 #[derive(Default)]
@@ -37,7 +40,8 @@ impl Blocked {
 impl Engine {
     /// Whether a preemptor of `cq` waiting for its victims is ahead of `key`.
     pub(super) fn preemptor_ahead(&self, cq: CqId, key: &OrderKey) -> bool {
-        self.preempting
+        self.claims
+            .preempting
             .range(..key)
             .any(|k| matches!(&self.wl(k.id).state, State::Preempting(h) if h.cq == cq))
     }

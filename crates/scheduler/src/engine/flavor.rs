@@ -5,7 +5,16 @@
 //! ([`compatible`]); when nothing fits, the flavors that could fit by
 //! preemption are kept as options.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::decision::{FlavorVerdict, Verdict};
+use crate::ledger;
+use crate::ledger::{Fit, FlavorId, ResId};
+use crate::model::{Amount, FlavorSpec, TaintEffect, Toleration};
+
+use super::state::{Cq, PodSet};
+use super::{CqId, Engine, WlId};
 
 /// The flavor chosen for one resource group of a pod set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +80,7 @@ impl Engine {
     }
 
     pub(super) fn assign_with(&self, cq_id: CqId, id: WlId, explain: bool) -> Result<Attempt, AssignError> {
-        let cq = &self.cqs[cq_id];
+        let cq = &self.queues.cqs[cq_id];
         let wl = self.wl(id);
         let mut usage: Vec<(usize, Amount)> = Vec::new();
         let mut choice: Vec<Vec<GroupChoice>> = Vec::with_capacity(wl.pod_sets.len());
@@ -127,7 +136,7 @@ impl Engine {
                                     ps,
                                     gf.flavor,
                                     Verdict::InsufficientQuota {
-                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        resource: self.catalog.resources.name(s.fr.1).to_string(),
                                         needed: extra,
                                         up_to: None,
                                         free_nominal,
@@ -143,7 +152,7 @@ impl Engine {
                                     ps,
                                     gf.flavor,
                                     Verdict::ExceedsMaxQuota {
-                                        resource: self.resources.name(s.fr.1).to_string(),
+                                        resource: self.catalog.resources.name(s.fr.1).to_string(),
                                         needed: extra,
                                         up_to: None,
                                         max,
@@ -252,13 +261,13 @@ impl Engine {
 
     #[inline]
     pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
-        compatible(self.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
+        compatible(self.catalog.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
     }
 
     pub(super) fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
         FlavorVerdict {
             pod_set: ps.name.to_string(),
-            flavor: self.flavor_names.name(flavor).to_string(),
+            flavor: self.catalog.flavor_names.name(flavor).to_string(),
             verdict,
         }
     }
@@ -271,7 +280,7 @@ impl Engine {
         options: &[FlavorOption],
         pick: &[usize],
     ) -> Vec<(usize, Amount)> {
-        let cq_ref = &self.cqs[cq];
+        let cq_ref = &self.queues.cqs[cq];
         let wl = self.wl(id);
         let mut usage = Vec::new();
         for (option, &k) in options.iter().zip(pick) {

@@ -6,7 +6,10 @@
 //! their owner lets go ([`Engine::release_foreign`]). Their pods, bound to
 //! nodes, count there as any pod Sluice did not admit: no reservation.
 
-use super::*;
+use crate::decision::PodSetAssignment;
+use crate::model::{Millis, WorkloadSpec};
+
+use super::{Engine, EngineError, WlId};
 
 impl Engine {
     /// Counts an admission Sluice did not make into `cluster_queue` with
@@ -20,7 +23,7 @@ impl Engine {
         admitted_at: Millis,
     ) -> Result<(), EngineError> {
         let id = self.restore(spec, cluster_queue, pod_sets, admitted_at, false)?;
-        self.foreign.insert(id);
+        self.workloads.foreign.insert(id);
         Ok(())
     }
 
@@ -28,7 +31,7 @@ impl Engine {
     /// it was deleted): its quota is released and it is forgotten.
     pub fn release_foreign(&mut self, uid: &str) -> Result<(), EngineError> {
         let id = self.id_of(uid)?;
-        if !self.foreign.contains(&id) {
+        if !self.workloads.foreign.contains(&id) {
             return Err(EngineError::WrongState {
                 uid: uid.to_string(),
                 state: self.wl(id).state.name(),
@@ -40,11 +43,14 @@ impl Engine {
 
     /// Whether the workload with this uid is a foreign admission.
     pub fn is_foreign(&self, uid: &str) -> bool {
-        self.by_uid.get(uid).is_some_and(|id| self.foreign.contains(id))
+        self.workloads
+            .by_uid
+            .get(uid)
+            .is_some_and(|id| self.workloads.foreign.contains(id))
     }
 
     /// Whether workload `id` is a foreign admission (Sluice may not evict it).
     pub(super) fn foreign_id(&self, id: WlId) -> bool {
-        !self.foreign.is_empty() && self.foreign.contains(&id)
+        !self.workloads.foreign.is_empty() && self.workloads.foreign.contains(&id)
     }
 }

@@ -4,7 +4,16 @@
 //! checked before any state changes, so an error leaves the engine as it
 //! was.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::decision::{Explanation, PendingReason, PodSetAssignment};
+use crate::ledger::{FrKey, ResId};
+use crate::model::{Amount, Millis, RequeueOrder, WorkloadSpec};
+
+use super::placement::Placement;
+use super::state::{Holding, PodSet, State, Timer, Wl};
+use super::{Engine, EngineError, WlId};
 
 impl Engine {
     /// Adds a pending workload.
@@ -23,7 +32,7 @@ impl Engine {
         let wl = self.wl_mut(id);
         wl.state = State::Backoff(not_before);
         wl.explanation = None;
-        self.timers.insert((not_before, Timer::Backoff(id)));
+        self.claims.timers.insert((not_before, Timer::Backoff(id)));
         self.note(id, Explanation::new(PendingReason::Backoff { until: not_before }));
         Ok(())
     }
@@ -51,7 +60,7 @@ impl Engine {
         admitted_at: Millis,
         place: bool,
     ) -> Result<WlId, EngineError> {
-        let Some(&cq) = self.cq_by_name.get(cluster_queue) else {
+        let Some(&cq) = self.queues.cq_by_name.get(cluster_queue) else {
             return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
         };
         let uid = spec.uid.clone();
@@ -85,7 +94,10 @@ impl Engine {
                     if amount <= 0 {
                         continue;
                     }
-                    let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
+                    let fr = (
+                        self.catalog.flavor_names.intern(flavor),
+                        self.catalog.resources.intern(res),
+                    );
                     match usage.iter_mut().find(|(k, _)| *k == fr) {
                         Some((_, v)) => *v += amount,
                         None => usage.push((fr, amount)),
@@ -126,7 +138,7 @@ impl Engine {
             victims: Vec::new(),
             placement,
         };
-        self.cqs[cq].admitted.insert(id);
+        self.queues.cqs[cq].admitted.insert(id);
         self.wl_mut(id).state = State::Admitted(Box::new(holding));
         self.update_reservation(id);
         Ok(id)
@@ -191,7 +203,7 @@ impl Engine {
             });
         }
         self.release(id);
-        if self.config.requeue_order == RequeueOrder::EvictionTime {
+        if self.catalog.config.requeue_order == RequeueOrder::EvictionTime {
             self.wl_mut(id).ts = now;
         }
         match not_before {
@@ -199,7 +211,7 @@ impl Engine {
                 let wl = self.wl_mut(id);
                 wl.state = State::Backoff(t);
                 wl.explanation = None;
-                self.timers.insert((t, Timer::Backoff(id)));
+                self.claims.timers.insert((t, Timer::Backoff(id)));
                 self.note(id, Explanation::new(PendingReason::Backoff { until: t }));
             }
             _ => {
@@ -221,21 +233,21 @@ impl Engine {
             }
             State::Pending => self.unqueue(id),
             State::Backoff(t) => {
-                self.timers.remove(&(t, Timer::Backoff(id)));
+                self.claims.timers.remove(&(t, Timer::Backoff(id)));
             }
             State::Finished => {}
         }
-        self.unresolved.remove(&id);
-        self.buffered_notes.remove(&id);
-        self.foreign.remove(&id);
-        let wl = self.wls[id].take().expect("live workload");
-        self.by_uid.remove(&wl.uid);
-        self.free_ids.push(id);
+        self.workloads.unresolved.remove(&id);
+        self.turn.buffered_notes.remove(&id);
+        self.workloads.foreign.remove(&id);
+        let wl = self.workloads.wls[id].take().expect("live workload");
+        self.workloads.by_uid.remove(&wl.uid);
+        self.workloads.free_ids.push(id);
         Ok(())
     }
 
     pub(super) fn insert_workload(&mut self, spec: WorkloadSpec) -> Result<WlId, EngineError> {
-        if self.by_uid.contains_key(spec.uid.as_str()) {
+        if self.workloads.by_uid.contains_key(spec.uid.as_str()) {
             return Err(EngineError::DuplicateWorkload(spec.uid));
         }
         let mut pod_sets = Vec::with_capacity(spec.pod_sets.len());
@@ -265,7 +277,7 @@ impl Engine {
                         resource: res.clone(),
                     });
                 };
-                total.push((self.resources.intern(res), t));
+                total.push((self.catalog.resources.intern(res), t));
             }
             total.sort_unstable();
             let mut tolerations = ps.tolerations.clone();
@@ -288,7 +300,7 @@ impl Engine {
                 *sum = sum.checked_add(amount).ok_or_else(|| EngineError::Overflow {
                     uid: spec.uid.clone(),
                     pod_set: ps.name.to_string(),
-                    resource: self.resources.name(res).to_string(),
+                    resource: self.catalog.resources.name(res).to_string(),
                 })?;
             }
         }
@@ -309,17 +321,17 @@ impl Engine {
             nodes: None,
             full: None,
         };
-        let id = match self.free_ids.pop() {
+        let id = match self.workloads.free_ids.pop() {
             Some(id) => {
-                self.wls[id] = Some(wl);
+                self.workloads.wls[id] = Some(wl);
                 id
             }
             None => {
-                self.wls.push(Some(wl));
-                self.wls.len() - 1
+                self.workloads.wls.push(Some(wl));
+                self.workloads.wls.len() - 1
             }
         };
-        self.by_uid.insert(uid, id);
+        self.workloads.by_uid.insert(uid, id);
         Ok(id)
     }
 }

@@ -26,23 +26,10 @@
 //!   state.rs       the internal types
 //! ```
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
-use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::decision::TopologyDomain;
-use crate::decision::{
-    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
-    PodSetAssignment, Preemption, PreemptionReason, Verdict,
-};
-use crate::ledger::{self, Fit, FlavorId, FrKey, Pool, ResId, Slot};
-use crate::model::{
-    Amount, BorrowWithinCohort, BoundPods, ClusterQueueSpec, CohortSpec, EngineConfig, FairShareStrategies,
-    FairSharing, FlavorSpec, LocalQueueSpec, Millis, NodeSpec, NodeUsage, PlacementMode, QueueingStrategy,
-    ReclaimWithinCohort, RequeueOrder, StopPolicy, Taint, TaintEffect, Toleration, Weight, WithinClusterQueue,
-    WorkloadSpec,
-};
+use crate::decision::PodSetAssignment;
+use crate::model::EngineConfig;
 
 mod admit;
 mod candidate;
@@ -59,6 +46,7 @@ mod lifecycle;
 mod order;
 mod overlay;
 mod partial;
+mod parts;
 mod placement;
 mod preemption;
 mod queries;
@@ -69,17 +57,10 @@ mod state;
 mod stop;
 mod tournament;
 
-use fifo::Blocked;
-use flavor::{AssignError, Attempt, Choice, FlavorOption};
-use order::{HeadMerge, Merge};
-use overlay::Overlay;
-use placement::{ClaimPlacement, NodeDelta, NodeId, Placement, ResVec, Unplaced};
-use preemption::PreemptOutcome;
+use parts::{Catalog, Claims, Memo, Queues, Turn, Workloads};
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use share::FairShare;
-use share::{ShareKey, ShareView};
 use state::*;
-use tournament::Tournament;
 
 pub(crate) type CqId = usize;
 pub(crate) type CohortId = usize;
@@ -133,57 +114,25 @@ pub enum EngineError {
 /// forward); only immutable data behind `Arc`s is shared.
 #[derive(Clone)]
 pub struct Engine {
-    config: EngineConfig,
-    resources: Interner,
-    flavor_names: Interner,
-    flavors: FastMap<FlavorId, FlavorSpec>,
-    cqs: Vec<Cq>,
-    cq_by_name: HashMap<Arc<str>, CqId>,
-    cohorts: Vec<Cohort>,
-    cohort_by_name: HashMap<String, CohortId>,
-    lqs: HashMap<Arc<str>, LocalQueueSpec>,
-    wls: Vec<Option<Wl>>,
-    free_ids: Vec<WlId>,
-    by_uid: HashMap<Arc<str>, WlId>,
-    /// Pending workloads whose LocalQueue or ClusterQueue is missing.
-    unresolved: BTreeSet<WlId>,
-    /// Queues with fresh or woken workloads.
-    dirty: BTreeSet<CqId>,
-    /// Decisions the cycle in progress may still make
-    /// ([`Engine::schedule_within`]).
-    budget: usize,
-    /// After a cycle cut short by its budget: the next cycle starts with
-    /// the domains after this queue, so that every domain gets its turn.
-    resume_after: Option<CqId>,
-    timers: BTreeSet<(Millis, Timer)>,
-    preempting: BTreeSet<OrderKey>,
-    shapes: HashMap<ShapeKey, u32>,
-    /// Decisions made outside a cycle (drains, explanations of unresolved
-    /// workloads), reported by the next cycle.
-    buffered_evictions: Vec<Eviction>,
-    buffered_notes: BTreeSet<WlId>,
-    /// Workloads admitted by the cycle in progress, with their index in its
-    /// output, and the indices of admissions withdrawn in the same cycle.
-    admitted_now: FastMap<WlId, usize>,
-    withdrawn: Vec<usize>,
-    /// LocalQueues with a stop policy (most clusters have none: fast path).
-    stopped_local_queues: usize,
-    /// Why parked workloads of a (queue, shape) wait.
-    shape_expl: FastMap<(CqId, u32), Arc<Explanation>>,
-    /// Admissions already built, per (queue, shape) and flavor choice:
-    /// workloads of one shape admitted to the same flavors share one.
-    /// Cleared whenever a queue or flavor changes.
-    assignments: FastMap<(CqId, u32), Vec<(Choice, SharedAssignment)>>,
-    /// Shared explanations for the common per-workload reasons, so that
-    /// re-explaining is a pointer comparison.
-    blocked_expl: Arc<Explanation>,
-    held_expl: [Arc<Explanation>; 2],
-    /// Admissions another controller made ([`Engine::hold_foreign`]).
-    foreign: BTreeSet<WlId>,
-    /// Nodes, for [`PlacementMode::Nodes`].
+    /// Names and definitions: the engine's config, interned resources and
+    /// flavors (changed by `config.rs`).
+    catalog: Catalog,
+    /// ClusterQueues with their quota ledgers and pending queues, cohorts,
+    /// LocalQueues (defined by `config.rs` and `cohort.rs`; usage changed by
+    /// `admit.rs`, queues by `queue.rs`).
+    queues: Queues,
+    /// The workload table (changed by `lifecycle.rs`).
+    workloads: Workloads,
+    /// The cycle in progress and what it reports (changed by `cycle.rs`
+    /// and `admit.rs`).
+    turn: Turn,
+    /// Timers and preemption claims (changed by `cycle.rs`, `admit.rs`).
+    claims: Claims,
+    /// Explanations and admissions shared per (queue, shape) (changed by
+    /// `explain.rs`, `admit.rs`, cleared by `config.rs`).
+    memo: Memo,
+    /// Nodes, for [`PlacementMode::Nodes`] (changed by `placement/`).
     inv: placement::Inventory,
-    /// The `pods` resource (one per pod on a node).
-    pods_res: ResId,
 }
 
 /// An admission's pod set assignments, shared rather than copied.
@@ -204,55 +153,35 @@ impl Engine {
         let mut resources = Interner::default();
         let pods_res = resources.intern("pods");
         Self {
-            config,
-            resources,
-            flavor_names: Interner::default(),
-            flavors: FastMap::default(),
-            cqs: Vec::new(),
-            cq_by_name: HashMap::new(),
-            cohorts: Vec::new(),
-            cohort_by_name: HashMap::new(),
-            lqs: HashMap::new(),
-            wls: Vec::new(),
-            free_ids: Vec::new(),
-            by_uid: HashMap::new(),
-            unresolved: BTreeSet::new(),
-            dirty: BTreeSet::new(),
-            budget: usize::MAX,
-            resume_after: None,
-            timers: BTreeSet::new(),
-            preempting: BTreeSet::new(),
-            shapes: HashMap::new(),
-            buffered_evictions: Vec::new(),
-            buffered_notes: BTreeSet::new(),
-            admitted_now: FastMap::default(),
-            withdrawn: Vec::new(),
-            stopped_local_queues: 0,
-            shape_expl: FastMap::default(),
-            assignments: FastMap::default(),
-            blocked_expl: Arc::new(Explanation::new(PendingReason::BlockedByHead)),
-            held_expl: [
-                Arc::new(Explanation::new(PendingReason::Held { by_local_queue: false })),
-                Arc::new(Explanation::new(PendingReason::Held { by_local_queue: true })),
-            ],
-            foreign: BTreeSet::new(),
+            catalog: Catalog {
+                config,
+                resources,
+                flavor_names: Interner::default(),
+                flavors: FastMap::default(),
+                pods_res,
+            },
+            queues: Queues::default(),
+            workloads: Workloads::default(),
+            turn: Turn::default(),
+            claims: Claims::default(),
+            memo: Memo::default(),
             inv: placement::Inventory::default(),
-            pods_res,
         }
     }
 
     fn id_of(&self, uid: &str) -> Result<WlId, EngineError> {
-        self.by_uid
+        self.workloads
+            .by_uid
             .get(uid)
             .copied()
             .ok_or_else(|| EngineError::UnknownWorkload(uid.to_string()))
     }
 
     fn wl(&self, id: WlId) -> &Wl {
-        self.wls[id].as_ref().expect("live workload")
+        self.workloads.wls[id].as_ref().expect("live workload")
     }
 
     fn wl_mut(&mut self, id: WlId) -> &mut Wl {
-        self.wls[id].as_mut().expect("live workload")
+        self.workloads.wls[id].as_mut().expect("live workload")
     }
 }

@@ -14,7 +14,17 @@
 //! candidates by their queue's share; in a deeper tree it is a
 //! [`Tournament`], level by level from the root.
 
-use super::*;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::ledger;
+use crate::model::FairSharing;
+
+use super::flavor::Attempt;
+use super::share::ShareView;
+use super::state::{FastMap, OrderKey};
+use super::tournament::Tournament;
+use super::{CqId, Engine};
 
 /// A k-way merge of candidate lists (indexed by the caller) with the
 /// nominal-before-borrowing deferral. For a flat cohort under fair sharing
@@ -186,7 +196,7 @@ impl Engine {
     /// cohort has nominal quota it does not use: only then could deferring
     /// the borrower let someone admit within nominal quota.
     pub(super) fn peers_have_idle_quota(&self, cq: CqId, attempt: &Attempt) -> bool {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         if q.cohort.is_none() {
             return false;
         }
@@ -197,6 +207,6 @@ impl Engine {
     }
 
     pub(super) fn fair_sharing_on(&self) -> bool {
-        matches!(self.config.fair_sharing, FairSharing::On { .. })
+        matches!(self.catalog.config.fair_sharing, FairSharing::On { .. })
     }
 }

@@ -3,7 +3,12 @@
 //! preemption and eviction checks can ask "would it fit if these were
 //! gone?".
 
-use super::*;
+use crate::ledger;
+use crate::ledger::{Fit, FrKey};
+use crate::model::Amount;
+
+use super::state::{FastMap, State};
+use super::{CohortId, CqId, Engine, WlId};
 
 /// change of every touched cohort pool.
 #[derive(Clone, Default)]
@@ -14,7 +19,7 @@ pub(super) struct Overlay {
 
 impl Engine {
     pub(super) fn queue_borrows_any(&self, cq: CqId, frs: &[FrKey], ov: Option<&Overlay>) -> bool {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         frs.iter().any(|fr| {
             q.slot_of.get(fr).is_some_and(|&s| {
                 let d = ov.and_then(|o| o.slot.get(&(cq, s)).copied()).unwrap_or(0);
@@ -30,10 +35,10 @@ impl Engine {
             return ov;
         }
         for m in self.domain(cq) {
-            if self.cqs[m].evicting == 0 {
+            if self.queues.cqs[m].evicting == 0 {
                 continue;
             }
-            for &v in &self.cqs[m].admitted {
+            for &v in &self.queues.cqs[m].admitted {
                 if matches!(self.wl(v).state, State::Evicting(_)) {
                     self.overlay_holding(&mut ov, v, -1);
                 }
@@ -43,7 +48,7 @@ impl Engine {
     }
 
     pub(super) fn evicting_in_domain(&self, cq: CqId) -> bool {
-        self.domain(cq).any(|m| self.cqs[m].evicting > 0)
+        self.domain(cq).any(|m| self.queues.cqs[m].evicting > 0)
     }
 
     pub(super) fn overlay_holding(&self, ov: &mut Overlay, id: WlId, sign: Amount) {
@@ -51,34 +56,34 @@ impl Engine {
             return;
         };
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.cqs[h.cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[h.cq].slot_of.get(&fr) {
                 self.overlay_add(ov, h.cq, slot, sign * amount);
             }
         }
     }
 
     pub(super) fn overlay_add(&self, ov: &mut Overlay, cq: CqId, slot: usize, delta: Amount) {
-        let s = &self.cqs[cq].slots[slot];
+        let s = &self.queues.cqs[cq].slots[slot];
         let d0 = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
         let d1 = d0 + delta;
         let e = s.effective();
         let mut draw = ledger::draw_change(e + d0, e + d1, s.guaranteed());
-        let mut at = self.cqs[cq].cohort.zip(s.pool);
+        let mut at = self.queues.cqs[cq].cohort.zip(s.pool);
         while let Some((c, p)) = at
             && draw != 0
         {
-            let pool = &self.cohorts[c].pools[p];
+            let pool = &self.queues.cohorts[c].pools[p];
             let d = ov.pool.entry((c, p)).or_default();
             let before = pool.usage + *d;
             *d += draw;
             draw = ledger::draw_change(before, before + draw, pool.guaranteed());
-            at = self.cohorts[c].parent.zip(pool.parent);
+            at = self.queues.cohorts[c].parent.zip(pool.parent);
         }
         ov.slot.insert((cq, slot), d1);
     }
 
     pub(super) fn fits_overlay(&self, ov: &Overlay, cq: CqId, usage: &[(usize, Amount)], within_nominal: bool) -> bool {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         usage.iter().all(|&(slot, amount)| {
             let s = &q.slots[slot];
             let sd = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);

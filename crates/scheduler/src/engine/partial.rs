@@ -8,7 +8,12 @@
 //! own shape while it holds quota; back in its queue (evicted, requeued)
 //! it asks for all its pods again.
 
-use super::*;
+use crate::model::Amount;
+
+use super::flavor::Attempt;
+use super::placement::Placement;
+use super::state::{PodSet, PodSetShape, ShapeKey};
+use super::{CqId, Engine, WlId};
 
 impl Engine {
     pub(super) fn shape_of(&mut self, pod_sets: &[PodSet]) -> u32 {
@@ -24,8 +29,8 @@ impl Engine {
                 min_count: p.min_count,
             })
             .collect();
-        let next = self.shapes.len() as u32;
-        *self.shapes.entry(key).or_insert(next)
+        let next = self.workloads.shapes.len() as u32;
+        *self.workloads.shapes.entry(key).or_insert(next)
     }
 
     /// Whether any pod set of the workload may run with fewer pods.

@@ -1,7 +1,13 @@
 //! Read-only views for controllers and reports: a workload's state,
 //! explanation, position and admission; a ClusterQueue's usage and counts.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::decision::{Admission, Explanation};
+use crate::model::Amount;
+
+use super::Engine;
+use super::state::State;
 
 /// Usage of one (flavor, resource) in a ClusterQueue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,21 +53,25 @@ pub enum WorkloadState {
 
 impl Engine {
     pub fn workload_state(&self, uid: &str) -> Option<WorkloadState> {
-        let id = *self.by_uid.get(uid)?;
+        let id = *self.workloads.by_uid.get(uid)?;
         Some(outside(&self.wl(id).state))
     }
 
     /// Every workload the engine tracks with its state, in no useful order
     /// (for [`Engine::forecast`]).
     pub(crate) fn workload_states(&self) -> impl Iterator<Item = (&Arc<str>, WorkloadState)> {
-        self.wls.iter().flatten().map(|wl| (&wl.uid, outside(&wl.state)))
+        self.workloads
+            .wls
+            .iter()
+            .flatten()
+            .map(|wl| (&wl.uid, outside(&wl.state)))
     }
 
     /// A workload as it was added (pod sets whole); `None` for an unknown
     /// or finished one.
     pub fn workload_spec(&self, uid: &str) -> Option<crate::WorkloadSpec> {
         let pod_sets = self.requested(uid)?;
-        let wl = self.wl(*self.by_uid.get(uid)?);
+        let wl = self.wl(*self.workloads.by_uid.get(uid)?);
         Some(crate::WorkloadSpec {
             uid: wl.uid.to_string(),
             name: wl.name.to_string(),
@@ -76,7 +86,7 @@ impl Engine {
     /// admission), with requests per pod; `None` for an unknown or
     /// finished one.
     pub fn requested(&self, uid: &str) -> Option<Vec<crate::PodSetSpec>> {
-        let wl = self.wl(*self.by_uid.get(uid)?);
+        let wl = self.wl(*self.workloads.by_uid.get(uid)?);
         let pod_sets = wl.full.as_ref().map_or(&wl.pod_sets, |f| &f.0);
         if matches!(wl.state, State::Finished) {
             return None;
@@ -90,7 +100,12 @@ impl Engine {
                     requests: p
                         .total
                         .iter()
-                        .map(|&(r, t)| (self.resources.name(r).to_string(), t / Amount::from(p.count.max(1))))
+                        .map(|&(r, t)| {
+                            (
+                                self.catalog.resources.name(r).to_string(),
+                                t / Amount::from(p.count.max(1)),
+                            )
+                        })
                         .collect(),
                     node_selector: p.node_selector.clone(),
                     tolerations: p.tolerations.clone(),
@@ -103,16 +118,16 @@ impl Engine {
 
     /// The latest explanation of a pending workload, with current numbers.
     pub fn explanation(&self, uid: &str) -> Option<&Explanation> {
-        let id = *self.by_uid.get(uid)?;
+        let id = *self.workloads.by_uid.get(uid)?;
         self.current_explanation(id).map(|e| &**e)
     }
 
     /// Where a pending workload stands in its ClusterQueue and LocalQueue.
     /// Costs O(pending in its ClusterQueue); meant for views, not cycles.
     pub fn position(&self, uid: &str) -> Option<QueuePosition> {
-        let id = *self.by_uid.get(uid)?;
+        let id = *self.workloads.by_uid.get(uid)?;
         let wl = self.wl(id);
-        let cq = &self.cqs[wl.cq?];
+        let cq = &self.queues.cqs[wl.cq?];
         let key = wl.key(id);
         if !cq.pending.contains(&key) {
             return None;
@@ -132,22 +147,23 @@ impl Engine {
 
     /// UIDs of a ClusterQueue's pending workloads, in queue order.
     pub fn pending_in_order(&self, cluster_queue: &str) -> Vec<Arc<str>> {
-        self.cq_by_name
+        self.queues
+            .cq_by_name
             .get(cluster_queue)
-            .map(|&id| self.cqs[id].pending.iter().map(|k| k.uid.clone()).collect())
+            .map(|&id| self.queues.cqs[id].pending.iter().map(|k| k.uid.clone()).collect())
             .unwrap_or_default()
     }
 
     /// Counts and per (flavor, resource) usage of a ClusterQueue.
     pub fn cluster_queue_usage(&self, name: &str) -> Option<QueueUsage> {
-        let &id = self.cq_by_name.get(name)?;
-        let cq = &self.cqs[id];
+        let &id = self.queues.cq_by_name.get(name)?;
+        let cq = &self.queues.cqs[id];
         let resources = cq
             .slots
             .iter()
             .map(|s| ResourceUsage {
-                flavor: self.flavor_names.name(s.fr.0).to_string(),
-                resource: self.resources.name(s.fr.1).to_string(),
+                flavor: self.catalog.flavor_names.name(s.fr.0).to_string(),
+                resource: self.catalog.resources.name(s.fr.1).to_string(),
                 used: s.usage,
                 nominal: s.nominal,
                 borrowed: (s.usage - s.nominal).max(0),
@@ -165,18 +181,24 @@ impl Engine {
 
     /// Names of all ClusterQueues, sorted.
     pub fn cluster_queue_names(&self) -> Vec<Arc<str>> {
-        let mut names: Vec<Arc<str>> = self.cqs.iter().filter(|c| !c.deleted).map(|c| c.name.clone()).collect();
+        let mut names: Vec<Arc<str>> = self
+            .queues
+            .cqs
+            .iter()
+            .filter(|c| !c.deleted)
+            .map(|c| c.name.clone())
+            .collect();
         names.sort();
         names
     }
 
     /// The admission of an admitted (or evicting) workload.
     pub fn admission(&self, uid: &str) -> Option<Admission> {
-        let id = *self.by_uid.get(uid)?;
+        let id = *self.workloads.by_uid.get(uid)?;
         match &self.wl(id).state {
             State::Admitted(h) | State::Evicting(h) => Some(Admission {
                 uid: self.wl(id).uid.clone(),
-                cluster_queue: self.cqs[h.cq].name.clone(),
+                cluster_queue: self.queues.cqs[h.cq].name.clone(),
                 pod_sets: h.assignment.clone(),
                 borrowing: h.borrowing,
             }),
@@ -186,7 +208,7 @@ impl Engine {
 
     /// Number of workloads the engine tracks, in any state.
     pub fn workload_count(&self) -> usize {
-        self.by_uid.len()
+        self.workloads.by_uid.len()
     }
 }
 

@@ -3,7 +3,10 @@
 //! a queue whose chances changed is *woken*, and only dirty queues are
 //! visited by the next cycle.
 
-use super::*;
+use crate::decision::{Explanation, PendingReason};
+use crate::model::QueueingStrategy;
+
+use super::{CqId, Engine, WlId};
 
 impl Engine {
     /// Puts a pending workload into its ClusterQueue, or parks it as
@@ -12,12 +15,12 @@ impl Engine {
         // Back in a queue, a partially admitted workload asks for all its pods.
         self.restore_full(id);
         let lq_key = self.wl(id).lq.clone();
-        let target = match self.lqs.get(&lq_key) {
+        let target = match self.queues.lqs.get(&lq_key) {
             None => Err(PendingReason::LocalQueueMissing {
                 local_queue: lq_key.to_string(),
             }),
-            Some(lq) => match self.cq_by_name.get(lq.cluster_queue.as_str()) {
-                Some(&cq) if !self.cqs[cq].deleted => Ok(cq),
+            Some(lq) => match self.queues.cq_by_name.get(lq.cluster_queue.as_str()) {
+                Some(&cq) if !self.queues.cqs[cq].deleted => Ok(cq),
                 _ => Err(PendingReason::ClusterQueueMissing {
                     cluster_queue: lq.cluster_queue.clone(),
                 }),
@@ -25,21 +28,21 @@ impl Engine {
         };
         match target {
             Ok(cq) => {
-                self.unresolved.remove(&id);
+                self.workloads.unresolved.remove(&id);
                 let key = self.wl(id).key(id);
                 let wl = self.wl_mut(id);
                 wl.cq = Some(cq);
                 wl.shaped = false;
-                self.cqs[cq].insert_pending(key);
-                self.dirty.insert(cq);
-                if self.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo {
+                self.queues.cqs[cq].insert_pending(key);
+                self.turn.dirty.insert(cq);
+                if self.queues.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo {
                     // The head may be parked: it must be looked at (and block)
                     // before a newcomer behind it.
-                    self.cqs[cq].woken = true;
+                    self.queues.cqs[cq].woken = true;
                 }
             }
             Err(reason) => {
-                self.unresolved.insert(id);
+                self.workloads.unresolved.insert(id);
                 self.note(id, Explanation::new(reason));
             }
         }
@@ -50,7 +53,7 @@ impl Engine {
         let key = self.wl(id).key(id);
         if let Some(cq) = self.wl(id).cq {
             let shape = self.wl(id).shape;
-            let q = &mut self.cqs[cq];
+            let q = &mut self.queues.cqs[cq];
             q.remove_pending(&key, shape);
             if q.spec.strategy == QueueingStrategy::StrictFifo {
                 self.wake_queue(cq);
@@ -59,22 +62,22 @@ impl Engine {
         let wl = self.wl_mut(id);
         wl.cq = None;
         wl.shaped = false;
-        self.unresolved.remove(&id);
+        self.workloads.unresolved.remove(&id);
     }
 
     pub(super) fn resolve_unresolved(&mut self) {
-        if self.unresolved.is_empty() {
+        if self.workloads.unresolved.is_empty() {
             return;
         }
-        let ids: Vec<WlId> = self.unresolved.iter().copied().collect();
+        let ids: Vec<WlId> = self.workloads.unresolved.iter().copied().collect();
         for id in ids {
             self.enqueue(id);
         }
     }
 
     pub(super) fn wake_queue(&mut self, cq: CqId) {
-        self.cqs[cq].woken = true;
-        self.dirty.insert(cq);
+        self.queues.cqs[cq].woken = true;
+        self.turn.dirty.insert(cq);
     }
 
     pub(super) fn wake_domain(&mut self, cq: CqId) {
@@ -85,7 +88,7 @@ impl Engine {
     }
 
     pub(super) fn wake_all(&mut self) {
-        for cq in 0..self.cqs.len() {
+        for cq in 0..self.queues.cqs.len() {
             self.wake_queue(cq);
         }
     }

@@ -12,7 +12,14 @@
 //!
 //! A borrowing node of weight 0 has the largest share there is.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::ledger::ResId;
+use crate::model::{Amount, Weight};
+
+use super::overlay::Overlay;
+use super::state::FastMap;
+use super::{CohortId, CqId, Engine};
 
 /// A weighted share and the resource that dominates it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,7 +115,7 @@ fn weighted(borrowed: &Borrowed, lendable: &FastMap<ResId, Amount>, weight: Weig
 impl Engine {
     /// A queue's weighted share and dominant resource in `view`.
     pub(super) fn queue_share_in(&self, cq: CqId, view: &ShareView) -> (i64, Option<ResId>) {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let Some(c) = q.cohort else { return (0, None) };
         let mut borrowed = Borrowed::default();
         for (i, s) in q.slots.iter().enumerate() {
@@ -123,12 +130,12 @@ impl Engine {
             }
             borrowed.add(s.fr.1, e - s.nominal);
         }
-        weighted(&borrowed, &self.cohorts[c].lendable, q.spec.fair_weight)
+        weighted(&borrowed, &self.queues.cohorts[c].lendable, q.spec.fair_weight)
     }
 
     /// A cohort's weighted share in `view` (0 for a root).
     pub(super) fn cohort_share_in(&self, c: CohortId, view: &ShareView) -> (i64, Option<ResId>) {
-        let cohort = &self.cohorts[c];
+        let cohort = &self.queues.cohorts[c];
         let Some(parent) = cohort.parent else { return (0, None) };
         let extra = view.extra.map(|(q, ex)| self.extra_draws(q, ex, view.ov));
         let mut borrowed = Borrowed::default();
@@ -144,7 +151,7 @@ impl Engine {
             borrowed.add(fr.1, u - pool.capacity);
         }
         let weight = cohort.spec.as_ref().map(|s| s.fair_weight).unwrap_or_default();
-        weighted(&borrowed, &self.cohorts[parent].lendable, weight)
+        weighted(&borrowed, &self.queues.cohorts[parent].lendable, weight)
     }
 
     /// The change of every pool above `cq` if its slots took `extra` more.
@@ -169,20 +176,20 @@ impl Engine {
 
     /// A ClusterQueue's weighted share now (`None` for an unknown queue).
     pub fn cluster_queue_share(&self, name: &str) -> Option<FairShare> {
-        let &cq = self.cq_by_name.get(name)?;
+        let &cq = self.queues.cq_by_name.get(name)?;
         Some(self.fair_share(self.queue_share_in(cq, &ShareView::NOW)))
     }
 
     /// A cohort's weighted share now (`None` for an unknown cohort).
     pub fn cohort_share(&self, name: &str) -> Option<FairShare> {
-        let &c = self.cohort_by_name.get(name)?;
+        let &c = self.queues.cohort_by_name.get(name)?;
         Some(self.fair_share(self.cohort_share_in(c, &ShareView::NOW)))
     }
 
     /// Every cohort the engine knows: named by a queue, a cohort or a
     /// Cohort object.
     pub fn cohort_names(&self) -> Vec<Arc<str>> {
-        let mut names: Vec<Arc<str>> = self.cohorts.iter().map(|c| c.name.clone()).collect();
+        let mut names: Vec<Arc<str>> = self.queues.cohorts.iter().map(|c| c.name.clone()).collect();
         names.sort();
         names
     }
@@ -190,7 +197,7 @@ impl Engine {
     fn fair_share(&self, (weighted_share, r): (i64, Option<ResId>)) -> FairShare {
         FairShare {
             weighted_share,
-            dominant_resource: r.map(|r| self.resources.name(r).to_string()),
+            dominant_resource: r.map(|r| self.catalog.resources.name(r).to_string()),
         }
     }
 }

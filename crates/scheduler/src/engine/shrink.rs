@@ -2,7 +2,12 @@
 //! extra pods are gone, it holds only what its remaining pods use, and the
 //! rest is offered to waiting work ([`crate::shape`] decides when).
 
-use super::*;
+use crate::decision::PodSetAssignment;
+use crate::ledger::FrKey;
+use crate::model::Amount;
+
+use super::state::State;
+use super::{Engine, EngineError, WlId};
 
 impl Engine {
     /// An admitted workload runs fewer pods of some pod sets than it was
@@ -37,7 +42,10 @@ impl Engine {
                 let cut = *total / Amount::from(a.count) * Amount::from(a.count - want);
                 *total -= cut;
                 if let (Some(flavor), true) = (a.flavors.get(resource), cut != 0) {
-                    let fr = (self.flavor_names.intern(flavor), self.resources.intern(resource));
+                    let fr = (
+                        self.catalog.flavor_names.intern(flavor),
+                        self.catalog.resources.intern(resource),
+                    );
                     match released.iter_mut().find(|(k, _)| *k == fr) {
                         Some((_, v)) => *v += cut,
                         None => released.push((fr, cut)),
@@ -50,7 +58,7 @@ impl Engine {
             return Ok(false);
         }
         for &(fr, amount) in &released {
-            if let Some(&slot) = self.cqs[cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[cq].slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
             }
         }

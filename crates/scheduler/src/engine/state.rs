@@ -2,7 +2,17 @@
 //! slots and candidate lists, cohorts, workloads and their states, timers
 //! and shape keys.
 
-use super::*;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::decision::{Explanation, PodSetAssignment};
+use crate::ledger::{FlavorId, FrKey, Pool, ResId, Slot};
+use crate::model::{Amount, ClusterQueueSpec, CohortSpec, Millis, Toleration};
+
+use super::placement::Placement;
+use super::placement::{NodeId, ResVec};
+use super::{CohortId, CqId, WlId};
 
 /// A hash map for small integer keys: the engine hashes ids on hot paths,
 /// where SipHash's flood resistance buys nothing (keys are not user input).

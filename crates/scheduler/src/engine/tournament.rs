@@ -12,7 +12,12 @@
 //! borrow leaves the tournament for the first pass and rejoins it for the
 //! second.
 
-use super::*;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use super::share::{ShareKey, ShareView};
+use super::state::OrderKey;
+use super::{CohortId, CqId, Engine, share};
 
 /// A node of the tree: a queue or a cohort.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -52,7 +57,7 @@ pub(super) struct Tournament {
 
 impl Tournament {
     pub(super) fn new(e: &Engine, root: CohortId, two_passes: bool) -> Self {
-        let (queues, cohorts) = (e.cqs.len(), e.cohorts.len());
+        let (queues, cohorts) = (e.queues.cqs.len(), e.queues.cohorts.len());
         Self {
             heads: (0..queues).map(|_| BinaryHeap::new()).collect(),
             sets: (0..cohorts).map(|_| BinaryHeap::new()).collect(),
@@ -125,10 +130,10 @@ impl Tournament {
     /// The queue's usage changed: its shares and its ancestors' are stale.
     pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
         self.shares[cq] = None;
-        let mut at = e.cqs[cq].cohort;
+        let mut at = e.queues.cqs[cq].cohort;
         while let Some(c) = at {
             self.shares[self.queues + c] = None;
-            at = e.cohorts[c].parent;
+            at = e.queues.cohorts[c].parent;
         }
         self.mark(cq, true);
     }
@@ -168,7 +173,7 @@ impl Tournament {
             (shares, k, l)
         });
         let mut node = Node::Queue(cq);
-        let mut parent = e.cqs[cq].cohort;
+        let mut parent = e.queues.cqs[cq].cohort;
         while let Some(p) = parent {
             let slot = self.slot(node);
             let old = std::mem::replace(&mut self.entry_of[slot], entry.clone());
@@ -192,7 +197,7 @@ impl Tournament {
                 shares[1..].copy_from_slice(&below[..share::SHARE_LEVELS - 1]);
                 (shares, k, l)
             });
-            parent = e.cohorts[p].parent;
+            parent = e.queues.cohorts[p].parent;
         }
     }
 }

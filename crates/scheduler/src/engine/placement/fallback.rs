@@ -6,8 +6,13 @@
 //! the first whose quota fits now and whose nodes hold the pods is taken.
 //! Only when none does is preemption tried, on the first choice.
 
-use super::*;
 use crate::engine::flavor::{Attempt, FlavorOption};
+use crate::engine::overlay::Overlay;
+use crate::engine::{CqId, Engine, WlId};
+use crate::ledger::FlavorId;
+
+use super::NodeDelta;
+use super::fit::Placement;
 
 impl Engine {
     /// A flavor choice other than `attempt`'s that fits quota and the
@@ -18,7 +23,7 @@ impl Engine {
         id: WlId,
         attempt: &Attempt,
     ) -> Option<(Attempt, Placement)> {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let wl = self.wl(id);
         let mut options: Vec<FlavorOption> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {

@@ -9,8 +9,16 @@
 //! nodes: one placed earlier leaves less room for the next, and no order
 //! other than largest-first is tried.
 
-use super::*;
-use crate::engine::flavor::GroupChoice;
+use std::collections::BTreeMap;
+
+use crate::decision::TopologyDomain;
+use crate::engine::flavor::{Choice, GroupChoice};
+use crate::engine::state::{Cq, PodSet};
+use crate::engine::{CqId, Engine, WlId};
+use crate::ledger::{FlavorId, ResId};
+use crate::model::Amount;
+
+use super::{NodeDelta, NodeId, ResVec, res_add, res_get};
 
 /// Where the pods of a workload go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -103,7 +111,7 @@ impl Engine {
         pinned: &[(usize, &str)],
     ) -> Result<Placement, Box<NoRoom>> {
         let wl = self.wl(id);
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let mut asks: Vec<Ask> = wl
             .pod_sets
             .iter()
@@ -162,7 +170,7 @@ impl Engine {
         flavor: FlavorId,
     ) -> Result<(), Box<NoRoom>> {
         let ps = &self.wl(id).pod_sets[pi];
-        let Some(ask) = self.ask(&self.cqs[cq], pi, ps, &[GroupChoice { group, flavor }]) else {
+        let Some(ask) = self.ask(&self.queues.cqs[cq], pi, ps, &[GroupChoice { group, flavor }]) else {
             return Ok(());
         };
         let room = Room {
@@ -189,11 +197,11 @@ impl Engine {
         flavors.dedup();
         let count = ps.count.max(1);
         let mut per_pod: ResVec = ps.total.iter().map(|&(r, a)| (r, a / count as Amount)).collect();
-        res_add(&mut per_pod, self.pods_res, 1000);
+        res_add(&mut per_pod, self.catalog.pods_res, 1000);
         // The main resource: the largest share of the largest node.
-        let (mut main, mut size) = (self.pods_res, -1i128);
+        let (mut main, mut size) = (self.catalog.pods_res, -1i128);
         for &(r, a) in &per_pod {
-            if r == self.pods_res {
+            if r == self.catalog.pods_res {
                 continue;
             }
             let scale = self.inv.max_alloc.get(&r).copied().unwrap_or(0).max(1) as i128;
@@ -210,7 +218,7 @@ impl Engine {
         let topology = if ps.require_single_domain {
             std::iter::once(main_flavor)
                 .chain(flavors.iter().copied())
-                .find_map(|f| self.flavors.get(&f).and_then(|s| s.topology_key.clone()))
+                .find_map(|f| self.catalog.flavors.get(&f).and_then(|s| s.topology_key.clone()))
         } else {
             None
         };
@@ -254,13 +262,13 @@ impl Engine {
             taken: Vec::new(),
             empty: false,
         };
-        self.fit(n, per_pod, self.pods_res, &room).0
+        self.fit(n, per_pod, self.catalog.pods_res, &room).0
     }
 
     /// Free `r` on node `n` in `room`.
     fn room_free(&self, n: NodeId, r: ResId, room: &Room<'_>) -> Amount {
         let free = if room.empty {
-            self.inv.nodes[n].capacity(r, self.pods_res)
+            self.inv.nodes[n].capacity(r, self.catalog.pods_res)
         } else {
             self.node_free(n, r, room.delta)
         };

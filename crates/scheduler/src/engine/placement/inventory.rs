@@ -2,7 +2,16 @@
 //! which flavors they belong to, and waking the queues of a flavor whose
 //! nodes gained room.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Node;
+use crate::engine::Engine;
+use crate::engine::state::PodSet;
+use crate::ledger::FlavorId;
+use crate::model::{FlavorSpec, NodeSpec, NodeUsage, Taint, TaintEffect};
+
+use super::{NodeId, ResVec, res_add, res_get};
 
 impl Engine {
     /// Creates or replaces a node (labels, taints, allocatable,
@@ -11,7 +20,7 @@ impl Engine {
         let name: Arc<str> = Arc::from(spec.name.as_str());
         let mut alloc: ResVec = Vec::with_capacity(spec.allocatable.len());
         for (r, &a) in &spec.allocatable {
-            res_add(&mut alloc, self.resources.intern(r), a.max(0));
+            res_add(&mut alloc, self.catalog.resources.intern(r), a.max(0));
         }
         let pod_limit = spec.allocatable.contains_key("pods");
         for &(r, a) in &alloc {
@@ -103,11 +112,11 @@ impl Engine {
         };
         let mut used: ResVec = Vec::with_capacity(usage.requested.len());
         for (r, &a) in &usage.requested {
-            res_add(&mut used, self.resources.intern(r), a);
+            res_add(&mut used, self.catalog.resources.intern(r), a);
         }
         let mut terminating: ResVec = Vec::new();
         for (r, &a) in &usage.terminating {
-            res_add(&mut terminating, self.resources.intern(r), a);
+            res_add(&mut terminating, self.catalog.resources.intern(r), a);
         }
         let n = &mut self.inv.nodes[id];
         let freed = n.used.iter().any(|&(r, a)| a > res_get(&used, r));
@@ -132,6 +141,7 @@ impl Engine {
             return;
         }
         let flavors: Vec<FlavorId> = self
+            .catalog
             .flavors
             .iter()
             .filter(|(_, spec)| {
@@ -148,12 +158,12 @@ impl Engine {
             return;
         }
         let freed = std::mem::take(&mut self.inv.freed);
-        for cq in 0..self.cqs.len() {
-            let uses = self.cqs[cq]
+        for cq in 0..self.queues.cqs.len() {
+            let uses = self.queues.cqs[cq]
                 .groups
                 .iter()
                 .any(|g| g.flavors.iter().any(|gf| freed.contains(&gf.flavor)));
-            if uses && !self.cqs[cq].pending.is_empty() {
+            if uses && !self.queues.cqs[cq].pending.is_empty() {
                 self.wake_queue(cq);
             }
         }
@@ -162,7 +172,7 @@ impl Engine {
     /// Recomputes which flavors a node belongs to.
     pub(in crate::engine) fn refresh_node_membership(&mut self, id: NodeId) {
         let live = self.inv.nodes[id].live;
-        for (&f, spec) in &self.flavors {
+        for (&f, spec) in &self.catalog.flavors {
             let member = live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels);
             let list = self.inv.flavor_nodes.entry(f).or_default();
             match (list.binary_search(&id), member) {
@@ -177,7 +187,7 @@ impl Engine {
 
     /// Recomputes a flavor's nodes (the flavor changed).
     pub(in crate::engine) fn refresh_flavor_membership(&mut self, f: FlavorId) {
-        let nodes: Vec<NodeId> = match self.flavors.get(&f) {
+        let nodes: Vec<NodeId> = match self.catalog.flavors.get(&f) {
             Some(spec) => (0..self.inv.nodes.len())
                 .filter(|&n| self.inv.nodes[n].live && labels_include(&self.inv.nodes[n].labels, &spec.node_labels))
                 .collect(),
@@ -203,14 +213,15 @@ impl Engine {
         else {
             return Vec::new();
         };
-        let (Some(list), Some(first_spec)) = (self.inv.flavor_nodes.get(&first), self.flavors.get(&first)) else {
+        let (Some(list), Some(first_spec)) = (self.inv.flavor_nodes.get(&first), self.catalog.flavors.get(&first))
+        else {
             return Vec::new();
         };
         // Nodes of `first` have its labels; the others' are checked.
         let others: Vec<&FlavorSpec> = flavors
             .iter()
             .filter(|&&f| f != first)
-            .filter_map(|f| self.flavors.get(f))
+            .filter_map(|f| self.catalog.flavors.get(f))
             .collect();
         let tolerated = |t: &Taint| {
             ps.tolerations

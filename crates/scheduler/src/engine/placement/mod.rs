@@ -16,7 +16,14 @@
 //! of admitted workloads that are not bound yet, counted where the engine
 //! placed them when it admitted the workload.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::ledger::{FlavorId, ResId};
+use crate::model::{Amount, PlacementMode, Taint};
+
+use super::state::FastMap;
+use super::{Engine, WlId};
 
 mod fallback;
 mod fit;
@@ -182,12 +189,12 @@ fn add_to(map: &mut FastMap<NodeId, ResVec>, n: NodeId, r: ResId, amount: Amount
 
 impl Engine {
     pub(super) fn placement_on(&self) -> bool {
-        self.config.placement == PlacementMode::Nodes
+        self.catalog.config.placement == PlacementMode::Nodes
     }
 
     /// Free `r` on node `n` under `delta`.
     pub(super) fn node_free(&self, n: NodeId, r: ResId, delta: &NodeDelta) -> Amount {
         let node = &self.inv.nodes[n];
-        node.free(r, self.pods_res) + delta.gain(node, n, r, 0, 0)
+        node.free(r, self.catalog.pods_res) + delta.gain(node, n, r, 0, 0)
     }
 }

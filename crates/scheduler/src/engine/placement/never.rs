@@ -6,7 +6,10 @@
 //! is uncordoned wakes its flavors' queues (and a node that leaves or
 //! shrinks does too), so the verdict is looked at again.
 
-use super::*;
+use crate::decision::{Explanation, NeverOnNodes, PendingReason, Verdict};
+use crate::engine::{CqId, Engine, WlId};
+
+use super::fit::NoRoom;
 
 impl Engine {
     /// Why the workload (with its pod counts as they are) could never be
@@ -17,7 +20,7 @@ impl Engine {
         if !self.placement_on() {
             return None;
         }
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         for (pi, ps) in self.wl(id).pod_sets.iter().enumerate() {
             let needs = self.group_needs(q, ps).ok()?;
             for need in needs {
@@ -52,7 +55,7 @@ impl Engine {
 
     fn never_on_nodes(&self, room: &NoRoom) -> NeverOnNodes {
         NeverOnNodes {
-            resource: self.resources.name(room.resource).to_string(),
+            resource: self.catalog.resources.name(room.resource).to_string(),
             per_pod: room.per_pod,
             pods: room.pods,
             placeable: room.placeable,

@@ -9,7 +9,11 @@
 //! reported while a workload holds nothing, and those of an admission
 //! that ended, are left to the nodes' usage.
 
-use super::*;
+use crate::engine::state::State;
+use crate::engine::{Engine, EngineError, WlId};
+use crate::model::{Amount, BoundPods, NodeUsage};
+
+use super::{NodeDelta, NodeId, ResVec, res_add, res_get};
 
 impl Engine {
     /// Records the workload's pods bound to nodes (replacing what was said
@@ -29,7 +33,7 @@ impl Engine {
                 };
                 let mut requested: ResVec = Vec::new();
                 for (r, &a) in &b.requested {
-                    res_add(&mut requested, self.resources.intern(r), a);
+                    res_add(&mut requested, self.catalog.resources.intern(r), a);
                 }
                 list.push((n, b.pods, requested));
             }
@@ -52,7 +56,7 @@ impl Engine {
         let p = &self.wl(id).pod_sets[ps];
         let count = p.count.max(1) as Amount;
         let mut v: ResVec = p.total.iter().map(|&(r, a)| (r, a / count)).collect();
-        res_add(&mut v, self.pods_res, 1000);
+        res_add(&mut v, self.catalog.pods_res, 1000);
         v
     }
 
@@ -75,14 +79,14 @@ impl Engine {
             let pod = &per_pod[placement.pods[i].1];
             let mut m = left[i].min(b.1);
             for &(r, a) in pod {
-                if r != self.pods_res && a > 0 {
+                if r != self.catalog.pods_res && a > 0 {
                     m = m.min((res_get(&b.2, r) / a).clamp(0, u32::MAX as Amount) as u32);
                 }
             }
             left[i] -= m;
             b.1 -= m;
             for &(r, a) in pod {
-                if r != self.pods_res {
+                if r != self.catalog.pods_res {
                     res_add(&mut b.2, r, -a * m as Amount);
                 }
             }

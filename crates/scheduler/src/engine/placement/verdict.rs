@@ -3,8 +3,14 @@
 //! are gone), the explanation when it does not, and a best-effort
 //! placement for workloads restored as admitted.
 
-use super::*;
-use crate::engine::flavor::GroupChoice;
+use crate::decision::{Explanation, FlavorVerdict, PendingReason, PodSetAssignment, Verdict};
+use crate::engine::flavor::{Choice, GroupChoice};
+use crate::engine::state::State;
+use crate::engine::{CqId, Engine, WlId};
+use crate::ledger;
+
+use super::NodeDelta;
+use super::{NoRoom, Placement};
 
 /// Why a quota-fitting attempt does not fit the nodes now.
 pub(in crate::engine) struct Unplaced {
@@ -61,7 +67,7 @@ impl Engine {
 
     /// Why a workload that fits quota does not fit the nodes, in numbers.
     pub(in crate::engine) fn no_room_explanation(&self, cq: CqId, id: WlId, room: &NoRoom) -> Explanation {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let (quota_free, nominal) = q
             .slot_of
             .get(&(room.flavor, room.resource))
@@ -77,9 +83,9 @@ impl Engine {
             reason: PendingReason::NoPlacement,
             flavors: vec![FlavorVerdict {
                 pod_set: ps.name.to_string(),
-                flavor: self.flavor_names.name(room.flavor).to_string(),
+                flavor: self.catalog.flavor_names.name(room.flavor).to_string(),
                 verdict: Verdict::NoNodeFits {
-                    resource: self.resources.name(room.resource).to_string(),
+                    resource: self.catalog.resources.name(room.resource).to_string(),
                     per_pod: room.per_pod,
                     pods: room.pods,
                     placeable: room.placeable,
@@ -145,7 +151,7 @@ impl Engine {
 
     /// The flavor choice an assignment records.
     pub(in crate::engine) fn choice_of(&self, cq: CqId, id: WlId, assignments: &[PodSetAssignment]) -> Choice {
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let wl = self.wl(id);
         let mut choice = Vec::with_capacity(wl.pod_sets.len());
         for ps in &wl.pod_sets {
@@ -158,8 +164,8 @@ impl Engine {
                 let (Some(&g), Some(f)) = (
                     q.group_of.get(&r),
                     a.flavors
-                        .get(self.resources.name(r).as_ref())
-                        .and_then(|f| self.flavor_names.get(f)),
+                        .get(self.catalog.resources.name(r).as_ref())
+                        .and_then(|f| self.catalog.flavor_names.get(f)),
                 ) else {
                     continue;
                 };

@@ -2,7 +2,13 @@
 //! where the engine placed a workload's pods, and what it reserves on a
 //! node.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::engine::Engine;
+use crate::engine::state::State;
+use crate::model::{Amount, BoundPods};
+
+use super::{NodeDelta, ResVec, res_add};
 
 impl Engine {
     /// Where the engine placed a workload's pods (admitted, being evicted,
@@ -27,8 +33,10 @@ impl Engine {
             });
             e.pods += k;
             for (r, a) in self.per_pod(id, ps) {
-                if r != self.pods_res {
-                    *e.requested.entry(self.resources.name(r).to_string()).or_default() += a * k as Amount;
+                if r != self.catalog.pods_res {
+                    *e.requested
+                        .entry(self.catalog.resources.name(r).to_string())
+                        .or_default() += a * k as Amount;
                 }
             }
         }
@@ -44,7 +52,7 @@ impl Engine {
             self.inv.nodes[id]
                 .reserved
                 .iter()
-                .map(|&(r, a)| (self.resources.name(r).to_string(), a))
+                .map(|&(r, a)| (self.catalog.resources.name(r).to_string(), a))
                 .collect(),
         )
     }
@@ -58,7 +66,7 @@ impl Engine {
     pub(in crate::engine) fn check_placement(&self) -> Result<(), String> {
         let mut reserved: Vec<ResVec> = vec![Vec::new(); self.inv.nodes.len()];
         let mut leaving = NodeDelta::default();
-        for (id, wl) in self.wls.iter().enumerate() {
+        for (id, wl) in self.workloads.wls.iter().enumerate() {
             let Some(wl) = wl else { continue };
             for (n, v) in wl.reserved() {
                 v.iter().for_each(|&(r, a)| res_add(&mut reserved[*n], r, a));

@@ -18,7 +18,17 @@
 //! LessThanInitialShare:        share(preemptor side, with it) <  share(victim side, now)
 //! ```
 
-use super::*;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::engine::overlay::Overlay;
+use crate::engine::share::ShareView;
+use crate::engine::{CohortId, CqId, Engine};
+use crate::ledger::FrKey;
+use crate::model::{Amount, FairShareStrategies};
+
+use super::Candidate;
+use super::order::VictimOrder;
 
 /// One of the fair-share strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,10 +70,10 @@ impl Engine {
     fn sides(&self, cq: CqId, other: CqId) -> (Side, Side) {
         let up = |q: CqId| -> Vec<Side> {
             let mut path = vec![Side::Queue(q)];
-            let mut at = self.cqs[q].cohort;
+            let mut at = self.queues.cqs[q].cohort;
             while let Some(c) = at {
                 path.push(Side::Cohort(c));
-                at = self.cohorts[c].parent;
+                at = self.queues.cohorts[c].parent;
             }
             path
         };
@@ -102,10 +112,10 @@ impl Engine {
         };
         let mut out = Vec::new();
         let mut side = Side::Queue(cq);
-        let mut parent = self.cqs[cq].cohort;
+        let mut parent = self.queues.cqs[cq].cohort;
         while let Some(p) = parent {
             let mine = self.side_share(side, &with_me);
-            let cohort = &self.cohorts[p];
+            let cohort = &self.queues.cohorts[p];
             for &m in &cohort.members {
                 if Side::Queue(m) != side && self.side_share(Side::Queue(m), &now) >= mine {
                     out.push(m);
@@ -123,8 +133,8 @@ impl Engine {
     }
 
     fn queues_below(&self, c: CohortId, out: &mut Vec<CqId>) {
-        out.extend(self.cohorts[c].members.iter().copied());
-        for &k in &self.cohorts[c].children {
+        out.extend(self.queues.cohorts[c].members.iter().copied());
+        for &k in &self.queues.cohorts[c].children {
             self.queues_below(k, out);
         }
     }
@@ -150,7 +160,7 @@ impl Engine {
         for list in queues.values_mut() {
             list.sort_by_key(|&i| {
                 let c = &candidates[i];
-                Reverse(order::VictimOrder::new(false, c.priority, c.admitted_at, c.uid, i))
+                Reverse(VictimOrder::new(false, c.priority, c.admitted_at, c.uid, i))
             });
         }
         Strategy::list(strategies)

@@ -2,7 +2,18 @@
 //! over the flavor choices it could take. [`policy`] says who may be a
 //! victim, [`order`] in which order victims are taken.
 
-use super::*;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::decision::PreemptionReason;
+use crate::ledger::FrKey;
+use crate::model::{Amount, BorrowWithinCohort, FairSharing, Millis, ReclaimWithinCohort, WithinClusterQueue};
+
+use super::flavor::{Attempt, FlavorOption};
+use super::overlay::Overlay;
+use super::placement::Placement;
+use super::state::{State, Wl};
+use super::{CqId, Engine, WlId};
 
 mod fair;
 mod order;
@@ -125,16 +136,16 @@ impl Engine {
         protected: &mut usize,
         until: &mut Option<Millis>,
     ) {
-        let rules = self.cqs[cq].spec.preemption;
+        let rules = self.queues.cqs[cq].spec.preemption;
         let same = m == cq;
         let queue_borrowing = self.queue_borrows_any(m, frs, None);
-        let min_runtime = self.cqs[m].spec.min_runtime;
+        let min_runtime = self.queues.cqs[m].spec.min_runtime;
         // Under fair sharing, what this cycle admitted in fair order in
         // other queues is not taken back in the same cycle (as in Kueue,
         // whose victims come from the cycle's starting snapshot).
-        let settled = !same && matches!(self.config.fair_sharing, FairSharing::On { .. });
-        for &v in &self.cqs[m].admitted {
-            if settled && self.admitted_now.contains_key(&v) {
+        let settled = !same && matches!(self.catalog.config.fair_sharing, FairSharing::On { .. });
+        for &v in &self.queues.cqs[m].admitted {
+            if settled && self.turn.admitted_now.contains_key(&v) {
                 continue;
             }
             let w = self.wl(v);
@@ -194,14 +205,14 @@ impl Engine {
         now: Millis,
     ) -> VictimSearch {
         let me = self.wl(id);
-        let policy = self.cqs[cq].spec.preemption;
+        let policy = self.queues.cqs[cq].spec.preemption;
         // Only the (flavor, resource) pairs that are short decide who can be
         // a victim and whose queue counts as borrowing (as in Kueue): a queue
         // borrowing cpu is no victim for a shortage of GPUs.
         let frs = self.short_of(cq, usage, base);
         let mut protected = 0;
         let mut until: Option<Millis> = None;
-        let domain_admitted: usize = self.domain(cq).map(|m| self.cqs[m].admitted.len()).sum();
+        let domain_admitted: usize = self.domain(cq).map(|m| self.queues.cqs[m].admitted.len()).sum();
         let mut candidates: Vec<Candidate> = Vec::with_capacity(domain_admitted);
         // Own queue first: few workloads, and they decide whether looking
         // at the rest of the cohort can help at all.
@@ -211,7 +222,7 @@ impl Engine {
         // Reclaiming needs the preemptor to end within its nominal quota
         // even after every own-queue candidate is gone; otherwise only
         // borrowWithinCohort can take from other queues.
-        let q = &self.cqs[cq];
+        let q = &self.queues.cqs[cq];
         let reclaim_feasible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never
             && usage.iter().all(|&(s, amount)| {
                 let slot = &q.slots[s];
@@ -226,7 +237,7 @@ impl Engine {
                 slot.effective() + delta - removable + amount <= slot.nominal
             });
         let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
-        let fair = match self.config.fair_sharing {
+        let fair = match self.catalog.config.fair_sharing {
             FairSharing::On { strategies } if q.cohort.is_some() => Some(strategies),
             _ => None,
         };
@@ -243,7 +254,7 @@ impl Engine {
             for m in sources {
                 // Under fair sharing, a queue with nothing admitted before
                 // this cycle gives nothing (see collect_candidates).
-                if fair.is_some() && self.cqs[m].admitted.len() == self.cqs[m].admitted_now {
+                if fair.is_some() && self.queues.cqs[m].admitted.len() == self.queues.cqs[m].admitted_now {
                     continue;
                 }
                 // Only queues that borrow these resources give anything back.
@@ -277,7 +288,7 @@ impl Engine {
         // Reclaiming (ending within nominal) is tried first only when there is
         // someone to reclaim from; with own-queue candidates alone, requiring
         // the preemptor to end within nominal would evict more than needed.
-        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.cqs[cq].slots[s].nominal)
+        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.queues.cqs[cq].slots[s].nominal)
             && candidates.iter().any(|c| c.cq != cq && c.reclaim_ok);
         for within_nominal in [true, false] {
             if within_nominal && !within_nominal_possible {
@@ -320,7 +331,7 @@ impl Engine {
         usage
             .iter()
             .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
-            .map(|&(s, _)| self.cqs[cq].slots[s].fr)
+            .map(|&(s, _)| self.queues.cqs[cq].slots[s].fr)
             .collect()
     }
 

@@ -14,8 +14,18 @@
 //! chosen first), and nothing is preempted when even every allowed
 //! victim would not make the workload placeable.
 
-use super::*;
-use crate::engine::placement::{NoRoom, res_add, res_get};
+use crate::decision::PreemptionReason;
+use crate::engine::flavor::Choice;
+use crate::engine::overlay::Overlay;
+use crate::engine::placement::{NoRoom, Placement};
+use crate::engine::placement::{NodeDelta, NodeId, ResVec, res_add, res_get};
+use crate::engine::state::{FastMap, State};
+use crate::engine::{CqId, Engine, WlId};
+use crate::ledger::{FlavorId, FrKey};
+use crate::model::{Amount, Millis, WithinClusterQueue};
+
+use super::Candidate;
+use super::order::VictimOrder;
 
 impl Engine {
     /// Victims that make the workload fit quota and placeable with
@@ -157,8 +167,8 @@ impl Engine {
         now: Millis,
     ) -> Vec<Candidate<'_>> {
         let me = self.wl(id);
-        let policy = self.cqs[cq].spec.preemption;
-        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.cqs[cq].slots[s].fr).collect();
+        let policy = self.queues.cqs[cq].spec.preemption;
+        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.queues.cqs[cq].slots[s].fr).collect();
         let (mut protected, mut until) = (0, None);
         let mut candidates: Vec<Candidate> = Vec::new();
         if policy.within_cluster_queue != WithinClusterQueue::Never {
@@ -190,9 +200,13 @@ impl Engine {
             }
         }
         candidates.sort_by(|a, b| {
-            order::VictimOrder::new(a.in_borrowing_queue, a.priority, a.admitted_at, a.uid, 0).cmp(
-                &order::VictimOrder::new(b.in_borrowing_queue, b.priority, b.admitted_at, b.uid, 0),
-            )
+            VictimOrder::new(a.in_borrowing_queue, a.priority, a.admitted_at, a.uid, 0).cmp(&VictimOrder::new(
+                b.in_borrowing_queue,
+                b.priority,
+                b.admitted_at,
+                b.uid,
+                0,
+            ))
         });
         candidates
     }
@@ -244,7 +258,8 @@ impl Engine {
             let short = |extra: &ResVec, bound: &ResVec| {
                 per_pod.iter().any(|&(r, a)| {
                     a > 0
-                        && node.free(r, self.pods_res) + delta.gain(node, n, r, res_get(extra, r), res_get(bound, r))
+                        && node.free(r, self.catalog.pods_res)
+                            + delta.gain(node, n, r, res_get(extra, r), res_get(bound, r))
                             < (k + 1) * a
                 })
             };
