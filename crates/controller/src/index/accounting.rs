@@ -23,7 +23,7 @@ impl Index {
     /// ones where reported) at most its pod set's admitted pods (a gang
     /// member's own pod set; a Job's all of them).
     pub(super) fn account_pods(&mut self, wk: &ObjKey, members: &[JobRef]) {
-        let Some(e) = self.workloads.get(wk) else { return };
+        let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
         let gang = e.gang.is_some();
         let Some(adm) = self.engine.admission(&uid) else { return };
@@ -31,7 +31,7 @@ impl Index {
             .iter()
             .filter(|k| k.kind == JobKind::Job)
             .filter_map(|k| {
-                let j = self.jobs.get(k).filter(|j| j.finished.is_none())?;
+                let j = self.queued.jobs.get(k).filter(|j| j.finished.is_none())?;
                 let admitted: u32 = adm
                     .pod_sets
                     .iter()
@@ -50,11 +50,11 @@ impl Index {
                 // Seen once: a reconcile's grace (the suspension of a Job
                 // that grew may be in flight); looked at again soon.
                 self.pods_over.insert(uid, false);
-                self.retry_soon = true;
+                self.outbox.retry_soon = true;
             }
             Some(false) => {
                 self.pods_over.insert(uid.clone(), true);
-                self.stats.pods_over_admission += 1;
+                self.outbox.stats.pods_over_admission += 1;
                 let said: Vec<String> = over
                     .iter()
                     .map(|(k, live, admitted)| format!("Job {} has {live} pods, {admitted} admitted", k.name()))
@@ -65,7 +65,7 @@ impl Index {
                 );
                 tracing::warn!(workload = %wk, "{note}");
                 let steps = self.events(wk, "Warning", "PodsOverAdmission", "Account", &note);
-                self.plans.push(Plan {
+                self.outbox.plans.push(Plan {
                     purpose: Purpose::Report,
                     steps,
                 });
@@ -81,7 +81,7 @@ impl Index {
             .pods_over
             .iter()
             .filter(|(_, reported)| !**reported)
-            .filter_map(|(uid, _)| self.by_uid.get(uid).cloned())
+            .filter_map(|(uid, _)| self.table.by_uid.get(uid).cloned())
             .collect();
         for wk in unreported {
             self.drive(&wk, now_ms);

@@ -36,7 +36,7 @@ impl Index {
     /// the same object seen again changes nothing.
     pub fn apply_cohort(&mut self, c: Cohort) {
         let Some(name) = c.metadata.name.clone() else { return };
-        self.cohorts.objects.insert(name.clone(), c);
+        self.defs.cohorts.objects.insert(name.clone(), c);
         if self.try_cohort(&name) {
             self.retry_refused_cohorts();
         }
@@ -46,9 +46,9 @@ impl Index {
     /// weight of its own while queues or other cohorts name it.
     pub fn delete_cohort(&mut self, name: &str) {
         self.clear_error(Kind::Cohort, name);
-        self.cohorts.objects.remove(name);
-        self.cohorts.refused.remove(name);
-        if self.cohorts.held.remove(name).is_some() {
+        self.defs.cohorts.objects.remove(name);
+        self.defs.cohorts.refused.remove(name);
+        if self.defs.cohorts.held.remove(name).is_some() {
             self.engine.remove_cohort(name);
             self.retry_refused_cohorts();
         }
@@ -57,12 +57,12 @@ impl Index {
     /// Hands the latest version of Cohort `name` to the engine; whether
     /// the engine's tree changed.
     fn try_cohort(&mut self, name: &str) -> bool {
-        let Some(c) = self.cohorts.objects.get(name) else {
+        let Some(c) = self.defs.cohorts.objects.get(name) else {
             return false;
         };
-        if self.cohorts.held.get(name) == Some(&c.spec) {
+        if self.defs.cohorts.held.get(name) == Some(&c.spec) {
             // Back to the version the engine holds.
-            self.cohorts.refused.remove(name);
+            self.defs.cohorts.refused.remove(name);
             self.clear_error(Kind::Cohort, name);
             return false;
         }
@@ -71,16 +71,16 @@ impl Index {
             admissible(c, adapter::cohort).and_then(|s| self.engine.upsert_cohort(s).map_err(IndexError::Refused));
         match outcome {
             Ok(()) => {
-                self.cohorts.refused.remove(name);
+                self.defs.cohorts.refused.remove(name);
                 self.clear_error(Kind::Cohort, name);
-                self.cohorts.held.insert(name.to_string(), spec);
+                self.defs.cohorts.held.insert(name.to_string(), spec);
                 true
             }
             Err(e) => {
                 if matches!(e, IndexError::Refused(_)) {
-                    self.cohorts.refused.insert(name.to_string());
+                    self.defs.cohorts.refused.insert(name.to_string());
                 } else {
-                    self.cohorts.refused.remove(name);
+                    self.defs.cohorts.refused.remove(name);
                 }
                 self.record(Kind::Cohort, name.to_string(), &e);
                 false
@@ -92,7 +92,7 @@ impl Index {
     /// until none more is taken (each success may break another's cycle).
     fn retry_refused_cohorts(&mut self) {
         loop {
-            let refused: Vec<String> = self.cohorts.refused.iter().cloned().collect();
+            let refused: Vec<String> = self.defs.cohorts.refused.iter().cloned().collect();
             let mut changed = false;
             for name in refused {
                 changed |= self.try_cohort(&name);
@@ -105,29 +105,34 @@ impl Index {
 
     /// Names of the Cohort objects the index knows (valid or not).
     pub fn cohort_object_names(&self) -> Vec<String> {
-        self.cohorts.objects.keys().cloned().collect()
+        self.defs.cohorts.objects.keys().cloned().collect()
     }
 
     /// Every cohort that exists: a Cohort object, a parent the engine's
     /// Cohorts name, or the cohort of a ClusterQueue the engine holds.
     pub fn cohort_names(&self) -> BTreeSet<String> {
-        let mut names: BTreeSet<String> = self.cohorts.objects.keys().cloned().collect();
-        names.extend(self.cohorts.held.values().filter_map(|s| s.parent.clone()));
-        names.extend(self.cluster_queues.values().filter_map(|cq| cq.spec.cohort.clone()));
+        let mut names: BTreeSet<String> = self.defs.cohorts.objects.keys().cloned().collect();
+        names.extend(self.defs.cohorts.held.values().filter_map(|s| s.parent.clone()));
+        names.extend(
+            self.defs
+                .cluster_queues
+                .values()
+                .filter_map(|cq| cq.spec.cohort.clone()),
+        );
         names.retain(|n| !n.is_empty());
         names
     }
 
     /// A Cohort's status as last observed from the API server.
     pub(super) fn observed_cohort_status(&self, name: &str) -> Option<serde_json::Value> {
-        serde_json::to_value(self.cohorts.objects.get(name)?.status.as_ref()?).ok()
+        serde_json::to_value(self.defs.cohorts.objects.get(name)?.status.as_ref()?).ok()
     }
 
     /// Why the latest version of a Cohort is not in effect, if it is not:
     /// `(reason, message)`.
     pub fn cohort_problem(&self, name: &str) -> Option<(&'static str, String)> {
-        let e = self.errors.get(&(Kind::Cohort, name.to_string()))?;
-        let kept = match self.cohorts.held.contains_key(name) {
+        let e = self.defs.errors.get(&(Kind::Cohort, name.to_string()))?;
+        let kept = match self.defs.cohorts.held.contains_key(name) {
             true => " (its previous version stays in effect)",
             false => "",
         };

@@ -18,14 +18,14 @@ use sluice_convert::adapter;
 impl Index {
     /// Names of the ClusterQueues the index holds (valid ones).
     pub fn cluster_queue_names(&self) -> Vec<String> {
-        self.cluster_queues.keys().cloned().collect()
+        self.defs.cluster_queues.keys().cloned().collect()
     }
 
     /// A queue's (or a Cohort's) status as last observed from the API server.
     pub fn observed_queue_status(&self, queue: &QueueRef) -> Option<serde_json::Value> {
         let status = match queue {
-            QueueRef::ClusterQueue(name) => serde_json::to_value(self.cluster_queues.get(name)?.status.as_ref()?),
-            QueueRef::LocalQueue(key) => serde_json::to_value(self.local_queues.get(key)?.status.as_ref()?),
+            QueueRef::ClusterQueue(name) => serde_json::to_value(self.defs.cluster_queues.get(name)?.status.as_ref()?),
+            QueueRef::LocalQueue(key) => serde_json::to_value(self.defs.local_queues.get(key)?.status.as_ref()?),
             QueueRef::Cohort(name) => return self.observed_cohort_status(name),
         };
         status.ok()
@@ -35,19 +35,19 @@ impl Index {
     /// failed validation (kept out of the engine), or it names
     /// ResourceFlavors that do not exist. `(reason, message)`.
     pub fn cluster_queue_problem(&self, name: &str) -> Option<(&'static str, String)> {
-        if let Some(e) = self.errors.get(&(Kind::ClusterQueue, name.to_string())) {
+        if let Some(e) = self.defs.errors.get(&(Kind::ClusterQueue, name.to_string())) {
             return Some((
                 "InvalidClusterQueue",
                 format!("Ignored by the controller: {}", e.message),
             ));
         }
-        let cq = self.cluster_queues.get(name)?;
+        let cq = self.defs.cluster_queues.get(name)?;
         let missing: BTreeSet<&str> = cq
             .spec
             .resource_groups
             .iter()
             .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
-            .filter(|f| !self.flavors.contains_key(*f))
+            .filter(|f| !self.defs.flavors.contains_key(*f))
             .collect();
         (!missing.is_empty()).then(|| {
             let list: Vec<&str> = missing.into_iter().collect();
@@ -64,9 +64,11 @@ impl Index {
     /// Why a LocalQueue cannot admit new workloads, if it cannot:
     /// `(reason, message)`.
     pub fn local_queue_problem(&self, key: &ObjKey) -> Option<(&'static str, String)> {
-        let lq = self.local_queues.get(key)?;
+        let lq = self.defs.local_queues.get(key)?;
         let cq = &lq.spec.cluster_queue;
-        if !self.cluster_queues.contains_key(cq) && !self.errors.contains_key(&(Kind::ClusterQueue, cq.clone())) {
+        if !self.defs.cluster_queues.contains_key(cq)
+            && !self.defs.errors.contains_key(&(Kind::ClusterQueue, cq.clone()))
+        {
             return Some(("ClusterQueueDoesNotExist", format!("ClusterQueue {cq} does not exist")));
         }
         if let Some((_, why)) = self.cluster_queue_problem(cq) {
@@ -83,11 +85,12 @@ impl Index {
     /// every LocalQueue, in one pass over the workloads.
     pub fn local_queue_stats(&self) -> BTreeMap<ObjKey, LocalQueueStats> {
         let mut out: BTreeMap<ObjKey, LocalQueueStats> = self
+            .defs
             .local_queues
             .keys()
             .map(|k| (k.clone(), LocalQueueStats::default()))
             .collect();
-        for (k, e) in &self.workloads {
+        for (k, e) in &self.table.workloads {
             if !e.in_engine {
                 continue;
             }
@@ -118,7 +121,7 @@ impl Index {
             Ok(spec) => {
                 self.clear_error(Kind::ResourceFlavor, &name);
                 self.engine.upsert_flavor(spec);
-                self.flavors.insert(name, rf);
+                self.defs.flavors.insert(name, rf);
             }
             Err(e) => {
                 self.record(Kind::ResourceFlavor, name, &e);
@@ -128,14 +131,14 @@ impl Index {
 
     pub fn delete_flavor(&mut self, name: &str) {
         self.clear_error(Kind::ResourceFlavor, name);
-        if self.flavors.remove(name).is_some() {
+        if self.defs.flavors.remove(name).is_some() {
             self.engine.remove_flavor(name);
         }
     }
 
     pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
         let Some(name) = cq.metadata.name.clone() else { return };
-        if let Some(old) = self.cluster_queues.get_mut(&name)
+        if let Some(old) = self.defs.cluster_queues.get_mut(&name)
             && old.spec == cq.spec
         {
             // A status update (our own, mostly), or back to the version
@@ -148,7 +151,7 @@ impl Index {
             Ok(spec) => {
                 self.clear_error(Kind::ClusterQueue, &name);
                 self.engine.upsert_cluster_queue(spec);
-                self.cluster_queues.insert(name, cq);
+                self.defs.cluster_queues.insert(name, cq);
                 self.retry_unrestored();
                 self.retry_not_selected(0);
                 self.count_waiting_foreign();
@@ -161,7 +164,7 @@ impl Index {
 
     pub fn delete_cluster_queue(&mut self, name: &str) {
         self.clear_error(Kind::ClusterQueue, name);
-        if self.cluster_queues.remove(name).is_some() {
+        if self.defs.cluster_queues.remove(name).is_some() {
             self.engine.remove_cluster_queue(name);
         }
     }
@@ -170,7 +173,7 @@ impl Index {
         let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
             return;
         };
-        if let Some(old) = self.local_queues.get_mut(&key)
+        if let Some(old) = self.defs.local_queues.get_mut(&key)
             && old.spec == lq.spec
         {
             *old = lq;
@@ -180,7 +183,7 @@ impl Index {
             Ok(spec) => {
                 self.clear_error(Kind::LocalQueue, &key.to_string());
                 self.engine.upsert_local_queue(spec);
-                self.local_queues.insert(key, lq);
+                self.defs.local_queues.insert(key, lq);
                 self.retry_not_selected(0);
             }
             Err(e) => {
@@ -191,7 +194,7 @@ impl Index {
 
     pub fn delete_local_queue(&mut self, key: &ObjKey) {
         self.clear_error(Kind::LocalQueue, &key.to_string());
-        if self.local_queues.remove(key).is_some() {
+        if self.defs.local_queues.remove(key).is_some() {
             self.engine
                 .remove_local_queue(&adapter::local_queue_key(&key.namespace, &key.name));
         }
@@ -202,7 +205,7 @@ impl Index {
         match wpc.check() {
             Ok(()) => {
                 self.clear_error(Kind::WorkloadPriorityClass, &name);
-                self.workload_classes.insert(name, wpc.spec.value);
+                self.defs.workload_classes.insert(name, wpc.spec.value);
             }
             Err(e) => {
                 self.record(Kind::WorkloadPriorityClass, name, &IndexError::from(e));
@@ -211,14 +214,14 @@ impl Index {
     }
 
     pub fn delete_workload_priority_class(&mut self, name: &str) {
-        self.workload_classes.remove(name);
+        self.defs.workload_classes.remove(name);
     }
 
     /// A Namespace's labels.
     pub fn apply_namespace(&mut self, name: &str, labels: BTreeMap<String, String>, now_ms: i64) {
-        if self.namespaces.get(name) != Some(&labels) {
+        if self.defs.namespaces.get(name) != Some(&labels) {
             let queued_every = self.queues_every_object(name);
-            self.namespaces.insert(name.to_string(), labels);
+            self.defs.namespaces.insert(name.to_string(), labels);
             self.retry_not_selected(now_ms);
             if self.queues_every_object(name) != queued_every {
                 self.namespace_queueing_changed(name, now_ms);
@@ -227,7 +230,7 @@ impl Index {
     }
 
     pub fn delete_namespace(&mut self, name: &str) {
-        self.namespaces.remove(name);
+        self.defs.namespaces.remove(name);
     }
 
     /// Why LocalQueue `ns/lq` may not use its ClusterQueue, if that is the
@@ -238,9 +241,9 @@ impl Index {
     ///
     /// [`ClusterQueueSpec::selects_namespace`]: sluice_api::v1alpha1::ClusterQueueSpec::selects_namespace
     pub(super) fn unselected_by(&self, ns: &str, lq: &str) -> Option<String> {
-        let lq = self.local_queues.get(&ObjKey::new(ns, lq))?;
+        let lq = self.defs.local_queues.get(&ObjKey::new(ns, lq))?;
         let name = &lq.spec.cluster_queue;
-        let cq = self.cluster_queues.get(name)?;
+        let cq = self.defs.cluster_queues.get(name)?;
         let labels = match self.namespace_labels(ns) {
             Some(l) => l,
             None if cq.spec.namespace_selector.is_none() => &BTreeMap::new(),
@@ -253,9 +256,9 @@ impl Index {
     /// it has not been seen (listed: a namespace not seen has none).
     fn namespace_labels(&self, ns: &str) -> Option<&BTreeMap<String, String>> {
         static NONE: BTreeMap<String, String> = BTreeMap::new();
-        match self.namespaces.get(ns) {
+        match self.defs.namespaces.get(ns) {
             Some(l) => Some(l),
-            None if self.synced.contains(&Kind::Namespace) => Some(&NONE),
+            None if self.defs.synced.contains(&Kind::Namespace) => Some(&NONE),
             None => None,
         }
     }
@@ -265,7 +268,7 @@ impl Index {
     pub fn local_queues_not_selected(&self, cq: &str) -> (Vec<ObjKey>, usize) {
         let mut stranded = Vec::new();
         let mut all = 0;
-        for (k, lq) in &self.local_queues {
+        for (k, lq) in &self.defs.local_queues {
             if lq.spec.cluster_queue == cq {
                 all += 1;
                 if self.unselected_by(&k.namespace, &k.name).is_some() {
@@ -282,7 +285,7 @@ impl Index {
     /// namespaces it does not select, naming them. `(status, reason,
     /// message)`; `None` for a ClusterQueue the index does not hold.
     pub fn namespace_selection(&self, cq: &str) -> Option<(bool, &'static str, String)> {
-        let spec = &self.cluster_queues.get(cq)?.spec;
+        let spec = &self.defs.cluster_queues.get(cq)?.spec;
         let (stranded, all) = self.local_queues_not_selected(cq);
         let list = || {
             let mut names: Vec<String> = stranded.iter().take(10).map(ToString::to_string).collect();
@@ -338,7 +341,7 @@ impl Index {
     /// queue, and pending ones whose namespace is no longer selected leave
     /// it and are held with the reason. Admitted ones keep running.
     pub(super) fn retry_not_selected(&mut self, now_ms: i64) {
-        let keys: Vec<ObjKey> = self.not_selected.iter().cloned().collect();
+        let keys: Vec<ObjKey> = self.table.not_selected.iter().cloned().collect();
         for k in keys {
             self.sync_workload(&k, None, now_ms);
         }
@@ -349,6 +352,7 @@ impl Index {
     /// selects: out of the queue, held with the reason.
     fn withdraw_unselected(&mut self, now_ms: i64) {
         let withdrawn: Vec<(ObjKey, String)> = self
+            .table
             .workloads
             .iter()
             .filter(|(_, e)| {
@@ -362,7 +366,7 @@ impl Index {
             .filter_map(|(k, e)| Some((k.clone(), self.unselected_by(&k.namespace, &e.queue_name)?)))
             .collect();
         for (key, why) in withdrawn {
-            let Some(e) = self.workloads.get_mut(&key) else {
+            let Some(e) = self.table.workloads.get_mut(&key) else {
                 continue;
             };
             let Some(spec) = self.engine.workload_spec(&e.uid) else {
@@ -376,10 +380,10 @@ impl Index {
 
     /// A scheduling.k8s.io PriorityClass (name and value).
     pub fn apply_priority_class(&mut self, name: &str, value: i32) {
-        self.pod_classes.insert(name.to_string(), value);
+        self.defs.pod_classes.insert(name.to_string(), value);
     }
 
     pub fn delete_priority_class(&mut self, name: &str) {
-        self.pod_classes.remove(name);
+        self.defs.pod_classes.remove(name);
     }
 }

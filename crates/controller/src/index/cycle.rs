@@ -27,20 +27,20 @@ impl Index {
         if !self.is_ready() {
             return (self.take_plans(), None);
         }
-        self.retry_soon = false;
-        if std::mem::take(&mut self.orphan_scan_due) {
+        self.outbox.retry_soon = false;
+        if std::mem::take(&mut self.queued.orphan_scan_due) {
             self.finish_orphans(now_ms);
             self.reconcile_gangs(now_ms);
         }
         self.tick(now_ms);
-        for key in std::mem::take(&mut self.retry_jobs) {
+        for key in std::mem::take(&mut self.inflight.retry_jobs) {
             self.reconcile_job(&key, now_ms);
         }
-        for uid in std::mem::take(&mut self.deactivate_retry) {
-            if self.deactivating.contains(&uid)
-                && let Some(wk) = self.by_uid.get(&uid).cloned()
+        for uid in std::mem::take(&mut self.inflight.deactivate_retry) {
+            if self.inflight.deactivating.contains(&uid)
+                && let Some(wk) = self.table.by_uid.get(&uid).cloned()
             {
-                self.plans.push(Plan {
+                self.outbox.plans.push(Plan {
                     purpose: Purpose::Deactivate { uid },
                     steps: vec![Step::PatchWorkload {
                         key: wk,
@@ -49,17 +49,18 @@ impl Index {
                 });
             }
         }
-        if now_ms >= self.next_drift_check_ms {
+        if now_ms >= self.outbox.next_drift_check_ms {
             self.check_drift(now_ms);
-            self.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
+            self.outbox.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
         }
         self.flush_placement();
-        let cycle = self.engine.schedule_within(now_ms, self.cycle_budget);
+        let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
         }
         for p in &cycle.preempted {
             let preemptor = self
+                .table
                 .by_uid
                 .get(&*p.preemptor)
                 .map(ToString::to_string)
@@ -72,7 +73,7 @@ impl Index {
                 &message,
                 now_ms,
             );
-            self.stats.preempted += 1;
+            self.outbox.stats.preempted += 1;
         }
         for ev in &cycle.evicted {
             self.on_evicted(
@@ -92,6 +93,7 @@ impl Index {
         }
         // A pods-gone check waiting out its backoff.
         if let Some(t) = self
+            .inflight
             .confirming
             .values()
             .filter(|c| !c.in_flight)
@@ -118,8 +120,8 @@ impl Index {
     pub(super) fn check_drift(&mut self, now_ms: i64) {
         let mut engine_only = Vec::new();
         let mut status_only = Vec::new();
-        for (k, e) in &self.workloads {
-            if !e.in_engine || e.awaiting || self.unrestored.contains(k) {
+        for (k, e) in &self.table.workloads {
+            if !e.in_engine || e.awaiting || self.table.unrestored.contains(k) {
                 continue;
             }
             let recorded = e.status.holds_quota() && e.status.admission.is_some();
@@ -133,12 +135,12 @@ impl Index {
         }
         for k in status_only {
             tracing::warn!(workload = %k, "ledger drift: admitted in its status, pending in the ledger; taking the admission");
-            self.stats.drift.push("status_only");
+            self.outbox.stats.drift.push("status_only");
             self.sync_workload(&k, None, now_ms);
         }
         for (k, uid) in engine_only {
             tracing::warn!(workload = %k, "ledger drift: admitted in the ledger, not in its status; evicting");
-            self.stats.drift.push("engine_only");
+            self.outbox.stats.drift.push("engine_only");
             if self.engine.evict(&uid).is_ok() {
                 let msg = "Its status no longer records the admission (changed outside Sluice): evicted so that the ledger and the cluster agree";
                 self.on_evicted(&uid, ADMISSION_LOST, None, msg, now_ms);
@@ -147,11 +149,11 @@ impl Index {
     }
 
     pub(super) fn on_admitted(&mut self, adm: &eng::Admission, now_ms: i64) {
-        let Some(wk) = self.by_uid.get(&*adm.uid).cloned() else {
+        let Some(wk) = self.table.by_uid.get(&*adm.uid).cloned() else {
             return;
         };
-        let e = self.workloads.get_mut(&wk).expect("indexed");
-        self.prior.insert(adm.uid.to_string(), e.status.clone());
+        let e = self.table.workloads.get_mut(&wk).expect("indexed");
+        self.table.prior.insert(adm.uid.to_string(), e.status.clone());
         status::admitted(
             &mut e.status,
             adapter::admission_status(adm),
@@ -163,17 +165,18 @@ impl Index {
         e.admitted_at = Some(now_ms);
         e.pods_ready_seen = false;
         let created = e.created_ms;
-        self.stats
+        self.outbox
+            .stats
             .wait_seconds
             .push(((now_ms - created).max(0)) as f64 / 1000.0);
-        self.stats.admitted += 1;
+        self.outbox.stats.admitted += 1;
         let mut steps = vec![e.status_write(&wk)];
-        let gang = self.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
+        let gang = self.table.workloads.get(&wk).is_some_and(|e| e.gang.is_some());
         for jk in self.member_keys(&wk) {
             let only = gang.then_some(jk.name());
             let job_steps = self.start_job_steps(&jk, &adm.pod_sets, only);
             if !job_steps.is_empty() {
-                self.starting.insert(jk);
+                self.inflight.starting.insert(jk);
             }
             steps.extend(job_steps);
         }
@@ -185,7 +188,7 @@ impl Index {
             flavors.into_iter().cloned().collect::<Vec<_>>().join(", ")
         );
         steps.extend(self.events(&wk, "Normal", "Admitted", "Admit", &note));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Admit {
                 uid: adm.uid.to_string(),
             },

@@ -40,7 +40,8 @@ pub enum Owner {
 impl Index {
     /// Whether namespace `ns` queues every object (its label, as watched).
     pub(super) fn queues_every_object(&self, ns: &str) -> bool {
-        self.namespaces
+        self.defs
+            .namespaces
             .get(ns)
             .and_then(|l| l.get(labels::DEFAULT_QUEUE))
             .is_some_and(|v| v == labels::DEFAULT_QUEUE_ENABLED)
@@ -99,14 +100,15 @@ impl Index {
     pub(super) fn namespace_queueing_changed(&mut self, ns: &str, now_ms: i64) {
         let on = self.queues_every_object(ns);
         let keys: Vec<JobRef> = self
+            .queued
             .jobs
             .iter()
             .filter(|(k, v)| k.namespace() == ns && (v.queued_by_namespace || v.queue.is_none()))
             .map(|(k, _)| k.clone())
             .collect();
         for k in keys {
-            let kueues = self.jobs.get(&k).is_some_and(|v| self.held_by_kueue(&v.uid));
-            if let Some(v) = self.jobs.get_mut(&k) {
+            let kueues = self.queued.jobs.get(&k).is_some_and(|v| self.held_by_kueue(&v.uid));
+            if let Some(v) = self.queued.jobs.get_mut(&k) {
                 if on && !kueues {
                     v.queue = Some(labels::DEFAULT_LOCAL_QUEUE_NAME.into());
                     v.queued_by_namespace = true;
@@ -116,7 +118,7 @@ impl Index {
                 }
             }
             // Its Workload is made from the full object, read again.
-            self.refetch.insert(k.clone());
+            self.queued.refetch.insert(k.clone());
             self.reconcile_job(&k, now_ms);
         }
     }
@@ -126,7 +128,9 @@ impl Index {
     /// doubt until it is).
     pub(super) fn owner(&self, namespace: &str, m: &ManagedBy) -> Owner {
         let key = JobRef::new(m.kind, namespace.to_string(), m.name.clone());
-        if self.jobs.get(&key).is_some_and(|v| v.uid == m.uid) || !self.synced.contains(&Kind::Queued(m.kind)) {
+        if self.queued.jobs.get(&key).is_some_and(|v| v.uid == m.uid)
+            || !self.defs.synced.contains(&Kind::Queued(m.kind))
+        {
             Owner::Stands
         } else {
             Owner::Missing

@@ -101,7 +101,7 @@ impl Index {
                 .unwrap_or("kueue.x-k8s.io/v1beta1"),
             _ => "sluice.dev/v1alpha1",
         };
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Report,
             steps: vec![Step::Event(EventSpec {
                 regarding: ObjectReference {
@@ -121,9 +121,9 @@ impl Index {
 
     pub(super) fn record_error(&mut self, kind: Kind, key: String, reason: &'static str, message: String) -> bool {
         let e = ObjectError { reason, message };
-        let fresh = self.errors.get(&(kind, key.clone())) != Some(&e);
+        let fresh = self.defs.errors.get(&(kind, key.clone())) != Some(&e);
         if fresh {
-            self.stats.errors.push((kind.as_str(), reason));
+            self.outbox.stats.errors.push((kind.as_str(), reason));
             tracing::warn!(kind = kind.as_str(), object = %key, reason, message = %e.message, "skipping object");
             // Reported once everything is listed: before that, a
             // Workload listed before its ClusterQueue is not an error.
@@ -131,7 +131,7 @@ impl Index {
                 self.report(kind, &key, &e);
             }
         }
-        self.errors.insert((kind, key), e);
+        self.defs.errors.insert((kind, key), e);
         fresh
     }
 
@@ -146,6 +146,6 @@ impl Index {
     }
 
     pub(super) fn clear_error(&mut self, kind: Kind, key: &str) {
-        self.errors.remove(&(kind, key.to_string()));
+        self.defs.errors.remove(&(kind, key.to_string()));
     }
 }

@@ -31,10 +31,10 @@ pub fn backoff_ms(base: i64, max: i64, n: i32) -> i64 {
 
 impl Index {
     pub(super) fn on_evicted(&mut self, uid: &str, reason: &str, preempted: Option<&str>, message: &str, now_ms: i64) {
-        let Some(wk) = self.by_uid.get(uid).cloned() else {
+        let Some(wk) = self.table.by_uid.get(uid).cloned() else {
             return;
         };
-        let e = self.workloads.get_mut(&wk).expect("indexed");
+        let e = self.table.workloads.get_mut(&wk).expect("indexed");
         // No pods-ready deadline while it is evicted (set again on admission).
         e.admitted_at = None;
         status::evicted(
@@ -47,8 +47,8 @@ impl Index {
             e.generation,
         );
         let step = e.status_write(&wk);
-        self.evicting.insert(uid.to_string());
-        self.stats.evicted.push(match reason {
+        self.inflight.evicting.insert(uid.to_string());
+        self.outbox.stats.evicted.push(match reason {
             cond::reasons::PREEMPTED => cond::reasons::PREEMPTED,
             cond::reasons::PODS_READY_TIMEOUT => cond::reasons::PODS_READY_TIMEOUT,
             cond::reasons::DEACTIVATED => cond::reasons::DEACTIVATED,
@@ -58,8 +58,8 @@ impl Index {
         });
         let mut steps = vec![step];
         for jk in self.member_keys(&wk) {
-            if self.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
-                self.suspending.insert(jk.clone());
+            if self.queued.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
+                self.inflight.suspending.insert(jk.clone());
                 steps.push(Step::PatchJob {
                     patch: kinds::suspend_patch(jk.kind),
                     job: jk,
@@ -67,7 +67,7 @@ impl Index {
             }
         }
         steps.extend(self.events(&wk, "Normal", reason, "Evict", message));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Evict { uid: uid.to_string() },
             steps,
         });
@@ -77,7 +77,9 @@ impl Index {
     /// deadline any more, and `PodsReady=True` persisted so that a
     /// restarted controller knows it too.
     pub(super) fn pods_ready(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         let retry = std::mem::take(&mut e.pods_ready_unwritten);
         if e.pods_ready_seen && !retry {
             return;
@@ -89,7 +91,7 @@ impl Index {
         status::pods_ready(&mut e.status, e.active, now_ms, e.generation);
         let step = e.status_write(wk);
         let uid = e.uid.clone();
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::PodsReady { uid },
             steps: vec![step],
         });
@@ -97,12 +99,12 @@ impl Index {
 
     /// Looks at the pods of an evicted workload's objects (key, selector).
     pub(super) fn confirm_pods_gone(&mut self, jobs: Vec<(JobRef, String)>, uid: String, now_ms: i64) {
-        let c = self.confirming.entry(uid.clone()).or_default();
+        let c = self.inflight.confirming.entry(uid.clone()).or_default();
         if c.in_flight || now_ms < c.not_before_ms {
             return;
         }
         c.in_flight = true;
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::ConfirmPodsGone { uid },
             steps: jobs
                 .into_iter()
@@ -115,10 +117,10 @@ impl Index {
     /// and requeue it (if it is still being evicted and its Job still
     /// reports no active pods).
     pub fn pods_gone(&mut self, uid: &str, now_ms: i64) {
-        if self.confirming.remove(uid).is_none() {
+        if self.inflight.confirming.remove(uid).is_none() {
             return;
         }
-        let Some(wk) = self.by_uid.get(uid).cloned() else {
+        let Some(wk) = self.table.by_uid.get(uid).cloned() else {
             return;
         };
         if self.engine.workload_state(uid) != Some(WorkloadState::Evicting) {
@@ -128,7 +130,7 @@ impl Index {
         let settled = self
             .member_keys(&wk)
             .iter()
-            .filter_map(|jk| self.jobs.get(jk))
+            .filter_map(|jk| self.queued.jobs.get(jk))
             .all(|j| j.finished.is_some() || (j.suspended && j.live == 0));
         if settled {
             self.complete_eviction(&wk, now_ms);
@@ -138,7 +140,7 @@ impl Index {
     /// Pods of an evicted workload's Job remain (or the list failed): look
     /// again after a backoff.
     pub fn pods_remain(&mut self, uid: &str, now_ms: i64) {
-        if let Some(c) = self.confirming.get_mut(uid) {
+        if let Some(c) = self.inflight.confirming.get_mut(uid) {
             c.in_flight = false;
             c.attempts = c.attempts.saturating_add(1);
             c.not_before_ms = now_ms.saturating_add(1000 << c.attempts.min(4));
@@ -156,9 +158,11 @@ impl Index {
             self.make_again(wk);
             return;
         }
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         let uid = e.uid.clone();
-        self.confirming.remove(&uid);
+        self.inflight.confirming.remove(&uid);
         let not_before = status::backoff_until(&e.status, now_ms);
         if self
             .engine
@@ -167,7 +171,7 @@ impl Index {
         {
             return;
         }
-        self.evicting.remove(&uid);
+        self.inflight.evicting.remove(&uid);
         e.admitted_at = None;
         e.pods_ready_seen = false;
         if !e.active {
@@ -178,7 +182,7 @@ impl Index {
         let mut steps = vec![e.status_write(wk)];
         steps.extend(self.restoration_steps(wk));
         steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Requeue { uid },
             steps,
         });
@@ -189,7 +193,7 @@ impl Index {
     pub(super) fn restoration_steps(&mut self, wk: &ObjKey) -> Vec<Step> {
         let mut steps = Vec::new();
         for jk in self.member_keys(wk) {
-            let Some(j) = self.jobs.get(&jk) else { continue };
+            let Some(j) = self.queued.jobs.get(&jk) else { continue };
             if j.finished.is_some() {
                 continue;
             }
@@ -215,9 +219,9 @@ impl Index {
     /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
     pub(super) fn tick(&mut self, now_ms: i64) {
         self.recheck_pods_over(now_ms);
-        let evicting: Vec<String> = self.evicting.iter().cloned().collect();
+        let evicting: Vec<String> = self.inflight.evicting.iter().cloned().collect();
         for uid in evicting {
-            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+            let Some(wk) = self.table.by_uid.get(&uid).cloned() else {
                 continue;
             };
             if self.member_keys(&wk).is_empty() {
@@ -231,7 +235,7 @@ impl Index {
             return;
         };
         let mut expired = Vec::new();
-        for (wk, e) in &self.workloads {
+        for (wk, e) in &self.table.workloads {
             if e.pods_ready_seen || !e.in_engine || !e.has_jobs() {
                 continue;
             }
@@ -249,8 +253,8 @@ impl Index {
             let measurable = !members.is_empty()
                 && members
                     .iter()
-                    .all(|jk| self.jobs.get(jk).is_some_and(|j| j.ready.is_some()));
-            let e = self.workloads.get_mut(&wk).expect("present");
+                    .all(|jk| self.queued.jobs.get(jk).is_some_and(|j| j.ready.is_some()));
+            let e = self.table.workloads.get_mut(&wk).expect("present");
             if !measurable {
                 tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
                 e.pods_ready_seen = true;
@@ -273,7 +277,9 @@ impl Index {
         deactivate: bool,
         now_ms: i64,
     ) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         // The count comes from the API (anyone may write it): no overflow.
         let n = e
             .status
@@ -302,8 +308,8 @@ impl Index {
             } else {
                 msg.push_str("; deactivated (set spec.active to true to queue it again)");
             }
-            self.deactivating.insert(uid.clone());
-            self.plans.push(Plan {
+            self.inflight.deactivating.insert(uid.clone());
+            self.outbox.plans.push(Plan {
                 purpose: Purpose::Deactivate { uid: uid.clone() },
                 steps: vec![Step::PatchWorkload {
                     key: wk.clone(),
@@ -324,7 +330,8 @@ impl Index {
 
     pub(super) fn next_pods_ready_deadline(&self) -> Option<i64> {
         let timeout = self.config.pods_ready_timeout_ms?;
-        self.workloads
+        self.table
+            .workloads
             .values()
             .filter(|e| !e.pods_ready_seen && e.in_engine && e.has_jobs())
             // Same rule as `tick`: only an admitted workload has a deadline

@@ -12,7 +12,7 @@ use crate::plan::{Plan, Purpose, Step};
 
 impl Index {
     pub(super) fn on_pending(&mut self, uid: &str, expl: &Explanation, now_ms: i64) {
-        let Some(wk) = self.by_uid.get(uid).cloned() else {
+        let Some(wk) = self.table.by_uid.get(uid).cloned() else {
             return;
         };
         if !matches!(
@@ -21,7 +21,7 @@ impl Index {
         ) {
             return;
         }
-        let e = self.workloads.get_mut(&wk).expect("indexed");
+        let e = self.table.workloads.get_mut(&wk).expect("indexed");
         // Same reason (per flavor too) as what is written: nothing to write,
         // even if the numbers or the position moved (e.g. after a restart).
         let fp = explanation_fp(
@@ -38,7 +38,7 @@ impl Index {
         // 15 000 copies of a few shared explanations): `take_explanations`
         // writes the engine's explanation as it is then.
         status::pending(&mut e.status, expl.reason_code(), e.active, now_ms, e.generation);
-        self.explain.insert(uid.to_string());
+        self.outbox.explain.insert(uid.to_string());
     }
 
     /// A workload that waiting alone cannot help
@@ -84,22 +84,26 @@ impl Index {
     /// No more than `explanations_per_cycle` are out (handed out, not yet
     /// answered) at once.
     pub fn take_explanations(&mut self, max: usize, now_ms: i64) -> Vec<Plan> {
-        let max = max.min(self.config.explanations_per_cycle.saturating_sub(self.explain_out));
+        let max = max.min(
+            self.config
+                .explanations_per_cycle
+                .saturating_sub(self.outbox.explain_out),
+        );
         let grace = self.config.explain_after_ms;
         let mut due = Vec::new();
         let mut gone = Vec::new();
-        for uid in &self.explain {
+        for uid in &self.outbox.explain {
             if due.len() >= max {
                 break;
             }
-            match self.by_uid.get(uid).and_then(|wk| self.workloads.get(wk)) {
+            match self.table.by_uid.get(uid).and_then(|wk| self.table.workloads.get(wk)) {
                 Some(e) if grace > 0 && e.created_ms.saturating_add(grace) > now_ms => {}
                 Some(_) => due.push(uid.clone()),
                 None => gone.push(uid.clone()),
             }
         }
         for uid in gone.iter().chain(&due) {
-            self.explain.remove(uid);
+            self.outbox.explain.remove(uid);
         }
         let mut out = Vec::new();
         for uid in due {
@@ -109,12 +113,14 @@ impl Index {
             ) {
                 continue;
             }
-            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+            let Some(wk) = self.table.by_uid.get(&uid).cloned() else {
                 continue;
             };
-            let Some(e) = self.workloads.get(&wk) else { continue };
+            let Some(e) = self.table.workloads.get(&wk) else {
+                continue;
+            };
             let status = self.pending_status(&uid, e, now_ms);
-            let seq = self.workloads.get_mut(&wk).expect("present").next_seq();
+            let seq = self.table.workloads.get_mut(&wk).expect("present").next_seq();
             let mut steps = vec![Step::workload_status(wk.clone(), uid.clone(), status, seq)];
             steps.extend(self.inadmissible_events(&wk, &uid));
             out.push(Plan {
@@ -122,13 +128,13 @@ impl Index {
                 steps,
             });
         }
-        self.explain_out += out.len();
+        self.outbox.explain_out += out.len();
         out
     }
 
     /// Explanations changed but not yet handed out.
     pub fn explanations_due(&self) -> usize {
-        self.explain.len()
+        self.outbox.explain.len()
     }
 }
 

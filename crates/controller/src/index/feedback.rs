@@ -17,7 +17,7 @@ impl Index {
     /// feedback comes into the index.
     pub fn feedback(&mut self, plan: &Plan, result: &Feedback, now_ms: i64) {
         if matches!(plan.purpose, Purpose::Pending { .. }) {
-            self.explain_out = self.explain_out.saturating_sub(1);
+            self.outbox.explain_out = self.outbox.explain_out.saturating_sub(1);
         }
         match result {
             Ok(acks) => {
@@ -48,7 +48,7 @@ impl Index {
     /// The status write of an admission failed: undo the admission in the
     /// engine (it waits again), and forget the optimistic status.
     pub fn admission_failed(&mut self, uid: &str, now_ms: i64) {
-        let Some(wk) = self.by_uid.get(uid).cloned() else {
+        let Some(wk) = self.table.by_uid.get(uid).cloned() else {
             return;
         };
         if self.engine.workload_state(uid) == Some(WorkloadState::Admitted) {
@@ -56,14 +56,14 @@ impl Index {
             engine_ok("eviction_complete", uid, self.engine.eviction_complete(uid, now_ms));
         }
         for jk in self.member_keys(&wk) {
-            self.starting.remove(&jk);
+            self.inflight.starting.remove(&jk);
         }
-        let e = self.workloads.get_mut(&wk).expect("indexed");
+        let e = self.table.workloads.get_mut(&wk).expect("indexed");
         e.admitted_at = None;
-        if let Some(prior) = self.prior.remove(uid) {
+        if let Some(prior) = self.table.prior.remove(uid) {
             e.status = prior;
         }
-        self.retry_soon = true;
+        self.outbox.retry_soon = true;
     }
 
     /// The writer is done with a plan: for each of its status writes, the
@@ -75,7 +75,9 @@ impl Index {
             let Step::ApplyWorkloadStatus { key, seq, .. } = step else {
                 continue;
             };
-            let Some(e) = self.workloads.get_mut(key) else { continue };
+            let Some(e) = self.table.workloads.get_mut(key) else {
+                continue;
+            };
             if let Some(rv) = acks
                 .iter()
                 .find(|(k, _)| *k == i)
@@ -94,15 +96,15 @@ impl Index {
     /// read back any Workload whose status write has no answer.
     pub fn plan_failed(&mut self, plan: &Plan, from: usize, now_ms: i64) {
         if let Purpose::Deactivate { uid } = &plan.purpose
-            && self.deactivating.contains(uid)
+            && self.inflight.deactivating.contains(uid)
         {
             // Not written: kept as deactivating (observed `spec.active:
             // true` is not a reactivation) and tried again next cycle.
-            self.deactivate_retry.insert(uid.clone());
+            self.inflight.deactivate_retry.insert(uid.clone());
         }
         if let Purpose::PodsReady { uid } = &plan.purpose
-            && let Some(wk) = self.by_uid.get(uid)
-            && let Some(e) = self.workloads.get_mut(wk)
+            && let Some(wk) = self.table.by_uid.get(uid)
+            && let Some(e) = self.table.workloads.get_mut(wk)
         {
             // Still known to be ready here; written again on the next event.
             e.pods_ready_unwritten = true;
@@ -117,33 +119,33 @@ impl Index {
             match s {
                 Step::ApplyWorkload(wl) => {
                     if let Some(k) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) {
-                        self.creating.remove(&k);
+                        self.inflight.creating.remove(&k);
                     }
                 }
                 Step::PatchJob { job: key, .. } => {
-                    self.suspending.remove(key);
-                    self.starting.remove(key);
+                    self.inflight.suspending.remove(key);
+                    self.inflight.starting.remove(key);
                     // Looked at again next cycle (a Job start left undone
                     // after its admission was written has no event to wait for).
-                    self.retry_jobs.insert(key.clone());
+                    self.inflight.retry_jobs.insert(key.clone());
                 }
                 Step::PatchWorkloadState { key, .. } if i >= from => {
-                    self.states_out = self.states_out.saturating_sub(1);
+                    self.outbox.states_out = self.outbox.states_out.saturating_sub(1);
                     // Read back: the state is planned again if still wanted.
-                    if let Some(e) = self.workloads.get_mut(key) {
+                    if let Some(e) = self.table.workloads.get_mut(key) {
                         e.state_out = false;
-                        self.refetch_workloads.insert(key.clone());
+                        self.inflight.refetch_workloads.insert(key.clone());
                     }
                 }
                 Step::ApplyWorkloadStatus { key, seq, .. } if i >= from => {
                     // Not made, or made without an answer (a timeout may
                     // still have landed): the index's status is a guess now.
                     // Read the Workload again and take it as it is.
-                    if let Some(e) = self.workloads.get_mut(key)
+                    if let Some(e) = self.table.workloads.get_mut(key)
                         && e.seq == *seq
                     {
                         e.awaiting = false;
-                        self.refetch_workloads.insert(key.clone());
+                        self.inflight.refetch_workloads.insert(key.clone());
                     }
                 }
                 _ => {}
@@ -157,14 +159,14 @@ impl Index {
         self.state_written(plan);
         for s in &plan.steps {
             if let Step::ApplyWorkloadStatus { key, seq, .. } = s
-                && let Some(e) = self.workloads.get_mut(key)
+                && let Some(e) = self.table.workloads.get_mut(key)
                 && e.seq == *seq
             {
                 e.awaiting = false;
             }
         }
         if let Purpose::Pending { uid } = &plan.purpose {
-            self.explain_out = self.explain_out.saturating_sub(1);
+            self.outbox.explain_out = self.outbox.explain_out.saturating_sub(1);
             self.explanation_not_written(uid);
         }
     }
@@ -174,8 +176,8 @@ impl Index {
     fn state_written(&mut self, plan: &Plan) {
         for s in &plan.steps {
             if let Step::PatchWorkloadState { key, .. } = s {
-                self.states_out = self.states_out.saturating_sub(1);
-                if let Some(e) = self.workloads.get_mut(key) {
+                self.outbox.states_out = self.outbox.states_out.saturating_sub(1);
+                if let Some(e) = self.table.workloads.get_mut(key) {
                     e.state_out = false;
                 }
             }
@@ -184,15 +186,15 @@ impl Index {
 
     /// An explanation that was planned is not written: planned again.
     pub(super) fn explanation_not_written(&mut self, uid: &str) {
-        if let Some(wk) = self.by_uid.get(uid)
-            && let Some(e) = self.workloads.get_mut(wk)
+        if let Some(wk) = self.table.by_uid.get(uid)
+            && let Some(e) = self.table.workloads.get_mut(wk)
         {
             e.pending_fp = None;
             if matches!(
                 self.engine.workload_state(uid),
                 Some(WorkloadState::Pending | WorkloadState::Preempting)
             ) {
-                self.explain.insert(uid.to_string());
+                self.outbox.explain.insert(uid.to_string());
             }
         }
     }

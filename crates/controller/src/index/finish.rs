@@ -20,7 +20,7 @@ impl Index {
         note: &str,
     ) -> Vec<Step> {
         let mut out = Vec::new();
-        if let Some(e) = self.workloads.get(wk) {
+        if let Some(e) = self.table.workloads.get(wk) {
             out.push(Step::Event(EventSpec {
                 regarding: reference("sluice.dev/v1alpha1", "Workload", wk, Some(&e.uid)),
                 type_,
@@ -30,7 +30,7 @@ impl Index {
             }));
         }
         for jk in self.member_keys(wk) {
-            let Some(j) = self.jobs.get(&jk) else { continue };
+            let Some(j) = self.queued.jobs.get(&jk) else { continue };
             out.push(self.object_event(&jk, &j.uid, type_, reason, action, note.to_string()));
         }
         out
@@ -59,13 +59,16 @@ impl Index {
     /// lost its owner reference (an orphaning delete) while that Job is
     /// gone (once Jobs are listed): nobody will ever finish it.
     pub(super) fn is_orphan(&self, wk: &ObjKey) -> bool {
-        let Some(e) = self.workloads.get(wk) else { return false };
+        let Some(e) = self.table.workloads.get(wk) else {
+            return false;
+        };
         let Some(job_uid) = &e.job_uid else { return false };
-        if e.owner.is_some() || !self.synced.contains(&Kind::JOB) {
+        if e.owner.is_some() || !self.defs.synced.contains(&Kind::JOB) {
             return false;
         }
         let job_name = wk.name.strip_prefix("job-").unwrap_or(&wk.name);
-        self.jobs
+        self.queued
+            .jobs
             .get(&JobRef::job(wk.namespace.clone(), job_name))
             .is_none_or(|j| j.uid != *job_uid)
     }
@@ -73,9 +76,9 @@ impl Index {
     /// Finishes an orphaned Workload (JobDeleted): its quota is released
     /// and a restart never takes it again.
     pub(super) fn finish_orphan(&mut self, wk: &ObjKey, now_ms: i64) {
-        self.unrestored.remove(wk);
-        self.not_selected.remove(wk);
-        if let Some(e) = self.workloads.get_mut(wk) {
+        self.table.unrestored.remove(wk);
+        self.table.not_selected.remove(wk);
+        if let Some(e) = self.table.workloads.get_mut(wk) {
             e.spec = None;
         }
         tracing::info!(workload = %wk, "its Job was deleted (Workload orphaned): finished");
@@ -90,6 +93,7 @@ impl Index {
     /// Orphaned Workloads seen before Jobs were listed.
     pub(super) fn finish_orphans(&mut self, now_ms: i64) {
         let orphans: Vec<ObjKey> = self
+            .table
             .workloads
             .iter()
             .filter(|(_, e)| e.job_uid.is_some() && e.owner.is_none() && !is_true(&e.status, cond::FINISHED))
@@ -111,7 +115,9 @@ impl Index {
     }
 
     pub(super) fn finish_with(&mut self, wk: &ObjKey, reason: &str, message: &str, now_ms: i64) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         let uid = e.uid.clone();
         let mut held_quota = false;
         if e.in_engine {
@@ -120,7 +126,7 @@ impl Index {
                     held_quota = true;
                     if let (Some(at), Some(adm)) = (e.admitted_at, self.engine.admission(&uid)) {
                         let ran = now_ms.saturating_sub(at);
-                        super::forecast::observe_run_time(&mut self.run_times, &adm.cluster_queue, ran);
+                        super::forecast::observe_run_time(&mut self.table.run_times, &adm.cluster_queue, ran);
                     }
                     engine_ok("finish", &uid, self.engine.finish(&uid));
                 }
@@ -130,7 +136,7 @@ impl Index {
                 }
             }
         }
-        self.evicting.remove(&uid);
+        self.inflight.evicting.remove(&uid);
         e.admitted_at = None;
         status::finished(&mut e.status, reason, message, e.active, now_ms, e.generation);
         e.pending_fp = None;
@@ -147,7 +153,7 @@ impl Index {
         } else {
             Purpose::Finish { uid }
         };
-        self.plans.push(Plan { purpose, steps });
+        self.outbox.plans.push(Plan { purpose, steps });
     }
 }
 

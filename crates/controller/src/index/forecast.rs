@@ -83,6 +83,7 @@ impl Index {
     pub(super) fn warn_bad_expected_runtime(&mut self, key: &JobRef, view: &JobView) {
         let Err(message) = &view.expected_runtime else { return };
         let seen = self
+            .queued
             .jobs
             .get(key)
             .is_some_and(|old| old.expected_runtime == view.expected_runtime);
@@ -90,7 +91,7 @@ impl Index {
             return;
         }
         tracing::warn!(object = %key, "{message}");
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Report,
             steps: vec![Step::Event(EventSpec {
                 regarding: reference(key.kind.api_version(), key.kind.kind(), &key.key, Some(&view.uid)),
@@ -107,10 +108,10 @@ impl Index {
         let own = self
             .member_keys(wk)
             .iter()
-            .filter_map(|jk| self.jobs.get(jk))
+            .filter_map(|jk| self.queued.jobs.get(jk))
             .filter_map(|j| j.expected_runtime.clone().ok().flatten())
             .max();
-        own.or_else(|| median(self.run_times.get(cluster_queue?)?))
+        own.or_else(|| median(self.table.run_times.get(cluster_queue?)?))
             .unwrap_or(DEFAULT_EXPECTED_RUNTIME_MS)
     }
 
@@ -119,7 +120,7 @@ impl Index {
     pub fn forecast_job(&self, now_ms: i64) -> ForecastJob {
         let mut ends = HashMap::new();
         let mut runtimes = HashMap::new();
-        for (wk, e) in &self.workloads {
+        for (wk, e) in &self.table.workloads {
             if !e.in_engine {
                 continue;
             }

@@ -133,11 +133,11 @@ impl Index {
     }
 
     fn record_foreign_error(&mut self, key: &str, message: String) {
-        if self.errors.contains_key(&(Kind::KueueWorkload, key.to_string())) {
+        if self.defs.errors.contains_key(&(Kind::KueueWorkload, key.to_string())) {
             return;
         }
         let reason = "KueueQuotaNotCounted";
-        self.errors.insert(
+        self.defs.errors.insert(
             (Kind::KueueWorkload, key.to_string()),
             super::ObjectError {
                 reason,
@@ -146,7 +146,7 @@ impl Index {
         );
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         let api_version = self.config.kueue_workloads.clone().unwrap_or_default();
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Report,
             steps: vec![Step::Event(EventSpec {
                 regarding: k8s_openapi::api::core::v1::ObjectReference {

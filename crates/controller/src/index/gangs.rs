@@ -31,7 +31,7 @@ impl Index {
         wk: &ObjKey,
     ) -> Option<ObjKey> {
         let gang_key = |v: &JobView| v.gang.as_ref().map(|g| ObjKey::new(key.namespace(), g.name.clone()));
-        let old = self.jobs.get(key).and_then(gang_key);
+        let old = self.queued.jobs.get(key).and_then(gang_key);
         let new = gang_key(view);
         let left = old.filter(|o| new.as_ref() != Some(o));
         if let Some(o) = &left {
@@ -41,8 +41,8 @@ impl Index {
         // may lose the owner reference to it (a TTL deletes it in the
         // foreground) before the Job is gone.
         if let Some(ok) = view.finished
-            && let Some(wk) = self.member_of.get(key)
-            && let Some(g) = self.workloads.get_mut(wk).and_then(|e| e.gang.as_mut())
+            && let Some(wk) = self.queued.member_of.get(key)
+            && let Some(g) = self.table.workloads.get_mut(wk).and_then(|e| e.gang.as_mut())
             && g.members
                 .iter()
                 .any(|(n, u)| n == key.name() && u.as_deref() == Some(view.uid.as_str()))
@@ -50,14 +50,14 @@ impl Index {
             g.done.insert(key.name().to_string(), ok);
         }
         if let Some(n) = new {
-            self.gangs.entry(n).or_default().insert(key.name().to_string());
+            self.queued.gangs.entry(n).or_default().insert(key.name().to_string());
             if let Some(full) = full
-                && !self.workloads.contains_key(wk)
+                && !self.table.workloads.contains_key(wk)
             {
                 let mut whole = full.clone();
                 whole.metadata.managed_fields = None;
                 whole.status = None;
-                self.gang_jobs.insert(key.clone(), whole);
+                self.queued.gang_jobs.insert(key.clone(), whole);
             }
         }
         left
@@ -67,14 +67,14 @@ impl Index {
     /// relabelled). A member of the gang's Workload stays one
     /// (`member_of`) until that Workload goes.
     pub(super) fn leave_gang(&mut self, gk: &ObjKey, key: &JobRef) {
-        if let Some(names) = self.gangs.get_mut(gk) {
+        if let Some(names) = self.queued.gangs.get_mut(gk) {
             names.remove(key.name());
             if names.is_empty() {
-                self.gangs.remove(gk);
-                self.gang_told.remove(gk);
+                self.queued.gangs.remove(gk);
+                self.queued.gang_told.remove(gk);
             }
         }
-        self.gang_jobs.remove(key);
+        self.queued.gang_jobs.remove(key);
         self.clear_error(Kind::JOB, &key.to_string());
     }
 
@@ -82,6 +82,7 @@ impl Index {
     pub(super) fn reconcile_gang(&mut self, gk: &ObjKey, now_ms: i64) {
         let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
         let names: Vec<JobRef> = self
+            .queued
             .gangs
             .get(gk)
             .into_iter()
@@ -90,10 +91,10 @@ impl Index {
             // Queued on its own before it was labelled: not the gang's.
             .filter(|k| {
                 let own = ObjKey::new(k.namespace(), sluice_kinds::job::workload_name(k.name()));
-                self.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
+                self.queued.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
             })
             .collect();
-        if let Some(e) = self.workloads.get(&wk) {
+        if let Some(e) = self.table.workloads.get(&wk) {
             let Some(g) = &e.gang else {
                 for k in names {
                     self.record_error(
@@ -139,12 +140,12 @@ impl Index {
             }
             return;
         }
-        if self.creating.contains(&wk) {
+        if self.inflight.creating.contains(&wk) {
             return;
         }
         let views: Vec<(JobRef, &JobView)> = names
             .iter()
-            .filter_map(|k| self.jobs.get(k).map(|v| (k.clone(), v)))
+            .filter_map(|k| self.queued.jobs.get(k).map(|v| (k.clone(), v)))
             .collect();
         if views.iter().all(|(_, v)| v.queue.is_none()) {
             // Not queued: not Sluice's.
@@ -180,17 +181,17 @@ impl Index {
             Assessment::Complete { queue, .. } => {
                 let missing: Vec<JobRef> = names
                     .iter()
-                    .filter(|k| !self.gang_jobs.contains_key(*k))
+                    .filter(|k| !self.queued.gang_jobs.contains_key(*k))
                     .cloned()
                     .collect();
                 if !missing.is_empty() {
                     // Known by their views only (a new leader): read again.
-                    self.refetch.extend(missing);
+                    self.queued.refetch.extend(missing);
                     return;
                 }
-                let jobs: Vec<&Job> = names.iter().filter_map(|k| self.gang_jobs.get(k)).collect();
-                let wcs = &self.workload_classes;
-                let pcs = &self.pod_classes;
+                let jobs: Vec<&Job> = names.iter().filter_map(|k| self.queued.gang_jobs.get(k)).collect();
+                let wcs = &self.defs.workload_classes;
+                let pcs = &self.defs.pod_classes;
                 let made = gang::workload_for_gang(
                     &gk.name,
                     &queue,
@@ -211,9 +212,9 @@ impl Index {
                         for k in &names {
                             self.clear_error(Kind::JOB, &k.to_string());
                         }
-                        self.gang_told.remove(gk);
-                        self.creating.insert(wk);
-                        self.plans.push(Plan {
+                        self.queued.gang_told.remove(gk);
+                        self.inflight.creating.insert(wk);
+                        self.outbox.plans.push(Plan {
                             purpose: Purpose::CreateWorkload,
                             steps: vec![Step::ApplyWorkload(Box::new(wl))],
                         });
@@ -232,6 +233,7 @@ impl Index {
     /// members deleted while no one watched).
     pub(super) fn reconcile_gangs(&mut self, now_ms: i64) {
         let gangs: Vec<ObjKey> = self
+            .table
             .workloads
             .iter()
             .filter_map(|(wk, e)| {
@@ -248,10 +250,10 @@ impl Index {
     /// A gang Workload one of whose Jobs is gone (or was replaced by
     /// another of the same name), once Jobs are listed.
     pub(super) fn gang_broken(&self, wk: &ObjKey) -> bool {
-        let Some(g) = self.workloads.get(wk).and_then(|e| e.gang.as_ref()) else {
+        let Some(g) = self.table.workloads.get(wk).and_then(|e| e.gang.as_ref()) else {
             return false;
         };
-        if !self.synced.contains(&Kind::JOB) {
+        if !self.defs.synced.contains(&Kind::JOB) {
             return false;
         }
         let present = self.member_keys(wk);
@@ -264,7 +266,7 @@ impl Index {
     /// suspended; the eviction ends in [`Index::retire_gang`] once their
     /// pods are gone), retired at once otherwise.
     fn break_gang(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get(wk) else { return };
+        let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
         let state = if e.in_engine {
             self.engine.workload_state(&uid)
@@ -324,15 +326,15 @@ impl Index {
             key: wk.clone(),
             uid: uid.to_string(),
         });
-        self.plans.push(Plan { purpose, steps });
+        self.outbox.plans.push(Plan { purpose, steps });
     }
 
     /// Takes Workload `wk` out of the engine (releasing what it held) and
     /// out of eviction, once: its uid, unless it is already being retired.
     pub(super) fn retire(&mut self, wk: &ObjKey) -> Option<String> {
-        let e = self.workloads.get_mut(wk)?;
+        let e = self.table.workloads.get_mut(wk)?;
         let uid = e.uid.clone();
-        if !self.retiring.insert(uid.clone()) {
+        if !self.queued.retiring.insert(uid.clone()) {
             return None;
         }
         if e.in_engine {
@@ -340,18 +342,18 @@ impl Index {
             e.in_engine = false;
         }
         e.admitted_at = None;
-        self.evicting.remove(&uid);
-        self.confirming.remove(&uid);
-        self.reshaping.remove(&uid);
+        self.inflight.evicting.remove(&uid);
+        self.inflight.confirming.remove(&uid);
+        self.inflight.reshaping.remove(&uid);
         Some(uid)
     }
 
     /// The retirement of a gang Workload failed: it is read again (and
     /// retired again if it still exists).
     pub(super) fn retire_failed(&mut self, uid: &str) {
-        self.retiring.remove(uid);
-        if let Some(wk) = self.by_uid.get(uid) {
-            self.refetch_workloads.insert(wk.clone());
+        self.queued.retiring.remove(uid);
+        if let Some(wk) = self.table.by_uid.get(uid) {
+            self.inflight.refetch_workloads.insert(wk.clone());
         }
     }
 
@@ -359,14 +361,14 @@ impl Index {
     /// Jobs exist.
     fn tell_waiting(&mut self, gk: &ObjKey, jobs: &[JobRef], have: usize, want: usize) {
         let note = gang::waiting_message(&gk.name, have, want);
-        if self.gang_told.get(gk) == Some(&note) {
+        if self.queued.gang_told.get(gk) == Some(&note) {
             return;
         }
         tracing::info!(gang = %gk, have, want, "gang not whole yet");
-        self.gang_told.insert(gk.clone(), note.clone());
+        self.queued.gang_told.insert(gk.clone(), note.clone());
         let steps: Vec<Step> = jobs
             .iter()
-            .filter_map(|k| self.jobs.get(k).map(|j| (k, j)))
+            .filter_map(|k| self.queued.jobs.get(k).map(|j| (k, j)))
             .map(|(k, j)| {
                 Step::Event(EventSpec {
                     regarding: reference("batch/v1", "Job", &k.key, Some(&j.uid)),
@@ -378,7 +380,7 @@ impl Index {
             })
             .collect();
         if !steps.is_empty() {
-            self.plans.push(Plan {
+            self.outbox.plans.push(Plan {
                 purpose: Purpose::Report,
                 steps,
             });

@@ -73,13 +73,22 @@ impl Index {
     /// with an invalid policy is refused whole (its `Active` condition
     /// names the field) and the one before it stays in force.
     fn idle_policy(&self, cluster_queue: &str) -> Option<IdlePolicy> {
-        let spec = self.cluster_queues.get(cluster_queue)?.spec.idle_reclaim.as_ref()?;
+        let spec = self
+            .defs
+            .cluster_queues
+            .get(cluster_queue)?
+            .spec
+            .idle_reclaim
+            .as_ref()?;
         spec.policy().ok()
     }
 
     /// Whether any ClusterQueue has an idle policy (checks run only then).
     pub fn has_idle_policies(&self) -> bool {
-        self.cluster_queues.values().any(|cq| cq.spec.idle_reclaim.is_some())
+        self.defs
+            .cluster_queues
+            .values()
+            .any(|cq| cq.spec.idle_reclaim.is_some())
     }
 
     /// The admitted workloads whose ClusterQueue has a valid idle policy
@@ -87,7 +96,7 @@ impl Index {
     /// period + window ago).
     pub fn idle_targets(&self, now_ms: i64) -> Vec<IdleTarget> {
         let mut out = Vec::new();
-        for (wk, e) in &self.workloads {
+        for (wk, e) in &self.table.workloads {
             let Some(at) = e.admitted_at else { continue };
             if !e.in_engine || self.engine.workload_state(&e.uid) != Some(WorkloadState::Admitted) {
                 continue;
@@ -109,7 +118,7 @@ impl Index {
                 .member_keys(wk)
                 .into_iter()
                 .filter_map(|jk| {
-                    let j = self.jobs.get(&jk)?;
+                    let j = self.queued.jobs.get(&jk)?;
                     Some((jk, kinds::pods_selector_of(j)))
                 })
                 .collect();
@@ -133,7 +142,7 @@ impl Index {
     /// its quota, unless the policy says always).
     pub fn apply_idle(&mut self, outcome: IdleOutcome, now_ms: i64) -> IdleApplied {
         let mut applied = IdleApplied::default();
-        for (name, cq) in &self.cluster_queues {
+        for (name, cq) in &self.defs.cluster_queues {
             if cq.spec.idle_reclaim.is_some() {
                 applied.idle.insert(name.clone(), 0);
             }
@@ -147,11 +156,11 @@ impl Index {
         };
         self.set_idle_health(None, now_ms);
         for (uid, admitted_at, verdict) in verdicts {
-            let Some(wk) = self.by_uid.get(&uid).cloned() else {
+            let Some(wk) = self.table.by_uid.get(&uid).cloned() else {
                 continue;
             };
             if self.engine.workload_state(&uid) != Some(WorkloadState::Admitted)
-                || self.workloads.get(&wk).and_then(|e| e.admitted_at) != Some(admitted_at)
+                || self.table.workloads.get(&wk).and_then(|e| e.admitted_at) != Some(admitted_at)
             {
                 continue;
             }
@@ -186,7 +195,7 @@ impl Index {
                         policy.utilization_below
                     );
                     if let Some(w) = &waiter
-                        && let Some(wwk) = self.by_uid.get(&**w)
+                        && let Some(wwk) = self.table.by_uid.get(&**w)
                     {
                         msg.push_str(&format!("; {wwk} waits for its quota"));
                     }
@@ -210,8 +219,9 @@ impl Index {
     /// requeue limit is `--requeue-limit`, applied to every eviction by
     /// [`Index::evict_and_requeue`].
     fn idle_facts(&self, wk: &ObjKey, cq_name: &str, contended: bool, now_ms: i64) -> reclaim::IdleFacts {
-        let e = self.workloads.get(wk);
+        let e = self.table.workloads.get(wk);
         let min_runtime_ms = self
+            .defs
             .cluster_queues
             .get(cq_name)
             .and_then(|cq| cq.spec.min_runtime_seconds)
@@ -253,7 +263,9 @@ impl Index {
 
     /// `GPUIdle=True` with the reason, and a Warning Event.
     fn warn_idle(&mut self, wk: &ObjKey, msg: &str, now_ms: i64) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         set_condition(
             &mut e.status.conditions,
             cond::GPU_IDLE,
@@ -266,7 +278,7 @@ impl Index {
         let uid = e.uid.clone();
         let mut steps = vec![e.status_write(wk)];
         steps.extend(self.events(wk, "Warning", cond::reasons::IDLE_GPU, "Warn", msg));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::IdleGpu { uid },
             steps,
         });
@@ -274,7 +286,9 @@ impl Index {
 
     /// A warned workload uses its GPUs again: `GPUIdle=False`.
     fn gpu_busy(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         if !is_true(&e.status, cond::GPU_IDLE) {
             return;
         }
@@ -289,7 +303,7 @@ impl Index {
         );
         let uid = e.uid.clone();
         let step = e.status_write(wk);
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::IdleGpu { uid },
             steps: vec![step],
         });

@@ -49,6 +49,7 @@ impl Index {
                 let key = format!("{}/{}", view.namespace, view.name);
                 // It was malformed before: no longer.
                 if self
+                    .defs
                     .errors
                     .get(&(ik, key.clone()))
                     .is_some_and(|e| e.reason.starts_with("job_"))
@@ -79,11 +80,11 @@ impl Index {
         let mut view = view;
         self.queue_by_namespace(&mut view);
         if view.suspended {
-            self.suspending.remove(&key);
+            self.inflight.suspending.remove(&key);
         } else {
-            self.starting.remove(&key);
+            self.inflight.starting.remove(&key);
         }
-        self.refetch.remove(&key);
+        self.queued.refetch.remove(&key);
         let wk = self.workload_key_of(&key, &view);
         let full_job = match full {
             Some(Full::Job(j)) => Some(j),
@@ -91,19 +92,20 @@ impl Index {
         };
         let left = self.track_gang(&key, &view, full_job, &wk);
         if view.pods_selector.is_none()
-            && let Some(old) = self.jobs.get(&key).filter(|o| o.uid == view.uid)
+            && let Some(old) = self.queued.jobs.get(&key).filter(|o| o.uid == view.uid)
         {
             // The last RayCluster name seen: its pods outlive the status.
             view.pods_selector = old.pods_selector.clone();
         }
         self.warn_bad_expected_runtime(&key, &view);
         self.note_pod_owner(&key, Some(&view));
-        self.jobs.insert(key.clone(), view);
+        self.queued.jobs.insert(key.clone(), view);
         if let Some(old) = left {
             self.reconcile_gang(&old, now_ms);
         }
         // Its Workload, seen first and kept aside, can come in now.
         if self
+            .table
             .workloads
             .get(&wk)
             .is_some_and(|e| !e.in_engine && e.spec.is_some())
@@ -117,7 +119,7 @@ impl Index {
     /// (whatever its labels say now), its own when it has one, else the
     /// one its labels ask for.
     pub(super) fn workload_key_of(&self, key: &JobRef, view: &job::JobView) -> ObjKey {
-        if let Some(wk) = self.member_of.get(key) {
+        if let Some(wk) = self.queued.member_of.get(key) {
             return wk.clone();
         }
         let own = ObjKey::new(key.namespace(), key.kind.workload_name(key.name()));
@@ -130,7 +132,8 @@ impl Index {
     /// Whether Workload `wk` is the unfinished own Workload of the object
     /// with uid `uid`.
     pub(super) fn owns(&self, wk: &ObjKey, uid: &str) -> bool {
-        self.workloads
+        self.table
+            .workloads
             .get(wk)
             .is_some_and(|e| e.owner.as_ref().is_some_and(|(_, u)| u == uid) && !is_true(&e.status, cond::FINISHED))
     }
@@ -138,22 +141,22 @@ impl Index {
     /// Objects to read again from the API server and pass to
     /// [`Index::apply_job`] or [`Index::apply_object`].
     pub fn take_refetch(&mut self) -> Vec<JobRef> {
-        std::mem::take(&mut self.refetch).into_iter().collect()
+        std::mem::take(&mut self.queued.refetch).into_iter().collect()
     }
 
     pub fn delete_job(&mut self, key: &JobRef, now_ms: i64) {
-        let view = self.jobs.remove(key);
+        let view = self.queued.jobs.remove(key);
         self.note_pod_owner(key, None);
-        self.refetch.remove(key);
-        self.suspending.remove(key);
-        self.starting.remove(key);
+        self.queued.refetch.remove(key);
+        self.inflight.suspending.remove(key);
+        self.inflight.starting.remove(key);
         self.clear_error(Kind::Queued(key.kind), &key.to_string());
         let gang = view.as_ref().and_then(|v| v.gang.as_ref());
         if let Some(g) = gang {
             let gk = ObjKey::new(key.namespace(), g.name.clone());
             self.leave_gang(&gk, key);
         }
-        if let Some(wk) = self.member_of.get(key).cloned() {
+        if let Some(wk) = self.queued.member_of.get(key).cloned() {
             self.reconcile_owner(&wk, now_ms);
             if let Some(g) = gang {
                 self.reconcile_gang(&ObjKey::new(key.namespace(), g.name.clone()), now_ms);
@@ -166,7 +169,7 @@ impl Index {
         // it: quota it holds is released through its Finished write, queued
         // before any admission that reuses it; a waiting one just leaves
         // the queue.
-        if let Some(e) = self.workloads.get_mut(&wk)
+        if let Some(e) = self.table.workloads.get_mut(&wk)
             && e.in_engine
             && view
                 .as_ref()
@@ -180,7 +183,7 @@ impl Index {
             } else {
                 engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
                 e.in_engine = false;
-                self.evicting.remove(&e.uid);
+                self.inflight.evicting.remove(&e.uid);
             }
         }
         if let Some(g) = gang {
@@ -194,18 +197,18 @@ impl Index {
 
     /// Level-triggered: what an object needs given its Workload's state.
     pub(super) fn reconcile(&mut self, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) {
-        let Some(j) = self.jobs.get(key) else { return };
+        let Some(j) = self.queued.jobs.get(key) else { return };
         if self.queued_with_owner(j) {
             // Made by a queued object (a JobSet's child, an MPIJob's
             // launcher): that object is what is queued.
             return;
         }
-        if let Some(wk) = self.member_of.get(key).cloned() {
+        if let Some(wk) = self.queued.member_of.get(key).cloned() {
             if self.reshape_member(&wk, key, full, now_ms) {
                 return;
             }
             // A gang's member stays one until the gang's Workload goes.
-            if let Some(g) = self.workloads.get(&wk).and_then(|e| e.gang.as_ref()) {
+            if let Some(g) = self.table.workloads.get(&wk).and_then(|e| e.gang.as_ref()) {
                 let gk = ObjKey::new(key.namespace(), g.name.clone());
                 self.reconcile_gang(&gk, now_ms);
             }
@@ -214,6 +217,7 @@ impl Index {
         let job_uid = j.uid.clone();
         let wk = ObjKey::new(key.namespace(), key.kind.workload_name(key.name()));
         let owned = self
+            .table
             .workloads
             .get(&wk)
             .is_some_and(|e| e.owner.as_ref().is_some_and(|(_, u)| *u == job_uid));
@@ -231,7 +235,7 @@ impl Index {
             if self.reshape(&wk, key, full, now_ms) {
                 return;
             }
-            let Some(j) = self.jobs.get(key) else { return };
+            let Some(j) = self.queued.jobs.get(key) else { return };
             if j.gang.is_some() {
                 // Labelled into a gang after it was queued on its own.
                 self.record_error(
@@ -246,7 +250,7 @@ impl Index {
             self.drive(&wk, now_ms);
             return;
         }
-        if self.workloads.contains_key(&wk) {
+        if self.table.workloads.contains_key(&wk) {
             self.record_error(
                 Kind::Queued(key.kind),
                 key.to_string(),
@@ -260,28 +264,28 @@ impl Index {
         }
         // No Workload yet: create it, and hold the object if it runs.
         self.hold(key);
-        if self.creating.contains(&wk) {
+        if self.inflight.creating.contains(&wk) {
             return;
         }
         let Some(full) = full else {
-            self.refetch.insert(key.clone());
+            self.queued.refetch.insert(key.clone());
             return;
         };
-        let wcs = &self.workload_classes;
-        let pcs = &self.pod_classes;
+        let wcs = &self.defs.workload_classes;
+        let pcs = &self.defs.pod_classes;
         match full.workload(
             self.config.kueue_compat,
             |n| wcs.get(n).copied(),
             |n| pcs.get(n).copied(),
         ) {
             Ok(wl) => {
-                self.creating.insert(wk);
+                self.inflight.creating.insert(wk);
                 let mut steps = vec![Step::ApplyWorkload(Box::new(wl))];
-                if let Some(j) = self.jobs.get(key).filter(|j| j.queued_by_namespace) {
+                if let Some(j) = self.queued.jobs.get(key).filter(|j| j.queued_by_namespace) {
                     let note = super::default_queue::queued_by_namespace_note(key.kind, key.namespace());
                     steps.push(self.object_event(key, &j.uid, "Normal", "QueuedByNamespace", "Queue", note));
                 }
-                self.plans.push(Plan {
+                self.outbox.plans.push(Plan {
                     purpose: Purpose::CreateWorkload,
                     steps,
                 });
@@ -300,11 +304,11 @@ impl Index {
     /// Suspends a queued object that runs without admission (once per
     /// observed state).
     pub(super) fn hold(&mut self, key: &JobRef) {
-        let Some(j) = self.jobs.get(key) else { return };
-        if j.suspended || j.finished.is_some() || !self.suspending.insert(key.clone()) {
+        let Some(j) = self.queued.jobs.get(key) else { return };
+        if j.suspended || j.finished.is_some() || !self.inflight.suspending.insert(key.clone()) {
             return;
         }
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::SuspendJob,
             steps: vec![Step::PatchJob {
                 job: key.clone(),
@@ -316,7 +320,7 @@ impl Index {
     /// Level-triggered: what the Jobs of a Workload (its own Job, or a
     /// gang's members) need given its state.
     pub(super) fn drive(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get(wk) else { return };
+        let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
         let count = e.count;
         let gang = e.gang.as_ref().map(|g| {
@@ -329,9 +333,9 @@ impl Index {
             None
         };
         let finished_status = is_true(&e.status, cond::FINISHED);
-        let unrestored = self.unrestored.contains(wk);
+        let unrestored = self.table.unrestored.contains(wk);
         let members = self.member_keys(wk);
-        let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.jobs.get(k)).collect();
+        let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.queued.jobs.get(k)).collect();
         if views.is_empty() {
             return;
         }
@@ -359,7 +363,7 @@ impl Index {
         match state {
             Some(WorkloadState::Admitted) => {
                 self.account_pods(wk, &members);
-                let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.jobs.get(k)).collect();
+                let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.queued.jobs.get(k)).collect();
                 let ready = views
                     .iter()
                     // A gang member's or a JobSet's own count; a Job's
@@ -380,8 +384,11 @@ impl Index {
                 let idle: Vec<JobRef> = members
                     .iter()
                     .filter(|k| {
-                        self.jobs.get(*k).is_some_and(|j| j.suspended && j.finished.is_none())
-                            && !self.starting.contains(*k)
+                        self.queued
+                            .jobs
+                            .get(*k)
+                            .is_some_and(|j| j.suspended && j.finished.is_none())
+                            && !self.inflight.starting.contains(*k)
                     })
                     .cloned()
                     .collect();
@@ -393,8 +400,8 @@ impl Index {
                     let only = gang.is_some().then_some(k.name());
                     let steps = self.start_job_steps(&k, &adm.pod_sets, only);
                     if !steps.is_empty() {
-                        self.starting.insert(k);
-                        self.plans.push(Plan {
+                        self.inflight.starting.insert(k);
+                        self.outbox.plans.push(Plan {
                             purpose: Purpose::StartJob { uid: uid.clone() },
                             steps,
                         });
@@ -414,14 +421,14 @@ impl Index {
     /// An evicted workload's Jobs: suspended, and once none has a pod
     /// left, the eviction completes (quota released).
     pub(super) fn drive_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get(wk) else { return };
+        let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
         let members = self.member_keys(wk);
         let mut settled = true;
         let mut terminating_known = true;
         let mut checks = Vec::new();
         for k in &members {
-            let Some(j) = self.jobs.get(k) else { continue };
+            let Some(j) = self.queued.jobs.get(k) else { continue };
             if j.finished.is_some() {
                 continue;
             }
@@ -450,7 +457,7 @@ impl Index {
     /// it exists), or the gang's Jobs still there with the uid it was
     /// made from.
     pub(super) fn member_keys(&self, wk: &ObjKey) -> Vec<JobRef> {
-        let Some(e) = self.workloads.get(wk) else {
+        let Some(e) = self.table.workloads.get(wk) else {
             return Vec::new();
         };
         match (&e.gang, &e.owner) {
@@ -460,6 +467,7 @@ impl Index {
                 .filter(|(name, uid)| {
                     uid.is_some()
                         && self
+                            .queued
                             .jobs
                             .get(&JobRef::job(wk.namespace.clone(), name.clone()))
                             .is_some_and(|j| Some(&j.uid) == uid.as_ref())
@@ -473,7 +481,7 @@ impl Index {
 
     /// Reconciles whatever owns a Workload: its object, or its gang.
     pub(super) fn reconcile_owner(&mut self, wk: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.get(wk) else { return };
+        let Some(e) = self.table.workloads.get(wk) else { return };
         if let Some(g) = &e.gang {
             let gk = ObjKey::new(wk.namespace.clone(), g.name.clone());
             self.reconcile_gang(&gk, now_ms);
@@ -500,7 +508,9 @@ impl Index {
             .filter(|p| only.is_none_or(|n| p.name == n))
             .map(|p| (p.name.clone(), p.count))
             .collect();
-        let Some(j) = self.jobs.get(key) else { return Vec::new() };
+        let Some(j) = self.queued.jobs.get(key) else {
+            return Vec::new();
+        };
         // A domain is pinned like a flavor's node label.
         let pins: BTreeMap<&String, ResourceFlavor> = domains
             .iter()
@@ -513,7 +523,7 @@ impl Index {
         let flavors: BTreeMap<String, Vec<&ResourceFlavor>> = flavors
             .iter()
             .map(|(ps, names)| {
-                let mut list: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.flavors.get(n)).collect();
+                let mut list: Vec<&ResourceFlavor> = names.iter().filter_map(|n| self.defs.flavors.get(n)).collect();
                 list.extend(pins.get(ps));
                 (ps.clone(), list)
             })

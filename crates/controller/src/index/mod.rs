@@ -50,11 +50,11 @@
 //! - `errors`: malformed and unusable objects;
 //! - `placement`: Nodes and bound pods, summed for the engine's placement.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadStatus};
+use sluice_api::v1alpha1::WorkloadStatus;
 use sluice_scheduler::{self as eng, Engine};
 
 use crate::plan::{JobRef, ObjKey, Plan};
@@ -77,6 +77,7 @@ mod foreign;
 mod gangs;
 mod idle;
 mod jobs;
+mod parts;
 mod placement;
 mod reshape;
 mod status;
@@ -92,7 +93,7 @@ pub use status::set_condition;
 pub use visibility::PendingSnapshot;
 
 use entry::{GangEntry, WlEntry};
-use eviction::Confirmation;
+use parts::{Definitions, InFlight, Outbox, Queued, WorkloadTable};
 use status::time_of;
 
 /// Kinds the index must have listed before it admits anything.
@@ -259,104 +260,30 @@ pub struct CycleStats {
     pub pods_over_admission: usize,
 }
 
-/// The index. See the module documentation.
+/// The index. See the module documentation. Its state is cut into the
+/// parts the rules own (`parts.rs`).
 pub struct Index {
     config: IndexConfig,
     engine: Engine,
-    flavors: BTreeMap<String, ResourceFlavor>,
-    cluster_queues: BTreeMap<String, ClusterQueue>,
-    /// Cohort objects: the engine's and those it refused.
-    cohorts: cohort::Cohorts,
-    local_queues: BTreeMap<ObjKey, LocalQueue>,
-    workload_classes: BTreeMap<String, i32>,
-    pod_classes: BTreeMap<String, i32>,
-    jobs: BTreeMap<JobRef, job::JobView>,
-    /// Objects whose full object is needed (to create their Workload) but not held.
-    refetch: BTreeSet<JobRef>,
-    /// Boxed: the entry is large and the map's nodes hold eleven each.
-    workloads: BTreeMap<ObjKey, Box<WlEntry>>,
-    by_uid: HashMap<String, ObjKey>,
-    /// Admitted workloads whose ClusterQueue is unknown: kept out of the
-    /// engine until it appears.
-    unrestored: BTreeSet<ObjKey>,
-    errors: BTreeMap<(Kind, String), ObjectError>,
-    synced: BTreeSet<Kind>,
-    /// Writes in flight or done whose effect has not been observed yet, so
-    /// that repeated events do not repeat them.
-    creating: BTreeSet<ObjKey>,
-    suspending: BTreeSet<JobRef>,
-    starting: BTreeSet<JobRef>,
-    /// Workloads being evicted (checked for "pods gone" on every tick).
-    evicting: BTreeSet<String>,
-    /// Evicted workloads whose Job's pods are being looked at (servers
-    /// without `status.terminating`), by uid.
-    confirming: HashMap<String, Confirmation>,
-    /// Workloads we deactivated whose `spec.active: false` is not observed yet.
-    deactivating: BTreeSet<String>,
-    /// When the ledger is next checked against the Workload statuses.
-    next_drift_check_ms: i64,
-    /// Deactivations whose `spec.active: false` patch failed: tried again.
-    deactivate_retry: BTreeSet<String>,
-    /// Jobs to reconcile again next cycle (a Job patch failed).
-    retry_jobs: BTreeSet<JobRef>,
-    /// Workloads to read again (a status write failed).
-    refetch_workloads: BTreeSet<ObjKey>,
-    /// `apply_workload` is taking a Workload read on purpose.
-    fetched: bool,
-    /// Plans produced by event handlers, drained by [`Index::take_plans`].
-    plans: Vec<Plan>,
-    stats: CycleStats,
-    retry_soon: bool,
-    /// Decisions the next cycle may make ([`Index::set_cycle_budget`]).
-    cycle_budget: usize,
-    /// Status before an admission whose write is in flight (for rollback).
-    prior: HashMap<String, WorkloadStatus>,
-    /// Workloads whose explanation changed and is not written yet.
-    explain: BTreeSet<String>,
-    /// Explanation writes handed out and not yet answered or superseded:
-    /// at most `explanations_per_cycle`, so the write queue stays bounded.
-    explain_out: usize,
-    /// Finished workloads whose `status.state` write is due, and those
-    /// handed out and not yet answered or superseded.
-    states_due: usize,
-    states_out: usize,
-    /// Namespace labels (for ClusterQueue namespaceSelectors).
-    namespaces: HashMap<String, BTreeMap<String, String>>,
-    /// Pending workloads held out of the engine: their namespace is not
-    /// selected by their ClusterQueue.
-    not_selected: BTreeSet<ObjKey>,
-    /// Jobs were (re)listed: look for orphaned Workloads in the next cycle.
-    orphan_scan_due: bool,
-    /// The last idle-GPU check's health (`None`: none ran yet).
-    idle_health: Option<idle::IdleHealth>,
-    /// Per LocalQueue, its pending workloads as of the last refresh.
-    pending_snapshots: BTreeMap<ObjKey, visibility::PendingSnapshot>,
-    /// Estimated admission time per pending workload (uid), last refresh.
-    estimates: HashMap<String, i64>,
-    /// Run times of finished workloads per ClusterQueue (the last
-    /// [`forecast::OBSERVED_RUNS`]), for expected run times.
-    run_times: HashMap<String, std::collections::VecDeque<i64>>,
-    /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
-    gangs: BTreeMap<ObjKey, BTreeSet<String>>,
-    /// Gang members whose gang has no Workload yet, whole (slimmed): the
-    /// Workload is made from all of them at once.
-    gang_jobs: BTreeMap<JobRef, k8s_openapi::api::batch::v1::Job>,
-    /// Jobs that are members of a gang's Workload (with the uid it was
-    /// made from) → that Workload.
-    member_of: BTreeMap<JobRef, ObjKey>,
-    /// What a waiting gang's Jobs were last told.
-    gang_told: BTreeMap<ObjKey, String>,
-    /// Gang Workloads being deleted (by uid).
-    retiring: BTreeSet<String>,
+    /// Queue definitions and the other objects decisions read.
+    defs: Definitions,
+    /// The queued objects and gangs.
+    queued: Queued,
+    /// Workloads and what is derived from them.
+    table: WorkloadTable,
+    /// Writes whose effect has not been observed yet.
+    inflight: InFlight,
+    /// Plans for the writer, the write budget, and what the next cycle
+    /// reports.
+    outbox: Outbox,
     /// Bound pods summed per node and per owner (placement only).
     placement: placement::Placement,
     /// Workloads seen running more pods than admitted.
     pods_over: accounting::OverAdmission,
-    /// Workloads being evicted because their objects grew (by uid): made
-    /// again, not requeued, once their pods are gone.
-    reshaping: BTreeSet<String>,
     /// The quota Kueue's admissions hold (a switch-over).
     kueue: foreign::KueueUsage,
+    /// The last idle-GPU check's health (`None`: none ran yet).
+    idle_health: Option<idle::IdleHealth>,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -388,55 +315,15 @@ impl Index {
         Self {
             config,
             engine,
-            flavors: BTreeMap::new(),
-            cluster_queues: BTreeMap::new(),
-            cohorts: cohort::Cohorts::default(),
-            local_queues: BTreeMap::new(),
-            workload_classes: BTreeMap::new(),
-            pod_classes: BTreeMap::new(),
-            jobs: BTreeMap::new(),
-            refetch: BTreeSet::new(),
-            workloads: BTreeMap::new(),
-            by_uid: HashMap::new(),
-            unrestored: BTreeSet::new(),
-            errors: BTreeMap::new(),
-            synced: BTreeSet::new(),
-            creating: BTreeSet::new(),
-            suspending: BTreeSet::new(),
-            starting: BTreeSet::new(),
-            evicting: BTreeSet::new(),
-            confirming: HashMap::new(),
-            deactivating: BTreeSet::new(),
-            next_drift_check_ms: 0,
-            deactivate_retry: BTreeSet::new(),
-            retry_jobs: BTreeSet::new(),
-            refetch_workloads: BTreeSet::new(),
-            fetched: false,
-            plans: Vec::new(),
-            stats: CycleStats::default(),
-            retry_soon: false,
-            cycle_budget: usize::MAX,
-            prior: HashMap::new(),
-            explain: BTreeSet::new(),
-            explain_out: 0,
-            states_due: 0,
-            states_out: 0,
-            namespaces: HashMap::new(),
-            not_selected: BTreeSet::new(),
-            orphan_scan_due: false,
-            idle_health: None,
-            pending_snapshots: BTreeMap::new(),
-            estimates: HashMap::new(),
-            run_times: HashMap::new(),
-            gangs: BTreeMap::new(),
-            gang_jobs: BTreeMap::new(),
-            member_of: BTreeMap::new(),
-            gang_told: BTreeMap::new(),
-            retiring: BTreeSet::new(),
+            defs: Definitions::default(),
+            queued: Queued::default(),
+            table: WorkloadTable::default(),
+            inflight: InFlight::default(),
+            outbox: Outbox::default(),
             placement: placement::Placement::default(),
             pods_over: Default::default(),
-            reshaping: BTreeSet::new(),
             kueue: foreign::KueueUsage::default(),
+            idle_health: None,
         }
     }
 
@@ -448,14 +335,14 @@ impl Index {
 
     /// Malformed or unusable objects, by (kind, key).
     pub fn errors(&self) -> &BTreeMap<(Kind, String), ObjectError> {
-        &self.errors
+        &self.defs.errors
     }
 
     /// Every kind listed and the ledger rebuilt from it.
     pub fn is_ready(&self) -> bool {
         Kind::all()
             .filter(|k| self.watches(*k))
-            .all(|k| self.synced.contains(&k))
+            .all(|k| self.defs.synced.contains(&k))
     }
 
     /// Whether objects of `kind` are watched (the kinds of
@@ -467,27 +354,27 @@ impl Index {
 
     /// The key of the workload with this uid.
     pub fn workload_key(&self, uid: &str) -> Option<&ObjKey> {
-        self.by_uid.get(uid)
+        self.table.by_uid.get(uid)
     }
 
     /// The status the index believes a workload has.
     pub fn workload_status(&self, key: &ObjKey) -> Option<&WorkloadStatus> {
-        self.workloads.get(key).map(|e| &e.status)
+        self.table.workloads.get(key).map(|e| &e.status)
     }
 
     /// Admitted workloads kept out of the engine until their ClusterQueue appears.
     pub fn unrestored(&self) -> usize {
-        self.unrestored.len()
+        self.table.unrestored.len()
     }
 
     /// Counts of the last cycle(s) since the last call, for metrics.
     pub fn take_stats(&mut self) -> CycleStats {
-        std::mem::take(&mut self.stats)
+        std::mem::take(&mut self.outbox.stats)
     }
 
     /// Plans produced by event handlers since the last call.
     pub fn take_plans(&mut self) -> Vec<Plan> {
-        std::mem::take(&mut self.plans)
+        std::mem::take(&mut self.outbox.plans)
     }
 
     /// How many decisions to write (admissions, preemptions, evictions)
@@ -495,26 +382,27 @@ impl Index {
     /// after it ([`sluice_scheduler::Engine::schedule_within`]). No limit
     /// unless set.
     pub fn set_cycle_budget(&mut self, decisions: usize) {
-        self.cycle_budget = decisions;
+        self.outbox.cycle_budget = decisions;
     }
 
     /// Whether a cycle should run soon even without new events (an
     /// admission was rolled back and waits to be retried).
     pub fn wants_cycle(&self) -> bool {
-        self.retry_soon || !self.plans.is_empty()
+        self.outbox.retry_soon || !self.outbox.plans.is_empty()
     }
 
     /// A kind finished its initial list.
     pub fn mark_synced(&mut self, kind: Kind) {
         let was_ready = self.is_ready();
-        self.synced.insert(kind);
+        self.defs.synced.insert(kind);
         if kind == Kind::JOB {
             // Workloads listed before the Jobs: orphans are finished by
             // the first cycle (before it admits anything).
-            self.orphan_scan_due = true;
+            self.queued.orphan_scan_due = true;
         }
         if !was_ready && self.is_ready() {
             let errors: Vec<_> = self
+                .defs
                 .errors
                 .iter()
                 .map(|((k, key), e)| (*k, key.clone(), e.clone()))

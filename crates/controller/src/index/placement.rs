@@ -313,7 +313,7 @@ impl Index {
             return;
         }
         for jk in self.member_keys(wk) {
-            if let Some(ok) = self.jobs.get(&jk).and_then(owner_key) {
+            if let Some(ok) = self.queued.jobs.get(&jk).and_then(owner_key) {
                 self.placement.dirty_owners.insert(ok);
             }
         }
@@ -340,18 +340,24 @@ impl Index {
         let mut workloads: BTreeSet<ObjKey> = BTreeSet::new();
         for ok in std::mem::take(&mut self.placement.dirty_owners) {
             if let Some(jk) = self.placement.owner_jobs.get(&ok)
-                && let Some(view) = self.jobs.get(jk)
+                && let Some(view) = self.queued.jobs.get(jk)
             {
                 workloads.insert(self.workload_key_of(jk, view));
             }
         }
         for wk in workloads {
-            let Some(uid) = self.workloads.get(&wk).filter(|e| e.in_engine).map(|e| e.uid.clone()) else {
+            let Some(uid) = self
+                .table
+                .workloads
+                .get(&wk)
+                .filter(|e| e.in_engine)
+                .map(|e| e.uid.clone())
+            else {
                 continue;
             };
             let mut per_node: BTreeMap<Arc<str>, (u32, Summed)> = BTreeMap::new();
             for jk in self.member_keys(&wk) {
-                let Some(ok) = self.jobs.get(&jk).and_then(owner_key) else {
+                let Some(ok) = self.queued.jobs.get(&jk).and_then(owner_key) else {
                     continue;
                 };
                 for (node, pods, sum) in self.placement.by_owner.get(&ok).into_iter().flatten() {

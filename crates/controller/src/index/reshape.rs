@@ -37,8 +37,10 @@ impl Index {
     /// again (nothing else is to be done for it now).
     pub(super) fn reshape(&mut self, wk: &ObjKey, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) -> bool {
         let Some(full) = full else { return false };
-        let Some(e) = self.workloads.get(wk) else { return false };
-        if !e.in_engine || e.gang.is_some() || self.retiring.contains(&e.uid) {
+        let Some(e) = self.table.workloads.get(wk) else {
+            return false;
+        };
+        if !e.in_engine || e.gang.is_some() || self.queued.retiring.contains(&e.uid) {
             return false;
         }
         let uid = e.uid.clone();
@@ -48,7 +50,7 @@ impl Index {
                 Err(_) => false,
             },
             Some(WorkloadState::Pending) => {
-                let suspended = self.jobs.get(key).is_some_and(|j| j.suspended);
+                let suspended = self.queued.jobs.get(key).is_some_and(|j| j.suspended);
                 let asked = self.engine.requested(&uid);
                 match (suspended, asked, requested_pod_sets(full, self.config.kueue_compat)) {
                     (true, Some(asked), Ok(now)) if !shape::same_request(&asked, &now) => {
@@ -67,8 +69,10 @@ impl Index {
     /// again.
     pub(super) fn reshape_member(&mut self, wk: &ObjKey, key: &JobRef, full: Option<Full<'_>>, now_ms: i64) -> bool {
         let Some(full @ Full::Job(_)) = full else { return false };
-        let Some(e) = self.workloads.get(wk) else { return false };
-        if !e.in_engine || self.retiring.contains(&e.uid) {
+        let Some(e) = self.table.workloads.get(wk) else {
+            return false;
+        };
+        if !e.in_engine || self.queued.retiring.contains(&e.uid) {
             return false;
         }
         let uid = e.uid.clone();
@@ -99,7 +103,7 @@ impl Index {
                 }
             }
             Some(WorkloadState::Pending) => {
-                let suspended = self.jobs.get(key).is_some_and(|j| j.suspended);
+                let suspended = self.queued.jobs.get(key).is_some_and(|j| j.suspended);
                 let asked: Option<Vec<_>> = self
                     .engine
                     .requested(&uid)
@@ -153,7 +157,7 @@ impl Index {
     /// A batch/v1 Job scaled down: once it has no more pods than it runs
     /// now, its admission holds only those.
     fn shrink_when_gone(&mut self, wk: &ObjKey, key: &JobRef, uid: &str, counts: &[(String, u32)]) {
-        let Some(j) = self.jobs.get(key) else { return };
+        let Some(j) = self.queued.jobs.get(key) else { return };
         let running: i64 = counts.iter().map(|(_, c)| i64::from(*c)).sum();
         if key.kind != JobKind::Job || i64::from(j.live) > running {
             return;
@@ -162,7 +166,9 @@ impl Index {
             return;
         }
         let Some(adm) = self.engine.admission(uid) else { return };
-        let Some(e) = self.workloads.get_mut(wk) else { return };
+        let Some(e) = self.table.workloads.get_mut(wk) else {
+            return;
+        };
         e.status.admission = Some(adapter::admission_status(&adm));
         let pods: Vec<String> = counts
             .iter()
@@ -175,7 +181,7 @@ impl Index {
         );
         let mut steps = vec![e.status_write(wk)];
         steps.extend(self.events(wk, "Normal", "AdmissionReduced", "Shrink", &note));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Reshape { uid: uid.to_string() },
             steps,
         });
@@ -186,14 +192,17 @@ impl Index {
     /// was.
     fn evict_for_shape(&mut self, uid: &str, msg: &str, now_ms: i64) {
         if self.engine.evict(uid).is_ok() {
-            self.reshaping.insert(uid.to_string());
+            self.inflight.reshaping.insert(uid.to_string());
             self.on_evicted(uid, cond::reasons::WORKLOAD_SHAPE_CHANGED, None, msg, now_ms);
         }
     }
 
     /// Whether Workload `wk` is being evicted because its object grew.
     pub(super) fn evicted_for_shape(&self, wk: &ObjKey) -> bool {
-        self.workloads.get(wk).is_some_and(|e| self.reshaping.contains(&e.uid))
+        self.table
+            .workloads
+            .get(wk)
+            .is_some_and(|e| self.inflight.reshaping.contains(&e.uid))
     }
 
     /// A workload whose object now asks for something else (it waits, or

@@ -6,7 +6,9 @@ use crate::plan::{Purpose, Step};
 use crate::testing::{cq, flavor};
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Value, json};
-use sluice_api::v1alpha1::{FlavorPendingReason, PendingExplanation, RequeueState, Workload, conditions as cond};
+use sluice_api::v1alpha1::{
+    ClusterQueue, FlavorPendingReason, LocalQueue, PendingExplanation, RequeueState, Workload, conditions as cond,
+};
 use sluice_scheduler::WorkloadState;
 
 const NS: &str = "research";

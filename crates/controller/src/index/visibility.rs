@@ -36,13 +36,13 @@ pub(super) struct Published {
 impl Index {
     /// The ClusterQueue a LocalQueue points at.
     pub fn local_queue_target(&self, key: &ObjKey) -> Option<&str> {
-        self.local_queues.get(key).map(|lq| lq.spec.cluster_queue.as_str())
+        self.defs.local_queues.get(key).map(|lq| lq.spec.cluster_queue.as_str())
     }
 
     /// A ClusterQueue as its LocalQueues' users see it: quota from its
     /// spec, usage and counts from the engine.
     pub fn cluster_queue_summary(&self, name: &str) -> Option<ClusterQueueSummary> {
-        let cq = self.cluster_queues.get(name)?;
+        let cq = self.defs.cluster_queues.get(name)?;
         let usage = self.engine.cluster_queue_usage(name);
         let mut flavors: Vec<FlavorQuota> = Vec::new();
         for (_, f) in cq.spec.flavors() {
@@ -83,7 +83,7 @@ impl Index {
     /// its printer column, with MIG slices apart (`12/32, MIG 3/28`: a
     /// slice is not a GPU); `None` without GPU quota.
     pub fn cluster_queue_gpus(&self, name: &str) -> Option<String> {
-        let cq = self.cluster_queues.get(name)?;
+        let cq = self.defs.cluster_queues.get(name)?;
         // Whole GPUs and MIG slices are counted apart: a slice is not a GPU.
         let (mut nominal, mut mig_nominal) = (None::<i128>, None::<i128>);
         for (_, f) in cq.spec.flavors() {
@@ -113,7 +113,7 @@ impl Index {
 
     /// A LocalQueue's pending workloads as of the last refresh.
     pub fn pending_snapshot(&self, key: &ObjKey) -> Option<&PendingSnapshot> {
-        self.pending_snapshots.get(key)
+        self.table.pending_snapshots.get(key)
     }
 
     /// Recomputes positions (and takes `estimates`, uid → estimated
@@ -129,10 +129,12 @@ impl Index {
         for cq in self.engine.cluster_queue_names() {
             let mut in_lq: HashMap<ObjKey, i32> = HashMap::new();
             for (i, uid) in self.engine.pending_in_order(&cq).iter().enumerate() {
-                let Some(wk) = self.by_uid.get(&**uid).cloned() else {
+                let Some(wk) = self.table.by_uid.get(&**uid).cloned() else {
                     continue;
                 };
-                let Some(e) = self.workloads.get(&wk) else { continue };
+                let Some(e) = self.table.workloads.get(&wk) else {
+                    continue;
+                };
                 let lq = ObjKey::new(wk.namespace.clone(), e.queue_name.clone());
                 let n = in_lq.entry(lq.clone()).or_default();
                 // 1-based, as every position users read (1: next).
@@ -163,28 +165,28 @@ impl Index {
                 }
                 // Only workloads whose explanation was written carry a
                 // position in their status: refresh those.
-                let e = self.workloads.get_mut(&wk).expect("present");
+                let e = self.table.workloads.get_mut(&wk).expect("present");
                 if publish && e.pending_fp.is_some() && worth_publishing(e.published, pos, now_ms) {
                     e.published = Some(pos);
-                    self.explain.insert(uid.to_string());
+                    self.outbox.explain.insert(uid.to_string());
                 }
             }
         }
         // LocalQueues with nothing pending show an empty list as of now.
-        for key in self.local_queues.keys() {
+        for key in self.defs.local_queues.keys() {
             snapshots.entry(key.clone()).or_insert_with(|| PendingSnapshot {
                 workloads: Vec::new(),
                 as_of: as_of.clone(),
             });
         }
-        self.estimates = estimates;
-        self.pending_snapshots = snapshots;
+        self.table.estimates = estimates;
+        self.table.pending_snapshots = snapshots;
     }
 
     /// The estimate published for a pending workload, if any.
     pub(super) fn estimate_of(&self, uid: &str) -> Option<i64> {
         match self.engine.workload_state(uid) {
-            Some(WorkloadState::Pending | WorkloadState::Preempting) => self.estimates.get(uid).copied(),
+            Some(WorkloadState::Pending | WorkloadState::Preempting) => self.table.estimates.get(uid).copied(),
             _ => None,
         }
     }

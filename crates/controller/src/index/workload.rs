@@ -23,8 +23,8 @@ impl Index {
             return;
         };
         let Some(uid) = wl.metadata.uid.clone() else { return };
-        self.creating.remove(&key);
-        if let Some(old) = self.workloads.get(&key)
+        self.inflight.creating.remove(&key);
+        if let Some(old) = self.table.workloads.get(&key)
             && old.uid != uid
         {
             // Deleted and recreated under the same name while we looked away.
@@ -54,27 +54,27 @@ impl Index {
             for (name, uid) in &g.members {
                 let jk = JobRef::job(key.namespace.clone(), name.clone());
                 // Made: its Jobs no longer need to be held whole.
-                self.gang_jobs.remove(&jk);
+                self.queued.gang_jobs.remove(&jk);
                 if uid.is_some() {
-                    self.member_of.insert(jk, key.clone());
+                    self.queued.member_of.insert(jk, key.clone());
                 }
             }
         }
         let generation = wl.metadata.generation;
         let mut active = wl.spec.active;
-        if self.deactivating.contains(&uid) {
+        if self.inflight.deactivating.contains(&uid) {
             if active {
                 // Older than our `spec.active: false`: not a reactivation.
                 active = false;
             } else {
-                self.deactivating.remove(&uid);
+                self.inflight.deactivating.remove(&uid);
             }
         }
         let queue_name = wl.spec.queue_name.clone();
         let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
         let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
         let priority = wl.spec.priority;
-        match self.workloads.get_mut(&key) {
+        match self.table.workloads.get_mut(&key) {
             Some(e) => {
                 // Moved to another queue or reprioritised while it waits:
                 // queued again with its new spec.
@@ -108,11 +108,11 @@ impl Index {
                 let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
                 // A Workload read on purpose counts unless a status write of
                 // ours is in flight.
-                let stale = e.awaiting || (older && !self.fetched);
+                let stale = e.awaiting || (older && !self.table.fetched);
                 if !stale {
                     // What an admission that fails goes back to is no longer
                     // needed: the server's answer is here.
-                    self.prior.remove(&uid);
+                    self.table.prior.remove(&uid);
                 }
                 if stale {
                     // Older than what we wrote (or are writing): keep ours,
@@ -130,8 +130,8 @@ impl Index {
                 }
             }
             None => {
-                self.by_uid.insert(uid.clone(), key.clone());
-                self.workloads.insert(
+                self.table.by_uid.insert(uid.clone(), key.clone());
+                self.table.workloads.insert(
                     key.clone(),
                     Box::new(WlEntry {
                         uid,
@@ -162,14 +162,14 @@ impl Index {
                 );
             }
         }
-        if let Some(e) = self.workloads.get_mut(&key)
+        if let Some(e) = self.table.workloads.get_mut(&key)
             && e.status.pending.is_some()
         {
             slim_pending(e);
         }
         self.sync_workload(&key, Some(wl), now_ms);
         self.reconcile_owner(&key, now_ms);
-        if let Some(e) = self.workloads.get_mut(&key) {
+        if let Some(e) = self.table.workloads.get_mut(&key) {
             super::finish::slim_finished(e);
         }
     }
@@ -181,7 +181,9 @@ impl Index {
     /// write is marked due on the entry and handed out by
     /// [`Index::take_finished_states`].
     fn follow_finished_state(&mut self, key: &ObjKey) {
-        let Some(e) = self.workloads.get_mut(key) else { return };
+        let Some(e) = self.table.workloads.get_mut(key) else {
+            return;
+        };
         // A whole-status write of ours in flight writes the state as well;
         // its own watch event brings it back here if it did not.
         if e.awaiting || e.state_out {
@@ -194,7 +196,7 @@ impl Index {
         e.state_out = true;
         e.state_due = true;
         e.status.state = Some(state);
-        self.states_due += 1;
+        self.outbox.states_due += 1;
     }
 
     /// The `status.state` writes that are due, as plans: at most
@@ -203,20 +205,23 @@ impl Index {
     /// as a flag on their entry, not as queued plans, and the bookkeeping
     /// lane writes them as its budget allows.
     pub fn take_finished_states(&mut self) -> Vec<Plan> {
-        let room = self.config.explanations_per_cycle.saturating_sub(self.states_out);
-        if self.states_due == 0 || room == 0 {
+        let room = self
+            .config
+            .explanations_per_cycle
+            .saturating_sub(self.outbox.states_out);
+        if self.outbox.states_due == 0 || room == 0 {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for (key, e) in self.workloads.iter_mut() {
-            if out.len() >= room || self.states_due == 0 {
+        for (key, e) in self.table.workloads.iter_mut() {
+            if out.len() >= room || self.outbox.states_due == 0 {
                 break;
             }
             if !e.state_due {
                 continue;
             }
             e.state_due = false;
-            self.states_due -= 1;
+            self.outbox.states_due -= 1;
             let Some(state) = e.status.state else {
                 e.state_out = false;
                 continue;
@@ -230,13 +235,13 @@ impl Index {
                 }],
             });
         }
-        self.states_out += out.len();
+        self.outbox.states_out += out.len();
         out
     }
 
     pub(super) fn engine_spec(&self, wl: &Workload) -> Result<eng::WorkloadSpec, IndexError> {
         wl.check()?;
-        let prio = adapter::priority(wl, |n| self.workload_classes.get(n).copied());
+        let prio = adapter::priority(wl, |n| self.defs.workload_classes.get(n).copied());
         let created = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(0);
         Ok(adapter::workload(wl, prio, created)?)
     }
@@ -245,7 +250,7 @@ impl Index {
     /// is the object when it was just observed; without it, the spec kept
     /// while it waited is used.
     pub(super) fn sync_workload(&mut self, key: &ObjKey, wl: Option<&Workload>, now_ms: i64) {
-        let Some(e) = self.workloads.get(key) else { return };
+        let Some(e) = self.table.workloads.get(key) else { return };
         let uid = e.uid.clone();
         let finished = is_true(&e.status, cond::FINISHED);
         if !finished && self.is_orphan(key) {
@@ -261,11 +266,11 @@ impl Index {
                 )
             {
                 engine_ok("finish", &uid, self.engine.finish(&uid));
-                self.evicting.remove(&uid);
+                self.inflight.evicting.remove(&uid);
                 self.follow_finished_state(key);
             } else if finished {
                 engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                self.workloads.get_mut(key).expect("present").in_engine = false;
+                self.table.workloads.get_mut(key).expect("present").in_engine = false;
                 self.follow_finished_state(key);
                 return;
             } else if e.status.holds_quota()
@@ -279,7 +284,7 @@ impl Index {
                 // the hand-over): take its admission as it is, never admit it
                 // a second time.
                 engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                self.workloads.get_mut(key).expect("present").in_engine = false;
+                self.table.workloads.get_mut(key).expect("present").in_engine = false;
                 tracing::warn!(workload = %key, "adopting an admission made by another writer");
             } else if !e.active {
                 // Deactivated (spec.active: false): evicted if admitted, out
@@ -291,7 +296,7 @@ impl Index {
                     }
                     Some(WorkloadState::Pending | WorkloadState::Preempting) => {
                         engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                        self.workloads.get_mut(key).expect("present").in_engine = false;
+                        self.table.workloads.get_mut(key).expect("present").in_engine = false;
                     }
                     _ => {}
                 }
@@ -310,7 +315,7 @@ impl Index {
                 self.record(Kind::Workload, key.to_string(), &e);
                 return;
             }
-            None => match self.workloads.get_mut(key).and_then(|e| e.spec.take()) {
+            None => match self.table.workloads.get_mut(key).and_then(|e| e.spec.take()) {
                 Some(s) => *s,
                 None => return,
             },
@@ -318,15 +323,15 @@ impl Index {
         // Its Job is not (or no longer) there: once Jobs are listed, it must
         // not take quota (a deleted Job's Workload is about to be garbage
         // collected). Kept aside; its Job's arrival brings it in.
-        if let Some(e) = self.workloads.get_mut(key)
+        if let Some(e) = self.table.workloads.get_mut(key)
             && let Some((owner, owner_uid)) = &e.owner
-            && self.synced.contains(&Kind::Queued(owner.kind))
-            && self.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
+            && self.defs.synced.contains(&Kind::Queued(owner.kind))
+            && self.queued.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
         {
             e.spec = Some(Box::new(spec));
             return;
         }
-        let Some(e) = self.workloads.get(key) else { return };
+        let Some(e) = self.table.workloads.get(key) else { return };
         let holds = e.status.holds_quota() && e.status.admission.is_some();
         let evicted = is_true(&e.status, cond::EVICTED);
         let admitted_at = e
@@ -349,7 +354,7 @@ impl Index {
             self.hold_unselected(key, spec, &why, now_ms);
             return;
         } else if e.active {
-            self.not_selected.remove(key);
+            self.table.not_selected.remove(key);
             // A requeue backoff still running (found after a restart) is kept.
             let backoff = status::backoff_until(&e.status, now_ms);
             match backoff {
@@ -362,9 +367,9 @@ impl Index {
         };
         match result {
             Ok(()) => {
-                self.unrestored.remove(key);
+                self.table.unrestored.remove(key);
                 self.clear_error(Kind::Workload, &key.to_string());
-                let e = self.workloads.get_mut(key).expect("present");
+                let e = self.table.workloads.get_mut(key).expect("present");
                 e.in_engine = true;
                 if holds {
                     e.admitted_at = Some(admitted_at);
@@ -374,14 +379,14 @@ impl Index {
                     self.pods_changed(key);
                     if evicted {
                         engine_ok("evict", &uid, self.engine.evict(&uid));
-                        self.evicting.insert(uid);
+                        self.inflight.evicting.insert(uid);
                     }
                 }
             }
             Err(err) => {
                 if holds {
-                    self.unrestored.insert(key.clone());
-                    if let Some(e) = self.workloads.get_mut(key) {
+                    self.table.unrestored.insert(key.clone());
+                    if let Some(e) = self.table.workloads.get_mut(key) {
                         e.spec = Some(Box::new(spec));
                     }
                 }
@@ -394,8 +399,10 @@ impl Index {
     /// not selected (`why`: the reason users read), and says so once: in
     /// its status and in a Warning Event on it and its Job(s).
     pub(super) fn hold_unselected(&mut self, key: &ObjKey, spec: eng::WorkloadSpec, why: &str, now_ms: i64) {
-        self.not_selected.insert(key.clone());
-        let Some(e) = self.workloads.get_mut(key) else { return };
+        self.table.not_selected.insert(key.clone());
+        let Some(e) = self.table.workloads.get_mut(key) else {
+            return;
+        };
         e.spec = Some(Box::new(spec));
         let fp = explanation_fp(cond::reasons::NAMESPACE_NOT_SELECTED, std::iter::empty());
         if e.pending_fp == Some(fp) {
@@ -407,14 +414,14 @@ impl Index {
         let uid = e.uid.clone();
         let mut steps = vec![step];
         steps.extend(self.events(key, "Warning", cond::reasons::NAMESPACE_NOT_SELECTED, "Hold", why));
-        self.plans.push(Plan {
+        self.outbox.plans.push(Plan {
             purpose: Purpose::Pending { uid },
             steps,
         });
     }
 
     pub(super) fn retry_unrestored(&mut self) {
-        let keys: Vec<ObjKey> = self.unrestored.iter().cloned().collect();
+        let keys: Vec<ObjKey> = self.table.unrestored.iter().cloned().collect();
         for k in keys {
             // Time only matters for fresh admissions, which these are not.
             self.sync_workload(&k, None, 0);
@@ -422,32 +429,34 @@ impl Index {
     }
 
     pub fn delete_workload(&mut self, key: &ObjKey, now_ms: i64) {
-        let Some(e) = self.workloads.remove(key) else { return };
+        let Some(e) = self.table.workloads.remove(key) else {
+            return;
+        };
         if e.state_due {
-            self.states_due -= 1;
+            self.outbox.states_due -= 1;
         }
-        self.not_selected.remove(key);
-        self.by_uid.remove(&e.uid);
-        self.unrestored.remove(key);
-        self.evicting.remove(&e.uid);
-        self.confirming.remove(&e.uid);
-        self.deactivating.remove(&e.uid);
-        self.deactivate_retry.remove(&e.uid);
-        self.prior.remove(&e.uid);
-        self.refetch_workloads.remove(key);
+        self.table.not_selected.remove(key);
+        self.table.by_uid.remove(&e.uid);
+        self.table.unrestored.remove(key);
+        self.inflight.evicting.remove(&e.uid);
+        self.inflight.confirming.remove(&e.uid);
+        self.inflight.deactivating.remove(&e.uid);
+        self.inflight.deactivate_retry.remove(&e.uid);
+        self.table.prior.remove(&e.uid);
+        self.inflight.refetch_workloads.remove(key);
         self.clear_error(Kind::Workload, &key.to_string());
         if e.in_engine {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
         }
-        self.retiring.remove(&e.uid);
-        self.reshaping.remove(&e.uid);
+        self.queued.retiring.remove(&e.uid);
+        self.inflight.reshaping.remove(&e.uid);
         self.pods_over.remove(&e.uid);
         // The object (or gang) still wants a Workload: recreate it.
         if let Some(g) = &e.gang {
             for (name, _) in &g.members {
                 let jk = JobRef::job(key.namespace.clone(), name.clone());
-                if self.member_of.get(&jk) == Some(key) {
-                    self.member_of.remove(&jk);
+                if self.queued.member_of.get(&jk) == Some(key) {
+                    self.queued.member_of.remove(&jk);
                 }
             }
             let gk = ObjKey::new(key.namespace.clone(), g.name.clone());
@@ -464,14 +473,16 @@ impl Index {
 
     /// Workloads to read again from the API (after a failed status write).
     pub fn take_workload_refetch(&mut self) -> Vec<ObjKey> {
-        std::mem::take(&mut self.refetch_workloads).into_iter().collect()
+        std::mem::take(&mut self.inflight.refetch_workloads)
+            .into_iter()
+            .collect()
     }
 
     /// A Workload read from the API on purpose: taken as it is, unless a
     /// newer status write of ours is still in flight.
     pub fn apply_fetched_workload(&mut self, wl: &Workload, now_ms: i64) {
-        self.fetched = true;
+        self.table.fetched = true;
         self.apply_workload(wl, now_ms);
-        self.fetched = false;
+        self.table.fetched = false;
     }
 }

@@ -86,7 +86,7 @@ fn a_rayjobs_pods_are_looked_up_by_its_last_cluster_name() {
     // one seen is kept.
     rj["status"] = json!({"jobDeploymentStatus": "Suspending"});
     ix.apply_object(JobKind::RayJob, &rj, T0 + 1000);
-    let view = &ix.jobs[&key];
+    let view = &ix.queued.jobs[&key];
     assert_eq!(sluice_kinds::pods_selector_of(view), "ray.io/cluster=tune-rc-1");
     assert_eq!(view.live, 1);
 }
