@@ -13,7 +13,7 @@ use crate::ledger;
 use crate::ledger::{Fit, FlavorId, ResId};
 use crate::model::{Amount, FlavorSpec, TaintEffect, Toleration};
 
-use super::state::{Cq, PodSet};
+use super::state::{Cq, Group, GroupFlavor, PodSet};
 use super::{CqId, Engine, WlId};
 
 /// The flavor chosen for one resource group of a pod set.
@@ -66,6 +66,112 @@ pub(super) enum AssignError {
     },
 }
 
+/// One flavor pick for a (pod set, resource group): the chosen flavor's
+/// index in the group and whether it borrows; the flavors that could hold
+/// it, with preemption if need be; why the others cannot (when explaining).
+struct GroupPick {
+    best: Option<(usize, bool)>,
+    possible: Vec<FlavorId>,
+    verdicts: Vec<FlavorVerdict>,
+}
+
+/// A slot that cannot hold what a pod set needs of it (`needed`, with
+/// what the workload's earlier pod sets took there).
+struct Short {
+    slot: usize,
+    needed: Amount,
+    why: Shortage,
+}
+
+enum Shortage {
+    /// `available` is the most that would fit now.
+    NotNow { available: Amount },
+    /// `max` is the most the queue can ever hold.
+    Never { max: Amount },
+}
+
+/// A workload's assignment as it is built, one (pod set, resource group)
+/// at a time.
+struct Assigning {
+    usage: Vec<(usize, Amount)>,
+    choice: Vec<Vec<GroupChoice>>,
+    borrowing: bool,
+    /// Verdicts of every group nothing fits, and whether one never could.
+    failure: Option<(Vec<FlavorVerdict>, bool)>,
+    options: Vec<FlavorOption>,
+}
+
+impl Assigning {
+    fn new(pod_sets: usize) -> Self {
+        Self {
+            usage: Vec::new(),
+            choice: Vec::with_capacity(pod_sets),
+            borrowing: false,
+            failure: None,
+            options: Vec::new(),
+        }
+    }
+
+    /// Records the pick for pod set `pod_set`'s `need`: its flavor's usage
+    /// and choice while every group so far found one, else its verdicts.
+    fn take(
+        &mut self,
+        pod_set: usize,
+        need: &GroupNeed,
+        group: &Group,
+        pick: GroupPick,
+        explain: bool,
+        ps_choice: &mut Vec<GroupChoice>,
+    ) {
+        if explain {
+            self.options.push(FlavorOption {
+                pod_set,
+                group: need.group,
+                flavors: pick.possible.clone(),
+            });
+        }
+        match pick.best {
+            Some((fi, borrows)) if self.failure.is_none() => {
+                let gf = &group.flavors[fi];
+                for &(rpos, amount) in &need.amounts {
+                    add_pending(&mut self.usage, gf.slots[rpos], amount);
+                }
+                self.borrowing |= borrows;
+                ps_choice.push(GroupChoice {
+                    group: need.group,
+                    flavor: gf.flavor,
+                });
+            }
+            Some(_) => {}
+            None => {
+                let never = pick.possible.is_empty();
+                match &mut self.failure {
+                    None => self.failure = Some((pick.verdicts, never)),
+                    Some((v, n)) => {
+                        v.extend(pick.verdicts);
+                        *n |= never;
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> Result<Attempt, AssignError> {
+        match self.failure {
+            None => Ok(Attempt {
+                usage: self.usage,
+                choice: Choice(self.choice),
+                borrowing: self.borrowing,
+            }),
+            Some((verdicts, never)) => Err(AssignError::NoFit {
+                options: self.options,
+                verdicts,
+                never,
+            }),
+        }
+    }
+}
+
 impl Engine {
     /// Chooses a flavor for every (pod set, resource group) of the workload:
     /// in the queue's flavor order, the first flavor that fits without
@@ -82,104 +188,17 @@ impl Engine {
     pub(super) fn assign_with(&self, cq_id: CqId, id: WlId, explain: bool) -> Result<Attempt, AssignError> {
         let cq = &self.queues.cqs[cq_id];
         let wl = self.wl(id);
-        let mut usage: Vec<(usize, Amount)> = Vec::new();
-        let mut choice: Vec<Vec<GroupChoice>> = Vec::with_capacity(wl.pod_sets.len());
-        let mut borrowing = false;
-        let mut failure: Option<(Vec<FlavorVerdict>, bool)> = None;
-        let mut options: Vec<FlavorOption> = Vec::new();
+        let mut acc = Assigning::new(wl.pod_sets.len());
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
-            let needs = match self.group_needs(cq, ps) {
-                Ok(n) => n,
-                Err(resource) => {
-                    return Err(AssignError::NotCovered {
-                        pod_set: ps.name.clone(),
-                        resource,
-                    });
-                }
-            };
+            let needs = self.group_needs(cq, ps).map_err(|resource| AssignError::NotCovered {
+                pod_set: ps.name.clone(),
+                resource,
+            })?;
             let mut ps_choice = Vec::with_capacity(needs.len());
-            for GroupNeed {
-                group: g,
-                amounts: reqs,
-            } in needs
-            {
-                let group = &cq.groups[g];
-                let mut best: Option<(usize, bool)> = None;
-                let mut verdicts = Vec::new();
-                let mut possible = Vec::new();
-                for (fi, gf) in group.flavors.iter().enumerate() {
-                    if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
-                        if explain {
-                            verdicts.push(self.verdict(ps, gf.flavor, v));
-                        }
-                        continue;
-                    }
-                    let mut kind = Fit::Fits;
-                    for &(rpos, amount) in &reqs {
-                        let slot = gf.slots[rpos];
-                        let s = &cq.slots[slot];
-                        let extra = amount + pending_amount(&usage, slot);
-                        match ledger::check(s, 0, extra, self.chain(cq_id, slot, None)) {
-                            Fit::Fits => {}
-                            Fit::Borrows => kind = Fit::Borrows,
-                            Fit::NotNow { available } if !explain => {
-                                kind = Fit::NotNow { available };
-                                break;
-                            }
-                            Fit::Never { max } if !explain => {
-                                kind = Fit::Never { max };
-                                break;
-                            }
-                            Fit::NotNow { available } => {
-                                let free_nominal = (s.nominal - s.effective()).clamp(0, available);
-                                verdicts.push(self.verdict(
-                                    ps,
-                                    gf.flavor,
-                                    Verdict::InsufficientQuota {
-                                        resource: self.catalog.resources.name(s.fr.1).to_string(),
-                                        needed: extra,
-                                        up_to: None,
-                                        free_nominal,
-                                        nominal: s.nominal,
-                                        borrowable: available - free_nominal,
-                                    },
-                                ));
-                                kind = Fit::NotNow { available };
-                                break;
-                            }
-                            Fit::Never { max } => {
-                                verdicts.push(self.verdict(
-                                    ps,
-                                    gf.flavor,
-                                    Verdict::ExceedsMaxQuota {
-                                        resource: self.catalog.resources.name(s.fr.1).to_string(),
-                                        needed: extra,
-                                        up_to: None,
-                                        max,
-                                    },
-                                ));
-                                kind = Fit::Never { max };
-                                break;
-                            }
-                        }
-                    }
-                    match kind {
-                        Fit::Fits => {
-                            best = Some((fi, false));
-                            possible.push(gf.flavor);
-                            break;
-                        }
-                        Fit::Borrows => {
-                            if best.is_none() {
-                                best = Some((fi, true));
-                            }
-                            possible.push(gf.flavor);
-                        }
-                        Fit::NotNow { .. } => possible.push(gf.flavor),
-                        Fit::Never { .. } => {}
-                    }
-                }
-                if best.is_none() && !explain {
+            for need in needs {
+                let group = &cq.groups[need.group];
+                let pick = self.pick_flavor(cq_id, group, ps, &need.amounts, &acc.usage, explain);
+                if pick.best.is_none() && !explain {
                     // Not assignable: the caller asks again with explain.
                     return Err(AssignError::NoFit {
                         options: Vec::new(),
@@ -187,52 +206,117 @@ impl Engine {
                         never: false,
                     });
                 }
+                acc.take(pi, &need, group, pick, explain, &mut ps_choice);
+            }
+            acc.choice.push(ps_choice);
+        }
+        acc.finish()
+    }
+
+    /// For one (pod set, resource group): in the queue's flavor order, the
+    /// first flavor that holds `reqs` (on top of `usage`, what the
+    /// workload's earlier pod sets took) without borrowing, else the first
+    /// that holds them by borrowing; the flavors that could hold them with
+    /// preemption; and, when explaining, why each other flavor cannot.
+    fn pick_flavor(
+        &self,
+        cq_id: CqId,
+        group: &Group,
+        ps: &PodSet,
+        reqs: &[(usize, Amount)],
+        usage: &[(usize, Amount)],
+        explain: bool,
+    ) -> GroupPick {
+        let mut pick = GroupPick {
+            best: None,
+            possible: Vec::new(),
+            verdicts: Vec::new(),
+        };
+        for (fi, gf) in group.flavors.iter().enumerate() {
+            if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
                 if explain {
-                    options.push(FlavorOption {
-                        pod_set: pi,
-                        group: g,
-                        flavors: possible.clone(),
-                    });
+                    pick.verdicts.push(self.verdict(ps, gf.flavor, v));
                 }
-                match best {
-                    Some((fi, b)) if failure.is_none() => {
-                        let gf = &group.flavors[fi];
-                        for &(rpos, amount) in &reqs {
-                            add_pending(&mut usage, gf.slots[rpos], amount);
-                        }
-                        borrowing |= b;
-                        ps_choice.push(GroupChoice {
-                            group: g,
-                            flavor: gf.flavor,
-                        });
+                continue;
+            }
+            match self.flavor_fit(cq_id, gf, reqs, usage) {
+                Ok(false) => {
+                    pick.best = Some((fi, false));
+                    pick.possible.push(gf.flavor);
+                    break;
+                }
+                Ok(true) => {
+                    if pick.best.is_none() {
+                        pick.best = Some((fi, true));
                     }
-                    Some(_) => {}
-                    None => {
-                        let never = possible.is_empty();
-                        match &mut failure {
-                            None => failure = Some((verdicts, never)),
-                            Some((v, n)) => {
-                                v.extend(verdicts);
-                                *n |= never;
-                            }
-                        }
+                    pick.possible.push(gf.flavor);
+                }
+                Err(short) => {
+                    if explain {
+                        pick.verdicts.push(self.quota_verdict(cq_id, ps, gf.flavor, &short));
+                    }
+                    if let Shortage::NotNow { .. } = short.why {
+                        pick.possible.push(gf.flavor);
                     }
                 }
             }
-            choice.push(ps_choice);
         }
-        match failure {
-            None => Ok(Attempt {
-                usage,
-                choice: Choice(choice),
-                borrowing,
-            }),
-            Some((verdicts, never)) => Err(AssignError::NoFit {
-                options,
-                verdicts,
-                never,
-            }),
+        pick
+    }
+
+    /// Whether `reqs` fit in one flavor's slots on top of `usage`, and
+    /// whether by borrowing; or the first slot that cannot hold its amount.
+    fn flavor_fit(
+        &self,
+        cq_id: CqId,
+        gf: &GroupFlavor,
+        reqs: &[(usize, Amount)],
+        usage: &[(usize, Amount)],
+    ) -> Result<bool, Short> {
+        let cq = &self.queues.cqs[cq_id];
+        let mut borrows = false;
+        for &(rpos, amount) in reqs {
+            let slot = gf.slots[rpos];
+            let needed = amount + pending_amount(usage, slot);
+            let why = match ledger::check(&cq.slots[slot], 0, needed, self.chain(cq_id, slot, None)) {
+                Fit::Fits => continue,
+                Fit::Borrows => {
+                    borrows = true;
+                    continue;
+                }
+                Fit::NotNow { available } => Shortage::NotNow { available },
+                Fit::Never { max } => Shortage::Never { max },
+            };
+            return Err(Short { slot, needed, why });
         }
+        Ok(borrows)
+    }
+
+    /// Why a flavor cannot hold a pod set: its slot's quota, now or ever.
+    fn quota_verdict(&self, cq_id: CqId, ps: &PodSet, flavor: FlavorId, short: &Short) -> FlavorVerdict {
+        let s = &self.queues.cqs[cq_id].slots[short.slot];
+        let resource = self.catalog.resources.name(s.fr.1).to_string();
+        let needed = short.needed;
+        let verdict = match short.why {
+            Shortage::NotNow { available } => {
+                let free_nominal = (s.nominal - s.effective()).clamp(0, available);
+                Verdict::InsufficientQuota {
+                    resource,
+                    needed,
+                    up_to: None,
+                    free_nominal,
+                    nominal: s.nominal,
+                    borrowable: available - free_nominal,
+                }
+            }
+            Shortage::Never { max } => Verdict::ExceedsMaxQuota {
+                resource,
+                needed,
+                up_to: None,
+                max,
+            },
+        };
+        self.verdict(ps, flavor, verdict)
     }
 
     /// For each resource group the pod set needs, the requested amounts by
