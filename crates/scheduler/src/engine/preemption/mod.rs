@@ -7,7 +7,9 @@ use std::collections::BinaryHeap;
 
 use crate::decision::PreemptionReason;
 use crate::ledger::FrKey;
-use crate::model::{Amount, BorrowWithinCohort, FairSharing, Millis, ReclaimWithinCohort, WithinClusterQueue};
+use crate::model::{
+    Amount, BorrowWithinCohort, FairShareStrategies, FairSharing, Millis, ReclaimWithinCohort, WithinClusterQueue,
+};
 
 use super::flavor::{Attempt, FlavorOption};
 use super::overlay::Overlay;
@@ -43,6 +45,14 @@ pub(super) enum PreemptOutcome {
         protected: usize,
         until: Option<Millis>,
     },
+}
+
+/// The candidates a victim search may take, and how many their queue's
+/// minimum runtime protects (the first protection ends at `until`).
+pub(super) struct Pool<'a> {
+    pub(super) candidates: Vec<Candidate<'a>>,
+    pub(super) protected: usize,
+    pub(super) until: Option<Millis>,
 }
 
 /// Result of a victim search for one flavor choice.
@@ -124,7 +134,6 @@ impl Engine {
     /// Adds the admitted workloads of queue `m` that the preemptor's policy
     /// allows as victims and that use any of `frs`. Those protected by their
     /// queue's minimum runtime are counted, with the first expiry.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn collect_candidates<'a>(
         &'a self,
         m: CqId,
@@ -132,9 +141,7 @@ impl Engine {
         me: &Wl,
         frs: &[FrKey],
         now: Millis,
-        out: &mut Vec<Candidate<'a>>,
-        protected: &mut usize,
-        until: &mut Option<Millis>,
+        pool: &mut Pool<'a>,
     ) {
         let rules = self.queues.cqs[cq].spec.preemption;
         let same = m == cq;
@@ -176,12 +183,12 @@ impl Engine {
                 continue;
             }
             if min_runtime > 0 && h.admitted_at + min_runtime > now {
-                *protected += 1;
+                pool.protected += 1;
                 let t = h.admitted_at + min_runtime;
-                *until = Some(until.map_or(t, |u| u.min(t)));
+                pool.until = Some(pool.until.map_or(t, |u| u.min(t)));
                 continue;
             }
-            out.push(Candidate {
+            pool.candidates.push(Candidate {
                 id: v,
                 cq: m,
                 priority: w.priority,
@@ -204,29 +211,102 @@ impl Engine {
         base: &Overlay,
         now: Millis,
     ) -> VictimSearch {
-        let me = self.wl(id);
-        let policy = self.queues.cqs[cq].spec.preemption;
+        let fair = self.fair_strategies(cq);
+        let pool = self.candidate_pool(cq, id, usage, base, fair.is_some(), now);
+        let victims = match fair {
+            Some(strategies) => self.fair_victim_set(cq, usage, base, &pool.candidates, strategies),
+            None => self.priority_victim_set(cq, usage, base, &pool.candidates),
+        };
+        VictimSearch {
+            victims,
+            protected: pool.protected,
+            until: pool.until,
+        }
+    }
+
+    /// The fair-sharing strategies that decide `cq`'s preemptions: fair
+    /// sharing is on and the queue is in a cohort.
+    fn fair_strategies(&self, cq: CqId) -> Option<FairShareStrategies> {
+        match self.catalog.config.fair_sharing {
+            FairSharing::On { strategies } if self.queues.cqs[cq].cohort.is_some() => Some(strategies),
+            _ => None,
+        }
+    }
+
+    /// Every admitted workload the preemptor's policies let it take: its
+    /// own queue's first (few, and they decide whether looking at the rest
+    /// of the cohort can help at all), then those of the cohort's queues
+    /// that borrow what is short.
+    fn candidate_pool(
+        &self,
+        cq: CqId,
+        id: WlId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        fair: bool,
+        now: Millis,
+    ) -> Pool<'_> {
         // Only the (flavor, resource) pairs that are short decide who can be
         // a victim and whose queue counts as borrowing (as in Kueue): a queue
         // borrowing cpu is no victim for a shortage of GPUs.
-        let frs = self.short_of(cq, usage, base);
-        let mut protected = 0;
-        let mut until: Option<Millis> = None;
+        let frs = &self.short_of(cq, usage, base);
+        let me = self.wl(id);
         let domain_admitted: usize = self.domain(cq).map(|m| self.queues.cqs[m].admitted.len()).sum();
-        let mut candidates: Vec<Candidate> = Vec::with_capacity(domain_admitted);
-        // Own queue first: few workloads, and they decide whether looking
-        // at the rest of the cohort can help at all.
-        if policy.within_cluster_queue != WithinClusterQueue::Never {
-            self.collect_candidates(cq, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+        let mut pool = Pool {
+            candidates: Vec::with_capacity(domain_admitted),
+            protected: 0,
+            until: None,
+        };
+        if self.queues.cqs[cq].spec.preemption.within_cluster_queue != WithinClusterQueue::Never {
+            self.collect_candidates(cq, cq, me, frs, now, &mut pool);
         }
-        // Reclaiming needs the preemptor to end within its nominal quota
-        // even after every own-queue candidate is gone; otherwise only
-        // borrowWithinCohort can take from other queues.
+        if !self.cohort_can_give(cq, usage, base, &pool.candidates, fair) {
+            return pool;
+        }
+        // Under fair sharing only queues whose side of the tree has at
+        // least the preemptor's share can give anything.
+        let sources: Vec<CqId> = if fair {
+            self.fair_sources(cq, usage, base)
+        } else {
+            self.domain(cq).collect()
+        };
+        for m in sources {
+            // Under fair sharing, a queue with nothing admitted before
+            // this cycle gives nothing (see collect_candidates).
+            if fair && self.queues.cqs[m].admitted.len() == self.queues.cqs[m].admitted_now {
+                continue;
+            }
+            // Only queues that borrow these resources give anything back.
+            if m != cq && self.queue_borrows_any(m, frs, Some(base)) {
+                self.collect_candidates(m, cq, me, frs, now, &mut pool);
+            }
+        }
+        pool
+    }
+
+    /// Whether the cohort's other queues can give the preemptor anything.
+    /// Reclaiming needs it to end within its nominal quota even after
+    /// every own-queue candidate (`own`) is gone, unless fair sharing's
+    /// strategies decide; otherwise only borrowWithinCohort can take from
+    /// other queues.
+    fn cohort_can_give(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        own: &[Candidate<'_>],
+        fair: bool,
+    ) -> bool {
         let q = &self.queues.cqs[cq];
-        let reclaim_feasible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never
+        let policy = q.spec.preemption;
+        if q.cohort.is_none() {
+            return false;
+        }
+        let reclaim = policy.reclaim_within_cohort != ReclaimWithinCohort::Never;
+        let reclaim_feasible = reclaim
             && usage.iter().all(|&(s, amount)| {
                 let slot = &q.slots[s];
-                let removable: Amount = candidates
+                let removable: Amount = own
                     .iter()
                     .filter_map(|c| match &self.wl(c.id).state {
                         State::Admitted(h) => h.usage.iter().find(|(fr, _)| *fr == slot.fr).map(|(_, a)| *a),
@@ -236,58 +316,50 @@ impl Engine {
                 let delta = base.slot.get(&(cq, s)).copied().unwrap_or(0);
                 slot.effective() + delta - removable + amount <= slot.nominal
             });
-        let borrow_possible = policy.borrow_within_cohort != BorrowWithinCohort::Never;
-        let fair = match self.catalog.config.fair_sharing {
-            FairSharing::On { strategies } if q.cohort.is_some() => Some(strategies),
-            _ => None,
-        };
         // Under fair sharing a borrowing preemptor may reclaim too: the
         // share strategies decide.
-        let reclaim_possible = policy.reclaim_within_cohort != ReclaimWithinCohort::Never && fair.is_some();
-        if q.cohort.is_some() && (reclaim_feasible || reclaim_possible || borrow_possible) {
-            // Under fair sharing only queues whose side of the tree has at
-            // least the preemptor's share can give anything.
-            let sources: Vec<CqId> = match fair {
-                Some(_) => self.fair_sources(cq, usage, base),
-                None => self.domain(cq).collect(),
-            };
-            for m in sources {
-                // Under fair sharing, a queue with nothing admitted before
-                // this cycle gives nothing (see collect_candidates).
-                if fair.is_some() && self.queues.cqs[m].admitted.len() == self.queues.cqs[m].admitted_now {
-                    continue;
-                }
-                // Only queues that borrow these resources give anything back.
-                if m != cq && self.queue_borrows_any(m, &frs, Some(base)) {
-                    self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
-                }
+        reclaim_feasible || (reclaim && fair) || policy.borrow_within_cohort != BorrowWithinCohort::Never
+    }
+
+    /// Under fair sharing: the victims the share strategies allow, each
+    /// with why it was taken.
+    fn fair_victim_set(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate<'_>],
+        strategies: FairShareStrategies,
+    ) -> Option<Vec<(WlId, PreemptionReason)>> {
+        let victims = self.fair_victims(cq, usage, base, candidates, strategies)?;
+        let reason = |c: &Candidate<'_>| {
+            if c.cq == cq {
+                PreemptionReason::InClusterQueue
+            } else {
+                PreemptionReason::InCohortFairSharing
             }
-        }
-        if let Some(strategies) = fair {
-            let victims = self.fair_victims(cq, usage, base, &candidates, strategies).map(|v| {
-                v.into_iter()
-                    .map(|i| {
-                        let c = &candidates[i];
-                        let reason = if c.cq == cq {
-                            PreemptionReason::InClusterQueue
-                        } else {
-                            PreemptionReason::InCohortFairSharing
-                        };
-                        (c.id, reason)
-                    })
-                    .collect()
-            });
-            return VictimSearch {
-                victims,
-                protected,
-                until,
-            };
-        }
-        // First without borrowing (reclaiming what the cohort borrowed), then
-        // borrowing (preempting lower-priority work elsewhere to borrow).
-        // Reclaiming (ending within nominal) is tried first only when there is
-        // someone to reclaim from; with own-queue candidates alone, requiring
-        // the preemptor to end within nominal would evict more than needed.
+        };
+        Some(
+            victims
+                .into_iter()
+                .map(|i| (candidates[i].id, reason(&candidates[i])))
+                .collect(),
+        )
+    }
+
+    /// By priority: first without borrowing (reclaiming what the cohort
+    /// borrowed), then borrowing (preempting lower-priority work elsewhere
+    /// to borrow). Reclaiming (ending within nominal) is tried first only
+    /// when there is someone to reclaim from; with own-queue candidates
+    /// alone, requiring the preemptor to end within nominal would evict
+    /// more than needed.
+    fn priority_victim_set(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        base: &Overlay,
+        candidates: &[Candidate<'_>],
+    ) -> Option<Vec<(WlId, PreemptionReason)>> {
         let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.queues.cqs[cq].slots[s].nominal)
             && candidates.iter().any(|c| c.cq != cq && c.reclaim_ok);
         for within_nominal in [true, false] {
@@ -295,33 +367,25 @@ impl Engine {
                 continue;
             }
             let allowed = |c: &Candidate| c.cq == cq || if within_nominal { c.reclaim_ok } else { c.borrow_ok };
-            if let Some(victims) = self.greedy_victims(cq, usage, base, &candidates, &allowed, within_nominal) {
-                let reasons = victims
-                    .into_iter()
-                    .map(|i| {
-                        let c = &candidates[i];
-                        let reason = if c.cq == cq {
-                            PreemptionReason::InClusterQueue
-                        } else if within_nominal {
-                            PreemptionReason::InCohortReclamation
-                        } else {
-                            PreemptionReason::InCohortReclaimWhileBorrowing
-                        };
-                        (c.id, reason)
-                    })
-                    .collect();
-                return VictimSearch {
-                    victims: Some(reasons),
-                    protected,
-                    until,
+            if let Some(victims) = self.greedy_victims(cq, usage, base, candidates, &allowed, within_nominal) {
+                let reason = |c: &Candidate<'_>| {
+                    if c.cq == cq {
+                        PreemptionReason::InClusterQueue
+                    } else if within_nominal {
+                        PreemptionReason::InCohortReclamation
+                    } else {
+                        PreemptionReason::InCohortReclaimWhileBorrowing
+                    }
                 };
+                return Some(
+                    victims
+                        .into_iter()
+                        .map(|i| (candidates[i].id, reason(&candidates[i])))
+                        .collect(),
+                );
             }
         }
-        VictimSearch {
-            victims: None,
-            protected,
-            until,
-        }
+        None
     }
 
     /// The (flavor, resource) pairs of `usage` that do not fit in `base`:

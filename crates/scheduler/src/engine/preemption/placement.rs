@@ -24,8 +24,28 @@ use crate::engine::{CqId, Engine, WlId};
 use crate::ledger::{FlavorId, FrKey};
 use crate::model::{Amount, Millis, WithinClusterQueue};
 
-use super::Candidate;
 use super::order::VictimOrder;
+use super::{Candidate, Pool};
+
+/// How quota judges a victim set: `check` whether it must (there are
+/// quota victims), whether the preemptor must end within its nominal
+/// quota, and the usage with the evictions in flight and the victims
+/// taken so far gone (`ov`).
+struct QuotaSide {
+    check: bool,
+    within_nominal: bool,
+    ov: Overlay,
+}
+
+/// A victim set as it is chosen: the candidates taken (`chosen`, indices
+/// into `candidates`), the node room they give back (`delta`) and the
+/// quota they free (`quota.ov`).
+struct Taking<'c, 'a> {
+    candidates: &'c [Candidate<'a>],
+    quota: QuotaSide,
+    chosen: Vec<usize>,
+    delta: NodeDelta,
+}
 
 impl Engine {
     /// Victims that make the workload fit quota and placeable with
@@ -43,103 +63,32 @@ impl Engine {
         now: Millis,
     ) -> Option<(Vec<(WlId, PreemptionReason)>, Placement)> {
         let mut delta = self.leaving_delta().clone();
-        for (v, _) in &quota_victims {
-            self.footprint(*v, 1, &mut delta);
-        }
-        if let Ok(p) = self.place(cq, id, choice, &delta) {
+        let quota_ids: Vec<WlId> = quota_victims.iter().map(|(v, _)| *v).collect();
+        if let Some(p) = self.place_without(cq, id, choice, &quota_ids, &mut delta) {
             return Some((quota_victims, p));
-        }
-        for (v, _) in &quota_victims {
-            self.footprint(*v, -1, &mut delta);
         }
         let mut candidates = self.placement_candidates(cq, id, usage, &quota_victims, now);
         // Even every candidate gone leaves no room: nothing to preempt.
-        for c in &candidates {
-            self.footprint(c.id, 1, &mut delta);
-        }
-        let possible = self.place(cq, id, choice, &delta).is_ok();
-        for c in &candidates {
-            self.footprint(c.id, -1, &mut delta);
-        }
-        if !possible {
-            return None;
-        }
-        // Quota: without quota victims it fits already (as `borrowing`
-        // says); with them, within nominal if they leave it so.
-        let quota_check = !quota_victims.is_empty();
-        let mut ov = Overlay::default();
-        let within_nominal = if quota_check {
-            ov = self.evictions_overlay(cq);
-            let mut after = ov.clone();
-            for (v, _) in &quota_victims {
-                self.overlay_holding(&mut after, *v, -1);
-            }
-            self.fits_overlay(&after, cq, usage, true)
-        } else {
-            !borrowing
-        };
-        let borrowing = !within_nominal;
+        let all: Vec<WlId> = candidates.iter().map(|c| c.id).collect();
+        self.place_without(cq, id, choice, &all, &mut delta)?;
+        let quota = self.quota_side(cq, usage, borrowing, &quota_victims);
         let is_quota_victim = |v: WlId| quota_victims.iter().any(|(q, _)| *q == v);
+        let borrowing = !quota.within_nominal;
         candidates
             .retain(|c| is_quota_victim(c.id) || c.cq == cq || if borrowing { c.borrow_ok } else { c.reclaim_ok });
-        let quota_reason = |v: WlId| quota_victims.iter().find(|(q, _)| *q == v).map(|(_, r)| *r);
-        // Which candidates occupy which node, in victim order.
-        let mut on_node: FastMap<NodeId, Vec<usize>> = FastMap::default();
-        for (i, c) in candidates.iter().enumerate() {
-            for n in self.footprint_nodes(c.id) {
-                let list = on_node.entry(n).or_default();
-                if list.last() != Some(&i) {
-                    list.push(i);
-                }
-            }
-        }
-        let mut chosen: Vec<usize> = Vec::new();
-        let quota_fits = |ov: &Overlay| !quota_check || self.fits_overlay(ov, cq, usage, within_nominal);
-        let mut placement = loop {
-            let room = match self.place(cq, id, choice, &delta) {
-                Ok(p) if quota_fits(&ov) => break p,
-                Ok(_) => {
-                    // Room enough, quota short: the quota victims make it fit.
-                    let i = (0..candidates.len())
-                        .find(|&i| !chosen.contains(&i) && quota_reason(candidates[i].id).is_some())?;
-                    self.take(i, &candidates, quota_check, &mut chosen, &mut delta, &mut ov);
-                    continue;
-                }
-                Err(room) => room,
-            };
-            let taken = self.cheapest_node(id, choice, &room, &candidates, &on_node, &chosen, &delta)?;
-            for i in taken {
-                self.take(i, &candidates, quota_check, &mut chosen, &mut delta, &mut ov);
-            }
+        let mut taking = Taking {
+            candidates: &candidates,
+            quota,
+            chosen: Vec::new(),
+            delta,
         };
-        // Minimal: give back, latest chosen first, every victim not needed.
-        for k in (0..chosen.len()).rev() {
-            let v = candidates[chosen[k]].id;
-            self.footprint(v, -1, &mut delta);
-            if quota_check {
-                self.overlay_holding(&mut ov, v, 1);
-            }
-            let placed = if quota_fits(&ov) {
-                self.place(cq, id, choice, &delta).ok()
-            } else {
-                None
-            };
-            match placed {
-                Some(p) => {
-                    placement = p;
-                    chosen.remove(k);
-                }
-                None => {
-                    self.footprint(v, 1, &mut delta);
-                    if quota_check {
-                        self.overlay_holding(&mut ov, v, -1);
-                    }
-                }
-            }
-        }
-        let victims = chosen
-            .into_iter()
-            .map(|i| {
+        let placement = self.take_until_placed(cq, id, choice, usage, &quota_victims, &mut taking)?;
+        let placement = self.give_back_unneeded(cq, id, choice, usage, &mut taking, placement);
+        let quota_reason = |v: WlId| quota_victims.iter().find(|(q, _)| *q == v).map(|(_, r)| *r);
+        let victims = taking
+            .chosen
+            .iter()
+            .map(|&i| {
                 let c = &candidates[i];
                 let reason = quota_reason(c.id).unwrap_or(if c.cq == cq {
                     PreemptionReason::InClusterQueue
@@ -152,6 +101,142 @@ impl Engine {
             })
             .collect();
         Some((victims, placement))
+    }
+
+    /// Where the workload's pods go once `gone` have left (their room
+    /// counted in `delta` only for the attempt).
+    fn place_without(
+        &self,
+        cq: CqId,
+        id: WlId,
+        choice: &Choice,
+        gone: &[WlId],
+        delta: &mut NodeDelta,
+    ) -> Option<Placement> {
+        for &v in gone {
+            self.footprint(v, 1, delta);
+        }
+        let placed = self.place(cq, id, choice, delta).ok();
+        for &v in gone {
+            self.footprint(v, -1, delta);
+        }
+        placed
+    }
+
+    /// How quota judges a victim set. Without quota victims the workload
+    /// fits quota already (within nominal unless `borrowing`); with them,
+    /// within nominal if they leave it so, and every set is checked.
+    fn quota_side(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        borrowing: bool,
+        quota_victims: &[(WlId, PreemptionReason)],
+    ) -> QuotaSide {
+        if quota_victims.is_empty() {
+            return QuotaSide {
+                check: false,
+                within_nominal: !borrowing,
+                ov: Overlay::default(),
+            };
+        }
+        let ov = self.evictions_overlay(cq);
+        let mut after = ov.clone();
+        for (v, _) in quota_victims {
+            self.overlay_holding(&mut after, *v, -1);
+        }
+        QuotaSide {
+            check: true,
+            within_nominal: self.fits_overlay(&after, cq, usage, true),
+            ov,
+        }
+    }
+
+    /// Takes candidates until the workload's pods are placed and its quota
+    /// fits: for each pod set without room, the candidates of the cheapest
+    /// node; when there is room but quota is short, the next quota victim.
+    /// `None` when nothing more can be taken.
+    fn take_until_placed(
+        &self,
+        cq: CqId,
+        id: WlId,
+        choice: &Choice,
+        usage: &[(usize, Amount)],
+        quota_victims: &[(WlId, PreemptionReason)],
+        t: &mut Taking<'_, '_>,
+    ) -> Option<Placement> {
+        let candidates = t.candidates;
+        let is_quota_victim = |v: WlId| quota_victims.iter().any(|(q, _)| *q == v);
+        // Which candidates occupy which node, in victim order.
+        let mut on_node: FastMap<NodeId, Vec<usize>> = FastMap::default();
+        for (i, c) in candidates.iter().enumerate() {
+            for n in self.footprint_nodes(c.id) {
+                let list = on_node.entry(n).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        loop {
+            let room = match self.place(cq, id, choice, &t.delta) {
+                Ok(p) if self.quota_fits(cq, usage, &t.quota) => return Some(p),
+                Ok(_) => {
+                    // Room enough, quota short: the quota victims make it fit.
+                    let i =
+                        (0..candidates.len()).find(|&i| !t.chosen.contains(&i) && is_quota_victim(candidates[i].id))?;
+                    self.take(i, t);
+                    continue;
+                }
+                Err(room) => room,
+            };
+            let taken = self.cheapest_node(id, choice, &room, candidates, &on_node, &t.chosen, &t.delta)?;
+            for i in taken {
+                self.take(i, t);
+            }
+        }
+    }
+
+    /// Makes the victim set minimal: gives back, latest chosen first,
+    /// every victim whose room and quota are not needed. Returns the
+    /// placement without them.
+    fn give_back_unneeded(
+        &self,
+        cq: CqId,
+        id: WlId,
+        choice: &Choice,
+        usage: &[(usize, Amount)],
+        t: &mut Taking<'_, '_>,
+        mut placement: Placement,
+    ) -> Placement {
+        for k in (0..t.chosen.len()).rev() {
+            let v = t.candidates[t.chosen[k]].id;
+            self.footprint(v, -1, &mut t.delta);
+            if t.quota.check {
+                self.overlay_holding(&mut t.quota.ov, v, 1);
+            }
+            let placed = if self.quota_fits(cq, usage, &t.quota) {
+                self.place(cq, id, choice, &t.delta).ok()
+            } else {
+                None
+            };
+            match placed {
+                Some(p) => {
+                    placement = p;
+                    t.chosen.remove(k);
+                }
+                None => {
+                    self.footprint(v, 1, &mut t.delta);
+                    if t.quota.check {
+                        self.overlay_holding(&mut t.quota.ov, v, -1);
+                    }
+                }
+            }
+        }
+        placement
+    }
+
+    fn quota_fits(&self, cq: CqId, usage: &[(usize, Amount)], quota: &QuotaSide) -> bool {
+        !quota.check || self.fits_overlay(&quota.ov, cq, usage, quota.within_nominal)
     }
 
     /// The victims the policy may allow, in victim order: admitted
@@ -169,16 +254,20 @@ impl Engine {
         let me = self.wl(id);
         let policy = self.queues.cqs[cq].spec.preemption;
         let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.queues.cqs[cq].slots[s].fr).collect();
-        let (mut protected, mut until) = (0, None);
-        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut pool = Pool {
+            candidates: Vec::new(),
+            protected: 0,
+            until: None,
+        };
         if policy.within_cluster_queue != WithinClusterQueue::Never {
-            self.collect_candidates(cq, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+            self.collect_candidates(cq, cq, me, &frs, now, &mut pool);
         }
         for m in self.domain(cq) {
             if m != cq && self.queue_borrows_any(m, &frs, None) {
-                self.collect_candidates(m, cq, me, &frs, now, &mut candidates, &mut protected, &mut until);
+                self.collect_candidates(m, cq, me, &frs, now, &mut pool);
             }
         }
+        let mut candidates = pool.candidates;
         // Quota victims the collection above does not list (it looks at
         // every resource the preemptor uses, quota only at the short ones).
         for &(v, _) in quota_victims {
@@ -212,20 +301,13 @@ impl Engine {
     }
 
     /// Counts candidate `i` as gone.
-    fn take(
-        &self,
-        i: usize,
-        candidates: &[Candidate<'_>],
-        quota_check: bool,
-        chosen: &mut Vec<usize>,
-        delta: &mut NodeDelta,
-        ov: &mut Overlay,
-    ) {
-        self.footprint(candidates[i].id, 1, delta);
-        if quota_check {
-            self.overlay_holding(ov, candidates[i].id, -1);
+    fn take(&self, i: usize, t: &mut Taking<'_, '_>) {
+        let v = t.candidates[i].id;
+        self.footprint(v, 1, &mut t.delta);
+        if t.quota.check {
+            self.overlay_holding(&mut t.quota.ov, v, -1);
         }
-        chosen.push(i);
+        t.chosen.push(i);
     }
 
     /// For the pod set that does not fit, the node where the fewest
