@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use crate::decision::{Explanation, PendingReason, PodSetAssignment};
 use crate::ledger::{FrKey, ResId};
-use crate::model::{Amount, Millis, RequeueOrder, WorkloadSpec};
+use crate::model::{Amount, Millis, PodSetSpec, RequeueOrder, WorkloadSpec};
 
+use super::parts::{Catalog, Workloads};
 use super::placement::Placement;
 use super::state::{Holding, PodSet, State, Timer, Wl};
 use super::{Engine, EngineError, WlId};
@@ -63,61 +64,11 @@ impl Engine {
         let Some(&cq) = self.queues.cq_by_name.get(cluster_queue) else {
             return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
         };
-        let uid = spec.uid.clone();
         // Validate the assignment before touching any state.
-        let mut usage: Vec<(FrKey, Amount)> = Vec::new();
-        {
-            let ps_specs = &spec.pod_sets;
-            for a in pod_sets {
-                let Some(ps) = ps_specs.iter().find(|p| p.name == a.name) else {
-                    return Err(EngineError::UnknownPodSet {
-                        uid,
-                        pod_set: a.name.clone(),
-                    });
-                };
-                for (res, per_pod) in &ps.requests {
-                    if *per_pod == 0 {
-                        continue;
-                    }
-                    let Some(flavor) = a.flavors.get(res) else {
-                        return Err(EngineError::UnassignedResource {
-                            uid,
-                            pod_set: a.name.clone(),
-                            resource: res.clone(),
-                        });
-                    };
-                    let amount = a
-                        .usage
-                        .get(res)
-                        .copied()
-                        .unwrap_or(per_pod.saturating_mul(a.count as i64));
-                    if amount <= 0 {
-                        continue;
-                    }
-                    let fr = (
-                        self.catalog.flavor_names.intern(flavor),
-                        self.catalog.resources.intern(res),
-                    );
-                    match usage.iter_mut().find(|(k, _)| *k == fr) {
-                        Some((_, v)) => *v += amount,
-                        None => usage.push((fr, amount)),
-                    }
-                }
-            }
-        }
+        let usage = self.catalog.restored_usage(&spec, pod_sets)?;
         let id = self.insert_workload(spec)?;
         // Admitted with fewer pods (partial admission): it holds that many.
-        let counts: Vec<u32> = self
-            .wl(id)
-            .pod_sets
-            .iter()
-            .map(|p| {
-                pod_sets
-                    .iter()
-                    .find(|a| *a.name == *p.name)
-                    .map_or(p.count, |a| a.count.clamp(1, p.count))
-            })
-            .collect();
+        let counts = admitted_counts(self.wl(id), pod_sets);
         self.set_counts(id, &counts);
         for &(fr, amount) in &usage {
             let slot = self.slot_for(cq, fr);
@@ -250,64 +201,10 @@ impl Engine {
         if self.workloads.by_uid.contains_key(spec.uid.as_str()) {
             return Err(EngineError::DuplicateWorkload(spec.uid));
         }
-        let mut pod_sets = Vec::with_capacity(spec.pod_sets.len());
-        for ps in &spec.pod_sets {
-            if ps.count == 0 {
-                return Err(EngineError::EmptyPodSet {
-                    uid: spec.uid.clone(),
-                    pod_set: ps.name.clone(),
-                });
-            }
-            let mut total = Vec::with_capacity(ps.requests.len());
-            for (res, &per_pod) in &ps.requests {
-                if per_pod < 0 {
-                    return Err(EngineError::NegativeRequest {
-                        uid: spec.uid.clone(),
-                        pod_set: ps.name.clone(),
-                        resource: res.clone(),
-                    });
-                }
-                if per_pod == 0 {
-                    continue;
-                }
-                let Some(t) = per_pod.checked_mul(ps.count as i64) else {
-                    return Err(EngineError::Overflow {
-                        uid: spec.uid.clone(),
-                        pod_set: ps.name.clone(),
-                        resource: res.clone(),
-                    });
-                };
-                total.push((self.catalog.resources.intern(res), t));
-            }
-            total.sort_unstable();
-            let mut tolerations = ps.tolerations.clone();
-            tolerations.sort();
-            pod_sets.push(PodSet {
-                name: Arc::from(ps.name.as_str()),
-                count: ps.count,
-                total,
-                node_selector: ps.node_selector.clone(),
-                tolerations,
-                require_single_domain: ps.require_single_domain,
-                min_count: ps.min_count.filter(|&m| m < ps.count).map(|m| m.max(1)),
-            });
-        }
-        // Totals across pod sets must fit as well (they add up on a flavor).
-        let mut sums: BTreeMap<ResId, Amount> = BTreeMap::new();
-        for ps in &pod_sets {
-            for &(res, amount) in &ps.total {
-                let sum = sums.entry(res).or_default();
-                *sum = sum.checked_add(amount).ok_or_else(|| EngineError::Overflow {
-                    uid: spec.uid.clone(),
-                    pod_set: ps.name.to_string(),
-                    resource: self.catalog.resources.name(res).to_string(),
-                })?;
-            }
-        }
+        let pod_sets = self.catalog.pod_sets_of(&spec)?;
         let shape = self.shape_of(&pod_sets);
-        let uid: Arc<str> = Arc::from(spec.uid.as_str());
         let wl = Wl {
-            uid: uid.clone(),
+            uid: Arc::from(spec.uid.as_str()),
             name: Arc::from(spec.name.as_str()),
             lq: Arc::from(spec.local_queue.as_str()),
             priority: spec.priority,
@@ -321,17 +218,154 @@ impl Engine {
             nodes: None,
             full: None,
         };
-        let id = match self.workloads.free_ids.pop() {
+        Ok(self.workloads.insert(wl))
+    }
+}
+
+impl Workloads {
+    /// Adds `wl` to the table (in a free row if there is one).
+    fn insert(&mut self, wl: Wl) -> WlId {
+        let uid = wl.uid.clone();
+        let id = match self.free_ids.pop() {
             Some(id) => {
-                self.workloads.wls[id] = Some(wl);
+                self.wls[id] = Some(wl);
                 id
             }
             None => {
-                self.workloads.wls.push(Some(wl));
-                self.workloads.wls.len() - 1
+                self.wls.push(Some(wl));
+                self.wls.len() - 1
             }
         };
-        self.workloads.by_uid.insert(uid, id);
-        Ok(id)
+        self.by_uid.insert(uid, id);
+        id
     }
+}
+
+impl Catalog {
+    /// A workload's pod sets with their totals per resource (names
+    /// interned). Errors with an empty pod set, a negative request, or a
+    /// total that overflows, per pod set or summed over pod sets (they add
+    /// up on a flavor).
+    fn pod_sets_of(&mut self, spec: &WorkloadSpec) -> Result<Vec<PodSet>, EngineError> {
+        let pod_sets = spec
+            .pod_sets
+            .iter()
+            .map(|ps| self.pod_set_of(&spec.uid, ps))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut sums: BTreeMap<ResId, Amount> = BTreeMap::new();
+        for ps in &pod_sets {
+            for &(res, amount) in &ps.total {
+                let sum = sums.entry(res).or_default();
+                *sum = sum.checked_add(amount).ok_or_else(|| EngineError::Overflow {
+                    uid: spec.uid.clone(),
+                    pod_set: ps.name.to_string(),
+                    resource: self.resources.name(res).to_string(),
+                })?;
+            }
+        }
+        Ok(pod_sets)
+    }
+
+    fn pod_set_of(&mut self, uid: &str, ps: &PodSetSpec) -> Result<PodSet, EngineError> {
+        if ps.count == 0 {
+            return Err(EngineError::EmptyPodSet {
+                uid: uid.to_string(),
+                pod_set: ps.name.clone(),
+            });
+        }
+        let mut total = Vec::with_capacity(ps.requests.len());
+        for (res, &per_pod) in &ps.requests {
+            if per_pod < 0 {
+                return Err(EngineError::NegativeRequest {
+                    uid: uid.to_string(),
+                    pod_set: ps.name.clone(),
+                    resource: res.clone(),
+                });
+            }
+            if per_pod == 0 {
+                continue;
+            }
+            let Some(t) = per_pod.checked_mul(ps.count as i64) else {
+                return Err(EngineError::Overflow {
+                    uid: uid.to_string(),
+                    pod_set: ps.name.clone(),
+                    resource: res.clone(),
+                });
+            };
+            total.push((self.resources.intern(res), t));
+        }
+        total.sort_unstable();
+        let mut tolerations = ps.tolerations.clone();
+        tolerations.sort();
+        Ok(PodSet {
+            name: Arc::from(ps.name.as_str()),
+            count: ps.count,
+            total,
+            node_selector: ps.node_selector.clone(),
+            tolerations,
+            require_single_domain: ps.require_single_domain,
+            min_count: ps.min_count.filter(|&m| m < ps.count).map(|m| m.max(1)),
+        })
+    }
+
+    /// What a restored admission holds per (flavor, resource), its names
+    /// interned: the assignment's usage, or the per-pod request times its
+    /// count. Errors with a pod set the workload does not have or a
+    /// requested resource the assignment gives no flavor.
+    fn restored_usage(
+        &mut self,
+        spec: &WorkloadSpec,
+        pod_sets: &[PodSetAssignment],
+    ) -> Result<Vec<(FrKey, Amount)>, EngineError> {
+        let uid = &spec.uid;
+        let mut usage: Vec<(FrKey, Amount)> = Vec::new();
+        for a in pod_sets {
+            let Some(ps) = spec.pod_sets.iter().find(|p| p.name == a.name) else {
+                return Err(EngineError::UnknownPodSet {
+                    uid: uid.clone(),
+                    pod_set: a.name.clone(),
+                });
+            };
+            for (res, per_pod) in &ps.requests {
+                if *per_pod == 0 {
+                    continue;
+                }
+                let Some(flavor) = a.flavors.get(res) else {
+                    return Err(EngineError::UnassignedResource {
+                        uid: uid.clone(),
+                        pod_set: a.name.clone(),
+                        resource: res.clone(),
+                    });
+                };
+                let amount = a
+                    .usage
+                    .get(res)
+                    .copied()
+                    .unwrap_or(per_pod.saturating_mul(a.count as i64));
+                if amount <= 0 {
+                    continue;
+                }
+                let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
+                match usage.iter_mut().find(|(k, _)| *k == fr) {
+                    Some((_, v)) => *v += amount,
+                    None => usage.push((fr, amount)),
+                }
+            }
+        }
+        Ok(usage)
+    }
+}
+
+/// The pods an admission gives each pod set of `wl`: the assignment's
+/// count (at least one, at most the pod set's), or the whole pod set.
+fn admitted_counts(wl: &Wl, pod_sets: &[PodSetAssignment]) -> Vec<u32> {
+    wl.pod_sets
+        .iter()
+        .map(|p| {
+            pod_sets
+                .iter()
+                .find(|a| *a.name == *p.name)
+                .map_or(p.count, |a| a.count.clamp(1, p.count))
+        })
+        .collect()
 }
