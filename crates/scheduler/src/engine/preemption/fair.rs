@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use crate::engine::overlay::Overlay;
 use crate::engine::share::ShareView;
-use crate::engine::{CohortId, CqId, Engine};
+use crate::engine::{CohortId, CqId, Engine, WlId};
 use crate::ledger::FrKey;
 use crate::model::{Amount, FairShareStrategies};
 
@@ -181,89 +181,106 @@ impl Engine {
     ) -> Option<Vec<usize>> {
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
-        let fits = |ov: &Overlay| self.fits_overlay(ov, cq, usage, false);
         // Other queues by share, highest first; a queue's entry is
         // refreshed when it gives a victim (only its share changed).
-        let share_of = |q: CqId, ov: &Overlay| {
-            self.queue_share_in(
-                q,
-                &ShareView {
-                    ov: Some(ov),
-                    extra: None,
-                },
-            )
-            .0
-        };
         let mut order: BinaryHeap<(i64, Reverse<CqId>)> = queues
             .keys()
             .filter(|&&q| q != cq)
-            .map(|&q| (share_of(q, &ov), Reverse(q)))
+            .map(|&q| (self.share_with(q, &ov), Reverse(q)))
             .collect();
-        while !fits(&ov) {
-            // The other queue with the highest share that still borrows
-            // what is short; the own queue only when none is left.
-            let mut target = None;
-            while let Some((s, Reverse(q))) = order.pop() {
-                let live = queues.get(&q).is_some_and(|l| !l.is_empty());
-                if !live || !self.queue_borrows_any(q, frs, Some(&ov)) {
-                    continue;
-                }
-                if s != share_of(q, &ov) {
-                    order.push((share_of(q, &ov), Reverse(q)));
-                    continue;
-                }
-                target = Some(q);
-                order.push((s, Reverse(q)));
-                break;
-            }
-            let target = target.or_else(|| queues.get(&cq).filter(|l| !l.is_empty()).map(|_| cq))?;
+        while !self.fits_overlay(&ov, cq, usage, false) {
+            let target = self.next_target(cq, &mut order, &queues, frs, &ov)?;
             let i = queues.get_mut(&target).and_then(|l| l.pop()).expect("non-empty list");
-            if target != cq {
-                let (mine, theirs) = self.sides(cq, target);
-                let with_me = self.side_share(
-                    mine,
-                    &ShareView {
-                        ov: Some(&ov),
-                        extra: Some((cq, usage)),
-                    },
-                );
-                let now = ShareView {
-                    ov: Some(&ov),
-                    extra: None,
-                };
-                let before = self.side_share(theirs, &now);
-                let mut without = ov.clone();
-                self.overlay_holding(&mut without, candidates[i].id, -1);
-                let after = self.side_share(
-                    theirs,
-                    &ShareView {
-                        ov: Some(&without),
-                        extra: None,
-                    },
-                );
-                if !strategy.allows(with_me, before, after) {
-                    // Its later candidates would not pass either.
-                    queues.remove(&target);
-                    continue;
-                }
+            if target == cq {
+                self.overlay_holding(&mut ov, candidates[i].id, -1);
+            } else if let Some(without) = self.fair_to_take(cq, usage, target, candidates[i].id, &ov, strategy) {
                 ov = without;
             } else {
-                self.overlay_holding(&mut ov, candidates[i].id, -1);
+                // Its later candidates would not pass either.
+                queues.remove(&target);
+                continue;
             }
             removed.push(i);
         }
-        // Give back, latest first, every victim not needed.
-        let mut needed = removed.clone();
-        for k in (0..removed.len().saturating_sub(1)).rev() {
-            let id = candidates[removed[k]].id;
-            self.overlay_holding(&mut ov, id, 1);
-            if fits(&ov) {
-                needed.retain(|&x| x != removed[k]);
-            } else {
-                self.overlay_holding(&mut ov, id, -1);
+        Some(self.minimal_victims(cq, usage, false, candidates, &removed, &mut ov))
+    }
+
+    /// The queue the next victim comes from: the other queue with the
+    /// highest share that still has candidates and borrows what is short;
+    /// the own queue only when none is left.
+    fn next_target(
+        &self,
+        cq: CqId,
+        order: &mut BinaryHeap<(i64, Reverse<CqId>)>,
+        queues: &BTreeMap<CqId, Vec<usize>>,
+        frs: &[FrKey],
+        ov: &Overlay,
+    ) -> Option<CqId> {
+        while let Some((s, Reverse(q))) = order.pop() {
+            let live = queues.get(&q).is_some_and(|l| !l.is_empty());
+            if !live || !self.queue_borrows_any(q, frs, Some(ov)) {
+                continue;
             }
+            let now = self.share_with(q, ov);
+            if s != now {
+                order.push((now, Reverse(q)));
+                continue;
+            }
+            order.push((s, Reverse(q)));
+            return Some(q);
         }
-        Some(needed)
+        queues.get(&cq).filter(|l| !l.is_empty()).map(|_| cq)
+    }
+
+    /// Whether `strategy` lets the preemptor (queue `cq`, asking `usage`)
+    /// take `victim` from queue `target`: the usage without the victim
+    /// when it does.
+    fn fair_to_take(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        target: CqId,
+        victim: WlId,
+        ov: &Overlay,
+        strategy: Strategy,
+    ) -> Option<Overlay> {
+        let (mine, theirs) = self.sides(cq, target);
+        let with_me = self.side_share(
+            mine,
+            &ShareView {
+                ov: Some(ov),
+                extra: Some((cq, usage)),
+            },
+        );
+        let before = self.side_share(
+            theirs,
+            &ShareView {
+                ov: Some(ov),
+                extra: None,
+            },
+        );
+        let mut without = ov.clone();
+        self.overlay_holding(&mut without, victim, -1);
+        let after = self.side_share(
+            theirs,
+            &ShareView {
+                ov: Some(&without),
+                extra: None,
+            },
+        );
+        strategy.allows(with_me, before, after).then_some(without)
+    }
+
+    /// Queue `q`'s share with the usage `ov` says.
+    fn share_with(&self, q: CqId, ov: &Overlay) -> i64 {
+        self.queue_share_in(
+            q,
+            &ShareView {
+                ov: Some(ov),
+                extra: None,
+            },
+        )
+        .0
     }
 }
 

@@ -444,16 +444,31 @@ impl Engine {
         if !fits {
             return None;
         }
-        let mut needed = removed.clone();
+        Some(self.minimal_victims(cq, usage, within_nominal, candidates, &removed, &mut ov))
+    }
+
+    /// Makes a victim set (`removed`, indices into `candidates`, gone in
+    /// `ov`) minimal: gives back, latest first, every victim the workload
+    /// still fits without (the last one taken is needed).
+    pub(super) fn minimal_victims(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        within_nominal: bool,
+        candidates: &[Candidate<'_>],
+        removed: &[usize],
+        ov: &mut Overlay,
+    ) -> Vec<usize> {
+        let mut needed = removed.to_vec();
         for k in (0..removed.len().saturating_sub(1)).rev() {
-            let c = &candidates[removed[k]];
-            self.overlay_holding(&mut ov, c.id, 1);
-            if self.fits_overlay(&ov, cq, usage, within_nominal) {
+            let id = candidates[removed[k]].id;
+            self.overlay_holding(ov, id, 1);
+            if self.fits_overlay(ov, cq, usage, within_nominal) {
                 needed.retain(|&x| x != removed[k]);
             } else {
-                self.overlay_holding(&mut ov, c.id, -1);
+                self.overlay_holding(ov, id, -1);
             }
         }
-        Some(needed)
+        needed
     }
 }
