@@ -143,63 +143,78 @@ impl Engine {
         self.post_order(root, &mut order);
         let mut tree = Vec::new();
         for &c in &order {
-            let mut pools: Vec<Pool> = Vec::new();
-            let mut pool_of: FastMap<FrKey, usize> = FastMap::default();
-            let mut pool_for = |pools: &mut Vec<Pool>, fr: FrKey| {
-                *pool_of.entry(fr).or_insert_with(|| {
-                    pools.push(Pool::default());
-                    pools.len() - 1
-                })
-            };
-            let own = self.own_quota(c);
-            for (fr, nominal, b, l) in own {
-                let p = pool_for(&mut pools, fr);
-                let pool = &mut pools[p];
-                pool.nominal += nominal;
-                pool.capacity += nominal;
-                pool.borrowing_limit = b;
-                pool.lending_limit = l;
-            }
-            let members: Vec<CqId> = self.queues.cohorts[c].members.iter().copied().collect();
-            for m in members {
-                tree.push(m);
-                for s in &mut self.queues.cqs[m].slots {
-                    let p = pool_for(&mut pools, s.fr);
-                    let pool = &mut pools[p];
-                    pool.capacity += s.lendable();
-                    pool.usage += ledger::draw(s.effective(), s.guaranteed());
-                    pool.idle += ledger::idle(s);
-                    s.pool = Some(p);
-                }
-            }
-            let children: Vec<CohortId> = self.queues.cohorts[c].children.iter().copied().collect();
-            for k in children {
-                let links: Vec<(usize, FrKey)> = self.queues.cohorts[k]
-                    .pool_of
-                    .iter()
-                    .map(|(&fr, &kp)| (kp, fr))
-                    .collect();
-                for (kp, fr) in links {
-                    let p = pool_for(&mut pools, fr);
-                    let child = &mut self.queues.cohorts[k].pools[kp];
-                    child.parent = Some(p);
-                    let (lend, draw, idle) = (
-                        child.lendable(),
-                        ledger::draw(child.usage, child.guaranteed()),
-                        child.idle,
-                    );
-                    let pool = &mut pools[p];
-                    pool.capacity += lend;
-                    pool.usage += draw;
-                    pool.idle += idle;
-                }
-            }
-            let cohort = &mut self.queues.cohorts[c];
-            cohort.pools = pools;
-            cohort.pool_of = pool_of;
-            cohort.tree.clear();
+            tree.extend(self.queues.cohorts[c].members.iter().copied());
+            self.rebuild_pools(c);
         }
-        // Parents before children: what each pool could obtain at most.
+        self.rebuild_lendable(&order);
+        tree.sort_unstable();
+        self.queues.cohorts[root].tree = tree;
+    }
+
+    /// Cohort `c`'s pools, one per (flavor, resource): its own quota, what
+    /// its member queues' slots lend and draw, and its child cohorts'
+    /// pools (linked to their parent pool). Children come first.
+    fn rebuild_pools(&mut self, c: CohortId) {
+        let mut pools: Vec<Pool> = Vec::new();
+        let mut pool_of: FastMap<FrKey, usize> = FastMap::default();
+        let mut pool_for = |pools: &mut Vec<Pool>, fr: FrKey| {
+            *pool_of.entry(fr).or_insert_with(|| {
+                pools.push(Pool::default());
+                pools.len() - 1
+            })
+        };
+        let own = self.own_quota(c);
+        for (fr, nominal, b, l) in own {
+            let p = pool_for(&mut pools, fr);
+            let pool = &mut pools[p];
+            pool.nominal += nominal;
+            pool.capacity += nominal;
+            pool.borrowing_limit = b;
+            pool.lending_limit = l;
+        }
+        let members: Vec<CqId> = self.queues.cohorts[c].members.iter().copied().collect();
+        for m in members {
+            for s in &mut self.queues.cqs[m].slots {
+                let p = pool_for(&mut pools, s.fr);
+                let pool = &mut pools[p];
+                pool.capacity += s.lendable();
+                pool.usage += ledger::draw(s.effective(), s.guaranteed());
+                pool.idle += ledger::idle(s);
+                s.pool = Some(p);
+            }
+        }
+        let children: Vec<CohortId> = self.queues.cohorts[c].children.iter().copied().collect();
+        for k in children {
+            let links: Vec<(usize, FrKey)> = self.queues.cohorts[k]
+                .pool_of
+                .iter()
+                .map(|(&fr, &kp)| (kp, fr))
+                .collect();
+            for (kp, fr) in links {
+                let p = pool_for(&mut pools, fr);
+                let child = &mut self.queues.cohorts[k].pools[kp];
+                child.parent = Some(p);
+                let (lend, draw, idle) = (
+                    child.lendable(),
+                    ledger::draw(child.usage, child.guaranteed()),
+                    child.idle,
+                );
+                let pool = &mut pools[p];
+                pool.capacity += lend;
+                pool.usage += draw;
+                pool.idle += idle;
+            }
+        }
+        let cohort = &mut self.queues.cohorts[c];
+        cohort.pools = pools;
+        cohort.pool_of = pool_of;
+        cohort.tree.clear();
+    }
+
+    /// What each pool could obtain at most, worked out parents first
+    /// (`order` lists children before parents), and so what each cohort
+    /// can lend per resource.
+    fn rebuild_lendable(&mut self, order: &[CohortId]) {
         let mut potential: FastMap<(CohortId, usize), Amount> = FastMap::default();
         for &c in order.iter().rev() {
             let parent = self.queues.cohorts[c].parent;
@@ -217,8 +232,6 @@ impl Engine {
             }
             self.queues.cohorts[c].lendable = lendable;
         }
-        tree.sort_unstable();
-        self.queues.cohorts[root].tree = tree;
     }
 
     fn post_order(&self, c: CohortId, out: &mut Vec<CohortId>) {

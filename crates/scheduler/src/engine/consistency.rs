@@ -17,6 +17,16 @@ impl Engine {
     /// draws, and admitted usage respects quota where `strict`.
     #[doc(hidden)]
     pub fn check_consistency(&self) -> Result<(), String> {
+        self.check_slots()?;
+        self.check_pending_lists()?;
+        self.check_pools()?;
+        self.check_placement()?;
+        Ok(())
+    }
+
+    /// Every slot's usage and claim equal the sums over the workloads that
+    /// hold (admitted, evicting) or claim (preempting) quota.
+    fn check_slots(&self) -> Result<(), String> {
         let mut usage: HashMap<(CqId, FrKey), Amount> = HashMap::new();
         let mut claimed: HashMap<(CqId, FrKey), Amount> = HashMap::new();
         for wl in self.workloads.wls.iter().flatten() {
@@ -52,6 +62,12 @@ impl Engine {
                 self.queues.cqs[cq].name
             ));
         }
+        Ok(())
+    }
+
+    /// Every pending workload is on exactly one candidate list of its
+    /// queue (loose, or shaped with its shape's explanation).
+    fn check_pending_lists(&self) -> Result<(), String> {
         for (ci, q) in self.queues.cqs.iter().enumerate() {
             let shaped: usize = q.shaped.values().map(|s| s.len()).sum();
             let preempting = q
@@ -91,6 +107,12 @@ impl Engine {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Every cohort pool equals the sums of its members' slots and its
+    /// child cohorts' pools.
+    fn check_pools(&self) -> Result<(), String> {
         for (c, cohort) in self.queues.cohorts.iter().enumerate() {
             let mut sums: Vec<(Amount, Amount, Amount)> = cohort.pools.iter().map(|p| (p.nominal, 0, 0)).collect();
             for &m in &cohort.members {
@@ -128,7 +150,6 @@ impl Engine {
                 }
             }
         }
-        self.check_placement()?;
         Ok(())
     }
 }
