@@ -13,8 +13,9 @@ use crate::ledger;
 use crate::ledger::{FrKey, Pool, ResId};
 use crate::model::{Amount, CohortSpec};
 
+use super::fast_map::FastMap;
 use super::overlay::Overlay;
-use super::state::{Cohort, FastMap};
+use super::state::Cohort;
 use super::{CohortId, CqId, Engine, EngineError};
 
 impl Engine {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::ledger::{FrKey, ResId, Slot};
 use crate::model::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec, StopPolicy};
 
-use super::state::{Cq, FastMap, Group, GroupFlavor, OrderKey, State};
+use super::fast_map::FastMap;
+use super::state::{Cq, Group, GroupFlavor, OrderKey, State};
 use super::{CqId, Engine, WlId};
 
 impl Engine {

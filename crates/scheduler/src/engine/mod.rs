@@ -39,6 +39,7 @@ mod consistency;
 mod contention;
 mod cycle;
 mod explain;
+mod fast_map;
 mod fifo;
 mod flavor;
 mod foreign;
@@ -57,10 +58,11 @@ mod state;
 mod stop;
 mod tournament;
 
+use fast_map::FastMap;
 use parts::{Catalog, Claims, Memo, Queues, Turn, Workloads};
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use share::FairShare;
-use state::*;
+use state::{Interner, Wl};
 
 pub(crate) type CqId = usize;
 pub(crate) type CohortId = usize;

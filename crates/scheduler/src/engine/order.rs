@@ -20,9 +20,10 @@ use std::collections::BinaryHeap;
 use crate::ledger;
 use crate::model::FairSharing;
 
+use super::fast_map::FastMap;
 use super::flavor::Attempt;
 use super::share::ShareView;
-use super::state::{FastMap, OrderKey};
+use super::state::OrderKey;
 use super::tournament::Tournament;
 use super::{CqId, Engine};
 

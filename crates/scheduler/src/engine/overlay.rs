@@ -7,7 +7,8 @@ use crate::ledger;
 use crate::ledger::{Fit, FrKey};
 use crate::model::Amount;
 
-use super::state::{FastMap, State};
+use super::fast_map::FastMap;
+use super::state::State;
 use super::{CohortId, CqId, Engine, WlId};
 
 /// change of every touched cohort pool.

@@ -4,8 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::fast_map::FastMap;
 use super::flavor::Choice;
-use super::state::{Cohort, Cq, FastMap, Interner, OrderKey, ShapeKey, Timer, Wl};
+use super::state::{Cohort, Cq, Interner, OrderKey, ShapeKey, Timer, Wl};
 use super::{CohortId, CqId, SharedAssignment, WlId};
 use crate::decision::{Eviction, Explanation, PendingReason};
 use crate::ledger::{FlavorId, ResId};

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use crate::ledger::ResId;
 use crate::model::{Amount, Weight};
 
+use super::fast_map::FastMap;
 use super::overlay::Overlay;
-use super::state::FastMap;
 use super::{CohortId, CqId, Engine};
 
 /// A weighted share and the resource that dominates it.

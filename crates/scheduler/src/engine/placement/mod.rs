@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::ledger::{FlavorId, ResId};
 use crate::model::{Amount, PlacementMode, Taint};
 
-use super::state::FastMap;
+use super::fast_map::FastMap;
 use super::{Engine, WlId};
 
 mod fallback;

@@ -15,11 +15,12 @@
 //! victim would not make the workload placeable.
 
 use crate::decision::PreemptionReason;
+use crate::engine::fast_map::FastMap;
 use crate::engine::flavor::Choice;
 use crate::engine::overlay::Overlay;
 use crate::engine::placement::{NoRoom, Placement};
 use crate::engine::placement::{NodeDelta, NodeId, ResVec, res_add, res_get};
-use crate::engine::state::{FastMap, State};
+use crate::engine::state::State;
 use crate::engine::{CqId, Engine, WlId};
 use crate::ledger::{FlavorId, FrKey};
 use crate::model::{Amount, Millis, WithinClusterQueue};
