@@ -32,7 +32,7 @@ impl Engine {
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
-        self.queues.cqs[cq].remove_pending(&key, shape);
+        self.queues.cqs[cq].waiting.remove_pending(&key, shape);
         let holding = self.holding(cq, id, &attempt, placement, now);
         self.admit_holding(id, holding, now, out);
     }
@@ -46,7 +46,7 @@ impl Engine {
         now: Millis,
     ) -> Holding {
         let q = &self.queues.cqs[cq];
-        let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.slots[s].fr, a)).collect();
+        let usage: Vec<(FrKey, Amount)> = attempt.usage.iter().map(|&(s, a)| (q.quota.slots[s].fr, a)).collect();
         let shape = self.wl(id).shape;
         let cached = self
             .memo
@@ -106,7 +106,7 @@ impl Engine {
                 let mut flavors = BTreeMap::new();
                 let mut ps_usage = BTreeMap::new();
                 for &(res, amount) in &ps.total {
-                    let g = q.group_of[&res];
+                    let g = q.quota.group_of[&res];
                     let flavor = choice
                         .iter()
                         .find(|c| c.group == g)
@@ -153,9 +153,10 @@ impl Engine {
     pub(super) fn is_borrowing(&self, cq: CqId, usage: &[(FrKey, Amount)]) -> bool {
         let q = &self.queues.cqs[cq];
         usage.iter().any(|(fr, _)| {
-            q.slot_of
+            q.quota
+                .slot_of
                 .get(fr)
-                .is_some_and(|&s| q.slots[s].usage > q.slots[s].nominal)
+                .is_some_and(|&s| q.quota.slots[s].usage > q.quota.slots[s].nominal)
         })
     }
 
@@ -213,9 +214,9 @@ impl Engine {
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
-        self.queues.cqs[cq].take_off_lists(&key, shape);
+        self.queues.cqs[cq].waiting.take_off_lists(&key, shape);
         self.wl_mut(id).shaped = false;
-        self.queues.cqs[cq].preempting += 1;
+        self.queues.cqs[cq].waiting.preempting += 1;
         self.claims.preempting.insert(key.clone());
         let n = out.preempted.iter().filter(|p| p.preemptor == preemptor_uid).count();
         self.wl_mut(id).state = State::Preempting(Box::new(holding));
@@ -235,13 +236,13 @@ impl Engine {
         };
         let key = self.wl(id).key(id);
         self.claims.preempting.remove(&key);
-        self.queues.cqs[h.cq].preempting -= 1;
-        if self.queues.cqs[h.cq].pending.contains(&key) {
-            self.queues.cqs[h.cq].loose.insert(key.clone());
-            self.queues.cqs[h.cq].fresh.insert(key.clone());
+        self.queues.cqs[h.cq].waiting.preempting -= 1;
+        if self.queues.cqs[h.cq].waiting.pending.contains(&key) {
+            self.queues.cqs[h.cq].waiting.loose.insert(key.clone());
+            self.queues.cqs[h.cq].waiting.fresh.insert(key.clone());
         }
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.queues.cqs[h.cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[h.cq].quota.slot_of.get(&fr) {
                 self.add_usage(h.cq, slot, 0, -amount);
             }
         }
@@ -282,7 +283,7 @@ impl Engine {
             self.queues.cqs[cq].evicting -= 1;
         }
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.queues.cqs[cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[cq].quota.slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
             }
         }
@@ -297,7 +298,7 @@ impl Engine {
     /// nominal quota goes to every level.
     pub(super) fn add_usage(&mut self, cq: CqId, slot: usize, usage: Amount, claimed: Amount) {
         let q = &mut self.queues.cqs[cq];
-        let s = &mut q.slots[slot];
+        let s = &mut q.quota.slots[slot];
         let g = s.guaranteed();
         let (before, idle_before) = (s.effective(), ledger::idle(s));
         s.usage += usage;

@@ -201,7 +201,7 @@ impl Engine {
             && let Some((attempt, placement)) = self.try_partial(cq, id)
         {
             // Off its lists under the shape it was queued with.
-            self.queues.cqs[cq].remove_pending(key, shape);
+            self.queues.cqs[cq].waiting.remove_pending(key, shape);
             self.admit(cq, id, attempt, placement, now, out);
             pass.merge.touched(self, cq);
             return;

@@ -111,7 +111,7 @@ impl Engine {
         if let Some(c) = old {
             self.queues.cohorts[c].members.remove(&cq);
         }
-        for s in &mut self.queues.cqs[cq].slots {
+        for s in &mut self.queues.cqs[cq].quota.slots {
             s.pool = None;
         }
         if let Some(c) = cohort {
@@ -175,7 +175,7 @@ impl Engine {
         }
         let members: Vec<CqId> = self.queues.cohorts[c].members.iter().copied().collect();
         for m in members {
-            for s in &mut self.queues.cqs[m].slots {
+            for s in &mut self.queues.cqs[m].quota.slots {
                 let p = pool_for(&mut pools, s.fr);
                 let pool = &mut pools[p];
                 pool.capacity += s.lendable();
@@ -269,12 +269,12 @@ impl Engine {
     /// A deleted queue with nothing admitted is forgotten by its cohort.
     pub(super) fn collect_deleted(&mut self, cq: CqId) {
         let q = &self.queues.cqs[cq];
-        if q.deleted && q.admitted.is_empty() && q.preempting == 0 {
+        if q.deleted && q.admitted.is_empty() && q.waiting.preempting == 0 {
             let q = &mut self.queues.cqs[cq];
-            q.slots.clear();
-            q.slot_of.clear();
-            q.groups.clear();
-            q.group_of.clear();
+            q.quota.slots.clear();
+            q.quota.slot_of.clear();
+            q.quota.groups.clear();
+            q.quota.group_of.clear();
             self.set_queue_cohort(cq, None);
         }
     }
@@ -296,7 +296,9 @@ impl Engine {
         slot: usize,
         ov: Option<&'a Overlay>,
     ) -> impl Iterator<Item = (&'a Pool, Amount)> + 'a {
-        let mut at = self.queues.cqs[cq].cohort.zip(self.queues.cqs[cq].slots[slot].pool);
+        let mut at = self.queues.cqs[cq]
+            .cohort
+            .zip(self.queues.cqs[cq].quota.slots[slot].pool);
         std::iter::from_fn(move || {
             let (c, p) = at?;
             let pool = &self.queues.cohorts[c].pools[p];

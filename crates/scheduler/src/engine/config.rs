@@ -3,14 +3,14 @@
 //! for flavors it no longer lists), starts a drain when a stop policy turns
 //! to HoldAndDrain, and wakes the queues whose chances changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::ledger::{FrKey, ResId, Slot};
 use crate::model::{ClusterQueueSpec, FlavorSpec, LocalQueueSpec, StopPolicy};
 
 use super::fast_map::FastMap;
-use super::state::{Cq, Group, GroupFlavor, OrderKey, State};
+use super::state::{Cq, Group, GroupFlavor, OrderKey, Quota, State, Waiting};
 use super::{CqId, Engine, WlId};
 
 impl Engine {
@@ -47,19 +47,11 @@ impl Engine {
                     spec: ClusterQueueSpec::default(),
                     deleted: false,
                     cohort: None,
-                    groups: Vec::new(),
-                    group_of: FastMap::default(),
-                    slots: Vec::new(),
-                    slot_of: FastMap::default(),
-                    pending: BTreeSet::new(),
-                    loose: BTreeSet::new(),
-                    shaped: BTreeMap::new(),
-                    fresh: BTreeSet::new(),
-                    woken: false,
+                    quota: Quota::default(),
+                    waiting: Waiting::default(),
                     admitted: BTreeSet::new(),
                     admitted_now: 0,
                     evicting: 0,
-                    preempting: 0,
                 });
                 self.queues.cq_by_name.insert(name, id);
                 id
@@ -92,10 +84,12 @@ impl Engine {
         }
         self.wake_domain(id);
         self.queues.cqs[id].deleted = true;
-        let pending: Vec<OrderKey> = std::mem::take(&mut self.queues.cqs[id].pending).into_iter().collect();
-        self.queues.cqs[id].fresh.clear();
-        self.queues.cqs[id].loose.clear();
-        self.queues.cqs[id].shaped.clear();
+        let pending: Vec<OrderKey> = std::mem::take(&mut self.queues.cqs[id].waiting.pending)
+            .into_iter()
+            .collect();
+        self.queues.cqs[id].waiting.fresh.clear();
+        self.queues.cqs[id].waiting.loose.clear();
+        self.queues.cqs[id].waiting.shaped.clear();
         for key in &pending {
             self.wl_mut(key.id).shaped = false;
         }
@@ -156,7 +150,7 @@ impl Engine {
             .queues
             .cqs
             .iter()
-            .flat_map(|cq| cq.pending.iter())
+            .flat_map(|cq| cq.waiting.pending.iter())
             .filter(|k| &*self.wl(k.id).lq == key)
             .map(|k| k.id)
             .collect();
@@ -172,7 +166,7 @@ impl Engine {
     pub(super) fn rebuild_slots(&mut self, cq: CqId, spec: &ClusterQueueSpec) {
         // Group indices change meaning: cached assignments are stale.
         self.memo.assignments.retain(|&(c, _), _| c != cq);
-        let old: Vec<Slot> = std::mem::take(&mut self.queues.cqs[cq].slots);
+        let old: Vec<Slot> = std::mem::take(&mut self.queues.cqs[cq].quota.slots);
         let mut slots: Vec<Slot> = Vec::new();
         let mut slot_of: FastMap<FrKey, usize> = FastMap::default();
         let mut groups = Vec::with_capacity(spec.resource_groups.len());
@@ -227,22 +221,22 @@ impl Engine {
             slots[slot].claimed += o.claimed;
         }
         let q = &mut self.queues.cqs[cq];
-        q.slots = slots;
-        q.slot_of = slot_of;
-        q.groups = groups;
-        q.group_of = group_of;
+        q.quota.slots = slots;
+        q.quota.slot_of = slot_of;
+        q.quota.groups = groups;
+        q.quota.group_of = group_of;
     }
 
     /// The slot for (flavor, resource) in a queue, created with no quota when
     /// the spec does not list it (only for restored admissions).
     pub(super) fn slot_for(&mut self, cq: CqId, fr: FrKey) -> usize {
-        if let Some(&s) = self.queues.cqs[cq].slot_of.get(&fr) {
+        if let Some(&s) = self.queues.cqs[cq].quota.slot_of.get(&fr) {
             return s;
         }
         let q = &mut self.queues.cqs[cq];
-        q.slots.push(Slot::new(fr, 0, Some(0), None));
-        let s = q.slots.len() - 1;
-        q.slot_of.insert(fr, s);
+        q.quota.slots.push(Slot::new(fr, 0, Some(0), None));
+        let s = q.quota.slots.len() - 1;
+        q.quota.slot_of.insert(fr, s);
         if let Some(c) = q.cohort {
             self.retree(&[c]);
         }

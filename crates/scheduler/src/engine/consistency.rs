@@ -45,7 +45,7 @@ impl Engine {
             }
         }
         for (ci, q) in self.queues.cqs.iter().enumerate() {
-            for s in &q.slots {
+            for s in &q.quota.slots {
                 let u = usage.remove(&(ci, s.fr)).unwrap_or(0);
                 let c = claimed.remove(&(ci, s.fr)).unwrap_or(0);
                 if u != s.usage || c != s.claimed {
@@ -69,33 +69,36 @@ impl Engine {
     /// queue (loose, or shaped with its shape's explanation).
     fn check_pending_lists(&self) -> Result<(), String> {
         for (ci, q) in self.queues.cqs.iter().enumerate() {
-            let shaped: usize = q.shaped.values().map(|s| s.len()).sum();
+            let shaped: usize = q.waiting.shaped.values().map(|s| s.len()).sum();
             let preempting = q
+                .waiting
                 .pending
                 .iter()
                 .filter(|k| matches!(self.wl(k.id).state, State::Preempting(_)))
                 .count();
-            if q.pending.len() != q.loose.len() + shaped + preempting || preempting != q.preempting {
+            if q.waiting.pending.len() != q.waiting.loose.len() + shaped + preempting
+                || preempting != q.waiting.preempting
+            {
                 return Err(format!(
                     "queue {}: {} pending but {} loose + {} shaped + {} preempting (counter {})",
                     q.name,
-                    q.pending.len(),
-                    q.loose.len(),
+                    q.waiting.pending.len(),
+                    q.waiting.loose.len(),
                     shaped,
                     preempting,
-                    q.preempting
+                    q.waiting.preempting
                 ));
             }
-            for k in &q.loose {
+            for k in &q.waiting.loose {
                 let wl = self.wl(k.id);
-                if wl.shaped || wl.cq != Some(ci) || !q.pending.contains(k) {
+                if wl.shaped || wl.cq != Some(ci) || !q.waiting.pending.contains(k) {
                     return Err(format!("queue {}: loose {} is shaped or elsewhere", q.name, k.uid));
                 }
             }
-            for (shape, set) in &q.shaped {
+            for (shape, set) in &q.waiting.shaped {
                 for k in set {
                     let wl = self.wl(k.id);
-                    if !wl.shaped || wl.shape != *shape || !q.pending.contains(k) {
+                    if !wl.shaped || wl.shape != *shape || !q.waiting.pending.contains(k) {
                         return Err(format!("queue {}: shaped {} inconsistent", q.name, k.uid));
                     }
                     if !self.memo.shape_expl.contains_key(&(ci, *shape)) {
@@ -116,7 +119,7 @@ impl Engine {
         for (c, cohort) in self.queues.cohorts.iter().enumerate() {
             let mut sums: Vec<(Amount, Amount, Amount)> = cohort.pools.iter().map(|p| (p.nominal, 0, 0)).collect();
             for &m in &cohort.members {
-                for s in &self.queues.cqs[m].slots {
+                for s in &self.queues.cqs[m].quota.slots {
                     let p = s.pool.ok_or_else(|| {
                         format!(
                             "queue {} in cohort {c} has a slot without pool",

@@ -40,13 +40,13 @@ impl Engine {
         // (flavor, resource) pairs this queue could use that `held` frees.
         let usable: Vec<ResId> = held
             .iter()
-            .filter(|fr| cq.slot_of.contains_key(fr))
+            .filter(|fr| cq.quota.slot_of.contains_key(fr))
             .map(|fr| fr.1)
             .collect();
         if usable.is_empty() {
             return None;
         }
-        cq.pending.iter().find_map(|k| {
+        cq.waiting.pending.iter().find_map(|k| {
             let wl = self.wl(k.id);
             if !matches!(wl.state, State::Pending) {
                 return None;

@@ -186,7 +186,7 @@ impl Engine {
         let usage: Vec<(usize, Amount)> = h
             .usage
             .iter()
-            .map(|&(fr, a)| (self.queues.cqs[cq].slot_of[&fr], a))
+            .map(|&(fr, a)| (self.queues.cqs[cq].quota.slot_of[&fr], a))
             .collect();
         // Check against what is really held now (evictions under way still
         // count), without the preemptor's own claim. Another preemptor's
@@ -212,12 +212,12 @@ impl Engine {
             h.assignment = self.with_domains(h.assignment.clone(), &placement);
             h.placement = placement;
             self.claims.preempting.remove(&key);
-            self.queues.cqs[cq].preempting -= 1;
+            self.queues.cqs[cq].waiting.preempting -= 1;
             for &(slot, amount) in &usage {
                 self.add_usage(cq, slot, amount, -amount);
             }
             let shape = self.wl(id).shape;
-            self.queues.cqs[cq].remove_pending(&key, shape);
+            self.queues.cqs[cq].waiting.remove_pending(&key, shape);
             self.admit_holding(id, *h, now, out);
             // StrictFIFO queues were blocked behind it.
             self.wake_queue(cq);
@@ -278,16 +278,16 @@ impl Engine {
         let mut lists: Vec<(CqId, Source)> = Vec::new();
         for &m in members {
             let cq = &mut self.queues.cqs[m];
-            if cq.woken {
-                cq.fresh.clear();
-                if !cq.loose.is_empty() {
+            if cq.waiting.woken {
+                cq.waiting.fresh.clear();
+                if !cq.waiting.loose.is_empty() {
                     lists.push((m, Source::Loose));
                 }
-                lists.extend(cq.shaped.keys().map(|&shape| (m, Source::Shape(shape))));
-            } else if !cq.fresh.is_empty() {
-                lists.push((m, Source::Owned(std::mem::take(&mut cq.fresh))));
+                lists.extend(cq.waiting.shaped.keys().map(|&shape| (m, Source::Shape(shape))));
+            } else if !cq.waiting.fresh.is_empty() {
+                lists.push((m, Source::Owned(std::mem::take(&mut cq.waiting.fresh))));
             }
-            cq.woken = false;
+            cq.waiting.woken = false;
         }
         lists
     }
@@ -356,7 +356,7 @@ impl Engine {
         // A StrictFIFO queue waits behind a preemptor that is ahead in
         // order; a newcomer ahead of it (higher priority) is tried.
         let strict = self.is_strict(cq);
-        if strict && self.queues.cqs[cq].preempting > 0 && self.preemptor_ahead(cq, key) {
+        if strict && self.queues.cqs[cq].waiting.preempting > 0 && self.preemptor_ahead(cq, key) {
             pass.blocked.block(cq);
             let e = self.memo.blocked_expl.clone();
             self.explain(id, e, out);
@@ -385,10 +385,10 @@ impl Engine {
             let q = &mut self.queues.cqs[cq];
             match source {
                 Source::Owned(set) => {
-                    let left: Vec<OrderKey> = set.into_iter().filter(|k| q.loose.contains(k)).collect();
-                    q.fresh.extend(left);
+                    let left: Vec<OrderKey> = set.into_iter().filter(|k| q.waiting.loose.contains(k)).collect();
+                    q.waiting.fresh.extend(left);
                 }
-                Source::Loose | Source::Shape(_) => q.woken = true,
+                Source::Loose | Source::Shape(_) => q.waiting.woken = true,
             }
             self.turn.dirty.insert(cq);
         }
@@ -399,8 +399,8 @@ impl Engine {
         let q = &self.queues.cqs[cq];
         let set = match source {
             Source::Owned(set) => set,
-            Source::Loose => &q.loose,
-            Source::Shape(shape) => q.shaped.get(shape)?,
+            Source::Loose => &q.waiting.loose,
+            Source::Shape(shape) => q.waiting.shaped.get(shape)?,
         };
         match after {
             None => set.first().cloned(),

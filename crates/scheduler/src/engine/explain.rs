@@ -122,8 +122,8 @@ impl Engine {
             wl.shaped = false;
             let (key, shape, cq) = (wl.key(id), wl.shape, wl.cq.expect("shaped workloads are queued"));
             let q = &mut self.queues.cqs[cq];
-            q.take_off_lists(&key, shape);
-            q.loose.insert(key);
+            q.waiting.take_off_lists(&key, shape);
+            q.waiting.loose.insert(key);
         }
     }
 
@@ -132,7 +132,7 @@ impl Engine {
     pub(super) fn set_shape_explanation(&mut self, cq: CqId, shape: u32, e: Arc<Explanation>, out: &mut Cycle) {
         let old = self.memo.shape_expl.insert((cq, shape), e.clone());
         if old.is_some_and(|o| !o.same_reason(&e))
-            && let Some(members) = self.queues.cqs[cq].shaped.get(&shape)
+            && let Some(members) = self.queues.cqs[cq].waiting.shaped.get(&shape)
         {
             for key in members {
                 out.pending_changed.push((key.uid.clone(), e.clone()));
@@ -157,9 +157,9 @@ impl Engine {
         wl.shaped = true;
         let key = wl.key(id);
         let q = &mut self.queues.cqs[cq];
-        q.loose.remove(&key);
-        q.fresh.remove(&key);
-        q.shaped.entry(shape).or_default().insert(key);
+        q.waiting.loose.remove(&key);
+        q.waiting.fresh.remove(&key);
+        q.waiting.shaped.entry(shape).or_default().insert(key);
     }
 }
 

@@ -196,7 +196,7 @@ impl Engine {
             })?;
             let mut ps_choice = Vec::with_capacity(needs.len());
             for need in needs {
-                let group = &cq.groups[need.group];
+                let group = &cq.quota.groups[need.group];
                 let pick = self.pick_flavor(cq_id, group, ps, &need.amounts, &acc.usage, explain);
                 if pick.best.is_none() && !explain {
                     // Not assignable: the caller asks again with explain.
@@ -278,7 +278,7 @@ impl Engine {
         for &(rpos, amount) in reqs {
             let slot = gf.slots[rpos];
             let needed = amount + pending_amount(usage, slot);
-            let why = match ledger::check(&cq.slots[slot], 0, needed, self.chain(cq_id, slot, None)) {
+            let why = match ledger::check(&cq.quota.slots[slot], 0, needed, self.chain(cq_id, slot, None)) {
                 Fit::Fits => continue,
                 Fit::Borrows => {
                     borrows = true;
@@ -294,7 +294,7 @@ impl Engine {
 
     /// Why a flavor cannot hold a pod set: its slot's quota, now or ever.
     fn quota_verdict(&self, cq_id: CqId, ps: &PodSet, flavor: FlavorId, short: &Short) -> FlavorVerdict {
-        let s = &self.queues.cqs[cq_id].slots[short.slot];
+        let s = &self.queues.cqs[cq_id].quota.slots[short.slot];
         let resource = self.catalog.resources.name(s.fr.1).to_string();
         let needed = short.needed;
         let verdict = match short.why {
@@ -324,10 +324,10 @@ impl Engine {
     pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<Vec<GroupNeed>, ResId> {
         let mut needs: Vec<GroupNeed> = Vec::new();
         for &(res, amount) in &ps.total {
-            let Some(&g) = cq.group_of.get(&res) else {
+            let Some(&g) = cq.quota.group_of.get(&res) else {
                 return Err(res);
             };
-            let rpos = cq.groups[g]
+            let rpos = cq.quota.groups[g]
                 .resources
                 .iter()
                 .position(|&r| r == res)
@@ -369,7 +369,7 @@ impl Engine {
         let mut usage = Vec::new();
         for (option, &k) in options.iter().zip(pick) {
             let flavor = option.flavors[k];
-            let group = &cq_ref.groups[option.group];
+            let group = &cq_ref.quota.groups[option.group];
             let gf = group
                 .flavors
                 .iter()

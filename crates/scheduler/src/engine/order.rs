@@ -202,7 +202,7 @@ impl Engine {
             return false;
         }
         attempt.usage.iter().any(|&(slot, amount)| {
-            let s = &q.slots[slot];
+            let s = &q.quota.slots[slot];
             s.effective() + amount > s.nominal && self.root_pool(cq, slot).is_some_and(|p| p.idle > ledger::idle(s))
         })
     }

@@ -22,9 +22,9 @@ impl Engine {
     pub(super) fn queue_borrows_any(&self, cq: CqId, frs: &[FrKey], ov: Option<&Overlay>) -> bool {
         let q = &self.queues.cqs[cq];
         frs.iter().any(|fr| {
-            q.slot_of.get(fr).is_some_and(|&s| {
+            q.quota.slot_of.get(fr).is_some_and(|&s| {
                 let d = ov.and_then(|o| o.slot.get(&(cq, s)).copied()).unwrap_or(0);
-                q.slots[s].effective() + d > q.slots[s].nominal
+                q.quota.slots[s].effective() + d > q.quota.slots[s].nominal
             })
         })
     }
@@ -57,14 +57,14 @@ impl Engine {
             return;
         };
         for &(fr, amount) in &h.usage {
-            if let Some(&slot) = self.queues.cqs[h.cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[h.cq].quota.slot_of.get(&fr) {
                 self.overlay_add(ov, h.cq, slot, sign * amount);
             }
         }
     }
 
     pub(super) fn overlay_add(&self, ov: &mut Overlay, cq: CqId, slot: usize, delta: Amount) {
-        let s = &self.queues.cqs[cq].slots[slot];
+        let s = &self.queues.cqs[cq].quota.slots[slot];
         let d0 = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
         let d1 = d0 + delta;
         let e = s.effective();
@@ -86,7 +86,7 @@ impl Engine {
     pub(super) fn fits_overlay(&self, ov: &Overlay, cq: CqId, usage: &[(usize, Amount)], within_nominal: bool) -> bool {
         let q = &self.queues.cqs[cq];
         usage.iter().all(|&(slot, amount)| {
-            let s = &q.slots[slot];
+            let s = &q.quota.slots[slot];
             let sd = ov.slot.get(&(cq, slot)).copied().unwrap_or(0);
             if within_nominal && s.effective() + sd + amount > s.nominal {
                 return false;

@@ -129,14 +129,14 @@ impl Engine {
         let wl = self.wl(id);
         let cq = &self.queues.cqs[wl.cq?];
         let key = wl.key(id);
-        if !cq.pending.contains(&key) {
+        if !cq.waiting.pending.contains(&key) {
             return None;
         }
         let mut pos = QueuePosition {
             in_cluster_queue: 0,
             in_local_queue: 0,
         };
-        for k in cq.pending.range(..key) {
+        for k in cq.waiting.pending.range(..key) {
             pos.in_cluster_queue += 1;
             if self.wl(k.id).lq == wl.lq {
                 pos.in_local_queue += 1;
@@ -150,7 +150,14 @@ impl Engine {
         self.queues
             .cq_by_name
             .get(cluster_queue)
-            .map(|&id| self.queues.cqs[id].pending.iter().map(|k| k.uid.clone()).collect())
+            .map(|&id| {
+                self.queues.cqs[id]
+                    .waiting
+                    .pending
+                    .iter()
+                    .map(|k| k.uid.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -159,6 +166,7 @@ impl Engine {
         let &id = self.queues.cq_by_name.get(name)?;
         let cq = &self.queues.cqs[id];
         let resources = cq
+            .quota
             .slots
             .iter()
             .map(|s| ResourceUsage {
@@ -173,7 +181,7 @@ impl Engine {
         Some(QueueUsage {
             name: name.to_string(),
             cohort: cq.spec.cohort.clone(),
-            pending: cq.pending.len(),
+            pending: cq.waiting.pending.len(),
             admitted: cq.admitted.len(),
             resources,
         })

@@ -33,12 +33,12 @@ impl Engine {
                 let wl = self.wl_mut(id);
                 wl.cq = Some(cq);
                 wl.shaped = false;
-                self.queues.cqs[cq].insert_pending(key);
+                self.queues.cqs[cq].waiting.insert_pending(key);
                 self.turn.dirty.insert(cq);
                 if self.queues.cqs[cq].spec.strategy == QueueingStrategy::StrictFifo {
                     // The head may be parked: it must be looked at (and block)
                     // before a newcomer behind it.
-                    self.queues.cqs[cq].woken = true;
+                    self.queues.cqs[cq].waiting.woken = true;
                 }
             }
             Err(reason) => {
@@ -54,7 +54,7 @@ impl Engine {
         if let Some(cq) = self.wl(id).cq {
             let shape = self.wl(id).shape;
             let q = &mut self.queues.cqs[cq];
-            q.remove_pending(&key, shape);
+            q.waiting.remove_pending(&key, shape);
             if q.spec.strategy == QueueingStrategy::StrictFifo {
                 self.wake_queue(cq);
             }
@@ -76,7 +76,7 @@ impl Engine {
     }
 
     pub(super) fn wake_queue(&mut self, cq: CqId) {
-        self.queues.cqs[cq].woken = true;
+        self.queues.cqs[cq].waiting.woken = true;
         self.turn.dirty.insert(cq);
     }
 

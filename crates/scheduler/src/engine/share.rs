@@ -118,7 +118,7 @@ impl Engine {
         let q = &self.queues.cqs[cq];
         let Some(c) = q.cohort else { return (0, None) };
         let mut borrowed = Borrowed::default();
-        for (i, s) in q.slots.iter().enumerate() {
+        for (i, s) in q.quota.slots.iter().enumerate() {
             let mut e = s.effective();
             if let Some(ov) = view.ov {
                 e += ov.slot.get(&(cq, i)).copied().unwrap_or(0);

@@ -58,7 +58,7 @@ impl Engine {
             return Ok(false);
         }
         for &(fr, amount) in &released {
-            if let Some(&slot) = self.queues.cqs[cq].slot_of.get(&fr) {
+            if let Some(&slot) = self.queues.cqs[cq].quota.slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
             }
         }

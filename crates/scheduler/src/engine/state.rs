@@ -68,31 +68,48 @@ pub(super) struct Cq {
     pub(super) spec: ClusterQueueSpec,
     pub(super) deleted: bool,
     pub(super) cohort: Option<CohortId>,
+    /// Its resource groups and quota slots (`config.rs`; usage: `admit.rs`).
+    pub(super) quota: Quota,
+    /// Its pending workloads and candidate lists (`queue.rs`, `cycle.rs`).
+    pub(super) waiting: Waiting,
+    /// Admitted and evicting workloads.
+    pub(super) admitted: BTreeSet<WlId>,
+    /// How many of them the cycle in progress admitted.
+    pub(super) admitted_now: usize,
+    pub(super) evicting: usize,
+}
+
+/// A ClusterQueue's quota: resource groups with their flavors, and one
+/// ledger slot per (flavor, resource).
+#[derive(Clone, Default)]
+pub(super) struct Quota {
     pub(super) groups: Vec<Group>,
     pub(super) group_of: FastMap<ResId, usize>,
     pub(super) slots: Vec<Slot>,
     pub(super) slot_of: FastMap<FrKey, usize>,
+}
+
+/// A ClusterQueue's pending workloads and the candidate lists a cycle
+/// tries them from.
+#[derive(Clone, Default)]
+pub(super) struct Waiting {
     /// Every pending workload (also preemptors waiting for victims), in
     /// queue order: for positions and counts.
     pub(super) pending: BTreeSet<OrderKey>,
     /// Pending workloads with an explanation of their own (or none yet).
     pub(super) loose: BTreeSet<OrderKey>,
     /// Pending workloads parked because their shape did not fit: they share
-    /// the (queue, shape) explanation in `Engine::shape_expl`.
+    /// the (queue, shape) explanation in `Memo::shape_expl`.
     pub(super) shaped: BTreeMap<u32, BTreeSet<OrderKey>>,
     /// Pending workloads not yet tried since they (re)entered the queue.
     pub(super) fresh: BTreeSet<OrderKey>,
     /// Quota may have been freed: retry every pending workload.
     pub(super) woken: bool,
-    /// Admitted and evicting workloads.
-    pub(super) admitted: BTreeSet<WlId>,
-    /// How many of them the cycle in progress admitted.
-    pub(super) admitted_now: usize,
-    pub(super) evicting: usize,
+    /// Preemptors waiting for their victims.
     pub(super) preempting: usize,
 }
 
-impl Cq {
+impl Waiting {
     pub(super) fn insert_pending(&mut self, key: OrderKey) {
         self.pending.insert(key.clone());
         self.loose.insert(key.clone());

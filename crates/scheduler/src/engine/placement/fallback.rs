@@ -28,7 +28,7 @@ impl Engine {
         let mut options: Vec<FlavorOption> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             for need in self.group_needs(q, ps).ok()? {
-                let flavors: Vec<FlavorId> = q.groups[need.group]
+                let flavors: Vec<FlavorId> = q.quota.groups[need.group]
                     .flavors
                     .iter()
                     .map(|gf| gf.flavor)
@@ -53,7 +53,7 @@ impl Engine {
                     && let Ok(p) = self.place(cq, id, &choice, &NodeDelta::default())
                 {
                     let borrowing = usage.iter().any(|&(s, a)| {
-                        let slot = &q.slots[s];
+                        let slot = &q.quota.slots[s];
                         slot.effective() + a > slot.nominal
                     });
                     return Some((

@@ -211,6 +211,7 @@ impl Engine {
             }
         }
         let main_flavor = q
+            .quota
             .group_of
             .get(&main)
             .and_then(|&g| groups.iter().find(|c| c.group == g))

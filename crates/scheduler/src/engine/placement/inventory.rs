@@ -160,10 +160,11 @@ impl Engine {
         let freed = std::mem::take(&mut self.inv.freed);
         for cq in 0..self.queues.cqs.len() {
             let uses = self.queues.cqs[cq]
+                .quota
                 .groups
                 .iter()
                 .any(|g| g.flavors.iter().any(|gf| freed.contains(&gf.flavor)));
-            if uses && !self.queues.cqs[cq].pending.is_empty() {
+            if uses && !self.queues.cqs[cq].waiting.pending.is_empty() {
                 self.wake_queue(cq);
             }
         }

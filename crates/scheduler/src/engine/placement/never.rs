@@ -26,7 +26,7 @@ impl Engine {
             for need in needs {
                 let mut verdicts = Vec::new();
                 let mut some_fit = false;
-                for gf in &q.groups[need.group].flavors {
+                for gf in &q.quota.groups[need.group].flavors {
                     if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
                         verdicts.push(self.verdict(ps, gf.flavor, v));
                         continue;

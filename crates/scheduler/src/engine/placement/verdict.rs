@@ -69,10 +69,11 @@ impl Engine {
     pub(in crate::engine) fn no_room_explanation(&self, cq: CqId, id: WlId, room: &NoRoom) -> Explanation {
         let q = &self.queues.cqs[cq];
         let (quota_free, nominal) = q
+            .quota
             .slot_of
             .get(&(room.flavor, room.resource))
             .map(|&s| {
-                let slot = &q.slots[s];
+                let slot = &q.quota.slots[s];
                 // Within nominal, plus what the cohort tree lends now.
                 let (available, _) = ledger::headroom(slot, 0, self.chain(cq, s, None));
                 (available, slot.nominal)
@@ -162,7 +163,7 @@ impl Engine {
             let mut groups: Vec<GroupChoice> = Vec::new();
             for &(r, _) in &ps.total {
                 let (Some(&g), Some(f)) = (
-                    q.group_of.get(&r),
+                    q.quota.group_of.get(&r),
                     a.flavors
                         .get(self.catalog.resources.name(r).as_ref())
                         .and_then(|f| self.catalog.flavor_names.get(f)),

@@ -305,7 +305,7 @@ impl Engine {
         let reclaim = policy.reclaim_within_cohort != ReclaimWithinCohort::Never;
         let reclaim_feasible = reclaim
             && usage.iter().all(|&(s, amount)| {
-                let slot = &q.slots[s];
+                let slot = &q.quota.slots[s];
                 let removable: Amount = own
                     .iter()
                     .filter_map(|c| match &self.wl(c.id).state {
@@ -360,7 +360,9 @@ impl Engine {
         base: &Overlay,
         candidates: &[Candidate<'_>],
     ) -> Option<Vec<(WlId, PreemptionReason)>> {
-        let within_nominal_possible = usage.iter().all(|&(s, a)| a <= self.queues.cqs[cq].slots[s].nominal)
+        let within_nominal_possible = usage
+            .iter()
+            .all(|&(s, a)| a <= self.queues.cqs[cq].quota.slots[s].nominal)
             && candidates.iter().any(|c| c.cq != cq && c.reclaim_ok);
         for within_nominal in [true, false] {
             if within_nominal && !within_nominal_possible {
@@ -395,7 +397,7 @@ impl Engine {
         usage
             .iter()
             .filter(|&&(s, amount)| !self.fits_overlay(base, cq, &[(s, amount)], false))
-            .map(|&(s, _)| self.queues.cqs[cq].slots[s].fr)
+            .map(|&(s, _)| self.queues.cqs[cq].quota.slots[s].fr)
             .collect()
     }
 

@@ -254,7 +254,10 @@ impl Engine {
     ) -> Vec<Candidate<'_>> {
         let me = self.wl(id);
         let policy = self.queues.cqs[cq].spec.preemption;
-        let frs: Vec<FrKey> = usage.iter().map(|&(s, _)| self.queues.cqs[cq].slots[s].fr).collect();
+        let frs: Vec<FrKey> = usage
+            .iter()
+            .map(|&(s, _)| self.queues.cqs[cq].quota.slots[s].fr)
+            .collect();
         let mut pool = Pool {
             candidates: Vec::new(),
             protected: 0,
