@@ -241,6 +241,7 @@ impl Index {
         ControlFlow::Break(())
     }
 
+    /// Out of the engine, its entry kept (put back in by a later sync).
     fn take_out_of_engine(&mut self, key: &ObjKey, uid: &str) {
         engine_ok("remove_workload", uid, self.engine.remove_workload(uid));
         self.table.workloads.get_mut(key).expect("present").in_engine = false;

@@ -70,6 +70,10 @@ impl Timing {
 /// Estimates of start times computed off the loop: (epoch, when, uid → ms).
 type Estimates = (u64, i64, HashMap<String, i64>);
 
+/// Runs until shutdown (or the lease task ends): waits for whatever
+/// comes first (a watch event, a tick, work done off the loop, a write's
+/// answer, a leadership change), then looks at the fence and leadership
+/// and runs a cycle when one is due.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn event_loop(
     client: Client,
