@@ -94,6 +94,8 @@ impl AsRef<Metrics> for Metrics {
 }
 
 impl Metrics {
+    /// Every metric, registered family by family in the order they are
+    /// exposed.
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("sluice");
         let m = Self {
@@ -124,106 +126,135 @@ impl Metrics {
             idle_check_failures: Family::default(),
             registry: Registry::default(),
         };
+        m.register_admissions(&mut r);
+        m.register_quota(&mut r);
+        m.register_writes(&mut r);
+        m.register_health(&mut r);
+        m.register_idle(&mut r);
+        Self { registry: r, ..m }
+    }
+
+    /// Workloads pending, admitted, evicted and preempted, and how long admission took.
+    fn register_admissions(&self, r: &mut Registry) {
         r.register(
             "pending_workloads",
             "Pending workloads per ClusterQueue",
-            m.pending.clone(),
+            self.pending.clone(),
         );
-        r.register("admitted_workloads", "Workloads admitted", m.admitted.clone());
-        r.register("evicted_workloads", "Workloads evicted, by reason", m.evicted.clone());
-        r.register("preempted_workloads", "Workloads preempted", m.preempted.clone());
+        r.register("admitted_workloads", "Workloads admitted", self.admitted.clone());
+        r.register(
+            "evicted_workloads",
+            "Workloads evicted, by reason",
+            self.evicted.clone(),
+        );
+        r.register("preempted_workloads", "Workloads preempted", self.preempted.clone());
         r.register(
             "pods_over_admission",
             "Admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile",
-            m.pods_over_admission.clone(),
+            self.pods_over_admission.clone(),
         );
         r.register(
             "admission_wait_time_seconds",
             "Time from Workload creation to admission",
-            m.wait_time.clone(),
+            self.wait_time.clone(),
         );
+    }
+
+    /// Quota used and nominal, and fair-sharing shares.
+    fn register_quota(&self, r: &mut Registry) {
         r.register(
             "cluster_queue_resource_usage",
             "Quota used per ClusterQueue, flavor and resource (milli-units)",
-            m.usage.clone(),
+            self.usage.clone(),
         );
         r.register(
             "cluster_queue_nominal_quota",
             "Nominal quota per ClusterQueue, flavor and resource (milli-units)",
-            m.nominal.clone(),
+            self.nominal.clone(),
         );
         r.register(
             "cluster_queue_weighted_share",
             "Weighted share of each ClusterQueue in fair sharing (thousandths of what its cohort can lend, divided by its weight; +Inf when it borrows with weight 0)",
-            m.cluster_queue_share.clone(),
+            self.cluster_queue_share.clone(),
         );
         r.register(
             "cohort_weighted_share",
             "Weighted share of each cohort in fair sharing (thousandths of what its parent can lend, divided by its weight; +Inf when it borrows with weight 0)",
-            m.cohort_share.clone(),
+            self.cohort_share.clone(),
         );
+    }
+
+    /// The engine cycle's time and the writer's calls: made, failed, by lane, dropped.
+    fn register_writes(&self, r: &mut Registry) {
         r.register(
             "admission_cycle_duration_seconds",
             "Time of one engine cycle",
-            m.cycle_duration.clone(),
+            self.cycle_duration.clone(),
         );
-        r.register("api_writes", "API writes made, by kind", m.writes.clone());
+        r.register("api_writes", "API writes made, by kind", self.writes.clone());
         r.register(
             "api_write_errors",
             "API writes that failed, by kind",
-            m.write_errors.clone(),
+            self.write_errors.clone(),
         );
         r.register(
             "lane_writes",
             "API writes made, by lane of the write queue",
-            m.lane_writes.clone(),
+            self.lane_writes.clone(),
         );
         r.register(
             "dropped_writes",
             "Writes not made, by lane and reason (not_leader, superseded)",
-            m.dropped_writes.clone(),
+            self.dropped_writes.clone(),
         );
         r.register(
             "dropped_events",
             "Events dropped because their lane was full",
-            m.dropped_events.clone(),
+            self.dropped_events.clone(),
         );
+    }
+
+    /// Objects Sluice could not use and ledger repairs.
+    fn register_health(&self, r: &mut Registry) {
         r.register(
             "reconcile_errors",
             "Malformed or unusable objects seen, by kind and reason",
-            m.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         r.register(
             "unrestored_workloads",
             "Admitted Workloads kept out of the ledger because their ClusterQueue is unknown",
-            m.unrestored.clone(),
+            self.unrestored.clone(),
         );
         r.register(
             "ledger_drift",
             "Ledger entries out of step with Workload statuses, repaired by the periodic check",
-            m.drift.clone(),
+            self.drift.clone(),
         );
+    }
+
+    /// Idle-GPU checks and what they reclaimed.
+    fn register_idle(&self, r: &mut Registry) {
         r.register(
             "idle_gpu_workloads",
             "Admitted workloads found idle by the last idle-GPU check, per ClusterQueue",
-            m.idle_workloads.clone(),
+            self.idle_workloads.clone(),
         );
         r.register(
             "idle_reclaims",
             "Actions taken on idle-GPU workloads, by ClusterQueue and action",
-            m.idle_reclaims.clone(),
+            self.idle_reclaims.clone(),
         );
         r.register(
             "idle_gpu_hours_reclaimed",
             "GPUs times idle window of the workloads evicted or deactivated as idle, in hours",
-            m.idle_gpu_hours.clone(),
+            self.idle_gpu_hours.clone(),
         );
         r.register(
             "idle_check_failures",
             "Idle-GPU checks that judged nothing, by reason",
-            m.idle_check_failures.clone(),
+            self.idle_check_failures.clone(),
         );
-        Self { registry: r, ..m }
     }
 
     pub fn write(&self, kind: &'static str, ok: bool) {

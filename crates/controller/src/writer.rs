@@ -31,13 +31,13 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use serde_json::json;
-use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, Workload};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, Workload, WorkloadStatus};
 
 pub use crate::run::lease::LeaseFence;
 
 use crate::limit::Limiter;
 use crate::metrics::Metrics;
-use crate::plan::{EventSpec, Plan, QueueRef, Step};
+use crate::plan::{EventSpec, JobRef, ObjKey, Plan, QueueRef, Step};
 use sluice_kinds::ObjPatch;
 
 mod drain;
@@ -292,149 +292,14 @@ impl Writer {
         self.call(step).await
     }
 
-    /// One API call, with no token taken here.
+    /// One API call, with no token taken here: refused when not leading,
+    /// and ended inside the lease fence.
     async fn call(&self, step: &Step) -> Result<Option<String>, WriteError> {
         let kind = step.kind();
-        if let Some(l) = &self.leader
-            && !*l.borrow()
-        {
-            return Err(WriteError::NotLeader { kind });
-        }
-        // A call must end inside the fence too: the client gives up at its
-        // edge (the server may still apply a call it has started; the margin
-        // before expiry is for that).
-        let limit = match &self.fence {
-            None => CALL_TIMEOUT,
-            Some(f) => match f.remaining(Timestamp::now().as_millisecond()) {
-                Some(left) => left.min(CALL_TIMEOUT),
-                None => return Err(WriteError::NotLeader { kind }),
-            },
-        };
-        let call = async {
-            match step {
-                Step::ApplyWorkload(wl) => {
-                    let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
-                    let name = wl.metadata.name.as_deref().unwrap_or_default();
-                    self.workloads(ns)
-                        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(wl))
-                        .await
-                        .map(|_| (true, None))
-                }
-                Step::ApplyWorkloadStatus { key, status, uid, .. } => {
-                    // The uid is a precondition: a Workload deleted and
-                    // created again under this name is not written (409).
-                    let body = json!({
-                        "apiVersion": "sluice.dev/v1alpha1",
-                        "kind": "Workload",
-                        "metadata": {"name": key.name, "namespace": key.namespace, "uid": uid},
-                        "status": status,
-                    });
-                    self.workloads(&key.namespace)
-                        .patch_status(
-                            &key.name,
-                            &PatchParams::apply(FIELD_MANAGER).force(),
-                            &Patch::Apply(body),
-                        )
-                        .await
-                        .map(|o| (true, o.metadata.resource_version))
-                }
-                Step::PatchWorkloadState { key, uid, state } => {
-                    // The uid is a precondition: the server refuses to
-                    // change it (422) on a Workload created again under
-                    // this name.
-                    let patch = json!({"metadata": {"uid": uid}, "status": {"state": state}});
-                    self.workloads(&key.namespace)
-                        .patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
-                        .await
-                        .map(|_| (true, None))
-                }
-                Step::PatchWorkload { key, patch } => self
-                    .workloads(&key.namespace)
-                    .patch(&key.name, &merge_params(), &Patch::Merge(patch))
-                    .await
-                    .map(|_| (true, None)),
-                Step::DeleteWorkload { key, uid } => {
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions {
-                            uid: Some(uid.clone()),
-                            resource_version: None,
-                        }),
-                        ..Default::default()
-                    };
-                    match self.workloads(&key.namespace).delete(&key.name, &dp).await {
-                        Err(kube::Error::Api(e)) if e.code == 404 => Ok((true, None)),
-                        r => r.map(|_| (true, None)),
-                    }
-                }
-                Step::PatchJob { job, patch } => {
-                    let ar = job.kind.api_resource();
-                    let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), job.namespace(), &ar);
-                    match patch {
-                        ObjPatch::Merge(p) => api.patch(job.name(), &merge_params(), &Patch::Merge(p)).await,
-                        ObjPatch::Json(p) => match serde_json::from_value::<json_patch::Patch>(p.clone()) {
-                            Ok(ops) => api.patch(job.name(), &merge_params(), &Patch::Json::<()>(ops)).await,
-                            Err(e) => Err(kube::Error::SerdeError(e)),
-                        },
-                    }
-                    .map(|_| (true, None))
-                }
-                Step::PatchJobStatus { key, patch } => {
-                    let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
-                    api.patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
-                        .await
-                        .map(|_| (true, None))
-                }
-                Step::Event(spec) => {
-                    // Events about cluster-scoped objects live in `default`.
-                    let ns = spec.regarding.namespace.clone().unwrap_or_else(|| "default".into());
-                    let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-                    let pp = PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..Default::default()
-                    };
-                    api.create(&pp, &event(spec, &self.instance, Timestamp::now()))
-                        .await
-                        .map(|_| (true, None))
-                }
-                Step::ApplyQueueStatus { queue, status } => {
-                    let ar = match queue {
-                        QueueRef::ClusterQueue(_) => ApiResource::erase::<ClusterQueue>(&()),
-                        QueueRef::LocalQueue(_) => ApiResource::erase::<LocalQueue>(&()),
-                        QueueRef::Cohort(_) => ApiResource::erase::<Cohort>(&()),
-                    };
-                    let api: Api<DynamicObject> = match queue.namespace() {
-                        Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                        None => Api::all_with(self.client.clone(), &ar),
-                    };
-                    let mut meta = json!({"name": queue.name()});
-                    if let Some(ns) = queue.namespace() {
-                        meta["namespace"] = json!(ns);
-                    }
-                    let body =
-                        json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
-                    api.patch_status(
-                        queue.name(),
-                        &PatchParams::apply(FIELD_MANAGER).force(),
-                        &Patch::Apply(body),
-                    )
-                    .await
-                    .map(|_| (true, None))
-                }
-                Step::ConfirmPodsGone { job, selector } => {
-                    // `controller-uid` is set on a Job's pods by every
-                    // server version (1.27+ also sets the prefixed label).
-                    let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
-                    let lp = ListParams::default()
-                        .labels(selector)
-                        .fields("status.phase!=Succeeded,status.phase!=Failed")
-                        .limit(1);
-                    api.list_metadata(&lp).await.map(|l| (l.items.is_empty(), None))
-                }
-            }
-        };
-        match tokio::time::timeout(limit, call).await {
-            Ok(Ok((true, rv))) => Ok(rv),
-            Ok(Ok((false, _))) => Err(WriteError::PodsRemain {
+        let limit = self.call_limit(kind)?;
+        match tokio::time::timeout(limit, self.send(step)).await {
+            Ok(Ok(Answer::Done(rv))) => Ok(rv),
+            Ok(Ok(Answer::PodsRemain)) => Err(WriteError::PodsRemain {
                 job: match step {
                     Step::ConfirmPodsGone { job, .. } => job.to_string(),
                     _ => String::new(),
@@ -444,6 +309,183 @@ impl Writer {
             Err(_) => Err(WriteError::Timeout { kind }),
         }
     }
+
+    /// How long a call may take: a call must end inside the fence too (the
+    /// client gives up at its edge; the server may still apply a call it
+    /// has started, and the margin before expiry is for that). None at all
+    /// when this process is not the leader.
+    fn call_limit(&self, kind: &'static str) -> Result<Duration, WriteError> {
+        if let Some(l) = &self.leader
+            && !*l.borrow()
+        {
+            return Err(WriteError::NotLeader { kind });
+        }
+        match &self.fence {
+            None => Ok(CALL_TIMEOUT),
+            Some(f) => match f.remaining(Timestamp::now().as_millisecond()) {
+                Some(left) => Ok(left.min(CALL_TIMEOUT)),
+                None => Err(WriteError::NotLeader { kind }),
+            },
+        }
+    }
+
+    /// The API call a step is.
+    async fn send(&self, step: &Step) -> Result<Answer, kube::Error> {
+        let done = Answer::Done(None);
+        match step {
+            Step::ApplyWorkload(wl) => {
+                let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
+                let name = wl.metadata.name.as_deref().unwrap_or_default();
+                let pp = PatchParams::apply(FIELD_MANAGER).force();
+                self.workloads(ns)
+                    .patch(name, &pp, &Patch::Apply(wl))
+                    .await
+                    .map(|_| done)
+            }
+            Step::ApplyWorkloadStatus { key, status, uid, .. } => self.apply_workload_status(key, uid, status).await,
+            Step::PatchWorkloadState { key, uid, state } => {
+                // The uid is a precondition: the server refuses to change
+                // it (422) on a Workload created again under this name.
+                let patch = json!({"metadata": {"uid": uid}, "status": {"state": state}});
+                self.workloads(&key.namespace)
+                    .patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| done)
+            }
+            Step::PatchWorkload { key, patch } => self
+                .workloads(&key.namespace)
+                .patch(&key.name, &merge_params(), &Patch::Merge(patch))
+                .await
+                .map(|_| done),
+            Step::DeleteWorkload { key, uid } => self.delete_workload(key, uid).await.map(|_| done),
+            Step::PatchJob { job, patch } => self.patch_job(job, patch).await.map(|_| done),
+            Step::PatchJobStatus { key, patch } => {
+                let api: Api<Job> = Api::namespaced(self.client.clone(), &key.namespace);
+                api.patch_status(&key.name, &merge_params(), &Patch::Merge(patch))
+                    .await
+                    .map(|_| done)
+            }
+            Step::Event(spec) => self.create_event(spec).await.map(|_| done),
+            Step::ApplyQueueStatus { queue, status } => self.apply_queue_status(queue, status).await.map(|_| done),
+            Step::ConfirmPodsGone { job, selector } => self
+                .pods_remain(job, selector)
+                .await
+                .map(|remain| if remain { Answer::PodsRemain } else { done }),
+        }
+    }
+
+    /// A Workload's whole status, with its uid as a precondition: a
+    /// Workload deleted and created again under this name is not written
+    /// (409). Answers the resourceVersion it made.
+    async fn apply_workload_status(
+        &self,
+        key: &ObjKey,
+        uid: &str,
+        status: &WorkloadStatus,
+    ) -> Result<Answer, kube::Error> {
+        let body = json!({
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": key.name, "namespace": key.namespace, "uid": uid},
+            "status": status,
+        });
+        self.workloads(&key.namespace)
+            .patch_status(
+                &key.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map(|o| Answer::Done(o.metadata.resource_version))
+    }
+
+    /// Deletes a Workload, with its uid as a precondition; already gone
+    /// counts as done.
+    async fn delete_workload(&self, key: &ObjKey, uid: &str) -> Result<(), kube::Error> {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self.workloads(&key.namespace).delete(&key.name, &dp).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// A merge or JSON patch of a queued object, of whatever kind.
+    async fn patch_job(&self, job: &JobRef, patch: &ObjPatch) -> Result<(), kube::Error> {
+        let ar = job.kind.api_resource();
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), job.namespace(), &ar);
+        match patch {
+            ObjPatch::Merge(p) => api.patch(job.name(), &merge_params(), &Patch::Merge(p)).await,
+            ObjPatch::Json(p) => match serde_json::from_value::<json_patch::Patch>(p.clone()) {
+                Ok(ops) => api.patch(job.name(), &merge_params(), &Patch::Json::<()>(ops)).await,
+                Err(e) => Err(kube::Error::SerdeError(e)),
+            },
+        }
+        .map(|_| ())
+    }
+
+    /// An Event; those about cluster-scoped objects live in `default`.
+    async fn create_event(&self, spec: &EventSpec) -> Result<(), kube::Error> {
+        let ns = spec.regarding.namespace.clone().unwrap_or_else(|| "default".into());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        api.create(&pp, &event(spec, &self.instance, Timestamp::now()))
+            .await
+            .map(|_| ())
+    }
+
+    /// Server-side apply of a ClusterQueue's, LocalQueue's or Cohort's status.
+    async fn apply_queue_status(&self, queue: &QueueRef, status: &serde_json::Value) -> Result<(), kube::Error> {
+        let ar = match queue {
+            QueueRef::ClusterQueue(_) => ApiResource::erase::<ClusterQueue>(&()),
+            QueueRef::LocalQueue(_) => ApiResource::erase::<LocalQueue>(&()),
+            QueueRef::Cohort(_) => ApiResource::erase::<Cohort>(&()),
+        };
+        let api: Api<DynamicObject> = match queue.namespace() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        let mut meta = json!({"name": queue.name()});
+        if let Some(ns) = queue.namespace() {
+            meta["namespace"] = json!(ns);
+        }
+        let body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": meta, "status": status});
+        api.patch_status(
+            queue.name(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Whether a pod of the object is still running or terminating
+    /// (`controller-uid` is set on a Job's pods by every server version;
+    /// 1.27+ also sets the prefixed label).
+    async fn pods_remain(&self, job: &JobRef, selector: &str) -> Result<bool, kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
+        let lp = ListParams::default()
+            .labels(selector)
+            .fields("status.phase!=Succeeded,status.phase!=Failed")
+            .limit(1);
+        api.list_metadata(&lp).await.map(|l| !l.items.is_empty())
+    }
+}
+
+/// What a step's call answered.
+enum Answer {
+    /// Done; a status write says the resourceVersion it made.
+    Done(Option<String>),
+    /// [`Step::ConfirmPodsGone`] found pods still there.
+    PodsRemain,
 }
 
 fn merge_params() -> PatchParams {

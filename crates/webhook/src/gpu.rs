@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, NodeSelectorRequirement, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{Container, EnvVar, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_api::quantity;
@@ -469,71 +469,99 @@ fn requirement_json(r: &NodeAffinitySpec) -> Value {
     Value::Object(m)
 }
 
+/// Requires the GPU node affinity `want` of a pod spec: added where the
+/// spec has no required node affinity (or no terms), else ANDed into every
+/// term that does not imply it already.
 fn fix_node_affinity(want: &NodeAffinitySpec, spec: &PodSpec, spec_json: &Value, at: &SpecLocation, out: &mut Outcome) {
-    let req = requirement_json(want);
-    let term = json!({ "matchExpressions": [req.clone()] });
-    let required = json!({ "nodeSelectorTerms": [term.clone()] });
-    let aff_ptr = at.pointer.key("affinity");
-    let na_ptr = aff_ptr.key("nodeAffinity");
-    let req_ptr = na_ptr.key("requiredDuringSchedulingIgnoredDuringExecution");
-    let terms_ptr = req_ptr.key("nodeSelectorTerms");
     let describe = format!("{} {} [{}]", want.key, want.operator, want.values.join(", "));
     let field = format!(
         "{}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         at.field
     );
+    let terms_ptr = at
+        .pointer
+        .key("affinity")
+        .key("nodeAffinity")
+        .key("requiredDuringSchedulingIgnoredDuringExecution")
+        .key("nodeSelectorTerms");
+    let terms = match required_terms(want, spec, spec_json, at) {
+        Ok(terms) => terms,
+        Err(op) => {
+            out.ops.push(op);
+            out.warnings.push(format!(
+                "sluice: required node affinity {describe} added as {field} (pod requests GPUs)"
+            ));
+            out.fixes.push(FixKind::NodeAffinity);
+            return;
+        }
+    };
+    let anded = and_into_terms(want, terms, &terms_ptr, &mut out.ops);
+    if anded > 0 {
+        out.warnings.push(format!(
+            "sluice: required node affinity {describe} ANDed into {anded} of {} terms of {field}.nodeSelectorTerms (pod requests GPUs)",
+            terms.len()
+        ));
+        out.fixes.push(FixKind::NodeAffinity);
+    }
+}
 
+/// The spec's required node selector terms, or (`Err`) the patch that adds
+/// the one term requiring `want` where the affinity, the node affinity,
+/// its required part or its terms are missing.
+fn required_terms<'a>(
+    want: &NodeAffinitySpec,
+    spec: &'a PodSpec,
+    spec_json: &Value,
+    at: &SpecLocation,
+) -> Result<&'a [NodeSelectorTerm], PatchOp> {
+    let term = json!({ "matchExpressions": [requirement_json(want)] });
+    let required = json!({ "nodeSelectorTerms": [term.clone()] });
+    let aff_ptr = at.pointer.key("affinity");
+    let na_ptr = aff_ptr.key("nodeAffinity");
+    let req_ptr = na_ptr.key("requiredDuringSchedulingIgnoredDuringExecution");
+    let terms_ptr = req_ptr.key("nodeSelectorTerms");
     let Some(affinity) = &spec.affinity else {
-        out.ops.push(PatchOp::add(
+        return Err(PatchOp::add(
             &aff_ptr,
             json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": required } }),
         ));
-        out.warnings.push(format!(
-            "sluice: required node affinity {describe} added as {field} (pod requests GPUs)"
-        ));
-        out.fixes.push(FixKind::NodeAffinity);
-        return;
     };
     let Some(node_affinity) = &affinity.node_affinity else {
-        out.ops.push(PatchOp::add(
+        return Err(PatchOp::add(
             &na_ptr,
             json!({ "requiredDuringSchedulingIgnoredDuringExecution": required }),
         ));
-        out.warnings.push(format!(
-            "sluice: required node affinity {describe} added as {field} (pod requests GPUs)"
-        ));
-        out.fixes.push(FixKind::NodeAffinity);
-        return;
     };
     let Some(selector) = &node_affinity.required_during_scheduling_ignored_during_execution else {
-        out.ops.push(PatchOp::add(&req_ptr, required));
-        out.warnings.push(format!(
-            "sluice: required node affinity {describe} added as {field} (pod requests GPUs)"
-        ));
-        out.fixes.push(FixKind::NodeAffinity);
-        return;
+        return Err(PatchOp::add(&req_ptr, required));
     };
-    if selector.node_selector_terms.is_empty() {
-        // A JSON `null` or `[]` list: give it the one term.
-        let terms_json = spec_json
-            .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
-        let op = if matches!(terms_json, Some(Value::Array(_))) {
-            PatchOp::add(&terms_ptr.append(), term)
-        } else {
-            PatchOp::add(&terms_ptr, json!([term]))
-        };
-        out.ops.push(op);
-        out.warnings.push(format!(
-            "sluice: required node affinity {describe} added as {field} (pod requests GPUs)"
-        ));
-        out.fixes.push(FixKind::NodeAffinity);
-        return;
+    if !selector.node_selector_terms.is_empty() {
+        return Ok(&selector.node_selector_terms);
     }
+    // A JSON `null` or `[]` list: give it the one term.
+    let terms_json =
+        spec_json.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
+    Err(if matches!(terms_json, Some(Value::Array(_))) {
+        PatchOp::add(&terms_ptr.append(), term)
+    } else {
+        PatchOp::add(&terms_ptr, json!([term]))
+    })
+}
+
+/// `want` ANDed into every term that does not imply it already (an empty
+/// term matches no node: ANDing into it changes nothing). How many terms
+/// it was ANDed into.
+fn and_into_terms(
+    want: &NodeAffinitySpec,
+    terms: &[NodeSelectorTerm],
+    terms_ptr: &Pointer,
+    ops: &mut Vec<PatchOp>,
+) -> usize {
+    let req = requirement_json(want);
     let mut anded = 0usize;
-    for (i, t) in selector.node_selector_terms.iter().enumerate() {
+    for (i, t) in terms.iter().enumerate() {
         let exprs = t.match_expressions.as_deref().unwrap_or_default();
         let fields = t.match_fields.as_deref().unwrap_or_default();
-        // An empty term matches no node; ANDing into it changes nothing.
         if exprs.is_empty() && fields.is_empty() {
             continue;
         }
@@ -542,19 +570,13 @@ fn fix_node_affinity(want: &NodeAffinitySpec, spec: &PodSpec, spec_json: &Value,
         }
         let exprs_ptr = terms_ptr.index(i).key("matchExpressions");
         if t.match_expressions.is_none() {
-            out.ops.push(PatchOp::add(&exprs_ptr, json!([req.clone()])));
+            ops.push(PatchOp::add(&exprs_ptr, json!([req.clone()])));
         } else {
-            out.ops.push(PatchOp::add(&exprs_ptr.append(), req.clone()));
+            ops.push(PatchOp::add(&exprs_ptr.append(), req.clone()));
         }
         anded += 1;
     }
-    if anded > 0 {
-        out.warnings.push(format!(
-            "sluice: required node affinity {describe} ANDed into {anded} of {} terms of {field}.nodeSelectorTerms (pod requests GPUs)",
-            selector.node_selector_terms.len()
-        ));
-        out.fixes.push(FixKind::NodeAffinity);
-    }
+    anded
 }
 
 #[cfg(test)]

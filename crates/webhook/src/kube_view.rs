@@ -306,101 +306,99 @@ fn owner_resource(kind: OwnerKind) -> ApiResource {
 }
 
 /// Starts the watches (with kube-runtime's default backoff on errors) and
-/// returns the cache they fill.
+/// returns the cache they fill: Namespaces, RuntimeClasses, Cohorts, the
+/// owner kinds, what namespaceSelector warnings need, LocalQueues.
 pub fn spawn(client: Client) -> Arc<KubeView> {
     let view = Arc::new(KubeView::default());
-    let ns_api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     let v = view.clone();
-    tokio::spawn(async move {
-        let mut buffer = BTreeMap::new();
-        let mut stream = watcher::watcher(ns_api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) => v.apply_namespace_event(&mut buffer, ev),
-                Err(e) => tracing::warn!(error = %e, "namespace watch failed; retrying"),
-            }
-        }
-    });
-    let rc_api: Api<PartialObjectMeta<RuntimeClass>> = Api::all(client.clone());
+    watch(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        BTreeMap::new(),
+        move |buffer, ev| v.apply_namespace_event(buffer, ev),
+        |e| tracing::warn!(error = %e, "namespace watch failed; retrying"),
+    );
     let v = view.clone();
-    tokio::spawn(async move {
-        let mut buffer = BTreeSet::new();
-        let mut stream = watcher::watcher(rc_api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) => v.apply_runtime_class_event(&mut buffer, ev),
-                Err(e) => {
-                    tracing::warn!(error = %e, "RuntimeClass watch failed (no runtimeClassName is set until it lists); retrying")
-                }
-            }
-        }
-    });
-    let cohort_api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<Cohort>(&()));
+    watch(
+        Api::<PartialObjectMeta<RuntimeClass>>::all(client.clone()),
+        BTreeSet::new(),
+        move |buffer, ev| v.apply_runtime_class_event(buffer, ev),
+        |e| tracing::warn!(error = %e, "RuntimeClass watch failed (no runtimeClassName is set until it lists); retrying"),
+    );
     let v = view.clone();
-    tokio::spawn(async move {
-        let mut buffer = BTreeMap::new();
-        let mut stream = watcher::watcher(cohort_api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) => v.apply_cohort_event(&mut buffer, ev),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Cohort watch failed (Cohort parent chains are not checked until it lists); retrying")
-                }
-            }
-        }
-    });
+    watch(
+        Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<Cohort>(&())),
+        BTreeMap::new(),
+        move |buffer, ev| v.apply_cohort_event(buffer, ev),
+        |e| tracing::warn!(error = %e, "Cohort watch failed (Cohort parent chains are not checked until it lists); retrying"),
+    );
     for kind in OwnerKind::all() {
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &owner_resource(kind));
-        let v = view.clone();
-        tokio::spawn(async move {
-            let mut buffer = BTreeMap::new();
-            let mut stream = watcher::watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            // A queued kind whose CRD is not installed fails on every
-            // retry: say so once, not every backoff.
-            let mut failing = false;
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(ev) => {
-                        // Every retry starts with Init: only a finished
-                        // list (or a later event) means it works again.
-                        if !matches!(ev, Event::Init) {
-                            failing = false;
-                        }
-                        v.apply_owner_event(kind, &mut buffer, ev);
-                    }
-                    Err(e) if !failing => {
-                        failing = true;
-                        tracing::warn!(error = %e, kind = kind.kind(), "owner watch failed (ownerReferences of this kind exempt nothing until it lists); retrying");
-                    }
-                    Err(e) => tracing::debug!(error = %e, kind = kind.kind(), "owner watch still failing"),
-                }
-            }
-        });
+        spawn_owner_watch(&client, &view, kind);
     }
     spawn_selection_watches(&client, &view);
-    let lq_api: Api<PartialObjectMeta<LocalQueue>> = Api::all(client);
     let v = view.clone();
+    watch(
+        Api::<PartialObjectMeta<LocalQueue>>::all(client),
+        BTreeSet::new(),
+        move |buffer, ev| v.apply_local_queue_event(buffer, ev),
+        |e| tracing::warn!(error = %e, "LocalQueue watch failed; retrying"),
+    );
+    view
+}
+
+/// Runs a watch for as long as the process: each event into `apply`
+/// (with `buffer`, where a list in progress is gathered), each error to
+/// `failed` (the watch retries with its backoff).
+fn watch<K, B>(
+    api: Api<K>,
+    mut buffer: B,
+    apply: impl Fn(&mut B, Event<K>) + Send + 'static,
+    failed: impl Fn(&watcher::Error) + Send + 'static,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    B: Send + 'static,
+{
     tokio::spawn(async move {
-        let mut buffer = BTreeSet::new();
-        let mut stream = watcher::watcher(lq_api, watcher::Config::default())
+        let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(ev) => v.apply_local_queue_event(&mut buffer, ev),
-                Err(e) => tracing::warn!(error = %e, "LocalQueue watch failed; retrying"),
+                Ok(ev) => apply(&mut buffer, ev),
+                Err(e) => failed(&e),
             }
         }
     });
-    view
+}
+
+/// The metadata watch of one owner kind. A queued kind whose CRD is not
+/// installed fails on every retry: said once, not every backoff.
+fn spawn_owner_watch(client: &Client, view: &Arc<KubeView>, kind: OwnerKind) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &owner_resource(kind));
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeMap::new();
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut failing = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => {
+                    // Every retry starts with Init: only a finished
+                    // list (or a later event) means it works again.
+                    if !matches!(ev, Event::Init) {
+                        failing = false;
+                    }
+                    v.apply_owner_event(kind, &mut buffer, ev);
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, kind = kind.kind(), "owner watch failed (ownerReferences of this kind exempt nothing until it lists); retrying");
+                }
+                Err(e) => tracing::debug!(error = %e, kind = kind.kind(), "owner watch still failing"),
+            }
+        }
+    });
 }
 
 /// The ClusterQueue and LocalQueue-target watches behind the

@@ -219,10 +219,47 @@ fn unlabelled(o: &ManifestOptions) -> Option<LabelSelector> {
     selector(None, exprs)
 }
 
-/// The MutatingWebhookConfiguration.
+/// The MutatingWebhookConfiguration: Jobs by the queue label and, in
+/// namespaces that queue every object, unlabelled; pods; the other queued
+/// kinds alike; with Kueue compatibility, Jobs and the other kinds by
+/// Kueue's label alone, after the rest.
 pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfiguration {
-    let jobs_create = || vec![rule("batch", "v1", &["jobs"], &["CREATE"])];
-    let queued = mutating(
+    let mut webhooks = vec![queued_jobs(o), default_queue_jobs(o), pods(o)];
+    webhooks.extend(other_kinds(o, "queued", vec![req(&o.queue_label, "Exists", None)]));
+    webhooks.extend(default_queue_other_kinds(o));
+    if o.kueue_compat {
+        webhooks.push(mutating(
+            o,
+            "kueue-jobs.mutate.sluice.dev",
+            Endpoint::MutateJobs,
+            jobs_create(),
+            "Fail",
+            selector(None, not_excluded(o)),
+            selector(None, kueue_labelled(o)),
+        ));
+        webhooks.extend(other_kinds(o, "kueue", kueue_labelled(o)));
+    }
+    MutatingWebhookConfiguration {
+        metadata: metadata(o),
+        webhooks: Some(webhooks),
+    }
+}
+
+fn jobs_create() -> Vec<RuleWithOperations> {
+    vec![rule("batch", "v1", &["jobs"], &["CREATE"])]
+}
+
+/// Objects with Kueue's queue label and not Sluice's.
+fn kueue_labelled(o: &ManifestOptions) -> Vec<LabelSelectorRequirement> {
+    vec![
+        req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
+        req(&o.queue_label, "DoesNotExist", None),
+    ]
+}
+
+/// Jobs with the queue label.
+fn queued_jobs(o: &ManifestOptions) -> MutatingWebhook {
+    mutating(
         o,
         "queued-jobs.mutate.sluice.dev",
         Endpoint::MutateJobs,
@@ -230,8 +267,12 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         "Fail",
         selector(None, not_excluded(o)),
         selector(None, vec![req(&o.queue_label, "Exists", None)]),
-    );
-    let default_queue = mutating(
+    )
+}
+
+/// Unlabelled Jobs in namespaces that queue every object.
+fn default_queue_jobs(o: &ManifestOptions) -> MutatingWebhook {
+    mutating(
         o,
         "default-queue-jobs.mutate.sluice.dev",
         // Its own path: requests on it come only from opted-in namespaces.
@@ -241,85 +282,61 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
         default_queue_namespaces(o),
         // Labelled Jobs are the first entry's; never call twice.
         unlabelled(o),
-    );
-    let kueue = o.kueue_compat.then(|| {
-        mutating(
-            o,
-            "kueue-jobs.mutate.sluice.dev",
-            Endpoint::MutateJobs,
-            jobs_create(),
-            "Fail",
-            selector(None, not_excluded(o)),
-            selector(
-                None,
-                vec![
-                    req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
-                    req(&o.queue_label, "DoesNotExist", None),
-                ],
-            ),
-        )
-    });
-    let pods = mutating(
+    )
+}
+
+/// Pods, and `kubectl debug`: ephemeral containers are checked for the
+/// NVIDIA_VISIBLE_DEVICES escape.
+fn pods(o: &ManifestOptions) -> MutatingWebhook {
+    mutating(
         o,
         "pods.mutate.sluice.dev",
         Endpoint::MutatePods,
         vec![
             rule("", "v1", &["pods"], &["CREATE"]),
-            // `kubectl debug`: ephemeral containers are checked for the
-            // NVIDIA_VISIBLE_DEVICES escape.
             rule("", "v1", &["pods/ephemeralcontainers"], &["UPDATE"]),
         ],
         "Ignore",
         selector(None, not_excluded(o)),
         None,
-    );
-    let mut webhooks = vec![queued, default_queue, pods];
-    // The other queued kinds: by the queue label, and (with Kueue
-    // compatibility, after Jobs' Kueue entry) by Kueue's label alone.
-    let others = |prefix: &str, object: Vec<LabelSelectorRequirement>| {
-        JobKind::others()
-            .map(|k| {
-                let (group, version, _) = k.gvk();
-                mutating(
-                    o,
-                    &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
-                    Endpoint::MutateQueued(k),
-                    vec![rule(group, version, &[k.plural()], &["CREATE"])],
-                    "Fail",
-                    selector(None, not_excluded(o)),
-                    selector(None, object.clone()),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    webhooks.extend(others("queued", vec![req(&o.queue_label, "Exists", None)]));
-    // Their unlabelled objects in namespaces that queue every object.
-    webhooks.extend(JobKind::others().map(|k| {
-        let (group, version, _) = k.gvk();
-        mutating(
-            o,
-            &format!("default-queue-{}.mutate.sluice.dev", k.plural()),
-            Endpoint::MutateQueuedDefaultQueue(k),
-            vec![rule(group, version, &[k.plural()], &["CREATE"])],
-            "Fail",
-            default_queue_namespaces(o),
-            unlabelled(o),
-        )
-    }));
-    webhooks.extend(kueue);
-    if o.kueue_compat {
-        webhooks.extend(others(
-            "kueue",
-            vec![
-                req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
-                req(&o.queue_label, "DoesNotExist", None),
-            ],
-        ));
-    }
-    MutatingWebhookConfiguration {
-        metadata: metadata(o),
-        webhooks: Some(webhooks),
-    }
+    )
+}
+
+/// The other queued kinds' objects that `object` selects, one entry each.
+fn other_kinds(o: &ManifestOptions, prefix: &str, object: Vec<LabelSelectorRequirement>) -> Vec<MutatingWebhook> {
+    JobKind::others()
+        .map(|k| {
+            let (group, version, _) = k.gvk();
+            mutating(
+                o,
+                &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
+                Endpoint::MutateQueued(k),
+                vec![rule(group, version, &[k.plural()], &["CREATE"])],
+                "Fail",
+                selector(None, not_excluded(o)),
+                selector(None, object.clone()),
+            )
+        })
+        .collect()
+}
+
+/// The other queued kinds' unlabelled objects in namespaces that queue
+/// every object.
+fn default_queue_other_kinds(o: &ManifestOptions) -> Vec<MutatingWebhook> {
+    JobKind::others()
+        .map(|k| {
+            let (group, version, _) = k.gvk();
+            mutating(
+                o,
+                &format!("default-queue-{}.mutate.sluice.dev", k.plural()),
+                Endpoint::MutateQueuedDefaultQueue(k),
+                vec![rule(group, version, &[k.plural()], &["CREATE"])],
+                "Fail",
+                default_queue_namespaces(o),
+                unlabelled(o),
+            )
+        })
+        .collect()
 }
 
 /// The ValidatingWebhookConfiguration.

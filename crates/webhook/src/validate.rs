@@ -114,7 +114,9 @@ pub struct Findings {
 
 /// Every reason to deny a CREATE or UPDATE of a Sluice object, each naming
 /// its field, and what could not be checked. `Err` when the object does not
-/// decode.
+/// decode. The kind's rules run on what the user wrote
+/// ([`rules_apply`]); a LocalQueue's ClusterQueue and a Workload's
+/// admission are checked on every write.
 pub fn validate_sluice(
     kind: SluiceKind,
     req: &AdmissionRequest<DynamicObject>,
@@ -132,128 +134,167 @@ pub fn validate_sluice(
     } else {
         None
     };
-    // validate() checks what the user wrote. It runs on CREATE and on an
-    // UPDATE that changes it; not on writes to the status subresource, not
-    // when only metadata or status changed (finalizer removal, labels), and
-    // not once the object is being deleted: a stored object that a newer
-    // rule (or a newer schema) rejects must still be able to go away.
-    let status_only = req.sub_resource.as_deref() == Some("status");
-    let deleting = obj.metadata.deletion_timestamp.is_some();
-    let written_changed = old.is_none_or(|o| without_status(&o.data) != without_status(&obj.data));
-    let run_validate = !status_only && !deleting && written_changed;
-    let mut denials = Vec::new();
-    let mut warnings = Vec::new();
+    let run_validate = rules_apply(req, obj, old);
+    let mut found = Findings::default();
     match kind {
-        SluiceKind::ClusterQueue => {
-            if run_validate {
-                let new: ClusterQueue = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
-                // Created, or its namespaceSelector changed: LocalQueues it
-                // leaves out (compared as JSON: unset and null alike).
-                let selector = |o: &DynamicObject| {
-                    o.data
-                        .pointer("/spec/namespaceSelector")
-                        .filter(|s| !s.is_null())
-                        .cloned()
-                };
-                if old.is_none_or(|o| selector(o) != selector(obj)) {
-                    let name = new.metadata.name.as_deref().unwrap_or_default();
-                    warnings.extend(selection::cluster_queue_warning(
-                        name,
-                        new.spec.namespace_selector.as_ref(),
-                        view,
-                    ));
-                }
-            }
-        }
-        SluiceKind::Cohort => {
-            if run_validate {
-                let new: Cohort = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
-                let name = new.metadata.name.as_deref().unwrap_or_default();
-                // Its own name as parent is a validate() violation already.
-                if let Some(parent) = new.spec.parent.as_deref().filter(|p| *p != name) {
-                    match view.cohort_parents() {
-                        Some(parents) => {
-                            if let Some(path) = cohort_cycle(name, parent, &parents) {
-                                denials.push(format!(
-                                    "spec.parent: cohort {} forms a cycle; a parent chain must end at a cohort without a parent",
-                                    path.join(" -> ")
-                                ));
-                            }
-                        }
-                        None => warnings.push(format!(
-                            "sluice: the webhook has not yet listed Cohorts, so it could not check that the parent chain of cohort {name:?} (spec.parent {parent:?}) does not lead back to it; the scheduler refuses a cohort whose parent chain forms a cycle"
-                        )),
-                    }
-                }
-            }
-        }
-        SluiceKind::ResourceFlavor => {
-            if run_validate {
-                let new: ResourceFlavor = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
-            }
-        }
-        SluiceKind::WorkloadPriorityClass => {
-            if run_validate {
-                let new: WorkloadPriorityClass = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
-            }
+        SluiceKind::ClusterQueue if run_validate => check_cluster_queue(obj, old, view, &mut found)?,
+        SluiceKind::Cohort if run_validate => check_cohort(obj, view, &mut found)?,
+        SluiceKind::ResourceFlavor if run_validate => found.denials.extend(violations::<ResourceFlavor>(obj, kind)?),
+        SluiceKind::WorkloadPriorityClass if run_validate => {
+            found.denials.extend(violations::<WorkloadPriorityClass>(obj, kind)?)
         }
         SluiceKind::LocalQueue => {
             if run_validate {
-                let new: LocalQueue = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
-                let namespace = req.namespace.as_deref().or(new.metadata.namespace.as_deref());
-                warnings.extend(namespace.and_then(|ns| {
-                    let name = new.metadata.name.as_deref().unwrap_or_default();
-                    selection::local_queue_warning(ns, name, &new.spec.cluster_queue, view)
-                }));
+                check_local_queue(req, obj, view, &mut found)?;
             }
-            // Compared as JSON: an old object that no longer decodes must
-            // not block the update.
-            if let Some(old) = old {
-                let field = |o: &DynamicObject| o.data.pointer("/spec/clusterQueue").cloned().unwrap_or(Value::Null);
-                let (was, now) = (field(old), field(obj));
-                if was != now {
-                    denials.push(format!(
-                        "spec.clusterQueue: is immutable (was {was}, now {now}); delete and recreate the LocalQueue to point it elsewhere"
-                    ));
-                }
-            }
+            found.denials.extend(cluster_queue_change(old, obj));
         }
         SluiceKind::Workload => {
             if run_validate {
-                let new: Workload = decode(obj, "object", kind)?;
-                denials.extend(new.validate().iter().map(ToString::to_string));
+                found.denials.extend(violations::<Workload>(obj, kind)?);
             }
-            // Any change of the admission (set, changed or cleared) admits a
-            // Workload past quota or takes it away: only the controller may.
-            // Compared as JSON so an old object that no longer decodes
-            // cannot block the check.
-            let admission = |o: &DynamicObject| o.data.pointer("/status/admission").filter(|v| !v.is_null()).cloned();
-            let before = old.and_then(admission);
-            let after = admission(obj);
-            let user = req.user_info.username.as_deref().unwrap_or("");
-            if before != after && !cfg.is_admission_writer(user) {
-                let what = match (&before, &after) {
-                    (None, _) => "cannot be set",
-                    (_, None) => "cannot be removed",
-                    _ => "cannot be changed",
-                };
-                denials.push(format!(
-                    "status.admission: {what} by {user:?}; only the Sluice controller ({}) admits Workloads",
-                    if cfg.admission_writers.is_empty() {
-                        "no admission writers configured".to_owned()
-                    } else {
-                        cfg.admission_writers.join(", ")
-                    }
+            found.denials.extend(admission_change(req, cfg, old, obj));
+        }
+        SluiceKind::ClusterQueue
+        | SluiceKind::Cohort
+        | SluiceKind::ResourceFlavor
+        | SluiceKind::WorkloadPriorityClass => {}
+    }
+    Ok(found)
+}
+
+/// Whether the kind's rules (`validate()`, what the user wrote) run: on
+/// CREATE and on an UPDATE that changes it; not on writes to the status
+/// subresource, not when only metadata or status changed (finalizer
+/// removal, labels), and not once the object is being deleted: a stored
+/// object that a newer rule (or a newer schema) rejects must still be
+/// able to go away.
+fn rules_apply(req: &AdmissionRequest<DynamicObject>, obj: &DynamicObject, old: Option<&DynamicObject>) -> bool {
+    let status_only = req.sub_resource.as_deref() == Some("status");
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let written_changed = old.is_none_or(|o| without_status(&o.data) != without_status(&obj.data));
+    !status_only && !deleting && written_changed
+}
+
+/// The object decoded as `K`, and what its rules find.
+fn violations<K: DeserializeOwned + Validate>(obj: &DynamicObject, kind: SluiceKind) -> Result<Vec<String>, String> {
+    let new: K = decode(obj, "object", kind)?;
+    Ok(new.validate().iter().map(ToString::to_string).collect())
+}
+
+/// A ClusterQueue's rules; created, or its namespaceSelector changed: the
+/// LocalQueues it leaves out (compared as JSON: unset and null alike).
+fn check_cluster_queue(
+    obj: &DynamicObject,
+    old: Option<&DynamicObject>,
+    view: &dyn ClusterView,
+    found: &mut Findings,
+) -> Result<(), String> {
+    let new: ClusterQueue = decode(obj, "object", SluiceKind::ClusterQueue)?;
+    found.denials.extend(new.validate().iter().map(ToString::to_string));
+    let selector = |o: &DynamicObject| {
+        o.data
+            .pointer("/spec/namespaceSelector")
+            .filter(|s| !s.is_null())
+            .cloned()
+    };
+    if old.is_none_or(|o| selector(o) != selector(obj)) {
+        let name = new.metadata.name.as_deref().unwrap_or_default();
+        found.warnings.extend(selection::cluster_queue_warning(
+            name,
+            new.spec.namespace_selector.as_ref(),
+            view,
+        ));
+    }
+    Ok(())
+}
+
+/// A Cohort's rules, and its parent chain must not lead back to it (a
+/// warning when the Cohorts are not listed yet).
+fn check_cohort(obj: &DynamicObject, view: &dyn ClusterView, found: &mut Findings) -> Result<(), String> {
+    let new: Cohort = decode(obj, "object", SluiceKind::Cohort)?;
+    found.denials.extend(new.validate().iter().map(ToString::to_string));
+    let name = new.metadata.name.as_deref().unwrap_or_default();
+    // Its own name as parent is a validate() violation already.
+    let Some(parent) = new.spec.parent.as_deref().filter(|p| *p != name) else {
+        return Ok(());
+    };
+    match view.cohort_parents() {
+        Some(parents) => {
+            if let Some(path) = cohort_cycle(name, parent, &parents) {
+                found.denials.push(format!(
+                    "spec.parent: cohort {} forms a cycle; a parent chain must end at a cohort without a parent",
+                    path.join(" -> ")
                 ));
             }
         }
+        None => found.warnings.push(format!(
+            "sluice: the webhook has not yet listed Cohorts, so it could not check that the parent chain of cohort {name:?} (spec.parent {parent:?}) does not lead back to it; the scheduler refuses a cohort whose parent chain forms a cycle"
+        )),
     }
-    Ok(Findings { denials, warnings })
+    Ok(())
+}
+
+/// A LocalQueue's rules, and a warning when its ClusterQueue does not
+/// serve its namespace.
+fn check_local_queue(
+    req: &AdmissionRequest<DynamicObject>,
+    obj: &DynamicObject,
+    view: &dyn ClusterView,
+    found: &mut Findings,
+) -> Result<(), String> {
+    let new: LocalQueue = decode(obj, "object", SluiceKind::LocalQueue)?;
+    found.denials.extend(new.validate().iter().map(ToString::to_string));
+    let namespace = req.namespace.as_deref().or(new.metadata.namespace.as_deref());
+    found.warnings.extend(namespace.and_then(|ns| {
+        let name = new.metadata.name.as_deref().unwrap_or_default();
+        selection::local_queue_warning(ns, name, &new.spec.cluster_queue, view)
+    }));
+    Ok(())
+}
+
+/// A LocalQueue's `spec.clusterQueue` is immutable. Compared as JSON: an
+/// old object that no longer decodes must not block the update.
+fn cluster_queue_change(old: Option<&DynamicObject>, obj: &DynamicObject) -> Option<String> {
+    let old = old?;
+    let field = |o: &DynamicObject| o.data.pointer("/spec/clusterQueue").cloned().unwrap_or(Value::Null);
+    let (was, now) = (field(old), field(obj));
+    (was != now).then(|| {
+        format!(
+            "spec.clusterQueue: is immutable (was {was}, now {now}); delete and recreate the LocalQueue to point it elsewhere"
+        )
+    })
+}
+
+/// Any change of a Workload's admission (set, changed or cleared) admits
+/// it past quota or takes it away: only the controller may. Compared as
+/// JSON so an old object that no longer decodes cannot block the check.
+fn admission_change(
+    req: &AdmissionRequest<DynamicObject>,
+    cfg: &WebhookConfig,
+    old: Option<&DynamicObject>,
+    obj: &DynamicObject,
+) -> Option<String> {
+    let admission = |o: &DynamicObject| o.data.pointer("/status/admission").filter(|v| !v.is_null()).cloned();
+    let before = old.and_then(admission);
+    let after = admission(obj);
+    let user = req.user_info.username.as_deref().unwrap_or("");
+    if before == after || cfg.is_admission_writer(user) {
+        return None;
+    }
+    let what = match (&before, &after) {
+        (None, _) => "cannot be set",
+        (_, None) => "cannot be removed",
+        _ => "cannot be changed",
+    };
+    Some(format!(
+        "status.admission: {what} by {user:?}; only the Sluice controller ({}) admits Workloads",
+        if cfg.admission_writers.is_empty() {
+            "no admission writers configured".to_owned()
+        } else {
+            cfg.admission_writers.join(", ")
+        }
+    ))
 }
 
 /// The parent chain of cohort `name`, given the parent it is to have and

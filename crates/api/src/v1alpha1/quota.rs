@@ -123,6 +123,8 @@ pub(crate) fn validate_resource_groups(v: &mut Violations, groups: &[ResourceGro
     }
 }
 
+/// One resource group: its covered resources, then each flavor's name and
+/// quotas (exactly the covered resources, each once).
 fn validate_group<'a>(
     v: &mut Violations,
     gpath: &str,
@@ -132,6 +134,43 @@ fn validate_group<'a>(
     covered_by: &mut BTreeMap<&'a str, usize>,
     flavor_at: &mut BTreeMap<&'a str, String>,
 ) {
+    let covered_here = covered_resources(v, gpath, gi, group, covered_by);
+    if group.flavors.is_empty() {
+        v.push(format!("{gpath}.flavors"), "must list at least one flavor");
+    } else if group.flavors.len() > MAX_FLAVORS_PER_GROUP {
+        v.push(
+            format!("{gpath}.flavors"),
+            format!("must have at most {MAX_FLAVORS_PER_GROUP} items"),
+        );
+    }
+    for (fi, flavor) in group.flavors.iter().enumerate() {
+        let fpath = format!("{gpath}.flavors[{fi}]");
+        let npath = format!("{fpath}.name");
+        v.dns1123_subdomain(&npath, &flavor.name);
+        if let Some(first) = flavor_at.get(flavor.name.as_str()) {
+            v.push(
+                &npath,
+                format!(
+                    "duplicate flavor {:?}, already used at {first}; a flavor may appear once per {}",
+                    flavor.name, owner.kind
+                ),
+            );
+        } else {
+            flavor_at.insert(flavor.name.as_str(), npath);
+        }
+        flavor_quotas(v, gpath, &fpath, flavor, owner, &covered_here);
+    }
+}
+
+/// A group's `coveredResources`: one to so many, each a qualified name,
+/// once in the group and in no other group. The resources it covers.
+fn covered_resources<'a>(
+    v: &mut Violations,
+    gpath: &str,
+    gi: usize,
+    group: &'a ResourceGroup,
+    covered_by: &mut BTreeMap<&'a str, usize>,
+) -> BTreeSet<&'a str> {
     if group.covered_resources.is_empty() {
         v.push(format!("{gpath}.coveredResources"), "must list at least one resource");
     } else if group.covered_resources.len() > MAX_RESOURCES_PER_GROUP {
@@ -159,50 +198,37 @@ fn validate_group<'a>(
             }
         }
     }
+    covered_here
+}
 
-    if group.flavors.is_empty() {
-        v.push(format!("{gpath}.flavors"), "must list at least one flavor");
-    } else if group.flavors.len() > MAX_FLAVORS_PER_GROUP {
-        v.push(
-            format!("{gpath}.flavors"),
-            format!("must have at most {MAX_FLAVORS_PER_GROUP} items"),
-        );
+/// A flavor's quotas: each valid, each resource once, exactly the group's
+/// covered resources.
+fn flavor_quotas(
+    v: &mut Violations,
+    gpath: &str,
+    fpath: &str,
+    flavor: &FlavorQuotas,
+    owner: Owner,
+    covered_here: &BTreeSet<&str>,
+) {
+    let mut listed: BTreeSet<&str> = BTreeSet::new();
+    for (ri, quota) in flavor.resources.iter().enumerate() {
+        let rpath = format!("{fpath}.resources[{ri}]");
+        validate_quota(v, &rpath, quota, owner);
+        if !listed.insert(quota.name.as_str()) {
+            v.push(format!("{rpath}.name"), format!("duplicate resource {:?}", quota.name));
+        } else if !covered_here.contains(quota.name.as_str()) {
+            v.push(
+                format!("{rpath}.name"),
+                format!("resource {:?} is not in {gpath}.coveredResources", quota.name),
+            );
+        }
     }
-    for (fi, flavor) in group.flavors.iter().enumerate() {
-        let fpath = format!("{gpath}.flavors[{fi}]");
-        let npath = format!("{fpath}.name");
-        v.dns1123_subdomain(&npath, &flavor.name);
-        if let Some(first) = flavor_at.get(flavor.name.as_str()) {
-            v.push(
-                &npath,
-                format!(
-                    "duplicate flavor {:?}, already used at {first}; a flavor may appear once per {}",
-                    flavor.name, owner.kind
-                ),
-            );
-        } else {
-            flavor_at.insert(flavor.name.as_str(), npath);
-        }
-
-        let mut listed: BTreeSet<&str> = BTreeSet::new();
-        for (ri, quota) in flavor.resources.iter().enumerate() {
-            let rpath = format!("{fpath}.resources[{ri}]");
-            validate_quota(v, &rpath, quota, owner);
-            if !listed.insert(quota.name.as_str()) {
-                v.push(format!("{rpath}.name"), format!("duplicate resource {:?}", quota.name));
-            } else if !covered_here.contains(quota.name.as_str()) {
-                v.push(
-                    format!("{rpath}.name"),
-                    format!("resource {:?} is not in {gpath}.coveredResources", quota.name),
-                );
-            }
-        }
-        for missing in covered_here.difference(&listed) {
-            v.push(
-                format!("{fpath}.resources"),
-                format!("missing quota for covered resource {missing:?}; every flavor lists exactly the group's coveredResources"),
-            );
-        }
+    for missing in covered_here.difference(&listed) {
+        v.push(
+            format!("{fpath}.resources"),
+            format!("missing quota for covered resource {missing:?}; every flavor lists exactly the group's coveredResources"),
+        );
     }
 }
 

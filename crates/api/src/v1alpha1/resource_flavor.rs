@@ -64,85 +64,107 @@ impl Validate for ResourceFlavor {
         let mut v = Violations::default();
         v.metadata_name(&self.metadata, false);
         let spec = &self.spec;
-        if spec.node_labels.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
-            v.push(
-                "spec.nodeLabels",
-                format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} entries"),
-            );
-        }
-        for (key, value) in &spec.node_labels {
-            let path = format!("spec.nodeLabels[{key}]");
-            v.qualified_name(&path, key);
-            if !is_label_value(value) {
-                v.push(path, format!("{value:?} is not a valid label value"));
-            }
-        }
-        if spec.node_taints.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
-            v.push(
-                "spec.nodeTaints",
-                format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} items"),
-            );
-        }
-        for (i, taint) in spec.node_taints.iter().enumerate() {
-            let path = format!("spec.nodeTaints[{i}]");
-            v.qualified_name(&format!("{path}.key"), &taint.key);
-            if let Some(value) = &taint.value
-                && !is_label_value(value)
-            {
-                v.push(format!("{path}.value"), format!("{value:?} is not a valid label value"));
-            }
-            if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
-                v.push(
-                    format!("{path}.effect"),
-                    format!(
-                        "{:?} is not one of NoSchedule, PreferNoSchedule, NoExecute",
-                        taint.effect
-                    ),
-                );
-            }
-        }
+        node_labels(&mut v, &spec.node_labels);
+        node_taints(&mut v, &spec.node_taints);
         if let Some(key) = &spec.topology_key {
             v.qualified_name("spec.topologyKey", key);
         }
-        if spec.tolerations.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
+        tolerations(&mut v, &spec.tolerations);
+        v.0
+    }
+}
+
+/// `spec.nodeLabels`: at most so many, each a qualified name and a label
+/// value.
+fn node_labels(v: &mut Violations, labels: &BTreeMap<String, String>) {
+    if labels.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
+        v.push(
+            "spec.nodeLabels",
+            format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} entries"),
+        );
+    }
+    for (key, value) in labels {
+        let path = format!("spec.nodeLabels[{key}]");
+        v.qualified_name(&path, key);
+        if !is_label_value(value) {
+            v.push(path, format!("{value:?} is not a valid label value"));
+        }
+    }
+}
+
+/// `spec.nodeTaints`: at most so many, each with a qualified key, a label
+/// value and a known effect.
+fn node_taints(v: &mut Violations, taints: &[Taint]) {
+    if taints.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
+        v.push(
+            "spec.nodeTaints",
+            format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} items"),
+        );
+    }
+    for (i, taint) in taints.iter().enumerate() {
+        let path = format!("spec.nodeTaints[{i}]");
+        v.qualified_name(&format!("{path}.key"), &taint.key);
+        if let Some(value) = &taint.value
+            && !is_label_value(value)
+        {
+            v.push(format!("{path}.value"), format!("{value:?} is not a valid label value"));
+        }
+        if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
             v.push(
-                "spec.tolerations",
-                format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} items"),
+                format!("{path}.effect"),
+                format!(
+                    "{:?} is not one of NoSchedule, PreferNoSchedule, NoExecute",
+                    taint.effect
+                ),
             );
         }
-        for (i, toleration) in spec.tolerations.iter().enumerate() {
-            let path = format!("spec.tolerations[{i}]");
-            let key = toleration.key.as_deref().unwrap_or_default();
-            if !key.is_empty() {
-                v.qualified_name(&format!("{path}.key"), key);
-            }
-            let value = toleration.value.as_deref().unwrap_or_default();
-            match toleration.operator.as_deref().unwrap_or("Equal") {
-                "Equal" => {
-                    if key.is_empty() {
-                        v.push(format!("{path}.key"), "must be set when operator is Equal");
-                    }
-                }
-                "Exists" => {
-                    if !value.is_empty() {
-                        v.push(format!("{path}.value"), "must be empty when operator is Exists");
-                    }
-                }
-                other => v.push(
-                    format!("{path}.operator"),
-                    format!("{other:?} is not one of Equal, Exists"),
-                ),
-            }
-            if let Some(effect) = toleration.effect.as_deref()
-                && !effect.is_empty()
-                && !TAINT_EFFECTS.contains(&effect)
-            {
-                v.push(
-                    format!("{path}.effect"),
-                    format!("{effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"),
-                );
+    }
+}
+
+/// `spec.tolerations`: at most so many, each valid as a pod's toleration.
+fn tolerations(v: &mut Violations, tolerations: &[Toleration]) {
+    if tolerations.len() > MAX_FLAVOR_LABELS_OR_TAINTS {
+        v.push(
+            "spec.tolerations",
+            format!("must have at most {MAX_FLAVOR_LABELS_OR_TAINTS} items"),
+        );
+    }
+    for (i, toleration) in tolerations.iter().enumerate() {
+        toleration_rules(v, &format!("spec.tolerations[{i}]"), toleration);
+    }
+}
+
+/// A key that is a qualified name (set when the operator is Equal), no
+/// value with Exists, and a known operator and effect.
+fn toleration_rules(v: &mut Violations, path: &str, toleration: &Toleration) {
+    let key = toleration.key.as_deref().unwrap_or_default();
+    if !key.is_empty() {
+        v.qualified_name(&format!("{path}.key"), key);
+    }
+    let value = toleration.value.as_deref().unwrap_or_default();
+    match toleration.operator.as_deref().unwrap_or("Equal") {
+        "Equal" => {
+            if key.is_empty() {
+                v.push(format!("{path}.key"), "must be set when operator is Equal");
             }
         }
-        v.0
+        "Exists" => {
+            if !value.is_empty() {
+                v.push(format!("{path}.value"), "must be empty when operator is Exists");
+            }
+        }
+        other => v.push(
+            format!("{path}.operator"),
+            format!("{other:?} is not one of Equal, Exists"),
+        ),
+    }
+    if let Some(effect) = toleration.effect.as_deref()
+        && !effect.is_empty()
+        && !TAINT_EFFECTS.contains(&effect)
+    {
+        v.push(
+            format!("{path}.effect"),
+            format!("{effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"),
+        );
     }
 }

@@ -28,6 +28,21 @@ impl Index {
             return (self.take_plans(), None);
         }
         self.outbox.retry_soon = false;
+        self.catch_up(now_ms);
+        self.flush_placement();
+        let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
+        self.take_decisions(&cycle, now_ms);
+        let wake = self.next_wake(cycle.next_wakeup);
+        let mut plans = self.take_plans();
+        plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
+        plans.extend(self.take_finished_states());
+        (plans, wake)
+    }
+
+    /// What is due before the engine runs: the orphan scan after Jobs are
+    /// listed, time-driven checks, Jobs and deactivations to try again,
+    /// and the periodic drift check.
+    fn catch_up(&mut self, now_ms: i64) {
         if std::mem::take(&mut self.queued.orphan_scan_due) {
             self.finish_orphans(now_ms);
             self.reconcile_gangs(now_ms);
@@ -53,8 +68,11 @@ impl Index {
             self.check_drift(now_ms);
             self.outbox.next_drift_check_ms = now_ms.saturating_add(DRIFT_CHECK_MS);
         }
-        self.flush_placement();
-        let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
+    }
+
+    /// The engine's decisions into the index: admissions, preemptions,
+    /// evictions, changed explanations.
+    fn take_decisions(&mut self, cycle: &eng::Cycle, now_ms: i64) {
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
         }
@@ -87,11 +105,16 @@ impl Index {
         for (uid, expl) in &cycle.pending_changed {
             self.on_pending(uid, expl, now_ms);
         }
-        let mut wake = cycle.next_wakeup;
+    }
+
+    /// When the loop should wake next: the engine's next wake-up, a pods
+    /// ready deadline, or a pods-gone check waiting out its backoff,
+    /// whichever is first.
+    fn next_wake(&self, engine_wake: Option<i64>) -> Option<i64> {
+        let mut wake = engine_wake;
         if let Some(t) = self.next_pods_ready_deadline() {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
-        // A pods-gone check waiting out its backoff.
         if let Some(t) = self
             .inflight
             .confirming
@@ -102,10 +125,7 @@ impl Index {
         {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
-        let mut plans = self.take_plans();
-        plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
-        plans.extend(self.take_finished_states());
-        (plans, wake)
+        wake
     }
 
     /// The periodic check of the ledger against reality (the Workload

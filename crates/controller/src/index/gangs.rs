@@ -78,78 +78,119 @@ impl Index {
         self.clear_error(Kind::JOB, &key.to_string());
     }
 
-    /// Level-triggered: what gang `gk` (namespace, gang name) needs.
+    /// Level-triggered: what gang `gk` (namespace, gang name) needs. With
+    /// its Workload made: Jobs not in it refused, then the gang broken or
+    /// driven. Without: its Jobs held, and its Workload made once they are
+    /// whole and agree.
     pub(super) fn reconcile_gang(&mut self, gk: &ObjKey, now_ms: i64) {
         let wk = ObjKey::new(gk.namespace.clone(), gang::workload_name(&gk.name));
-        let names: Vec<JobRef> = self
-            .queued
-            .gangs
-            .get(gk)
-            .into_iter()
-            .flatten()
-            .map(|n| JobRef::job(gk.namespace.clone(), n.clone()))
-            // Queued on its own before it was labelled: not the gang's.
-            .filter(|k| {
-                let own = ObjKey::new(k.namespace(), sluice_kinds::job::workload_name(k.name()));
-                self.queued.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
-            })
-            .collect();
-        if let Some(e) = self.table.workloads.get(&wk) {
-            let Some(g) = &e.gang else {
-                for k in names {
-                    self.record_error(
-                        Kind::JOB,
-                        k.to_string(),
-                        "WorkloadNameTaken",
-                        format!("Workload {wk} of gang {} exists but is not a gang's", gk.name),
-                    );
-                }
-                return;
-            };
-            let finished = is_true(&e.status, cond::FINISHED);
-            let members: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
-            let current = self.member_keys(&wk);
-            for k in &names {
-                if current.contains(k) {
-                    continue;
-                }
-                // Labelled into a gang whose Workload was made without it.
-                self.hold(k);
-                let why = if finished {
-                    format!(
-                        "gang {:?} already ran as Workload {wk} (Jobs {}), which goes when the last of those Jobs is deleted; this Job is not one of them: give it another gang name, or delete the old Jobs",
-                        gk.name,
-                        members.join(", ")
-                    )
-                } else {
-                    format!(
-                        "gang {:?} already has its Workload {wk}, made from Jobs {}; this Job is not one of them",
-                        gk.name,
-                        members.join(", ")
-                    )
-                };
-                self.record_error(Kind::JOB, k.to_string(), "GangConflict", why);
-            }
-            if finished {
-                return;
-            }
-            if self.gang_broken(&wk) {
-                self.break_gang(&wk, now_ms);
-            } else {
-                self.drive(&wk, now_ms);
-            }
+        let names = self.gang_members(gk);
+        if self.table.workloads.contains_key(&wk) {
+            self.reconcile_made_gang(gk, &wk, &names, now_ms);
             return;
         }
         if self.inflight.creating.contains(&wk) {
             return;
         }
+        let Some(assessment) = self.assess_gang(gk, &names) else {
+            // Not queued: not Sluice's.
+            return;
+        };
+        for k in &names {
+            self.hold(k);
+        }
+        match assessment {
+            Assessment::Conflict(err) => self.record_gang_error(&names, &err),
+            Assessment::Incomplete { have, want } => {
+                for k in &names {
+                    self.clear_error(Kind::JOB, &k.to_string());
+                }
+                self.tell_waiting(gk, &names, have, want);
+            }
+            Assessment::Complete { queue, .. } => self.make_gang_workload(gk, wk, &names, &queue),
+        }
+    }
+
+    /// The Jobs carrying gang `gk`'s label, but those queued on their own
+    /// before they were labelled (not the gang's).
+    fn gang_members(&self, gk: &ObjKey) -> Vec<JobRef> {
+        self.queued
+            .gangs
+            .get(gk)
+            .into_iter()
+            .flatten()
+            .map(|n| JobRef::job(gk.namespace.clone(), n.clone()))
+            .filter(|k| {
+                let own = ObjKey::new(k.namespace(), sluice_kinds::job::workload_name(k.name()));
+                self.queued.jobs.get(k).is_none_or(|j| !self.owns(&own, &j.uid))
+            })
+            .collect()
+    }
+
+    /// A gang whose Workload `wk` exists: Jobs labelled into it that it
+    /// was not made from are held and told; unless it finished, it is
+    /// broken (a member went) or driven.
+    fn reconcile_made_gang(&mut self, gk: &ObjKey, wk: &ObjKey, names: &[JobRef], now_ms: i64) {
+        let Some(e) = self.table.workloads.get(wk) else { return };
+        let Some(g) = &e.gang else {
+            for k in names {
+                self.record_error(
+                    Kind::JOB,
+                    k.to_string(),
+                    "WorkloadNameTaken",
+                    format!("Workload {wk} of gang {} exists but is not a gang's", gk.name),
+                );
+            }
+            return;
+        };
+        let finished = is_true(&e.status, cond::FINISHED);
+        let members: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
+        self.refuse_latecomers(gk, wk, names, &members, finished);
+        if finished {
+            return;
+        }
+        if self.gang_broken(wk) {
+            self.break_gang(wk, now_ms);
+        } else {
+            self.drive(wk, now_ms);
+        }
+    }
+
+    /// Jobs labelled into a gang whose Workload `wk` was made without
+    /// them (from `members`): held, with an error saying so.
+    fn refuse_latecomers(&mut self, gk: &ObjKey, wk: &ObjKey, names: &[JobRef], members: &[String], finished: bool) {
+        let current = self.member_keys(wk);
+        for k in names {
+            if current.contains(k) {
+                continue;
+            }
+            self.hold(k);
+            let why = if finished {
+                format!(
+                    "gang {:?} already ran as Workload {wk} (Jobs {}), which goes when the last of those Jobs is deleted; this Job is not one of them: give it another gang name, or delete the old Jobs",
+                    gk.name,
+                    members.join(", ")
+                )
+            } else {
+                format!(
+                    "gang {:?} already has its Workload {wk}, made from Jobs {}; this Job is not one of them",
+                    gk.name,
+                    members.join(", ")
+                )
+            };
+            self.record_error(Kind::JOB, k.to_string(), "GangConflict", why);
+        }
+    }
+
+    /// Whether the gang's Jobs are whole and agree; `None` when none of
+    /// them is queued.
+    fn assess_gang(&self, gk: &ObjKey, names: &[JobRef]) -> Option<Assessment> {
         let views: Vec<(JobRef, &JobView)> = names
             .iter()
             .filter_map(|k| self.queued.jobs.get(k).map(|v| (k.clone(), v)))
             .collect();
         if views.iter().all(|(_, v)| v.queue.is_none()) {
-            // Not queued: not Sluice's.
-            return;
+            return None;
         }
         let labels: Vec<gang::Labels> = views.iter().filter_map(|(_, v)| v.gang.clone()).collect();
         let members: Vec<gang::Member<'_>> = views
@@ -161,71 +202,54 @@ impl Index {
                 queue: v.queue.as_deref(),
             })
             .collect();
-        let assessment = gang::assess(&gk.name, &members);
-        drop(members);
-        for k in &names {
-            self.hold(k);
+        Some(gang::assess(&gk.name, &members))
+    }
+
+    fn record_gang_error(&mut self, names: &[JobRef], err: &gang::GangError) {
+        for k in names {
+            self.record_error(Kind::JOB, k.to_string(), err.reason(), err.to_string());
         }
-        match assessment {
-            Assessment::Conflict(err) => {
-                for k in &names {
-                    self.record_error(Kind::JOB, k.to_string(), err.reason(), err.to_string());
-                }
-            }
-            Assessment::Incomplete { have, want } => {
-                for k in &names {
+    }
+
+    /// A whole gang's Workload, made from all its Jobs at once (those
+    /// known by their views only, after a new leader, are read again
+    /// first) and planned for creation; what the API server would refuse
+    /// is said on its Jobs instead.
+    fn make_gang_workload(&mut self, gk: &ObjKey, wk: ObjKey, names: &[JobRef], queue: &str) {
+        let missing: Vec<JobRef> = names
+            .iter()
+            .filter(|k| !self.queued.gang_jobs.contains_key(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            self.queued.refetch.extend(missing);
+            return;
+        }
+        let jobs: Vec<&Job> = names.iter().filter_map(|k| self.queued.gang_jobs.get(k)).collect();
+        let wcs = &self.defs.workload_classes;
+        let pcs = &self.defs.pod_classes;
+        let made = gang::workload_for_gang(&gk.name, queue, &jobs, |n| wcs.get(n).copied(), |n| pcs.get(n).copied());
+        // What the API server would refuse (more pod sets than a Workload
+        // holds, names that are not DNS labels) is said here.
+        let made = made.and_then(|wl| {
+            wl.check().map(|()| wl).map_err(|e| gang::GangError::Unusable {
+                gang: gk.name.clone(),
+                reason: e.to_string(),
+            })
+        });
+        match made {
+            Ok(wl) => {
+                for k in names {
                     self.clear_error(Kind::JOB, &k.to_string());
                 }
-                self.tell_waiting(gk, &names, have, want);
-            }
-            Assessment::Complete { queue, .. } => {
-                let missing: Vec<JobRef> = names
-                    .iter()
-                    .filter(|k| !self.queued.gang_jobs.contains_key(*k))
-                    .cloned()
-                    .collect();
-                if !missing.is_empty() {
-                    // Known by their views only (a new leader): read again.
-                    self.queued.refetch.extend(missing);
-                    return;
-                }
-                let jobs: Vec<&Job> = names.iter().filter_map(|k| self.queued.gang_jobs.get(k)).collect();
-                let wcs = &self.defs.workload_classes;
-                let pcs = &self.defs.pod_classes;
-                let made = gang::workload_for_gang(
-                    &gk.name,
-                    &queue,
-                    &jobs,
-                    |n| wcs.get(n).copied(),
-                    |n| pcs.get(n).copied(),
-                );
-                // What the API server would refuse (more pod sets than a
-                // Workload holds, names that are not DNS labels) is said here.
-                let made = made.and_then(|wl| {
-                    wl.check().map(|()| wl).map_err(|e| gang::GangError::Unusable {
-                        gang: gk.name.clone(),
-                        reason: e.to_string(),
-                    })
+                self.queued.gang_told.remove(gk);
+                self.inflight.creating.insert(wk);
+                self.outbox.plans.push(Plan {
+                    purpose: Purpose::CreateWorkload,
+                    steps: vec![Step::ApplyWorkload(Box::new(wl))],
                 });
-                match made {
-                    Ok(wl) => {
-                        for k in &names {
-                            self.clear_error(Kind::JOB, &k.to_string());
-                        }
-                        self.queued.gang_told.remove(gk);
-                        self.inflight.creating.insert(wk);
-                        self.outbox.plans.push(Plan {
-                            purpose: Purpose::CreateWorkload,
-                            steps: vec![Step::ApplyWorkload(Box::new(wl))],
-                        });
-                    }
-                    Err(err) => {
-                        for k in &names {
-                            self.record_error(Kind::JOB, k.to_string(), err.reason(), err.to_string());
-                        }
-                    }
-                }
             }
+            Err(err) => self.record_gang_error(names, &err),
         }
     }
 

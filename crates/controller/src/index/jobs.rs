@@ -318,7 +318,8 @@ impl Index {
     }
 
     /// Level-triggered: what the Jobs of a Workload (its own Job, or a
-    /// gang's members) need given its state.
+    /// gang's members) need given its state: finished with them, or as
+    /// the engine has it (admitted, evicting, waiting).
     pub(super) fn drive(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
@@ -339,17 +340,8 @@ impl Index {
         if views.is_empty() {
             return;
         }
-        // Finished when every Job finished (a gang's deleted after
-        // finishing count with the outcome they had).
-        let whole = gang.as_ref().is_none_or(|(names, done)| {
-            names
-                .iter()
-                .all(|n| done.contains_key(n) || members.iter().any(|k| k.name() == n))
-        });
-        if whole && views.iter().all(|j| j.finished.is_some()) {
+        if let Some(ok) = Self::jobs_outcome(&views, &members, gang.as_ref()) {
             if !finished_status {
-                let ok = views.iter().all(|j| j.finished == Some(true))
-                    && gang.as_ref().is_none_or(|(_, done)| done.values().all(|ok| *ok));
                 self.finish(wk, ok, now_ms);
             }
             return;
@@ -363,50 +355,8 @@ impl Index {
         match state {
             Some(WorkloadState::Admitted) => {
                 self.account_pods(wk, &members);
-                let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.queued.jobs.get(k)).collect();
-                let ready = views
-                    .iter()
-                    // A gang member's or a JobSet's own count; a Job's
-                    // at most what was admitted.
-                    .all(|j| {
-                        let admitted = if gang.is_some() || j.kind != JobKind::Job {
-                            j.pods
-                        } else {
-                            count
-                        };
-                        j.finished.is_some() || j.all_pods_ready(admitted)
-                    });
-                if ready {
-                    self.pods_ready(wk, now_ms);
-                }
-                // Admitted but a Job never started (e.g. a crash between the
-                // status write and the Job patch): start it.
-                let idle: Vec<JobRef> = members
-                    .iter()
-                    .filter(|k| {
-                        self.queued
-                            .jobs
-                            .get(*k)
-                            .is_some_and(|j| j.suspended && j.finished.is_none())
-                            && !self.inflight.starting.contains(*k)
-                    })
-                    .cloned()
-                    .collect();
-                if idle.is_empty() {
-                    return;
-                }
-                let Some(adm) = self.engine.admission(&uid) else { return };
-                for k in idle {
-                    let only = gang.is_some().then_some(k.name());
-                    let steps = self.start_job_steps(&k, &adm.pod_sets, only);
-                    if !steps.is_empty() {
-                        self.inflight.starting.insert(k);
-                        self.outbox.plans.push(Plan {
-                            purpose: Purpose::StartJob { uid: uid.clone() },
-                            steps,
-                        });
-                    }
-                }
+                self.note_pods_ready(wk, &members, gang.is_some(), count, now_ms);
+                self.start_idle_jobs(&uid, &members, gang.is_some());
             }
             Some(WorkloadState::Evicting) => self.drive_eviction(wk, now_ms),
             Some(WorkloadState::Pending | WorkloadState::Preempting) | None => {
@@ -416,6 +366,69 @@ impl Index {
             }
             Some(WorkloadState::Finished) => {}
         }
+    }
+
+    /// An admitted workload whose Jobs' pods are all ready (or finished):
+    /// a gang member's or a JobSet's own count, a Job's at most what was
+    /// admitted (`count`).
+    fn note_pods_ready(&mut self, wk: &ObjKey, members: &[JobRef], gang: bool, count: i32, now_ms: i64) {
+        let ready = members.iter().filter_map(|k| self.queued.jobs.get(k)).all(|j| {
+            let admitted = if gang || j.kind != JobKind::Job { j.pods } else { count };
+            j.finished.is_some() || j.all_pods_ready(admitted)
+        });
+        if ready {
+            self.pods_ready(wk, now_ms);
+        }
+    }
+
+    /// Admitted but a Job never started (e.g. a crash between the status
+    /// write and the Job patch): start it.
+    fn start_idle_jobs(&mut self, uid: &str, members: &[JobRef], gang: bool) {
+        let idle: Vec<JobRef> = members
+            .iter()
+            .filter(|k| {
+                self.queued
+                    .jobs
+                    .get(*k)
+                    .is_some_and(|j| j.suspended && j.finished.is_none())
+                    && !self.inflight.starting.contains(*k)
+            })
+            .cloned()
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        let Some(adm) = self.engine.admission(uid) else { return };
+        for k in idle {
+            let only = gang.then_some(k.name());
+            let steps = self.start_job_steps(&k, &adm.pod_sets, only);
+            if !steps.is_empty() {
+                self.inflight.starting.insert(k);
+                self.outbox.plans.push(Plan {
+                    purpose: Purpose::StartJob { uid: uid.to_string() },
+                    steps,
+                });
+            }
+        }
+    }
+
+    /// Whether every Job of a workload finished (a gang's deleted after
+    /// finishing count with the outcome they had), and if so, whether all
+    /// succeeded.
+    fn jobs_outcome(
+        views: &[&job::JobView],
+        members: &[JobRef],
+        gang: Option<&(Vec<String>, BTreeMap<String, bool>)>,
+    ) -> Option<bool> {
+        let whole = gang.is_none_or(|(names, done)| {
+            names
+                .iter()
+                .all(|n| done.contains_key(n) || members.iter().any(|k| k.name() == n))
+        });
+        if !whole || !views.iter().all(|j| j.finished.is_some()) {
+            return None;
+        }
+        Some(views.iter().all(|j| j.finished == Some(true)) && gang.is_none_or(|(_, done)| done.values().all(|ok| *ok)))
     }
 
     /// An evicted workload's Jobs: suspended, and once none has a pod

@@ -4,12 +4,16 @@
 //! deactivation), held out while their ClusterQueue or namespace does not
 //! let them in, and forgotten when deleted.
 
+use std::collections::{BTreeSet, HashMap};
+use std::ops::ControlFlow;
+
 use sluice_api::Validate;
-use sluice_api::v1alpha1::{Workload, conditions as cond};
-use sluice_scheduler::{self as eng, WorkloadState};
+use sluice_api::v1alpha1::{Admission, Workload, WorkloadStatus, conditions as cond};
+use sluice_scheduler::{self as eng, Engine, WorkloadState};
 
 use super::errors::{IndexError, engine_ok};
 use super::explain::{explanation_fp, slim_pending};
+use super::parts::Queued;
 use super::status::{self, is_true};
 use super::{GangEntry, Index, Kind, WlEntry, key_of, ms};
 use crate::plan::{JobRef, ObjKey, Plan, Purpose, Step};
@@ -17,6 +21,10 @@ use sluice_convert::adapter;
 use sluice_kinds::job;
 
 impl Index {
+    /// Takes a Workload as observed: the entry is made or brought up to
+    /// date (its spec fields, and its status unless the event is older
+    /// than our own writes), then the workload is put into the engine in
+    /// the state its status says and its owner is told.
     pub fn apply_workload(&mut self, wl: impl std::borrow::Borrow<Workload>, now_ms: i64) {
         let wl: &Workload = wl.borrow();
         let Some(key) = key_of(wl.metadata.namespace.as_deref(), wl.metadata.name.as_deref()) else {
@@ -30,136 +38,19 @@ impl Index {
             // Deleted and recreated under the same name while we looked away.
             self.delete_workload(&key, now_ms);
         }
-        let observed = wl.status.clone().unwrap_or_default();
-        let owner = job::owner_of(wl)
-            .map(|(kind, n, u)| (JobRef::new(kind, key.namespace.clone(), n.to_string()), u.to_string()));
-        let job_uid = wl
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(job::JOB_UID_LABEL))
-            .cloned();
-        let gang = sluice_kinds::gang::members_of(wl).map(|members| GangEntry {
-            name: wl
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(sluice_api::labels::GANG))
-                .cloned()
-                .unwrap_or_default(),
-            members,
-            done: Default::default(),
-        });
-        if let Some(g) = &gang {
-            for (name, uid) in &g.members {
-                let jk = JobRef::job(key.namespace.clone(), name.clone());
-                // Made: its Jobs no longer need to be held whole.
-                self.queued.gang_jobs.remove(&jk);
-                if uid.is_some() {
-                    self.queued.member_of.insert(jk, key.clone());
-                }
-            }
+        let mut seen = Seen::read(wl, &key, now_ms);
+        if let Some(g) = &seen.gang {
+            note_gang_made(&mut self.queued, &key, g);
         }
-        let generation = wl.metadata.generation;
-        let mut active = wl.spec.active;
-        if self.inflight.deactivating.contains(&uid) {
-            if active {
-                // Older than our `spec.active: false`: not a reactivation.
-                active = false;
-            } else {
-                self.inflight.deactivating.remove(&uid);
-            }
-        }
-        let queue_name = wl.spec.queue_name.clone();
-        let count = wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1);
-        let created_ms = wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms);
-        let priority = wl.spec.priority;
+        seen.active = settle_deactivation(&mut self.inflight.deactivating, &uid, seen.active);
         match self.table.workloads.get_mut(&key) {
             Some(e) => {
-                // Moved to another queue or reprioritised while it waits:
-                // queued again with its new spec.
-                if e.in_engine
-                    && (e.queue_name != queue_name || e.priority != priority)
-                    && matches!(self.engine.workload_state(&uid), Some(WorkloadState::Pending))
-                {
-                    engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                    e.in_engine = false;
-                }
-                let reactivated = !e.active && active;
-                e.owner = owner;
-                e.job_uid = job_uid;
-                match (&mut e.gang, gang) {
-                    (Some(old), Some(mut new)) => {
-                        new.done = std::mem::take(&mut old.done);
-                        *old = new;
-                    }
-                    (slot, new) => *slot = new,
-                }
-                e.generation = generation;
-                e.active = active;
-                e.queue_name = queue_name;
-                e.priority = priority;
-                e.count = count;
-                let rv = wl
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .and_then(|v| v.parse::<u64>().ok());
-                let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
-                // A Workload read on purpose counts unless a status write of
-                // ours is in flight.
-                let stale = e.awaiting || (older && !self.table.fetched);
-                if !stale {
-                    // What an admission that fails goes back to is no longer
-                    // needed: the server's answer is here.
-                    self.table.prior.remove(&uid);
-                }
-                if stale {
-                    // Older than what we wrote (or are writing): keep ours,
-                    // but take what others own (an owner's Finished).
-                    status::take_foreign(&mut e.status, &observed);
-                } else {
-                    e.status = observed;
-                    e.slim = false;
-                    slim_pending(e);
-                }
-                if reactivated {
-                    // A fresh start: pods-ready evictions count from zero
-                    // (persisted with its next status write).
-                    e.status.requeue_state = None;
-                }
+                requeue_if_moved(&mut self.engine, e, &seen);
+                take_seen(e, seen, self.table.fetched, &mut self.table.prior);
             }
             None => {
                 self.table.by_uid.insert(uid.clone(), key.clone());
-                self.table.workloads.insert(
-                    key.clone(),
-                    Box::new(WlEntry {
-                        uid,
-                        priority,
-                        owner,
-                        job_uid,
-                        gang,
-                        generation,
-                        active,
-                        queue_name,
-                        count,
-                        created_ms,
-                        spec: None,
-                        status: observed,
-                        pending_fp: None,
-                        seq: 0,
-                        awaiting: false,
-                        written_rv: None,
-                        in_engine: false,
-                        admitted_at: None,
-                        pods_ready_seen: false,
-                        pods_ready_unwritten: false,
-                        state_out: false,
-                        state_due: false,
-                        published: None,
-                        slim: false,
-                    }),
-                );
+                self.table.workloads.insert(key.clone(), Box::new(seen.into_entry(uid)));
             }
         }
         if let Some(e) = self.table.workloads.get_mut(&key)
@@ -257,83 +148,23 @@ impl Index {
             self.finish_orphan(key, now_ms);
             return;
         }
-        if e.in_engine {
-            // Its owner (a Job, or whoever created it) marked it finished.
-            if finished
-                && matches!(
-                    self.engine.workload_state(&uid),
-                    Some(WorkloadState::Admitted | WorkloadState::Evicting)
-                )
-            {
-                engine_ok("finish", &uid, self.engine.finish(&uid));
-                self.inflight.evicting.remove(&uid);
-                self.follow_finished_state(key);
-            } else if finished {
-                engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                self.table.workloads.get_mut(key).expect("present").in_engine = false;
-                self.follow_finished_state(key);
-                return;
-            } else if e.status.holds_quota()
-                && e.status.admission.is_some()
-                && matches!(
-                    self.engine.workload_state(&uid),
-                    Some(WorkloadState::Pending | WorkloadState::Preempting)
-                )
-            {
-                // Admitted by someone else (a previous leader writing during
-                // the hand-over): take its admission as it is, never admit it
-                // a second time.
-                engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                self.table.workloads.get_mut(key).expect("present").in_engine = false;
-                tracing::warn!(workload = %key, "adopting an admission made by another writer");
-            } else if !e.active {
-                // Deactivated (spec.active: false): evicted if admitted, out
-                // of the queue otherwise, until it is activated again.
-                match self.engine.workload_state(&uid) {
-                    Some(WorkloadState::Admitted) if self.engine.evict(&uid).is_ok() => {
-                        let msg = "The workload was deactivated (spec.active: false)";
-                        self.on_evicted(&uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
-                    }
-                    Some(WorkloadState::Pending | WorkloadState::Preempting) => {
-                        engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                        self.table.workloads.get_mut(key).expect("present").in_engine = false;
-                    }
-                    _ => {}
-                }
-                return;
-            } else {
-                return;
-            }
+        if e.in_engine && self.follow_status_in_engine(key, &uid, finished, now_ms).is_break() {
+            return;
         }
         if finished {
             self.follow_finished_state(key);
             return;
         }
-        let spec = match wl.map(|w| self.engine_spec(w)) {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                self.record(Kind::Workload, key.to_string(), &e);
-                return;
+        let Some(spec) = self.spec_to_sync(key, wl) else { return };
+        if self.owner_missing(key) {
+            // Kept aside; its Job's arrival brings it in.
+            if let Some(e) = self.table.workloads.get_mut(key) {
+                e.spec = Some(Box::new(spec));
             }
-            None => match self.table.workloads.get_mut(key).and_then(|e| e.spec.take()) {
-                Some(s) => *s,
-                None => return,
-            },
-        };
-        // Its Job is not (or no longer) there: once Jobs are listed, it must
-        // not take quota (a deleted Job's Workload is about to be garbage
-        // collected). Kept aside; its Job's arrival brings it in.
-        if let Some(e) = self.table.workloads.get_mut(key)
-            && let Some((owner, owner_uid)) = &e.owner
-            && self.defs.synced.contains(&Kind::Queued(owner.kind))
-            && self.queued.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
-        {
-            e.spec = Some(Box::new(spec));
             return;
         }
         let Some(e) = self.table.workloads.get(key) else { return };
         let holds = e.status.holds_quota() && e.status.admission.is_some();
-        let evicted = is_true(&e.status, cond::EVICTED);
         let admitted_at = e
             .status
             .condition(cond::QUOTA_RESERVED)
@@ -341,48 +172,18 @@ impl Index {
             .unwrap_or(now_ms);
         let result = if holds {
             let adm = e.status.admission.as_ref().expect("checked");
-            match adapter::admission(adm) {
-                Err(err) => Err(IndexError::InvalidAdmission(err)),
-                Ok(assignments) => self
-                    .engine
-                    .restore_admitted(spec.clone(), &adm.cluster_queue, &assignments, admitted_at)
-                    .map_err(IndexError::RestoreFailed),
-            }
-        } else if e.active
-            && let Some(why) = self.unselected_by(&key.namespace, &e.queue_name)
-        {
+            restore(&mut self.engine, spec.clone(), adm, admitted_at)
+        } else if !e.active {
+            return;
+        } else if let Some(why) = self.unselected_by(&key.namespace, &e.queue_name) {
             self.hold_unselected(key, spec, &why, now_ms);
             return;
-        } else if e.active {
-            self.table.not_selected.remove(key);
-            // A requeue backoff still running (found after a restart) is kept.
-            let backoff = status::backoff_until(&e.status, now_ms);
-            match backoff {
-                Some(t) => self.engine.add_workload_backing_off(spec.clone(), t),
-                None => self.engine.add_workload(spec.clone()),
-            }
-            .map_err(IndexError::Refused)
         } else {
-            return;
+            self.table.not_selected.remove(key);
+            queue_pending(&mut self.engine, &e.status, spec.clone(), now_ms)
         };
         match result {
-            Ok(()) => {
-                self.table.unrestored.remove(key);
-                self.clear_error(Kind::Workload, &key.to_string());
-                let e = self.table.workloads.get_mut(key).expect("present");
-                e.in_engine = true;
-                if holds {
-                    e.admitted_at = Some(admitted_at);
-                    // Its pods were seen ready before a restart: no deadline.
-                    e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
-                    // Its pods may be known already: told to the engine.
-                    self.pods_changed(key);
-                    if evicted {
-                        engine_ok("evict", &uid, self.engine.evict(&uid));
-                        self.inflight.evicting.insert(uid);
-                    }
-                }
-            }
+            Ok(()) => self.entered_engine(key, holds.then_some(admitted_at)),
             Err(err) => {
                 if holds {
                     self.table.unrestored.insert(key.clone());
@@ -392,6 +193,109 @@ impl Index {
                 }
                 self.record(Kind::Workload, key.to_string(), &err);
             }
+        }
+    }
+
+    /// A workload already in the engine, whose status changed: finished by
+    /// its owner, admitted by another writer, or deactivated. Goes on
+    /// (`Continue`) when it is to be put into the engine again, or
+    /// follows its finished state.
+    fn follow_status_in_engine(&mut self, key: &ObjKey, uid: &str, finished: bool, now_ms: i64) -> ControlFlow<()> {
+        let Some(e) = self.table.workloads.get(key) else {
+            return ControlFlow::Break(());
+        };
+        let state = self.engine.workload_state(uid);
+        if finished {
+            // Its owner (a Job, or whoever created it) marked it finished.
+            if matches!(state, Some(WorkloadState::Admitted | WorkloadState::Evicting)) {
+                engine_ok("finish", uid, self.engine.finish(uid));
+                self.inflight.evicting.remove(uid);
+                self.follow_finished_state(key);
+                return ControlFlow::Continue(());
+            }
+            self.take_out_of_engine(key, uid);
+            self.follow_finished_state(key);
+            return ControlFlow::Break(());
+        }
+        let pending = matches!(state, Some(WorkloadState::Pending | WorkloadState::Preempting));
+        if e.status.holds_quota() && e.status.admission.is_some() && pending {
+            // Admitted by someone else (a previous leader writing during
+            // the hand-over): take its admission as it is, never admit it
+            // a second time.
+            self.take_out_of_engine(key, uid);
+            tracing::warn!(workload = %key, "adopting an admission made by another writer");
+            return ControlFlow::Continue(());
+        }
+        if !e.active {
+            // Deactivated (spec.active: false): evicted if admitted, out
+            // of the queue otherwise, until it is activated again.
+            if state == Some(WorkloadState::Admitted) {
+                if self.engine.evict(uid).is_ok() {
+                    let msg = "The workload was deactivated (spec.active: false)";
+                    self.on_evicted(uid, cond::reasons::DEACTIVATED, None, msg, now_ms);
+                }
+            } else if pending {
+                self.take_out_of_engine(key, uid);
+            }
+        }
+        ControlFlow::Break(())
+    }
+
+    /// Out of the engine, its entry kept (put back in by a later sync).
+    fn take_out_of_engine(&mut self, key: &ObjKey, uid: &str) {
+        engine_ok("remove_workload", uid, self.engine.remove_workload(uid));
+        self.table.workloads.get_mut(key).expect("present").in_engine = false;
+    }
+
+    /// The engine's spec of the workload: from the object just observed
+    /// (an invalid one is recorded as an error), or the one kept while it
+    /// waited.
+    fn spec_to_sync(&mut self, key: &ObjKey, wl: Option<&Workload>) -> Option<eng::WorkloadSpec> {
+        match wl.map(|w| self.engine_spec(w)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                self.record(Kind::Workload, key.to_string(), &e);
+                None
+            }
+            None => self
+                .table
+                .workloads
+                .get_mut(key)
+                .and_then(|e| e.spec.take())
+                .map(|s| *s),
+        }
+    }
+
+    /// Its Job is not (or no longer) there: once Jobs are listed, it must
+    /// not take quota (a deleted Job's Workload is about to be garbage
+    /// collected).
+    fn owner_missing(&self, key: &ObjKey) -> bool {
+        self.table.workloads.get(key).is_some_and(|e| {
+            e.owner.as_ref().is_some_and(|(owner, owner_uid)| {
+                self.defs.synced.contains(&Kind::Queued(owner.kind))
+                    && self.queued.jobs.get(owner).is_none_or(|j| j.uid != *owner_uid)
+            })
+        })
+    }
+
+    /// Put into the engine: its error cleared; if it holds quota
+    /// (`admitted_at`), what is known of its pods and eviction follows.
+    fn entered_engine(&mut self, key: &ObjKey, admitted_at: Option<i64>) {
+        self.table.unrestored.remove(key);
+        self.clear_error(Kind::Workload, &key.to_string());
+        let e = self.table.workloads.get_mut(key).expect("present");
+        e.in_engine = true;
+        let Some(at) = admitted_at else { return };
+        e.admitted_at = Some(at);
+        // Its pods were seen ready before a restart: no deadline.
+        e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
+        let evicted = is_true(&e.status, cond::EVICTED);
+        let uid = e.uid.clone();
+        // Its pods may be known already: told to the engine.
+        self.pods_changed(key);
+        if evicted {
+            engine_ok("evict", &uid, self.engine.evict(&uid));
+            self.inflight.evicting.insert(uid);
         }
     }
 
@@ -485,4 +389,197 @@ impl Index {
         self.apply_workload(wl, now_ms);
         self.table.fetched = false;
     }
+}
+
+/// The fields of an observed Workload that its entry keeps.
+struct Seen {
+    owner: Option<(JobRef, String)>,
+    job_uid: Option<String>,
+    gang: Option<GangEntry>,
+    generation: Option<i64>,
+    /// `spec.active`, or what it is taken as
+    /// ([`settle_deactivation`]).
+    active: bool,
+    queue_name: String,
+    priority: Option<i32>,
+    count: i32,
+    created_ms: i64,
+    status: WorkloadStatus,
+    /// Its resourceVersion, as a number.
+    rv: Option<u64>,
+}
+
+impl Seen {
+    fn read(wl: &Workload, key: &ObjKey, now_ms: i64) -> Self {
+        let labels = wl.metadata.labels.as_ref();
+        let gang = sluice_kinds::gang::members_of(wl).map(|members| GangEntry {
+            name: labels
+                .and_then(|l| l.get(sluice_api::labels::GANG))
+                .cloned()
+                .unwrap_or_default(),
+            members,
+            done: Default::default(),
+        });
+        Seen {
+            owner: job::owner_of(wl)
+                .map(|(kind, n, u)| (JobRef::new(kind, key.namespace.clone(), n.to_string()), u.to_string())),
+            job_uid: labels.and_then(|l| l.get(job::JOB_UID_LABEL)).cloned(),
+            gang,
+            generation: wl.metadata.generation,
+            active: wl.spec.active,
+            queue_name: wl.spec.queue_name.clone(),
+            priority: wl.spec.priority,
+            count: wl.spec.pod_sets.first().map(|p| p.count).unwrap_or(1),
+            created_ms: wl.metadata.creation_timestamp.as_ref().map(ms).unwrap_or(now_ms),
+            status: wl.status.clone().unwrap_or_default(),
+            rv: wl
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok()),
+        }
+    }
+
+    /// The entry of a Workload seen for the first time.
+    fn into_entry(self, uid: String) -> WlEntry {
+        WlEntry {
+            uid,
+            priority: self.priority,
+            owner: self.owner,
+            job_uid: self.job_uid,
+            gang: self.gang,
+            generation: self.generation,
+            active: self.active,
+            queue_name: self.queue_name,
+            count: self.count,
+            created_ms: self.created_ms,
+            spec: None,
+            status: self.status,
+            pending_fp: None,
+            seq: 0,
+            awaiting: false,
+            written_rv: None,
+            in_engine: false,
+            admitted_at: None,
+            pods_ready_seen: false,
+            pods_ready_unwritten: false,
+            state_out: false,
+            state_due: false,
+            published: None,
+            slim: false,
+        }
+    }
+}
+
+/// A gang's Workload is made: its Jobs no longer need to be held whole,
+/// and those it was made from are its members.
+fn note_gang_made(queued: &mut Queued, key: &ObjKey, gang: &GangEntry) {
+    for (name, uid) in &gang.members {
+        let jk = JobRef::job(key.namespace.clone(), name.clone());
+        queued.gang_jobs.remove(&jk);
+        if uid.is_some() {
+            queued.member_of.insert(jk, key.clone());
+        }
+    }
+}
+
+/// `spec.active` as observed, unless we deactivated the workload and this
+/// event is older than our `spec.active: false` (not a reactivation).
+/// Once that write is seen, the deactivation is no longer awaited.
+fn settle_deactivation(deactivating: &mut BTreeSet<String>, uid: &str, active: bool) -> bool {
+    if !deactivating.contains(uid) {
+        return active;
+    }
+    if !active {
+        deactivating.remove(uid);
+    }
+    false
+}
+
+/// Moved to another queue or reprioritised while it waits: out of the
+/// engine, to be queued again with its new spec.
+fn requeue_if_moved(engine: &mut Engine, e: &mut WlEntry, seen: &Seen) {
+    if e.in_engine
+        && (e.queue_name != seen.queue_name || e.priority != seen.priority)
+        && matches!(engine.workload_state(&e.uid), Some(WorkloadState::Pending))
+    {
+        engine_ok("remove_workload", &e.uid, engine.remove_workload(&e.uid));
+        e.in_engine = false;
+    }
+}
+
+/// An entry brought up to date with what was observed: its spec fields
+/// always, its status as [`take_status`] decides.
+fn take_seen(e: &mut WlEntry, seen: Seen, fetched: bool, prior: &mut HashMap<String, WorkloadStatus>) {
+    let reactivated = !e.active && seen.active;
+    e.owner = seen.owner;
+    e.job_uid = seen.job_uid;
+    match (&mut e.gang, seen.gang) {
+        (Some(old), Some(mut new)) => {
+            new.done = std::mem::take(&mut old.done);
+            *old = new;
+        }
+        (slot, new) => *slot = new,
+    }
+    e.generation = seen.generation;
+    e.active = seen.active;
+    e.queue_name = seen.queue_name;
+    e.priority = seen.priority;
+    e.count = seen.count;
+    take_status(e, seen.status, seen.rv, fetched, prior);
+    if reactivated {
+        // A fresh start: pods-ready evictions count from zero
+        // (persisted with its next status write).
+        e.status.requeue_state = None;
+    }
+}
+
+/// The observed status replaces ours unless the event is stale: older
+/// than what we wrote, or a write of ours is in flight (a Workload read on
+/// purpose, `fetched`, counts unless a write is in flight).
+fn take_status(
+    e: &mut WlEntry,
+    observed: WorkloadStatus,
+    rv: Option<u64>,
+    fetched: bool,
+    prior: &mut HashMap<String, WorkloadStatus>,
+) {
+    let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
+    let stale = e.awaiting || (older && !fetched);
+    if stale {
+        // Older than what we wrote (or are writing): keep ours, but take
+        // what others own (an owner's Finished).
+        status::take_foreign(&mut e.status, &observed);
+        return;
+    }
+    // What an admission that fails goes back to is no longer needed: the
+    // server's answer is here.
+    prior.remove(&e.uid);
+    e.status = observed;
+    e.slim = false;
+    slim_pending(e);
+}
+
+/// An admitted workload back in the engine with the admission its status
+/// holds (after a restart, or made by another writer).
+fn restore(engine: &mut Engine, spec: eng::WorkloadSpec, adm: &Admission, admitted_at: i64) -> Result<(), IndexError> {
+    let assignments = adapter::admission(adm).map_err(IndexError::InvalidAdmission)?;
+    engine
+        .restore_admitted(spec, &adm.cluster_queue, &assignments, admitted_at)
+        .map_err(IndexError::RestoreFailed)
+}
+
+/// A pending workload queued; a requeue backoff still running (found
+/// after a restart) is kept.
+fn queue_pending(
+    engine: &mut Engine,
+    status: &WorkloadStatus,
+    spec: eng::WorkloadSpec,
+    now_ms: i64,
+) -> Result<(), IndexError> {
+    match status::backoff_until(status, now_ms) {
+        Some(t) => engine.add_workload_backing_off(spec, t),
+        None => engine.add_workload(spec),
+    }
+    .map_err(IndexError::Refused)
 }

@@ -2,6 +2,7 @@
 //! from it, and the index a new leader builds from it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use sluice_api::v1alpha1::Workload;
@@ -117,23 +118,7 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
         Msg::Init(kind) => {
             cache.relisting.insert(kind, BTreeSet::new());
         }
-        Msg::InitDone(kind) => {
-            // Objects gone while we were not watching get no Delete event.
-            if let Some(seen) = cache.relisting.remove(&kind) {
-                let known = cache.objects.entry(kind).or_default();
-                let gone: Vec<String> = known.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                for k in &gone {
-                    known.remove(k);
-                }
-                if let Some(ix) = ix {
-                    for k in &gone {
-                        delete_from_index(ix, kind, k, now);
-                    }
-                    ix.mark_synced(kind);
-                }
-            }
-            cache.synced.insert(kind);
-        }
+        Msg::InitDone(kind) => listed(cache, ix, kind, now),
         Msg::Apply(o) => {
             let kind = kind_of(&o);
             let key = match &o {
@@ -147,100 +132,134 @@ pub(super) fn handle(cache: &mut Cache, ix: Option<&mut Index>, msg: Msg, now: i
             if let Some(ix) = ix {
                 apply_to_index(ix, &o, now);
             }
-            // Kept compact (the index had the full Job to create a Workload from).
-            let o = match o {
-                Obj::Job(j) => {
-                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    let gang = sluice_kinds::gang::Labels::of(&j.metadata);
-                    let wl_key = format!("{ns}/{}", sluice_kinds::gang::workload_name_of(name, gang.as_ref()));
-                    let has_workload = cache
-                        .objects
-                        .get(&Kind::Workload)
-                        .is_some_and(|m| m.contains_key(&wl_key));
-                    match has_workload {
-                        true => Obj::JobView(Box::new(sluice_kinds::job::JobView::of(&j, cache.kueue_compat))),
-                        // Its Workload is still to be created from it.
-                        false => {
-                            let mut slim = (*j).clone();
-                            slim.metadata.managed_fields = None;
-                            match serde_json::to_vec(&slim) {
-                                Ok(bytes) => Obj::JobJson(bytes.into()),
-                                Err(_) => {
-                                    Obj::JobView(Box::new(sluice_kinds::job::JobView::of(&j, cache.kueue_compat)))
-                                }
-                            }
-                        }
-                    }
-                }
-                Obj::Dynamic(jk, v) => {
-                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-                    let wl_key = format!("{ns}/{}", jk.workload_name(name));
-                    let has_workload = cache
-                        .objects
-                        .get(&Kind::Workload)
-                        .is_some_and(|m| m.contains_key(&wl_key));
-                    match sluice_kinds::view(jk, &v, cache.kueue_compat) {
-                        Ok(view) if has_workload => Obj::JobView(Box::new(view)),
-                        // Its Workload is still to be made from it.
-                        Ok(_) => match serde_json::to_vec(&*v) {
-                            Ok(bytes) => Obj::DynamicJson(jk, bytes.into()),
-                            Err(_) => Obj::Dynamic(jk, v),
-                        },
-                        Err(e) => Obj::Malformed(Kind::Queued(jk), key.clone(), e.to_string()),
-                    }
-                }
-                Obj::Workload(w) => {
-                    // Its Job (or its gang's Jobs, or its JobSet) no longer
-                    // need to be kept whole.
-                    let ns = w.metadata.namespace.as_deref().unwrap_or_default();
-                    let compat = cache.kueue_compat;
-                    for o in w.metadata.owner_references.iter().flatten() {
-                        let Some(kind) = JobKind::ALL
-                            .into_iter()
-                            .find(|k| o.kind == k.kind() && o.api_version == k.api_version())
-                        else {
-                            continue;
-                        };
-                        let Some(cached) = cache
-                            .objects
-                            .get_mut(&Kind::Queued(kind))
-                            .and_then(|m| m.get_mut(&format!("{ns}/{}", o.name)))
-                        else {
-                            continue;
-                        };
-                        let view = match cached {
-                            Obj::JobJson(bytes) => serde_json::from_slice::<Job>(bytes)
-                                .ok()
-                                .map(|j| sluice_kinds::job::JobView::of(&j, compat)),
-                            Obj::DynamicJson(jk, bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
-                                .ok()
-                                .and_then(|v| sluice_kinds::view(*jk, &v, compat).ok()),
-                            _ => None,
-                        };
-                        if let Some(view) = view {
-                            *cached = Obj::JobView(Box::new(view));
-                        }
-                    }
-                    if leading {
-                        // The leader's index has it.
-                        Obj::Indexed
-                    } else {
-                        match serde_json::to_vec(&*w) {
-                            Ok(bytes) => Obj::WorkloadJson(bytes.into()),
-                            Err(_) => Obj::Workload(w),
-                        }
-                    }
-                }
-                // The leader's index (its engine) has them, as for Workloads.
-                Obj::Pod(..) | Obj::Node(_) if leading => Obj::Indexed,
-                other => other,
-            };
+            let o = cache.as_kept(o, &key, leading);
             cache.objects.entry(kind).or_default().insert(key, o);
         }
         Msg::Delete(kind, key) => {
             cache.objects.entry(kind).or_default().remove(&key);
             if let Some(ix) = ix {
                 delete_from_index(ix, kind, &key, now);
+            }
+        }
+    }
+}
+
+/// A kind listed (again): objects gone while we were not watching get no
+/// Delete event, so those the list did not bring are deleted here.
+fn listed(cache: &mut Cache, ix: Option<&mut Index>, kind: Kind, now: i64) {
+    if let Some(seen) = cache.relisting.remove(&kind) {
+        let known = cache.objects.entry(kind).or_default();
+        let gone: Vec<String> = known.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+        for k in &gone {
+            known.remove(k);
+        }
+        if let Some(ix) = ix {
+            for k in &gone {
+                delete_from_index(ix, kind, k, now);
+            }
+            ix.mark_synced(kind);
+        }
+    }
+    cache.synced.insert(kind);
+}
+
+impl Cache {
+    /// How the cache keeps an object it was just given: compact (the index
+    /// had the full object to create a Workload from), whole only while
+    /// its Workload is still to be made from it; what the leader's index
+    /// holds, by key only.
+    fn as_kept(&mut self, o: Obj, key: &str, leading: bool) -> Obj {
+        match o {
+            Obj::Job(j) => self.job_as_kept(&j, key),
+            Obj::Dynamic(jk, v) => self.dynamic_as_kept(jk, v, key),
+            Obj::Workload(w) => {
+                self.no_longer_whole(&w);
+                if leading {
+                    // The leader's index has it.
+                    Obj::Indexed
+                } else {
+                    match serde_json::to_vec(&*w) {
+                        Ok(bytes) => Obj::WorkloadJson(bytes.into()),
+                        Err(_) => Obj::Workload(w),
+                    }
+                }
+            }
+            // The leader's index (its engine) has them, as for Workloads.
+            Obj::Pod(..) | Obj::Node(_) if leading => Obj::Indexed,
+            other => other,
+        }
+    }
+
+    fn has_workload(&self, wl_key: &str) -> bool {
+        self.objects
+            .get(&Kind::Workload)
+            .is_some_and(|m| m.contains_key(wl_key))
+    }
+
+    /// A Job: its view, or while its Workload is still to be created from
+    /// it, compact JSON of the whole Job.
+    fn job_as_kept(&self, j: &Job, key: &str) -> Obj {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let gang = sluice_kinds::gang::Labels::of(&j.metadata);
+        let wl_key = format!("{ns}/{}", sluice_kinds::gang::workload_name_of(name, gang.as_ref()));
+        let view = || Obj::JobView(Box::new(sluice_kinds::job::JobView::of(j, self.kueue_compat)));
+        if self.has_workload(&wl_key) {
+            return view();
+        }
+        let mut slim = j.clone();
+        slim.metadata.managed_fields = None;
+        match serde_json::to_vec(&slim) {
+            Ok(bytes) => Obj::JobJson(bytes.into()),
+            Err(_) => view(),
+        }
+    }
+
+    /// Another queued kind: its view, or while its Workload is still to be
+    /// made from it, compact JSON; one the kind cannot read is malformed.
+    fn dynamic_as_kept(&self, jk: JobKind, v: Arc<serde_json::Value>, key: &str) -> Obj {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let wl_key = format!("{ns}/{}", jk.workload_name(name));
+        let has_workload = self.has_workload(&wl_key);
+        match sluice_kinds::view(jk, &v, self.kueue_compat) {
+            Ok(view) if has_workload => Obj::JobView(Box::new(view)),
+            Ok(_) => match serde_json::to_vec(&*v) {
+                Ok(bytes) => Obj::DynamicJson(jk, bytes.into()),
+                Err(_) => Obj::Dynamic(jk, v),
+            },
+            Err(e) => Obj::Malformed(Kind::Queued(jk), key.to_string(), e.to_string()),
+        }
+    }
+
+    /// Workload `w` exists: its Job (or its gang's Jobs, or its JobSet)
+    /// no longer need to be kept whole, only as views.
+    fn no_longer_whole(&mut self, w: &Workload) {
+        let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+        let compat = self.kueue_compat;
+        for o in w.metadata.owner_references.iter().flatten() {
+            let Some(kind) = JobKind::ALL
+                .into_iter()
+                .find(|k| o.kind == k.kind() && o.api_version == k.api_version())
+            else {
+                continue;
+            };
+            let Some(cached) = self
+                .objects
+                .get_mut(&Kind::Queued(kind))
+                .and_then(|m| m.get_mut(&format!("{ns}/{}", o.name)))
+            else {
+                continue;
+            };
+            let view = match cached {
+                Obj::JobJson(bytes) => serde_json::from_slice::<Job>(bytes)
+                    .ok()
+                    .map(|j| sluice_kinds::job::JobView::of(&j, compat)),
+                Obj::DynamicJson(jk, bytes) => serde_json::from_slice::<serde_json::Value>(bytes)
+                    .ok()
+                    .and_then(|v| sluice_kinds::view(*jk, &v, compat).ok()),
+                _ => None,
+            };
+            if let Some(view) = view {
+                *cached = Obj::JobView(Box::new(view));
             }
         }
     }

@@ -54,6 +54,12 @@ impl Timing {
         }
     }
 
+    /// When the loop wakes if nothing else happens.
+    fn next_wake(&self) -> Instant {
+        self.cycle_at
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
+    }
+
     /// A cycle no later than `after` from now.
     fn cycle_within(&mut self, after: Duration) {
         let at = Instant::now() + after;
@@ -64,13 +70,17 @@ impl Timing {
 /// Estimates of start times computed off the loop: (epoch, when, uid → ms).
 type Estimates = (u64, i64, HashMap<String, i64>);
 
+/// Runs until shutdown (or the lease task ends): waits for whatever
+/// comes first (a watch event, a tick, work done off the loop, a write's
+/// answer, a leadership change), then looks at the fence and leadership
+/// and runs a cycle when one is due.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn event_loop(
     client: Client,
     cfg: &RunConfig,
     mut io: LoopIo,
     mut leader_rx: watch::Receiver<bool>,
-    lease_task: &mut Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
+    lease_task: &mut LeaseTask,
     shared: &Shared,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
@@ -78,20 +88,13 @@ pub(super) async fn event_loop(
     let mut cache = Cache::empty(cfg.index.kueue_compat);
     let mut index: Option<Mutex<Index>> = None;
     let mut timing = Timing::default();
-    let mut queue_tick = interval(cfg.queue_status_interval);
     let mut queue_status = QueueStatusWriter::default();
     let backlog = crate::limit::cycle_backlog(cfg.kube_qps, cfg.kube_burst);
-    let mut idle_tick = interval(cfg.idle.interval.max(Duration::from_secs(1)));
-    let (idle_tx, mut idle_rx) = tokio::sync::mpsc::channel::<(u64, crate::index::IdleOutcome)>(1);
-    let mut idle_in_flight = false;
-    let mut positions_tick = interval(cfg.positions_interval.max(Duration::from_secs(1)));
-    let (forecast_tx, mut forecast_rx) = tokio::sync::mpsc::channel::<Estimates>(1);
-    let mut forecast_in_flight = false;
+    let mut ticks = Ticks::new(cfg);
+    let mut off = OffLoop::new();
     tokio::pin!(shutdown);
     loop {
-        let sleep_until = timing
-            .cycle_at
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let sleep_until = timing.next_wake();
         tokio::select! {
             () = &mut shutdown => {
                 tracing::info!("shutting down");
@@ -104,100 +107,230 @@ pub(super) async fn event_loop(
                 timing.cycle_within(COALESCE);
             }
             _ = tokio::time::sleep_until(sleep_until.into()) => {}
-            _ = queue_tick.tick() => {
+            _ = ticks.queue.tick() => {
                 hand_out_lazy_writes(&index, &io, &mut queue_status, cfg, shared).await;
                 continue;
             }
-            _ = idle_tick.tick() => {
-                if !idle_in_flight {
-                    idle_in_flight = start_idle_check(&index, &io, &idle_tx).await;
-                }
+            _ = ticks.idle.tick() => {
+                off.start_idle_check(&index, &io).await;
                 continue;
             }
-            _ = positions_tick.tick() => {
-                if !forecast_in_flight {
-                    forecast_in_flight = start_forecast(&index, &io, &forecast_tx).await;
-                }
+            _ = ticks.positions.tick() => {
+                off.start_forecast(&index, &io).await;
                 continue;
             }
-            Some((epoch, at, estimates)) = forecast_rx.recv() => {
-                forecast_in_flight = false;
-                if let Some(m) = &index
-                    && epoch == io.queue.epoch()
-                {
-                    // Workloads' own positions wait while admissions or
-                    // evictions wait to be written (the lists always go).
-                    let publish = io.queue.state_len() == 0;
-                    m.lock().await.refresh_positions(estimates, at, publish);
-                }
+            Some(estimates) = off.forecast_rx.recv() => {
+                off.take_estimates(&index, &io, estimates).await;
                 continue;
             }
-            Some((epoch, outcome)) = idle_rx.recv() => {
-                idle_in_flight = false;
+            Some((epoch, outcome)) = off.idle_rx.recv() => {
+                off.idle_in_flight = false;
                 if apply_idle(&index, &io, shared, epoch, outcome).await {
                     // Evictions and warnings to write, a waiter to admit.
                     timing.cycle_at = Some(Instant::now());
                 }
             }
             Some((epoch, plan, result)) = io.failed.recv() => {
-                if plan.purpose == crate::plan::Purpose::QueueStatus {
-                    queue_status.written(&plan, result.is_ok());
-                } else if epoch == io.queue.epoch()
-                    && feedback(&index, &plan, &result).await
-                {
+                if written(&index, &io, &mut queue_status, epoch, &plan, &result).await {
                     timing.cycle_within(RETRY);
                 }
                 continue;
             }
             changed = leader_rx.changed() => {
-                if changed.is_err() {
-                    return Err(RunError::Lease("lease task ended".into()));
-                }
-                let leading = *leader_rx.borrow();
-                tracing::info!(leading, "leadership changed");
-                if !leading {
-                    io.queue.clear();
-                    queue_status = QueueStatusWriter::default();
-                    if index.take().is_some() {
-                        // The leader's cache kept Workloads as keys only:
-                        // list everything again, as a follower that may
-                        // lead later.
-                        cache = Cache::empty(cfg.index.kueue_compat);
-                        stream = all_watches(&client, cfg);
-                        shared.synced.store(false, Ordering::Relaxed);
-                    }
+                changed.map_err(|_| RunError::Lease("lease task ended".into()))?;
+                if step_down(*leader_rx.borrow(), &io, &mut queue_status, &mut index) {
+                    (cache, stream) = relist(&client, cfg, shared);
                 }
             }
-            done = async { match lease_task.as_mut() { Some(t) => t.await, None => std::future::pending().await } } => {
-                *lease_task = None;
-                return Err(RunError::Lease(match done {
-                    Ok(Ok(_)) => "lease task ended".to_string(),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => e.to_string(),
-                }));
-            }
+            done = lease_done(lease_task) => return Err(lease_ended(lease_task, done)),
         }
         // After whatever woke the loop: the fence, leadership, a cycle.
         let leading = *leader_rx.borrow();
         let fenced = check_fence(leading, &io, cfg, &mut timing)?;
-        let synced = shared.synced.load(Ordering::Relaxed);
-        if leading && !fenced && synced && index.is_none() {
-            index = Some(Mutex::new(lead(&mut cache, cfg)));
-            timing.cycle_at = Some(Instant::now());
+        lead_when_ready(leading, fenced, cfg, shared, &mut cache, &mut index, &mut timing);
+        decide(&client, &io, shared, &index, fenced, backlog, &mut timing).await;
+    }
+}
+
+/// The loop's tickers: queue status, idle-GPU checks, queue positions.
+struct Ticks {
+    queue: tokio::time::Interval,
+    idle: tokio::time::Interval,
+    positions: tokio::time::Interval,
+}
+
+impl Ticks {
+    fn new(cfg: &RunConfig) -> Self {
+        Ticks {
+            queue: interval(cfg.queue_status_interval),
+            idle: interval(cfg.idle.interval.max(Duration::from_secs(1))),
+            positions: interval(cfg.positions_interval.max(Duration::from_secs(1))),
         }
-        shared
-            .ready
-            .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
-        match &index {
-            Some(m) if !fenced => {
-                if cycle_due(&io, backlog, &mut timing) {
-                    run_cycle(&client, &io, shared, m, backlog, &mut timing).await;
-                }
+    }
+}
+
+/// Work done off the loop (idle-GPU checks, start-time estimates): where
+/// its results come back, and whether one is running.
+struct OffLoop {
+    idle_tx: tokio::sync::mpsc::Sender<(u64, crate::index::IdleOutcome)>,
+    idle_rx: tokio::sync::mpsc::Receiver<(u64, crate::index::IdleOutcome)>,
+    idle_in_flight: bool,
+    forecast_tx: tokio::sync::mpsc::Sender<Estimates>,
+    forecast_rx: tokio::sync::mpsc::Receiver<Estimates>,
+    forecast_in_flight: bool,
+}
+
+impl OffLoop {
+    fn new() -> Self {
+        let (idle_tx, idle_rx) = tokio::sync::mpsc::channel(1);
+        let (forecast_tx, forecast_rx) = tokio::sync::mpsc::channel(1);
+        OffLoop {
+            idle_tx,
+            idle_rx,
+            idle_in_flight: false,
+            forecast_tx,
+            forecast_rx,
+            forecast_in_flight: false,
+        }
+    }
+}
+
+impl OffLoop {
+    /// An idle-GPU check started, unless one is running.
+    async fn start_idle_check(&mut self, index: &Option<Mutex<Index>>, io: &LoopIo) {
+        if !self.idle_in_flight {
+            self.idle_in_flight = start_idle_check(index, io, &self.idle_tx).await;
+        }
+    }
+
+    /// Start-time estimates started, unless they are being computed.
+    async fn start_forecast(&mut self, index: &Option<Mutex<Index>>, io: &LoopIo) {
+        if !self.forecast_in_flight {
+            self.forecast_in_flight = start_forecast(index, io, &self.forecast_tx).await;
+        }
+    }
+
+    /// Start-time estimates computed off the loop, into the index if they
+    /// are of this leadership. Workloads' own positions wait while
+    /// admissions or evictions wait to be written (the lists always go).
+    async fn take_estimates(&mut self, index: &Option<Mutex<Index>>, io: &LoopIo, (epoch, at, estimates): Estimates) {
+        self.forecast_in_flight = false;
+        if let Some(m) = index
+            && epoch == io.queue.epoch()
+        {
+            let publish = io.queue.state_len() == 0;
+            m.lock().await.refresh_positions(estimates, at, publish);
+        }
+    }
+}
+
+/// Leadership changed (to `leading`): a replica that no longer leads
+/// drops its queued writes and its index. Whether an index was dropped
+/// (everything is then listed again).
+fn step_down(
+    leading: bool,
+    io: &LoopIo,
+    queue_status: &mut QueueStatusWriter,
+    index: &mut Option<Mutex<Index>>,
+) -> bool {
+    tracing::info!(leading, "leadership changed");
+    if leading {
+        return false;
+    }
+    io.queue.clear();
+    *queue_status = QueueStatusWriter::default();
+    index.take().is_some()
+}
+
+/// A written plan's result: a queue status write is the queue status
+/// writer's; any other goes back into the index (if of this leadership).
+/// Whether a cycle should run again soon.
+async fn written(
+    index: &Option<Mutex<Index>>,
+    io: &LoopIo,
+    queue_status: &mut QueueStatusWriter,
+    epoch: u64,
+    plan: &crate::plan::Plan,
+    result: &writer::Feedback,
+) -> bool {
+    if plan.purpose == crate::plan::Purpose::QueueStatus {
+        queue_status.written(plan, result.is_ok());
+        return false;
+    }
+    epoch == io.queue.epoch() && feedback(index, plan, result).await
+}
+
+/// The leader's cache kept Workloads as keys only: after stepping down,
+/// everything is listed again, as a follower that may lead later.
+fn relist(client: &Client, cfg: &RunConfig, shared: &Shared) -> (Cache, MsgStream) {
+    let cache = Cache::empty(cfg.index.kueue_compat);
+    let stream = all_watches(client, cfg);
+    shared.synced.store(false, Ordering::Relaxed);
+    (cache, stream)
+}
+
+type LeaseTask = Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>;
+type LeaseDone = Result<kube_lease_manager::Result<kube_lease_manager::LeaseManager>, tokio::task::JoinError>;
+
+/// The lease task's end (never, without leader election).
+async fn lease_done(lease_task: &mut LeaseTask) -> LeaseDone {
+    match lease_task.as_mut() {
+        Some(t) => t.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why the loop ends when the lease task did (which is gone).
+fn lease_ended(lease_task: &mut LeaseTask, done: LeaseDone) -> RunError {
+    *lease_task = None;
+    RunError::Lease(match done {
+        Ok(Ok(_)) => "lease task ended".to_string(),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    })
+}
+
+/// A leader the fence allows, once every kind is listed, builds its index
+/// (and runs a cycle at once); ready means able to serve as what this
+/// replica is.
+fn lead_when_ready(
+    leading: bool,
+    fenced: bool,
+    cfg: &RunConfig,
+    shared: &Shared,
+    cache: &mut Cache,
+    index: &mut Option<Mutex<Index>>,
+    timing: &mut Timing,
+) {
+    let synced = shared.synced.load(Ordering::Relaxed);
+    if leading && !fenced && synced && index.is_none() {
+        *index = Some(Mutex::new(lead(cache, cfg)));
+        timing.cycle_at = Some(Instant::now());
+    }
+    shared
+        .ready
+        .store(synced && (!leading || index.is_some()), Ordering::Relaxed);
+}
+
+/// A cycle when one is due; nothing to decide for a follower (leading
+/// sets the next cycle) or a leader the fence holds (looked at again in a
+/// second).
+async fn decide(
+    client: &Client,
+    io: &LoopIo,
+    shared: &Shared,
+    index: &Option<Mutex<Index>>,
+    fenced: bool,
+    backlog: usize,
+    timing: &mut Timing,
+) {
+    match index {
+        Some(m) if !fenced => {
+            if cycle_due(io, backlog, timing) {
+                run_cycle(client, io, shared, m, backlog, timing).await;
             }
-            // Nothing to decide: a follower (leading sets the next cycle),
-            // or a leader the fence holds (looked at again in a second).
-            _ => timing.hold(index.is_some()),
         }
+        _ => timing.hold(index.is_some()),
     }
 }
 

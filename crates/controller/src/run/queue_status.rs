@@ -29,7 +29,7 @@ use sluice_scheduler::{FairShare, QueueUsage};
 use super::RunConfig;
 use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
 use crate::metrics::Metrics;
-use crate::plan::{EventSpec, Plan, Purpose, QueueRef, Step};
+use crate::plan::{EventSpec, ObjKey, Plan, Purpose, QueueRef, Step};
 
 /// ClusterQueue, LocalQueue and Cohort status: written when changed, at
 /// most once per tick per object, and at most ~10 % of the write budget
@@ -329,7 +329,10 @@ impl QueueStatusWriter {
     }
 
     /// [`QueueStatusWriter::wanted`], and the Warning Events to create
-    /// (see [`QueueStatusWriter::selection_condition`]).
+    /// (see [`QueueStatusWriter::selection_condition`]): each
+    /// ClusterQueue's, LocalQueue's and Cohort's status, the queues no
+    /// longer there forgotten, and only those that differ from what was
+    /// last written (or what the server holds) kept.
     pub(super) fn wanted_and_events(
         &mut self,
         ix: &Index,
@@ -341,47 +344,10 @@ impl QueueStatusWriter {
         let fair = ix.fair_sharing();
         let mut wanted = Vec::new();
         for name in with_errors(ix, ix.cluster_queue_names(), Kind::ClusterQueue) {
-            let id = QueueRef::ClusterQueue(name.clone());
-            let condition = self.active_condition(
-                ix,
-                id.clone(),
-                ix.cluster_queue_problem(&name),
-                "Can admit workloads",
-                &now,
-            );
-            let usage = ix.engine().cluster_queue_usage(&name);
-            if let Some(u) = &usage {
-                record_usage(m, &name, u);
-            }
-            let mut status = cluster_queue_status(condition, usage.as_ref());
-            status
-                .conditions
-                .extend(self.selection_condition(ix, &name, &now, &mut events));
-            status.conditions.extend(ix.idle_check_condition(&name));
-            status.gpus = ix.cluster_queue_gpus(&name);
-            if fair
-                && usage.is_some()
-                && let Some(share) = ix.engine().cluster_queue_share(&name)
-            {
-                m.cluster_queue_share(&name, share.weighted_share);
-                status.fair_sharing = Some(share_status(&share));
-            }
-            wanted.push((id, cluster_queue_body(&status, usage.is_some())));
+            wanted.push(self.cluster_queue_wanted(ix, m, name, &now, &mut events));
         }
         for (key, st) in ix.local_queue_stats() {
-            let problem = ix.local_queue_problem(&key);
-            let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
-            let pending = ix.pending_snapshot(&key);
-            let id = QueueRef::LocalQueue(key);
-            let condition = self.active_condition(
-                ix,
-                id.clone(),
-                problem,
-                "Can submit new workloads to its ClusterQueue",
-                &now,
-            );
-            let status = local_queue_status(condition, &st, summary, pending);
-            wanted.push((id, local_queue_body(&status)));
+            wanted.push(self.local_queue_wanted(ix, key, &st, &now));
         }
         for name in with_errors(ix, ix.cohort_object_names(), Kind::Cohort) {
             let id = QueueRef::Cohort(name.clone());
@@ -402,7 +368,70 @@ impl QueueStatusWriter {
                 }
             }
         }
-        // Queues no longer there are forgotten.
+        self.forget_gone(&wanted);
+        self.adopt_observed(ix, &wanted);
+        wanted.retain(|(id, status)| !self.last.get(id).is_some_and(|l| same_status(l, status)));
+        (wanted, events)
+    }
+
+    /// A ClusterQueue's status (its usage and weighted share recorded as
+    /// metrics), and a Warning Event if its selection changed.
+    fn cluster_queue_wanted(
+        &mut self,
+        ix: &Index,
+        m: &Metrics,
+        name: String,
+        now: &Time,
+        events: &mut Vec<Plan>,
+    ) -> (QueueRef, Value) {
+        let id = QueueRef::ClusterQueue(name.clone());
+        let condition = self.active_condition(
+            ix,
+            id.clone(),
+            ix.cluster_queue_problem(&name),
+            "Can admit workloads",
+            now,
+        );
+        let usage = ix.engine().cluster_queue_usage(&name);
+        if let Some(u) = &usage {
+            record_usage(m, &name, u);
+        }
+        let mut status = cluster_queue_status(condition, usage.as_ref());
+        status
+            .conditions
+            .extend(self.selection_condition(ix, &name, now, events));
+        status.conditions.extend(ix.idle_check_condition(&name));
+        status.gpus = ix.cluster_queue_gpus(&name);
+        if ix.fair_sharing()
+            && usage.is_some()
+            && let Some(share) = ix.engine().cluster_queue_share(&name)
+        {
+            m.cluster_queue_share(&name, share.weighted_share);
+            status.fair_sharing = Some(share_status(&share));
+        }
+        (id, cluster_queue_body(&status, usage.is_some()))
+    }
+
+    /// A LocalQueue's status: its counts, its ClusterQueue's summary, its
+    /// pending workloads.
+    fn local_queue_wanted(&mut self, ix: &Index, key: ObjKey, st: &LocalQueueStats, now: &Time) -> (QueueRef, Value) {
+        let problem = ix.local_queue_problem(&key);
+        let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
+        let pending = ix.pending_snapshot(&key);
+        let id = QueueRef::LocalQueue(key);
+        let condition = self.active_condition(
+            ix,
+            id.clone(),
+            problem,
+            "Can submit new workloads to its ClusterQueue",
+            now,
+        );
+        let status = local_queue_status(condition, st, summary, pending);
+        (id, local_queue_body(&status))
+    }
+
+    /// Queues no longer there are forgotten.
+    fn forget_gone(&mut self, wanted: &[(QueueRef, Value)]) {
         let ids: BTreeSet<&QueueRef> = wanted.iter().map(|(id, _)| id).collect();
         self.last.retain(|id, _| ids.contains(id));
         self.queued.retain(|id, _| ids.contains(id));
@@ -410,17 +439,18 @@ impl QueueStatusWriter {
         self.selected_since.retain(|id, _| ids.contains(id));
         self.selection_warned
             .retain(|name, _| ids.contains(&QueueRef::ClusterQueue(name.clone())));
-        // A new leader knows what the server holds: what is already there
-        // is not written again.
-        for (id, _) in &wanted {
+    }
+
+    /// A new leader knows what the server holds: what is already there is
+    /// not written again.
+    fn adopt_observed(&mut self, ix: &Index, wanted: &[(QueueRef, Value)]) {
+        for (id, _) in wanted {
             if !self.last.contains_key(id)
                 && let Some(observed) = ix.observed_queue_status(id)
             {
                 self.last.insert(id.clone(), observed);
             }
         }
-        wanted.retain(|(id, status)| !self.last.get(id).is_some_and(|l| same_status(l, status)));
-        (wanted, events)
     }
 
     /// Plans for the queues whose status changed (not already queued with
