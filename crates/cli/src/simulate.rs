@@ -92,33 +92,15 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         forecast,
         quiet,
     } = args;
-    if !(api_qps.is_finite() && api_qps >= 0.0) {
-        anyhow::bail!("--api-qps must be 0 (no limit) or a positive number, got {api_qps}");
-    }
-    // 0 is no limit, as for the controller.
-    let api_qps = (api_qps > 0.0).then_some(api_qps);
+    let api_qps = qps_limit(api_qps)?;
     // An unwritable --html fails now, not after the whole run.
     let html_file = html
         .as_ref()
         .map(|path| std::fs::File::create(path).with_context(|| format!("cannot write --html {}", path.display())))
         .transpose()?;
     let input = simulate_input::read(scenario, kueue, trace)?;
-    let (scenario, manifests) = match scenario::load_with(&input.name, &input.text, &LoadOptions::default()) {
-        Ok(loaded) => loaded,
-        Err(errors) => {
-            let mut err = std::io::stderr().lock();
-            for e in errors.iter().cloned() {
-                let _ = writeln!(err, "error: {}", input.locate(e));
-            }
-            let _ = writeln!(
-                err,
-                "{} error{} in {}; nothing was simulated.",
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" },
-                input.name
-            );
-            return Ok(ExitCode::from(2));
-        }
+    let Some((scenario, manifests)) = load(&input) else {
+        return Ok(ExitCode::from(2));
     };
     // Kueue documents were translated as `sluice import kueue` does.
     for note in &manifests.kueue_notes {
@@ -135,17 +117,86 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         forecast,
     };
 
-    let show_progress = !quiet && std::io::stderr().is_terminal();
     let started = Instant::now();
-    let mut last_draw = Instant::now();
-    let last_arrival = scenario.workloads.iter().map(|w| w.arrival).max().unwrap_or(0);
-    let mut drawn = false;
-    let mut progress = |p: sim::Progress| {
-        if !show_progress || last_draw.elapsed().as_millis() < 100 {
+    let mut line = ProgressLine::new(!quiet && std::io::stderr().is_terminal(), &scenario);
+    let result = sim::run(&scenario, &opts, &mut |p| line.draw(p))?;
+    line.clear();
+    let elapsed = started.elapsed();
+    let report = report::build(&scenario.name, &opts, &result);
+
+    let text = if json {
+        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
+    } else {
+        report::table::render(&report)
+    };
+    write_stdout(&text)?;
+    if let (Some(path), Some(mut out)) = (html, html_file) {
+        out.write_all(report::html::render(&report, &result).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("HTML report written to {}", path.display());
+    }
+    warn_rejected(&result);
+    if !quiet && std::io::stderr().is_terminal() {
+        eprintln!("simulated in {:.2} s of wall time", elapsed.as_secs_f64());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--api-qps` as the simulator takes it: 0 is no limit, as for the
+/// controller.
+fn qps_limit(api_qps: f64) -> Result<Option<f64>> {
+    if !(api_qps.is_finite() && api_qps >= 0.0) {
+        anyhow::bail!("--api-qps must be 0 (no limit) or a positive number, got {api_qps}");
+    }
+    Ok((api_qps > 0.0).then_some(api_qps))
+}
+
+/// The scenario and its manifests, or `None` when it has errors, each
+/// printed on stderr.
+fn load(input: &simulate_input::Input) -> Option<(sim::Scenario, scenario::Manifests)> {
+    match scenario::load_with(&input.name, &input.text, &LoadOptions::default()) {
+        Ok(loaded) => Some(loaded),
+        Err(errors) => {
+            let mut err = std::io::stderr().lock();
+            for e in errors.iter().cloned() {
+                let _ = writeln!(err, "error: {}", input.locate(e));
+            }
+            let _ = writeln!(
+                err,
+                "{} error{} in {}; nothing was simulated.",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                input.name
+            );
+            None
+        }
+    }
+}
+
+/// The progress bar on a terminal, redrawn at most every 100 ms.
+struct ProgressLine {
+    show: bool,
+    last_draw: Instant,
+    drawn: bool,
+    last_arrival: units::Millis,
+}
+
+impl ProgressLine {
+    fn new(show: bool, scenario: &sim::Scenario) -> Self {
+        ProgressLine {
+            show,
+            last_draw: Instant::now(),
+            drawn: false,
+            last_arrival: scenario.workloads.iter().map(|w| w.arrival).max().unwrap_or(0),
+        }
+    }
+
+    fn draw(&mut self, p: sim::Progress) {
+        if !self.show || self.last_draw.elapsed().as_millis() < 100 {
             return;
         }
-        last_draw = Instant::now();
-        drawn = true;
+        self.last_draw = Instant::now();
+        self.drawn = true;
         let frac = if p.total == 0 {
             1.0
         } else {
@@ -162,44 +213,34 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
             p.done,
             p.total,
             units::format_duration(p.now),
-            units::format_duration(last_arrival)
+            units::format_duration(self.last_arrival)
         );
-    };
-    let result = sim::run(&scenario, &opts, &mut progress)?;
-    if drawn {
-        let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
-    let elapsed = started.elapsed();
-    let report = report::build(&scenario.name, &opts, &result);
 
-    let text = if json {
-        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
-    } else {
-        report::table::render(&report)
-    };
-    // A closed pipe (`| head`) is not an error worth a panic.
+    /// Wipes the bar, if it was drawn.
+    fn clear(&self) {
+        if self.drawn {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        }
+    }
+}
+
+/// Writes the report on stdout; a closed pipe (`| head`) is not an error
+/// worth a panic.
+fn write_stdout(text: &str) -> Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing to stdout"),
-        _ => {}
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
     }
-    if let (Some(path), Some(mut out)) = (html, html_file) {
-        out.write_all(report::html::render(&report, &result).as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("HTML report written to {}", path.display());
-    }
-    let rejected: Vec<_> = result
-        .records
-        .iter()
-        .zip(&result.workloads)
-        .filter_map(|(r, w)| r.rejected.as_ref().map(|e| (w, e)))
-        .collect();
-    for (w, e) in rejected.iter().take(5) {
+}
+
+/// The first few workloads the engine refused, on stderr.
+fn warn_rejected(result: &sim::SimResult) {
+    let rejected =
+        (result.records.iter().zip(&result.workloads)).filter_map(|(r, w)| r.rejected.as_ref().map(|e| (w, e)));
+    for (w, e) in rejected.take(5) {
         eprintln!("warning: the engine refused {}: {e}", w.name);
     }
-    if !quiet && std::io::stderr().is_terminal() {
-        eprintln!("simulated in {:.2} s of wall time", elapsed.as_secs_f64());
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

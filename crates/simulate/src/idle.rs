@@ -41,7 +41,7 @@ use sluice_scheduler::Engine;
 use sluice_scheduler::idle::{IdleWindow, Idleness, PodSamples, Sample};
 use sluice_scheduler::reclaim::{self, IdleFacts, Reclaim};
 
-use crate::sim::{Scenario, WorkloadRecord, index_of, uid_of};
+use crate::sim::{Run, Scenario, WorkloadRecord, index_of, uid_of};
 use crate::trace::{TraceWorkload, Utilization};
 use crate::units::Millis;
 
@@ -90,6 +90,62 @@ struct Watch {
     rule: Rule,
     cluster_queue: Arc<str>,
     warned: bool,
+}
+
+impl Watch {
+    /// The mean GPU use of `w`'s pods over the rule's window at `t`, when
+    /// the rule finds them idle (`step`: the check interval, between
+    /// `samples`). `None`: not running yet or finishing now, warming up,
+    /// busy (a new idle stretch warns again) or unknown.
+    fn idle_mean(
+        &mut self,
+        t: Millis,
+        w: &TraceWorkload,
+        profile: &Utilization,
+        run: &Run,
+        step: Millis,
+        samples: &mut Vec<Sample>,
+    ) -> Option<f64> {
+        // Not started yet (no pods to measure), or finishing at this instant.
+        let started = run.started_at.filter(|s| s.saturating_add(w.duration) > t)?;
+        let p = self.rule.policy;
+        let not_before = run.admitted_at.saturating_add(p.grace_period_ms);
+        if t.saturating_sub(p.window_ms) < not_before {
+            return None; // warming up: the rule would say so too
+        }
+        let rule = IdleWindow {
+            below_percent: f64::from(p.utilization_below),
+            window_ms: p.window_ms,
+            step_ms: step,
+        };
+        fill_samples(samples, profile, started, t, p.window_ms, step);
+        let pods = [PodSamples {
+            pod: &w.name,
+            samples: Some(&*samples),
+        }];
+        match rule.judge(t, not_before, &pods) {
+            Idleness::Idle { mean_percent, .. } => Some(mean_percent),
+            Idleness::Busy { .. } => {
+                self.warned = false; // GPUIdle=False: a new idle stretch warns again
+                None
+            }
+            Idleness::Unknown(_) => None,
+        }
+    }
+
+    /// What the policy does about an idle workload (`facts`), and whether
+    /// it is past the requeue limit; `None`: hold.
+    fn action(&mut self, facts: &IdleFacts) -> Option<(IdleAction, bool)> {
+        match reclaim::decide(sluice_convert::reclaim_policy(&self.rule.policy), facts) {
+            Reclaim::Hold(_) => None,
+            Reclaim::Warn => {
+                self.warned = true;
+                Some((IdleAction::Warn, false))
+            }
+            Reclaim::Evict => Some((IdleAction::Evict, false)),
+            Reclaim::Deactivate { over_requeue_limit } => Some((IdleAction::Deactivate, over_requeue_limit)),
+        }
+    }
 }
 
 /// The reclaimer's state during one run.
@@ -193,34 +249,11 @@ impl Reclaimer {
             let (Some(run), Some(profile)) = (records[i].runs.last(), &w.utilization) else {
                 continue;
             };
-            // Not started yet (no pods to measure), or finishing at this instant.
-            let Some(started) = run.started_at.filter(|s| s.saturating_add(w.duration) > t) else {
+            let Some(mean_percent) = watch.idle_mean(t, w, profile, run, self.interval, &mut samples) else {
                 continue;
             };
-            let p = watch.rule.policy;
-            let not_before = run.admitted_at.saturating_add(p.grace_period_ms);
-            if t.saturating_sub(p.window_ms) < not_before {
-                continue; // warming up: the rule would say so too
-            }
-            let rule = IdleWindow {
-                below_percent: f64::from(p.utilization_below),
-                window_ms: p.window_ms,
-                step_ms: self.interval,
-            };
-            fill_samples(&mut samples, profile, started, t, p.window_ms, self.interval);
-            let pods = [PodSamples {
-                pod: &w.name,
-                samples: Some(&samples),
-            }];
-            let mean_percent = match rule.judge(t, not_before, &pods) {
-                Idleness::Idle { mean_percent, .. } => mean_percent,
-                Idleness::Busy { .. } => {
-                    watch.warned = false; // GPUIdle=False: a new idle stretch warns again
-                    continue;
-                }
-                Idleness::Unknown(_) => continue,
-            };
             // Who waits for its quota, asked only when the policy needs it.
+            let p = watch.rule.policy;
             let waiting = p.only_when_contended.then(|| engine.waiting_for_quota_of(&uid_of(i)));
             let waiter = waiting.clone().flatten().and_then(|uid| index_of(&uid));
             let facts = IdleFacts {
@@ -232,14 +265,8 @@ impl Reclaimer {
                 idle_evictions: self.evictions.get(&i).copied().unwrap_or(0),
                 requeue_limit: Some(self.requeue_limit),
             };
-            let (action, over_requeue_limit) = match reclaim::decide(sluice_convert::reclaim_policy(&p), &facts) {
-                Reclaim::Hold(_) => continue,
-                Reclaim::Warn => {
-                    watch.warned = true;
-                    (IdleAction::Warn, false)
-                }
-                Reclaim::Evict => (IdleAction::Evict, false),
-                Reclaim::Deactivate { over_requeue_limit } => (IdleAction::Deactivate, over_requeue_limit),
+            let Some((action, over_requeue_limit)) = watch.action(&facts) else {
+                continue;
             };
             if action != IdleAction::Warn {
                 *self.evictions.entry(i).or_default() += 1;

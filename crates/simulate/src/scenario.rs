@@ -18,17 +18,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use sluice_api::v1alpha1::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
+use sluice_api::v1alpha1::{ClusterQueue, Cohort, IdlePolicy, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
 use sluice_api::validation::Validate;
 use sluice_convert::adapter;
+use sluice_scheduler::{ClusterQueueSpec, CohortSpec, FairSharing, FlavorSpec, LocalQueueSpec};
 
 use super::checks::{self, Class, Placed};
 use super::kueue;
 use super::position::Node;
 use super::sim::Scenario;
-use super::trace::{self, Diagnostic, DocOrigin, ScenarioNames};
+use super::trace::{self, Diagnostic, DocOrigin, ScenarioNames, ScenarioNode, TraceDoc, TraceWorkload};
+use super::units::Millis;
 
 /// One YAML document of a multi-document file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,32 +198,141 @@ pub fn scaled_count(count: u32, scale: f64) -> u32 {
 /// written (for `sluice bench`, which creates them in a cluster).
 pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario, Manifests), Vec<Diagnostic>> {
     let mut errors = Vec::new();
-    let mut manifests = Manifests::default();
-    let mut flavors: Vec<sluice_scheduler::FlavorSpec> = Vec::new();
-    let mut cluster_queues: Vec<Placed<'_, sluice_scheduler::ClusterQueueSpec>> = Vec::new();
-    let mut cohorts: Vec<Placed<'_, sluice_scheduler::CohortSpec>> = Vec::new();
-    let mut local_queues: Vec<Placed<'_, sluice_scheduler::LocalQueueSpec>> = Vec::new();
-    let mut priority_classes: BTreeMap<String, i32> = BTreeMap::new();
-    // Valid policies only: validate() has refused the others.
-    let mut idle_reclaim = BTreeMap::new();
-    let mut trace_doc = None;
-    let mut declared = checks::Declared::default();
-    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-
+    // 1. Kueue's documents replaced by their Sluice objects.
     let docs = split_documents(text);
     let kueue = kueue::convert(file, &docs)?;
-    manifests.kueue_notes = kueue.notes.clone();
+    // 2. Every document read: the Sluice objects, Namespaces, the Trace.
+    let mut setup = Setup::new(file, kueue.notes.clone());
     for doc in kueue.apply(docs) {
-        let origin = DocOrigin {
+        setup.read(doc, &mut errors);
+    }
+    // 3. Names between the objects.
+    setup.check_references(&mut errors);
+    // 4. The Trace, against those objects.
+    let Some((mut trace_doc, trace_text)) = setup.trace.take() else {
+        if errors.is_empty() {
+            errors.push(no_trace(file));
+        }
+        return Err(errors);
+    };
+    if opts.scale != 1.0 {
+        for g in &mut trace_doc.spec.generators {
+            g.count = scaled_count(g.count, opts.scale);
+        }
+    }
+    let replay = setup.read_trace(&trace_doc, &trace_text, kueue.fair_sharing, &mut errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // 5. The scenario, named by its Trace, else by its file.
+    let name = trace_doc.metadata.and_then(|m| m.name).unwrap_or_else(|| {
+        std::path::Path::new(file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let Setup {
+        manifests,
+        flavors,
+        cluster_queues,
+        cohorts,
+        local_queues,
+        idle_reclaim,
+        ..
+    } = setup;
+    let scenario = Scenario {
+        name,
+        flavors,
+        cluster_queues: cluster_queues.into_iter().map(|c| c.spec).collect(),
+        local_queues: local_queues.into_iter().map(|l| l.spec).collect(),
+        workloads: replay.workloads,
+        eviction_delay: trace_doc.spec.eviction_delay.map(|d| d.0),
+        idle_reclaim,
+        idle_interval: replay.idle_interval,
+        nodes: replay.nodes,
+        cohorts: cohorts.into_iter().map(|c| c.spec).collect(),
+        fair_sharing: replay.fair_sharing,
+    };
+    Ok((scenario, manifests))
+}
+
+/// The objects of a scenario read so far: each valid Sluice object as
+/// written (`manifests`) and as the engine's spec, with what else the
+/// scenario needs of them.
+struct Setup<'a> {
+    file: &'a str,
+    manifests: Manifests,
+    flavors: Vec<FlavorSpec>,
+    cluster_queues: Vec<Placed<'a, ClusterQueueSpec>>,
+    cohorts: Vec<Placed<'a, CohortSpec>>,
+    local_queues: Vec<Placed<'a, LocalQueueSpec>>,
+    priority_classes: BTreeMap<String, i32>,
+    /// Valid policies only: validate() has refused the others.
+    idle_reclaim: BTreeMap<String, IdlePolicy>,
+    trace: Option<(TraceDoc, Document<'a>)>,
+    declared: checks::Declared,
+    /// A Namespace's labels, which count for namespaceSelectors.
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// What the Trace makes of the scenario.
+struct Replay {
+    workloads: Vec<TraceWorkload>,
+    idle_interval: Option<Millis>,
+    fair_sharing: FairSharing,
+    nodes: Vec<ScenarioNode>,
+}
+
+/// A Sluice kind a scenario holds.
+trait SluiceObject: DeserializeOwned + Validate {
+    const KIND: &'static str;
+    fn meta(&self) -> &ObjectMeta;
+}
+
+macro_rules! sluice_object {
+    ($($ty:ident),*) => {$(
+        impl SluiceObject for $ty {
+            const KIND: &'static str = stringify!($ty);
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+        }
+    )*};
+}
+sluice_object!(ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass);
+
+impl<'a> Setup<'a> {
+    /// Nothing read yet of `file` but what the importer said of its Kueue
+    /// documents.
+    fn new(file: &'a str, kueue_notes: Vec<String>) -> Self {
+        Setup {
             file,
+            manifests: Manifests {
+                kueue_notes,
+                ..Manifests::default()
+            },
+            flavors: Vec::new(),
+            cluster_queues: Vec::new(),
+            cohorts: Vec::new(),
+            local_queues: Vec::new(),
+            priority_classes: BTreeMap::new(),
+            idle_reclaim: BTreeMap::new(),
+            trace: None,
+            declared: checks::Declared::default(),
+            namespaces: BTreeMap::new(),
+        }
+    }
+
+    /// One document: a Sluice object, a Namespace, the Trace, or
+    /// something a scenario ignores.
+    fn read(&mut self, doc: Document<'a>, errors: &mut Vec<Diagnostic>) {
+        let origin = DocOrigin {
+            file: self.file,
             line_offset: doc.line_offset,
         };
         let head: Head = match parse_doc(&doc, origin) {
             Ok(h) => h,
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
+            Err(e) => return errors.push(e),
         };
         match checks::classify(head.api_version.as_deref(), head.kind.as_deref(), &doc, origin) {
             Class::Other => {
@@ -229,124 +341,59 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
                     && head.kind.as_deref() == Some("Namespace")
                     && let Ok(ns) = parse_doc::<NamespaceDoc>(&doc, origin)
                 {
-                    namespaces.insert(ns.metadata.name, ns.metadata.labels);
+                    self.namespaces.insert(ns.metadata.name, ns.metadata.labels);
                 }
-                continue;
             }
-            Class::Refused(e) => {
-                errors.push(e);
-                continue;
+            Class::Refused(e) => errors.push(e),
+            Class::Sluice => {
+                let kind = head.kind.as_deref().unwrap_or("");
+                errors.extend(checks::unknown_fields(kind, &doc, origin));
+                self.read_sluice(kind, doc, origin, errors);
             }
-            Class::Sluice => {}
         }
-        errors.extend(checks::unknown_fields(head.kind.as_deref().unwrap_or(""), &doc, origin));
-        macro_rules! sluice_kind {
-            ($ty:ty, $kind:literal) => {
-                match parse_doc::<$ty>(&doc, origin) {
-                    Ok(obj) => {
-                        let name = obj.metadata.name.clone().unwrap_or_default();
-                        let namespace = obj.metadata.namespace.as_deref();
-                        errors.extend(declared.declare($kind, namespace, &name, &doc, origin));
-                        let v = obj.validate();
-                        if v.is_empty() {
-                            Some(obj)
-                        } else {
-                            errors.extend(violations($kind, &name, v, &doc, origin));
-                            None
-                        }
-                    }
-                    Err(e) => {
-                        errors.push(e);
-                        None
-                    }
-                }
-            };
-        }
-        // The controller's conversion (sluice-convert) turns a valid object into the engine's
-        // spec, so a scenario means exactly what the cluster would.
-        let adapted = |kind: &str, e: adapter::AdapterError| {
-            let location = checks::adapter_field(&e).and_then(|f| {
-                let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
-                tree.locate(f)
-            });
-            Diagnostic {
-                file: file.into(),
-                line: location.map_or(doc.line_offset + 1, |l| l.line() as u32 + doc.line_offset),
-                column: location.map_or(1, |l| l.column() as u32),
-                path: String::new(),
-                message: format!("{kind}: {e}"),
-            }
-        };
-        match head.kind.as_deref().unwrap_or("") {
+    }
+
+    /// A Sluice object of `kind`, kept when it is valid and converts.
+    fn read_sluice(&mut self, kind: &str, doc: Document<'a>, origin: DocOrigin<'a>, errors: &mut Vec<Diagnostic>) {
+        match kind {
             "ResourceFlavor" => {
-                if let Some(rf) = sluice_kind!(ResourceFlavor, "ResourceFlavor") {
-                    match adapter::flavor(&rf) {
-                        Ok(f) => {
-                            flavors.push(f);
-                            manifests.flavors.push(rf);
-                        }
-                        Err(e) => errors.push(adapted("ResourceFlavor", e)),
-                    }
+                if let Some((rf, f)) = self.converted(&doc, origin, errors, adapter::flavor) {
+                    self.flavors.push(f);
+                    self.manifests.flavors.push(rf);
                 }
             }
             "ClusterQueue" => {
-                if let Some(cq) = sluice_kind!(ClusterQueue, "ClusterQueue") {
-                    match adapter::cluster_queue(&cq) {
-                        Ok(c) => {
-                            if let Some(p) = cq.spec.idle_reclaim.as_ref().and_then(|r| r.policy().ok()) {
-                                idle_reclaim.insert(c.name.clone(), p);
-                            }
-                            cluster_queues.push(Placed {
-                                spec: c,
-                                doc: doc.clone(),
-                                origin,
-                            });
-                            manifests.cluster_queues.push(cq);
-                        }
-                        Err(e) => errors.push(adapted("ClusterQueue", e)),
+                if let Some((cq, spec)) = self.converted(&doc, origin, errors, adapter::cluster_queue) {
+                    if let Some(p) = cq.spec.idle_reclaim.as_ref().and_then(|r| r.policy().ok()) {
+                        self.idle_reclaim.insert(spec.name.clone(), p);
                     }
+                    self.cluster_queues.push(Placed { spec, doc, origin });
+                    self.manifests.cluster_queues.push(cq);
                 }
             }
             "Cohort" => {
-                if let Some(c) = sluice_kind!(Cohort, "Cohort") {
-                    match adapter::cohort(&c) {
-                        Ok(spec) => {
-                            cohorts.push(Placed {
-                                spec,
-                                doc: doc.clone(),
-                                origin,
-                            });
-                            manifests.cohorts.push(c);
-                        }
-                        Err(e) => errors.push(adapted("Cohort", e)),
-                    }
+                if let Some((c, spec)) = self.converted(&doc, origin, errors, adapter::cohort) {
+                    self.cohorts.push(Placed { spec, doc, origin });
+                    self.manifests.cohorts.push(c);
                 }
             }
             "LocalQueue" => {
-                if let Some(lq) = sluice_kind!(LocalQueue, "LocalQueue") {
-                    match adapter::local_queue(&lq) {
-                        Ok(l) => {
-                            local_queues.push(Placed {
-                                spec: l,
-                                doc: doc.clone(),
-                                origin,
-                            });
-                            manifests.local_queues.push(lq);
-                        }
-                        Err(e) => errors.push(adapted("LocalQueue", e)),
-                    }
+                if let Some((lq, spec)) = self.converted(&doc, origin, errors, adapter::local_queue) {
+                    self.local_queues.push(Placed { spec, doc, origin });
+                    self.manifests.local_queues.push(lq);
                 }
             }
             "WorkloadPriorityClass" => {
-                if let Some(pc) = sluice_kind!(WorkloadPriorityClass, "WorkloadPriorityClass") {
-                    priority_classes.insert(pc.metadata.name.clone().unwrap_or_default(), pc.spec.value);
-                    manifests.priority_classes.push(pc);
+                if let Some(pc) = self.valid::<WorkloadPriorityClass>(&doc, origin, errors) {
+                    let name = pc.metadata.name.clone().unwrap_or_default();
+                    self.priority_classes.insert(name, pc.spec.value);
+                    self.manifests.priority_classes.push(pc);
                 }
             }
             "Trace" => match trace::parse_trace(doc.text, origin) {
-                Ok(t) if trace_doc.is_none() => trace_doc = Some((t, doc.clone())),
+                Ok(t) if self.trace.is_none() => self.trace = Some((t, doc)),
                 Ok(_) => errors.push(Diagnostic {
-                    file: file.into(),
+                    file: origin.file.into(),
                     line: doc.line_offset + 1,
                     column: 1,
                     path: String::new(),
@@ -359,95 +406,141 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         }
     }
 
-    let flavor_names: BTreeSet<String> = flavors.iter().map(|f| f.name.clone()).collect();
-    errors.extend(checks::references(
-        &flavor_names,
-        &cluster_queues,
-        &cohorts,
-        &local_queues,
-    ));
-    errors.extend(checks::cohort_cycles(&cohorts));
-    // Valid LocalQueues are kept in both lists, in the same order.
-    let paired: Vec<_> = manifests.local_queues.iter().zip(&local_queues).collect();
-    errors.extend(checks::namespace_selection(
-        &manifests.cluster_queues,
-        &paired,
-        &namespaces,
-    ));
-    let lq_keys: BTreeSet<String> = local_queues.iter().map(|lq| lq.spec.key.clone()).collect();
-    let Some((mut trace_doc, trace_text)) = trace_doc else {
-        if errors.is_empty() {
-            errors.push(Diagnostic {
-                file: file.into(),
-                line: 1,
-                column: 1,
-                path: String::new(),
-                message: "no Trace document (apiVersion: sluice.dev/v1alpha1, kind: Trace): nothing to simulate".into(),
-            });
-        }
-        return Err(errors);
-    };
-    let origin = DocOrigin {
-        file,
-        line_offset: trace_text.line_offset,
-    };
-    let names = ScenarioNames {
-        local_queues: &lq_keys,
-        priority_classes: &priority_classes,
-    };
-    if opts.scale != 1.0 {
-        for g in &mut trace_doc.spec.generators {
-            g.count = scaled_count(g.count, opts.scale);
+    /// A valid object of kind `T`, converted to the engine's spec by the
+    /// controller's conversion (sluice-convert), so a scenario means
+    /// exactly what the cluster would.
+    fn converted<T: SluiceObject, S>(
+        &mut self,
+        doc: &Document<'a>,
+        origin: DocOrigin<'a>,
+        errors: &mut Vec<Diagnostic>,
+        convert: impl Fn(&T) -> Result<S, adapter::AdapterError>,
+    ) -> Option<(T, S)> {
+        let obj = self.valid::<T>(doc, origin, errors)?;
+        match convert(&obj) {
+            Ok(spec) => Some((obj, spec)),
+            Err(e) => {
+                errors.push(adapter_diagnostic(T::KIND, &e, doc, origin.file));
+                None
+            }
         }
     }
-    let workloads = match trace::expand(&trace_doc, &names, origin) {
-        Ok(w) => {
-            errors.extend(checks::requested_resources(&w, &cluster_queues, &trace_text, origin));
-            w
+
+    /// An object of kind `T` that parses, is declared once, and is valid.
+    fn valid<T: SluiceObject>(
+        &mut self,
+        doc: &Document<'a>,
+        origin: DocOrigin<'a>,
+        errors: &mut Vec<Diagnostic>,
+    ) -> Option<T> {
+        let obj = parse_doc::<T>(doc, origin).map_err(|e| errors.push(e)).ok()?;
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let namespace = obj.meta().namespace.as_deref();
+        errors.extend(self.declared.declare(T::KIND, namespace, &name, doc, origin));
+        let v = obj.validate();
+        if v.is_empty() {
+            Some(obj)
+        } else {
+            errors.extend(violations(T::KIND, &name, v, doc, origin));
+            None
         }
-        Err(e) => {
-            errors.extend(e);
-            Vec::new()
-        }
-    };
-    let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
-        .map_err(|e| errors.push(e))
-        .unwrap_or_default();
-    // The Trace's own setting, else Kueue's Configuration's, else the default.
-    let fair_sharing = match (trace_doc.spec.fair_sharing.as_ref(), kueue.fair_sharing) {
-        (None, Some(from_kueue)) => from_kueue,
-        (entry, _) => trace::fair_sharing::read(entry, origin)
+    }
+
+    /// Names between the objects refer to something, Cohort parents make
+    /// no cycle, and every LocalQueue's ClusterQueue selects its namespace.
+    fn check_references(&self, errors: &mut Vec<Diagnostic>) {
+        let flavor_names: BTreeSet<String> = self.flavors.iter().map(|f| f.name.clone()).collect();
+        errors.extend(checks::references(
+            &flavor_names,
+            &self.cluster_queues,
+            &self.cohorts,
+            &self.local_queues,
+        ));
+        errors.extend(checks::cohort_cycles(&self.cohorts));
+        // Valid LocalQueues are kept in both lists, in the same order.
+        let paired: Vec<_> = self.manifests.local_queues.iter().zip(&self.local_queues).collect();
+        errors.extend(checks::namespace_selection(
+            &self.manifests.cluster_queues,
+            &paired,
+            &self.namespaces,
+        ));
+    }
+
+    /// The Trace's workloads (checked against the queues and priority
+    /// classes), idle interval, fair sharing (the Trace's own setting, else
+    /// Kueue's Configuration's, else the default) and nodes.
+    fn read_trace(
+        &self,
+        trace_doc: &TraceDoc,
+        text: &Document<'_>,
+        kueue_fair_sharing: Option<FairSharing>,
+        errors: &mut Vec<Diagnostic>,
+    ) -> Replay {
+        let origin = DocOrigin {
+            file: self.file,
+            line_offset: text.line_offset,
+        };
+        let lq_keys: BTreeSet<String> = self.local_queues.iter().map(|lq| lq.spec.key.clone()).collect();
+        let names = ScenarioNames {
+            local_queues: &lq_keys,
+            priority_classes: &self.priority_classes,
+        };
+        let workloads = match trace::expand(trace_doc, &names, origin) {
+            Ok(w) => {
+                errors.extend(checks::requested_resources(&w, &self.cluster_queues, text, origin));
+                w
+            }
+            Err(e) => {
+                errors.extend(e);
+                Vec::new()
+            }
+        };
+        let idle_interval = trace::profile::idle_interval(trace_doc.spec.idle_interval.as_ref(), origin)
             .map_err(|e| errors.push(e))
-            .unwrap_or_default(),
-    };
-    let specs = cluster_queues.iter().map(|c| &c.spec);
-    let nodes = trace::nodes::expand(&trace_doc, &flavors, specs, &workloads, &trace_text, origin)
-        .map_err(|e| errors.extend(e))
-        .unwrap_or_default();
-    if !errors.is_empty() {
-        return Err(errors);
+            .unwrap_or_default();
+        let fair_sharing = match (trace_doc.spec.fair_sharing.as_ref(), kueue_fair_sharing) {
+            (None, Some(from_kueue)) => from_kueue,
+            (entry, _) => trace::fair_sharing::read(entry, origin)
+                .map_err(|e| errors.push(e))
+                .unwrap_or_default(),
+        };
+        let specs = self.cluster_queues.iter().map(|c| &c.spec);
+        let nodes = trace::nodes::expand(trace_doc, &self.flavors, specs, &workloads, text, origin)
+            .map_err(|e| errors.extend(e))
+            .unwrap_or_default();
+        Replay {
+            workloads,
+            idle_interval,
+            fair_sharing,
+            nodes,
+        }
     }
-    let eviction_delay = trace_doc.spec.eviction_delay.map(|d| d.0);
-    let name = trace_doc.metadata.and_then(|m| m.name).unwrap_or_else(|| {
-        std::path::Path::new(file)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
+}
+
+fn no_trace(file: &str) -> Diagnostic {
+    Diagnostic {
+        file: file.into(),
+        line: 1,
+        column: 1,
+        path: String::new(),
+        message: "no Trace document (apiVersion: sluice.dev/v1alpha1, kind: Trace): nothing to simulate".into(),
+    }
+}
+
+/// A conversion error of a `kind` object, at the field it names when the
+/// document has it (else the document's first line).
+fn adapter_diagnostic(kind: &str, e: &adapter::AdapterError, doc: &Document<'_>, file: &str) -> Diagnostic {
+    let location = checks::adapter_field(e).and_then(|f| {
+        let tree: Node = serde_saphyr::from_str(doc.text).ok()?;
+        tree.locate(f)
     });
-    let scenario = Scenario {
-        name,
-        flavors,
-        cluster_queues: cluster_queues.into_iter().map(|c| c.spec).collect(),
-        local_queues: local_queues.into_iter().map(|l| l.spec).collect(),
-        workloads,
-        eviction_delay,
-        idle_reclaim,
-        idle_interval,
-        nodes,
-        cohorts: cohorts.into_iter().map(|c| c.spec).collect(),
-        fair_sharing,
-    };
-    Ok((scenario, manifests))
+    Diagnostic {
+        file: file.into(),
+        line: location.map_or(doc.line_offset + 1, |l| l.line() as u32 + doc.line_offset),
+        column: location.map_or(1, |l| l.column() as u32),
+        path: String::new(),
+        message: format!("{kind}: {e}"),
+    }
 }
 
 #[cfg(test)]

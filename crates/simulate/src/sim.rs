@@ -33,10 +33,19 @@
 //! interval, before the events of that instant, and evicts through the
 //! same path. With [`SimOptions::forecast`], every workload still pending
 //! after the cycle at its arrival gets start-time estimates
-//! ([`forecast`]). The types a run is given and gives back are in
-//! `result.rs`.
+//! ([`forecast`]).
+//!
+//! | file | what |
+//! |------|------|
+//! | `sim.rs` | the loop: each instant's idle check, events, cycle, samples |
+//! | `book.rs` | each workload's state, record and held quota, its queue kept in step |
+//! | `queues.rs` | each ClusterQueue's usage and counts, sampled |
+//! | `forecast.rs` | start-time estimates |
+//! | `result.rs` | the types a run is given and gives back |
 
+mod book;
 pub mod forecast;
+mod queues;
 mod result;
 
 pub use forecast::{Estimate, ForecastOutcome};
@@ -44,18 +53,20 @@ pub use result::{
     CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord,
 };
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use sluice_scheduler::{Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
+use sluice_scheduler::{Admission, Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
 
 use super::clock::{EventQueue, WriteLimiter};
 use super::fairness::FairnessOutcome;
 use super::idle::{IdleOutcome, Reclaimer};
 use super::placement::{PlacementOutcome, WaitClock};
+use super::trace::TraceWorkload;
 use super::trace::profile::DEFAULT_IDLE_INTERVAL;
 use super::units::Millis;
+use book::{Book, State};
 use forecast::Forecaster;
 
 #[derive(Debug, Clone, Copy)]
@@ -69,46 +80,12 @@ enum Event {
     Wakeup,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    NotArrived,
-    Pending,
-    Admitted,
-    Evicting,
-    Done,
-}
-
 pub(crate) fn uid_of(i: usize) -> String {
     format!("w{i:08}")
 }
 
 pub(crate) fn index_of(uid: &str) -> Option<usize> {
     uid.strip_prefix('w')?.parse().ok()
-}
-
-struct QueueState {
-    series: QueueSeries,
-    slot_index: HashMap<(String, String), usize>,
-    used: Vec<i64>,
-    pending: u32,
-    admitted: u32,
-}
-
-impl QueueState {
-    fn record(&mut self, at: Millis) {
-        let sample = Sample {
-            at,
-            used: self.used.clone().into_boxed_slice(),
-            pending: self.pending,
-            admitted: self.admitted,
-        };
-        match self.series.samples.last_mut() {
-            Some(last) if last.at == at => *last = sample,
-            Some(last)
-                if last.used == sample.used && last.pending == sample.pending && last.admitted == sample.admitted => {}
-            _ => self.series.samples.push(sample),
-        }
-    }
 }
 
 /// Runs the scenario to completion: until no event is left (every workload
@@ -143,7 +120,66 @@ fn run_once(
     progress: &mut dyn FnMut(Progress),
     reclaim: bool,
 ) -> Result<SimResult> {
-    // Nodes, when the scenario has any: then pods must fit on them too.
+    let mut engine = engine_for(scenario)?;
+    let mut fairness = FairnessOutcome::new(scenario);
+    let mut book = Book::new(scenario);
+    let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
+    let mut watchers = Watchers::new(scenario, opts, reclaim, idle_interval, &book.records);
+    let mut agenda = Agenda::new(scenario, opts);
+    let total = scenario.workloads.len();
+    let mut report = |now, done| progress(Progress { now, done, total });
+    let (mut cycles, mut steps, mut now) = (0u64, 0u64, 0);
+    // The last instant anything happened: the leftover events of a
+    // deactivated workload (its finish) do not lengthen the run.
+    let mut last: Millis = 0;
+    while let Some(next) = agenda.events.peek_time() {
+        // 1. Idle checks come first at their instant, so that a cycle then
+        //    already sees the workloads they evict.
+        let checked = check_idle(next, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+        let t = checked.unwrap_or(next);
+        now = t;
+        // 2. Every event due by then.
+        let due = apply_events(t, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+        if checked.is_some() || !due.left_over {
+            last = t;
+        }
+        // 3. A scheduling cycle when they changed anything.
+        if due.need_cycle {
+            cycles += 1;
+            run_cycle(t, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+        }
+        // 4. A sample of every queue that changed.
+        book.queues.record_touched(t, fairness.as_mut(), &engine);
+        steps += 1;
+        if steps.is_multiple_of(512) {
+            report(t, book.done);
+        }
+    }
+    report(now, book.done);
+
+    book.close_running();
+    let end = book.queues.last_sample().unwrap_or(0).max(last);
+    Ok(SimResult {
+        workloads: scenario.workloads.clone(),
+        cohort_quota: cohort_quota(&scenario.cohorts),
+        records: book.records,
+        queues: book.queues.into_series(),
+        end,
+        cycles,
+        api_writes: agenda.limiter.writes,
+        write_delay_total: agenda.limiter.delay_total,
+        write_delay_max: agenda.limiter.delay_max,
+        idle: idle_outcome(scenario, reclaim, idle_interval, watchers.idle),
+        forecast: watchers.forecast.map(Forecaster::into_outcome),
+        placement: placement_outcome(scenario, book.waits, end),
+        fairness,
+    })
+}
+
+/// The engine with the scenario's flavors, cohorts, nodes, ClusterQueues
+/// and LocalQueues, in that order (a cohort before the queues in it). With
+/// nodes, pods must fit on them too.
+fn engine_for(scenario: &Scenario) -> Result<Engine> {
     let placement = if scenario.nodes.is_empty() {
         PlacementMode::QuotaOnly
     } else {
@@ -165,399 +201,365 @@ fn run_once(
     for node in &scenario.nodes {
         engine.upsert_node(node.spec.clone());
     }
-    let mut queues: Vec<QueueState> = Vec::new();
-    let mut queue_index: HashMap<String, usize> = HashMap::new();
     for cq in &scenario.cluster_queues {
         engine.upsert_cluster_queue(cq.clone());
-        let mut slots = Vec::new();
-        let mut slot_index = HashMap::new();
-        for rg in &cq.resource_groups {
-            for fq in &rg.flavors {
-                for rq in &fq.resources {
-                    slot_index.insert((fq.flavor.clone(), rq.resource.clone()), slots.len());
-                    slots.push(Slot {
-                        flavor: fq.flavor.clone(),
-                        resource: rq.resource.clone(),
-                        nominal: rq.nominal,
-                    });
-                }
-            }
-        }
-        queue_index.insert(cq.name.clone(), queues.len());
-        queues.push(QueueState {
-            used: vec![0; slots.len()],
-            series: QueueSeries {
-                name: cq.name.clone(),
-                cohort: cq.cohort.clone(),
-                slots,
-                samples: Vec::new(),
-            },
-            slot_index,
-            pending: 0,
-            admitted: 0,
-        });
     }
-    for q in &mut queues {
-        q.record(0);
-    }
-    let mut fairness = FairnessOutcome::new(scenario);
-    let mut lq_to_cq: HashMap<&str, &str> = HashMap::new();
     for lq in &scenario.local_queues {
         engine.upsert_local_queue(lq.clone());
-        lq_to_cq.insert(lq.key.as_str(), lq.cluster_queue.as_str());
+    }
+    Ok(engine)
+}
+
+/// What is to happen and when: the events ahead, the API writes that
+/// delay their effects, and the wakeups the engine asked for.
+struct Agenda {
+    events: EventQueue<Event>,
+    limiter: WriteLimiter,
+    wakeups: BTreeSet<Millis>,
+    eviction_delay: Millis,
+}
+
+impl Agenda {
+    /// Every workload's arrival ahead.
+    fn new(scenario: &Scenario, opts: &SimOptions) -> Self {
+        let mut events = EventQueue::new();
+        for (i, w) in scenario.workloads.iter().enumerate() {
+            events.push(w.arrival, Event::Arrive(i));
+        }
+        Agenda {
+            events,
+            limiter: WriteLimiter::new(opts.api_qps, opts.api_burst),
+            wakeups: BTreeSet::new(),
+            eviction_delay: opts.eviction_delay,
+        }
     }
 
-    let n = scenario.workloads.len();
-    let mut records: Vec<WorkloadRecord> = scenario
-        .workloads
-        .iter()
-        .map(|w| WorkloadRecord {
-            cluster_queue: Arc::from(lq_to_cq.get(w.local_queue.as_str()).copied().unwrap_or("")),
-            runs: Vec::new(),
-            preempted: 0,
-            evicted: 0,
-            rejected: None,
-            last_pending: None,
-            deactivated: false,
-        })
-        .collect();
-    let mut state = vec![State::NotArrived; n];
-    let mut waits = WaitClock::new(n);
-    let mut epoch = vec![0u32; n];
-    // What each admitted workload holds: (queue, slot, amount).
-    let mut held: Vec<Vec<(usize, usize, i64)>> = vec![Vec::new(); n];
-
-    let mut events: EventQueue<Event> = EventQueue::new();
-    for (i, w) in scenario.workloads.iter().enumerate() {
-        events.push(w.arrival, Event::Arrive(i));
-    }
-    let mut limiter = WriteLimiter::new(opts.api_qps, opts.api_burst);
-    let mut wakeups: BTreeSet<Millis> = BTreeSet::new();
-    let mut touched: BTreeSet<usize> = BTreeSet::new();
-    let mut done = 0usize;
-    let mut cycles = 0u64;
-    let mut now: Millis = 0;
-    // The last instant anything happened: the leftover events of a
-    // deactivated workload (its finish) do not lengthen the run.
-    let mut last: Millis = 0;
-    let mut steps = 0u64;
-    let idle_interval = opts
-        .idle_interval
-        .or(scenario.idle_interval)
-        .unwrap_or(DEFAULT_IDLE_INTERVAL);
-    let mut idle = if reclaim {
-        Reclaimer::new(scenario, idle_interval, opts.requeue_limit)
-    } else {
-        None
-    };
-    // Estimates in the run reported, not in the comparison run.
-    let mut forecaster = (opts.forecast && reclaim).then(|| Forecaster::new(&scenario.workloads, &records));
-
-    // Ends workload `i`'s run at `t` (`why`): one eviction write, then its
-    // pods take the eviction delay to go, then its quota is free.
-    macro_rules! begin_eviction {
-        ($i:expr, $why:expr, $t:expr) => {{
-            let (i, why, t): (usize, RunEnd, Millis) = ($i, $why, $t);
-            epoch[i] += 1;
-            state[i] = State::Evicting;
-            if let Some(run) = records[i].runs.last_mut() {
-                run.ended_at = Some(t);
-                run.end = why;
-            }
-            match why {
-                RunEnd::Evicted => records[i].evicted += 1,
-                RunEnd::Preempted => records[i].preempted += 1,
-                _ => {}
-            }
-            if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
-                queues[q].admitted = queues[q].admitted.saturating_sub(1);
-                touched.insert(q);
-            }
-            if let Some(idle) = idle.as_mut() {
-                idle.released(i);
-            }
-            let write_at = limiter.acquire(t);
-            events.push(write_at + opts.eviction_delay, Event::EvictionDone(i, epoch[i]));
-            if let Some(f) = forecaster.as_mut() {
-                f.evicting(i, write_at + opts.eviction_delay);
-            }
-        }};
+    /// `i`'s eviction (its `epoch`) decided at `t`: one write, then its
+    /// pods take the eviction delay to go. Returns when its quota is free.
+    fn eviction(&mut self, i: usize, epoch: u32, t: Millis) -> Millis {
+        let free_at = self.limiter.acquire(t) + self.eviction_delay;
+        self.events.push(free_at, Event::EvictionDone(i, epoch));
+        free_at
     }
 
-    while let Some(mut t) = events.peek_time() {
-        let mut need_cycle = false;
-        // Idle checks come first at their instant, so that a cycle then
-        // already sees the workloads they evict.
-        let check = idle.as_ref().and_then(Reclaimer::due).filter(|&c| c <= t);
-        if let Some(c) = check {
-            t = c;
-            let reclaimed = idle
-                .as_mut()
-                .map(|d| d.check(t, &engine, &scenario.workloads, &records))
-                .unwrap_or_default();
-            for i in reclaimed {
-                engine
-                    .evict(&uid_of(i))
-                    .with_context(|| format!("engine refused to evict idle {}", scenario.workloads[i].name))?;
-                begin_eviction!(i, RunEnd::IdleReclaimed, t);
-            }
-        }
-        now = t;
-        let mut left_over = check.is_none();
-        while let Some(ev) = events.pop_due(t) {
-            left_over &= matches!(ev, Event::Start(i, _) | Event::Finish(i, _) if records[i].deactivated);
-            match ev {
-                Event::Arrive(i) => {
-                    let w = &scenario.workloads[i];
-                    let spec = WorkloadSpec {
-                        uid: uid_of(i),
-                        name: w.name.clone(),
-                        local_queue: w.local_queue.clone(),
-                        priority: w.priority,
-                        queue_order_time: w.arrival,
-                        pod_sets: w
-                            .pod_sets
-                            .iter()
-                            .map(|ps| PodSetSpec {
-                                name: ps.name.clone(),
-                                count: ps.count,
-                                requests: ps.requests.clone(),
-                                require_single_domain: w.require_single_domain.contains(&ps.name),
-                                min_count: w.min_counts.get(&ps.name).copied(),
-                                ..PodSetSpec::default()
-                            })
-                            .collect(),
-                    };
-                    match engine.add_workload(spec) {
-                        Ok(()) => {
-                            state[i] = State::Pending;
-                            waits.pending(i, t);
-                            if let Some(f) = forecaster.as_mut() {
-                                f.arrived(i);
-                            }
-                            if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
-                                queues[q].pending += 1;
-                                touched.insert(q);
-                            }
-                            need_cycle = true;
-                        }
-                        Err(e) => {
-                            state[i] = State::Done;
-                            done += 1;
-                            records[i].rejected = Some(e.to_string());
-                        }
-                    }
-                }
-                Event::Start(i, e) => {
-                    if epoch[i] == e && state[i] == State::Admitted {
-                        let run = records[i].runs.last_mut().expect("admitted workload has a run");
-                        run.started_at = Some(t);
-                        events.push(t + scenario.workloads[i].duration, Event::Finish(i, e));
-                    }
-                }
-                Event::Finish(i, e) => {
-                    if epoch[i] == e && state[i] == State::Admitted {
-                        engine
-                            .finish(&uid_of(i))
-                            .with_context(|| format!("engine refused to finish {}", scenario.workloads[i].name))?;
-                        let run = records[i].runs.last_mut().expect("admitted workload has a run");
-                        run.ended_at = Some(t);
-                        run.end = RunEnd::Finished;
-                        if let (Some(f), Some(started)) = (forecaster.as_mut(), run.started_at) {
-                            f.finished(i, t - started);
-                        }
-                        release(&mut queues, &mut held[i], &mut touched);
-                        if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
-                            queues[q].admitted = queues[q].admitted.saturating_sub(1);
-                            touched.insert(q);
-                        }
-                        if let Some(idle) = idle.as_mut() {
-                            idle.released(i);
-                        }
-                        state[i] = State::Done;
-                        done += 1;
-                        need_cycle = true;
-                    }
-                }
-                Event::EvictionDone(i, e) => {
-                    if epoch[i] == e
-                        && state[i] == State::Evicting
-                        && idle.as_ref().is_some_and(|d| d.is_deactivated(i))
-                    {
-                        // Deactivated: out of the queue for good.
-                        engine
-                            .remove_workload(&uid_of(i))
-                            .with_context(|| format!("engine refused to remove {}", scenario.workloads[i].name))?;
-                        release(&mut queues, &mut held[i], &mut touched);
-                        records[i].deactivated = true;
-                        state[i] = State::Done;
-                        done += 1;
-                        need_cycle = true;
-                    } else if epoch[i] == e && state[i] == State::Evicting {
-                        engine
-                            .eviction_complete(&uid_of(i), t)
-                            .with_context(|| format!("engine refused eviction of {}", scenario.workloads[i].name))?;
-                        release(&mut queues, &mut held[i], &mut touched);
-                        state[i] = State::Pending;
-                        waits.pending(i, t);
-                        if let Some(&q) = queue_index.get(&*records[i].cluster_queue) {
-                            queues[q].pending += 1;
-                            touched.insert(q);
-                        }
-                        need_cycle = true;
-                    }
-                }
-                Event::Wakeup => {
-                    wakeups.remove(&t);
-                    need_cycle = true;
-                }
-            }
-        }
-        if !left_over {
-            last = t;
-        }
-        if need_cycle {
-            cycles += 1;
-            let cycle = engine.schedule(t);
-            for a in &cycle.admitted {
-                let Some(i) = index_of(&a.uid) else { continue };
-                epoch[i] += 1;
-                state[i] = State::Admitted;
-                waits.admitted(i, t);
-                let q = *queue_index
-                    .get(&*a.cluster_queue)
-                    .with_context(|| format!("admitted into unknown queue {}", a.cluster_queue))?;
-                records[i].cluster_queue = a.cluster_queue.clone();
-                let qs = &mut queues[q];
-                qs.pending = qs.pending.saturating_sub(1);
-                qs.admitted += 1;
-                let mut flavors: Vec<String> = Vec::new();
-                for ps in a.pod_sets.iter() {
-                    for (resource, amount) in &ps.usage {
-                        let Some(flavor) = ps.flavors.get(resource) else {
-                            continue;
-                        };
-                        if !flavors.contains(flavor) {
-                            flavors.push(flavor.clone());
-                        }
-                        if let Some(&slot) = qs.slot_index.get(&(flavor.clone(), resource.clone())) {
-                            qs.used[slot] += amount;
-                            held[i].push((q, slot, *amount));
-                        }
-                    }
-                }
-                touched.insert(q);
-                let write_at = limiter.acquire(t);
-                records[i].runs.push(Run {
-                    admitted_at: t,
-                    started_at: None,
-                    ended_at: None,
-                    end: RunEnd::Running,
-                    borrowing: a.borrowing,
-                    flavors,
-                });
-                records[i].last_pending = None;
-                if let Some(idle) = idle.as_mut() {
-                    idle.admitted(i, &scenario.workloads[i], &a.cluster_queue, t);
-                }
-                if let Some(f) = forecaster.as_mut() {
-                    f.admitted(i, t, write_at);
-                }
-                events.push(write_at, Event::Start(i, epoch[i]));
-            }
-            let victims = cycle
-                .preempted
-                .iter()
-                .map(|p| (&p.victim, RunEnd::Preempted))
-                .chain(cycle.evicted.iter().map(|e| (&e.uid, RunEnd::Evicted)));
-            for (uid, why) in victims {
-                let Some(i) = index_of(uid) else { continue };
-                if state[i] != State::Admitted {
-                    continue;
-                }
-                begin_eviction!(i, why, t);
-            }
-            for (uid, explanation) in &cycle.pending_changed {
-                if let Some(i) = index_of(uid) {
-                    records[i].last_pending = Some(sluice_convert::text::explanation(explanation));
-                    waits.explained(i, t, explanation);
-                }
-            }
-            if let Some(f) = forecaster.as_mut() {
-                f.after_cycle(&engine, t);
-            }
-            // `w == t`: work was requeued during the cycle; one more cycle at
-            // the same instant (the set keeps it to one).
-            if let Some(w) = cycle.next_wakeup
-                && w >= t
-                && wakeups.insert(w)
-            {
-                events.push(w, Event::Wakeup);
-            }
-        }
-        for q in std::mem::take(&mut touched) {
-            queues[q].record(t);
-            if let Some(f) = fairness.as_mut() {
-                f.record(q, &queues[q].series.name, t, &engine);
-            }
-        }
-        steps += 1;
-        if steps.is_multiple_of(512) {
-            progress(Progress { now: t, done, total: n });
-        }
-    }
-    progress(Progress { now, done, total: n });
-
-    // Anything still admitted when events ran out cannot happen (every
-    // admission schedules its finish), but keep the record honest.
-    for (i, s) in state.iter().enumerate() {
-        if *s == State::Admitted
-            && let Some(run) = records[i].runs.last_mut()
+    /// A cycle at the engine's next wakeup, once per instant. `w == t`:
+    /// work was requeued during the cycle; one more cycle at the same
+    /// instant.
+    fn wake_at(&mut self, wakeup: Option<Millis>, t: Millis) {
+        if let Some(w) = wakeup
+            && w >= t
+            && self.wakeups.insert(w)
         {
-            run.end = RunEnd::Running;
+            self.events.push(w, Event::Wakeup);
         }
     }
-    let end = queues
-        .iter()
-        .filter_map(|q| q.series.samples.last().map(|s| s.at))
-        .max()
-        .unwrap_or(0)
-        .max(last);
-    Ok(SimResult {
-        workloads: scenario.workloads.clone(),
-        cohort_quota: cohort_quota(&scenario.cohorts),
-        records,
-        queues: queues.into_iter().map(|q| q.series).collect(),
-        end,
-        cycles,
-        api_writes: limiter.writes,
-        write_delay_total: limiter.delay_total,
-        write_delay_max: limiter.delay_max,
-        idle: (reclaim
-            && (!scenario.idle_reclaim.is_empty() || scenario.workloads.iter().any(|w| w.utilization.is_some())))
-        .then(|| IdleOutcome {
-            interval: idle_interval,
-            policies: scenario.idle_reclaim.clone(),
-            events: idle.map(Reclaimer::into_events).unwrap_or_default(),
-            baseline_waits: None,
-        }),
-        forecast: forecaster.map(Forecaster::into_outcome),
-        placement: (!scenario.nodes.is_empty()).then(|| PlacementOutcome {
-            nodes: scenario.nodes.clone(),
-            topology_keys: (scenario.flavors.iter())
-                .filter_map(|f| Some((f.name.clone(), f.topology_key.clone()?)))
-                .collect(),
-            waits: waits.finish(end),
-        }),
-        fairness,
+}
+
+/// What follows each workload's life besides its [`Book`], when the run
+/// has it: idle-GPU reclaim and start-time estimates.
+struct Watchers {
+    idle: Option<Reclaimer>,
+    forecast: Option<Forecaster>,
+}
+
+impl Watchers {
+    /// Idle-GPU reclaim when the run reclaims and the scenario has it;
+    /// estimates when asked for, in the run reported (`reclaim`), not in
+    /// the comparison run.
+    fn new(
+        scenario: &Scenario,
+        opts: &SimOptions,
+        reclaim: bool,
+        idle_interval: Millis,
+        records: &[WorkloadRecord],
+    ) -> Self {
+        Watchers {
+            idle: reclaim
+                .then(|| Reclaimer::new(scenario, idle_interval, opts.requeue_limit))
+                .flatten(),
+            forecast: (opts.forecast && reclaim).then(|| Forecaster::new(&scenario.workloads, records)),
+        }
+    }
+
+    fn arrived(&mut self, i: usize) {
+        if let Some(f) = self.forecast.as_mut() {
+            f.arrived(i);
+        }
+    }
+
+    fn admitted(&mut self, i: usize, w: &TraceWorkload, cluster_queue: &Arc<str>, t: Millis, starts_at: Millis) {
+        if let Some(idle) = self.idle.as_mut() {
+            idle.admitted(i, w, cluster_queue, t);
+        }
+        if let Some(f) = self.forecast.as_mut() {
+            f.admitted(i, t, starts_at);
+        }
+    }
+
+    fn finished(&mut self, i: usize, t: Millis, started: Option<Millis>) {
+        if let (Some(f), Some(started)) = (self.forecast.as_mut(), started) {
+            f.finished(i, t - started);
+        }
+        if let Some(idle) = self.idle.as_mut() {
+            idle.released(i);
+        }
+    }
+
+    fn evicting(&mut self, i: usize, free_at: Millis) {
+        if let Some(idle) = self.idle.as_mut() {
+            idle.released(i);
+        }
+        if let Some(f) = self.forecast.as_mut() {
+            f.evicting(i, free_at);
+        }
+    }
+
+    fn is_deactivated(&self, i: usize) -> bool {
+        self.idle.as_ref().is_some_and(|d| d.is_deactivated(i))
+    }
+
+    fn after_cycle(&mut self, engine: &Engine, t: Millis) {
+        if let Some(f) = self.forecast.as_mut() {
+            f.after_cycle(engine, t);
+        }
+    }
+}
+
+/// Idle-GPU reclaim's check, when one is due by `next`: evicts what it
+/// reclaims, at the check's instant, which it returns.
+fn check_idle(
+    next: Millis,
+    scenario: &Scenario,
+    engine: &mut Engine,
+    book: &mut Book,
+    agenda: &mut Agenda,
+    watchers: &mut Watchers,
+) -> Result<Option<Millis>> {
+    let Some(t) = watchers.idle.as_ref().and_then(Reclaimer::due).filter(|&c| c <= next) else {
+        return Ok(None);
+    };
+    let reclaimed = (watchers.idle.as_mut())
+        .map(|d| d.check(t, engine, &scenario.workloads, &book.records))
+        .unwrap_or_default();
+    for i in reclaimed {
+        engine
+            .evict(&uid_of(i))
+            .with_context(|| format!("engine refused to evict idle {}", scenario.workloads[i].name))?;
+        begin_eviction(i, RunEnd::IdleReclaimed, t, book, agenda, watchers);
+    }
+    Ok(Some(t))
+}
+
+/// What the events of one instant asked for.
+struct Due {
+    need_cycle: bool,
+    /// Every event was a leftover of a deactivated workload (or none came).
+    left_over: bool,
+}
+
+/// Applies every event due by `t`, each if it still applies to its
+/// workload.
+fn apply_events(
+    t: Millis,
+    scenario: &Scenario,
+    engine: &mut Engine,
+    book: &mut Book,
+    agenda: &mut Agenda,
+    watchers: &mut Watchers,
+) -> Result<Due> {
+    let mut due = Due {
+        need_cycle: false,
+        left_over: true,
+    };
+    while let Some(ev) = agenda.events.pop_due(t) {
+        due.left_over &= matches!(ev, Event::Start(i, _) | Event::Finish(i, _) if book.records[i].deactivated);
+        due.need_cycle |= match ev {
+            Event::Arrive(i) => arrive(i, t, &scenario.workloads[i], engine, book, watchers),
+            Event::Start(i, e) if book.is_current(i, e, State::Admitted) => {
+                book.started(i, t);
+                agenda
+                    .events
+                    .push(t + scenario.workloads[i].duration, Event::Finish(i, e));
+                false
+            }
+            Event::Finish(i, e) if book.is_current(i, e, State::Admitted) => {
+                finish(i, t, &scenario.workloads[i], engine, book, watchers)?;
+                true
+            }
+            Event::EvictionDone(i, e) if book.is_current(i, e, State::Evicting) => {
+                eviction_done(i, t, &scenario.workloads[i], engine, book, watchers)?;
+                true
+            }
+            Event::Wakeup => {
+                agenda.wakeups.remove(&t);
+                true
+            }
+            Event::Start(..) | Event::Finish(..) | Event::EvictionDone(..) => false,
+        };
+    }
+    Ok(due)
+}
+
+/// `w` (workload `i`) arrives at `t`: pending in its queue, or rejected
+/// by the engine. Returns whether it is pending.
+fn arrive(
+    i: usize,
+    t: Millis,
+    w: &TraceWorkload,
+    engine: &mut Engine,
+    book: &mut Book,
+    watchers: &mut Watchers,
+) -> bool {
+    match engine.add_workload(workload_spec(i, w)) {
+        Ok(()) => {
+            book.pending(i, t);
+            watchers.arrived(i);
+            true
+        }
+        Err(e) => {
+            book.rejected(i, e.to_string());
+            false
+        }
+    }
+}
+
+/// The engine's workload for trace workload `i`.
+fn workload_spec(i: usize, w: &TraceWorkload) -> WorkloadSpec {
+    WorkloadSpec {
+        uid: uid_of(i),
+        name: w.name.clone(),
+        local_queue: w.local_queue.clone(),
+        priority: w.priority,
+        queue_order_time: w.arrival,
+        pod_sets: (w.pod_sets.iter())
+            .map(|ps| PodSetSpec {
+                name: ps.name.clone(),
+                count: ps.count,
+                requests: ps.requests.clone(),
+                require_single_domain: w.require_single_domain.contains(&ps.name),
+                min_count: w.min_counts.get(&ps.name).copied(),
+                ..PodSetSpec::default()
+            })
+            .collect(),
+    }
+}
+
+/// `w` (workload `i`) ran its duration: done, its quota free.
+fn finish(
+    i: usize,
+    t: Millis,
+    w: &TraceWorkload,
+    engine: &mut Engine,
+    book: &mut Book,
+    watchers: &mut Watchers,
+) -> Result<()> {
+    engine
+        .finish(&uid_of(i))
+        .with_context(|| format!("engine refused to finish {}", w.name))?;
+    let started = book.finished(i, t);
+    watchers.finished(i, t, started);
+    Ok(())
+}
+
+/// `w`'s (workload `i`'s) pods are gone: its quota is free, and it is
+/// pending again, or out of the queue for good when idle reclaim
+/// deactivated it.
+fn eviction_done(
+    i: usize,
+    t: Millis,
+    w: &TraceWorkload,
+    engine: &mut Engine,
+    book: &mut Book,
+    watchers: &Watchers,
+) -> Result<()> {
+    if watchers.is_deactivated(i) {
+        engine
+            .remove_workload(&uid_of(i))
+            .with_context(|| format!("engine refused to remove {}", w.name))?;
+        book.deactivated(i);
+    } else {
+        engine
+            .eviction_complete(&uid_of(i), t)
+            .with_context(|| format!("engine refused eviction of {}", w.name))?;
+        book.requeued(i, t);
+    }
+    Ok(())
+}
+
+/// One scheduling cycle at `t`, and its decisions carried out: admissions
+/// (their pods start once the write is through), evictions begun, new
+/// reasons for waiting, the next wakeup.
+fn run_cycle(
+    t: Millis,
+    scenario: &Scenario,
+    engine: &mut Engine,
+    book: &mut Book,
+    agenda: &mut Agenda,
+    watchers: &mut Watchers,
+) -> Result<()> {
+    let cycle = engine.schedule(t);
+    for a in &cycle.admitted {
+        admit(a, t, scenario, book, agenda, watchers)?;
+    }
+    let victims = (cycle.preempted.iter())
+        .map(|p| (&p.victim, RunEnd::Preempted))
+        .chain(cycle.evicted.iter().map(|e| (&e.uid, RunEnd::Evicted)));
+    for (uid, why) in victims {
+        let Some(i) = index_of(uid) else { continue };
+        if book.is_admitted(i) {
+            begin_eviction(i, why, t, book, agenda, watchers);
+        }
+    }
+    book.explained(&cycle.pending_changed, t);
+    watchers.after_cycle(engine, t);
+    agenda.wake_at(cycle.next_wakeup, t);
+    Ok(())
+}
+
+/// Admission `a` at `t`: its quota counted in its queue, one write, after
+/// which its pods start.
+fn admit(
+    a: &Admission,
+    t: Millis,
+    scenario: &Scenario,
+    book: &mut Book,
+    agenda: &mut Agenda,
+    watchers: &mut Watchers,
+) -> Result<()> {
+    let Some(i) = index_of(&a.uid) else { return Ok(()) };
+    let epoch = book.admitted(i, t, a)?;
+    let starts_at = agenda.limiter.acquire(t);
+    watchers.admitted(i, &scenario.workloads[i], &a.cluster_queue, t, starts_at);
+    agenda.events.push(starts_at, Event::Start(i, epoch));
+    Ok(())
+}
+
+/// Ends workload `i`'s run at `t` (`why`): one eviction write, then its
+/// pods take the eviction delay to go, then its quota is free.
+fn begin_eviction(i: usize, why: RunEnd, t: Millis, book: &mut Book, agenda: &mut Agenda, watchers: &mut Watchers) {
+    let epoch = book.evicting(i, why, t);
+    let free_at = agenda.eviction(i, epoch, t);
+    watchers.evicting(i, free_at);
+}
+
+fn idle_outcome(scenario: &Scenario, reclaim: bool, interval: Millis, idle: Option<Reclaimer>) -> Option<IdleOutcome> {
+    let followed = !scenario.idle_reclaim.is_empty() || scenario.workloads.iter().any(|w| w.utilization.is_some());
+    (reclaim && followed).then(|| IdleOutcome {
+        interval,
+        policies: scenario.idle_reclaim.clone(),
+        events: idle.map(Reclaimer::into_events).unwrap_or_default(),
+        baseline_waits: None,
     })
 }
 
-fn release(queues: &mut [QueueState], held: &mut Vec<(usize, usize, i64)>, touched: &mut BTreeSet<usize>) {
-    for (q, slot, amount) in held.drain(..) {
-        queues[q].used[slot] -= amount;
-        touched.insert(q);
-    }
+fn placement_outcome(scenario: &Scenario, waits: WaitClock, end: Millis) -> Option<PlacementOutcome> {
+    (!scenario.nodes.is_empty()).then(|| PlacementOutcome {
+        nodes: scenario.nodes.clone(),
+        topology_keys: (scenario.flavors.iter())
+            .filter_map(|f| Some((f.name.clone(), f.topology_key.clone()?)))
+            .collect(),
+        waits: waits.finish(end),
+    })
 }
 
 /// The Cohorts' own quota, per flavor and resource.

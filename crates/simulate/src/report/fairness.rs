@@ -178,76 +178,9 @@ pub fn build(f: &FairnessOutcome, r: &SimResult) -> FairnessReport {
     let mut trees = Vec::new();
     let mut out: Vec<(usize, FairQueue)> = Vec::new();
     for root in roots {
-        let members: Vec<(usize, &QueueShares)> = (f.queues.iter().enumerate())
-            .filter_map(|(i, s)| Some((i, s.as_ref().filter(|s| s.root == root)?)))
-            .collect();
-        let mut resources: Vec<&str> = (members.iter())
-            .flat_map(|&(i, _)| r.queues[i].slots.iter().map(|s| s.resource.as_str()))
-            .collect();
-        resources.sort_by(|a, b| resource_order(a, b));
-        let resource = resources.first().copied().unwrap_or_default().to_string();
-        let key = Key {
-            resource: resource.clone(),
-            flavor: None,
-        };
-        let used: Vec<f64> = (members.iter())
-            .map(|&(i, _)| {
-                Usage::of(&r.queues[i], r.end)
-                    .by_resource
-                    .get(&key)
-                    .map_or(0.0, |u| u.used)
-            })
-            .collect();
-        let total: f64 = used.iter().sum();
-        let workloads: Vec<u64> = (members.iter())
-            .map(|&(i, _)| demand.get(r.queues[i].name.as_str()).copied().unwrap_or(0))
-            .collect();
-        let weight_of = |s: &QueueShares| s.weight.0 as f64 / 1000.0;
-        let counted: Vec<usize> = (0..members.len())
-            .filter(|&m| workloads[m] > 0 && weight_of(members[m].1) > 0.0)
-            .collect();
-        let series: Vec<&QueueSeries> = counted.iter().map(|&m| &r.queues[members[m].0]).collect();
-        let (busy, contended_ms) = contended(&series, &resource, r.end);
-        let busy_use = |m: usize| {
-            let c = counted.iter().position(|&x| x == m)?;
-            (contended_ms > 0).then(|| busy[c] / contended_ms as f64 / 1000.0)
-        };
-        let mut x = Vec::new();
-        let mut busy_x = Vec::new();
-        for (m, (&(i, shares), used)) in members.iter().zip(used).enumerate() {
-            let q = &r.queues[i];
-            let mean_use = used / r.end.max(1) as f64 / 1000.0;
-            let weight = weight_of(shares);
-            if counted.contains(&m) {
-                x.push(mean_use / weight);
-                busy_x.extend(busy_use(m).map(|u| u / weight));
-            }
-            let (mean_share, max_share) = mean_and_max(shares, r.end);
-            out.push((
-                i,
-                FairQueue {
-                    name: q.name.clone(),
-                    cohort: q.cohort.clone().unwrap_or_default(),
-                    root: root.to_string(),
-                    weight,
-                    workloads: workloads[m],
-                    mean_share,
-                    max_share,
-                    mean_use,
-                    time_share: (total > 0.0).then(|| used / total),
-                    contended_mean_use: busy_use(m),
-                },
-            ));
-        }
-        trees.push(FairTree {
-            root: root.to_string(),
-            resource,
-            queues: members.len() as u64,
-            counted: x.len() as u64,
-            jain_index: jain_index(&x),
-            contended_ms,
-            contended_jain_index: jain_index(&busy_x),
-        });
+        let (tree, queues) = tree_figures(root, f, r, &demand);
+        trees.push(tree);
+        out.extend(queues);
     }
     out.sort_by_key(|(i, _)| *i);
     FairnessReport {
@@ -255,6 +188,96 @@ pub fn build(f: &FairnessOutcome, r: &SimResult) -> FairnessReport {
         trees,
         cluster_queues: out.into_iter().map(|(_, q)| q).collect(),
     }
+}
+
+/// One cohort tree (`root`): each member queue's figures (with its index
+/// among the run's queues), and the tree's fairness over the queues that
+/// count (some workloads, a positive weight).
+fn tree_figures(
+    root: &str,
+    f: &FairnessOutcome,
+    r: &SimResult,
+    demand: &BTreeMap<&str, u64>,
+) -> (FairTree, Vec<(usize, FairQueue)>) {
+    let members: Vec<(usize, &QueueShares)> = (f.queues.iter().enumerate())
+        .filter_map(|(i, s)| Some((i, s.as_ref().filter(|s| s.root == root)?)))
+        .collect();
+    let resource = tree_resource(r, &members);
+    let used = members_use(r, &members, &resource);
+    let total: f64 = used.iter().sum();
+    let workloads: Vec<u64> = (members.iter())
+        .map(|&(i, _)| demand.get(r.queues[i].name.as_str()).copied().unwrap_or(0))
+        .collect();
+    let weight_of = |s: &QueueShares| s.weight.0 as f64 / 1000.0;
+    let counted: Vec<usize> = (0..members.len())
+        .filter(|&m| workloads[m] > 0 && weight_of(members[m].1) > 0.0)
+        .collect();
+    let series: Vec<&QueueSeries> = counted.iter().map(|&m| &r.queues[members[m].0]).collect();
+    let (busy, contended_ms) = contended(&series, &resource, r.end);
+    let busy_use = |m: usize| {
+        let c = counted.iter().position(|&x| x == m)?;
+        (contended_ms > 0).then(|| busy[c] / contended_ms as f64 / 1000.0)
+    };
+    let queues: Vec<(usize, FairQueue)> = (members.iter().zip(used).enumerate())
+        .map(|(m, (&(i, shares), used))| {
+            let q = &r.queues[i];
+            let (mean_share, max_share) = mean_and_max(shares, r.end);
+            let queue = FairQueue {
+                name: q.name.clone(),
+                cohort: q.cohort.clone().unwrap_or_default(),
+                root: root.to_string(),
+                weight: weight_of(shares),
+                workloads: workloads[m],
+                mean_share,
+                max_share,
+                mean_use: used / r.end.max(1) as f64 / 1000.0,
+                time_share: (total > 0.0).then(|| used / total),
+                contended_mean_use: busy_use(m),
+            };
+            (i, queue)
+        })
+        .collect();
+    let counted_queues = counted.iter().map(|&m| &queues[m].1);
+    let x: Vec<f64> = counted_queues.clone().map(|q| q.mean_use / q.weight).collect();
+    let busy_x: Vec<f64> = counted_queues
+        .filter_map(|q| q.contended_mean_use.map(|u| u / q.weight))
+        .collect();
+    let tree = FairTree {
+        root: root.to_string(),
+        resource,
+        queues: members.len() as u64,
+        counted: x.len() as u64,
+        jain_index: jain_index(&x),
+        contended_ms,
+        contended_jain_index: jain_index(&busy_x),
+    };
+    (tree, queues)
+}
+
+/// The resource a tree's fairness is measured in: the first its queues
+/// have, in report order (GPUs first).
+fn tree_resource(r: &SimResult, members: &[(usize, &QueueShares)]) -> String {
+    let mut resources: Vec<&str> = (members.iter())
+        .flat_map(|&(i, _)| r.queues[i].slots.iter().map(|s| s.resource.as_str()))
+        .collect();
+    resources.sort_by(|a, b| resource_order(a, b));
+    resources.first().copied().unwrap_or_default().to_string()
+}
+
+/// Each member queue's use of `resource` over the run (integral).
+fn members_use(r: &SimResult, members: &[(usize, &QueueShares)], resource: &str) -> Vec<f64> {
+    let key = Key {
+        resource: resource.to_string(),
+        flavor: None,
+    };
+    (members.iter())
+        .map(|&(i, _)| {
+            Usage::of(&r.queues[i], r.end)
+                .by_resource
+                .get(&key)
+                .map_or(0.0, |u| u.used)
+        })
+        .collect()
 }
 
 /// A share for people: a whole number, or ∞.

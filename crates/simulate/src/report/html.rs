@@ -18,7 +18,7 @@ use crate::sim::SimResult;
 use crate::units::format_duration;
 use charts::{depth_chart, short_label, utilisation_charts, wait_chart};
 use gantt::gantt;
-use plot::time_unit;
+use plot::{TimeUnit, time_unit};
 
 /// Line colours, one per queue (repeating past ten).
 const PALETTE: [&str; 10] = [
@@ -46,109 +46,12 @@ pub fn render(report: &Report, r: &SimResult) -> String {
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Sluice simulation — {}</title><style>{CSS}</style></head><body><main>"#,
         esc(&report.scenario)
     );
-    let _ = write!(
-        out,
-        r#"<h1>Sluice simulation <span class="muted">— {}</span></h1><p class="sub">{} workloads in {} cluster queues over {} of virtual time · {} scheduling cycles · {} API writes{} · eviction delay {}</p>"#,
-        esc(&report.scenario),
-        report.totals.workloads,
-        report.cluster_queues.len(),
-        format_duration(report.makespan_ms),
-        report.cycles,
-        report.api_writes.count,
-        match report.options.api_qps {
-            Some(q) => format!(
-                " at {q} qps (mean delay {})",
-                format_duration(report.api_writes.mean_delay_ms.round() as i64)
-            ),
-            None => " (unthrottled)".into(),
-        },
-        format_duration(report.options.eviction_delay_ms)
-    );
-
-    let t = &report.totals;
-    let primary = t.resources.first();
-    out.push_str(r#"<div class="kpis">"#);
-    let kpi = |out: &mut String, value: String, label: &str| {
-        let _ = write!(
-            out,
-            r#"<div class="kpi"><b>{}</b><span>{}</span></div>"#,
-            esc(&value),
-            esc(label)
-        );
-    };
-    kpi(&mut out, format!("{}/{}", t.admitted, t.workloads), "admitted");
-    kpi(&mut out, t.finished.to_string(), "finished");
-    kpi(&mut out, t.preemptions.to_string(), "preemptions");
-    kpi(
-        &mut out,
-        if t.wait.count > 0 {
-            format_duration(t.wait.p50_ms)
-        } else {
-            "—".into()
-        },
-        "median wait",
-    );
-    kpi(
-        &mut out,
-        if t.wait.count > 0 {
-            format_duration(t.wait.p95_ms)
-        } else {
-            "—".into()
-        },
-        "p95 wait",
-    );
-    kpi(
-        &mut out,
-        primary
-            .and_then(|p| p.utilisation)
-            .map_or("—".into(), |u| format!("{:.0}%", u * 100.0)),
-        &format!("{} utilisation", primary.map_or("quota", |p| short_label(&p.resource))),
-    );
-    out.push_str("</div>");
-
+    heading(&mut out, report);
+    kpis(&mut out, &report.totals);
     // A hatch pattern shared by every chart.
     out.push_str(r##"<svg width="0" height="0" style="position:absolute"><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff" fill-opacity="0.2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#6b7280" stroke-width="2.2"/></pattern></defs></svg>"##);
-
-    out.push_str(r#"<h2>Quota in use per cluster queue</h2><p class="lede">Quota reserved by admitted workloads over time, against each queue's nominal quota. Use above the dashed line is borrowed from other queues of the cohort.</p>"#);
-    utilisation_charts(&mut out, r, unit);
-
-    out.push_str(r#"<h2>Queue depth</h2><p class="lede">Workloads waiting for admission in each cluster queue (including preempted workloads waiting to run again).</p>"#);
-    depth_chart(&mut out, r, unit);
-
-    out.push_str(r#"<h2>Time to admission per workload class</h2><p class="lede">Share of each class admitted within a given wait, from arrival to the admission write of its latest admission.</p>"#);
-    wait_chart(&mut out, r, report);
-
-    out.push_str(r#"<h2>The largest gangs</h2><p class="lede">Each lane is one of the largest workloads, admitted whole or not at all: grey while waiting, coloured while running.</p>"#);
-    gantt(&mut out, r, unit);
-
-    let resources = Column::all(t);
-    let by_cohort = report.cluster_queues.len() > 40 && !report.cohorts.is_empty();
-    let _ = write!(
-        out,
-        r#"<h2>{}</h2><p class="lede">Utilisation is mean use ÷ nominal quota over the run (above 100% means borrowing); borrowed is the share of use above nominal.{}</p>"#,
-        if by_cohort { "Cohorts" } else { "Cluster queues" },
-        if by_cohort {
-            format!(
-                " {} cluster queues are grouped by cohort here; per-queue figures are in the JSON output.",
-                report.cluster_queues.len()
-            )
-        } else {
-            String::new()
-        }
-    );
-    table(
-        &mut out,
-        if by_cohort { "cohort" } else { "cluster queue" },
-        if by_cohort {
-            &report.cohorts
-        } else {
-            &report.cluster_queues
-        },
-        Some(&report.totals),
-        &resources,
-    );
-    out.push_str(r#"<h2>Workload classes</h2>"#);
-    table(&mut out, "class", &report.classes, None, &[]);
+    charts(&mut out, report, r, unit);
+    tables(&mut out, report);
     if let Some(x) = &report.placement {
         placement::section(&mut out, x);
     }
@@ -168,6 +71,106 @@ pub fn render(report: &Report, r: &SimResult) -> String {
         r#"<footer>Generated by <code>sluice simulate</code>. The same figures are available with <code>--json</code> (see docs/simulate.md).</footer></main></body></html>"#
     );
     out
+}
+
+/// The title and what was run: size, virtual time, cycles, API writes,
+/// eviction delay.
+fn heading(out: &mut String, report: &Report) {
+    let _ = write!(
+        out,
+        r#"<h1>Sluice simulation <span class="muted">— {}</span></h1><p class="sub">{} workloads in {} cluster queues over {} of virtual time · {} scheduling cycles · {} API writes{} · eviction delay {}</p>"#,
+        esc(&report.scenario),
+        report.totals.workloads,
+        report.cluster_queues.len(),
+        format_duration(report.makespan_ms),
+        report.cycles,
+        report.api_writes.count,
+        match report.options.api_qps {
+            Some(q) => format!(
+                " at {q} qps (mean delay {})",
+                format_duration(report.api_writes.mean_delay_ms.round() as i64)
+            ),
+            None => " (unthrottled)".into(),
+        },
+        format_duration(report.options.eviction_delay_ms)
+    );
+}
+
+/// The headline figures of the whole cluster, one box each.
+fn kpis(out: &mut String, t: &Group) {
+    let primary = t.resources.first();
+    let wait = |ms: i64| {
+        if t.wait.count > 0 {
+            format_duration(ms)
+        } else {
+            "—".into()
+        }
+    };
+    let utilisation = primary
+        .and_then(|p| p.utilisation)
+        .map_or("—".into(), |u| format!("{:.0}%", u * 100.0));
+    let utilisation_label = format!("{} utilisation", primary.map_or("quota", |p| short_label(&p.resource)));
+    let figures = [
+        (format!("{}/{}", t.admitted, t.workloads), "admitted"),
+        (t.finished.to_string(), "finished"),
+        (t.preemptions.to_string(), "preemptions"),
+        (wait(t.wait.p50_ms), "median wait"),
+        (wait(t.wait.p95_ms), "p95 wait"),
+        (utilisation, utilisation_label.as_str()),
+    ];
+    out.push_str(r#"<div class="kpis">"#);
+    for (value, label) in figures {
+        let _ = write!(
+            out,
+            r#"<div class="kpi"><b>{}</b><span>{}</span></div>"#,
+            esc(&value),
+            esc(label)
+        );
+    }
+    out.push_str("</div>");
+}
+
+/// Quota in use, queue depth, time to admission, the largest gangs.
+fn charts(out: &mut String, report: &Report, r: &SimResult, unit: TimeUnit) {
+    out.push_str(r#"<h2>Quota in use per cluster queue</h2><p class="lede">Quota reserved by admitted workloads over time, against each queue's nominal quota. Use above the dashed line is borrowed from other queues of the cohort.</p>"#);
+    utilisation_charts(out, r, unit);
+
+    out.push_str(r#"<h2>Queue depth</h2><p class="lede">Workloads waiting for admission in each cluster queue (including preempted workloads waiting to run again).</p>"#);
+    depth_chart(out, r, unit);
+
+    out.push_str(r#"<h2>Time to admission per workload class</h2><p class="lede">Share of each class admitted within a given wait, from arrival to the admission write of its latest admission.</p>"#);
+    wait_chart(out, r, report);
+
+    out.push_str(r#"<h2>The largest gangs</h2><p class="lede">Each lane is one of the largest workloads, admitted whole or not at all: grey while waiting, coloured while running.</p>"#);
+    gantt(out, r, unit);
+}
+
+/// The queue table (by cohort when there are many queues) and the class
+/// table.
+fn tables(out: &mut String, report: &Report) {
+    let resources = Column::all(&report.totals);
+    let by_cohort = report.cluster_queues.len() > 40 && !report.cohorts.is_empty();
+    let _ = write!(
+        out,
+        r#"<h2>{}</h2><p class="lede">Utilisation is mean use ÷ nominal quota over the run (above 100% means borrowing); borrowed is the share of use above nominal.{}</p>"#,
+        if by_cohort { "Cohorts" } else { "Cluster queues" },
+        if by_cohort {
+            format!(
+                " {} cluster queues are grouped by cohort here; per-queue figures are in the JSON output.",
+                report.cluster_queues.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+    let (first, groups) = if by_cohort {
+        ("cohort", &report.cohorts)
+    } else {
+        ("cluster queue", &report.cluster_queues)
+    };
+    table(out, first, groups, Some(&report.totals), &resources);
+    out.push_str(r#"<h2>Workload classes</h2>"#);
+    table(out, "class", &report.classes, None, &[]);
 }
 
 /// The workloads never admitted, with the engine's reason for each.

@@ -23,7 +23,7 @@ use sluice_api::v1alpha1::{IdleAction, IdlePolicy};
 
 use super::nearest_rank;
 use super::table::Table;
-use crate::idle::IdleOutcome;
+use crate::idle::{IdleEvent, IdleOutcome};
 use crate::sim::{RunEnd, SimResult};
 use crate::trace::TraceWorkload;
 use crate::units::{Millis, format_duration};
@@ -162,8 +162,45 @@ impl IdleReport {
 
 /// The section's figures from a run.
 pub fn build(o: &IdleOutcome, r: &SimResult) -> IdleReport {
-    let mut queues: BTreeMap<&str, IdleQueue> = BTreeMap::new();
+    let mut queues = idle_hours(o, r);
     let mut reclaimed_ids = vec![false; r.workloads.len()];
+    let mut events = Vec::with_capacity(o.events.len());
+    for e in &o.events {
+        let hours = count_event(e, r, queues.entry(&e.cluster_queue).or_default());
+        if e.action != IdleAction::Warn {
+            reclaimed_ids[e.workload] = true;
+        }
+        events.push(IdleEventOut {
+            workload: r.workloads[e.workload].name.clone(),
+            cluster_queue: e.cluster_queue.to_string(),
+            at_ms: e.at,
+            action: e.action.as_str(),
+            waiter: e.waiter.map(|i| r.workloads[i].name.clone()),
+            mean_percent: e.mean_percent,
+            over_requeue_limit: e.over_requeue_limit,
+            gpu_hours_reclaimed: hours,
+        });
+    }
+    let cluster_queues = in_file_order(o, r, queues);
+    let sum = |f: fn(&IdleQueue) -> f64| cluster_queues.iter().map(f).sum::<f64>();
+    let count = |f: fn(&IdleQueue) -> u64| cluster_queues.iter().map(f).sum::<u64>();
+    IdleReport {
+        interval_ms: o.interval,
+        gpu_hours_idle: sum(|q| q.gpu_hours_idle),
+        gpu_hours_reclaimed: sum(|q| q.gpu_hours_reclaimed),
+        warnings: count(|q| q.warnings),
+        evictions: count(|q| q.evictions),
+        deactivations: count(|q| q.deactivations),
+        wait_saved: o.baseline_waits.as_ref().map(|b| wait_saved(r, b, &reclaimed_ids)),
+        cluster_queues,
+        events,
+    }
+}
+
+/// Per ClusterQueue, the GPU hours its workloads' runs spent below its
+/// idle threshold (only queues with some).
+fn idle_hours<'a>(o: &'a IdleOutcome, r: &'a SimResult) -> BTreeMap<&'a str, IdleQueue> {
+    let mut queues: BTreeMap<&str, IdleQueue> = BTreeMap::new();
     for (w, rec) in r.workloads.iter().zip(&r.records) {
         let Some(profile) = &w.utilization else { continue };
         let below = o
@@ -182,47 +219,40 @@ pub fn build(o: &IdleOutcome, r: &SimResult) -> IdleReport {
             queues.entry(&rec.cluster_queue).or_default().gpu_hours_idle += gpus(w) * idle_ms as f64 / MS_PER_HOUR;
         }
     }
-    let mut events = Vec::with_capacity(o.events.len());
-    for e in &o.events {
-        let (w, rec) = (&r.workloads[e.workload], &r.records[e.workload]);
-        let q = queues.entry(&e.cluster_queue).or_default();
-        let mut hours = 0.0;
-        match e.action {
-            IdleAction::Warn => q.warnings += 1,
-            IdleAction::Evict | IdleAction::Deactivate => {
-                if e.action == IdleAction::Evict {
-                    q.evictions += 1;
-                } else {
-                    q.deactivations += 1;
-                }
-                reclaimed_ids[e.workload] = true;
-                // The run it cut short, and when that run would have ended.
-                let start = rec
-                    .runs
-                    .iter()
-                    .find(|run| run.end == RunEnd::IdleReclaimed && run.ended_at == Some(e.at))
-                    .and_then(|run| run.started_at);
-                if let Some(start) = start {
-                    hours = gpus(w) * (start + w.duration - e.at).max(0) as f64 / MS_PER_HOUR;
-                }
-                q.gpu_hours_reclaimed += hours;
+    queues
+}
+
+/// Counts idle event `e` in its queue `q`; returns the GPU hours it
+/// reclaimed: what was left of the run it cut short.
+fn count_event(e: &IdleEvent, r: &SimResult, q: &mut IdleQueue) -> f64 {
+    let (w, rec) = (&r.workloads[e.workload], &r.records[e.workload]);
+    let mut hours = 0.0;
+    match e.action {
+        IdleAction::Warn => q.warnings += 1,
+        IdleAction::Evict | IdleAction::Deactivate => {
+            if e.action == IdleAction::Evict {
+                q.evictions += 1;
+            } else {
+                q.deactivations += 1;
             }
+            // The run it cut short, and when that run would have ended.
+            let start = rec
+                .runs
+                .iter()
+                .find(|run| run.end == RunEnd::IdleReclaimed && run.ended_at == Some(e.at))
+                .and_then(|run| run.started_at);
+            if let Some(start) = start {
+                hours = gpus(w) * (start + w.duration - e.at).max(0) as f64 / MS_PER_HOUR;
+            }
+            q.gpu_hours_reclaimed += hours;
         }
-        events.push(IdleEventOut {
-            workload: w.name.clone(),
-            cluster_queue: e.cluster_queue.to_string(),
-            at_ms: e.at,
-            action: e.action.as_str(),
-            waiter: e.waiter.map(|i| r.workloads[i].name.clone()),
-            mean_percent: e.mean_percent,
-            over_requeue_limit: e.over_requeue_limit,
-            gpu_hours_reclaimed: hours,
-        });
     }
-    // Queues in file order: those with a policy, and any other with idle GPUs.
-    let cluster_queues: Vec<IdleQueue> = r
-        .queues
-        .iter()
+    hours
+}
+
+/// Queues in file order: those with a policy, and any other with idle GPUs.
+fn in_file_order(o: &IdleOutcome, r: &SimResult, mut queues: BTreeMap<&str, IdleQueue>) -> Vec<IdleQueue> {
+    (r.queues.iter())
         .filter_map(|q| {
             let figures = queues.remove(q.name.as_str());
             let policy = o.policies.get(&q.name);
@@ -235,20 +265,7 @@ pub fn build(o: &IdleOutcome, r: &SimResult) -> IdleReport {
                 ..figures.unwrap_or_default()
             })
         })
-        .collect();
-    let sum = |f: fn(&IdleQueue) -> f64| cluster_queues.iter().map(f).sum::<f64>();
-    let count = |f: fn(&IdleQueue) -> u64| cluster_queues.iter().map(f).sum::<u64>();
-    IdleReport {
-        interval_ms: o.interval,
-        gpu_hours_idle: sum(|q| q.gpu_hours_idle),
-        gpu_hours_reclaimed: sum(|q| q.gpu_hours_reclaimed),
-        warnings: count(|q| q.warnings),
-        evictions: count(|q| q.evictions),
-        deactivations: count(|q| q.deactivations),
-        wait_saved: o.baseline_waits.as_ref().map(|b| wait_saved(r, b, &reclaimed_ids)),
-        cluster_queues,
-        events,
-    }
+        .collect()
 }
 
 fn wait_saved(r: &SimResult, baseline: &[Option<Millis>], reclaimed: &[bool]) -> WaitSaved {

@@ -409,76 +409,19 @@ impl Tally {
 }
 
 pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
-    let mut by_queue: BTreeMap<&str, Tally> = BTreeMap::new();
-    let mut by_class: BTreeMap<&str, Tally> = BTreeMap::new();
-    let mut by_cohort: BTreeMap<&str, Tally> = BTreeMap::new();
-    let mut total = Tally::default();
-    let mut cohort_of: BTreeMap<&str, &str> = BTreeMap::new();
-    for q in &r.queues {
-        by_queue.entry(q.name.as_str()).or_default();
-        if let Some(c) = &q.cohort {
-            cohort_of.insert(q.name.as_str(), c.as_str());
-            by_cohort.entry(c.as_str()).or_default();
-        }
-    }
-    let mut workloads = Vec::with_capacity(r.workloads.len());
-    for (i, (w, rec)) in r.workloads.iter().zip(&r.records).enumerate() {
-        by_queue.entry(&rec.cluster_queue).or_default();
-        by_class.entry(&w.class).or_default();
-        let mut out = workload_out(w, rec);
-        if let Some(split) = r.placement.as_ref().and_then(|p| p.waits.get(i)) {
-            out.node_wait_ms = Some(split.nodes_ms);
-            out.quota_wait_ms = Some(split.other_ms);
-        }
-        let finished = rec.runs.last().is_some_and(|x| x.end == RunEnd::Finished);
-        let apply = |t: &mut Tally| {
-            t.workloads += 1;
-            if rec.rejected.is_some() {
-                t.rejected += 1;
-            } else if let (Some(wait), Some(first)) = (out.wait_ms, out.wait_to_first_admission_ms) {
-                t.admitted += 1;
-                t.waits.push(wait);
-                t.first_waits.push(first);
-            } else {
-                t.never_admitted += 1;
-            }
-            t.completions.extend(out.completion_ms);
-            t.slowdowns.extend(out.slowdown);
-            t.gpu_hours_lost += out.gpu_hours_lost;
-            t.finished += u64::from(finished);
-            t.preemptions += u64::from(rec.preempted);
-            t.evictions += u64::from(rec.evicted);
-        };
-        apply(by_queue.get_mut(&*rec.cluster_queue).expect("inserted above"));
-        apply(by_class.get_mut(w.class.as_str()).expect("inserted above"));
-        apply(&mut total);
-        if let Some(c) = cohort_of.get(&*rec.cluster_queue) {
-            apply(by_cohort.get_mut(c).expect("inserted above"));
-        }
-        workloads.push(out);
-    }
-
-    let mut all = Usage::default();
-    let mut per_cohort: BTreeMap<&str, Usage> = BTreeMap::new();
-    let mut cluster_queues = Vec::new();
-    for q in &r.queues {
-        let usage = Usage::of(q, r.end);
-        all.add(&usage);
-        if let Some(c) = &q.cohort {
-            per_cohort.entry(c.as_str()).or_default().add(&usage);
-        }
-        let tally = by_queue.remove(q.name.as_str()).unwrap_or_default();
-        cluster_queues.push(tally.into_group(q.name.clone(), q.cohort.clone(), Some((&usage, r.end))));
-    }
-    // A Cohort's own quota is capacity too (what its queues borrow).
-    for q in &r.cohort_quota {
-        all.add_capacity(q);
-        per_cohort.entry(q.cohort.as_str()).or_default().add_capacity(q);
-    }
-    // Cluster and cohort peaks: replay the samples of all their queues in time order.
-    all.set_peaks(r.queues.iter());
-    let cohorts = by_cohort
-        .into_iter()
+    // 1. Each workload's figures, tallied per queue, class and cohort, and
+    //    in total.
+    let (mut tallies, workloads) = Tallies::count(r);
+    // 2. Each queue's quota in use, and the cohorts' and the cluster's.
+    let usages: Vec<Usage> = r.queues.iter().map(|q| Usage::of(q, r.end)).collect();
+    let cluster_queues = (r.queues.iter().zip(&usages))
+        .map(|(q, usage)| {
+            let tally = tallies.by_queue.remove(q.name.as_str()).unwrap_or_default();
+            tally.into_group(q.name.clone(), q.cohort.clone(), Some((usage, r.end)))
+        })
+        .collect();
+    let (all, mut per_cohort) = combined_usage(r, &usages);
+    let cohorts = (tallies.by_cohort.into_iter())
         .map(|(name, t)| {
             let mut usage = per_cohort.remove(name).unwrap_or_default();
             usage.set_peaks(r.queues.iter().filter(|q| q.cohort.as_deref() == Some(name)));
@@ -488,11 +431,11 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
     // Borrowing moves quota between queues, so it is not "borrowed" for the
     // cluster as a whole: report the queues' sum, which says how much work
     // ran on lent quota.
-    let totals = total.into_group("total".into(), None, Some((&all, r.end)));
-    let classes = by_class
-        .into_iter()
+    let totals = tallies.total.into_group("total".into(), None, Some((&all, r.end)));
+    let classes = (tallies.by_class.into_iter())
         .map(|(name, t)| t.into_group(name.to_string(), None, None))
         .collect();
+    // 3. The report, with each optional part's.
     Report {
         format: 2,
         scenario: scenario.to_string(),
@@ -503,37 +446,134 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         },
         makespan_ms: r.end,
         cycles: r.cycles,
-        api_writes: ApiWrites {
-            count: r.api_writes,
-            mean_delay_ms: if r.api_writes == 0 {
-                0.0
-            } else {
-                r.write_delay_total as f64 / r.api_writes as f64
-            },
-            max_delay_ms: r.write_delay_max,
-        },
+        api_writes: api_writes(r),
         totals,
         cluster_queues,
         cohorts,
         classes,
         workloads,
-        pending_at_end: r
-            .workloads
-            .iter()
-            .zip(&r.records)
-            .filter(|(_, rec)| rec.rejected.is_none() && rec.first_start().is_none())
-            .map(|(w, rec)| PendingOut {
-                name: w.name.clone(),
-                class: w.class.clone(),
-                cluster_queue: rec.cluster_queue.to_string(),
-                reason: rec.last_pending.clone(),
-            })
-            .collect(),
+        pending_at_end: pending_at_end(r),
         idle: r.idle.as_ref().map(|o| idle::build(o, r)),
         forecast: forecast::build(r),
         placement: r.placement.as_ref().map(|p| placement::build(p, r)),
         fairness: r.fairness.as_ref().map(|f| fairness::build(f, r)),
     }
+}
+
+/// The tallies of every ClusterQueue, workload class and cohort, and of
+/// the whole cluster.
+struct Tallies<'a> {
+    by_queue: BTreeMap<&'a str, Tally>,
+    by_class: BTreeMap<&'a str, Tally>,
+    by_cohort: BTreeMap<&'a str, Tally>,
+    total: Tally,
+}
+
+impl<'a> Tallies<'a> {
+    /// Each workload's figures, counted in its queue, class, cohort and
+    /// the total (every queue and cohort present, even with no workload).
+    fn count(r: &'a SimResult) -> (Self, Vec<WorkloadOut>) {
+        let mut tallies = Tallies {
+            by_queue: BTreeMap::new(),
+            by_class: BTreeMap::new(),
+            by_cohort: BTreeMap::new(),
+            total: Tally::default(),
+        };
+        let mut cohort_of: BTreeMap<&str, &str> = BTreeMap::new();
+        for q in &r.queues {
+            tallies.by_queue.entry(q.name.as_str()).or_default();
+            if let Some(c) = &q.cohort {
+                cohort_of.insert(q.name.as_str(), c.as_str());
+                tallies.by_cohort.entry(c.as_str()).or_default();
+            }
+        }
+        let mut workloads = Vec::with_capacity(r.workloads.len());
+        for (i, (w, rec)) in r.workloads.iter().zip(&r.records).enumerate() {
+            let mut out = workload_out(w, rec);
+            if let Some(split) = r.placement.as_ref().and_then(|p| p.waits.get(i)) {
+                out.node_wait_ms = Some(split.nodes_ms);
+                out.quota_wait_ms = Some(split.other_ms);
+            }
+            tallies.by_queue.entry(&rec.cluster_queue).or_default().add(rec, &out);
+            tallies.by_class.entry(&w.class).or_default().add(rec, &out);
+            tallies.total.add(rec, &out);
+            if let Some(c) = cohort_of.get(&*rec.cluster_queue) {
+                tallies.by_cohort.get_mut(c).expect("inserted above").add(rec, &out);
+            }
+            workloads.push(out);
+        }
+        (tallies, workloads)
+    }
+}
+
+impl Tally {
+    /// One more workload, `rec` as run, `out` its figures.
+    fn add(&mut self, rec: &WorkloadRecord, out: &WorkloadOut) {
+        self.workloads += 1;
+        if rec.rejected.is_some() {
+            self.rejected += 1;
+        } else if let (Some(wait), Some(first)) = (out.wait_ms, out.wait_to_first_admission_ms) {
+            self.admitted += 1;
+            self.waits.push(wait);
+            self.first_waits.push(first);
+        } else {
+            self.never_admitted += 1;
+        }
+        self.completions.extend(out.completion_ms);
+        self.slowdowns.extend(out.slowdown);
+        self.gpu_hours_lost += out.gpu_hours_lost;
+        let finished = rec.runs.last().is_some_and(|x| x.end == RunEnd::Finished);
+        self.finished += u64::from(finished);
+        self.preemptions += u64::from(rec.preempted);
+        self.evictions += u64::from(rec.evicted);
+    }
+}
+
+/// The cluster's usage (with its peaks) and each cohort's (peaks not yet
+/// set): their queues' usage, plus a Cohort's own quota as capacity (what
+/// its queues borrow).
+fn combined_usage<'a>(r: &'a SimResult, usages: &[Usage]) -> (Usage, BTreeMap<&'a str, Usage>) {
+    let mut all = Usage::default();
+    let mut per_cohort: BTreeMap<&str, Usage> = BTreeMap::new();
+    for (q, usage) in r.queues.iter().zip(usages) {
+        all.add(usage);
+        if let Some(c) = &q.cohort {
+            per_cohort.entry(c.as_str()).or_default().add(usage);
+        }
+    }
+    for q in &r.cohort_quota {
+        all.add_capacity(q);
+        per_cohort.entry(q.cohort.as_str()).or_default().add_capacity(q);
+    }
+    // Cluster and cohort peaks: replay the samples of all their queues in time order.
+    all.set_peaks(r.queues.iter());
+    (all, per_cohort)
+}
+
+fn api_writes(r: &SimResult) -> ApiWrites {
+    ApiWrites {
+        count: r.api_writes,
+        mean_delay_ms: if r.api_writes == 0 {
+            0.0
+        } else {
+            r.write_delay_total as f64 / r.api_writes as f64
+        },
+        max_delay_ms: r.write_delay_max,
+    }
+}
+
+/// The workloads never admitted (not rejected), with the engine's last
+/// reason.
+fn pending_at_end(r: &SimResult) -> Vec<PendingOut> {
+    (r.workloads.iter().zip(&r.records))
+        .filter(|(_, rec)| rec.rejected.is_none() && rec.first_start().is_none())
+        .map(|(w, rec)| PendingOut {
+            name: w.name.clone(),
+            class: w.class.clone(),
+            cluster_queue: rec.cluster_queue.to_string(),
+            reason: rec.last_pending.clone(),
+        })
+        .collect()
 }
 
 /// Largest use of each resource (or (resource, flavor)) at any instant,

@@ -102,6 +102,35 @@ fn waits(g: &Group) -> Vec<String> {
 /// Renders the summary printed after a run.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    headline(r, &mut out);
+    out.push('\n');
+    queue_table(r, &mut out);
+    out.push('\n');
+    class_table(r, &mut out);
+    out.push('\n');
+    flavor_table(r, &mut out);
+    if let Some(p) = &r.placement {
+        super::placement::render_table(p, &mut out);
+    }
+    if let Some(f) = &r.fairness {
+        super::fairness::render_table(f, &mut out);
+    }
+    if let Some(idle) = &r.idle {
+        super::idle::render_table(idle, &mut out);
+    }
+    if let Some(f) = &r.forecast {
+        super::forecast::render_table(f, &mut out);
+    }
+    never_admitted(r, &mut out);
+    out
+}
+
+const COUNT_COLUMNS: [&str; 5] = ["workloads", "admitted", "finished", "preempted", "pending"];
+const WAIT_COLUMNS: [&str; 4] = ["wait mean", "p50", "p95", "max"];
+
+/// What was run: the scenario, its size, virtual time, cycles and API
+/// writes (with their delay when throttled).
+fn headline(r: &Report, out: &mut String) {
     let _ = writeln!(
         out,
         "Simulated {}: {} workloads over {} of virtual time ({} cycles, {} API writes{}).",
@@ -119,12 +148,12 @@ pub fn render(r: &Report) -> String {
             None => String::new(),
         }
     );
-    out.push('\n');
+}
 
+/// A row per ClusterQueue (per cohort when there are too many queues),
+/// then the cluster's totals.
+fn queue_table(r: &Report, out: &mut String) {
     let columns = Column::all(&r.totals);
-    let wait_cols = ["wait mean", "p50", "p95", "max"];
-    let count_cols = ["workloads", "admitted", "finished", "preempted", "pending"];
-
     // Hundreds of queues do not make a readable table: show cohorts then.
     let by_cohort = r.cluster_queues.len() > MAX_QUEUE_ROWS && !r.cohorts.is_empty();
     let (title, first, groups) = if by_cohort {
@@ -146,43 +175,46 @@ pub fn render(r: &Report) -> String {
     };
     out.push_str(&title);
     let mut header: Vec<String> = vec![first.into()];
-    header.extend(count_cols.iter().map(|s| s.to_string()));
-    header.extend(wait_cols.iter().map(|s| s.to_string()));
+    header.extend(COUNT_COLUMNS.iter().map(|s| s.to_string()));
+    header.extend(WAIT_COLUMNS.iter().map(|s| s.to_string()));
     header.extend(columns.iter().map(Column::label));
     header.push("borrowed".into());
     let mut t = Table::new(header);
-    let queue_row = |g: &Group| {
-        let mut row = vec![g.name.clone()];
-        row.extend(counts(g));
-        row.extend(waits(g));
-        for col in &columns {
-            row.push(pct(col.of(g).and_then(|x| x.utilisation)));
-        }
-        // Borrowed share of the first resource the group uses, GPUs first.
-        let borrowed = g
-            .resources
-            .iter()
-            .find(|x| x.borrowed_share.is_some())
-            .and_then(|x| x.borrowed_share);
-        row.push(pct(borrowed));
-        row
-    };
     for g in groups {
-        t.rows.push(queue_row(g));
+        t.rows.push(queue_row(g, &columns));
     }
     t.rule();
-    let mut total = queue_row(&r.totals);
+    let mut total = queue_row(&r.totals, &columns);
     total[0] = "cluster".into();
     let last = total.len() - 1;
     total[last] = "—".into();
     t.rows.push(total);
-    t.render(&mut out);
-    out.push('\n');
+    t.render(out);
+}
 
+/// A queue's (or cohort's) counts, waits, utilisation per column and
+/// borrowed share.
+fn queue_row(g: &Group, columns: &[Column]) -> Vec<String> {
+    let mut row = vec![g.name.clone()];
+    row.extend(counts(g));
+    row.extend(waits(g));
+    for col in columns {
+        row.push(pct(col.of(g).and_then(|x| x.utilisation)));
+    }
+    // Borrowed share of the first resource the group uses, GPUs first.
+    let borrowed = (g.resources.iter())
+        .find(|x| x.borrowed_share.is_some())
+        .and_then(|x| x.borrowed_share);
+    row.push(pct(borrowed));
+    row
+}
+
+/// A row per workload class: counts and waits.
+fn class_table(r: &Report, out: &mut String) {
     out.push_str("Workload classes\n");
     let mut header: Vec<String> = vec!["class".into()];
-    header.extend(count_cols.iter().map(|s| s.to_string()));
-    header.extend(wait_cols.iter().map(|s| s.to_string()));
+    header.extend(COUNT_COLUMNS.iter().map(|s| s.to_string()));
+    header.extend(WAIT_COLUMNS.iter().map(|s| s.to_string()));
     let mut t = Table::new(header);
     for g in &r.classes {
         let mut row = vec![g.name.clone()];
@@ -190,9 +222,11 @@ pub fn render(r: &Report) -> String {
         row.extend(waits(g));
         t.rows.push(row);
     }
-    t.render(&mut out);
+    t.render(out);
+}
 
-    out.push('\n');
+/// A row per resource and flavor: nominal, peak in use, utilisation.
+fn flavor_table(r: &Report, out: &mut String) {
     out.push_str("Cluster capacity per flavor (nominal, peak in use, mean utilisation)\n");
     let mut t = Table::new(vec![
         "resource".into(),
@@ -210,45 +244,36 @@ pub fn render(r: &Report) -> String {
             pct(x.utilisation),
         ]);
     }
-    t.render(&mut out);
-    if let Some(p) = &r.placement {
-        super::placement::render_table(p, &mut out);
-    }
-    if let Some(f) = &r.fairness {
-        super::fairness::render_table(f, &mut out);
-    }
-    if let Some(idle) = &r.idle {
-        super::idle::render_table(idle, &mut out);
-    }
-    if let Some(f) = &r.forecast {
-        super::forecast::render_table(f, &mut out);
-    }
+    t.render(out);
+}
 
-    if !r.pending_at_end.is_empty() {
+/// The workloads never admitted, the first few by name with why.
+fn never_admitted(r: &Report, out: &mut String) {
+    if r.pending_at_end.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} workload{} never admitted (the run ended with nothing left to free quota for them):",
+        r.pending_at_end.len(),
+        if r.pending_at_end.len() == 1 { " was" } else { "s were" }
+    );
+    for p in r.pending_at_end.iter().take(MAX_PENDING_LINES) {
         let _ = writeln!(
             out,
-            "\n{} workload{} never admitted (the run ended with nothing left to free quota for them):",
-            r.pending_at_end.len(),
-            if r.pending_at_end.len() == 1 { " was" } else { "s were" }
+            "  {} ({}): {}",
+            p.name,
+            p.cluster_queue,
+            p.reason.as_deref().unwrap_or("no explanation")
         );
-        for p in r.pending_at_end.iter().take(MAX_PENDING_LINES) {
-            let _ = writeln!(
-                out,
-                "  {} ({}): {}",
-                p.name,
-                p.cluster_queue,
-                p.reason.as_deref().unwrap_or("no explanation")
-            );
-        }
-        if r.pending_at_end.len() > MAX_PENDING_LINES {
-            let _ = writeln!(
-                out,
-                "  … and {} more (all are in --json)",
-                r.pending_at_end.len() - MAX_PENDING_LINES
-            );
-        }
     }
-    out
+    if r.pending_at_end.len() > MAX_PENDING_LINES {
+        let _ = writeln!(
+            out,
+            "  … and {} more (all are in --json)",
+            r.pending_at_end.len() - MAX_PENDING_LINES
+        );
+    }
 }
 
 /// Never-admitted workloads listed by name in the table.

@@ -2,10 +2,11 @@
 //! [`TraceWorkload`]s, with every cross-reference checked.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::ControlFlow;
 
-use super::profile::{self, Utilization};
-use super::{Diagnostic, DocOrigin, TraceDoc};
-use serde_saphyr::Spanned;
+use super::profile::{self, SegmentEntry, Utilization};
+use super::{Diagnostic, DocOrigin, GeneratorEntry, JobEntry, TraceDoc};
+use serde_saphyr::{Location, Spanned};
 
 use crate::units::Millis;
 
@@ -70,304 +71,379 @@ pub fn expand(
     names: &ScenarioNames<'_>,
     origin: DocOrigin<'_>,
 ) -> Result<Vec<TraceWorkload>, Vec<Diagnostic>> {
-    let mut errors = Vec::new();
-    let mut out: Vec<TraceWorkload> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    // gang name (namespaced) → index into `out`
-    let mut gangs: HashMap<String, usize> = HashMap::new();
-    let mut numbering: HashMap<(String, String), u32> = HashMap::new();
-
-    let priority = |pc: &Option<Spanned<String>>, path: String, errors: &mut Vec<Diagnostic>| -> i32 {
-        match pc {
-            None => 0,
-            Some(s) => match names.priority_classes.get(&s.value) {
-                Some(v) => *v,
-                None => {
-                    errors.push(origin.at(
-                        s.referenced,
-                        path,
-                        format!(
-                            "unknown WorkloadPriorityClass {:?}{}",
-                            s.value,
-                            known(names.priority_classes.keys())
-                        ),
-                    ));
-                    0
-                }
-            },
-        }
+    let mut refs = Refs {
+        names,
+        origin,
+        errors: Vec::new(),
     };
-    let min_count = |m: &Option<Spanned<u32>>, pods: u32, path: String, errors: &mut Vec<Diagnostic>| {
+    let mut made = Made::default();
+    for (i, job) in doc.spec.jobs.iter().enumerate() {
+        add_job(i, job, &mut refs, &mut made);
+    }
+    for (g, gen_) in doc.spec.generators.iter().enumerate() {
+        if add_generated(g, gen_, &mut refs, &mut made).is_break() {
+            break;
+        }
+    }
+    if !refs.errors.is_empty() {
+        return Err(refs.errors);
+    }
+    let mut out = made.workloads;
+    out.sort_by(|a, b| a.arrival.cmp(&b.arrival).then_with(|| a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+/// The rest of the scenario as the trace refers to it; a reference to
+/// nothing, or any other mistake, becomes a diagnostic.
+struct Refs<'a> {
+    names: &'a ScenarioNames<'a>,
+    origin: DocOrigin<'a>,
+    errors: Vec<Diagnostic>,
+}
+
+impl Refs<'_> {
+    fn error(&mut self, at: Location, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(self.origin.at(at, path, message));
+    }
+
+    /// The value of a WorkloadPriorityClass; none named: 0.
+    fn priority(&mut self, pc: &Option<Spanned<String>>, path: String) -> i32 {
+        let Some(s) = pc else { return 0 };
+        match self.names.priority_classes.get(&s.value) {
+            Some(v) => *v,
+            None => {
+                let known = known(self.names.priority_classes.keys());
+                self.error(
+                    s.referenced,
+                    path,
+                    format!("unknown WorkloadPriorityClass {:?}{known}", s.value),
+                );
+                0
+            }
+        }
+    }
+
+    /// A pod set's `minCount`, from 1 to its pods.
+    fn min_count(&mut self, m: &Option<Spanned<u32>>, pods: u32, path: String) -> Option<u32> {
         let m = m.as_ref()?;
         if m.value == 0 || m.value > pods {
             let message = format!("minCount must be from 1 to pods ({pods}), got {}", m.value);
-            errors.push(origin.at(m.referenced, path, message));
+            self.error(m.referenced, path, message);
         }
         Some(m.value)
-    };
-    let queue_key = |ns: &str, q: &Spanned<String>, path: String, errors: &mut Vec<Diagnostic>| -> String {
+    }
+
+    /// The key (`namespace/name`) of LocalQueue `q` in `ns`, which must be
+    /// in the scenario.
+    fn queue_key(&mut self, ns: &str, q: &Spanned<String>, path: String) -> String {
         let key = format!("{ns}/{}", q.value);
-        if !names.local_queues.contains(&key) {
-            errors.push(origin.at(
+        if !self.names.local_queues.contains(&key) {
+            let known = known(self.names.local_queues.iter());
+            self.error(
                 q.referenced,
                 path,
-                format!(
-                    "no LocalQueue {key:?} in this scenario{}",
-                    known(names.local_queues.iter())
-                ),
-            ));
+                format!("no LocalQueue {key:?} in this scenario{known}"),
+            );
         }
         key
-    };
+    }
 
-    for (i, job) in doc.spec.jobs.iter().enumerate() {
-        let p = format!("spec.jobs[{i}]");
-        if job.pods == 0 {
-            errors.push(origin.at(job.name.referenced, format!("{p}.pods"), "pods must be at least 1"));
-        }
-        if job.requests.is_empty() {
-            errors.push(origin.at(
-                job.name.referenced,
-                format!("{p}.requests"),
-                "a job must request at least one resource",
-            ));
-        }
-        let local_queue = queue_key(&job.namespace, &job.queue, format!("{p}.queue"), &mut errors);
-        let prio = priority(&job.priority_class, format!("{p}.priorityClass"), &mut errors);
-        let utilization = job
-            .utilization
-            .as_ref()
-            .and_then(|u| profile::read(u, &format!("{p}.utilization"), job.name.referenced, origin, &mut errors));
-        let pod_set = TracePodSet {
-            name: job.name.value.clone(),
-            count: job.pods,
-            requests: job.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
-        };
-        let single_domain: BTreeSet<String> = job.topology.iter().map(|_| pod_set.name.clone()).collect();
-        let min_counts: BTreeMap<String, u32> =
-            min_count(&job.min_count, job.pods, format!("{p}.minCount"), &mut errors)
-                .map(|m| (pod_set.name.clone(), m))
-                .into_iter()
-                .collect();
-        if let Some(gang) = &job.gang {
-            let key = format!("{}/{}", job.namespace, gang.value);
-            if let Some(&idx) = gangs.get(&key) {
-                let w = &mut out[idx];
-                // As the controller does: the gang's Workload is made when
-                // its last Job arrives, at the highest priority among them.
-                w.arrival = w.arrival.max(job.arrival.value.0);
-                w.priority = w.priority.max(prio);
-                if w.local_queue != local_queue {
-                    errors.push(origin.at(
-                        gang.referenced,
-                        format!("{p}.gang"),
-                        format!(
-                            "gang {:?} members must share queue: this job has {local_queue}, an earlier member {}",
-                            gang.value, w.local_queue
-                        ),
-                    ));
-                }
-                if w.pod_sets.iter().any(|ps| ps.name == pod_set.name) {
-                    errors.push(origin.at(
-                        job.name.referenced,
-                        format!("{p}.name"),
-                        format!("job {:?} appears twice in gang {:?}", job.name.value, gang.value),
-                    ));
-                }
-                // All pods of a workload follow one profile.
-                if job.utilization.is_some() == utilization.is_some() && w.utilization != utilization {
-                    errors.push(origin.at(
-                        job.name.referenced,
-                        format!("{p}.utilization"),
-                        format!(
-                            "gang {:?} members must all give the same utilization, or none",
-                            gang.value
-                        ),
-                    ));
-                }
-                w.duration = w.duration.max(job.duration.0);
-                // The gang runs as long as its longest member is expected to.
-                w.expected_runtime = w.expected_runtime.max(job.expected_runtime.map(|d| d.0));
-                if job.topology.is_some() {
-                    w.require_single_domain.insert(pod_set.name.clone());
-                }
-                w.min_counts.extend(min_counts);
-                w.pod_sets.push(pod_set);
-                continue;
-            }
-            if seen.insert(key.clone(), i).is_some() {
-                errors.push(origin.at(
-                    gang.referenced,
-                    format!("{p}.gang"),
-                    format!("{key:?} is already the name of a job"),
-                ));
-            }
-            gangs.insert(key.clone(), out.len());
-            out.push(TraceWorkload {
-                name: key,
-                class: job.class.clone().unwrap_or_else(|| gang.value.clone()),
-                local_queue,
-                priority: prio,
-                arrival: job.arrival.value.0,
-                duration: job.duration.0,
-                expected_runtime: job.expected_runtime.map(|d| d.0),
-                pod_sets: vec![pod_set],
-                utilization,
-                require_single_domain: single_domain,
-                min_counts,
-            });
-            continue;
-        }
-        let key = format!("{}/{}", job.namespace, job.name.value);
-        if seen.insert(key.clone(), i).is_some() || gangs.contains_key(&key) {
-            errors.push(origin.at(
+    fn utilization(&mut self, entries: &[SegmentEntry], path: String, owner: Location) -> Option<Utilization> {
+        profile::read(entries, &path, owner, self.origin, &mut self.errors)
+    }
+}
+
+/// The workloads made so far, and the names they took.
+#[derive(Default)]
+struct Made {
+    workloads: Vec<TraceWorkload>,
+    /// Job (or gang) name → the job's index; generated names → `usize::MAX`.
+    seen: HashMap<String, usize>,
+    /// Gang name (namespaced) → index into `workloads`.
+    gangs: HashMap<String, usize>,
+    /// Generated names' next number per (class, queue).
+    numbering: HashMap<(String, String), u32>,
+}
+
+/// Explicit job `i`: a workload of its own, or, in a gang, the gang's
+/// workload (made by its first member) or one more pod set of it.
+fn add_job(i: usize, job: &JobEntry, refs: &mut Refs<'_>, made: &mut Made) {
+    let p = format!("spec.jobs[{i}]");
+    let workload = job_workload(&p, job, refs);
+    let Some(gang) = &job.gang else {
+        let key = workload.name.clone();
+        if made.seen.insert(key.clone(), i).is_some() || made.gangs.contains_key(&key) {
+            refs.error(
                 job.name.referenced,
                 format!("{p}.name"),
                 format!("duplicate job {key:?}"),
-            ));
+            );
         }
-        out.push(TraceWorkload {
-            name: key,
-            class: job.class.clone().unwrap_or_else(|| job.name.value.clone()),
-            local_queue,
-            priority: prio,
-            arrival: job.arrival.value.0,
-            duration: job.duration.0,
-            expected_runtime: job.expected_runtime.map(|d| d.0),
-            pod_sets: vec![pod_set],
-            utilization,
-            require_single_domain: single_domain,
-            min_counts,
-        });
+        made.workloads.push(workload);
+        return;
+    };
+    let key = format!("{}/{}", job.namespace, gang.value);
+    if let Some(&idx) = made.gangs.get(&key) {
+        join_gang(&p, job, gang, workload, &mut made.workloads[idx], refs);
+        return;
     }
+    if made.seen.insert(key.clone(), i).is_some() {
+        refs.error(
+            gang.referenced,
+            format!("{p}.gang"),
+            format!("{key:?} is already the name of a job"),
+        );
+    }
+    made.gangs.insert(key.clone(), made.workloads.len());
+    made.workloads.push(TraceWorkload {
+        name: key,
+        class: job.class.clone().unwrap_or_else(|| gang.value.clone()),
+        ..workload
+    });
+}
 
-    for (g, gen_) in doc.spec.generators.iter().enumerate() {
-        let p = format!("spec.generators[{g}]");
-        let prio = priority(&gen_.priority_class, format!("{p}.priorityClass"), &mut errors);
-        let mut targets: Vec<String> = Vec::new();
-        match (&gen_.queue, &gen_.namespace) {
-            (Some(q), Some(ns)) => targets.push(queue_key(ns, q, format!("{p}.queue"), &mut errors)),
-            (Some(q), None) => errors.push(origin.at(
-                q.referenced,
-                format!("{p}.namespace"),
-                "queue needs a namespace (or use queues: [namespace/name, ...])",
-            )),
-            (None, _) => {}
-        }
-        for (qi, q) in gen_.queues.iter().enumerate() {
-            match q.value.split_once('/') {
-                Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
-                    let named = Spanned::new(name.to_string(), q.referenced, q.defined);
-                    targets.push(queue_key(ns, &named, format!("{p}.queues[{qi}]"), &mut errors));
-                }
-                _ => errors.push(origin.at(
-                    q.referenced,
-                    format!("{p}.queues[{qi}]"),
-                    format!("{:?} is not namespace/name", q.value),
-                )),
+/// The workload of one job alone (`p` is its path), its references
+/// checked.
+fn job_workload(p: &str, job: &JobEntry, refs: &mut Refs<'_>) -> TraceWorkload {
+    if job.pods == 0 {
+        refs.error(job.name.referenced, format!("{p}.pods"), "pods must be at least 1");
+    }
+    if job.requests.is_empty() {
+        refs.error(
+            job.name.referenced,
+            format!("{p}.requests"),
+            "a job must request at least one resource",
+        );
+    }
+    let local_queue = refs.queue_key(&job.namespace, &job.queue, format!("{p}.queue"));
+    let priority = refs.priority(&job.priority_class, format!("{p}.priorityClass"));
+    let utilization =
+        (job.utilization.as_ref()).and_then(|u| refs.utilization(u, format!("{p}.utilization"), job.name.referenced));
+    let pod_set = TracePodSet {
+        name: job.name.value.clone(),
+        count: job.pods,
+        requests: job.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+    };
+    let require_single_domain = job.topology.iter().map(|_| pod_set.name.clone()).collect();
+    let min_counts = (refs.min_count(&job.min_count, job.pods, format!("{p}.minCount")))
+        .map(|m| (pod_set.name.clone(), m))
+        .into_iter()
+        .collect();
+    TraceWorkload {
+        name: format!("{}/{}", job.namespace, job.name.value),
+        class: job.class.clone().unwrap_or_else(|| job.name.value.clone()),
+        local_queue,
+        priority,
+        arrival: job.arrival.value.0,
+        duration: job.duration.0,
+        expected_runtime: job.expected_runtime.map(|d| d.0),
+        pod_sets: vec![pod_set],
+        utilization,
+        require_single_domain,
+        min_counts,
+    }
+}
+
+/// Job `job` (`p`), alone as `member`, joins its gang's workload `w`: one
+/// more pod set, in the same queue and with the same utilization.
+fn join_gang(
+    p: &str,
+    job: &JobEntry,
+    gang: &Spanned<String>,
+    member: TraceWorkload,
+    w: &mut TraceWorkload,
+    refs: &mut Refs<'_>,
+) {
+    // As the controller does: the gang's Workload is made when its last
+    // Job arrives, at the highest priority among them.
+    w.arrival = w.arrival.max(member.arrival);
+    w.priority = w.priority.max(member.priority);
+    if w.local_queue != member.local_queue {
+        refs.error(
+            gang.referenced,
+            format!("{p}.gang"),
+            format!(
+                "gang {:?} members must share queue: this job has {}, an earlier member {}",
+                gang.value, member.local_queue, w.local_queue
+            ),
+        );
+    }
+    if w.pod_sets.iter().any(|ps| ps.name == job.name.value) {
+        refs.error(
+            job.name.referenced,
+            format!("{p}.name"),
+            format!("job {:?} appears twice in gang {:?}", job.name.value, gang.value),
+        );
+    }
+    // All pods of a workload follow one profile.
+    if job.utilization.is_some() == member.utilization.is_some() && w.utilization != member.utilization {
+        refs.error(
+            job.name.referenced,
+            format!("{p}.utilization"),
+            format!(
+                "gang {:?} members must all give the same utilization, or none",
+                gang.value
+            ),
+        );
+    }
+    w.duration = w.duration.max(member.duration);
+    // The gang runs as long as its longest member is expected to.
+    w.expected_runtime = w.expected_runtime.max(member.expected_runtime);
+    w.require_single_domain.extend(member.require_single_domain);
+    w.min_counts.extend(member.min_counts);
+    w.pod_sets.extend(member.pod_sets);
+}
+
+/// Generator `g`: `count` jobs in each of its queues. Breaks when they
+/// would pass the simulator's limit on workloads.
+fn add_generated(g: usize, gen_: &GeneratorEntry, refs: &mut Refs<'_>, made: &mut Made) -> ControlFlow<()> {
+    let p = format!("spec.generators[{g}]");
+    let priority = refs.priority(&gen_.priority_class, format!("{p}.priorityClass"));
+    let targets = generator_queues(&p, gen_, refs);
+    if gen_.pods == 0 {
+        refs.error(gen_.class.referenced, format!("{p}.pods"), "pods must be at least 1");
+    }
+    let jitter_ok =
+        (gen_.jitter.as_ref()).is_none_or(|j| (0.0..=1.0).contains(&j.arrival) && (0.0..=1.0).contains(&j.duration));
+    if !jitter_ok {
+        refs.error(
+            gen_.class.referenced,
+            format!("{p}.jitter"),
+            "jitter fractions must be between 0 and 1",
+        );
+    }
+    let template = generated_workload(&p, gen_, priority, refs);
+    let total = made.workloads.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
+    if total > crate::checks::MAX_WORKLOADS {
+        refs.error(
+            gen_.class.referenced,
+            format!("{p}.count"),
+            format!(
+                "{} jobs in each of {} queue(s) make {total} workloads with those before, more than the simulator's limit of {}",
+                gen_.count,
+                targets.len(),
+                crate::checks::MAX_WORKLOADS
+            ),
+        );
+        return ControlFlow::Break(());
+    }
+    for (qi, target) in targets.iter().enumerate() {
+        generate_in_queue((g, qi), &p, gen_, target, &template, refs, made);
+    }
+    ControlFlow::Continue(())
+}
+
+/// A generator's LocalQueue keys: `queue` in `namespace`, then `queues`.
+fn generator_queues(p: &str, gen_: &GeneratorEntry, refs: &mut Refs<'_>) -> Vec<String> {
+    let mut targets: Vec<String> = Vec::new();
+    match (&gen_.queue, &gen_.namespace) {
+        (Some(q), Some(ns)) => targets.push(refs.queue_key(ns, q, format!("{p}.queue"))),
+        (Some(q), None) => refs.error(
+            q.referenced,
+            format!("{p}.namespace"),
+            "queue needs a namespace (or use queues: [namespace/name, ...])",
+        ),
+        (None, _) => {}
+    }
+    for (qi, q) in gen_.queues.iter().enumerate() {
+        match q.value.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                let named = Spanned::new(name.to_string(), q.referenced, q.defined);
+                targets.push(refs.queue_key(ns, &named, format!("{p}.queues[{qi}]")));
             }
+            _ => refs.error(
+                q.referenced,
+                format!("{p}.queues[{qi}]"),
+                format!("{:?} is not namespace/name", q.value),
+            ),
         }
-        if targets.is_empty() && gen_.queue.is_none() {
-            errors.push(origin.at(
+    }
+    if targets.is_empty() && gen_.queue.is_none() {
+        refs.error(
+            gen_.class.referenced,
+            p,
+            format!("generator {:?} needs queue + namespace or queues", gen_.class.value),
+        );
+    }
+    targets
+}
+
+/// What every job of a generator shares: all but its name, queue, arrival
+/// (here the generator's start) and jittered duration.
+fn generated_workload(p: &str, gen_: &GeneratorEntry, priority: i32, refs: &mut Refs<'_>) -> TraceWorkload {
+    let requests: BTreeMap<String, i64> = gen_.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+    let utilization = (gen_.utilization.as_ref())
+        .and_then(|u| refs.utilization(u, format!("{p}.utilization"), gen_.class.referenced));
+    let require_single_domain = gen_.topology.iter().map(|_| "main".to_string()).collect();
+    let min_counts = (refs.min_count(&gen_.min_count, gen_.pods, format!("{p}.minCount")))
+        .map(|m| ("main".to_string(), m))
+        .into_iter()
+        .collect();
+    TraceWorkload {
+        name: String::new(),
+        class: gen_.class.value.clone(),
+        local_queue: String::new(),
+        priority,
+        arrival: gen_.start.map_or(0, |d| d.0),
+        duration: gen_.duration.0,
+        expected_runtime: gen_.expected_runtime.map(|d| d.0),
+        pod_sets: vec![TracePodSet {
+            name: "main".into(),
+            count: gen_.pods,
+            requests,
+        }],
+        utilization,
+        require_single_domain,
+        min_counts,
+    }
+}
+
+/// A generator's `count` jobs in one of its queues (`target`, its `qi`-th
+/// of generator `g`): one every interval from `template`'s arrival, each
+/// jittered when asked, named `<class>-<queue>-<n>`.
+fn generate_in_queue(
+    (g, qi): (usize, usize),
+    p: &str,
+    gen_: &GeneratorEntry,
+    target: &str,
+    template: &TraceWorkload,
+    refs: &mut Refs<'_>,
+    made: &mut Made,
+) {
+    let (ns, q) = target.split_once('/').unwrap_or(("", target));
+    // One stream per (generator, queue): adding a queue does not move
+    // the arrivals of the others.
+    let mut rng = (gen_.jitter.as_ref()).map(|j| SplitMix64::new(j.seed ^ ((g as u64) << 32) ^ qi as u64));
+    for n in 0..gen_.count {
+        let mut arrival = template.arrival + gen_.interval.0 * Millis::from(n);
+        let mut duration = template.duration;
+        if let (Some(j), Some(rng)) = (&gen_.jitter, rng.as_mut()) {
+            arrival += (rng.next_f64() * j.arrival * gen_.interval.0 as f64).round() as Millis;
+            let factor = 1.0 + j.duration * (2.0 * rng.next_f64() - 1.0);
+            duration = (duration as f64 * factor).round().max(0.0) as Millis;
+        }
+        // Numbered per (class, queue), continuing across generators.
+        let counter = (made.numbering)
+            .entry((gen_.class.value.clone(), target.to_string()))
+            .or_insert(0);
+        let name = format!("{ns}/{}-{q}-{counter}", gen_.class.value);
+        *counter += 1;
+        if made.seen.insert(name.clone(), usize::MAX).is_some() {
+            refs.error(
                 gen_.class.referenced,
-                p.clone(),
-                format!("generator {:?} needs queue + namespace or queues", gen_.class.value),
-            ));
-        }
-        if gen_.pods == 0 {
-            errors.push(origin.at(gen_.class.referenced, format!("{p}.pods"), "pods must be at least 1"));
-        }
-        let jitter_ok = gen_
-            .jitter
-            .as_ref()
-            .is_none_or(|j| (0.0..=1.0).contains(&j.arrival) && (0.0..=1.0).contains(&j.duration));
-        if !jitter_ok {
-            errors.push(origin.at(
-                gen_.class.referenced,
-                format!("{p}.jitter"),
-                "jitter fractions must be between 0 and 1",
-            ));
-        }
-        let requests: BTreeMap<String, i64> = gen_.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect();
-        let utilization = gen_.utilization.as_ref().and_then(|u| {
-            let at = gen_.class.referenced;
-            profile::read(u, &format!("{p}.utilization"), at, origin, &mut errors)
-        });
-        let start = gen_.start.map_or(0, |d| d.0);
-        let single_domain: BTreeSet<String> = gen_.topology.iter().map(|_| "main".to_string()).collect();
-        let min_counts: BTreeMap<String, u32> =
-            min_count(&gen_.min_count, gen_.pods, format!("{p}.minCount"), &mut errors)
-                .map(|m| ("main".to_string(), m))
-                .into_iter()
-                .collect();
-        let total = out.len() as u64 + u64::from(gen_.count) * targets.len() as u64;
-        if total > crate::checks::MAX_WORKLOADS {
-            errors.push(origin.at(
-                gen_.class.referenced,
-                format!("{p}.count"),
-                format!(
-                    "{} jobs in each of {} queue(s) make {total} workloads with those before, more than the simulator's limit of {}",
-                    gen_.count,
-                    targets.len(),
-                    crate::checks::MAX_WORKLOADS
-                ),
-            ));
+                p,
+                format!("generated job name {name:?} collides with another job"),
+            );
             break;
         }
-        for (qi, target) in targets.iter().enumerate() {
-            let (ns, q) = target.split_once('/').unwrap_or(("", target));
-            // One stream per (generator, queue): adding a queue does not move
-            // the arrivals of the others.
-            let mut rng = gen_
-                .jitter
-                .as_ref()
-                .map(|j| SplitMix64::new(j.seed ^ ((g as u64) << 32) ^ qi as u64));
-            for n in 0..gen_.count {
-                let mut arrival = start + gen_.interval.0 * Millis::from(n);
-                let mut duration = gen_.duration.0;
-                if let (Some(j), Some(rng)) = (&gen_.jitter, rng.as_mut()) {
-                    arrival += (rng.next_f64() * j.arrival * gen_.interval.0 as f64).round() as Millis;
-                    let factor = 1.0 + j.duration * (2.0 * rng.next_f64() - 1.0);
-                    duration = (duration as f64 * factor).round().max(0.0) as Millis;
-                }
-                // Numbered per (class, queue), continuing across generators.
-                let counter = numbering.entry((gen_.class.value.clone(), target.clone())).or_insert(0);
-                let name = format!("{ns}/{}-{q}-{counter}", gen_.class.value);
-                *counter += 1;
-                if seen.insert(name.clone(), usize::MAX).is_some() {
-                    errors.push(origin.at(
-                        gen_.class.referenced,
-                        p.clone(),
-                        format!("generated job name {name:?} collides with another job"),
-                    ));
-                    break;
-                }
-                out.push(TraceWorkload {
-                    name,
-                    class: gen_.class.value.clone(),
-                    local_queue: target.clone(),
-                    priority: prio,
-                    arrival,
-                    duration,
-                    expected_runtime: gen_.expected_runtime.map(|d| d.0),
-                    pod_sets: vec![TracePodSet {
-                        name: "main".into(),
-                        count: gen_.pods,
-                        requests: requests.clone(),
-                    }],
-                    utilization: utilization.clone(),
-                    require_single_domain: single_domain.clone(),
-                    min_counts: min_counts.clone(),
-                });
-            }
-        }
+        made.workloads.push(TraceWorkload {
+            name,
+            local_queue: target.to_string(),
+            arrival,
+            duration,
+            ..template.clone()
+        });
     }
-
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    out.sort_by(|a, b| a.arrival.cmp(&b.arrival).then_with(|| a.name.cmp(&b.name)));
-    Ok(out)
 }
 
 fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {

@@ -100,100 +100,110 @@ pub(super) fn utilisation_charts(out: &mut String, r: &SimResult, unit: TimeUnit
 
 /// One queue's use of one (flavor, resource) slot over time.
 fn flavor_chart(out: &mut String, q: &QueueSeries, slot: usize, n: usize, end: Millis, unit: TimeUnit) {
-    {
-        let res = q.slots[slot].resource.clone();
-        let flavor = q.slots[slot].flavor.clone();
-        let scale = scale_for(&res);
-        let slots = [slot];
-        let nominal: f64 = slots.iter().map(|&s| q.slots[s].nominal as f64).sum::<f64>() / scale;
-        let mut own_pts = Vec::new();
-        let mut borrowed_pts = Vec::new();
-        for s in &q.samples {
-            let mut own = 0i64;
-            let mut borrowed = 0i64;
-            for &slot in &slots {
-                let used = s.used[slot];
-                let nom = q.slots[slot].nominal;
-                own += used.min(nom);
-                borrowed += (used - nom).max(0);
-            }
-            own_pts.push((s.at, own as f64 / scale));
-            borrowed_pts.push((s.at, borrowed as f64 / scale));
-        }
-        let own = bin_steps(&own_pts, end, BINS);
-        let borrowed = bin_steps(&borrowed_pts, end, BINS);
-        let total: Vec<f64> = own.iter().zip(&borrowed).map(|(a, b)| a + b).collect();
-        let peak = total.iter().cloned().fold(0.0, f64::max).max(nominal).max(1e-9);
-        let y_ticks = nice_ticks(peak * 1.08, 4);
-        let p = Plot {
-            w: 640.0,
-            h: 230.0,
-            left: 54.0,
-            right: 14.0,
-            top: 14.0,
-            bottom: 40.0,
-            x_max: end as f64 / unit.ms,
-            y_max: *y_ticks.last().unwrap_or(&1.0),
-        };
-        let color = PALETTE[n % PALETTE.len()];
-        let mean_util = if nominal > 0.0 {
-            total.iter().sum::<f64>() / total.len() as f64 / nominal * 100.0
-        } else {
-            0.0
-        };
-        let _ = write!(
-            out,
-            r#"<figure class="card"><figcaption><b>{}</b>{} <span class="muted">· {} on {} · nominal {} · mean {:.0}% of nominal</span></figcaption><svg viewBox="0 0 {} {}" role="img" aria-label="{} use of {} over time">"#,
-            esc(&q.name),
-            q.cohort
-                .as_ref()
-                .map(|c| format!(r#" <span class="pill">cohort {}</span>"#, esc(c)))
-                .unwrap_or_default(),
-            esc(&res),
-            esc(&flavor),
-            fmt_tick((nominal * 100.0).round() / 100.0),
-            mean_util,
-            p.w,
-            p.h,
-            esc(&q.name),
-            esc(&res)
-        );
-        p.axes(
-            out,
-            &nice_ticks(p.x_max, 8),
-            &y_ticks,
-            &format!("time ({})", unit.label),
-            &unit_name(&res),
-            &fmt_tick,
-        );
-        let zero = vec![0.0; own.len()];
-        let _ = write!(
-            out,
-            r#"<path d="{}" fill="{color}" fill-opacity="0.55" stroke="none"/>"#,
-            area_path(&p, &zero, &own, end, unit)
-        );
-        let _ = write!(
-            out,
-            r#"<path d="{}" fill="url(#hatch)" stroke="none"/>"#,
-            area_path(&p, &own, &total, end, unit)
-        );
-        let _ = write!(
-            out,
-            r#"<path d="{}" fill="none" stroke="{color}" stroke-width="1.4"/>"#,
-            step_path(&p, &total, end, unit)
-        );
-        let y = p.y(nominal);
-        let _ = write!(
-            out,
-            r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" class="nominal"/><text x="{:.1}" y="{:.1}" class="note" text-anchor="end">nominal {}</text>"#,
-            p.left,
-            p.w - p.right,
-            p.w - p.right - 2.0,
-            y - 4.0,
-            fmt_tick((nominal * 100.0).round() / 100.0)
-        );
-        out.push_str("</svg></figure>");
-    }
+    let res = &q.slots[slot].resource;
+    let scale = scale_for(res);
+    let nominal = q.slots[slot].nominal as f64 / scale;
+    let (own, total) = slot_use(q, slot, end, scale);
+    let peak = total.iter().cloned().fold(0.0, f64::max).max(nominal).max(1e-9);
+    let y_ticks = nice_ticks(peak * 1.08, 4);
+    let p = Plot {
+        w: 640.0,
+        h: 230.0,
+        left: 54.0,
+        right: 14.0,
+        top: 14.0,
+        bottom: 40.0,
+        x_max: end as f64 / unit.ms,
+        y_max: *y_ticks.last().unwrap_or(&1.0),
+    };
+    let mean_util = if nominal > 0.0 {
+        total.iter().sum::<f64>() / total.len() as f64 / nominal * 100.0
+    } else {
+        0.0
+    };
+    flavor_caption(out, q, slot, nominal, mean_util, &p);
+    p.axes(
+        out,
+        &nice_ticks(p.x_max, 8),
+        &y_ticks,
+        &format!("time ({})", unit.label),
+        &unit_name(res),
+        &fmt_tick,
+    );
+    let color = PALETTE[n % PALETTE.len()];
+    let zero = vec![0.0; own.len()];
+    let _ = write!(
+        out,
+        r#"<path d="{}" fill="{color}" fill-opacity="0.55" stroke="none"/>"#,
+        area_path(&p, &zero, &own, end, unit)
+    );
+    let _ = write!(
+        out,
+        r#"<path d="{}" fill="url(#hatch)" stroke="none"/>"#,
+        area_path(&p, &own, &total, end, unit)
+    );
+    let _ = write!(
+        out,
+        r#"<path d="{}" fill="none" stroke="{color}" stroke-width="1.4"/>"#,
+        step_path(&p, &total, end, unit)
+    );
+    nominal_line(out, &p, nominal);
+    out.push_str("</svg></figure>");
+}
+
+/// A slot's use over time in [`BINS`] bins, in the resource's units
+/// (`scale`): within nominal quota, and in all (with what is borrowed).
+fn slot_use(q: &QueueSeries, slot: usize, end: Millis, scale: f64) -> (Vec<f64>, Vec<f64>) {
+    let nominal = q.slots[slot].nominal;
+    let (own_pts, borrowed_pts): (Vec<_>, Vec<_>) = (q.samples.iter())
+        .map(|s| {
+            let used = s.used[slot];
+            let own = used.min(nominal);
+            let borrowed = (used - nominal).max(0);
+            ((s.at, own as f64 / scale), (s.at, borrowed as f64 / scale))
+        })
+        .unzip();
+    let own = bin_steps(&own_pts, end, BINS);
+    let borrowed = bin_steps(&borrowed_pts, end, BINS);
+    let total: Vec<f64> = own.iter().zip(&borrowed).map(|(a, b)| a + b).collect();
+    (own, total)
+}
+
+/// The card's caption (queue, cohort, resource on flavor, nominal, mean
+/// use) and the chart's opening.
+fn flavor_caption(out: &mut String, q: &QueueSeries, slot: usize, nominal: f64, mean_util: f64, p: &Plot) {
+    let (res, flavor) = (&q.slots[slot].resource, &q.slots[slot].flavor);
+    let _ = write!(
+        out,
+        r#"<figure class="card"><figcaption><b>{}</b>{} <span class="muted">· {} on {} · nominal {} · mean {:.0}% of nominal</span></figcaption><svg viewBox="0 0 {} {}" role="img" aria-label="{} use of {} over time">"#,
+        esc(&q.name),
+        q.cohort
+            .as_ref()
+            .map(|c| format!(r#" <span class="pill">cohort {}</span>"#, esc(c)))
+            .unwrap_or_default(),
+        esc(res),
+        esc(flavor),
+        fmt_tick((nominal * 100.0).round() / 100.0),
+        mean_util,
+        p.w,
+        p.h,
+        esc(&q.name),
+        esc(res)
+    );
+}
+
+/// The dashed nominal-quota line, labelled.
+fn nominal_line(out: &mut String, p: &Plot, nominal: f64) {
+    let y = p.y(nominal);
+    let _ = write!(
+        out,
+        r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" class="nominal"/><text x="{:.1}" y="{:.1}" class="note" text-anchor="end">nominal {}</text>"#,
+        p.left,
+        p.w - p.right,
+        p.w - p.right - 2.0,
+        y - 4.0,
+        fmt_tick((nominal * 100.0).round() / 100.0)
+    );
 }
 
 /// One line per queue: workloads waiting (pending) over time.
