@@ -452,112 +452,173 @@ pub async fn cleanup_or_exit(client: &Client, run_id: &str, interrupted: bool) {
 
 /// `sluice bench run`.
 pub async fn command(args: RunArgs) -> Result<ExitCode> {
-    let RunArgs {
-        scenario,
-        scale,
-        timeout,
-        controller_metrics,
-        controller_pid,
-        with_floor,
-        floor_count,
-        floor_concurrency,
-        limits,
-        concurrency,
-        harness_qps,
-        harness_burst,
-        settle,
-        stall_window,
-        output: OutputArgs {
+    let asked = Asked::from_args(args)?;
+    let plan = match load_plan(&asked)? {
+        Ok(plan) => plan,
+        Err(code) => return Ok(code),
+    };
+    let (opts, run_id) = (&asked.opts, &asked.run_id);
+    if !opts.quiet {
+        eprintln!(
+            "{}: {} workloads at scale {}, timeout {}",
+            plan.scenario,
+            plan.workloads.len(),
+            asked.scale,
+            format_duration(opts.timeout.as_millis() as Ms)
+        );
+    }
+    // Before anything is written: nothing to clean up if these fail.
+    if let Some(url) = &opts.metrics {
+        fetch_metrics(url).await?;
+    }
+    let client = super::client().await?;
+    cluster::ensure_fresh(&client, run_id).await?;
+    warn_of_terminating_namespaces(&client).await;
+    let outcome = tokio::select! {
+        r = execute(&client, &plan, opts) => Ok(r),
+        stop = super::stop_signal() => Err(stop),
+    };
+    if let Err(stop) = &outcome {
+        eprintln!("\n{}", stop.describe());
+    }
+    if asked.keep {
+        eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
+    } else {
+        // Stopped or failed midway, writes may have been in flight.
+        cleanup_or_exit(&client, run_id, !matches!(outcome, Ok(Ok(_)))).await;
+    }
+    let report = match outcome {
+        Ok(result) => result?,
+        Err(stop) => return Ok(stop.exit_code()),
+    };
+    print_report(&report, asked.json)
+}
+
+/// What `sluice bench run` was asked, its flags checked.
+struct Asked {
+    scenario: String,
+    scale: f64,
+    run_id: String,
+    keep: bool,
+    json: bool,
+    opts: RunOptions,
+}
+
+impl Asked {
+    fn from_args(args: RunArgs) -> Result<Self> {
+        let RunArgs {
+            scenario,
+            scale,
+            timeout,
+            controller_metrics,
+            controller_pid,
+            with_floor,
+            floor_count,
+            floor_concurrency,
+            limits,
+            concurrency,
+            harness_qps,
+            harness_burst,
+            settle,
+            stall_window,
+            output:
+                OutputArgs {
+                    run_id,
+                    keep,
+                    json,
+                    quiet,
+                },
+        } = args;
+        if concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        if with_floor && (floor_count == 0 || floor_concurrency == 0) {
+            bail!("--floor-count and --floor-concurrency must be at least 1");
+        }
+        let metrics = controller_metrics
+            .as_deref()
+            .map(scrape::parse_url)
+            .transpose()
+            .map_err(|e| anyhow!(e))?;
+        if let Some(pid) = controller_pid {
+            scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
+        }
+        let run_id = match run_id {
+            Some(id) => {
+                plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
+                id
+            }
+            None => plan::new_run_id(),
+        };
+        let floor = with_floor.then_some(FloorOptions {
+            count: floor_count,
+            concurrency: floor_concurrency,
+            kube_qps: limits.kube_qps,
+            kube_burst: limits.kube_burst,
+            quiet,
+        });
+        let opts = RunOptions {
+            timeout,
+            concurrency: concurrency as usize,
+            settle,
+            metrics,
+            pid: controller_pid,
+            floor,
+            harness_qps,
+            harness_burst,
+            stall_window,
+            quiet,
+        };
+        Ok(Self {
+            scenario,
+            scale,
             run_id,
             keep,
             json,
-            quiet,
-        },
-    } = args;
-    if concurrency == 0 {
-        bail!("--concurrency must be at least 1");
+            opts,
+        })
     }
-    if with_floor && (floor_count == 0 || floor_concurrency == 0) {
-        bail!("--floor-count and --floor-concurrency must be at least 1");
-    }
-    let metrics = controller_metrics
-        .as_deref()
-        .map(scrape::parse_url)
-        .transpose()
-        .map_err(|e| anyhow!(e))?;
-    if let Some(pid) = controller_pid {
-        scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
-    }
-    let run_id = match run_id {
-        Some(id) => {
-            plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
-            id
-        }
-        None => plan::new_run_id(),
-    };
-    let source = plan::scenario_text(&scenario).map_err(|e| anyhow!(e))?;
-    let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale }) {
+}
+
+/// The plan of the scenario asked for; its errors printed and exit code 2
+/// when it does not load or cannot be run as the run id.
+fn load_plan(asked: &Asked) -> Result<Result<Plan, ExitCode>> {
+    let source = plan::scenario_text(&asked.scenario).map_err(|e| anyhow!(e))?;
+    let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale: asked.scale }) {
         Ok(v) => v,
         Err(errors) => {
             for e in &errors {
                 eprintln!("error: {e}");
             }
             eprintln!("{} error(s) in {}; nothing was run.", errors.len(), source.file);
-            return Ok(ExitCode::from(2));
+            return Ok(Err(ExitCode::from(2)));
         }
     };
-    let plan = match plan::build(&run_id, &loaded, &manifests, scale) {
+    let plan = match plan::build(&asked.run_id, &loaded, &manifests, asked.scale) {
         Ok(plan) => plan,
         Err(errors) => {
             for e in &errors {
                 eprintln!("error: {e}");
             }
             eprintln!(
-                "{} error(s): {} cannot be run as {run_id}; nothing was run.",
+                "{} error(s): {} cannot be run as {}; nothing was run.",
                 errors.len(),
-                source.file
+                source.file,
+                asked.run_id
             );
-            return Ok(ExitCode::from(2));
+            return Ok(Err(ExitCode::from(2)));
         }
     };
     if plan.workloads.is_empty() {
         bail!("{}: the scenario has no workloads", source.file);
     }
-    let opts = RunOptions {
-        timeout,
-        concurrency: concurrency as usize,
-        settle,
-        metrics,
-        pid: controller_pid,
-        floor: with_floor.then_some(FloorOptions {
-            count: floor_count,
-            concurrency: floor_concurrency,
-            kube_qps: limits.kube_qps,
-            kube_burst: limits.kube_burst,
-            quiet,
-        }),
-        harness_qps,
-        harness_burst,
-        stall_window,
-        quiet,
-    };
-    if !quiet {
-        eprintln!(
-            "{}: {} workloads at scale {scale}, timeout {}",
-            plan.scenario,
-            plan.workloads.len(),
-            format_duration(timeout.as_millis() as Ms)
-        );
-    }
-    // Before anything is written: nothing to clean up if these fail.
-    if let Some(url) = &opts.metrics {
-        scrape::fetch(url)
-            .await
-            .map_err(|e| anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path))?;
-    }
-    let client = super::client().await?;
-    cluster::ensure_fresh(&client, &run_id).await?;
-    match cluster::terminating_namespaces(&client).await {
+    Ok(Ok(plan))
+}
+
+/// Namespaces of earlier runs still being deleted load the API server and
+/// the controller during this run: a warning names them.
+async fn warn_of_terminating_namespaces(client: &Client) {
+    match cluster::terminating_namespaces(client).await {
         Ok(names) if !names.is_empty() => eprintln!(
             "warning: {} namespace(s) of earlier bench runs are still being deleted ({}{}): deleting their Workloads loads the API server and the controller during this run; for figures to compare, wait until they are gone",
             names.len(),
@@ -567,28 +628,15 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         Ok(_) => {}
         Err(e) => eprintln!("warning: {e:#}"),
     }
-    let outcome = tokio::select! {
-        r = execute(&client, &plan, &opts) => Ok(r),
-        stop = super::stop_signal() => Err(stop),
-    };
-    if let Err(stop) = outcome {
-        eprintln!("\n{}", stop.describe());
-    }
-    if keep {
-        eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
-    } else {
-        // Stopped or failed midway, writes may have been in flight.
-        cleanup_or_exit(&client, &run_id, !matches!(outcome, Ok(Ok(_)))).await;
-    }
-    let result = match outcome {
-        Ok(result) => result,
-        Err(stop) => return Ok(stop.exit_code()),
-    };
-    let report = result?;
+}
+
+/// Prints the report (`--json` or text); exit code 0 only if the run
+/// completed without quota violations.
+fn print_report(report: &RunReport, json: bool) -> Result<ExitCode> {
     let text = if json {
-        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
+        serde_json::to_string_pretty(report).context("serializing the report")? + "\n"
     } else {
-        report::render(&report)
+        report::render(report)
     };
     print(&text)?;
     Ok(if report.complete && report.quota_violations.is_empty() {
