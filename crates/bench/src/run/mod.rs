@@ -281,15 +281,13 @@ async fn drive(
         // permit of a kind is taken, what is due of that kind waits for a
         // task's message (which frees a permit), not for a timer already
         // past.
-        let mut wake = clock.deadline.min(now + progress.period());
         let creation_due = (!creates_blocked).then(|| creations.next_due(writer.plan)).flatten();
         let finish_due = (!finishes_blocked).then(|| finishes.next_due()).flatten();
-        for at in creation_due.into_iter().chain(finish_due) {
-            wake = wake.min(clock.instant(at));
-        }
-        if let Some(s) = &stall {
-            wake = wake.min(s.next_sample);
-        }
+        let due = creation_due.into_iter().chain(finish_due).map(|at| clock.instant(at));
+        let sample = stall.as_ref().map(|s| s.next_sample);
+        let wake = due
+            .chain(sample)
+            .fold(clock.deadline.min(now + progress.period()), Instant::min);
         let msg = tokio::select! {
             biased;
             m = rx.recv() => m,
