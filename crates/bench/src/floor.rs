@@ -25,6 +25,7 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
+use kube::api::DynamicObject;
 use serde_json::Value;
 use sluice_api::v1alpha1::Workload;
 use tokio::sync::Mutex;
@@ -119,42 +120,7 @@ pub async fn measure(client: &Client, run_id: &str, opts: &FloorOptions, keep: b
 async fn measure_in(client: &Client, run_id: &str, ns: &str, opts: &FloorOptions) -> Result<FloorReport> {
     let api = cluster::workloads(client, ns);
     progress(opts.quiet, &format!("creating {} Workloads in {ns}", opts.count));
-    // Setup, not measured: creations with some concurrency; the generation
-    // each one got is kept for observedGeneration.
-    let next = Arc::new(AtomicUsize::new(0));
-    let generations = Arc::new(Mutex::new(vec![None::<i64>; opts.count as usize]));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..SETUP_CONCURRENCY.min(opts.count as usize) {
-        let (api, next, generations, run_id) = (api.clone(), next.clone(), generations.clone(), run_id.to_string());
-        let count = opts.count as usize;
-        tasks.spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= count {
-                    return Ok::<(), anyhow::Error>(());
-                }
-                let wl = workload(&run_id, i as u32);
-                let name = wl.metadata.name.clone().unwrap_or_default();
-                let body = serde_json::to_value(&wl).context("serializing a floor Workload")?;
-                let params = kube::api::PatchParams::apply(plan::FIELD_MANAGER).force();
-                let patch = kube::api::Patch::Apply(&body);
-                let created = cluster::retry(|| cluster::call(api.patch(&name, &params, &patch)))
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "creating Workload {}/{name}",
-                            wl.metadata.namespace.as_deref().unwrap_or_default()
-                        )
-                    })?;
-                generations.lock().await[i] = created.metadata.generation;
-            }
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.context("a creation task failed")??;
-    }
-    let generations = Arc::new(std::mem::take(&mut *generations.lock().await));
-
+    let generations = create_workloads(&api, run_id, opts.count as usize).await?;
     progress(
         opts.quiet,
         &format!(
@@ -162,6 +128,89 @@ async fn measure_in(client: &Client, run_id: &str, ns: &str, opts: &FloorOptions
             opts.kube_qps, opts.kube_burst, opts.concurrency
         ),
     );
+    let patched = patch_statuses(&api, ns, generations, opts).await?;
+    if patched.latencies.is_empty()
+        && let Some(e) = patched.failures.first()
+    {
+        bail!("every status patch failed; the first: {e}");
+    }
+    if let Some(e) = patched.failures.first() {
+        eprintln!(
+            "warning: {} of {} status patches failed; the first: {e}",
+            patched.failures.len(),
+            opts.count
+        );
+    }
+    Ok(report::floor_figures(
+        run_id,
+        (opts.kube_qps, opts.kube_burst, opts.concurrency),
+        patched.latencies,
+        patched.failures.len() as u64,
+        patched.elapsed_ms,
+    ))
+}
+
+/// Setup, not measured: creates the `count` floor Workloads with some
+/// concurrency, and returns the generation each one got (for
+/// observedGeneration).
+async fn create_workloads(api: &kube::Api<DynamicObject>, run_id: &str, count: usize) -> Result<Arc<Vec<Option<i64>>>> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let generations = Arc::new(Mutex::new(vec![None::<i64>; count]));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..SETUP_CONCURRENCY.min(count) {
+        let (api, next, generations, run_id) = (api.clone(), next.clone(), generations.clone(), run_id.to_string());
+        tasks.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                generations.lock().await[i] = create_workload(&api, &run_id, i).await?;
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.context("a creation task failed")??;
+    }
+    let generations = std::mem::take(&mut *generations.lock().await);
+    Ok(Arc::new(generations))
+}
+
+/// Creates floor Workload `i` (server-side apply, tried again on
+/// transient errors); its generation.
+async fn create_workload(api: &kube::Api<DynamicObject>, run_id: &str, i: usize) -> Result<Option<i64>> {
+    let wl = workload(run_id, i as u32);
+    let name = wl.metadata.name.clone().unwrap_or_default();
+    let body = serde_json::to_value(&wl).context("serializing a floor Workload")?;
+    let params = kube::api::PatchParams::apply(plan::FIELD_MANAGER).force();
+    let patch = kube::api::Patch::Apply(&body);
+    let created = cluster::retry(|| cluster::call(api.patch(&name, &params, &patch)))
+        .await
+        .with_context(|| {
+            format!(
+                "creating Workload {}/{name}",
+                wl.metadata.namespace.as_deref().unwrap_or_default()
+            )
+        })?;
+    Ok(created.metadata.generation)
+}
+
+/// What the measured part gave: each successful patch's latency (µs),
+/// the failures, and the time from the first patch to the last answer.
+struct Patched {
+    latencies: Vec<i64>,
+    failures: Vec<CallError>,
+    elapsed_ms: f64,
+}
+
+/// The measured part: each Workload's status patched once, at most
+/// `--concurrency` in flight, under the `--kube-qps` bucket.
+async fn patch_statuses(
+    api: &kube::Api<DynamicObject>,
+    ns: &str,
+    generations: Arc<Vec<Option<i64>>>,
+    opts: &FloorOptions,
+) -> Result<Patched> {
     let limiter = Arc::new(Limiter::new(opts.kube_qps, opts.kube_burst));
     let next = Arc::new(AtomicUsize::new(0));
     let mut patchers = tokio::task::JoinSet::new();
@@ -195,35 +244,20 @@ async fn measure_in(client: &Client, run_id: &str, ns: &str, opts: &FloorOptions
             (latencies, failures, Instant::now())
         });
     }
-    let mut latencies = Vec::new();
-    let mut failures = Vec::new();
+    let mut patched = Patched {
+        latencies: Vec::new(),
+        failures: Vec::new(),
+        elapsed_ms: 0.0,
+    };
     let mut end = start;
     while let Some(r) = patchers.join_next().await {
         let (l, f, done) = r.context("a patch task failed")?;
-        latencies.extend(l);
-        failures.extend(f);
+        patched.latencies.extend(l);
+        patched.failures.extend(f);
         end = end.max(done);
     }
-    if latencies.is_empty()
-        && let Some(e) = failures.first()
-    {
-        bail!("every status patch failed; the first: {e}");
-    }
-    if let Some(e) = failures.first() {
-        eprintln!(
-            "warning: {} of {} status patches failed; the first: {e}",
-            failures.len(),
-            opts.count
-        );
-    }
-    let elapsed_ms = end.duration_since(start).as_secs_f64() * 1000.0;
-    Ok(report::floor_figures(
-        run_id,
-        (opts.kube_qps, opts.kube_burst, opts.concurrency),
-        latencies,
-        failures.len() as u64,
-        elapsed_ms,
-    ))
+    patched.elapsed_ms = end.duration_since(start).as_secs_f64() * 1000.0;
+    Ok(patched)
 }
 
 fn progress(quiet: bool, what: &str) {

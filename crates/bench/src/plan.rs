@@ -281,38 +281,79 @@ fn body<T: Serialize>(obj: &T) -> Result<Value, String> {
 /// Works out a run of `scenario` (already scaled) with id `run_id`. Every
 /// problem is returned (names too long once prefixed, mostly).
 pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f64) -> Result<Plan, Vec<String>> {
-    let mut errors = Vec::new();
-    if let Err(e) = check_run_id(run_id) {
-        errors.push(e);
+    check_run_id(run_id).map_err(|e| vec![e])?;
+    let mut errors = refuse_cohorts(manifests);
+    let flavors = flavors(run_id, manifests, &mut errors);
+    let cluster_queues = cluster_queues(run_id, manifests, &mut errors);
+    let (namespaces, local_queues) = local_queues(run_id, manifests, &mut errors);
+    let workloads = workloads(run_id, scenario, &mut errors);
+    let quotas = quota_model(run_id, scenario);
+    if !errors.is_empty() {
         return Err(errors);
     }
-    let p = |name: &str| prefixed(run_id, name);
-    // The run's quota model and cleanup know ClusterQueues' own quota only:
-    // a tree with quota of its own would be measured against the wrong
-    // bounds, so such scenarios are refused rather than run without it.
-    for c in &manifests.cohorts {
-        errors.push(format!(
-            "Cohort {}: sluice bench does not create Cohort objects; run this scenario with `sluice simulate`, or remove the Cohort (ClusterQueues still share quota through spec.cohort)",
-            c.metadata.name.as_deref().unwrap_or_default()
-        ));
-    }
+    Ok(Plan {
+        run_id: run_id.to_string(),
+        scenario: scenario.name.clone(),
+        scale,
+        namespaces,
+        flavors,
+        cluster_queues,
+        local_queues,
+        workloads,
+        quotas,
+    })
+}
 
-    let mut flavors = Vec::new();
-    for rf in &manifests.flavors {
-        let name = p(rf.metadata.name.as_deref().unwrap_or_default());
-        let mut obj = rf.clone();
-        obj.metadata = meta(run_id, name.clone(), None, &rf.metadata);
-        describe("ResourceFlavor", &name, obj.validate(), &mut errors);
-        match body(&obj) {
-            Ok(body) => flavors.push(Object {
-                namespace: None,
-                name,
-                body,
-            }),
-            Err(e) => errors.push(format!("ResourceFlavor {name}: {e}")),
+/// The run's quota model and cleanup know ClusterQueues' own quota only:
+/// a tree with quota of its own would be measured against the wrong
+/// bounds, so such scenarios are refused rather than run without it.
+fn refuse_cohorts(manifests: &Manifests) -> Vec<String> {
+    manifests
+        .cohorts
+        .iter()
+        .map(|c| {
+            format!(
+                "Cohort {}: sluice bench does not create Cohort objects; run this scenario with `sluice simulate`, or remove the Cohort (ClusterQueues still share quota through spec.cohort)",
+                c.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// An object to apply, or its problem in `errors`.
+fn object_of<T: Serialize>(
+    kind: &str,
+    namespace: Option<String>,
+    name: String,
+    obj: &T,
+    errors: &mut Vec<String>,
+) -> Option<Object> {
+    match body(obj) {
+        Ok(body) => Some(Object { namespace, name, body }),
+        Err(e) => {
+            errors.push(format!("{kind} {name}: {e}"));
+            None
         }
     }
+}
 
+/// The ResourceFlavors, renamed `<run>-<name>` and labelled.
+fn flavors(run_id: &str, manifests: &Manifests, errors: &mut Vec<String>) -> Vec<Object> {
+    let mut flavors = Vec::new();
+    for rf in &manifests.flavors {
+        let name = prefixed(run_id, rf.metadata.name.as_deref().unwrap_or_default());
+        let mut obj = rf.clone();
+        obj.metadata = meta(run_id, name.clone(), None, &rf.metadata);
+        describe("ResourceFlavor", &name, obj.validate(), errors);
+        flavors.extend(object_of("ResourceFlavor", None, name, &obj, errors));
+    }
+    flavors
+}
+
+/// The ClusterQueues, renamed and labelled, their cohort and flavors
+/// renamed too.
+fn cluster_queues(run_id: &str, manifests: &Manifests, errors: &mut Vec<String>) -> Vec<Object> {
+    let p = |name: &str| prefixed(run_id, name);
     let mut cluster_queues = Vec::new();
     for cq in &manifests.cluster_queues {
         let name = p(cq.metadata.name.as_deref().unwrap_or_default());
@@ -324,35 +365,26 @@ pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f6
                 f.name = p(&f.name);
             }
         }
-        describe("ClusterQueue", &name, obj.validate(), &mut errors);
-        match body(&obj) {
-            Ok(body) => cluster_queues.push(Object {
-                namespace: None,
-                name,
-                body,
-            }),
-            Err(e) => errors.push(format!("ClusterQueue {name}: {e}")),
-        }
+        describe("ClusterQueue", &name, obj.validate(), errors);
+        cluster_queues.extend(object_of("ClusterQueue", None, name, &obj, errors));
     }
+    cluster_queues
+}
 
+/// The LocalQueues in namespaces `<run>-<namespace>`, pointing at the
+/// renamed ClusterQueues; and those namespaces, each a DNS label.
+fn local_queues(run_id: &str, manifests: &Manifests, errors: &mut Vec<String>) -> (Vec<String>, Vec<Object>) {
     let mut namespaces = BTreeSet::new();
     let mut local_queues = Vec::new();
     for lq in &manifests.local_queues {
-        let ns = p(lq.metadata.namespace.as_deref().unwrap_or("default"));
+        let ns = prefixed(run_id, lq.metadata.namespace.as_deref().unwrap_or("default"));
         let name = lq.metadata.name.clone().unwrap_or_default();
         let mut obj = lq.clone();
         obj.metadata = meta(run_id, name.clone(), Some(ns.clone()), &lq.metadata);
-        obj.spec.cluster_queue = p(&lq.spec.cluster_queue);
-        describe("LocalQueue", &format!("{ns}/{name}"), obj.validate(), &mut errors);
+        obj.spec.cluster_queue = prefixed(run_id, &lq.spec.cluster_queue);
+        describe("LocalQueue", &format!("{ns}/{name}"), obj.validate(), errors);
         namespaces.insert(ns.clone());
-        match body(&obj) {
-            Ok(body) => local_queues.push(Object {
-                namespace: Some(ns),
-                name,
-                body,
-            }),
-            Err(e) => errors.push(format!("LocalQueue {name}: {e}")),
-        }
+        local_queues.extend(object_of("LocalQueue", Some(ns), name, &obj, errors));
     }
     for ns in &namespaces {
         if !is_dns_label(ns) {
@@ -361,13 +393,18 @@ pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f6
             ));
         }
     }
+    (namespaces.into_iter().collect(), local_queues)
+}
 
+/// The scenario's workloads, in its order; the problems of the first
+/// invalid ones (until there are 50 problems).
+fn workloads(run_id: &str, scenario: &Scenario, errors: &mut Vec<String>) -> Vec<PlannedWorkload> {
     let mut workloads = Vec::with_capacity(scenario.workloads.len());
     for w in &scenario.workloads {
         let (ns, name) = w.name.split_once('/').unwrap_or(("default", &w.name));
         let queue = w.local_queue.split_once('/').map_or(w.local_queue.as_str(), |(_, q)| q);
         let planned = PlannedWorkload {
-            namespace: p(ns),
+            namespace: prefixed(run_id, ns),
             name: name.to_string(),
             class: w.class.clone(),
             queue: queue.to_string(),
@@ -378,11 +415,16 @@ pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f6
         };
         let v = planned.object(run_id).validate();
         if !v.is_empty() && errors.len() < 50 {
-            describe("Workload", &planned.key(), v, &mut errors);
+            describe("Workload", &planned.key(), v, errors);
         }
         workloads.push(planned);
     }
+    workloads
+}
 
+/// The ClusterQueues' quotas, with the cluster's names.
+fn quota_model(run_id: &str, scenario: &Scenario) -> QuotaModel {
+    let p = |name: &str| prefixed(run_id, name);
     let mut queues = BTreeMap::new();
     for cq in &scenario.cluster_queues {
         let mut limits = BTreeMap::new();
@@ -408,21 +450,7 @@ pub fn build(run_id: &str, scenario: &Scenario, manifests: &Manifests, scale: f6
             },
         );
     }
-
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(Plan {
-        run_id: run_id.to_string(),
-        scenario: scenario.name.clone(),
-        scale,
-        namespaces: namespaces.into_iter().collect(),
-        flavors,
-        cluster_queues,
-        local_queues,
-        workloads,
-        quotas: QuotaModel::new(queues),
-    })
+    QuotaModel::new(queues)
 }
 
 fn is_dns_label(s: &str) -> bool {

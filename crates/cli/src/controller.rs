@@ -233,6 +233,27 @@ fn parse_integrations(s: &str) -> Result<Integrations, String> {
 }
 
 pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let (log, cfg, discover) = settings(args);
+    log.init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(start(cfg, discover))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the controller finds out from the API server before it starts.
+struct Discover {
+    integrations: Integrations,
+    /// `--kueue-usage=count` without `--kueue-compat`: Kueue's own
+    /// Workloads count against the quota.
+    kueue_workloads: bool,
+}
+
+/// The flags as the controller's settings (every flag used), its logging,
+/// and what to discover at start.
+fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
     let ControllerArgs {
         kube_qps,
         kube_burst,
@@ -264,11 +285,10 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         fair_sharing: fair_sharing_mode,
         fair_sharing_strategies,
     } = args;
-    log.init();
     let identity = identity
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("sluice-controller-{}", std::process::id()));
-    let mut cfg = RunConfig {
+    let cfg = RunConfig {
         kube_qps,
         kube_burst,
         index: IndexConfig {
@@ -293,44 +313,58 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         queue_status_interval: queue_status_interval.max(Duration::from_millis(100)),
         explain_qps: sluice_controller::limit::explain_qps(explain_qps, kube_qps),
         idle: IdleSettings {
-            prometheus: prometheus_url.map(|url| PromSettings {
-                ca_file: prometheus_ca_file,
-                token_file: prometheus_token_file,
-                timeout: prometheus_timeout.max(Duration::from_millis(100)),
-                ..PromSettings::new(url)
-            }),
+            prometheus: prometheus_url
+                .map(|url| prometheus(url, prometheus_ca_file, prometheus_token_file, prometheus_timeout)),
             query: idle_query,
             interval: idle_interval.max(Duration::from_secs(1)),
         },
         positions_interval: positions_interval.max(Duration::from_secs(1)),
         kueue_workloads: None,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async {
-        let client = kube::Client::try_default()
+    let discover = Discover {
+        integrations,
+        kueue_workloads: kueue_usage == KueueUsage::Count && !kueue_compat,
+    };
+    (log, cfg, discover)
+}
+
+/// Where idle-GPU reclaim asks Prometheus, and how.
+fn prometheus(
+    url: String,
+    ca_file: Option<std::path::PathBuf>,
+    token_file: Option<std::path::PathBuf>,
+    timeout: Duration,
+) -> PromSettings {
+    PromSettings {
+        ca_file,
+        token_file,
+        timeout: timeout.max(Duration::from_millis(100)),
+        ..PromSettings::new(url)
+    }
+}
+
+/// Connects, discovers the kinds to queue (and Kueue's Workloads when they
+/// count), and runs the controller until it is terminated.
+async fn start(mut cfg: RunConfig, discover: Discover) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the API server")?;
+    let requested = match &discover.integrations {
+        Integrations::Auto => None,
+        Integrations::Listed(kinds) => Some(kinds.as_slice()),
+    };
+    cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
+        .await
+        .context("integrations")?;
+    if discover.kueue_workloads {
+        cfg.kueue_workloads = sluice_controller::run::kueue_workloads(&client)
             .await
-            .context("connecting to the API server")?;
-        let requested = match &integrations {
-            Integrations::Auto => None,
-            Integrations::Listed(kinds) => Some(kinds.as_slice()),
-        };
-        cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
-            .await
-            .context("integrations")?;
-        if kueue_usage == KueueUsage::Count && !kueue_compat {
-            cfg.kueue_workloads = sluice_controller::run::kueue_workloads(&client)
-                .await
-                .context("Kueue's Workloads")?;
-            cfg.index.kueue_workloads = cfg.kueue_workloads.as_ref().map(|ar| ar.api_version.clone());
-        }
-        sluice_controller::run::run(client, cfg, terminated())
-            .await
-            .context("controller")
-    })?;
-    Ok(ExitCode::SUCCESS)
+            .context("Kueue's Workloads")?;
+        cfg.index.kueue_workloads = cfg.kueue_workloads.as_ref().map(|ar| ar.api_version.clone());
+    }
+    sluice_controller::run::run(client, cfg, terminated())
+        .await
+        .context("controller")
 }
 
 /// Completes on SIGTERM (how Kubernetes stops a pod) or Ctrl-C.

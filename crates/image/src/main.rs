@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use sluice_image::sluice::{self, DEFAULT_TAG, HOST_CA_BUNDLE, SLUICE};
-use sluice_image::{Image, Written, read_docker_archive};
+use sluice_image::{Image, Layer, Written, read_docker_archive};
 
 #[derive(Parser)]
 #[command(
@@ -126,111 +126,135 @@ fn main() -> Result<()> {
             let written = image.write_docker_archive_file(&output, &tags)?;
             report(&output, &written);
         }
-        Command::Build(args) => {
-            let BuildArgs {
-                tags,
-                output,
-                exec,
-                file,
-                dir,
-                symlink,
-                nonroot_base,
-                ca_bundle,
-                entrypoint,
-                cmd,
-                user,
-                env,
-                port,
-                workdir,
-                label,
-            } = *args;
-            let mut image = Image::default();
-            let layer = &mut image.layer;
-            if nonroot_base {
-                sluice::add_nonroot_base(layer, &SLUICE)?;
-            }
-            for d in &dir {
-                let (path, mode) = match d.split_once('=') {
-                    Some((p, m)) => (
-                        p,
-                        u32::from_str_radix(m, 8).with_context(|| format!("--dir {d}: {m} is not an octal mode"))?,
-                    ),
-                    None => (d.as_str(), 0o755),
-                };
-                layer.dir(path, mode, 0, 0)?;
-            }
-            for f in &file {
-                let (dest, src) = pair("file", f)?;
-                layer.host_file(dest, Path::new(src))?;
-            }
-            for e in &exec {
-                let (dest, src) = pair("exec", e)?;
-                layer.host_executable(dest, Path::new(src))?;
-            }
-            for s in &symlink {
-                let (dest, target) = pair("symlink", s)?;
-                layer.symlink(dest, target)?;
-            }
-            if let Some(ca) = &ca_bundle {
-                layer.host_file(SLUICE.ca_bundle, ca)?;
-                image.config.env.push(format!("SSL_CERT_FILE={}", SLUICE.ca_bundle));
-            }
-            if env.iter().any(|e| e.starts_with("PATH=")) {
-                image.config.env.retain(|e| !e.starts_with("PATH="));
-            }
-            for e in env {
-                if !e.contains('=') {
-                    bail!("--env {e}: expected KEY=value");
-                }
-                image.config.env.push(e);
-            }
-            for p in port {
-                let number = p.split('/').next().unwrap_or_default();
-                number
-                    .parse::<u16>()
-                    .with_context(|| format!("--port {p}: not a port number"))?;
-                image
-                    .config
-                    .exposed_ports
-                    .push(if p.contains('/') { p } else { format!("{p}/tcp") });
-            }
-            for l in &label {
-                let (k, v) = pair("label", l)?;
-                image.config.labels.insert(k.to_string(), v.to_string());
-            }
-            image.config.entrypoint = entrypoint;
-            image.config.cmd = cmd;
-            image.config.user = user;
-            image.config.working_dir = workdir;
-            let written = image.write_docker_archive_file(&output, &tags)?;
-            report(&output, &written);
+        Command::Build(args) => build(*args)?,
+        Command::Check { archive, run } => check(&archive, run)?,
+    }
+    Ok(())
+}
+
+/// `build`: the layer from the flags, then the config, written.
+fn build(args: BuildArgs) -> Result<()> {
+    let BuildArgs {
+        tags,
+        output,
+        exec,
+        file,
+        dir,
+        symlink,
+        nonroot_base,
+        ca_bundle,
+        entrypoint,
+        cmd,
+        user,
+        env,
+        port,
+        workdir,
+        label,
+    } = args;
+    let mut image = Image::default();
+    let layer = &mut image.layer;
+    if nonroot_base {
+        sluice::add_nonroot_base(layer, &SLUICE)?;
+    }
+    add_dirs(layer, &dir)?;
+    for f in &file {
+        let (dest, src) = pair("file", f)?;
+        layer.host_file(dest, Path::new(src))?;
+    }
+    for e in &exec {
+        let (dest, src) = pair("exec", e)?;
+        layer.host_executable(dest, Path::new(src))?;
+    }
+    for s in &symlink {
+        let (dest, target) = pair("symlink", s)?;
+        layer.symlink(dest, target)?;
+    }
+    if let Some(ca) = &ca_bundle {
+        layer.host_file(SLUICE.ca_bundle, ca)?;
+        image.config.env.push(format!("SSL_CERT_FILE={}", SLUICE.ca_bundle));
+    }
+    set_env(&mut image.config.env, env)?;
+    for p in port {
+        image.config.exposed_ports.push(exposed_port(p)?);
+    }
+    for l in &label {
+        let (k, v) = pair("label", l)?;
+        image.config.labels.insert(k.to_string(), v.to_string());
+    }
+    image.config.entrypoint = entrypoint;
+    image.config.cmd = cmd;
+    image.config.user = user;
+    image.config.working_dir = workdir;
+    let written = image.write_docker_archive_file(&output, &tags)?;
+    report(&output, &written);
+    Ok(())
+}
+
+/// `--dir PATH[=MODE]` (octal; 0755 by default), owned by root.
+fn add_dirs(layer: &mut Layer, dirs: &[String]) -> Result<()> {
+    for d in dirs {
+        let (path, mode) = match d.split_once('=') {
+            Some((p, m)) => (
+                p,
+                u32::from_str_radix(m, 8).with_context(|| format!("--dir {d}: {m} is not an octal mode"))?,
+            ),
+            None => (d.as_str(), 0o755),
+        };
+        layer.dir(path, mode, 0, 0)?;
+    }
+    Ok(())
+}
+
+/// `--env KEY=value`, after what is there; a `PATH=` among them replaces
+/// the default PATH.
+fn set_env(config_env: &mut Vec<String>, env: Vec<String>) -> Result<()> {
+    if env.iter().any(|e| e.starts_with("PATH=")) {
+        config_env.retain(|e| !e.starts_with("PATH="));
+    }
+    for e in env {
+        if !e.contains('=') {
+            bail!("--env {e}: expected KEY=value");
         }
-        Command::Check { archive, run } => {
-            let bytes = std::fs::read(&archive).with_context(|| format!("reading {}", archive.display()))?;
-            let image = read_docker_archive(&bytes).with_context(|| format!("reading {}", archive.display()))?;
-            let problems = sluice::check_image(&image, &SLUICE);
-            if !problems.is_empty() {
-                bail!(
-                    "{} breaks the Sluice runtime contract:\n  {}",
-                    archive.display(),
-                    problems.join("\n  ")
-                );
-            }
-            println!(
-                "{}: {} {} keeps the Sluice runtime contract",
-                archive.display(),
-                image.repo_tags.join(", "),
-                image.image_id
-            );
-            if run {
-                if !sluice::can_chroot() {
-                    bail!("--run needs root (chroot)");
-                }
-                let dir = std::env::temp_dir().join(format!("sluice-image-check-{}", std::process::id()));
-                let out = sluice::run_in_chroot(&image, &dir, &["--version"]).map_err(anyhow::Error::msg)?;
-                println!("in a chroot as {}: {}", SLUICE.user, out.trim());
-            }
+        config_env.push(e);
+    }
+    Ok(())
+}
+
+/// `--port N[/PROTO]`, TCP unless said.
+fn exposed_port(p: String) -> Result<String> {
+    let number = p.split('/').next().unwrap_or_default();
+    number
+        .parse::<u16>()
+        .with_context(|| format!("--port {p}: not a port number"))?;
+    Ok(if p.contains('/') { p } else { format!("{p}/tcp") })
+}
+
+/// `check`: the archive against the runtime contract, and with `--run`
+/// the binary run in a chroot.
+fn check(archive: &Path, run: bool) -> Result<()> {
+    let bytes = std::fs::read(archive).with_context(|| format!("reading {}", archive.display()))?;
+    let image = read_docker_archive(&bytes).with_context(|| format!("reading {}", archive.display()))?;
+    let problems = sluice::check_image(&image, &SLUICE);
+    if !problems.is_empty() {
+        bail!(
+            "{} breaks the Sluice runtime contract:\n  {}",
+            archive.display(),
+            problems.join("\n  ")
+        );
+    }
+    println!(
+        "{}: {} {} keeps the Sluice runtime contract",
+        archive.display(),
+        image.repo_tags.join(", "),
+        image.image_id
+    );
+    if run {
+        if !sluice::can_chroot() {
+            bail!("--run needs root (chroot)");
         }
+        let dir = std::env::temp_dir().join(format!("sluice-image-check-{}", std::process::id()));
+        let out = sluice::run_in_chroot(&image, &dir, &["--version"]).map_err(anyhow::Error::msg)?;
+        println!("in a chroot as {}: {}", SLUICE.user, out.trim());
     }
     Ok(())
 }

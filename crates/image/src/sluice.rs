@@ -135,7 +135,35 @@ pub struct DockerfileRuntime {
 /// Reads the final stage of a Dockerfile (comments, `\` continuations,
 /// exec-form `ENTRYPOINT`).
 pub fn dockerfile_runtime(text: &str) -> Result<DockerfileRuntime, SluiceImageError> {
-    let bad = |m: String| SluiceImageError::Dockerfile(m);
+    let instructions = instructions(text);
+    let last_from = instructions
+        .iter()
+        .rposition(|i| {
+            i.split_whitespace()
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case("FROM"))
+        })
+        .ok_or_else(|| SluiceImageError::Dockerfile("no FROM".into()))?;
+    let mut runtime = DockerfileRuntime {
+        base: instructions[last_from]
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string(),
+        user: String::new(),
+        entrypoint: Vec::new(),
+        ports: Vec::new(),
+        copied_to: Vec::new(),
+    };
+    for inst in &instructions[last_from + 1..] {
+        runtime.take(inst)?;
+    }
+    Ok(runtime)
+}
+
+/// A Dockerfile's instructions, one a string: comments and blank lines
+/// dropped, `\` continuations joined.
+fn instructions(text: &str) -> Vec<String> {
     let mut instructions = Vec::new();
     let mut pending = String::new();
     for line in text.lines() {
@@ -154,53 +182,45 @@ pub fn dockerfile_runtime(text: &str) -> Result<DockerfileRuntime, SluiceImageEr
         pending.push_str(trimmed);
         instructions.push(std::mem::take(&mut pending));
     }
-    let last_from = instructions
-        .iter()
-        .rposition(|i| {
-            i.split_whitespace()
-                .next()
-                .is_some_and(|w| w.eq_ignore_ascii_case("FROM"))
-        })
-        .ok_or_else(|| bad("no FROM".into()))?;
-    let mut runtime = DockerfileRuntime {
-        base: instructions[last_from]
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_string(),
-        user: String::new(),
-        entrypoint: Vec::new(),
-        ports: Vec::new(),
-        copied_to: Vec::new(),
-    };
-    let distroless_id = |name: &str| match name {
+    instructions
+}
+
+/// A distroless user or group name as its id (a number stays itself).
+fn distroless_id(name: &str) -> Option<String> {
+    match name {
         "nonroot" => Some("65532".to_string()),
         "root" => Some("0".to_string()),
         "nobody" => Some("65534".to_string()),
         n if n.chars().all(|c| c.is_ascii_digit()) => Some(n.to_string()),
         _ => None,
-    };
-    for inst in &instructions[last_from + 1..] {
+    }
+}
+
+impl DockerfileRuntime {
+    /// Takes in one instruction of the final stage: `USER`, `ENTRYPOINT`,
+    /// `EXPOSE`, `COPY` and `ADD` count, the rest not.
+    fn take(&mut self, inst: &str) -> Result<(), SluiceImageError> {
+        let bad = |m: String| SluiceImageError::Dockerfile(m);
         let (word, args) = inst.split_once(char::is_whitespace).unwrap_or((inst, ""));
         let args = args.trim();
         match word.to_ascii_uppercase().as_str() {
             "USER" => {
                 let ids: Option<Vec<String>> = args.split(':').map(distroless_id).collect();
                 let ids = ids.ok_or_else(|| bad(format!("USER {args}: not a distroless user name or id")))?;
-                runtime.user = match ids.as_slice() {
+                self.user = match ids.as_slice() {
                     [u] => u.clone(),
                     [u, g] => format!("{u}:{g}"),
                     _ => return Err(bad(format!("USER {args}: expected user[:group]"))),
                 };
             }
             "ENTRYPOINT" => {
-                runtime.entrypoint = serde_json::from_str(args)
+                self.entrypoint = serde_json::from_str(args)
                     .map_err(|e| bad(format!("ENTRYPOINT {args}: not the exec (JSON array) form: {e}")))?;
             }
             "EXPOSE" => {
                 for port in args.split_whitespace() {
                     let number = port.strip_suffix("/tcp").unwrap_or(port);
-                    runtime.ports.push(
+                    self.ports.push(
                         number
                             .parse()
                             .map_err(|_| bad(format!("EXPOSE {port}: not a TCP port")))?,
@@ -212,12 +232,12 @@ pub fn dockerfile_runtime(text: &str) -> Result<DockerfileRuntime, SluiceImageEr
                     .split_whitespace()
                     .last()
                     .ok_or_else(|| bad(format!("{inst}: no destination")))?;
-                runtime.copied_to.push(dest.to_string());
+                self.copied_to.push(dest.to_string());
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok(runtime)
 }
 
 /// Checks a Dockerfile's final stage against a contract; returns every
@@ -266,6 +286,15 @@ pub fn check_dockerfile(text: &str, contract: &RuntimeContract) -> Result<Vec<St
 /// interpreter and every `DT_NEEDED` library in the loader's default
 /// directories. Returns every problem found.
 pub fn check_image(image: &LoadedImage, contract: &RuntimeContract) -> Vec<String> {
+    let mut problems = config_problems(image, contract);
+    problems.extend(file_problems(image, contract));
+    problems.extend(binary_problems(image, contract));
+    problems
+}
+
+/// The config: user, entrypoint, ports, `SSL_CERT_FILE` and a `PATH` with
+/// `/usr/local/bin`.
+fn config_problems(image: &LoadedImage, contract: &RuntimeContract) -> Vec<String> {
     let mut problems = Vec::new();
     let show = |v: Option<&serde_json::Value>| v.map_or("absent".to_string(), |v| v.to_string());
     let ports: serde_json::Map<_, _> = contract.ports.iter().map(|p| (format!("{p}/tcp"), json!({}))).collect();
@@ -279,11 +308,6 @@ pub fn check_image(image: &LoadedImage, contract: &RuntimeContract) -> Vec<Strin
             problems.push(format!("config {key} is {}, want {want}", show(got)));
         }
     }
-    let mut expect = |ok: bool, what: String| {
-        if !ok {
-            problems.push(what);
-        }
-    };
     let env: Vec<&str> = image
         .runtime("Env")
         .and_then(|e| e.as_array())
@@ -292,13 +316,27 @@ pub fn check_image(image: &LoadedImage, contract: &RuntimeContract) -> Vec<Strin
         .filter_map(|v| v.as_str())
         .collect();
     let ssl = format!("SSL_CERT_FILE={}", contract.ca_bundle);
-    expect(env.contains(&ssl.as_str()), format!("config Env {env:?} lacks {ssl}"));
-    expect(
-        env.iter()
-            .any(|e| e.starts_with("PATH=") && e.split([':', '=']).any(|d| d == "/usr/local/bin")),
-        format!("config Env {env:?} has no PATH with /usr/local/bin"),
-    );
+    if !env.contains(&ssl.as_str()) {
+        problems.push(format!("config Env {env:?} lacks {ssl}"));
+    }
+    if !env
+        .iter()
+        .any(|e| e.starts_with("PATH=") && e.split([':', '=']).any(|d| d == "/usr/local/bin"))
+    {
+        problems.push(format!("config Env {env:?} has no PATH with /usr/local/bin"));
+    }
+    problems
+}
 
+/// The files the runtime needs: passwd and group entries, `/tmp`, the
+/// working dir, the CA bundle.
+fn file_problems(image: &LoadedImage, contract: &RuntimeContract) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expect = |ok: bool, what: String| {
+        if !ok {
+            problems.push(what);
+        }
+    };
     let text = |path: &str| {
         image
             .resolve(path)
@@ -336,51 +374,65 @@ pub fn check_image(image: &LoadedImage, contract: &RuntimeContract) -> Vec<Strin
         ca.contains("BEGIN CERTIFICATE"),
         format!("{} holds no PEM certificate", contract.ca_bundle),
     );
+    problems
+}
 
-    match image.resolve(contract.binary) {
-        Some(bin) if bin.kind == Some(Kind::File) => {
-            expect(
-                bin.mode & 0o111 == 0o111,
-                format!("{} is not executable by all (mode {:o})", contract.binary, bin.mode),
-            );
-            expect(
-                bin.mode & 0o022 == 0,
-                format!("{} is writable by others (mode {:o})", contract.binary, bin.mode),
-            );
-            match libs::elf_needs(&bin.data, contract.binary) {
-                Err(e) => problems.push(e.to_string()),
-                Ok(needs) => {
-                    if let Some(interp) = &needs.interpreter
-                        && image.resolve(interp).is_none_or(|e| e.kind != Some(Kind::File))
-                    {
-                        problems.push(format!(
-                            "the ELF interpreter {interp} of {} is not in the image",
-                            contract.binary
-                        ));
-                    }
-                    let dirs = [
-                        "/lib/x86_64-linux-gnu",
-                        "/usr/lib/x86_64-linux-gnu",
-                        "/lib/aarch64-linux-gnu",
-                        "/usr/lib/aarch64-linux-gnu",
-                        "/lib64",
-                        "/usr/lib64",
-                        "/lib",
-                        "/usr/lib",
-                    ];
-                    for lib in &needs.needed {
-                        if !dirs.iter().any(|d| {
-                            image
-                                .resolve(&format!("{d}/{lib}"))
-                                .is_some_and(|e| e.kind == Some(Kind::File))
-                        }) {
-                            problems.push(format!("{} needs {lib}, which is in none of {dirs:?}", contract.binary));
-                        }
-                    }
-                }
-            }
+/// Where the loader looks for `DT_NEEDED` libraries by default.
+const LIBRARY_DIRS: [&str; 8] = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
+
+/// The entrypoint binary: a file executable by all and writable by none
+/// but its owner, with its ELF interpreter and every library it needs.
+fn binary_problems(image: &LoadedImage, contract: &RuntimeContract) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(bin) = image.resolve(contract.binary).filter(|b| b.kind == Some(Kind::File)) else {
+        problems.push(format!("{} is not a file in the image", contract.binary));
+        return problems;
+    };
+    if bin.mode & 0o111 != 0o111 {
+        problems.push(format!(
+            "{} is not executable by all (mode {:o})",
+            contract.binary, bin.mode
+        ));
+    }
+    if bin.mode & 0o022 != 0 {
+        problems.push(format!(
+            "{} is writable by others (mode {:o})",
+            contract.binary, bin.mode
+        ));
+    }
+    let needs = match libs::elf_needs(&bin.data, contract.binary) {
+        Err(e) => {
+            problems.push(e.to_string());
+            return problems;
         }
-        _ => problems.push(format!("{} is not a file in the image", contract.binary)),
+        Ok(needs) => needs,
+    };
+    if let Some(interp) = &needs.interpreter
+        && image.resolve(interp).is_none_or(|e| e.kind != Some(Kind::File))
+    {
+        problems.push(format!(
+            "the ELF interpreter {interp} of {} is not in the image",
+            contract.binary
+        ));
+    }
+    let dirs = LIBRARY_DIRS;
+    for lib in &needs.needed {
+        if !dirs.iter().any(|d| {
+            image
+                .resolve(&format!("{d}/{lib}"))
+                .is_some_and(|e| e.kind == Some(Kind::File))
+        }) {
+            problems.push(format!("{} needs {lib}, which is in none of {dirs:?}", contract.binary));
+        }
     }
     problems
 }

@@ -243,44 +243,123 @@ pub struct Entry {
 pub fn read(bytes: &[u8]) -> Result<Vec<Entry>, TarError> {
     let mut entries = Vec::new();
     let mut offset = 0;
-    let mut long_path: Option<String> = None;
-    let mut long_link: Option<String> = None;
+    let mut long = LongNames::default();
     while offset + BLOCK <= bytes.len() {
         let b = &bytes[offset..offset + BLOCK];
-        let at = offset;
         if b.iter().all(|&x| x == 0) {
             return Ok(entries);
         }
-        let bad = |reason: String| TarError::Malformed { offset: at, reason };
-        let stored: u64 = parse_octal(&b[148..156]).ok_or_else(|| bad("bad checksum field".into()))?;
+        let header = RawHeader::checked(b, offset)?;
+        let size = header.num(124..136, "size")? as usize;
+        let data_start = offset + BLOCK;
+        let data_end = data_start + size;
+        if data_end > bytes.len() {
+            return Err(header.bad(format!("entry of {size} bytes runs past the end of the archive")));
+        }
+        let data = &bytes[data_start..data_end];
+        offset = data_start + size.div_ceil(BLOCK) * BLOCK;
+        if long.take_in(header.typeflag(), data, data_start)? {
+            continue;
+        }
+        entries.push(header.entry(data, &mut long)?);
+    }
+    Err(TarError::Malformed {
+        offset,
+        reason: "the archive ends without its end-of-archive blocks".into(),
+    })
+}
+
+/// A header block at `at`, its checksum verified.
+struct RawHeader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> RawHeader<'a> {
+    fn checked(b: &'a [u8], at: usize) -> Result<Self, TarError> {
+        let header = Self { b, at };
+        let stored: u64 = parse_octal(&b[148..156]).ok_or_else(|| header.bad("bad checksum field".into()))?;
         let sum: u64 = b
             .iter()
             .enumerate()
             .map(|(i, &x)| if (148..156).contains(&i) { 32 } else { x as u64 })
             .sum();
         if sum != stored {
-            return Err(bad(format!("checksum {stored:o} does not match the header ({sum:o})")));
+            return Err(header.bad(format!("checksum {stored:o} does not match the header ({sum:o})")));
         }
-        let field = |r: std::ops::Range<usize>| {
-            let f = &b[r];
-            let end = f.iter().position(|&x| x == 0).unwrap_or(f.len());
-            String::from_utf8_lossy(&f[..end]).into_owned()
-        };
-        let num = |r: std::ops::Range<usize>, name: &str| {
-            parse_octal(&b[r]).ok_or_else(|| TarError::Malformed {
-                offset: at,
-                reason: format!("bad {name} field"),
-            })
-        };
-        let size = num(124..136, "size")? as usize;
-        let data_start = offset + BLOCK;
-        let data_end = data_start + size;
-        if data_end > bytes.len() {
-            return Err(bad(format!("entry of {size} bytes runs past the end of the archive")));
+        Ok(header)
+    }
+
+    fn bad(&self, reason: String) -> TarError {
+        TarError::Malformed {
+            offset: self.at,
+            reason,
         }
-        let data = &bytes[data_start..data_end];
-        offset = data_start + size.div_ceil(BLOCK) * BLOCK;
-        let typeflag = b[156];
+    }
+
+    fn typeflag(&self) -> u8 {
+        self.b[156]
+    }
+
+    /// A NUL-terminated text field.
+    fn field(&self, r: std::ops::Range<usize>) -> String {
+        let f = &self.b[r];
+        let end = f.iter().position(|&x| x == 0).unwrap_or(f.len());
+        String::from_utf8_lossy(&f[..end]).into_owned()
+    }
+
+    /// An octal number field.
+    fn num(&self, r: std::ops::Range<usize>, name: &str) -> Result<u64, TarError> {
+        parse_octal(&self.b[r]).ok_or_else(|| self.bad(format!("bad {name} field")))
+    }
+
+    /// The entry this header describes, with `data` (kept for files only)
+    /// and the long names that came before it.
+    fn entry(&self, data: &[u8], long: &mut LongNames) -> Result<Entry, TarError> {
+        let path = long.path.take().unwrap_or_else(|| {
+            let (prefix, name) = (self.field(345..500), self.field(0..100));
+            if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            }
+        });
+        let link = long.link.take().unwrap_or_else(|| self.field(157..257));
+        let kind = match self.typeflag() {
+            b'0' | 0 => Some(Kind::File),
+            b'5' => Some(Kind::Dir),
+            b'2' => Some(Kind::Symlink),
+            _ => None,
+        };
+        Ok(Entry {
+            path: path.trim_start_matches("./").trim_end_matches('/').to_string(),
+            kind,
+            mode: self.num(100..108, "mode")? as u32,
+            uid: self.num(108..116, "uid")? as u32,
+            gid: self.num(116..124, "gid")? as u32,
+            mtime: self.num(136..148, "mtime")?,
+            link,
+            data: if kind == Some(Kind::File) {
+                data.to_vec()
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
+
+/// The path and link target a pax header or GNU long-name entry gives the
+/// entry after it.
+#[derive(Default)]
+struct LongNames {
+    path: Option<String>,
+    link: Option<String>,
+}
+
+impl LongNames {
+    /// Takes in an extension entry (pax `x`, GNU `L` and `K`; pax `g` is
+    /// skipped): whether it was one.
+    fn take_in(&mut self, typeflag: u8, data: &[u8], data_start: usize) -> Result<bool, TarError> {
         match typeflag {
             b'x' => {
                 for (key, value) in parse_pax(data).map_err(|r| TarError::Malformed {
@@ -288,58 +367,19 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Entry>, TarError> {
                     reason: r,
                 })? {
                     match key.as_str() {
-                        "path" => long_path = Some(value),
-                        "linkpath" => long_link = Some(value),
+                        "path" => self.path = Some(value),
+                        "linkpath" => self.link = Some(value),
                         _ => {}
                     }
                 }
-                continue;
             }
-            b'L' => {
-                long_path = Some(String::from_utf8_lossy(data).trim_end_matches('\0').to_string());
-                continue;
-            }
-            b'K' => {
-                long_link = Some(String::from_utf8_lossy(data).trim_end_matches('\0').to_string());
-                continue;
-            }
-            b'g' => continue,
-            _ => {}
+            b'L' => self.path = Some(String::from_utf8_lossy(data).trim_end_matches('\0').to_string()),
+            b'K' => self.link = Some(String::from_utf8_lossy(data).trim_end_matches('\0').to_string()),
+            b'g' => {}
+            _ => return Ok(false),
         }
-        let path = long_path.take().unwrap_or_else(|| {
-            let (prefix, name) = (field(345..500), field(0..100));
-            if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            }
-        });
-        let link = long_link.take().unwrap_or_else(|| field(157..257));
-        let kind = match typeflag {
-            b'0' | 0 => Some(Kind::File),
-            b'5' => Some(Kind::Dir),
-            b'2' => Some(Kind::Symlink),
-            _ => None,
-        };
-        entries.push(Entry {
-            path: path.trim_start_matches("./").trim_end_matches('/').to_string(),
-            kind,
-            mode: num(100..108, "mode")? as u32,
-            uid: num(108..116, "uid")? as u32,
-            gid: num(116..124, "gid")? as u32,
-            mtime: num(136..148, "mtime")?,
-            link,
-            data: if kind == Some(Kind::File) {
-                data.to_vec()
-            } else {
-                Vec::new()
-            },
-        });
+        Ok(true)
     }
-    Err(TarError::Malformed {
-        offset,
-        reason: "the archive ends without its end-of-archive blocks".into(),
-    })
 }
 
 fn parse_octal(field: &[u8]) -> Option<u64> {

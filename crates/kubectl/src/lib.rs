@@ -194,6 +194,7 @@ fn output<T: serde::Serialize>(
     Ok((out, said))
 }
 
+/// The output of the command asked for, and what it says.
 async fn render(
     client: &Client,
     args: &PluginArgs,
@@ -203,37 +204,13 @@ async fn render(
 ) -> Result<(String, String), PluginError> {
     let wide = args.output == Output::Wide;
     match &args.command {
-        PluginCommand::Queues => {
-            let s = fetch::snapshot(client, scope, false, None).await?;
-            let v = view::queues::queues(&s);
-            output(&v, args.output, || {
-                let notes = view::queues::notes(&v);
-                let table = view::queues::table(&v, wide).render("No queues found.");
-                if notes.is_empty() {
-                    table
-                } else {
-                    format!("{table}\n{notes}")
-                }
-            })
-        }
-        PluginCommand::Top => {
-            let s = fetch::snapshot(client, scope, false, None).await?;
-            let queues = view::queues::queues(&s);
-            let v = view::top::usage(&queues);
-            output(&v, args.output, || {
-                let table = view::top::table(&v, colour).render("No queues found.");
-                match view::queues::notes(&queues) {
-                    notes if notes.is_empty() => table,
-                    notes => format!("{table}\n{notes}"),
-                }
-            })
-        }
+        PluginCommand::Queues => queues(client, scope, args.output, wide).await,
+        PluginCommand::Top => top(client, scope, args.output, colour).await,
         PluginCommand::Workloads {
             pending,
             admitted,
             selector,
         } => {
-            let s = fetch::snapshot(client, scope, true, selector.as_deref()).await?;
             let filter = if *pending {
                 Filter::Pending
             } else if *admitted {
@@ -241,40 +218,96 @@ async fn render(
             } else {
                 Filter::All
             };
-            let v = view::workloads::workloads(&s, filter);
-            let empty = match &scope.namespace {
-                Some(ns) => format!("No workloads found in namespace {ns}."),
-                None => "No workloads found.".to_string(),
-            };
-            output(&v, args.output, || {
-                view::workloads::table(&v, &s, scope.namespace.is_none(), wide, colour).render(&empty)
-            })
+            workloads(client, scope, selector.as_deref(), filter, args.output, colour).await
         }
-        PluginCommand::Why { name } => {
-            let one = fetch::Scope {
-                namespace: Some(namespace.to_string()),
-            };
-            let s = fetch::snapshot(client, &one, true, None).await?;
-            let w = view::why::find(&s, namespace, name).ok_or_else(|| {
-                PluginError::NotFound(format!(
-                    "no Workload {name:?} in namespace {namespace}, and no job of that name has one"
-                ))
-            })?;
-            let mut names = vec![w.metadata.name.clone().unwrap_or_default()];
-            names.extend(w.metadata.owner_references.iter().flatten().map(|o| o.name.clone()));
-            let events = fetch::events(client, namespace, &names).await;
-            let holders = fetch::all_workloads(client).await.map(|all| {
-                let everyone = Snapshot {
-                    workloads: all,
-                    ..s.clone()
-                };
-                view::workloads::workloads(&everyone, Filter::Admitted)
-            });
-            let v = view::why::why(&s, w, events, holders);
-            output(&v, args.output, || view::why::text(&v, &s))
-        }
+        PluginCommand::Why { name } => why(client, namespace, name, args.output).await,
         PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok((String::new(), String::new())),
     }
+}
+
+/// `queues`: the queues table, and its notes.
+async fn queues(
+    client: &Client,
+    scope: &fetch::Scope,
+    format: Output,
+    wide: bool,
+) -> Result<(String, String), PluginError> {
+    let s = fetch::snapshot(client, scope, false, None).await?;
+    let v = view::queues::queues(&s);
+    output(&v, format, || {
+        let notes = view::queues::notes(&v);
+        let table = view::queues::table(&v, wide).render("No queues found.");
+        if notes.is_empty() {
+            table
+        } else {
+            format!("{table}\n{notes}")
+        }
+    })
+}
+
+/// `top`: usage bars per queue, and the queues' notes.
+async fn top(
+    client: &Client,
+    scope: &fetch::Scope,
+    format: Output,
+    colour: bool,
+) -> Result<(String, String), PluginError> {
+    let s = fetch::snapshot(client, scope, false, None).await?;
+    let queues = view::queues::queues(&s);
+    let v = view::top::usage(&queues);
+    output(&v, format, || {
+        let table = view::top::table(&v, colour).render("No queues found.");
+        match view::queues::notes(&queues) {
+            notes if notes.is_empty() => table,
+            notes => format!("{table}\n{notes}"),
+        }
+    })
+}
+
+/// `workloads`: the workloads in scope that pass `filter`.
+async fn workloads(
+    client: &Client,
+    scope: &fetch::Scope,
+    selector: Option<&str>,
+    filter: Filter,
+    format: Output,
+    colour: bool,
+) -> Result<(String, String), PluginError> {
+    let s = fetch::snapshot(client, scope, true, selector).await?;
+    let v = view::workloads::workloads(&s, filter);
+    let empty = match &scope.namespace {
+        Some(ns) => format!("No workloads found in namespace {ns}."),
+        None => "No workloads found.".to_string(),
+    };
+    output(&v, format, || {
+        view::workloads::table(&v, &s, scope.namespace.is_none(), format == Output::Wide, colour).render(&empty)
+    })
+}
+
+/// `why NAME`: the workload (or its job's), its events, and who holds its
+/// ClusterQueue's quota when the user may list every Workload.
+async fn why(client: &Client, namespace: &str, name: &str, format: Output) -> Result<(String, String), PluginError> {
+    let one = fetch::Scope {
+        namespace: Some(namespace.to_string()),
+    };
+    let s = fetch::snapshot(client, &one, true, None).await?;
+    let w = view::why::find(&s, namespace, name).ok_or_else(|| {
+        PluginError::NotFound(format!(
+            "no Workload {name:?} in namespace {namespace}, and no job of that name has one"
+        ))
+    })?;
+    let mut names = vec![w.metadata.name.clone().unwrap_or_default()];
+    names.extend(w.metadata.owner_references.iter().flatten().map(|o| o.name.clone()));
+    let events = fetch::events(client, namespace, &names).await;
+    let holders = fetch::all_workloads(client).await.map(|all| {
+        let everyone = Snapshot {
+            workloads: all,
+            ..s.clone()
+        };
+        view::workloads::workloads(&everyone, Filter::Admitted)
+    });
+    let v = view::why::why(&s, w, events, holders);
+    output(&v, format, || view::why::text(&v, &s))
 }
 
 /// Which queue a `stop`/`resume` argument names.

@@ -23,7 +23,7 @@ use serde::Serialize;
 use super::plan::Plan;
 use super::scrape::{PeakRss, WriteCounts};
 use super::stall::ReasonCount;
-use super::track::{Closed, Ms, Scope};
+use super::track::{Closed, Ms, Scope, Violation, WorkloadRecord};
 use sluice_simulate::report::{WaitStats, nearest_rank, resource_order, wait_stats};
 
 mod render;
@@ -336,37 +336,79 @@ pub struct Extras {
 /// The figures of a run.
 pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
     let wall = closed.end.max(0);
-    let records = &closed.records;
-    let count = |f: &dyn Fn(&super::track::WorkloadRecord) -> bool| records.iter().filter(|r| f(r)).count() as u64;
-    let workloads = Counts {
+    let workloads = counts(&closed.records);
+    let (cluster_queues, total_usage) = queue_usage(plan, closed, wall);
+    let admission_rate = admission_rate(&closed.admissions, wall, RATE_WINDOW_MS);
+    let api_writes = extras.writes.map(|w| api_writes(w, workloads.admissions));
+    let vs_floor = extras
+        .floor
+        .as_ref()
+        .and_then(|f| vs_floor(f, &admission_rate, workloads.admissions, wall));
+    RunReport {
+        format: FORMAT,
+        scenario: plan.scenario.clone(),
+        scale: plan.scale,
+        run_id: plan.run_id.clone(),
+        complete: workloads.finished == workloads.planned,
+        timed_out: extras.timed_out,
+        stalled: extras.stalled,
+        wall_ms: wall,
+        workloads,
+        creation_lag: creation_lag(plan, &closed.records),
+        classes: class_figures(plan, &closed.records),
+        cluster_queues,
+        total_usage,
+        admission_rate,
+        api_writes,
+        controller_peak_rss: extras.rss,
+        floor: extras.floor,
+        vs_floor,
+        quota_violations: violation_reports(plan, &closed.violations),
+        watch_restarts: extras.watch_restarts,
+        create_write_errors: extras.create_write_errors,
+        finish_write_errors: extras.finish_write_errors,
+    }
+}
+
+/// Workloads planned, created, admitted and finished; admissions and
+/// evictions.
+fn counts(records: &[WorkloadRecord]) -> Counts {
+    let count = |f: &dyn Fn(&WorkloadRecord) -> bool| records.iter().filter(|r| f(r)).count() as u64;
+    Counts {
         planned: records.len() as u64,
         created: count(&|r| r.created_at.is_some()),
         admitted: count(&|r| r.first_admitted_at.is_some()),
         finished: count(&|r| r.finished_at.is_some()),
         admissions: records.iter().map(|r| u64::from(r.admissions)).sum(),
         evictions: records.iter().map(|r| u64::from(r.evictions)).sum(),
-    };
+    }
+}
 
+/// How late the creations were against the plan's arrivals.
+fn creation_lag(plan: &Plan, records: &[WorkloadRecord]) -> Lag {
     let lags: Vec<Ms> = plan
         .workloads
         .iter()
         .zip(records)
         .filter_map(|(w, r)| r.created_at.map(|c| (c - w.arrival).max(0)))
         .collect();
-    let creation_lag = Lag {
+    Lag {
         mean_ms: if lags.is_empty() {
             0.0
         } else {
             lags.iter().sum::<Ms>() as f64 / lags.len() as f64
         },
         max_ms: lags.iter().copied().max().unwrap_or(0),
-    };
+    }
+}
 
+/// The figures of each class of workloads, by class name.
+fn class_figures(plan: &Plan, records: &[WorkloadRecord]) -> Vec<ClassFigures> {
     let mut by_class: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, w) in plan.workloads.iter().enumerate() {
         by_class.entry(w.class.as_str()).or_default().push(i);
     }
-    let classes = by_class
+    by_class
         .into_iter()
         .map(|(name, idx)| {
             let rs: Vec<_> = idx.iter().filter_map(|&i| records.get(i)).collect();
@@ -380,9 +422,12 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
                 time_to_first_admission: wait_stats(rs.iter().filter_map(|r| r.time_to_first_admission()).collect()),
             }
         })
-        .collect();
+        .collect()
+}
 
-    // Usage per queue and resource, summed over flavors.
+/// Usage per queue and resource, summed over flavors; and of all queues
+/// together.
+fn queue_usage(plan: &Plan, closed: &Closed, wall: Ms) -> (Vec<QueueFigures>, Vec<ResourceUsage>) {
     let mut cluster_queues = Vec::new();
     let mut totals: BTreeMap<String, (i64, f64)> = BTreeMap::new();
     for (queue, q) in &closed.quotas.queues {
@@ -407,31 +452,40 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
             resources: resource_usages(per_resource, wall),
         });
     }
-    let total_usage = resource_usages(totals, wall);
+    (cluster_queues, resource_usages(totals, wall))
+}
 
-    let admission_rate = admission_rate(&closed.admissions, wall, RATE_WINDOW_MS);
-    let per_admission = |n: f64| (workloads.admissions > 0).then(|| n / workloads.admissions as f64);
-    let api_writes = extras.writes.map(|w| ApiWrites {
+/// The controller's writes, per admission overall and of the state lane.
+fn api_writes(w: WriteCounts, admissions: u64) -> ApiWrites {
+    let per_admission = |n: f64| (admissions > 0).then(|| n / admissions as f64);
+    ApiWrites {
         per_admission: per_admission(w.total),
         writes_per_admission: w.per_lane.get("state").copied().and_then(per_admission),
         total: w.total,
         per_kind: w.per_kind,
         per_lane: w.per_lane,
-    });
-    let vs_floor = extras.floor.as_ref().and_then(|f| {
-        (f.patches_per_second > 0.0).then(|| {
-            let floor_wall_ms = floor_time_ms(f, workloads.admissions);
-            VsFloor {
-                mean: admission_rate.mean_per_second / f.patches_per_second,
-                peak: admission_rate.peak_per_second / f.patches_per_second,
-                floor_wall_ms,
-                wall: floor_wall_ms.filter(|t| *t > 0.0).map(|t| wall as f64 / t),
-            }
-        })
-    });
+    }
+}
+
+/// The admission rates and wall time against the write floor; `None` when
+/// the floor made no patch.
+fn vs_floor(f: &FloorReport, rate: &AdmissionRate, admissions: u64, wall: Ms) -> Option<VsFloor> {
+    (f.patches_per_second > 0.0).then(|| {
+        let floor_wall_ms = floor_time_ms(f, admissions);
+        VsFloor {
+            mean: rate.mean_per_second / f.patches_per_second,
+            peak: rate.peak_per_second / f.patches_per_second,
+            floor_wall_ms,
+            wall: floor_wall_ms.filter(|t| *t > 0.0).map(|t| wall as f64 / t),
+        }
+    })
+}
+
+/// The quota violations, with the scenario's names and in the resources'
+/// units.
+fn violation_reports(plan: &Plan, violations: &[Violation]) -> Vec<ViolationReport> {
     let units = |milli: i64| milli as f64 / 1000.0;
-    let quota_violations = closed
-        .violations
+    violations
         .iter()
         .map(|v| ViolationReport {
             scope: v.scope,
@@ -443,32 +497,7 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
             from_ms: v.from_ms,
             to_ms: v.to_ms,
         })
-        .collect();
-
-    RunReport {
-        format: FORMAT,
-        scenario: plan.scenario.clone(),
-        scale: plan.scale,
-        run_id: plan.run_id.clone(),
-        complete: workloads.finished == workloads.planned,
-        timed_out: extras.timed_out,
-        stalled: extras.stalled,
-        wall_ms: wall,
-        workloads,
-        creation_lag,
-        classes,
-        cluster_queues,
-        total_usage,
-        admission_rate,
-        api_writes,
-        controller_peak_rss: extras.rss,
-        floor: extras.floor,
-        vs_floor,
-        quota_violations,
-        watch_restarts: extras.watch_restarts,
-        create_write_errors: extras.create_write_errors,
-        finish_write_errors: extras.finish_write_errors,
-    }
+        .collect()
 }
 
 fn resource_usages(per_resource: BTreeMap<String, (i64, f64)>, wall: Ms) -> Vec<ResourceUsage> {

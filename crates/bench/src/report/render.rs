@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{FloorReport, ResourceUsage, RunReport, StallReport};
+use super::{ApiWrites, FloorReport, ResourceUsage, RunReport, StallReport, VsFloor};
 use crate::track::{Ms, Scope};
 use sluice_simulate::report::table::Table;
 use sluice_simulate::units::format_duration;
@@ -31,7 +31,39 @@ fn amount(v: f64) -> String {
 /// The terminal summary of a run.
 pub fn render(r: &RunReport) -> String {
     let mut out = String::new();
-    let status = if r.complete {
+    let _ = writeln!(
+        out,
+        "sluice bench run: {} × {} (run {}): {}\n",
+        r.scenario,
+        r.scale,
+        r.run_id,
+        status(r)
+    );
+    if let Some(s) = &r.stalled {
+        stall_reasons(&mut out, s);
+    }
+    let lines = summary(r);
+    let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    for (k, v) in &lines {
+        let _ = writeln!(out, "{k:<width$}  {v}");
+    }
+
+    out.push_str("\ntime to admission per class (creation → the admission it finished in, as Kueue counts)\n");
+    class_table(r).render(&mut out);
+
+    out.push_str("\nusage (∫ admitted quota ÷ nominal × wall time)\n");
+    usage_table(r).render(&mut out);
+
+    if !r.quota_violations.is_empty() {
+        out.push_str("\nquota violations (observed)\n");
+        violation_table(r).render(&mut out);
+    }
+    out
+}
+
+/// How the run ended, and how many workloads finished.
+fn status(r: &RunReport) -> String {
+    if r.complete {
         "all workloads finished".to_string()
     } else if let Some(s) = &r.stalled {
         format!(
@@ -51,95 +83,44 @@ pub fn render(r: &RunReport) -> String {
             "INCOMPLETE: {} of {} workloads finished",
             r.workloads.finished, r.workloads.planned
         )
-    };
-    let _ = writeln!(
-        out,
-        "sluice bench run: {} × {} (run {}): {status}\n",
-        r.scenario, r.scale, r.run_id
-    );
-    if let Some(s) = &r.stalled {
-        stall_reasons(&mut out, s);
     }
-    let mut lines: Vec<(String, String)> = Vec::new();
-    lines.push(("wall time".into(), dur(r.wall_ms as f64)));
+}
+
+/// The run's figures, one (label, value) line each.
+fn summary(r: &RunReport) -> Vec<(String, String)> {
     let w = &r.workloads;
-    lines.push((
-        "workloads".into(),
-        format!(
-            "{} planned, {} created, {} admitted, {} finished; {} evictions",
-            w.planned, w.created, w.admitted, w.finished, w.evictions
+    let mut lines: Vec<(String, String)> = vec![
+        ("wall time".into(), dur(r.wall_ms as f64)),
+        (
+            "workloads".into(),
+            format!(
+                "{} planned, {} created, {} admitted, {} finished; {} evictions",
+                w.planned, w.created, w.admitted, w.finished, w.evictions
+            ),
         ),
-    ));
-    lines.push((
-        "admissions".into(),
-        format!(
-            "{} ({:.1}/s mean, {:.1}/s peak over {}s)",
-            w.admissions,
-            r.admission_rate.mean_per_second,
-            r.admission_rate.peak_per_second,
-            r.admission_rate.window_seconds
+        (
+            "admissions".into(),
+            format!(
+                "{} ({:.1}/s mean, {:.1}/s peak over {}s)",
+                w.admissions,
+                r.admission_rate.mean_per_second,
+                r.admission_rate.peak_per_second,
+                r.admission_rate.window_seconds
+            ),
         ),
-    ));
+    ];
     if let Some(f) = &r.floor {
-        let ratio = r
-            .vs_floor
-            .as_ref()
-            .map(|v| {
-                let wall = match (v.wall, v.floor_wall_ms) {
-                    (Some(ratio), Some(t)) => format!(
-                        "; wall time {:.2} × its {:.1} s for these admissions",
-                        ratio,
-                        t / 1000.0
-                    ),
-                    _ => String::new(),
-                };
-                format!(
-                    "; admissions/s at {:.0}% (mean), {:.0}% (peak) of it{wall}",
-                    v.mean * 100.0,
-                    v.peak * 100.0
-                )
-            })
-            .unwrap_or_default();
+        let ratio = r.vs_floor.as_ref().map(vs_floor).unwrap_or_default();
         lines.push(("write floor".into(), format!("{}{ratio}", floor_line(f))));
     }
-    match &r.api_writes {
-        Some(a) => {
-            let kinds: Vec<String> = a
-                .per_kind
-                .iter()
-                .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| format!("{k} {v:.0}"))
-                .collect();
-            let per = a
-                .per_admission
-                .map(|p| format!(", {p:.2} per admission"))
-                .unwrap_or_default();
-            let lanes: Vec<String> = a
-                .per_lane
-                .iter()
-                .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| format!("{k} {v:.0}"))
-                .collect();
-            if let Some(w) = a.writes_per_admission {
-                lines.push((
-                    "writes per admission".into(),
-                    format!("{w:.3} (state lane; by lane: {})", lanes.join(", ")),
-                ));
-            }
-            lines.push((
-                "controller writes".into(),
-                format!("{:.0}{per} ({})", a.total, kinds.join(", ")),
-            ));
-        }
-        None => lines.push(("controller writes".into(), "— (no --controller-metrics)".into())),
-    }
-    match &r.controller_peak_rss {
-        Some(p) => lines.push((
+    lines.extend(controller_writes(r.api_writes.as_ref()));
+    lines.push(match &r.controller_peak_rss {
+        Some(p) => (
             "controller peak RSS".into(),
             format!("{:.1} MiB ({})", p.bytes as f64 / (1024.0 * 1024.0), p.source),
-        )),
-        None => lines.push(("controller peak RSS".into(), "— (no --controller-pid)".into())),
-    }
+        ),
+        None => ("controller peak RSS".into(), "— (no --controller-pid)".into()),
+    });
     lines.push((
         "creation lag".into(),
         format!(
@@ -165,12 +146,60 @@ pub fn render(r: &RunReport) -> String {
             ),
         ));
     }
-    let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
-    for (k, v) in &lines {
-        let _ = writeln!(out, "{k:<width$}  {v}");
-    }
+    lines
+}
 
-    out.push_str("\ntime to admission per class (creation → the admission it finished in, as Kueue counts)\n");
+/// The admission rates (and wall time) against the write floor's, after
+/// the floor's own figures.
+fn vs_floor(v: &VsFloor) -> String {
+    let wall = match (v.wall, v.floor_wall_ms) {
+        (Some(ratio), Some(t)) => format!(
+            "; wall time {:.2} × its {:.1} s for these admissions",
+            ratio,
+            t / 1000.0
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "; admissions/s at {:.0}% (mean), {:.0}% (peak) of it{wall}",
+        v.mean * 100.0,
+        v.peak * 100.0
+    )
+}
+
+/// The controller's writes (`--controller-metrics`): per admission and
+/// lane, and per kind.
+fn controller_writes(a: Option<&ApiWrites>) -> Vec<(String, String)> {
+    let Some(a) = a else {
+        return vec![("controller writes".into(), "— (no --controller-metrics)".into())];
+    };
+    let nonzero = |m: &BTreeMap<String, f64>| -> Vec<String> {
+        m.iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(k, v)| format!("{k} {v:.0}"))
+            .collect()
+    };
+    let (kinds, lanes) = (nonzero(&a.per_kind), nonzero(&a.per_lane));
+    let per = a
+        .per_admission
+        .map(|p| format!(", {p:.2} per admission"))
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    if let Some(w) = a.writes_per_admission {
+        lines.push((
+            "writes per admission".into(),
+            format!("{w:.3} (state lane; by lane: {})", lanes.join(", ")),
+        ));
+    }
+    lines.push((
+        "controller writes".into(),
+        format!("{:.0}{per} ({})", a.total, kinds.join(", ")),
+    ));
+    lines
+}
+
+/// Time to admission per class.
+fn class_table(r: &RunReport) -> Table {
     let mut t = Table::new(
         [
             "class",
@@ -209,89 +238,98 @@ pub fn render(r: &RunReport) -> String {
         }
         t.rows.push(row);
     }
-    t.render(&mut out);
+    t
+}
 
-    out.push_str("\nusage (∫ admitted quota ÷ nominal × wall time)\n");
+/// Usage per cluster queue (per cohort above [`MAX_QUEUE_ROWS`] queues),
+/// then of all together.
+fn usage_table(r: &RunReport) -> Table {
     let mut t = Table::new(
         ["cluster queue", "cohort", "resource", "nominal", "used", "usage"]
             .map(String::from)
             .to_vec(),
     );
-    let row = |name: &str, cohort: &str, u: &ResourceUsage| {
-        vec![
-            name.to_string(),
-            cohort.to_string(),
-            u.resource.clone(),
-            amount(u.nominal),
-            format!("{:.1} {}·s", u.used_unit_seconds, short_resource(&u.resource)),
-            pct(u.usage),
-        ]
-    };
     if r.cluster_queues.len() <= MAX_QUEUE_ROWS {
         for q in &r.cluster_queues {
             for u in &q.resources {
-                t.rows.push(row(&q.name, q.cohort.as_deref().unwrap_or("—"), u));
+                t.rows.push(usage_row(&q.name, q.cohort.as_deref().unwrap_or("—"), u));
             }
         }
     } else {
-        // Per cohort: its queues' sums.
-        let mut cohorts: BTreeMap<&str, BTreeMap<&str, (f64, f64, usize)>> = BTreeMap::new();
-        for q in &r.cluster_queues {
-            for u in &q.resources {
-                let e = cohorts
-                    .entry(q.cohort.as_deref().unwrap_or("(no cohort)"))
-                    .or_default()
-                    .entry(u.resource.as_str())
-                    .or_default();
-                e.0 += u.nominal;
-                e.1 += u.used_unit_seconds;
-                e.2 += 1;
-            }
-        }
-        for (cohort, resources) in cohorts {
-            for (resource, (nominal, used, n)) in resources {
-                let usage = (nominal > 0.0 && r.wall_ms > 0).then(|| used / (nominal * r.wall_ms as f64 / 1000.0));
-                let u = ResourceUsage {
-                    resource: resource.to_string(),
-                    nominal,
-                    used_unit_seconds: used,
-                    usage,
-                };
-                t.rows.push(row(&format!("{n} queues"), cohort, &u));
-            }
-        }
+        t.rows.extend(cohort_usage_rows(r));
     }
     t.rule();
     for u in &r.total_usage {
-        t.rows.push(row("all", "", u));
+        t.rows.push(usage_row("all", "", u));
     }
-    t.render(&mut out);
+    t
+}
 
-    if !r.quota_violations.is_empty() {
-        out.push_str("\nquota violations (observed)\n");
-        let mut t = Table::new(
-            ["scope", "name", "flavor", "resource", "limit", "peak", "from", "to"]
-                .map(String::from)
-                .to_vec(),
-        );
-        for v in &r.quota_violations {
-            t.rows.push(vec![
-                match v.scope {
-                    Scope::ClusterQueue => "clusterQueue".into(),
-                    Scope::Cohort => "cohort".into(),
-                },
-                v.name.clone(),
-                v.flavor.clone(),
-                v.resource.clone(),
-                amount(v.limit),
-                amount(v.peak),
-                dur(v.from_ms as f64),
-                dur(v.to_ms as f64),
-            ]);
+fn usage_row(name: &str, cohort: &str, u: &ResourceUsage) -> Vec<String> {
+    vec![
+        name.to_string(),
+        cohort.to_string(),
+        u.resource.clone(),
+        amount(u.nominal),
+        format!("{:.1} {}·s", u.used_unit_seconds, short_resource(&u.resource)),
+        pct(u.usage),
+    ]
+}
+
+/// Per cohort: its queues' sums, a row per resource.
+fn cohort_usage_rows(r: &RunReport) -> Vec<Vec<String>> {
+    let mut cohorts: BTreeMap<&str, BTreeMap<&str, (f64, f64, usize)>> = BTreeMap::new();
+    for q in &r.cluster_queues {
+        for u in &q.resources {
+            let e = cohorts
+                .entry(q.cohort.as_deref().unwrap_or("(no cohort)"))
+                .or_default()
+                .entry(u.resource.as_str())
+                .or_default();
+            e.0 += u.nominal;
+            e.1 += u.used_unit_seconds;
+            e.2 += 1;
         }
-        t.render(&mut out);
     }
-    out
+    let mut rows = Vec::new();
+    for (cohort, resources) in cohorts {
+        for (resource, (nominal, used, n)) in resources {
+            let usage = (nominal > 0.0 && r.wall_ms > 0).then(|| used / (nominal * r.wall_ms as f64 / 1000.0));
+            let u = ResourceUsage {
+                resource: resource.to_string(),
+                nominal,
+                used_unit_seconds: used,
+                usage,
+            };
+            rows.push(usage_row(&format!("{n} queues"), cohort, &u));
+        }
+    }
+    rows
+}
+
+/// The quota violations observed.
+fn violation_table(r: &RunReport) -> Table {
+    let mut t = Table::new(
+        ["scope", "name", "flavor", "resource", "limit", "peak", "from", "to"]
+            .map(String::from)
+            .to_vec(),
+    );
+    for v in &r.quota_violations {
+        t.rows.push(vec![
+            match v.scope {
+                Scope::ClusterQueue => "clusterQueue".into(),
+                Scope::Cohort => "cohort".into(),
+            },
+            v.name.clone(),
+            v.flavor.clone(),
+            v.resource.clone(),
+            amount(v.limit),
+            amount(v.peak),
+            dur(v.from_ms as f64),
+            dur(v.to_ms as f64),
+        ]);
+    }
+    t
 }
 
 /// Reasons shown of a stalled run (`--json` has them all).

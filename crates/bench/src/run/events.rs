@@ -1,8 +1,10 @@
 //! What the run loop hears: the Workload watch, creation and Finished-mark
-//! results; and the Finished mark itself.
+//! results; the watch's state as the loop follows it ([`WatchState`]); and
+//! the Finished mark itself.
 
 use std::time::Instant;
 
+use anyhow::{Result, bail};
 use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -14,8 +16,11 @@ use sluice_api::v1alpha1::Workload;
 use sluice_api::v1alpha1::conditions as cond;
 use tokio::sync::mpsc;
 
+use super::WATCH_WAIT;
+use super::progress::Warnings;
+use super::writes::Finishes;
 use crate::cluster::{self, CallError};
-use crate::track::{self, Ms, Observation};
+use crate::track::{self, Ms, Observation, Tracker};
 
 /// The `Finished` mark of a workload: what the controller writes when a
 /// Job completes (type Finished, status True, reason Succeeded), applied
@@ -85,6 +90,93 @@ pub(super) async fn watch(client: Client, run_id: String, tx: mpsc::UnboundedSen
         };
         if tx.send(Msg::Watch(at, msg)).is_err() {
             return;
+        }
+    }
+}
+
+/// The Workload watch as the run loop follows it: its lists, and the
+/// objects of a relist held until the list is in.
+pub(super) struct WatchState {
+    /// Lists the watch began: the first, and one per restart.
+    lists: u64,
+    /// Objects of a relist of the watch, taken in together at its end.
+    relist: Option<Vec<(usize, Ms, Observation)>>,
+    warnings: Warnings,
+    object_warnings: Warnings,
+}
+
+impl WatchState {
+    /// Waits up to [`WATCH_WAIT`] for the watch's first list.
+    pub(super) async fn first_list(rx: &mut mpsc::UnboundedReceiver<Msg>) -> Result<Self> {
+        let mut state = Self {
+            lists: 0,
+            relist: None,
+            warnings: Warnings::default(),
+            object_warnings: Warnings::default(),
+        };
+        let listed = tokio::time::timeout(WATCH_WAIT, async {
+            while let Some(m) = rx.recv().await {
+                match m {
+                    Msg::Watch(_, WatchMsg::Init) => state.lists += 1,
+                    Msg::Watch(_, WatchMsg::InitDone) => return true,
+                    Msg::Watch(_, WatchMsg::Error(e)) => state.warnings.warn(&format!("Workload watch: {e}")),
+                    _ => {}
+                }
+            }
+            false
+        })
+        .await;
+        if !matches!(listed, Ok(true)) {
+            bail!(
+                "the Workload watch did not list within {}s (can this user list and watch workloads.sluice.dev in all namespaces?)",
+                WATCH_WAIT.as_secs()
+            );
+        }
+        Ok(state)
+    }
+
+    /// Whether the watch lists again: the tracker is behind until the list
+    /// is in.
+    pub(super) fn relisting(&self) -> bool {
+        self.relist.is_some()
+    }
+
+    /// How often the watch lost its place and listed again.
+    pub(super) fn restarts(&self) -> u64 {
+        self.lists.saturating_sub(1)
+    }
+
+    /// Takes in what the watch said at `at`: an object goes to the tracker
+    /// (held while the watch lists again), and a new admission sets its
+    /// Finished timer.
+    pub(super) fn heard(&mut self, msg: WatchMsg, at: Ms, tracker: &mut Tracker, finishes: &mut Finishes) {
+        match msg {
+            WatchMsg::Init => {
+                // The watch lists again (it lost its place): what follows
+                // until InitDone is one snapshot.
+                self.lists += 1;
+                self.relist = Some(Vec::new());
+            }
+            WatchMsg::InitDone => {
+                if let Some(list) = self.relist.take() {
+                    for f in tracker.observe_list(list) {
+                        finishes.set(f);
+                    }
+                }
+            }
+            WatchMsg::Error(e) => self.warnings.warn(&format!("Workload watch: {e}")),
+            WatchMsg::Object(key, obs) => match (tracker.index_of(&key), obs) {
+                (Some(i), Ok(obs)) => match self.relist.as_mut() {
+                    Some(list) => list.push((i, at, obs)),
+                    None => {
+                        if let Some(f) = tracker.observe(i, at, obs) {
+                            finishes.set(f);
+                        }
+                    }
+                },
+                (Some(_), Err(e)) => self.object_warnings.warn(&format!("Workload {key}: {e}")),
+                (None, _) => {}
+            },
         }
     }
 }

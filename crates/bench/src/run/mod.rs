@@ -22,38 +22,43 @@
 //!
 //! Every object carries the run label; the caller deletes them all at the
 //! end, on error and on Ctrl-C ([`cleanup_or_exit`]).
+//!
+//! | file          | what                                                        |
+//! |---------------|-------------------------------------------------------------|
+//! | `mod.rs`      | the steps above ([`execute`]) and the loop (`drive`)        |
+//! | `events.rs`   | what the loop hears, and the watch's state                  |
+//! | `writes.rs`   | creations and Finished marks: permits, retries, their tasks |
+//! | `progress.rs` | the progress line and capped warnings                       |
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::cluster::{self, CallError};
+use super::cluster;
 use super::floor::{self, FloorOptions};
 use super::plan::{self, Plan, RUN_LABEL};
-use super::report::{self, Extras, RunReport, StallReport};
-use super::scrape::{self, HttpUrl};
+use super::report::{self, Extras, FloorReport, RunReport, StallReport};
+use super::scrape::{self, HttpUrl, WriteCounts};
 use super::stall::{self, StallRule, Verdict};
-use super::track::{Ms, Observation, Tracker};
+use super::track::{Ms, Tracker};
 use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
-use sluice_controller::limit::Limiter;
 use sluice_simulate::scenario::{LoadOptions, load_with};
 use sluice_simulate::units::format_duration;
 
 mod events;
 mod progress;
+mod writes;
 
 pub use events::finish_body;
-use events::{Msg, WatchMsg, watch};
-use progress::{Progress, Warnings};
+use events::{Msg, WatchState, watch};
+use progress::Progress;
+use writes::{Creations, Finishes, Writer};
 
 /// How long to wait for the controller to show it sees the run's queues.
 pub const CONTROLLER_WAIT: Duration = Duration::from_secs(60);
@@ -87,25 +92,87 @@ pub struct RunOptions {
     pub quiet: bool,
 }
 
-fn ms_since(t0: Instant, at: Instant) -> Ms {
-    at.saturating_duration_since(t0).as_millis() as Ms
+/// The run's clock: its start `t0`, in whose milliseconds the tracker and
+/// the timers count, and its `--timeout` deadline.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    t0: Instant,
+    deadline: Instant,
 }
 
-fn instant_at(t0: Instant, ms: Ms) -> Instant {
-    t0 + Duration::from_millis(ms.max(0) as u64)
+impl Clock {
+    fn start(timeout: Duration) -> Self {
+        let t0 = Instant::now();
+        Self {
+            t0,
+            deadline: t0 + timeout,
+        }
+    }
+
+    fn ms(&self, at: Instant) -> Ms {
+        at.saturating_duration_since(self.t0).as_millis() as Ms
+    }
+
+    fn instant(&self, ms: Ms) -> Instant {
+        self.t0 + Duration::from_millis(ms.max(0) as u64)
+    }
 }
 
 /// Runs the plan against the cluster (objects are left for the caller to
 /// delete) and reports. Call [`cluster::ensure_fresh`] first.
 pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
-    let mut extras = Extras::default();
-    if let Some(f) = &opts.floor {
-        extras.floor = Some(
-            floor::measure(client, &plan.run_id, f, false)
-                .await
-                .context("measuring the write floor (--with-floor)")?,
-        );
+    let floor = measure_floor(client, plan, opts).await?;
+    set_up(client, plan, opts).await?;
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let max_rss = opts.pid.map(|pid| sample_rss(&mut tasks, pid));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    tasks.spawn(watch(client.clone(), plan.run_id.clone(), tx.clone()));
+    let mut watch = WatchState::first_list(&mut rx).await?;
+    let before = match &opts.metrics {
+        Some(url) => Some(scrape::WriteSample::parse(&fetch_metrics(url).await?)),
+        None => None,
+    };
+
+    let mut tracker = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
+    let writer = Writer::new(client, plan, opts, tx);
+    let ended = drive(&writer, &mut rx, &mut tasks, &mut tracker, &mut watch, opts).await?;
+
+    let mut extras = Extras {
+        floor,
+        timed_out: matches!(ended.how, End::TimedOut),
+        watch_restarts: watch.restarts(),
+        create_write_errors: ended.create_write_errors,
+        finish_write_errors: ended.finish_write_errors,
+        ..Extras::default()
+    };
+    if let End::Stalled(s) = ended.how {
+        extras.stalled = Some(stall_report(client, plan, opts, s).await);
     }
+    if let (Some(url), Some(before)) = (&opts.metrics, &before) {
+        extras.writes = writes_since(url, before).await;
+    }
+    if let (Some(pid), Some(max_rss)) = (opts.pid, max_rss) {
+        let at_end = scrape::read_proc_status(pid).ok();
+        extras.rss = scrape::peak_rss(at_end, max_rss.load(Ordering::Relaxed));
+    }
+    tasks.abort_all();
+    Ok(report::build(plan, &tracker.close(ended.at), extras))
+}
+
+/// The write floor before the run, when `--with-floor` asks for it.
+async fn measure_floor(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<Option<FloorReport>> {
+    let Some(f) = &opts.floor else {
+        return Ok(None);
+    };
+    let floor = floor::measure(client, &plan.run_id, f, false)
+        .await
+        .context("measuring the write floor (--with-floor)")?;
+    Ok(Some(floor))
+}
+
+/// Applies the run's namespaces, flavors and queues, waits until the
+/// controller sees them, and lets it settle for `--settle`.
+async fn set_up(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<()> {
     if !opts.quiet {
         eprintln!(
             "run {}: {} namespaces, {} flavors, {} cluster queues, {} local queues",
@@ -119,200 +186,108 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
     cluster::apply_setup(client, plan).await?;
     cluster::wait_for_controller(client, plan, CONTROLLER_WAIT).await?;
     tokio::time::sleep(opts.settle).await;
+    Ok(())
+}
 
-    let mut tasks: JoinSet<()> = JoinSet::new();
+/// Samples the controller's RSS every [`RSS_PERIOD`] in a task; the
+/// highest seen so far is in the returned cell.
+fn sample_rss(tasks: &mut JoinSet<()>, pid: u32) -> Arc<AtomicU64> {
     let max_rss = Arc::new(AtomicU64::new(0));
-    if let Some(pid) = opts.pid {
-        let max_rss = max_rss.clone();
-        tasks.spawn(async move {
-            loop {
-                if let Ok(m) = scrape::read_proc_status(pid) {
-                    max_rss.fetch_max(m.vm_rss.unwrap_or(0), Ordering::Relaxed);
-                }
-                tokio::time::sleep(RSS_PERIOD).await;
-            }
-        });
-    }
-
-    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    tasks.spawn(watch(client.clone(), plan.run_id.clone(), tx.clone()));
-    let mut watch_warnings = Warnings::default();
-    let mut inits = 0u64;
-    let listed = tokio::time::timeout(WATCH_WAIT, async {
-        while let Some(m) = rx.recv().await {
-            match m {
-                Msg::Watch(_, WatchMsg::Init) => inits += 1,
-                Msg::Watch(_, WatchMsg::InitDone) => return true,
-                Msg::Watch(_, WatchMsg::Error(e)) => watch_warnings.warn(&format!("Workload watch: {e}")),
-                _ => {}
-            }
-        }
-        false
-    })
-    .await;
-    if !matches!(listed, Ok(true)) {
-        bail!(
-            "the Workload watch did not list within {}s (can this user list and watch workloads.sluice.dev in all namespaces?)",
-            WATCH_WAIT.as_secs()
-        );
-    }
-
-    let before = match &opts.metrics {
-        Some(url) => Some(scrape::WriteSample::parse(&scrape::fetch(url).await.map_err(|e| {
-            anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path)
-        })?)),
-        None => None,
-    };
-
-    let mut tracker = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
-    // The harness's writes: at most --concurrency creations and as many
-    // Finished marks in flight, every try under the --harness-qps bucket.
-    // A task is spawned only with a permit in hand: a backlog (50 000
-    // arrivals due at once in kueue-large-scale) stays an index into the
-    // plan and a heap of timers, not 50 000 waiting tasks.
-    let limiter = Arc::new(Limiter::new(opts.harness_qps, opts.harness_burst));
-    let creates = Arc::new(Semaphore::new(opts.concurrency.max(1)));
-    let finishes = Arc::new(Semaphore::new(opts.concurrency.max(1)));
-    let mut timers: BinaryHeap<Reverse<(Ms, usize, u32)>> = BinaryHeap::new();
-    let mut create_retries: BinaryHeap<Reverse<(Ms, usize)>> = BinaryHeap::new();
-    // Objects of a relist of the watch, taken in together at its end.
-    let mut relist: Option<Vec<(usize, Ms, Observation)>> = None;
-    let mut progress = Progress::new(opts.quiet);
-    let mut object_warnings = Warnings::default();
-    let mut create_warnings = Warnings::default();
-    let mut finish_warnings = Warnings::default();
-    let mut next = 0usize;
-    let mut created = 0usize;
-    let n = plan.workloads.len();
-
-    let mut stall_rule = (!opts.stall_window.is_zero()).then(|| StallRule::new(opts.stall_window.as_millis() as Ms));
-    let mut stalled = None;
-
-    let t0 = Instant::now();
-    let deadline = t0 + opts.timeout;
-    let mut next_sample = t0;
-    let end = loop {
-        let now = Instant::now();
-        let now_ms = ms_since(t0, now);
-        if tracker.done() {
-            break tracker
-                .records()
-                .iter()
-                .filter_map(|r| r.finished_at)
-                .max()
-                .unwrap_or(now_ms);
-        }
-        if now >= deadline {
-            extras.timed_out = true;
-            break now_ms;
-        }
-        // Not while the watch lists again: the tracker is behind until the
-        // list is in.
-        if let Some(rule) = stall_rule.as_mut()
-            && now >= next_sample
-            && relist.is_none()
-        {
-            next_sample = now + STALL_SAMPLE;
-            if let Verdict::Stalled(s) = rule.sample(tracker.sample(now_ms)) {
-                stalled = Some(s);
-                break now_ms;
-            }
-        }
-        // Creations due: failed ones first, then the schedule.
-        let mut creates_blocked = false;
+    let max = max_rss.clone();
+    tasks.spawn(async move {
         loop {
-            let retry_due = create_retries.peek().is_some_and(|Reverse((at, _))| *at <= now_ms);
-            let arrival_due = next < n && plan.workloads[next].arrival <= now_ms;
-            if !(retry_due || arrival_due) {
-                break;
+            if let Ok(m) = scrape::read_proc_status(pid) {
+                max.fetch_max(m.vm_rss.unwrap_or(0), Ordering::Relaxed);
             }
-            let Ok(permit) = creates.clone().try_acquire_owned() else {
-                creates_blocked = true;
-                break;
-            };
-            let index = match retry_due.then(|| create_retries.pop()).flatten() {
-                Some(Reverse((_, i))) => i,
-                None => {
-                    next += 1;
-                    next - 1
-                }
-            };
-            let w = plan.workloads[index].clone();
-            let api = cluster::workloads(client, &w.namespace);
-            let (tx, run_id, limiter) = (tx.clone(), plan.run_id.clone(), limiter.clone());
-            tasks.spawn(async move {
-                // Built once a creation may go: a backlog holds no bodies.
-                let result = match serde_json::to_value(w.object(&run_id)) {
-                    Ok(body) => cluster::apply_limited(&api, &w.name, &body, &limiter).await,
-                    Err(e) => Err(CallError::Api(kube::Error::SerdeError(e))),
-                };
-                let at = Instant::now();
-                // Given back before the answer is read: the loop may start
-                // the next one as soon as it hears of this one.
-                drop(permit);
-                let _ = tx.send(Msg::Created { index, at, result });
-            });
+            tokio::time::sleep(RSS_PERIOD).await;
         }
-        // Finished marks due; none while the watch lists again (whether a
-        // workload still runs in the admission its timer is for is known
-        // once the list is in).
-        let mut finishes_blocked = relist.is_some();
-        while !finishes_blocked && let Some(&Reverse((at, index, epoch))) = timers.peek() {
-            if at > now_ms {
-                break;
+    });
+    max_rss
+}
+
+/// The controller's `/metrics` text (`--controller-metrics`).
+async fn fetch_metrics(url: &HttpUrl) -> Result<String> {
+    scrape::fetch(url)
+        .await
+        .map_err(|e| anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path))
+}
+
+/// The controller's writes since `before`; none, with a warning, if
+/// `/metrics` cannot be read or does not add up.
+async fn writes_since(url: &HttpUrl, before: &scrape::WriteSample) -> Option<WriteCounts> {
+    match scrape::fetch(url).await {
+        Ok(text) => match scrape::writes_delta(before, &scrape::WriteSample::parse(&text)) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!("warning: controller writes not reported: {e}");
+                None
             }
-            let Some(generation) = tracker.finish_due(index, epoch) else {
-                // An earlier admission's timer, or no longer running.
-                timers.pop();
-                continue;
-            };
-            let Ok(permit) = finishes.clone().try_acquire_owned() else {
-                finishes_blocked = true;
-                break;
-            };
-            timers.pop();
-            let w = &plan.workloads[index];
-            let body = finish_body(&w.namespace, &w.name, generation, w.runtime, Timestamp::now());
-            let api = cluster::workloads(client, &w.namespace);
-            let (tx, name, limiter) = (tx.clone(), w.name.clone(), limiter.clone());
-            tasks.spawn(async move {
-                let result = cluster::retry(|| async {
-                    limiter.acquire().await;
-                    cluster::apply_status(&api, &name, &body).await
-                })
-                .await;
-                drop(permit);
-                let _ = tx.send(Msg::Finished { index, epoch, result });
-            });
+        },
+        Err(e) => {
+            eprintln!("warning: controller writes not reported: --controller-metrics: {e}");
+            None
         }
-        while let Some(done) = tasks.try_join_next() {
-            if let Err(e) = done
-                && e.is_panic()
-            {
-                bail!("a harness task panicked: {e}");
-            }
+    }
+}
+
+/// Why the run loop stopped.
+enum End {
+    /// Every workload was seen Finished.
+    Done,
+    /// `--timeout` came first.
+    TimedOut,
+    Stalled(stall::Stall),
+}
+
+/// How the run loop ended: why, at which ms of the run, and the harness's
+/// failed writes.
+struct Ended {
+    at: Ms,
+    how: End,
+    create_write_errors: u64,
+    finish_write_errors: u64,
+}
+
+/// The run loop (the module's diagram): until the run ends, start the
+/// creations and Finished marks due, then sleep until the next is due or
+/// a message comes, and take the message in.
+async fn drive(
+    writer: &Writer<'_>,
+    rx: &mut mpsc::UnboundedReceiver<Msg>,
+    tasks: &mut JoinSet<()>,
+    tracker: &mut Tracker,
+    watch: &mut WatchState,
+    opts: &RunOptions,
+) -> Result<Ended> {
+    let mut creations = Creations::new(opts.concurrency);
+    let mut finishes = Finishes::new(opts.concurrency);
+    let mut progress = Progress::new(opts.quiet);
+    let clock = Clock::start(opts.timeout);
+    let mut stall = StallCheck::new(opts.stall_window, clock.t0);
+    let (at, how) = loop {
+        let now = Instant::now();
+        let now_ms = clock.ms(now);
+        if let Some(end) = ended(tracker, &clock, now, watch, stall.as_mut()) {
+            break end;
         }
-        progress.show(&tracker, created, now_ms);
+        let creates_blocked = creations.start_due(writer, tasks, now_ms);
+        // None while the watch lists again (whether a workload still runs
+        // in the admission its timer is for is known once the list is in).
+        let finishes_blocked = watch.relisting() || finishes.start_due(writer, tracker, tasks, now_ms);
+        reap(tasks)?;
+        progress.show(tracker, creations.created, now_ms);
 
         // Sleep until something is due, or a message comes. While every
         // permit of a kind is taken, what is due of that kind waits for a
         // task's message (which frees a permit), not for a timer already
         // past.
-        let mut wake = deadline.min(now + progress.period());
-        if !creates_blocked {
-            if let Some(w) = plan.workloads.get(next) {
-                wake = wake.min(instant_at(t0, w.arrival));
-            }
-            if let Some(Reverse((at, _))) = create_retries.peek() {
-                wake = wake.min(instant_at(t0, *at));
-            }
-        }
-        if !finishes_blocked && let Some(Reverse((at, _, _))) = timers.peek() {
-            wake = wake.min(instant_at(t0, *at));
-        }
-        if stall_rule.is_some() {
-            wake = wake.min(next_sample);
-        }
+        let creation_due = (!creates_blocked).then(|| creations.next_due(writer.plan)).flatten();
+        let finish_due = (!finishes_blocked).then(|| finishes.next_due()).flatten();
+        let due = creation_due.into_iter().chain(finish_due).map(|at| clock.instant(at));
+        let sample = stall.as_ref().map(|s| s.next_sample);
+        let wake = due
+            .chain(sample)
+            .fold(clock.deadline.min(now + progress.period()), Instant::min);
         let msg = tokio::select! {
             biased;
             m = rx.recv() => m,
@@ -320,87 +295,87 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         };
         match msg {
             None => bail!("the Workload watch stopped"),
-            Some(Msg::Watch(_, WatchMsg::Init)) => {
-                // The watch lists again (it lost its place): what follows
-                // until InitDone is one snapshot.
-                inits += 1;
-                relist = Some(Vec::new());
+            Some(Msg::Watch(at, msg)) => watch.heard(msg, clock.ms(at), tracker, &mut finishes),
+            Some(Msg::Created { index, at, result }) => {
+                let times = (clock.ms(at), clock.ms(Instant::now()));
+                creations.answered(tracker, writer.plan, index, times, result)?;
             }
-            Some(Msg::Watch(_, WatchMsg::InitDone)) => {
-                if let Some(list) = relist.take() {
-                    for f in tracker.observe_list(list) {
-                        timers.push(Reverse((f.at, f.index, f.epoch)));
-                    }
-                }
-            }
-            Some(Msg::Watch(_, WatchMsg::Error(e))) => watch_warnings.warn(&format!("Workload watch: {e}")),
-            Some(Msg::Watch(at, WatchMsg::Object(key, obs))) => match (tracker.index_of(&key), obs) {
-                (Some(i), Ok(obs)) => {
-                    let at = ms_since(t0, at);
-                    match relist.as_mut() {
-                        Some(list) => list.push((i, at, obs)),
-                        None => {
-                            if let Some(f) = tracker.observe(i, at, obs) {
-                                timers.push(Reverse((f.at, f.index, f.epoch)));
-                            }
-                        }
-                    }
-                }
-                (Some(_), Err(e)) => object_warnings.warn(&format!("Workload {key}: {e}")),
-                (None, _) => {}
-            },
-            Some(Msg::Created { index, at, result }) => match result {
-                Ok(()) => {
-                    created += 1;
-                    tracker.created(index, ms_since(t0, at));
-                }
-                Err(e) => {
-                    let key = plan.workloads[index].key();
-                    if !e.transient() {
-                        bail!("creating Workload {key}: {e}");
-                    }
-                    // The API server is overloaded or away: the run goes
-                    // on, and this creation is tried again (late, which
-                    // creationLag shows).
-                    extras.create_write_errors += 1;
-                    create_warnings.warn(&format!("creating Workload {key}: {e}; trying again"));
-                    create_retries.push(Reverse((ms_since(t0, Instant::now()) + RETRY_MS, index)));
-                }
-            },
             Some(Msg::Finished { index, epoch, result }) => {
-                if let Err(e) = result {
-                    extras.finish_write_errors += 1;
-                    let key = plan.workloads[index].key();
-                    if !e.transient() {
-                        bail!("marking Workload {key} Finished: {e}");
-                    }
-                    finish_warnings.warn(&format!("marking Workload {key} Finished: {e}; trying again"));
-                    timers.push(Reverse((ms_since(t0, Instant::now()) + RETRY_MS, index, epoch)));
-                }
+                finishes.answered(writer.plan, index, epoch, clock.ms(Instant::now()), result)?;
             }
         }
     };
     progress.clear();
-    extras.watch_restarts = inits.saturating_sub(1);
-    if let Some(s) = stalled {
-        extras.stalled = Some(stall_report(client, plan, opts, s).await);
+    Ok(Ended {
+        at,
+        how,
+        create_write_errors: creations.write_errors,
+        finish_write_errors: finishes.write_errors,
+    })
+}
+
+/// Whether the run ends at `now`, and at which ms: every workload seen
+/// Finished (at the last finish), the deadline, or a stall.
+fn ended(
+    tracker: &Tracker,
+    clock: &Clock,
+    now: Instant,
+    watch: &WatchState,
+    stall: Option<&mut StallCheck>,
+) -> Option<(Ms, End)> {
+    let now_ms = clock.ms(now);
+    if tracker.done() {
+        let last = tracker.records().iter().filter_map(|r| r.finished_at).max();
+        return Some((last.unwrap_or(now_ms), End::Done));
+    }
+    if now >= clock.deadline {
+        return Some((now_ms, End::TimedOut));
+    }
+    // Not while the watch lists again: the tracker is behind until the
+    // list is in.
+    let s = stall.filter(|_| !watch.relisting())?.sample(tracker, now, now_ms)?;
+    Some((now_ms, End::Stalled(s)))
+}
+
+/// The stall rule, and when it looks at the run next.
+struct StallCheck {
+    rule: StallRule,
+    next_sample: Instant,
+}
+
+impl StallCheck {
+    /// None when `window` is zero: the run never stalls.
+    fn new(window: Duration, t0: Instant) -> Option<Self> {
+        (!window.is_zero()).then(|| Self {
+            rule: StallRule::new(window.as_millis() as Ms),
+            next_sample: t0,
+        })
     }
 
-    if let (Some(url), Some(before)) = (&opts.metrics, &before) {
-        match scrape::fetch(url).await {
-            Ok(text) => match scrape::writes_delta(before, &scrape::WriteSample::parse(&text)) {
-                Ok(w) => extras.writes = Some(w),
-                Err(e) => eprintln!("warning: controller writes not reported: {e}"),
-            },
-            Err(e) => eprintln!("warning: controller writes not reported: --controller-metrics: {e}"),
+    /// A sample of the run, when one is due ([`STALL_SAMPLE`] apart): the
+    /// stall it finds.
+    fn sample(&mut self, tracker: &Tracker, now: Instant, now_ms: Ms) -> Option<stall::Stall> {
+        if now < self.next_sample {
+            return None;
+        }
+        self.next_sample = now + STALL_SAMPLE;
+        match self.rule.sample(tracker.sample(now_ms)) {
+            Verdict::Stalled(s) => Some(s),
+            Verdict::Moving => None,
         }
     }
-    if let Some(pid) = opts.pid {
-        let at_end = scrape::read_proc_status(pid).ok();
-        extras.rss = scrape::peak_rss(at_end, max_rss.load(Ordering::Relaxed));
+}
+
+/// Takes in the harness's finished tasks: a panic ends the run.
+fn reap(tasks: &mut JoinSet<()>) -> Result<()> {
+    while let Some(done) = tasks.try_join_next() {
+        if let Err(e) = done
+            && e.is_panic()
+        {
+            bail!("a harness task panicked: {e}");
+        }
     }
-    tasks.abort_all();
-    Ok(report::build(plan, &tracker.close(end), extras))
+    Ok(())
 }
 
 /// The report of a stall: the run's Workloads listed once, the waiting
@@ -475,112 +450,173 @@ pub async fn cleanup_or_exit(client: &Client, run_id: &str, interrupted: bool) {
 
 /// `sluice bench run`.
 pub async fn command(args: RunArgs) -> Result<ExitCode> {
-    let RunArgs {
-        scenario,
-        scale,
-        timeout,
-        controller_metrics,
-        controller_pid,
-        with_floor,
-        floor_count,
-        floor_concurrency,
-        limits,
-        concurrency,
-        harness_qps,
-        harness_burst,
-        settle,
-        stall_window,
-        output: OutputArgs {
+    let asked = Asked::from_args(args)?;
+    let plan = match load_plan(&asked)? {
+        Ok(plan) => plan,
+        Err(code) => return Ok(code),
+    };
+    let (opts, run_id) = (&asked.opts, &asked.run_id);
+    if !opts.quiet {
+        eprintln!(
+            "{}: {} workloads at scale {}, timeout {}",
+            plan.scenario,
+            plan.workloads.len(),
+            asked.scale,
+            format_duration(opts.timeout.as_millis() as Ms)
+        );
+    }
+    // Before anything is written: nothing to clean up if these fail.
+    if let Some(url) = &opts.metrics {
+        fetch_metrics(url).await?;
+    }
+    let client = super::client().await?;
+    cluster::ensure_fresh(&client, run_id).await?;
+    warn_of_terminating_namespaces(&client).await;
+    let outcome = tokio::select! {
+        r = execute(&client, &plan, opts) => Ok(r),
+        stop = super::stop_signal() => Err(stop),
+    };
+    if let Err(stop) = &outcome {
+        eprintln!("\n{}", stop.describe());
+    }
+    if asked.keep {
+        eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
+    } else {
+        // Stopped or failed midway, writes may have been in flight.
+        cleanup_or_exit(&client, run_id, !matches!(outcome, Ok(Ok(_)))).await;
+    }
+    let report = match outcome {
+        Ok(result) => result?,
+        Err(stop) => return Ok(stop.exit_code()),
+    };
+    print_report(&report, asked.json)
+}
+
+/// What `sluice bench run` was asked, its flags checked.
+struct Asked {
+    scenario: String,
+    scale: f64,
+    run_id: String,
+    keep: bool,
+    json: bool,
+    opts: RunOptions,
+}
+
+impl Asked {
+    fn from_args(args: RunArgs) -> Result<Self> {
+        let RunArgs {
+            scenario,
+            scale,
+            timeout,
+            controller_metrics,
+            controller_pid,
+            with_floor,
+            floor_count,
+            floor_concurrency,
+            limits,
+            concurrency,
+            harness_qps,
+            harness_burst,
+            settle,
+            stall_window,
+            output:
+                OutputArgs {
+                    run_id,
+                    keep,
+                    json,
+                    quiet,
+                },
+        } = args;
+        if concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        if with_floor && (floor_count == 0 || floor_concurrency == 0) {
+            bail!("--floor-count and --floor-concurrency must be at least 1");
+        }
+        let metrics = controller_metrics
+            .as_deref()
+            .map(scrape::parse_url)
+            .transpose()
+            .map_err(|e| anyhow!(e))?;
+        if let Some(pid) = controller_pid {
+            scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
+        }
+        let run_id = match run_id {
+            Some(id) => {
+                plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
+                id
+            }
+            None => plan::new_run_id(),
+        };
+        let floor = with_floor.then_some(FloorOptions {
+            count: floor_count,
+            concurrency: floor_concurrency,
+            kube_qps: limits.kube_qps,
+            kube_burst: limits.kube_burst,
+            quiet,
+        });
+        let opts = RunOptions {
+            timeout,
+            concurrency: concurrency as usize,
+            settle,
+            metrics,
+            pid: controller_pid,
+            floor,
+            harness_qps,
+            harness_burst,
+            stall_window,
+            quiet,
+        };
+        Ok(Self {
+            scenario,
+            scale,
             run_id,
             keep,
             json,
-            quiet,
-        },
-    } = args;
-    if concurrency == 0 {
-        bail!("--concurrency must be at least 1");
+            opts,
+        })
     }
-    if with_floor && (floor_count == 0 || floor_concurrency == 0) {
-        bail!("--floor-count and --floor-concurrency must be at least 1");
-    }
-    let metrics = controller_metrics
-        .as_deref()
-        .map(scrape::parse_url)
-        .transpose()
-        .map_err(|e| anyhow!(e))?;
-    if let Some(pid) = controller_pid {
-        scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
-    }
-    let run_id = match run_id {
-        Some(id) => {
-            plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
-            id
-        }
-        None => plan::new_run_id(),
-    };
-    let source = plan::scenario_text(&scenario).map_err(|e| anyhow!(e))?;
-    let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale }) {
+}
+
+/// The plan of the scenario asked for; its errors printed and exit code 2
+/// when it does not load or cannot be run as the run id.
+fn load_plan(asked: &Asked) -> Result<Result<Plan, ExitCode>> {
+    let source = plan::scenario_text(&asked.scenario).map_err(|e| anyhow!(e))?;
+    let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale: asked.scale }) {
         Ok(v) => v,
         Err(errors) => {
             for e in &errors {
                 eprintln!("error: {e}");
             }
             eprintln!("{} error(s) in {}; nothing was run.", errors.len(), source.file);
-            return Ok(ExitCode::from(2));
+            return Ok(Err(ExitCode::from(2)));
         }
     };
-    let plan = match plan::build(&run_id, &loaded, &manifests, scale) {
+    let plan = match plan::build(&asked.run_id, &loaded, &manifests, asked.scale) {
         Ok(plan) => plan,
         Err(errors) => {
             for e in &errors {
                 eprintln!("error: {e}");
             }
             eprintln!(
-                "{} error(s): {} cannot be run as {run_id}; nothing was run.",
+                "{} error(s): {} cannot be run as {}; nothing was run.",
                 errors.len(),
-                source.file
+                source.file,
+                asked.run_id
             );
-            return Ok(ExitCode::from(2));
+            return Ok(Err(ExitCode::from(2)));
         }
     };
     if plan.workloads.is_empty() {
         bail!("{}: the scenario has no workloads", source.file);
     }
-    let opts = RunOptions {
-        timeout,
-        concurrency: concurrency as usize,
-        settle,
-        metrics,
-        pid: controller_pid,
-        floor: with_floor.then_some(FloorOptions {
-            count: floor_count,
-            concurrency: floor_concurrency,
-            kube_qps: limits.kube_qps,
-            kube_burst: limits.kube_burst,
-            quiet,
-        }),
-        harness_qps,
-        harness_burst,
-        stall_window,
-        quiet,
-    };
-    if !quiet {
-        eprintln!(
-            "{}: {} workloads at scale {scale}, timeout {}",
-            plan.scenario,
-            plan.workloads.len(),
-            format_duration(timeout.as_millis() as Ms)
-        );
-    }
-    // Before anything is written: nothing to clean up if these fail.
-    if let Some(url) = &opts.metrics {
-        scrape::fetch(url)
-            .await
-            .map_err(|e| anyhow!("--controller-metrics http://{}:{}{}: {e}", url.host, url.port, url.path))?;
-    }
-    let client = super::client().await?;
-    cluster::ensure_fresh(&client, &run_id).await?;
-    match cluster::terminating_namespaces(&client).await {
+    Ok(Ok(plan))
+}
+
+/// Namespaces of earlier runs still being deleted load the API server and
+/// the controller during this run: a warning names them.
+async fn warn_of_terminating_namespaces(client: &Client) {
+    match cluster::terminating_namespaces(client).await {
         Ok(names) if !names.is_empty() => eprintln!(
             "warning: {} namespace(s) of earlier bench runs are still being deleted ({}{}): deleting their Workloads loads the API server and the controller during this run; for figures to compare, wait until they are gone",
             names.len(),
@@ -590,28 +626,15 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         Ok(_) => {}
         Err(e) => eprintln!("warning: {e:#}"),
     }
-    let outcome = tokio::select! {
-        r = execute(&client, &plan, &opts) => Ok(r),
-        stop = super::stop_signal() => Err(stop),
-    };
-    if let Err(stop) = outcome {
-        eprintln!("\n{}", stop.describe());
-    }
-    if keep {
-        eprintln!("kept run {run_id}: `sluice bench cleanup --run-id {run_id}` deletes it");
-    } else {
-        // Stopped or failed midway, writes may have been in flight.
-        cleanup_or_exit(&client, &run_id, !matches!(outcome, Ok(Ok(_)))).await;
-    }
-    let result = match outcome {
-        Ok(result) => result,
-        Err(stop) => return Ok(stop.exit_code()),
-    };
-    let report = result?;
+}
+
+/// Prints the report (`--json` or text); exit code 0 only if the run
+/// completed without quota violations.
+fn print_report(report: &RunReport, json: bool) -> Result<ExitCode> {
     let text = if json {
-        serde_json::to_string_pretty(&report).context("serializing the report")? + "\n"
+        serde_json::to_string_pretty(report).context("serializing the report")? + "\n"
     } else {
-        report::render(&report)
+        report::render(report)
     };
     print(&text)?;
     Ok(if report.complete && report.quota_violations.is_empty() {

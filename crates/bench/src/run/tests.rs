@@ -1,6 +1,7 @@
 use super::events::decode;
 use super::*;
 use crate::track;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
 use serde_json::json;
 use sluice_api::v1alpha1::Workload;

@@ -127,8 +127,18 @@ pub fn why(s: &Snapshot, w: &Workload, events: Vec<EventLine>, holders: Option<V
 
 /// The text.
 pub fn text(v: &WhyView, s: &Snapshot) -> String {
-    let w = &v.workload;
     let mut out = String::new();
+    where_it_stands(&mut out, &v.workload, s);
+    why_it_waits(&mut out, v);
+    quota(&mut out, v);
+    history(&mut out, v, s);
+    events(&mut out, v, s);
+    holders(&mut out, v, s);
+    out
+}
+
+/// Its queues, state, position and estimated start.
+fn where_it_stands(out: &mut String, w: &WorkloadView, s: &Snapshot) {
     let job = w.job.as_deref().map(|j| format!(" ({j})")).unwrap_or_default();
     let _ = writeln!(
         out,
@@ -166,41 +176,55 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
         }
         _ => {}
     }
-    if v.message.is_some() || !v.flavors.is_empty() {
-        let _ = writeln!(out, "\nWhy it waits:");
-        if let Some(m) = &v.message {
-            let _ = writeln!(out, "  {m}");
-        }
-        for (flavor, reason, message) in &v.flavors {
-            let _ = writeln!(out, "  {flavor} ({reason}): {message}");
-        }
+}
+
+/// The engine's summary, then per flavor tried.
+fn why_it_waits(out: &mut String, v: &WhyView) {
+    if v.message.is_none() && v.flavors.is_empty() {
+        return;
     }
-    if !v.quota.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nQuota of ClusterQueue {}:",
-            w.cluster_queue.as_deref().unwrap_or("?")
-        );
-        let mut t = crate::table::Table::new(vec![
-            "  FLAVOR",
-            "RESOURCE",
-            "NOMINAL",
-            "BORROWING-LIMIT",
-            "IN-USE",
-            "BORROWED",
+    let _ = writeln!(out, "\nWhy it waits:");
+    if let Some(m) = &v.message {
+        let _ = writeln!(out, "  {m}");
+    }
+    for (flavor, reason, message) in &v.flavors {
+        let _ = writeln!(out, "  {flavor} ({reason}): {message}");
+    }
+}
+
+/// Its ClusterQueue's quota and usage, when the user can see it.
+fn quota(out: &mut String, v: &WhyView) {
+    if v.quota.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nQuota of ClusterQueue {}:",
+        v.workload.cluster_queue.as_deref().unwrap_or("?")
+    );
+    let mut t = crate::table::Table::new(vec![
+        "  FLAVOR",
+        "RESOURCE",
+        "NOMINAL",
+        "BORROWING-LIMIT",
+        "IN-USE",
+        "BORROWED",
+    ]);
+    for q in &v.quota {
+        t.rows.push(vec![
+            format!("  {}", q.flavor),
+            q.resource.clone(),
+            q.nominal.clone(),
+            q.borrowing_limit.clone().unwrap_or_else(|| "-".into()),
+            q.in_use.clone(),
+            q.borrowed.clone().unwrap_or_else(|| "0".into()),
         ]);
-        for q in &v.quota {
-            t.rows.push(vec![
-                format!("  {}", q.flavor),
-                q.resource.clone(),
-                q.nominal.clone(),
-                q.borrowing_limit.clone().unwrap_or_else(|| "-".into()),
-                q.in_use.clone(),
-                q.borrowed.clone().unwrap_or_else(|| "0".into()),
-            ]);
-        }
-        out.push_str(&t.render(""));
     }
+    out.push_str(&t.render(""));
+}
+
+/// Its conditions in time order, and how often it was requeued.
+fn history(out: &mut String, v: &WhyView, s: &Snapshot) {
     if !v.history.is_empty() {
         let _ = writeln!(out, "\nHistory:");
         for (at, type_, st, reason, message) in &v.history {
@@ -220,24 +244,31 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
             .unwrap_or_default();
         let _ = writeln!(out, "  evicted and requeued {n} time(s){next}");
     }
-    if !v.events.is_empty() {
-        let _ = writeln!(out, "\nEvents:");
-        for e in &v.events {
-            let age = e
-                .time
-                .as_ref()
-                .map(|t| short_duration(seconds_since(t, s.now)))
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(out, "  {age:>6} ago  {:<7}  {}: {}", e.type_, e.reason, e.note);
-        }
+}
+
+/// The events about it or its job, with their ages.
+fn events(out: &mut String, v: &WhyView, s: &Snapshot) {
+    if v.events.is_empty() {
+        return;
     }
+    let _ = writeln!(out, "\nEvents:");
+    for e in &v.events {
+        let age = e
+            .time
+            .as_ref()
+            .map(|t| short_duration(seconds_since(t, s.now)))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "  {age:>6} ago  {:<7}  {}: {}", e.type_, e.reason, e.note);
+    }
+}
+
+/// The workloads holding its ClusterQueue's quota, or why they are not
+/// shown.
+fn holders(out: &mut String, v: &WhyView, s: &Snapshot) {
+    let cluster_queue = v.workload.cluster_queue.as_deref().unwrap_or("?");
     match &v.holders {
         Some(h) if !h.is_empty() => {
-            let _ = writeln!(
-                out,
-                "\nHolding the quota of {}:",
-                w.cluster_queue.as_deref().unwrap_or("?")
-            );
+            let _ = writeln!(out, "\nHolding the quota of {cluster_queue}:");
             for x in h {
                 let age = x
                     .created
@@ -263,7 +294,6 @@ pub fn text(v: &WhyView, s: &Snapshot) -> String {
             );
         }
     }
-    out
 }
 
 /// What to say when a pending workload has no estimated start: never, when
