@@ -91,10 +91,10 @@ impl Index {
             .map(|k| (k.clone(), LocalQueueStats::default()))
             .collect();
         for (k, e) in &self.table.workloads {
-            if !e.in_engine {
+            if !e.run.in_engine {
                 continue;
             }
-            let Some(st) = out.get_mut(&ObjKey::new(k.namespace.clone(), e.queue_name.clone())) else {
+            let Some(st) = out.get_mut(&ObjKey::new(k.namespace.clone(), e.observed.queue_name.clone())) else {
                 continue;
             };
             match self.engine.workload_state(&e.uid) {
@@ -356,14 +356,14 @@ impl Index {
             .workloads
             .iter()
             .filter(|(_, e)| {
-                e.in_engine
-                    && e.active
+                e.run.in_engine
+                    && e.observed.active
                     && matches!(
                         self.engine.workload_state(&e.uid),
                         Some(sluice_scheduler::WorkloadState::Pending)
                     )
             })
-            .filter_map(|(k, e)| Some((k.clone(), self.unselected_by(&k.namespace, &e.queue_name)?)))
+            .filter_map(|(k, e)| Some((k.clone(), self.unselected_by(&k.namespace, &e.observed.queue_name)?)))
             .collect();
         for (key, why) in withdrawn {
             let Some(e) = self.table.workloads.get_mut(&key) else {
@@ -373,7 +373,7 @@ impl Index {
                 continue;
             };
             super::errors::engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
-            e.in_engine = false;
+            e.run.in_engine = false;
             self.hold_unselected(&key, spec, &why, now_ms);
         }
     }

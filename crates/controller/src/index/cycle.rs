@@ -141,12 +141,12 @@ impl Index {
         let mut engine_only = Vec::new();
         let mut status_only = Vec::new();
         for (k, e) in &self.table.workloads {
-            if !e.in_engine || e.awaiting || self.table.unrestored.contains(k) {
+            if !e.run.in_engine || e.written.awaiting || self.table.unrestored.contains(k) {
                 continue;
             }
-            let recorded = e.status.holds_quota() && e.status.admission.is_some();
+            let recorded = e.written.status.holds_quota() && e.written.status.admission.is_some();
             match self.engine.workload_state(&e.uid) {
-                Some(WorkloadState::Admitted) if !recorded && !is_true(&e.status, cond::FINISHED) => {
+                Some(WorkloadState::Admitted) if !recorded && !is_true(&e.written.status, cond::FINISHED) => {
                     engine_only.push((k.clone(), e.uid.clone()));
                 }
                 Some(WorkloadState::Pending | WorkloadState::Preempting) if recorded => status_only.push(k.clone()),
@@ -173,18 +173,18 @@ impl Index {
             return;
         };
         let e = self.table.workloads.get_mut(&wk).expect("indexed");
-        self.table.prior.insert(adm.uid.to_string(), e.status.clone());
+        self.table.prior.insert(adm.uid.to_string(), e.written.status.clone());
         status::admitted(
-            &mut e.status,
+            &mut e.written.status,
             adapter::admission_status(adm),
-            e.active,
+            e.observed.active,
             now_ms,
-            e.generation,
+            e.observed.generation,
         );
-        e.pending_fp = None;
-        e.admitted_at = Some(now_ms);
-        e.pods_ready_seen = false;
-        let created = e.created_ms;
+        e.written.pending_fp = None;
+        e.run.admitted_at = Some(now_ms);
+        e.run.pods_ready_seen = false;
+        let created = e.observed.created_ms;
         self.outbox
             .stats
             .wait_seconds

@@ -19,6 +19,22 @@ pub(super) struct WlEntry {
     pub(super) job_uid: Option<String>,
     /// A multi-Job gang's Workload: its gang and members.
     pub(super) gang: Option<GangEntry>,
+    /// Its object's fields as last observed.
+    pub(super) observed: Observed,
+    /// The engine's view of it, kept only while it is not in the engine
+    /// (waiting for its ClusterQueue).
+    pub(super) spec: Option<Box<eng::WorkloadSpec>>,
+    /// Its status, and the writes of it in flight (`workload.rs`,
+    /// `feedback.rs`, `explain.rs`, `finish.rs`, `visibility.rs`).
+    pub(super) written: Written,
+    /// Where it stands in the engine and in its run (`workload.rs`,
+    /// `cycle.rs`, `eviction.rs`, `jobs.rs`).
+    pub(super) run: RunState,
+}
+
+/// A Workload object's fields the index reads, as last observed.
+#[derive(Clone, Debug)]
+pub(super) struct Observed {
     pub(super) generation: Option<i64>,
     pub(super) active: bool,
     pub(super) queue_name: String,
@@ -27,9 +43,12 @@ pub(super) struct WlEntry {
     /// Pods of the first pod set (a Job's parallelism).
     pub(super) count: i32,
     pub(super) created_ms: i64,
-    /// The engine's view of it, kept only while it is not in the engine
-    /// (waiting for its ClusterQueue).
-    pub(super) spec: Option<Box<eng::WorkloadSpec>>,
+}
+
+/// A Workload's status as the index holds it, and what it knows of the
+/// writes of it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Written {
     /// The status as last written by us or observed, whichever is later,
     /// without the text of a pending explanation (see `pending_fp`).
     pub(super) status: WorkloadStatus,
@@ -43,6 +62,21 @@ pub(super) struct WlEntry {
     /// resourceVersion our last acknowledged status write produced: events
     /// older than it are stale.
     pub(super) written_rv: Option<u64>,
+    /// A [`Step::PatchWorkloadState`] of it is due, queued or in flight.
+    pub(super) state_out: bool,
+    /// That write is due and not handed out yet
+    /// ([`super::Index::take_finished_states`]).
+    pub(super) state_due: bool,
+    /// Position and estimate last handed to its status (pending only).
+    pub(super) published: Option<visibility::Published>,
+    /// Finished: `status` is cut down to its state and its Finished
+    /// condition ([`super::finish::slim_finished`]), never written whole again.
+    pub(super) slim: bool,
+}
+
+/// Where a Workload stands in the engine and in its run.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RunState {
     /// Known to the engine (pending, admitted, evicting or finished).
     pub(super) in_engine: bool,
     /// Admission time (epoch ms) while admitted.
@@ -51,16 +85,6 @@ pub(super) struct WlEntry {
     pub(super) pods_ready_seen: bool,
     /// The `PodsReady=True` write failed: retried on the next Job event.
     pub(super) pods_ready_unwritten: bool,
-    /// A [`Step::PatchWorkloadState`] of it is due, queued or in flight.
-    pub(super) state_out: bool,
-    /// That write is due and not handed out yet
-    /// ([`Index::take_finished_states`]).
-    pub(super) state_due: bool,
-    /// Position and estimate last handed to its status (pending only).
-    pub(super) published: Option<visibility::Published>,
-    /// Finished: `status` is cut down to its state and its Finished
-    /// condition ([`finish::slim_finished`]), never written whole again.
-    pub(super) slim: bool,
 }
 
 /// A gang Workload's members ([`sluice_kinds::gang::members_of`]).
@@ -85,19 +109,19 @@ impl WlEntry {
 
     /// Numbers a status write about to be planned.
     pub(super) fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.awaiting = true;
-        self.seq
+        self.written.seq += 1;
+        self.written.awaiting = true;
+        self.written.seq
     }
 
     /// The step that writes the status as the index now holds it,
     /// numbered with [`WlEntry::next_seq`].
     pub(super) fn status_write(&mut self, key: &ObjKey) -> Step {
-        debug_assert!(!self.slim, "whole-status write of {key}, finished and cut down");
-        if self.slim {
+        debug_assert!(!self.written.slim, "whole-status write of {key}, finished and cut down");
+        if self.written.slim {
             tracing::error!(workload = %key, "a whole-status write of a finished workload whose status is cut down: fields may be removed");
         }
-        let status = self.status.clone();
+        let status = self.written.status.clone();
         let seq = self.next_seq();
         Step::workload_status(key.clone(), self.uid.clone(), status, seq)
     }

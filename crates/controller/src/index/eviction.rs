@@ -36,15 +36,15 @@ impl Index {
         };
         let e = self.table.workloads.get_mut(&wk).expect("indexed");
         // No pods-ready deadline while it is evicted (set again on admission).
-        e.admitted_at = None;
+        e.run.admitted_at = None;
         status::evicted(
-            &mut e.status,
+            &mut e.written.status,
             reason,
             preempted,
             message,
-            e.active,
+            e.observed.active,
             now_ms,
-            e.generation,
+            e.observed.generation,
         );
         let step = e.status_write(&wk);
         self.inflight.evicting.insert(uid.to_string());
@@ -80,15 +80,15 @@ impl Index {
         let Some(e) = self.table.workloads.get_mut(wk) else {
             return;
         };
-        let retry = std::mem::take(&mut e.pods_ready_unwritten);
-        if e.pods_ready_seen && !retry {
+        let retry = std::mem::take(&mut e.run.pods_ready_unwritten);
+        if e.run.pods_ready_seen && !retry {
             return;
         }
-        e.pods_ready_seen = true;
-        if !retry && is_true(&e.status, cond::PODS_READY) {
+        e.run.pods_ready_seen = true;
+        if !retry && is_true(&e.written.status, cond::PODS_READY) {
             return;
         }
-        status::pods_ready(&mut e.status, e.active, now_ms, e.generation);
+        status::pods_ready(&mut e.written.status, e.observed.active, now_ms, e.observed.generation);
         let step = e.status_write(wk);
         let uid = e.uid.clone();
         self.outbox.plans.push(Plan {
@@ -163,7 +163,7 @@ impl Index {
         };
         let uid = e.uid.clone();
         self.inflight.confirming.remove(&uid);
-        let not_before = status::backoff_until(&e.status, now_ms);
+        let not_before = status::backoff_until(&e.written.status, now_ms);
         if self
             .engine
             .eviction_complete_with_backoff(&uid, now_ms, not_before)
@@ -172,13 +172,19 @@ impl Index {
             return;
         }
         self.inflight.evicting.remove(&uid);
-        e.admitted_at = None;
-        e.pods_ready_seen = false;
-        if !e.active {
+        e.run.admitted_at = None;
+        e.run.pods_ready_seen = false;
+        if !e.observed.active {
             engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-            e.in_engine = false;
+            e.run.in_engine = false;
         }
-        let message = status::requeued(&mut e.status, not_before, e.active, now_ms, e.generation);
+        let message = status::requeued(
+            &mut e.written.status,
+            not_before,
+            e.observed.active,
+            now_ms,
+            e.observed.generation,
+        );
         let mut steps = vec![e.status_write(wk)];
         steps.extend(self.restoration_steps(wk));
         steps.extend(self.events(wk, "Normal", "Requeued", "Requeue", message));
@@ -236,10 +242,10 @@ impl Index {
         };
         let mut expired = Vec::new();
         for (wk, e) in &self.table.workloads {
-            if e.pods_ready_seen || !e.in_engine || !e.has_jobs() {
+            if e.run.pods_ready_seen || !e.run.in_engine || !e.has_jobs() {
                 continue;
             }
-            if let Some(at) = e.admitted_at
+            if let Some(at) = e.run.admitted_at
                 && at.saturating_add(timeout) <= now_ms
                 && self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted)
             {
@@ -257,7 +263,7 @@ impl Index {
             let e = self.table.workloads.get_mut(&wk).expect("present");
             if !measurable {
                 tracing::warn!(workload = %wk, "Job reports no status.ready; pods-ready timeout not applied");
-                e.pods_ready_seen = true;
+                e.run.pods_ready_seen = true;
                 continue;
             }
             let msg = format!("Not all pods were ready within {}s of admission", timeout / 1000);
@@ -282,6 +288,7 @@ impl Index {
         };
         // The count comes from the API (anyone may write it): no overflow.
         let n = e
+            .written
             .status
             .requeue_state
             .as_ref()
@@ -293,11 +300,11 @@ impl Index {
             .is_some_and(|limit| i64::from(n) > i64::from(limit));
         let uid = e.uid.clone();
         if over || deactivate {
-            e.status.requeue_state = Some(RequeueState {
+            e.written.status.requeue_state = Some(RequeueState {
                 count: n,
                 requeue_at: None,
             });
-            e.active = false;
+            e.observed.active = false;
             if over {
                 // Requeued as often as allowed: deactivated, as if its owner
                 // had set spec.active to false (Kueue's RequeuingLimitExceeded).
@@ -318,7 +325,7 @@ impl Index {
             });
         } else {
             let backoff = backoff_ms(self.config.backoff_base_ms, self.config.backoff_max_ms, n);
-            e.status.requeue_state = Some(RequeueState {
+            e.written.status.requeue_state = Some(RequeueState {
                 count: n,
                 requeue_at: Some(time_of(now_ms.saturating_add(backoff))),
             });
@@ -333,11 +340,11 @@ impl Index {
         self.table
             .workloads
             .values()
-            .filter(|e| !e.pods_ready_seen && e.in_engine && e.has_jobs())
+            .filter(|e| !e.run.pods_ready_seen && e.run.in_engine && e.has_jobs())
             // Same rule as `tick`: only an admitted workload has a deadline
             // (a finished or evicting one would wake the loop at once, forever).
             .filter(|e| self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted))
-            .filter_map(|e| e.admitted_at)
+            .filter_map(|e| e.run.admitted_at)
             .map(|t| t.saturating_add(timeout))
             .min()
     }

@@ -30,14 +30,20 @@ impl Index {
                 .iter()
                 .map(|f| (f.flavor.as_str(), verdict_reason(&f.verdict))),
         );
-        if e.pending_fp == Some(fp) {
+        if e.written.pending_fp == Some(fp) {
             return;
         }
-        e.pending_fp = Some(fp);
+        e.written.pending_fp = Some(fp);
         // The text is not kept here (15 000 pending workloads would hold
         // 15 000 copies of a few shared explanations): `take_explanations`
         // writes the engine's explanation as it is then.
-        status::pending(&mut e.status, expl.reason_code(), e.active, now_ms, e.generation);
+        status::pending(
+            &mut e.written.status,
+            expl.reason_code(),
+            e.observed.active,
+            now_ms,
+            e.observed.generation,
+        );
         self.outbox.explain.insert(uid.to_string());
     }
 
@@ -60,12 +66,12 @@ impl Index {
     /// The status to write for a pending workload: what the index keeps,
     /// with the engine's current explanation and position filled in.
     pub(super) fn pending_status(&self, uid: &str, e: &WlEntry, now_ms: i64) -> WorkloadStatus {
-        let mut status = e.status.clone();
+        let mut status = e.written.status.clone();
         let Some(expl) = self.engine.explanation(uid) else {
             return status;
         };
         let pos = self.engine.position(uid);
-        status::explained(&mut status, expl, pos, e.active, now_ms, e.generation);
+        status::explained(&mut status, expl, pos, e.observed.active, now_ms, e.observed.generation);
         if let Some(p) = status.pending.as_mut() {
             p.estimated_start = self.estimate_of(uid).map(super::time_of);
         }
@@ -97,7 +103,7 @@ impl Index {
                 break;
             }
             match self.table.by_uid.get(uid).and_then(|wk| self.table.workloads.get(wk)) {
-                Some(e) if grace > 0 && e.created_ms.saturating_add(grace) > now_ms => {}
+                Some(e) if grace > 0 && e.observed.created_ms.saturating_add(grace) > now_ms => {}
                 Some(_) => due.push(uid.clone()),
                 None => gone.push(uid.clone()),
             }
@@ -160,14 +166,15 @@ pub(super) fn explanation_fp<'a>(reason: &str, flavors: impl Iterator<Item = (&'
 /// blanks its condition message): the text is rebuilt from the engine when
 /// it is written again.
 pub(super) fn slim_pending(e: &mut WlEntry) {
-    e.pending_fp = e.status.pending.take().map(|p| {
+    e.written.pending_fp = e.written.status.pending.take().map(|p| {
         explanation_fp(
             &p.reason,
             p.flavors.iter().map(|f| (f.name.as_str(), f.reason.as_str())),
         )
     });
-    if e.pending_fp.is_some()
+    if e.written.pending_fp.is_some()
         && let Some(c) = e
+            .written
             .status
             .conditions
             .iter_mut()

@@ -59,9 +59,9 @@ impl Index {
             self.inflight.starting.remove(&jk);
         }
         let e = self.table.workloads.get_mut(&wk).expect("indexed");
-        e.admitted_at = None;
+        e.run.admitted_at = None;
         if let Some(prior) = self.table.prior.remove(uid) {
-            e.status = prior;
+            e.written.status = prior;
         }
         self.outbox.retry_soon = true;
     }
@@ -83,10 +83,10 @@ impl Index {
                 .find(|(k, _)| *k == i)
                 .and_then(|(_, rv)| rv.parse::<u64>().ok())
             {
-                e.written_rv = Some(e.written_rv.map_or(rv, |w| w.max(rv)));
+                e.written.written_rv = Some(e.written.written_rv.map_or(rv, |w| w.max(rv)));
             }
-            if *seq == e.seq {
-                e.awaiting = false;
+            if *seq == e.written.seq {
+                e.written.awaiting = false;
             }
         }
     }
@@ -107,7 +107,7 @@ impl Index {
             && let Some(e) = self.table.workloads.get_mut(wk)
         {
             // Still known to be ready here; written again on the next event.
-            e.pods_ready_unwritten = true;
+            e.run.pods_ready_unwritten = true;
         }
         if let Purpose::Pending { uid } = &plan.purpose {
             self.explanation_not_written(uid);
@@ -133,7 +133,7 @@ impl Index {
                     self.outbox.states_out = self.outbox.states_out.saturating_sub(1);
                     // Read back: the state is planned again if still wanted.
                     if let Some(e) = self.table.workloads.get_mut(key) {
-                        e.state_out = false;
+                        e.written.state_out = false;
                         self.inflight.refetch_workloads.insert(key.clone());
                     }
                 }
@@ -142,9 +142,9 @@ impl Index {
                     // still have landed): the index's status is a guess now.
                     // Read the Workload again and take it as it is.
                     if let Some(e) = self.table.workloads.get_mut(key)
-                        && e.seq == *seq
+                        && e.written.seq == *seq
                     {
-                        e.awaiting = false;
+                        e.written.awaiting = false;
                         self.inflight.refetch_workloads.insert(key.clone());
                     }
                 }
@@ -160,9 +160,9 @@ impl Index {
         for s in &plan.steps {
             if let Step::ApplyWorkloadStatus { key, seq, .. } = s
                 && let Some(e) = self.table.workloads.get_mut(key)
-                && e.seq == *seq
+                && e.written.seq == *seq
             {
-                e.awaiting = false;
+                e.written.awaiting = false;
             }
         }
         if let Purpose::Pending { uid } = &plan.purpose {
@@ -178,7 +178,7 @@ impl Index {
             if let Step::PatchWorkloadState { key, .. } = s {
                 self.outbox.states_out = self.outbox.states_out.saturating_sub(1);
                 if let Some(e) = self.table.workloads.get_mut(key) {
-                    e.state_out = false;
+                    e.written.state_out = false;
                 }
             }
         }
@@ -189,7 +189,7 @@ impl Index {
         if let Some(wk) = self.table.by_uid.get(uid)
             && let Some(e) = self.table.workloads.get_mut(wk)
         {
-            e.pending_fp = None;
+            e.written.pending_fp = None;
             if matches!(
                 self.engine.workload_state(uid),
                 Some(WorkloadState::Pending | WorkloadState::Preempting)

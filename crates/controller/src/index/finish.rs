@@ -96,7 +96,7 @@ impl Index {
             .table
             .workloads
             .iter()
-            .filter(|(_, e)| e.job_uid.is_some() && e.owner.is_none() && !is_true(&e.status, cond::FINISHED))
+            .filter(|(_, e)| e.job_uid.is_some() && e.owner.is_none() && !is_true(&e.written.status, cond::FINISHED))
             .map(|(k, _)| k.clone())
             .filter(|k| self.is_orphan(k))
             .collect();
@@ -120,11 +120,11 @@ impl Index {
         };
         let uid = e.uid.clone();
         let mut held_quota = false;
-        if e.in_engine {
+        if e.run.in_engine {
             match self.engine.workload_state(&uid) {
                 Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
                     held_quota = true;
-                    if let (Some(at), Some(adm)) = (e.admitted_at, self.engine.admission(&uid)) {
+                    if let (Some(at), Some(adm)) = (e.run.admitted_at, self.engine.admission(&uid)) {
                         let ran = now_ms.saturating_sub(at);
                         super::forecast::observe_run_time(&mut self.table.run_times, &adm.cluster_queue, ran);
                     }
@@ -132,14 +132,21 @@ impl Index {
                 }
                 _ => {
                     engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-                    e.in_engine = false;
+                    e.run.in_engine = false;
                 }
             }
         }
         self.inflight.evicting.remove(&uid);
-        e.admitted_at = None;
-        status::finished(&mut e.status, reason, message, e.active, now_ms, e.generation);
-        e.pending_fp = None;
+        e.run.admitted_at = None;
+        status::finished(
+            &mut e.written.status,
+            reason,
+            message,
+            e.observed.active,
+            now_ms,
+            e.observed.generation,
+        );
+        e.written.pending_fp = None;
         let mut steps = vec![e.status_write(wk)];
         steps.extend(
             self.events(wk, "Normal", "Finished", "Finish", message)
@@ -166,10 +173,11 @@ impl Index {
 /// patch of that one field. A newer observed status replaces the cut-down
 /// one (and is cut down again).
 pub(super) fn slim_finished(e: &mut WlEntry) {
-    if e.slim || e.status.state != Some(sluice_api::v1alpha1::WorkloadState::Finished) {
+    if e.written.slim || e.written.status.state != Some(sluice_api::v1alpha1::WorkloadState::Finished) {
         return;
     }
     let Some(finished) = e
+        .written
         .status
         .conditions
         .iter()
@@ -178,10 +186,10 @@ pub(super) fn slim_finished(e: &mut WlEntry) {
     else {
         return;
     };
-    e.status = sluice_api::v1alpha1::WorkloadStatus {
-        state: e.status.state,
+    e.written.status = sluice_api::v1alpha1::WorkloadStatus {
+        state: e.written.status.state,
         conditions: vec![finished],
         ..Default::default()
     };
-    e.slim = true;
+    e.written.slim = true;
 }

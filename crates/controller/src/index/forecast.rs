@@ -121,18 +121,18 @@ impl Index {
         let mut ends = HashMap::new();
         let mut runtimes = HashMap::new();
         for (wk, e) in &self.table.workloads {
-            if !e.in_engine {
+            if !e.run.in_engine {
                 continue;
             }
             match self.engine.workload_state(&e.uid) {
                 Some(WorkloadState::Admitted | WorkloadState::Evicting) => {
                     let cq = self.engine.admission(&e.uid).map(|a| a.cluster_queue.to_string());
                     let run = self.expected_runtime_ms(wk, cq.as_deref());
-                    let start = e.admitted_at.unwrap_or(now_ms);
+                    let start = e.run.admitted_at.unwrap_or(now_ms);
                     ends.insert(e.uid.clone(), start.saturating_add(run).max(now_ms));
                 }
                 Some(WorkloadState::Pending | WorkloadState::Preempting) => {
-                    let lq = super::ObjKey::new(wk.namespace.clone(), e.queue_name.clone());
+                    let lq = super::ObjKey::new(wk.namespace.clone(), e.observed.queue_name.clone());
                     let cq = self.local_queue_target(&lq).map(str::to_string);
                     runtimes.insert(e.uid.clone(), self.expected_runtime_ms(wk, cq.as_deref()));
                 }

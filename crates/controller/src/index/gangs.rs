@@ -143,7 +143,7 @@ impl Index {
             }
             return;
         };
-        let finished = is_true(&e.status, cond::FINISHED);
+        let finished = is_true(&e.written.status, cond::FINISHED);
         let members: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
         self.refuse_latecomers(gk, wk, names, &members, finished);
         if finished {
@@ -292,7 +292,7 @@ impl Index {
     fn break_gang(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
-        let state = if e.in_engine {
+        let state = if e.run.in_engine {
             self.engine.workload_state(&uid)
         } else {
             None
@@ -323,7 +323,7 @@ impl Index {
             // Admitted, but its ClusterQueue is not known yet (kept out of
             // the engine): its Jobs may run; hold them, and break it once
             // it is restored.
-            _ if e.status.holds_quota() && e.status.admission.is_some() => {
+            _ if e.written.status.holds_quota() && e.written.status.admission.is_some() => {
                 for k in self.member_keys(wk) {
                     self.hold(&k);
                 }
@@ -361,11 +361,11 @@ impl Index {
         if !self.queued.retiring.insert(uid.clone()) {
             return None;
         }
-        if e.in_engine {
+        if e.run.in_engine {
             engine_ok("remove_workload", &uid, self.engine.remove_workload(&uid));
-            e.in_engine = false;
+            e.run.in_engine = false;
         }
-        e.admitted_at = None;
+        e.run.admitted_at = None;
         self.inflight.evicting.remove(&uid);
         self.inflight.confirming.remove(&uid);
         self.inflight.reshaping.remove(&uid);

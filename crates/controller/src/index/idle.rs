@@ -97,8 +97,8 @@ impl Index {
     pub fn idle_targets(&self, now_ms: i64) -> Vec<IdleTarget> {
         let mut out = Vec::new();
         for (wk, e) in &self.table.workloads {
-            let Some(at) = e.admitted_at else { continue };
-            if !e.in_engine || self.engine.workload_state(&e.uid) != Some(WorkloadState::Admitted) {
+            let Some(at) = e.run.admitted_at else { continue };
+            if !e.run.in_engine || self.engine.workload_state(&e.uid) != Some(WorkloadState::Admitted) {
                 continue;
             }
             let Some(adm) = self.engine.admission(&e.uid) else {
@@ -160,7 +160,7 @@ impl Index {
                 continue;
             };
             if self.engine.workload_state(&uid) != Some(WorkloadState::Admitted)
-                || self.table.workloads.get(&wk).and_then(|e| e.admitted_at) != Some(admitted_at)
+                || self.table.workloads.get(&wk).and_then(|e| e.run.admitted_at) != Some(admitted_at)
             {
                 continue;
             }
@@ -231,8 +231,8 @@ impl Index {
         reclaim::IdleFacts {
             now: now_ms,
             contended,
-            warned: e.is_some_and(|e| is_true(&e.status, cond::GPU_IDLE)),
-            admitted_at: e.and_then(|e| e.admitted_at).unwrap_or(now_ms),
+            warned: e.is_some_and(|e| is_true(&e.written.status, cond::GPU_IDLE)),
+            admitted_at: e.and_then(|e| e.run.admitted_at).unwrap_or(now_ms),
             min_runtime_ms,
             idle_evictions: 0,
             requeue_limit: None,
@@ -267,13 +267,13 @@ impl Index {
             return;
         };
         set_condition(
-            &mut e.status.conditions,
+            &mut e.written.status.conditions,
             cond::GPU_IDLE,
             cond::status::TRUE,
             cond::reasons::IDLE_GPU,
             msg,
             now_ms,
-            e.generation,
+            e.observed.generation,
         );
         let uid = e.uid.clone();
         let mut steps = vec![e.status_write(wk)];
@@ -289,17 +289,17 @@ impl Index {
         let Some(e) = self.table.workloads.get_mut(wk) else {
             return;
         };
-        if !is_true(&e.status, cond::GPU_IDLE) {
+        if !is_true(&e.written.status, cond::GPU_IDLE) {
             return;
         }
         set_condition(
-            &mut e.status.conditions,
+            &mut e.written.status.conditions,
             cond::GPU_IDLE,
             cond::status::FALSE,
             cond::reasons::GPU_BUSY,
             "GPU utilisation is above the idle threshold again",
             now_ms,
-            e.generation,
+            e.observed.generation,
         );
         let uid = e.uid.clone();
         let step = e.status_write(wk);

@@ -108,7 +108,7 @@ impl Index {
             .table
             .workloads
             .get(&wk)
-            .is_some_and(|e| !e.in_engine && e.spec.is_some())
+            .is_some_and(|e| !e.run.in_engine && e.spec.is_some())
         {
             self.sync_workload(&wk, None, now_ms);
         }
@@ -132,10 +132,9 @@ impl Index {
     /// Whether Workload `wk` is the unfinished own Workload of the object
     /// with uid `uid`.
     pub(super) fn owns(&self, wk: &ObjKey, uid: &str) -> bool {
-        self.table
-            .workloads
-            .get(wk)
-            .is_some_and(|e| e.owner.as_ref().is_some_and(|(_, u)| u == uid) && !is_true(&e.status, cond::FINISHED))
+        self.table.workloads.get(wk).is_some_and(|e| {
+            e.owner.as_ref().is_some_and(|(_, u)| u == uid) && !is_true(&e.written.status, cond::FINISHED)
+        })
     }
 
     /// Objects to read again from the API server and pass to
@@ -170,7 +169,7 @@ impl Index {
         // before any admission that reuses it; a waiting one just leaves
         // the queue.
         if let Some(e) = self.table.workloads.get_mut(&wk)
-            && e.in_engine
+            && e.run.in_engine
             && view
                 .as_ref()
                 .is_some_and(|v| e.owner.as_ref().is_some_and(|(_, u)| *u == v.uid))
@@ -182,7 +181,7 @@ impl Index {
                 self.finish_with(&wk, cond::reasons::JOB_DELETED, "The Job was deleted", now_ms);
             } else {
                 engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
-                e.in_engine = false;
+                e.run.in_engine = false;
                 self.inflight.evicting.remove(&e.uid);
             }
         }
@@ -323,17 +322,17 @@ impl Index {
     pub(super) fn drive(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
-        let count = e.count;
+        let count = e.observed.count;
         let gang = e.gang.as_ref().map(|g| {
             let names: Vec<String> = g.members.iter().map(|(n, _)| n.clone()).collect();
             (names, g.done.clone())
         });
-        let state = if e.in_engine {
+        let state = if e.run.in_engine {
             self.engine.workload_state(&uid)
         } else {
             None
         };
-        let finished_status = is_true(&e.status, cond::FINISHED);
+        let finished_status = is_true(&e.written.status, cond::FINISHED);
         let unrestored = self.table.unrestored.contains(wk);
         let members = self.member_keys(wk);
         let views: Vec<&job::JobView> = members.iter().filter_map(|k| self.queued.jobs.get(k)).collect();

@@ -359,7 +359,7 @@ impl Index {
 
     /// The status the index believes a workload has.
     pub fn workload_status(&self, key: &ObjKey) -> Option<&WorkloadStatus> {
-        self.table.workloads.get(key).map(|e| &e.status)
+        self.table.workloads.get(key).map(|e| &e.written.status)
     }
 
     /// Admitted workloads kept out of the engine until their ClusterQueue appears.

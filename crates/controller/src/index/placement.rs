@@ -350,7 +350,7 @@ impl Index {
                 .table
                 .workloads
                 .get(&wk)
-                .filter(|e| e.in_engine)
+                .filter(|e| e.run.in_engine)
                 .map(|e| e.uid.clone())
             else {
                 continue;

@@ -40,7 +40,7 @@ impl Index {
         let Some(e) = self.table.workloads.get(wk) else {
             return false;
         };
-        if !e.in_engine || e.gang.is_some() || self.queued.retiring.contains(&e.uid) {
+        if !e.run.in_engine || e.gang.is_some() || self.queued.retiring.contains(&e.uid) {
             return false;
         }
         let uid = e.uid.clone();
@@ -72,7 +72,7 @@ impl Index {
         let Some(e) = self.table.workloads.get(wk) else {
             return false;
         };
-        if !e.in_engine || self.queued.retiring.contains(&e.uid) {
+        if !e.run.in_engine || self.queued.retiring.contains(&e.uid) {
             return false;
         }
         let uid = e.uid.clone();
@@ -169,7 +169,7 @@ impl Index {
         let Some(e) = self.table.workloads.get_mut(wk) else {
             return;
         };
-        e.status.admission = Some(adapter::admission_status(&adm));
+        e.written.status.admission = Some(adapter::admission_status(&adm));
         let pods: Vec<String> = counts
             .iter()
             .map(|(ps, c)| format!("{c} pods of pod set {ps}"))

@@ -135,7 +135,7 @@ impl Index {
                 let Some(e) = self.table.workloads.get(&wk) else {
                     continue;
                 };
-                let lq = ObjKey::new(wk.namespace.clone(), e.queue_name.clone());
+                let lq = ObjKey::new(wk.namespace.clone(), e.observed.queue_name.clone());
                 let n = in_lq.entry(lq.clone()).or_default();
                 // 1-based, as every position users read (1: next).
                 let pos = Published {
@@ -156,7 +156,7 @@ impl Index {
                 if snap.workloads.len() < MAX_LISTED_PENDING {
                     snap.workloads.push(PendingWorkload {
                         name: wk.name.clone(),
-                        priority: e.priority.unwrap_or(0),
+                        priority: e.observed.priority.unwrap_or(0),
                         position_in_cluster_queue: pos.in_cluster_queue,
                         position_in_local_queue: pos.in_local_queue,
                         reason,
@@ -166,8 +166,8 @@ impl Index {
                 // Only workloads whose explanation was written carry a
                 // position in their status: refresh those.
                 let e = self.table.workloads.get_mut(&wk).expect("present");
-                if publish && e.pending_fp.is_some() && worth_publishing(e.published, pos, now_ms) {
-                    e.published = Some(pos);
+                if publish && e.written.pending_fp.is_some() && worth_publishing(e.written.published, pos, now_ms) {
+                    e.written.published = Some(pos);
                     self.outbox.explain.insert(uid.to_string());
                 }
             }

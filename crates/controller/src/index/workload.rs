@@ -11,6 +11,7 @@ use sluice_api::Validate;
 use sluice_api::v1alpha1::{Admission, Workload, WorkloadStatus, conditions as cond};
 use sluice_scheduler::{self as eng, Engine, WorkloadState};
 
+use super::entry::{Observed, RunState, Written};
 use super::errors::{IndexError, engine_ok};
 use super::explain::{explanation_fp, slim_pending};
 use super::parts::Queued;
@@ -54,7 +55,7 @@ impl Index {
             }
         }
         if let Some(e) = self.table.workloads.get_mut(&key)
-            && e.status.pending.is_some()
+            && e.written.status.pending.is_some()
         {
             slim_pending(e);
         }
@@ -77,16 +78,16 @@ impl Index {
         };
         // A whole-status write of ours in flight writes the state as well;
         // its own watch event brings it back here if it did not.
-        if e.awaiting || e.state_out {
+        if e.written.awaiting || e.written.state_out {
             return;
         }
-        let state = e.status.derive_state(e.active);
-        if e.status.state == Some(state) {
+        let state = e.written.status.derive_state(e.observed.active);
+        if e.written.status.state == Some(state) {
             return;
         }
-        e.state_out = true;
-        e.state_due = true;
-        e.status.state = Some(state);
+        e.written.state_out = true;
+        e.written.state_due = true;
+        e.written.status.state = Some(state);
         self.outbox.states_due += 1;
     }
 
@@ -108,13 +109,13 @@ impl Index {
             if out.len() >= room || self.outbox.states_due == 0 {
                 break;
             }
-            if !e.state_due {
+            if !e.written.state_due {
                 continue;
             }
-            e.state_due = false;
+            e.written.state_due = false;
             self.outbox.states_due -= 1;
-            let Some(state) = e.status.state else {
-                e.state_out = false;
+            let Some(state) = e.written.status.state else {
+                e.written.state_out = false;
                 continue;
             };
             out.push(Plan {
@@ -143,12 +144,12 @@ impl Index {
     pub(super) fn sync_workload(&mut self, key: &ObjKey, wl: Option<&Workload>, now_ms: i64) {
         let Some(e) = self.table.workloads.get(key) else { return };
         let uid = e.uid.clone();
-        let finished = is_true(&e.status, cond::FINISHED);
+        let finished = is_true(&e.written.status, cond::FINISHED);
         if !finished && self.is_orphan(key) {
             self.finish_orphan(key, now_ms);
             return;
         }
-        if e.in_engine && self.follow_status_in_engine(key, &uid, finished, now_ms).is_break() {
+        if e.run.in_engine && self.follow_status_in_engine(key, &uid, finished, now_ms).is_break() {
             return;
         }
         if finished {
@@ -164,23 +165,24 @@ impl Index {
             return;
         }
         let Some(e) = self.table.workloads.get(key) else { return };
-        let holds = e.status.holds_quota() && e.status.admission.is_some();
+        let holds = e.written.status.holds_quota() && e.written.status.admission.is_some();
         let admitted_at = e
+            .written
             .status
             .condition(cond::QUOTA_RESERVED)
             .map(|c| ms(&c.last_transition_time))
             .unwrap_or(now_ms);
         let result = if holds {
-            let adm = e.status.admission.as_ref().expect("checked");
+            let adm = e.written.status.admission.as_ref().expect("checked");
             restore(&mut self.engine, spec.clone(), adm, admitted_at)
-        } else if !e.active {
+        } else if !e.observed.active {
             return;
-        } else if let Some(why) = self.unselected_by(&key.namespace, &e.queue_name) {
+        } else if let Some(why) = self.unselected_by(&key.namespace, &e.observed.queue_name) {
             self.hold_unselected(key, spec, &why, now_ms);
             return;
         } else {
             self.table.not_selected.remove(key);
-            queue_pending(&mut self.engine, &e.status, spec.clone(), now_ms)
+            queue_pending(&mut self.engine, &e.written.status, spec.clone(), now_ms)
         };
         match result {
             Ok(()) => self.entered_engine(key, holds.then_some(admitted_at)),
@@ -218,7 +220,7 @@ impl Index {
             return ControlFlow::Break(());
         }
         let pending = matches!(state, Some(WorkloadState::Pending | WorkloadState::Preempting));
-        if e.status.holds_quota() && e.status.admission.is_some() && pending {
+        if e.written.status.holds_quota() && e.written.status.admission.is_some() && pending {
             // Admitted by someone else (a previous leader writing during
             // the hand-over): take its admission as it is, never admit it
             // a second time.
@@ -226,7 +228,7 @@ impl Index {
             tracing::warn!(workload = %key, "adopting an admission made by another writer");
             return ControlFlow::Continue(());
         }
-        if !e.active {
+        if !e.observed.active {
             // Deactivated (spec.active: false): evicted if admitted, out
             // of the queue otherwise, until it is activated again.
             if state == Some(WorkloadState::Admitted) {
@@ -244,7 +246,7 @@ impl Index {
     /// Out of the engine, its entry kept (put back in by a later sync).
     fn take_out_of_engine(&mut self, key: &ObjKey, uid: &str) {
         engine_ok("remove_workload", uid, self.engine.remove_workload(uid));
-        self.table.workloads.get_mut(key).expect("present").in_engine = false;
+        self.table.workloads.get_mut(key).expect("present").run.in_engine = false;
     }
 
     /// The engine's spec of the workload: from the object just observed
@@ -284,12 +286,12 @@ impl Index {
         self.table.unrestored.remove(key);
         self.clear_error(Kind::Workload, &key.to_string());
         let e = self.table.workloads.get_mut(key).expect("present");
-        e.in_engine = true;
+        e.run.in_engine = true;
         let Some(at) = admitted_at else { return };
-        e.admitted_at = Some(at);
+        e.run.admitted_at = Some(at);
         // Its pods were seen ready before a restart: no deadline.
-        e.pods_ready_seen = is_true(&e.status, cond::PODS_READY);
-        let evicted = is_true(&e.status, cond::EVICTED);
+        e.run.pods_ready_seen = is_true(&e.written.status, cond::PODS_READY);
+        let evicted = is_true(&e.written.status, cond::EVICTED);
         let uid = e.uid.clone();
         // Its pods may be known already: told to the engine.
         self.pods_changed(key);
@@ -309,10 +311,16 @@ impl Index {
         };
         e.spec = Some(Box::new(spec));
         let fp = explanation_fp(cond::reasons::NAMESPACE_NOT_SELECTED, std::iter::empty());
-        if e.pending_fp == Some(fp) {
+        if e.written.pending_fp == Some(fp) {
             return;
         }
-        status::namespace_not_selected(&mut e.status, why, e.active, now_ms, e.generation);
+        status::namespace_not_selected(
+            &mut e.written.status,
+            why,
+            e.observed.active,
+            now_ms,
+            e.observed.generation,
+        );
         let step = e.status_write(key);
         slim_pending(e);
         let uid = e.uid.clone();
@@ -336,7 +344,7 @@ impl Index {
         let Some(e) = self.table.workloads.remove(key) else {
             return;
         };
-        if e.state_due {
+        if e.written.state_due {
             self.outbox.states_due -= 1;
         }
         self.table.not_selected.remove(key);
@@ -349,7 +357,7 @@ impl Index {
         self.table.prior.remove(&e.uid);
         self.inflight.refetch_workloads.remove(key);
         self.clear_error(Kind::Workload, &key.to_string());
-        if e.in_engine {
+        if e.run.in_engine {
             engine_ok("remove_workload", &e.uid, self.engine.remove_workload(&e.uid));
         }
         self.queued.retiring.remove(&e.uid);
@@ -444,29 +452,23 @@ impl Seen {
     fn into_entry(self, uid: String) -> WlEntry {
         WlEntry {
             uid,
-            priority: self.priority,
             owner: self.owner,
             job_uid: self.job_uid,
             gang: self.gang,
-            generation: self.generation,
-            active: self.active,
-            queue_name: self.queue_name,
-            count: self.count,
-            created_ms: self.created_ms,
+            observed: Observed {
+                generation: self.generation,
+                active: self.active,
+                queue_name: self.queue_name,
+                priority: self.priority,
+                count: self.count,
+                created_ms: self.created_ms,
+            },
             spec: None,
-            status: self.status,
-            pending_fp: None,
-            seq: 0,
-            awaiting: false,
-            written_rv: None,
-            in_engine: false,
-            admitted_at: None,
-            pods_ready_seen: false,
-            pods_ready_unwritten: false,
-            state_out: false,
-            state_due: false,
-            published: None,
-            slim: false,
+            written: Written {
+                status: self.status,
+                ..Written::default()
+            },
+            run: RunState::default(),
         }
     }
 }
@@ -499,19 +501,19 @@ fn settle_deactivation(deactivating: &mut BTreeSet<String>, uid: &str, active: b
 /// Moved to another queue or reprioritised while it waits: out of the
 /// engine, to be queued again with its new spec.
 fn requeue_if_moved(engine: &mut Engine, e: &mut WlEntry, seen: &Seen) {
-    if e.in_engine
-        && (e.queue_name != seen.queue_name || e.priority != seen.priority)
+    if e.run.in_engine
+        && (e.observed.queue_name != seen.queue_name || e.observed.priority != seen.priority)
         && matches!(engine.workload_state(&e.uid), Some(WorkloadState::Pending))
     {
         engine_ok("remove_workload", &e.uid, engine.remove_workload(&e.uid));
-        e.in_engine = false;
+        e.run.in_engine = false;
     }
 }
 
 /// An entry brought up to date with what was observed: its spec fields
 /// always, its status as [`take_status`] decides.
 fn take_seen(e: &mut WlEntry, seen: Seen, fetched: bool, prior: &mut HashMap<String, WorkloadStatus>) {
-    let reactivated = !e.active && seen.active;
+    let reactivated = !e.observed.active && seen.active;
     e.owner = seen.owner;
     e.job_uid = seen.job_uid;
     match (&mut e.gang, seen.gang) {
@@ -521,16 +523,16 @@ fn take_seen(e: &mut WlEntry, seen: Seen, fetched: bool, prior: &mut HashMap<Str
         }
         (slot, new) => *slot = new,
     }
-    e.generation = seen.generation;
-    e.active = seen.active;
-    e.queue_name = seen.queue_name;
-    e.priority = seen.priority;
-    e.count = seen.count;
+    e.observed.generation = seen.generation;
+    e.observed.active = seen.active;
+    e.observed.queue_name = seen.queue_name;
+    e.observed.priority = seen.priority;
+    e.observed.count = seen.count;
     take_status(e, seen.status, seen.rv, fetched, prior);
     if reactivated {
         // A fresh start: pods-ready evictions count from zero
         // (persisted with its next status write).
-        e.status.requeue_state = None;
+        e.written.status.requeue_state = None;
     }
 }
 
@@ -544,19 +546,19 @@ fn take_status(
     fetched: bool,
     prior: &mut HashMap<String, WorkloadStatus>,
 ) {
-    let older = matches!((rv, e.written_rv), (Some(o), Some(w)) if o < w);
-    let stale = e.awaiting || (older && !fetched);
+    let older = matches!((rv, e.written.written_rv), (Some(o), Some(w)) if o < w);
+    let stale = e.written.awaiting || (older && !fetched);
     if stale {
         // Older than what we wrote (or are writing): keep ours, but take
         // what others own (an owner's Finished).
-        status::take_foreign(&mut e.status, &observed);
+        status::take_foreign(&mut e.written.status, &observed);
         return;
     }
     // What an admission that fails goes back to is no longer needed: the
     // server's answer is here.
     prior.remove(&e.uid);
-    e.status = observed;
-    e.slim = false;
+    e.written.status = observed;
+    e.written.slim = false;
     slim_pending(e);
 }
 
