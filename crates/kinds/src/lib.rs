@@ -13,7 +13,7 @@
 //!   many pods each part runs at once (an admitted object may not grow),
 //!   whether it has finished, and what it refuses on CREATE;
 //! - for both: which queued kinds make and control its objects
-//!   ([`Queueable::made_by`]: a JobSet's Jobs, an MPIJob's launcher),
+//!   ([`Queueable::made_by`]: a JobSet's Jobs, a RayJob's RayCluster),
 //!   left to their verified owner instead of being queued on their own.
 //!
 //! | kind | file | Workload | pod sets |
@@ -28,6 +28,7 @@
 //! | `kubeflow.org/v1` XGBoostJob | `xgboostjob` | `xgboostjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v1` PaddleJob | `paddlejob` | `paddlejob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v1` JAXJob | `jaxjob` | `jaxjob-<name>` | one per role (worker) |
+//! | `ray.io/v1` RayCluster | [`raycluster`] | `raycluster-<name>` | head, and one per worker group |
 //!
 //! A new kind is a file here implementing [`Queueable`] (its view and
 //! Workload built with `object`; its pod templates patched by merge
@@ -62,6 +63,7 @@ mod object;
 mod paddlejob;
 mod placed;
 pub mod ray;
+pub mod raycluster;
 pub mod shape;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -113,6 +115,8 @@ registry! {
     PaddleJob => paddlejob::PADDLE_JOB,
     /// `kubeflow.org/v1` JAXJob.
     JaxJob => jaxjob::JAX_JOB,
+    /// `ray.io/v1` RayCluster.
+    RayCluster => raycluster::RayClusterKind,
 }
 
 impl JobKind {
@@ -339,7 +343,7 @@ pub trait Queueable: Sync {
         Vec::new()
     }
     /// The queued kinds whose operators create objects of this kind and
-    /// control them (a JobSet's child Jobs, an MPIJob's launcher). An
+    /// control them (a JobSet's child Jobs, a RayJob's RayCluster). An
     /// object controlled by a verified object of one of them is left to
     /// it: its owner is what is queued, and its owner's operator suspends
     /// and resumes it. Neither the webhook nor the controller queues it on

@@ -2,7 +2,7 @@
 //! on CREATE, a queued object is suspended (and, in a namespace that
 //! opted in, given the default queue) and its pod templates get the GPU
 //! fixes, unless a verified owner of a queued kind holds it (a JobSet's
-//! Job, an MPIJob's launcher: `owners`); on UPDATE, only the controller
+//! Job, a RayJob's RayCluster: `owners`); on UPDATE, only the controller
 //! may unsuspend it, its queue label cannot be changed while it runs, it
 //! may not grow while it runs, and such an owner cannot be added to it.
 
@@ -48,7 +48,7 @@ impl Reviewer {
         };
         if let Some(q) = queue {
             // What the kind cannot hold to an admission (a RayJob KubeRay
-            // would not suspend): refused only
+            // would not suspend, an autoscaled RayCluster): refused only
             // when it would be queued, not when its owner is.
             let refusals = kind.integration().refusals(&obj.data);
             if !refusals.is_empty() {
@@ -79,7 +79,8 @@ impl Reviewer {
         let default_queue = opted_in || self.view.default_queue_enabled(namespace);
         // An object made by a queued object (a JobSet's child Job with the
         // queue label its template carried, an MPIJob's launcher, a
-        // RayJob's submitter): its owner is what is queued and what Sluice suspends;
+        // RayJob's submitter, a RayJob's RayCluster with the RayJob's
+        // labels): its owner is what is queued and what Sluice suspends;
         // holding the object would keep it from ever running. The owner
         // must exist: an object that would be queued and names an owner
         // the cache cannot confirm is refused (its operator retries; a
@@ -252,8 +253,7 @@ impl Reviewer {
         {
             d.denials.extend(refused_growth(kind, old, new, q));
         }
-        // What the kind refuses on CREATE (a RayJob KubeRay would not
-        // suspend) is
+        // What the kind refuses on CREATE (an autoscaled RayCluster) is
         // not let in by an update of a queued object either.
         if let Some(q) = queued {
             let had = kind.integration().refusals(&old.data);

@@ -5,7 +5,7 @@
 //! | claim | exempts | counts only when |
 //! |-------|---------|------------------|
 //! | a pod's controller is a DaemonSet | the pod from the GPU rules (node agents see every GPU) | the namespace is trusted (labelled [`ALLOW_GPU_FIXES_SKIP`]`=true` by the cluster admin), and a DaemonSet with that name and uid exists there (`apps/v1`, `controller: true`) |
-//! | an object's controller is of a queued kind that makes objects of its kind ([`JobKind::made_by`]: a Job's JobSet, MPIJob or RayJob) | the object from being queued on its own (its owner is) | an object of that kind with that name and uid exists in the object's namespace |
+//! | an object's controller is of a queued kind that makes objects of its kind ([`JobKind::made_by`]: a Job's JobSet, MPIJob or RayJob; a RayCluster's RayJob) | the object from being queued on its own (its owner is) | an object of that kind with that name and uid exists in the object's namespace |
 //!
 //! Existence is read from the cache ([`ClusterView::owner_exists`]); an
 //! owner the cache cannot confirm (not listed yet, not found, another
@@ -98,8 +98,8 @@ pub fn daemon_set_pod(view: &dyn ClusterView, namespace: &str, meta: &ObjectMeta
 
 /// The controller reference of `meta`, an object of `kind`, to an object
 /// of a kind that makes and holds such objects ([`JobKind::made_by`]: a
-/// JobSet's child Job, an MPIJob's launcher, a RayJob's submitter): its
-/// index, the reference and the owner's kind. Any
+/// JobSet's child Job, an MPIJob's launcher, a RayJob's submitter or
+/// RayCluster): its index, the reference and the owner's kind. Any
 /// version of the owner kind's group counts; the uid identifies the
 /// object.
 pub fn queued_controller(kind: JobKind, meta: &ObjectMeta) -> Option<(usize, &OwnerReference, JobKind)> {
