@@ -160,3 +160,24 @@ fn a_raycluster_is_queued_on_its_own_unless_its_rayjob_holds_it() {
     ix.apply_object(JobKind::RayCluster, &raycluster(Some("rj-uid")), T0);
     assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
 }
+
+#[test]
+fn an_autoscaled_raycluster_seen_running_is_held_with_no_workload_and_the_field_named() {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(JobKind::RayCluster);
+    let mut ix = ready_index_with(config);
+    let mut rc = raycluster(None);
+    rc["spec"]["enableInTreeAutoscaling"] = json!(true);
+    ix.apply_object(JobKind::RayCluster, &rc, T0);
+    let plans = ix.take_plans();
+    assert!(purposes(&plans).contains(&"suspend_job"), "{:?}", purposes(&plans));
+    assert!(!purposes(&plans).contains(&"create_workload"));
+    let e = &ix.errors[&(Kind::Queued(JobKind::RayCluster), format!("{NS}/tune-rc-1"))];
+    assert_eq!(e.reason, "job_invalid");
+    assert!(
+        e.message
+            .starts_with("spec.enableInTreeAutoscaling: must not be true for a queued RayCluster"),
+        "{}",
+        e.message
+    );
+}
