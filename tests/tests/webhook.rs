@@ -1409,3 +1409,170 @@ async fn an_unlabelled_jobset_in_a_default_queue_namespace_comes_back_queued_and
     h.cleanup().await?;
     result
 }
+
+fn ray_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", kind), plural)
+}
+
+/// A RayCluster queued in team-a: a head and a worker group `gpu` of 2
+/// one-GPU workers, created running; controlled by RayJob `owner` (name,
+/// uid) when given, as KubeRay makes a RayJob's cluster (with the
+/// RayJob's labels, its queue label too).
+fn ray_cluster(name: &str, owner: Option<(&str, &str)>) -> Result<DynamicObject> {
+    let pod = json!({"spec": {"restartPolicy": "Never",
+        "containers": [container(json!({"limits": {"nvidia.com/gpu": "1"}}), None)]}});
+    let mut rc = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"suspend": false,
+            "headGroupSpec": {"rayStartParams": {}, "template": pod.clone()},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "rayStartParams": {}, "template": pod}]}
+    });
+    if let Some((owner, uid)) = owner {
+        rc["metadata"]["ownerReferences"] = json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": owner,
+            "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+    }
+    Ok(serde_json::from_value(rc)?)
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_queued_raycluster_is_held_and_one_a_verified_rayjob_made_is_left_to_it_but_a_forged_or_adopted_one_is_refused()
+-> Result<()> {
+    // The Ray CRDs first: the webhook lists RayJobs to verify owners.
+    let admin = client().await?;
+    sluice_e2e::cluster::install_crd_file(&admin, "ray.io_rayjobs.yaml", "ray.io/v1", "rayjobs").await?;
+    sluice_e2e::cluster::install_crd_file(&admin, "ray.io_rayclusters.yaml", "ray.io/v1", "rayclusters").await?;
+    let h = Harness::start(false).await?;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        h.client.clone(),
+        &h.namespace,
+        &ray_resource("RayCluster", "rayclusters"),
+    );
+    let rayjobs: Api<DynamicObject> =
+        Api::namespaced_with(h.client.clone(), &h.namespace, &ray_resource("RayJob", "rayjobs"));
+    // Queued on its own: held, and its head and workers get the GPU fixes.
+    let lab = clusters
+        .create(&PostParams::default(), &ray_cluster("lab", None)?)
+        .await?;
+    anyhow::ensure!(lab.data["spec"]["suspend"] == json!(true), "{:?}", lab.data["spec"]);
+    for at in [
+        "/spec/headGroupSpec/template/spec",
+        "/spec/workerGroupSpecs/0/template/spec",
+    ] {
+        let pod = lab.data.pointer(at).context("template")?;
+        anyhow::ensure!(pod["runtimeClassName"] == json!(RUNTIME_CLASS), "{at}: {pod}");
+    }
+    // The autoscaler would grow it past its admission: refused.
+    let mut autoscaled = ray_cluster("autoscaled", None)?;
+    autoscaled.data["spec"]["enableInTreeAutoscaling"] = json!(true);
+    let err = clusters
+        .create(&PostParams::default(), &autoscaled)
+        .await
+        .expect_err("an autoscaled RayCluster was queued");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("spec.enableInTreeAutoscaling: must not be true for a queued RayCluster"),
+        "{code} {message}"
+    );
+    // A RayJob (queued, held) and the cluster KubeRay makes for it: left to
+    // the RayJob, not held, once the webhook's cache has the RayJob.
+    let rj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"shutdownAfterJobFinishes": true, "entrypoint": "python tune.py",
+                 "rayClusterSpec": lab.data["spec"].clone()}
+    }))?;
+    let rj = rayjobs.create(&PostParams::default(), &rj).await?;
+    anyhow::ensure!(rj.data["spec"]["suspend"] == json!(true), "{:?}", rj.data["spec"]);
+    let uid = rj.metadata.uid.clone().context("uid")?;
+    let made = sluice_e2e::cluster::wait_for("the RayJob's cluster accepted", Duration::from_secs(30), || async {
+        match clusters
+            .create(
+                &PostParams::default(),
+                &ray_cluster("tune-raycluster-x", Some(("tune", &uid)))?,
+            )
+            .await
+        {
+            Ok(rc) => Ok(Some(rc)),
+            // Not in the webhook's cache yet: KubeRay retries, so do we.
+            Err(e) if api_error(&e).is_some_and(|(code, m)| code == 403 && m.contains("RayJob \"tune\"")) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    anyhow::ensure!(made.data["spec"]["suspend"] == json!(false), "{:?}", made.data["spec"]);
+    // A forged controller reference (another uid) is refused.
+    let err = clusters
+        .create(
+            &PostParams::default(),
+            &ray_cluster("forged", Some(("tune", "forged-uid")))?,
+        )
+        .await
+        .expect_err("a forged RayJob owner was believed");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("there is no RayJob \"tune\" with uid \"forged-uid\""),
+        "{code} {message}"
+    );
+    // Nor can a queued RayCluster be given the RayJob as its controller
+    // later, to be resumed as the RayJob's.
+    let err = clusters
+        .patch(
+            "lab",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "name": "tune", "uid": uid, "controller": true}]}}),
+            ),
+        )
+        .await
+        .expect_err("a queued RayCluster was adopted");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("to name RayJob \"tune\" as the controller of a queued RayCluster"),
+        "{code} {message}"
+    );
+    // Only the controller resumes it; once running, it cannot grow.
+    let err = clusters
+        .patch(
+            "lab",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .expect_err("a user resumed a queued RayCluster");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("spec.suspend: cannot be changed"),
+        "{code} {message}"
+    );
+    let controller: Api<DynamicObject> = Api::namespaced_with(
+        as_controller().await?,
+        &h.namespace,
+        &ray_resource("RayCluster", "rayclusters"),
+    );
+    controller
+        .patch(
+            "lab",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": false}})),
+        )
+        .await?;
+    let replicas = |n: i64| {
+        let mut groups = lab.data["spec"]["workerGroupSpecs"].clone();
+        groups[0]["replicas"] = json!(n);
+        Patch::Merge(json!({"spec": {"workerGroupSpecs": groups}}))
+    };
+    let err = clusters
+        .patch("lab", &PatchParams::default(), &replicas(3))
+        .await
+        .expect_err("a running RayCluster grew");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403 && message.contains("spec.workerGroupSpecs[0] (gpu): replicas within [minReplicas, maxReplicas] × numOfHosts: 3 pods at once, was 2"),
+        "{code} {message}"
+    );
+    clusters.patch("lab", &PatchParams::default(), &replicas(1)).await?;
+    h.cleanup().await
+}

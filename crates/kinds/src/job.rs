@@ -30,7 +30,7 @@ use sluice_api::labels;
 use sluice_api::v1alpha1::{PodSet, ResourceFlavor, Workload};
 
 use crate::shape::{self, Count, TemplateAt};
-use crate::{ObjPatch, Queueable, Resource};
+use crate::{JobKind, ObjPatch, Queueable, Resource};
 
 /// Job annotation holding the template's `nodeSelector` and `tolerations`
 /// as they were before Sluice injected a flavor's (JSON of
@@ -469,6 +469,11 @@ impl Queueable for BatchJob {
 
     fn workload_prefix(&self) -> &'static str {
         "job-"
+    }
+
+    /// A JobSet's child Jobs, an MPIJob's launcher, a RayJob's submitter.
+    fn made_by(&self) -> &'static [JobKind] {
+        &[JobKind::JobSet, JobKind::MpiJob, JobKind::RayJob]
     }
 
     fn pods_selector(&self, _name: &str, uid: &str) -> String {

@@ -11,7 +11,10 @@
 //!   against);
 //! - for the webhook: where its suspend flag and pod templates are, how
 //!   many pods each part runs at once (an admitted object may not grow),
-//!   whether it has finished, and what it refuses on CREATE.
+//!   whether it has finished, and what it refuses on CREATE;
+//! - for both: which queued kinds make and control its objects
+//!   ([`Queueable::made_by`]: a JobSet's Jobs, a RayJob's RayCluster),
+//!   left to their verified owner instead of being queued on their own.
 //!
 //! | kind | file | Workload | pod sets |
 //! |------|------|----------|----------|
@@ -25,6 +28,7 @@
 //! | `kubeflow.org/v1` XGBoostJob | `xgboostjob` | `xgboostjob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v1` PaddleJob | `paddlejob` | `paddlejob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v1` JAXJob | `jaxjob` | `jaxjob-<name>` | one per role (worker) |
+//! | `ray.io/v1` RayCluster | [`raycluster`] | `raycluster-<name>` | head, and one per worker group |
 //!
 //! A new kind is a file here implementing [`Queueable`] (its view and
 //! Workload built with `object`; its pod templates patched by merge
@@ -59,6 +63,7 @@ mod object;
 mod paddlejob;
 mod placed;
 pub mod ray;
+pub mod raycluster;
 pub mod shape;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -110,6 +115,8 @@ registry! {
     PaddleJob => paddlejob::PADDLE_JOB,
     /// `kubeflow.org/v1` JAXJob.
     JaxJob => jaxjob::JAX_JOB,
+    /// `ray.io/v1` RayCluster.
+    RayCluster => raycluster::RayClusterKind,
 }
 
 impl JobKind {
@@ -142,23 +149,67 @@ impl JobKind {
         JobKind::ALL.into_iter().filter(|k| *k != JobKind::Job)
     }
 
+    /// The queued kinds whose objects may control an object of this kind
+    /// and then hold it ([`Queueable::made_by`]).
+    pub fn made_by(self) -> &'static [JobKind] {
+        self.integration().made_by()
+    }
+
+    /// Whether objects of this kind may control objects of a queued kind
+    /// (they are in some kind's [`JobKind::made_by`]): the webhook must
+    /// verify them.
+    pub fn controls_others(self) -> bool {
+        JobKind::ALL.into_iter().any(|k| k.made_by().contains(&self))
+    }
+
+    /// The controller reference of `meta` to an object of a kind that may
+    /// hold an object of this kind ([`JobKind::made_by`]): its index in
+    /// `metadata.ownerReferences`, the reference and the owner's kind. Any
+    /// version of the owner kind's group counts; the uid identifies it.
+    pub fn queued_controller(
+        self,
+        meta: &ObjectMeta,
+    ) -> Option<(
+        usize,
+        &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+        JobKind,
+    )> {
+        let kinds = self.made_by();
+        meta.owner_references
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, r)| r.controller == Some(true))
+            .find_map(|(i, r)| {
+                kinds
+                    .iter()
+                    .copied()
+                    .find(|k| {
+                        let (group, _, kind) = k.gvk();
+                        r.kind == kind && r.api_version.starts_with(&format!("{group}/"))
+                    })
+                    .map(|k| (i, r, k))
+            })
+    }
+
     /// What the controller calls on objects of this kind.
     pub fn controller_access(self) -> Vec<Access> {
         self.integration().controller_access()
     }
 
     /// What the webhook lists and watches of this kind: the objects of a
-    /// kind made by an operator, to verify a Job's owner of that kind.
+    /// kind that may control objects of a queued kind
+    /// ([`JobKind::controls_others`]), to verify such an owner.
     pub fn webhook_access(self) -> Vec<Access> {
         let r = self.integration().resource();
-        match self {
-            JobKind::Job => Vec::new(),
-            _ => vec![Access {
-                verbs: &["list", "watch"],
-                group: r.group,
-                resource: r.plural.to_owned(),
-            }],
+        if !self.controls_others() {
+            return Vec::new();
         }
+        vec![Access {
+            verbs: &["list", "watch"],
+            group: r.group,
+            resource: r.plural.to_owned(),
+        }]
     }
 
     /// The reason recorded for an object of this kind that cannot be read.
@@ -286,9 +337,19 @@ pub trait Queueable: Sync {
         ]
     }
     /// Why an object of this kind, as written, cannot be queued at all
-    /// (each with its field): the webhook refuses it on CREATE.
+    /// (each with its field): the webhook refuses it on CREATE, and an
+    /// UPDATE of a queued object that adds one.
     fn refusals(&self, _obj: &Value) -> Vec<String> {
         Vec::new()
+    }
+    /// The queued kinds whose operators create objects of this kind and
+    /// control them (a JobSet's child Jobs, a RayJob's RayCluster). An
+    /// object controlled by a verified object of one of them is left to
+    /// it: its owner is what is queued, and its owner's operator suspends
+    /// and resumes it. Neither the webhook nor the controller queues it on
+    /// its own.
+    fn made_by(&self) -> &'static [JobKind] {
+        &[]
     }
 }
 

@@ -69,7 +69,7 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
             .and_then(|a| a.get(ORIGINAL_SCHEDULING))
             .cloned(),
         gang: None,
-        managed_by: None,
+        managed_by: job::ManagedBy::of(kind, meta),
         queued_by_namespace: false,
         pods_selector: state.pods_selector,
         expected_runtime: labels::expected_runtime_ms(meta.annotations.as_ref()),

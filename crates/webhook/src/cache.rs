@@ -58,16 +58,22 @@ pub enum OwnerKind {
     /// apps/v1 DaemonSet: its pods are node agents (GPU exemption, only
     /// in trusted namespaces).
     DaemonSet,
-    /// An object of another queued kind: the Jobs it controls are left
-    /// to it.
+    /// An object of a queued kind that makes objects of another queued
+    /// kind ([`JobKind::controls_others`]): those it controls are left to
+    /// it.
     Queued(JobKind),
 }
 
 impl OwnerKind {
     /// Every kind the cache lists for verification: DaemonSets, and each
-    /// queued kind made by an operator.
+    /// queued kind that makes objects of a queued kind.
     pub fn all() -> impl Iterator<Item = OwnerKind> {
-        std::iter::once(OwnerKind::DaemonSet).chain(JobKind::others().map(OwnerKind::Queued))
+        std::iter::once(OwnerKind::DaemonSet).chain(
+            JobKind::ALL
+                .into_iter()
+                .filter(|k| k.controls_others())
+                .map(OwnerKind::Queued),
+        )
     }
 
     /// (group, version, kind, plural) as the API serves it.

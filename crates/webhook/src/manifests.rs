@@ -5,12 +5,12 @@
 //! | webhook | matches | failurePolicy |
 //! |---------|---------|---------------|
 //! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
-//! | `default-queue-{jobs,jobsets,pytorchjobs,mpijobs,rayjobs}.mutate.sluice.dev` (`/mutate/<plural>/default-queue`) | CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
+//! | `default-queue-{jobs,<plural of each other queued kind>}.mutate.sluice.dev` (`/mutate/<plural>/default-queue`) | CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
-//! | `kueue-{jobs,jobsets,pytorchjobs,mpijobs,rayjobs}.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
+//! | `kueue-{jobs,<plural of each other queued kind>}.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
 //! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
-//! | `queued-{jobsets,pytorchjobs,mpijobs,rayjobs}.mutate.sluice.dev` | JobSet, PyTorchJob, MPIJob, RayJob CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
-//! | `{jobsets,pytorchjobs,mpijobs,rayjobs}.validate.sluice.dev` | their UPDATE with the queue label (old or new) | Fail |
+//! | `queued-<plural>.mutate.sluice.dev` (each other queued kind: JobSet, the Kubeflow jobs, RayJob, RayCluster) | CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
+//! | `<plural>.validate.sluice.dev` (each other queued kind) | their UPDATE with the queue label (old or new) | Fail |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
 //! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`

@@ -33,8 +33,8 @@ pub enum Endpoint {
     MutateJobsDefaultQueue,
     MutatePods,
     ValidateJobs,
-    /// Objects of the other queued kinds (JobSet, PyTorchJob, MPIJob)
-    /// with the queue label: CREATE, and UPDATE.
+    /// Objects of the other queued kinds (JobSet, Kubeflow jobs, RayJob,
+    /// RayCluster) with the queue label: CREATE.
     MutateQueued(JobKind),
     /// Objects of the other queued kinds without the queue label, from
     /// namespaces that opted in to default queueing (namespaceSelector).

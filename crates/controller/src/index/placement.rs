@@ -115,7 +115,8 @@ pub(super) struct Placement {
     dirty_nodes: BTreeSet<Arc<str>>,
     /// Per owner, per node: pods and their requests.
     by_owner: HashMap<OwnerKey, Vec<OnNode>>,
-    owner_jobs: HashMap<OwnerKey, JobRef>,
+    /// The object whose Workload holds the pods of an owner label.
+    pub(super) owner_jobs: HashMap<OwnerKey, JobRef>,
     dirty_owners: BTreeSet<OwnerKey>,
 }
 
@@ -297,7 +298,9 @@ impl Index {
         if self.config.placement != sluice_scheduler::PlacementMode::Nodes {
             return;
         }
-        match view.and_then(owner_key) {
+        // An object its owner holds (a RayJob's RayCluster) has no Workload
+        // of its own: its pods, by the same label, are its owner's.
+        match view.filter(|v| !self.queued_with_owner(v)).and_then(owner_key) {
             Some(ok) => {
                 self.placement.owner_jobs.insert(ok.clone(), key.clone());
                 self.placement.dirty_owners.insert(ok);

@@ -15,7 +15,7 @@ use super::walk;
 use crate::mapping::{self, Status, When};
 
 /// The job frameworks Sluice queues, by Kueue's names (`--integrations`).
-pub const SLUICE_FRAMEWORKS: [&str; 9] = [
+pub const SLUICE_FRAMEWORKS: [&str; 10] = [
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
@@ -25,6 +25,7 @@ pub const SLUICE_FRAMEWORKS: [&str; 9] = [
     "kubeflow.org/xgboostjob",
     "kubeflow.org/paddlejob",
     "kubeflow.org/jaxjob",
+    "ray.io/raycluster",
 ];
 
 /// Fair sharing as Kueue's Configuration sets it.

@@ -35,6 +35,18 @@ pub struct ManagedBy {
     pub uid: String,
 }
 
+impl ManagedBy {
+    /// The controller an object of `kind` names of a kind that may hold it
+    /// ([`crate::JobKind::made_by`]).
+    pub fn of(kind: crate::JobKind, meta: &ObjectMeta) -> Option<ManagedBy> {
+        kind.queued_controller(meta).map(|(_, r, k)| ManagedBy {
+            kind: k,
+            name: r.name.clone(),
+            uid: r.uid.clone(),
+        })
+    }
+}
+
 /// What Sluice keeps of a Job in memory: the few fields it decides on,
 /// and the template's scheduling directives and original-scheduling
 /// annotation for the patches. (The full Job is needed only to create its
@@ -128,22 +140,7 @@ impl JobView {
             }],
             original: annotation(job, ORIGINAL_SCHEDULING),
             gang: crate::gang::member::Labels::of(&job.metadata),
-            managed_by: job
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|o| o.controller == Some(true))
-                .find_map(|o| {
-                    let kind = crate::JobKind::ALL.into_iter().find(|k| {
-                        *k != crate::JobKind::Job && o.kind == k.kind() && o.api_version == k.api_version()
-                    })?;
-                    Some(ManagedBy {
-                        kind,
-                        name: o.name.clone(),
-                        uid: o.uid.clone(),
-                    })
-                }),
+            managed_by: ManagedBy::of(crate::JobKind::Job, &job.metadata),
             queued_by_namespace: false,
             pods_selector: None,
             expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {

@@ -23,6 +23,7 @@ fn mutating_entries_match_the_issue() {
             "queued-xgboostjobs.mutate.sluice.dev",
             "queued-paddlejobs.mutate.sluice.dev",
             "queued-jaxjobs.mutate.sluice.dev",
+            "queued-rayclusters.mutate.sluice.dev",
             "default-queue-jobsets.mutate.sluice.dev",
             "default-queue-pytorchjobs.mutate.sluice.dev",
             "default-queue-mpijobs.mutate.sluice.dev",
@@ -30,7 +31,8 @@ fn mutating_entries_match_the_issue() {
             "default-queue-tfjobs.mutate.sluice.dev",
             "default-queue-xgboostjobs.mutate.sluice.dev",
             "default-queue-paddlejobs.mutate.sluice.dev",
-            "default-queue-jaxjobs.mutate.sluice.dev"
+            "default-queue-jaxjobs.mutate.sluice.dev",
+            "default-queue-rayclusters.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -148,6 +150,7 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             "/validate/xgboostjobs",
             "/validate/paddlejobs",
             "/validate/jaxjobs",
+            "/validate/rayclusters",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/cohorts",
@@ -194,12 +197,12 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
         assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
     }
-    // After the queued kinds' (jobs and the 8 others): the Sluice kinds'.
-    let cohorts = hooks[11].rules.as_ref().unwrap();
+    // After the queued kinds' (jobs and the 9 others): the Sluice kinds'.
+    let cohorts = hooks[12].rules.as_ref().unwrap();
     assert_eq!(cohorts.len(), 1);
     assert_eq!(cohorts[0].resources.as_deref().unwrap(), ["cohorts"]);
     assert_eq!(cohorts[0].operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
-    let wl = hooks[14].rules.as_ref().unwrap();
+    let wl = hooks[15].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -308,15 +311,16 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             "kueue-tfjobs.mutate.sluice.dev",
             "kueue-xgboostjobs.mutate.sluice.dev",
             "kueue-paddlejobs.mutate.sluice.dev",
-            "kueue-jaxjobs.mutate.sluice.dev"
+            "kueue-jaxjobs.mutate.sluice.dev",
+            "kueue-rayclusters.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
-    // Every Kueue entry selects the same way; the last is JAXJobs'.
+    // Every Kueue entry selects the same way; the last is RayClusters'.
     let kueue = hooks.last().unwrap();
     assert_eq!(
         kueue.client_config.service.as_ref().unwrap().path.as_deref(),
-        Some("/mutate/jaxjobs")
+        Some("/mutate/rayclusters")
     );
     assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
     let exprs = kueue
@@ -354,6 +358,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
         "xgboostjobs",
         "paddlejobs",
         "jaxjobs",
+        "rayclusters",
     ] {
         assert!(
             hooks
@@ -368,7 +373,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        19
+        21
     );
 }
 

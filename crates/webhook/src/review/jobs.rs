@@ -1,8 +1,10 @@
 //! The rules for the objects Sluice queues (every kind of `sluice_kinds`):
-//! on CREATE, a queued object is suspended (and, for a Job in a namespace
-//! that opted in, given the default queue) and its pod templates get the
-//! GPU fixes; on UPDATE, only the controller may unsuspend it, and its
-//! queue label cannot be changed while it runs.
+//! on CREATE, a queued object is suspended (and, in a namespace that
+//! opted in, given the default queue) and its pod templates get the GPU
+//! fixes, unless a verified owner of a queued kind holds it (a JobSet's
+//! Job, a RayJob's RayCluster: `owners`); on UPDATE, only the controller
+//! may unsuspend it, its queue label cannot be changed while it runs, it
+//! may not grow while it runs, and such an owner cannot be added to it.
 
 use serde_json::{Value, json};
 
@@ -29,10 +31,10 @@ impl Reviewer {
         if req.operation != Operation::Create || self.excluded(req) {
             return d;
         }
-        let obj = match created_object(req, kind) {
+        let obj = match created_object(req) {
             Ok(obj) => obj,
-            Err(denials) => {
-                d.denials = denials;
+            Err(denial) => {
+                d.denials.push(denial);
                 return d;
             }
         };
@@ -45,6 +47,14 @@ impl Reviewer {
             return d;
         };
         if let Some(q) = queue {
+            // What the kind cannot hold to an admission (a RayJob KubeRay
+            // would not suspend, an autoscaled RayCluster): refused only
+            // when it would be queued, not when its owner is.
+            let refusals = kind.integration().refusals(&obj.data);
+            if !refusals.is_empty() {
+                d.denials = refusals;
+                return d;
+            }
             hold(obj, kind, &q, &mut d);
         }
         self.fix_templates(obj, kind, &namespace, &mut d);
@@ -53,8 +63,8 @@ impl Reviewer {
 
     /// The LocalQueue a new object is queued in: its queue label's, or the
     /// namespace's `default` when the namespace opted in (labelled here);
-    /// none for a Job its verified owner of a queued kind holds. `Err`: refused
-    /// (the denial is in `d`).
+    /// none for an object its verified owner of a queued kind holds
+    /// ([`JobKind::made_by`]). `Err`: refused (the denial is in `d`).
     fn queue_of(
         &self,
         obj: &DynamicObject,
@@ -67,16 +77,17 @@ impl Reviewer {
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
         let default_queue = opted_in || self.view.default_queue_enabled(namespace);
-        // A Job made by a queued object (a JobSet's child Job with the
+        // An object made by a queued object (a JobSet's child Job with the
         // queue label its template carried, an MPIJob's launcher, a
-        // RayJob's submitter): its owner is what is queued and what Sluice
-        // suspends; holding the Job would keep it from ever running. The
-        // owner must exist: a Job that would be queued and names an owner
+        // RayJob's submitter, a RayJob's RayCluster with the RayJob's
+        // labels): its owner is what is queued and what Sluice suspends;
+        // holding the object would keep it from ever running. The owner
+        // must exist: an object that would be queued and names an owner
         // the cache cannot confirm is refused (its operator retries; a
         // forged owner stays refused).
         let would_queue = labels.is_some_and(|l| l.contains_key(label)) || default_queue;
-        let part_of_queued = kind == JobKind::Job
-            && match owners::made_by_queued_kind(self.view.as_ref(), namespace, &obj.metadata) {
+        let part_of_queued = !kind.made_by().is_empty()
+            && match owners::made_by_queued_kind(self.view.as_ref(), kind, namespace, &obj.metadata) {
                 Ok(made) => made,
                 Err(why) if would_queue => {
                     d.denials.push(why);
@@ -187,8 +198,8 @@ impl Reviewer {
             .or_else(|| old.metadata.namespace.clone())
             .unwrap_or_default();
         let user = req.user_info.username.as_deref().unwrap_or("");
-        if kind == JobKind::Job
-            && let Some(done) = self.job_owner_rules(old, new, &namespace, user)
+        if !kind.made_by().is_empty()
+            && let Some(done) = self.owner_rules(kind, old, new, &namespace, user)
         {
             return done;
         }
@@ -242,6 +253,18 @@ impl Reviewer {
         {
             d.denials.extend(refused_growth(kind, old, new, q));
         }
+        // What the kind refuses on CREATE (an autoscaled RayCluster) is
+        // not let in by an update of a queued object either.
+        if let Some(q) = queued {
+            let had = kind.integration().refusals(&old.data);
+            d.denials.extend(
+                kind.integration()
+                    .refusals(&new.data)
+                    .into_iter()
+                    .filter(|r| !had.contains(r))
+                    .map(|r| format!("{r} (the {noun} is queued in LocalQueue {q:?})")),
+            );
+        }
         if let Some(q) = queued
             && suspended(old)
             && !suspended(new)
@@ -254,27 +277,31 @@ impl Reviewer {
         d
     }
 
-    /// A Job's owner of a queued kind: one given after creation is refused
-    /// (except to admission writers); a verified, unchanged one leaves the
-    /// Job to its owner's operator. `Some`: the review ends here.
-    fn job_owner_rules(
+    /// An object's owner of a queued kind that makes it
+    /// ([`JobKind::made_by`]): one given after creation is refused (except
+    /// to admission writers); a verified, unchanged one leaves the object
+    /// to its owner's operator. `Some`: the review ends here.
+    fn owner_rules(
         &self,
+        kind: JobKind,
         old: &DynamicObject,
         new: &DynamicObject,
         namespace: &str,
         user: &str,
     ) -> Option<Decision> {
         let mut d = Decision::default();
-        let controller = |o: &DynamicObject| owners::queued_controller(&o.metadata).map(|(_, r, _)| r.uid.clone());
+        let noun = kind.kind();
+        let controller =
+            |o: &DynamicObject| owners::queued_controller(kind, &o.metadata).map(|(_, r, _)| r.uid.clone());
         let (was, is) = (controller(old), controller(new));
         if is.is_some() && is != was && !self.cfg.is_admission_writer(user) {
-            // Adopted after creation: that would leave a queued Job to
+            // Adopted after creation: that would leave a queued object to
             // an object its author chose, free to start unadmitted.
-            if let Some((i, r, k)) = owners::queued_controller(&new.metadata)
+            if let Some((i, r, k)) = owners::queued_controller(kind, &new.metadata)
                 && self.cfg.queue_label_of(new.metadata.labels.as_ref()).is_some()
             {
                 d.denials.push(format!(
-                    "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued Job; the controller of a Job made by a {} is set when the Job is created",
+                    "metadata.ownerReferences[{i}]: cannot be changed by {user:?} to name {} {:?} as the controller of a queued {noun}; the controller of a {noun} made by a {} is set when the {noun} is created",
                     k.kind(),
                     r.name,
                     k.kind()
@@ -285,7 +312,7 @@ impl Reviewer {
         // Its owner's operator suspends and resumes it with its owner.
         if was.is_some()
             && is == was
-            && owners::made_by_queued_kind(self.view.as_ref(), namespace, &old.metadata) == Ok(true)
+            && owners::made_by_queued_kind(self.view.as_ref(), kind, namespace, &old.metadata) == Ok(true)
         {
             return Some(d);
         }
@@ -331,21 +358,20 @@ pub(super) fn templates(kind: JobKind, obj: &DynamicObject) -> Vec<(SpecLocation
         .collect()
 }
 
-/// The object of a CREATE, if it is one this webhook can patch and its kind
-/// can queue; else every reason it is refused, each with its field.
-fn created_object(req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Result<&DynamicObject, Vec<String>> {
+/// The object of a CREATE, if it is one this webhook can patch; else why
+/// it is refused, with its field.
+fn created_object(req: &AdmissionRequest<DynamicObject>) -> Result<&DynamicObject, String> {
     let Some(obj) = &req.object else {
-        return Err(vec!["object: missing from the CREATE request".to_owned()]);
+        return Err("object: missing from the CREATE request".to_owned());
     };
     // The API server always sends these; the patches assume them.
     if obj.metadata.name.is_none() && obj.metadata.generate_name.is_none() {
-        return Err(vec!["metadata.name: required (or metadata.generateName)".to_owned()]);
+        return Err("metadata.name: required (or metadata.generateName)".to_owned());
     }
     if !obj.data.get("spec").is_some_and(Value::is_object) {
-        return Err(vec!["spec: missing or not an object".to_owned()]);
+        return Err("spec: missing or not an object".to_owned());
     }
-    let refusals = kind.integration().refusals(&obj.data);
-    if refusals.is_empty() { Ok(obj) } else { Err(refusals) }
+    Ok(obj)
 }
 
 /// Holds an object queued in `q` until Sluice admits it: its suspend flag

@@ -5,7 +5,7 @@
 //! | claim | exempts | counts only when |
 //! |-------|---------|------------------|
 //! | a pod's controller is a DaemonSet | the pod from the GPU rules (node agents see every GPU) | the namespace is trusted (labelled [`ALLOW_GPU_FIXES_SKIP`]`=true` by the cluster admin), and a DaemonSet with that name and uid exists there (`apps/v1`, `controller: true`) |
-//! | a Job's controller is a JobSet, PyTorchJob, MPIJob or RayJob | the Job from being queued on its own (its owner is) | an object of that kind with that name and uid exists in the Job's namespace |
+//! | an object's controller is of a queued kind that makes objects of its kind ([`JobKind::made_by`]: a Job's JobSet, MPIJob or RayJob; a RayCluster's RayJob) | the object from being queued on its own (its owner is) | an object of that kind with that name and uid exists in the object's namespace |
 //!
 //! Existence is read from the cache ([`ClusterView::owner_exists`]); an
 //! owner the cache cannot confirm (not listed yet, not found, another
@@ -96,41 +96,36 @@ pub fn daemon_set_pod(view: &dyn ClusterView, namespace: &str, meta: &ObjectMeta
     }
 }
 
-/// The first controller reference of `meta` to an object of another
-/// queued kind (a JobSet's child Job, an MPIJob's launcher, a RayJob's
-/// submitter): its index, the reference and the kind. Any version of the
-/// kind's group counts; the uid identifies the object.
-pub fn queued_controller(meta: &ObjectMeta) -> Option<(usize, &OwnerReference, JobKind)> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .enumerate()
-        .filter(|(_, r)| r.controller == Some(true))
-        .find_map(|(i, r)| {
-            JobKind::others()
-                .into_iter()
-                .find(|k| {
-                    let (group, _, kind) = k.gvk();
-                    r.kind == kind && r.api_version.starts_with(&format!("{group}/"))
-                })
-                .map(|k| (i, r, k))
-        })
+/// The controller reference of `meta`, an object of `kind`, to an object
+/// of a kind that makes and holds such objects ([`JobKind::made_by`]: a
+/// JobSet's child Job, an MPIJob's launcher, a RayJob's submitter or
+/// RayCluster): its index, the reference and the owner's kind. Any
+/// version of the owner kind's group counts; the uid identifies the
+/// object.
+pub fn queued_controller(kind: JobKind, meta: &ObjectMeta) -> Option<(usize, &OwnerReference, JobKind)> {
+    kind.queued_controller(meta)
 }
 
-/// Whether a Job is controlled by a verified object of another queued
-/// kind: `Ok(true)` when it is, `Ok(false)` when it claims none, and `Err`
-/// with the field path and why when it claims one the cache cannot
-/// confirm.
-pub fn made_by_queued_kind(view: &dyn ClusterView, namespace: &str, meta: &ObjectMeta) -> Result<bool, String> {
-    let Some((i, owner, kind)) = queued_controller(meta) else {
+/// Whether an object of `kind` is controlled by a verified object of a
+/// queued kind that makes it: `Ok(true)` when it is, `Ok(false)` when it
+/// claims none, and `Err` with the field path and why when it claims one
+/// the cache cannot confirm.
+pub fn made_by_queued_kind(
+    view: &dyn ClusterView,
+    kind: JobKind,
+    namespace: &str,
+    meta: &ObjectMeta,
+) -> Result<bool, String> {
+    let Some((i, owner, owner_kind)) = queued_controller(kind, meta) else {
         return Ok(false);
     };
-    let noun = kind.kind();
+    let noun = owner_kind.kind();
+    let what = kind.kind();
     let name = &owner.name;
-    match verify(view, OwnerKind::Queued(kind), namespace, owner) {
+    match verify(view, OwnerKind::Queued(owner_kind), namespace, owner) {
         Verified::Yes => Ok(true),
         Verified::NotFound => Err(format!(
-            "metadata.ownerReferences[{i}]: there is no {noun} {name:?} with uid {:?} in namespace {namespace:?}; a Job is left to the {noun} that controls it only when that {noun} exists (one created moments ago may not be in the webhook's cache yet: its operator retries)",
+            "metadata.ownerReferences[{i}]: there is no {noun} {name:?} with uid {:?} in namespace {namespace:?}; a {what} is left to the {noun} that controls it only when that {noun} exists (one created moments ago may not be in the webhook's cache yet: its operator retries)",
             owner.uid
         )),
         Verified::Unknown => Err(format!(

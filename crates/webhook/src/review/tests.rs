@@ -1070,4 +1070,5 @@ mod cohorts;
 mod exemptions;
 mod jobsets;
 mod kubeflow;
+mod raycluster;
 mod shape;

@@ -90,3 +90,94 @@ fn a_rayjobs_pods_are_looked_up_by_its_last_cluster_name() {
     assert_eq!(sluice_kinds::pods_selector_of(view), "ray.io/cluster=tune-rc-1");
     assert_eq!(view.live, 1);
 }
+
+/// A RayCluster with the queue label, running (KubeRay copies a RayJob's
+/// labels onto the cluster it makes), controlled by RayJob `tune` with
+/// `owner_uid` when given.
+fn raycluster(owner_uid: Option<&str>) -> Value {
+    let mut rc = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "tune-rc-1", "namespace": NS, "uid": "rc-uid", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"suspend": false,
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": {"spec": {"containers": [
+                {"name": "w", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]}
+    });
+    if let Some(uid) = owner_uid {
+        rc["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "tune", "uid": uid, "controller": true}]);
+    }
+    rc
+}
+
+/// The RayJob `tune` (uid rj-uid), queued and suspended.
+fn rayjob() -> Value {
+    json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": NS, "uid": "rj-uid", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"suspend": true, "shutdownAfterJobFinishes": true, "rayClusterSpec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "x"}]}}},
+            "workerGroupSpecs": []}}
+    })
+}
+
+#[test]
+fn a_raycluster_is_queued_on_its_own_unless_its_rayjob_holds_it() {
+    let mut config = IndexConfig::default();
+    config.integrations.extend([JobKind::RayJob, JobKind::RayCluster]);
+    // Its own: suspended, and a Workload raycluster-<name> is created.
+    let mut ix = ready_index_with(config.clone());
+    ix.apply_object(JobKind::RayCluster, &raycluster(None), T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["suspend_job", "create_workload"]);
+    let wl = plans
+        .iter()
+        .flat_map(|p| &p.steps)
+        .find_map(|s| match s {
+            Step::ApplyWorkload(wl) => Some(wl),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(wl.metadata.name.as_deref(), Some("raycluster-tune-rc-1"));
+    let sets: Vec<(&str, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.as_str(), p.count)).collect();
+    assert_eq!(sets, [("head", 1), ("gpu", 2)]);
+    // Made by its (existing) RayJob: the RayJob is what is queued.
+    let mut ix = ready_index_with(config.clone());
+    ix.apply_object(JobKind::RayJob, &rayjob(), T0);
+    ix.take_plans();
+    ix.apply_object(JobKind::RayCluster, &raycluster(Some("rj-uid")), T0);
+    assert!(ix.take_plans().is_empty(), "neither suspended nor given a Workload");
+    // A RayJob of that name with another uid does not vouch for it.
+    let mut ix = ready_index_with(config.clone());
+    ix.apply_object(JobKind::RayJob, &rayjob(), T0);
+    ix.take_plans();
+    ix.apply_object(JobKind::RayCluster, &raycluster(Some("forged")), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+    // RayJobs not queued (their integration off): queued on its own.
+    let mut only_clusters = IndexConfig::default();
+    only_clusters.integrations.insert(JobKind::RayCluster);
+    let mut ix = ready_index_with(only_clusters);
+    ix.apply_object(JobKind::RayCluster, &raycluster(Some("rj-uid")), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["suspend_job", "create_workload"]);
+}
+
+#[test]
+fn an_autoscaled_raycluster_seen_running_is_held_with_no_workload_and_the_field_named() {
+    let mut config = IndexConfig::default();
+    config.integrations.insert(JobKind::RayCluster);
+    let mut ix = ready_index_with(config);
+    let mut rc = raycluster(None);
+    rc["spec"]["enableInTreeAutoscaling"] = json!(true);
+    ix.apply_object(JobKind::RayCluster, &rc, T0);
+    let plans = ix.take_plans();
+    assert!(purposes(&plans).contains(&"suspend_job"), "{:?}", purposes(&plans));
+    assert!(!purposes(&plans).contains(&"create_workload"));
+    let e = &ix.errors[&(Kind::Queued(JobKind::RayCluster), format!("{NS}/tune-rc-1"))];
+    assert_eq!(e.reason, "job_invalid");
+    assert!(
+        e.message
+            .starts_with("spec.enableInTreeAutoscaling: must not be true for a queued RayCluster"),
+        "{}",
+        e.message
+    );
+}

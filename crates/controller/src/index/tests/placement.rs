@@ -307,3 +307,37 @@ fn a_workload_restored_after_its_pods_were_seen_is_told_about_them() {
     // Both pods are bound: nothing is reserved on top of them.
     assert_eq!(ix.engine().node_reserved("n-a").unwrap().get("nvidia.com/gpu"), None);
 }
+
+#[test]
+fn a_rayjobs_cluster_leaves_its_pods_to_the_rayjob() {
+    let mut config = IndexConfig {
+        placement: sluice_scheduler::PlacementMode::Nodes,
+        ..IndexConfig::default()
+    };
+    config.integrations.extend([JobKind::RayJob, JobKind::RayCluster]);
+    let mut ix = Index::new(config);
+    for k in Kind::all() {
+        ix.mark_synced(k);
+    }
+    let template = json!({"spec": {"containers": [{"name": "ray", "image": "x"}]}});
+    let cluster_spec = json!({"headGroupSpec": {"template": template}, "workerGroupSpecs": []});
+    let rj = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": NS, "uid": "rj-uid", "labels": {"sluice.dev/queue": "team-a"}},
+        "spec": {"suspend": false, "shutdownAfterJobFinishes": true, "rayClusterSpec": cluster_spec},
+        "status": {"jobDeploymentStatus": "Running", "rayClusterName": "tune-rc"}
+    });
+    let rc = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "tune-rc", "namespace": NS, "uid": "rc-uid", "labels": {"sluice.dev/queue": "team-a"},
+                     "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "tune", "uid": "rj-uid", "controller": true}]},
+        "spec": {"suspend": false, "headGroupSpec": {"template": template}, "workerGroupSpecs": []}
+    });
+    ix.apply_object(JobKind::RayJob, &rj, T0);
+    ix.apply_object(JobKind::RayCluster, &rc, T0);
+    let rayjob = crate::plan::JobRef::new(JobKind::RayJob, NS, "tune");
+    let key = super::super::placement::owner_key(&ix.jobs[&rayjob]).unwrap();
+    assert_eq!(&*key.1, "ray.io/cluster");
+    // Pods labelled ray.io/cluster=tune-rc count for the RayJob's Workload.
+    assert_eq!(ix.placement.owner_jobs.get(&key), Some(&rayjob));
+}

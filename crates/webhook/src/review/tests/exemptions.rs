@@ -327,6 +327,13 @@ fn a_job_is_left_to_a_queued_owner_only_when_that_owner_exists() {
             json!([jobset_owner("pretrain", JOBSET_UID, false)]),
             Want::Queued,
         ),
+        (
+            // The training operator makes pods, never Jobs: a Job naming a
+            // PyTorchJob as its controller is queued like any other.
+            "a PyTorchJob, a kind that makes no Jobs",
+            json!([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "bert", "uid": "u", "controller": true}]),
+            Want::Queued,
+        ),
         ("no owner", json!([]), Want::Queued),
     ];
     let r = reviewer_with(cluster_with_jobsets());
