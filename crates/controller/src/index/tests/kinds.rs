@@ -172,7 +172,7 @@ fn an_autoscaled_raycluster_seen_running_is_held_with_no_workload_and_the_field_
     let plans = ix.take_plans();
     assert!(purposes(&plans).contains(&"suspend_job"), "{:?}", purposes(&plans));
     assert!(!purposes(&plans).contains(&"create_workload"));
-    let e = &ix.errors[&(Kind::Queued(JobKind::RayCluster), format!("{NS}/tune-rc-1"))];
+    let e = &ix.defs.errors[&(Kind::Queued(JobKind::RayCluster), format!("{NS}/tune-rc-1"))];
     assert_eq!(e.reason, "job_invalid");
     assert!(
         e.message

@@ -336,7 +336,7 @@ fn a_rayjobs_cluster_leaves_its_pods_to_the_rayjob() {
     ix.apply_object(JobKind::RayJob, &rj, T0);
     ix.apply_object(JobKind::RayCluster, &rc, T0);
     let rayjob = crate::plan::JobRef::new(JobKind::RayJob, NS, "tune");
-    let key = super::super::placement::owner_key(&ix.jobs[&rayjob]).unwrap();
+    let key = super::super::placement::owner_key(&ix.queued.jobs[&rayjob]).unwrap();
     assert_eq!(&*key.1, "ray.io/cluster");
     // Pods labelled ray.io/cluster=tune-rc count for the RayJob's Workload.
     assert_eq!(ix.placement.owner_jobs.get(&key), Some(&rayjob));
