@@ -203,14 +203,7 @@ impl Index {
             return;
         }
         if let Some(wk) = self.queued.member_of.get(key).cloned() {
-            if self.reshape_member(&wk, key, full, now_ms) {
-                return;
-            }
-            // A gang's member stays one until the gang's Workload goes.
-            if let Some(g) = self.table.workloads.get(&wk).and_then(|e| e.gang.as_ref()) {
-                let gk = ObjKey::new(key.namespace(), g.name.clone());
-                self.reconcile_gang(&gk, now_ms);
-            }
+            self.reconcile_member(key, &wk, full, now_ms);
             return;
         }
         let job_uid = j.uid.clone();
@@ -231,22 +224,7 @@ impl Index {
             return;
         }
         if owned {
-            if self.reshape(&wk, key, full, now_ms) {
-                return;
-            }
-            let Some(j) = self.queued.jobs.get(key) else { return };
-            if j.gang.is_some() {
-                // Labelled into a gang after it was queued on its own.
-                self.record_error(
-                    Kind::Queued(key.kind),
-                    key.to_string(),
-                    "GangConflict",
-                    format!(
-                        "queued on its own as Workload {wk} before it was labelled into a gang: it stays so until it finishes; gang labels count when a Job is created"
-                    ),
-                );
-            }
-            self.drive(&wk, now_ms);
+            self.reconcile_owned(key, &wk, full, now_ms);
             return;
         }
         if self.table.workloads.contains_key(&wk) {
@@ -258,10 +236,47 @@ impl Index {
             );
             return;
         }
-        if j.finished.is_some() {
+        if j.finished.is_none() {
+            self.create_workload(key, wk, full);
+        }
+    }
+
+    /// A gang member: reshaped with its gang, or the gang reconciled (a
+    /// member stays one until the gang's Workload goes).
+    fn reconcile_member(&mut self, key: &JobRef, wk: &ObjKey, full: Option<Full<'_>>, now_ms: i64) {
+        if self.reshape_member(wk, key, full, now_ms) {
             return;
         }
-        // No Workload yet: create it, and hold the object if it runs.
+        if let Some(g) = self.table.workloads.get(wk).and_then(|e| e.gang.as_ref()) {
+            let gk = ObjKey::new(key.namespace(), g.name.clone());
+            self.reconcile_gang(&gk, now_ms);
+        }
+    }
+
+    /// An object with its own Workload: reshaped if it grew, else driven
+    /// by its Workload's state (a gang label added since is reported).
+    fn reconcile_owned(&mut self, key: &JobRef, wk: &ObjKey, full: Option<Full<'_>>, now_ms: i64) {
+        if self.reshape(wk, key, full, now_ms) {
+            return;
+        }
+        let Some(j) = self.queued.jobs.get(key) else { return };
+        if j.gang.is_some() {
+            // Labelled into a gang after it was queued on its own.
+            self.record_error(
+                Kind::Queued(key.kind),
+                key.to_string(),
+                "GangConflict",
+                format!(
+                    "queued on its own as Workload {wk} before it was labelled into a gang: it stays so until it finishes; gang labels count when a Job is created"
+                ),
+            );
+        }
+        self.drive(wk, now_ms);
+    }
+
+    /// No Workload yet: holds the object if it runs, and plans its
+    /// Workload (read the whole object first when only its view is held).
+    fn create_workload(&mut self, key: &JobRef, wk: ObjKey, full: Option<Full<'_>>) {
         self.hold(key);
         if self.inflight.creating.contains(&wk) {
             return;

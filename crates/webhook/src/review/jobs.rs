@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use sluice_kinds::JobKind;
 
 use super::{Decision, GpuSubject, Reviewer, owners};
+use crate::config::WebhookConfig;
 use crate::gpu::{self, FixKind, SpecLocation};
 use crate::patch::{PatchOp, Pointer};
 use kube::core::DynamicObject;
@@ -182,7 +183,6 @@ impl Reviewer {
     }
 
     pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Decision {
-        let noun = kind.kind();
         let mut d = Decision::default();
         if req.operation != Operation::Update {
             return d;
@@ -203,78 +203,81 @@ impl Reviewer {
         {
             return done;
         }
-        let key_of = |o: &DynamicObject| self.cfg.queue_label_of(o.metadata.labels.as_ref());
-        let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&self.cfg.queue_label);
-        let get = |o: &DynamicObject| {
-            let labels = o.metadata.labels.as_ref();
-            let key = self.cfg.queue_label_of(labels)?;
-            labels.and_then(|l| l.get(key)).cloned()
-        };
-        let (before, after) = (get(old), get(new));
-        let (suspend_at, suspend_field) = suspend_at(kind);
-        let suspended = |o: &DynamicObject| o.data.pointer(suspend_at) == Some(&Value::Bool(true));
-        let running = |o: &DynamicObject| !suspended(o) && kind.integration().finished(&o.data).is_none();
+        let update = QueuedUpdate::new(&self.cfg, kind, old, new);
+        d.denials.extend(self.label_rules(&update, &namespace, user));
+        d.denials.extend(self.queued_rules(&update, user));
+        d
+    }
+
+    /// The queue label's rules: it does not change while the object runs,
+    /// and it is not taken off in a namespace that queues every object,
+    /// nor (except by an admission writer) off a suspended object, which
+    /// would then be free to start unadmitted.
+    fn label_rules(&self, u: &QueuedUpdate<'_>, namespace: &str, user: &str) -> Vec<String> {
+        let (noun, label) = (u.kind.kind(), u.label);
         let show = |v: &Option<String>| v.as_deref().map_or("(none)".to_owned(), |s| format!("{s:?}"));
-        if before != after && (running(old) || running(new)) {
-            d.denials.push(format!(
-                "metadata.labels[{label}]: cannot change from {} to {} while the {noun} runs ({suspend_field} is not true); suspend the {noun} first",
-                show(&before),
-                show(&after)
+        let mut denials = Vec::new();
+        if u.before != u.after && (u.running(u.old) || u.running(u.new)) {
+            denials.push(format!(
+                "metadata.labels[{label}]: cannot change from {} to {} while the {noun} runs ({} is not true); suspend the {noun} first",
+                show(&u.before),
+                show(&u.after),
+                u.suspend_field
             ));
         }
-        // A queued Job starts only when Sluice admits it: only the
-        // controller (an admission writer) may unsuspend it.
-        let queued = before.as_ref().or(after.as_ref());
+        let Some(q) = u.before.as_ref().filter(|_| u.after.is_none()) else {
+            return denials;
+        };
         // In a namespace that queues every object, no object leaves its
         // queue: the controller would queue it in `default` anyway.
-        let opted_in = self.view.default_queue_enabled(&namespace);
-        if let (Some(q), None, true) = (&before, &after, opted_in) {
-            d.denials.push(format!(
+        if self.view.default_queue_enabled(namespace) {
+            denials.push(format!(
                 "metadata.labels[{label}]: cannot be removed: namespace {namespace:?} queues every {noun} ({}={}), so the {noun} stays queued (now in LocalQueue {q:?}); set the label to another LocalQueue, or delete the {noun}",
                 sluice_api::labels::DEFAULT_QUEUE,
                 sluice_api::labels::DEFAULT_QUEUE_ENABLED,
             ));
-        }
-        // Taking the label off a suspended Job would make it unmanaged, free
-        // to be unsuspended by its owner: the same bypass in two steps.
-        if let (Some(q), None) = (&before, &after)
-            && !opted_in
-            && suspended(old)
-            && !self.cfg.is_admission_writer(user)
-        {
-            d.denials.push(format!(
+        } else if u.suspended(u.old) && !self.cfg.is_admission_writer(user) {
+            // Taking the label off a suspended object would make it
+            // unmanaged, free to be unsuspended by its owner: the same
+            // bypass in two steps.
+            denials.push(format!(
                 "metadata.labels[{label}]: cannot be removed by {user:?}: the {noun} waits in LocalQueue {q:?}, and without the label it could start without being admitted; delete the {noun} instead, or move it to another LocalQueue"
             ));
         }
-        if let Some(q) = queued
-            && running(old)
-            && running(new)
-            && !self.cfg.is_admission_writer(user)
-        {
-            d.denials.extend(refused_growth(kind, old, new, q));
+        denials
+    }
+
+    /// The rules of a queued object (a queue label before or after): a
+    /// running one does not grow past its admission, no update lets in
+    /// what the kind refuses on CREATE, and only the Sluice controller (an
+    /// admission writer) unsuspends it, once it is admitted.
+    fn queued_rules(&self, u: &QueuedUpdate<'_>, user: &str) -> Vec<String> {
+        let (kind, noun) = (u.kind, u.kind.kind());
+        let Some(q) = u.before.as_ref().or(u.after.as_ref()) else {
+            return Vec::new();
+        };
+        let writer = self.cfg.is_admission_writer(user);
+        let mut denials = Vec::new();
+        if u.running(u.old) && u.running(u.new) && !writer {
+            denials.extend(refused_growth(kind, u.old, u.new, q));
         }
         // What the kind refuses on CREATE (an autoscaled RayCluster) is
         // not let in by an update of a queued object either.
-        if let Some(q) = queued {
-            let had = kind.integration().refusals(&old.data);
-            d.denials.extend(
-                kind.integration()
-                    .refusals(&new.data)
-                    .into_iter()
-                    .filter(|r| !had.contains(r))
-                    .map(|r| format!("{r} (the {noun} is queued in LocalQueue {q:?})")),
-            );
-        }
-        if let Some(q) = queued
-            && suspended(old)
-            && !suspended(new)
-            && !self.cfg.is_admission_writer(user)
-        {
-            d.denials.push(format!(
+        let had = kind.integration().refusals(&u.old.data);
+        denials.extend(
+            kind.integration()
+                .refusals(&u.new.data)
+                .into_iter()
+                .filter(|r| !had.contains(r))
+                .map(|r| format!("{r} (the {noun} is queued in LocalQueue {q:?})")),
+        );
+        if u.suspended(u.old) && !u.suspended(u.new) && !writer {
+            let (label, suspend_field) = (u.label, u.suspend_field);
+            denials.push(format!(
                 "{suspend_field}: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave {suspend_field} true"
             ));
         }
-        d
+        denials
     }
 
     /// An object's owner of a queued kind that makes it
@@ -317,6 +320,51 @@ impl Reviewer {
             return Some(d);
         }
         None
+    }
+}
+
+/// An UPDATE of an object of a queued kind: its queue label (the key in
+/// use) and the queue it names before and after, and where its suspend
+/// flag is.
+struct QueuedUpdate<'a> {
+    kind: JobKind,
+    old: &'a DynamicObject,
+    new: &'a DynamicObject,
+    label: &'a str,
+    before: Option<String>,
+    after: Option<String>,
+    suspend_at: &'static str,
+    suspend_field: &'static str,
+}
+
+impl<'a> QueuedUpdate<'a> {
+    fn new(cfg: &'a WebhookConfig, kind: JobKind, old: &'a DynamicObject, new: &'a DynamicObject) -> Self {
+        let key_of = |o: &DynamicObject| cfg.queue_label_of(o.metadata.labels.as_ref());
+        let label = key_of(new).or_else(|| key_of(old)).unwrap_or(&cfg.queue_label);
+        let queue = |o: &DynamicObject| {
+            let labels = o.metadata.labels.as_ref();
+            let key = cfg.queue_label_of(labels)?;
+            labels.and_then(|l| l.get(key)).cloned()
+        };
+        let (suspend_at, suspend_field) = suspend_at(kind);
+        Self {
+            kind,
+            old,
+            new,
+            label,
+            before: queue(old),
+            after: queue(new),
+            suspend_at,
+            suspend_field,
+        }
+    }
+
+    fn suspended(&self, o: &DynamicObject) -> bool {
+        o.data.pointer(self.suspend_at) == Some(&Value::Bool(true))
+    }
+
+    fn running(&self, o: &DynamicObject) -> bool {
+        !self.suspended(o) && self.kind.integration().finished(&o.data).is_none()
     }
 }
 
