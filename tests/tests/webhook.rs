@@ -1249,10 +1249,16 @@ async fn queued_kubeflow_and_ray_jobs_come_back_suspended_with_every_template_fi
 /// (`--namespace sluice-e2e-system`): the test client (an admin)
 /// impersonates its service account, in the admins' group.
 async fn as_controller() -> Result<Client> {
+    as_user("system:serviceaccount:sluice-e2e-system:sluice-controller").await
+}
+
+/// A client acting as `user`: the test client (an admin) impersonates it,
+/// in the admins' group (its rights for the test: the webhook decides by
+/// the user name alone).
+async fn as_user(user: &str) -> Result<Client> {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig_path())?;
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    config.auth_info.impersonate = Some("system:serviceaccount:sluice-e2e-system:sluice-controller".into());
-    // Its rights for the test: the webhook decides by the user name alone.
+    config.auth_info.impersonate = Some(user.into());
     config.auth_info.impersonate_groups = Some(vec!["system:masters".into()]);
     Ok(Client::try_from(config)?)
 }
@@ -1486,8 +1492,14 @@ async fn a_queued_raycluster_is_held_and_one_a_verified_rayjob_made_is_left_to_i
     let rj = rayjobs.create(&PostParams::default(), &rj).await?;
     anyhow::ensure!(rj.data["spec"]["suspend"] == json!(true), "{:?}", rj.data["spec"]);
     let uid = rj.metadata.uid.clone().context("uid")?;
+    // KubeRay makes it, as its service account (a default operator).
+    let kuberay: Api<DynamicObject> = Api::namespaced_with(
+        as_user("system:serviceaccount:ray-system:kuberay-operator").await?,
+        &h.namespace,
+        &ray_resource("RayCluster", "rayclusters"),
+    );
     let made = sluice_e2e::cluster::wait_for("the RayJob's cluster accepted", Duration::from_secs(30), || async {
-        match clusters
+        match kuberay
             .create(
                 &PostParams::default(),
                 &ray_cluster("tune-raycluster-x", Some(("tune", &uid)))?,
@@ -1502,6 +1514,19 @@ async fn a_queued_raycluster_is_held_and_one_a_verified_rayjob_made_is_left_to_i
     })
     .await?;
     anyhow::ensure!(made.data["spec"]["suspend"] == json!(false), "{:?}", made.data["spec"]);
+    // The same RayJob named by anyone else (here the test's admin, not a
+    // job operator) leaves nothing to it: a RayJob of one's own making,
+    // small and admitted, would otherwise let a large cluster run unqueued.
+    let err = clusters
+        .create(&PostParams::default(), &ray_cluster("mine", Some(("tune", &uid)))?)
+        .await
+        .expect_err("a RayCluster the admin made was left to the RayJob");
+    let (code, message) = api_error(&err).context("not an API error")?;
+    anyhow::ensure!(
+        code == 403
+            && message.contains("RayJob \"tune\" controls this RayCluster, but \"sluice-e2e-admin\" is not one of the job operators"),
+        "{code} {message}"
+    );
     // A forged controller reference (another uid) is refused.
     let err = clusters
         .create(

@@ -183,6 +183,16 @@ impl GpuConfig {
 /// and node agents see every GPU without requesting one).
 pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "gpu-operator", "nvidia-gpu-operator"];
 
+/// The service accounts the operators of the kinds that make queued
+/// objects run as in their upstream default installs: JobSet
+/// (`jobset-system`), the MPI Operator (`mpi-operator`) and KubeRay
+/// (`ray-system`).
+pub const DEFAULT_OPERATORS: [&str; 3] = [
+    "system:serviceaccount:jobset-system:jobset-controller-manager",
+    "system:serviceaccount:mpi-operator:mpi-operator",
+    "system:serviceaccount:ray-system:kuberay-operator",
+];
+
 /// The whole webhook configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -201,6 +211,14 @@ pub struct WebhookConfig {
     /// [`WebhookConfig::with_own_namespace`] adds as
     /// `system:serviceaccount:<namespace>:<controllerServiceAccount>`.
     pub admission_writers: Vec<String>,
+    /// The users the job operators run as (their service accounts): an
+    /// object of a queued kind whose controller is a verified object of a
+    /// kind that makes it (a JobSet's Job, a RayJob's RayCluster) is left
+    /// to that owner only when one of these users, or an admission writer,
+    /// creates or changes it. `userInfo.username` is set by the API server,
+    /// so a tenant cannot claim it; an owner of the tenant's own making
+    /// exempts nothing the tenant creates.
+    pub operators: Vec<String>,
     /// Name of the controller's service account in the namespace Sluice
     /// runs in; empty trusts only `admissionWriters`.
     pub controller_service_account: String,
@@ -214,6 +232,7 @@ impl Default for WebhookConfig {
             queue_label: sluice_api::labels::QUEUE.to_owned(),
             kueue_compat: false,
             admission_writers: Vec::new(),
+            operators: DEFAULT_OPERATORS.iter().map(|u| (*u).to_owned()).collect(),
             controller_service_account: crate::CONTROLLER_SERVICE_ACCOUNT.to_owned(),
         }
     }
@@ -279,6 +298,13 @@ impl WebhookConfig {
     /// Whether this user may set or change a Workload's admission.
     pub fn is_admission_writer(&self, user: &str) -> bool {
         !user.is_empty() && self.admission_writers.iter().any(|w| w == user)
+    }
+
+    /// Whether objects this user makes for a verified owner are left to
+    /// that owner: a job operator's service account, or an admission
+    /// writer.
+    pub fn acts_for_owners(&self, user: &str) -> bool {
+        !user.is_empty() && (self.operators.iter().any(|o| o == user) || self.is_admission_writer(user))
     }
 
     /// The label that names a Job's queue, if any: the queue label, else

@@ -44,7 +44,8 @@ impl Reviewer {
             .clone()
             .or_else(|| obj.metadata.namespace.clone())
             .unwrap_or_default();
-        let Ok(queue) = self.queue_of(obj, &namespace, opted_in, kind, &mut d) else {
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        let Ok(queue) = self.queue_of(obj, &namespace, user, opted_in, kind, &mut d) else {
             return d;
         };
         if let Some(q) = queue {
@@ -70,6 +71,7 @@ impl Reviewer {
         &self,
         obj: &DynamicObject,
         namespace: &str,
+        user: &str,
         opted_in: bool,
         kind: JobKind,
         d: &mut Decision,
@@ -88,7 +90,7 @@ impl Reviewer {
         // forged owner stays refused).
         let would_queue = labels.is_some_and(|l| l.contains_key(label)) || default_queue;
         let part_of_queued = !kind.made_by().is_empty()
-            && match owners::made_by_queued_kind(self.view.as_ref(), kind, namespace, &obj.metadata) {
+            && match owners::made_by_queued_kind(self.view.as_ref(), &self.cfg, user, kind, namespace, &obj.metadata) {
                 Ok(made) => made,
                 Err(why) if would_queue => {
                     d.denials.push(why);
@@ -315,7 +317,8 @@ impl Reviewer {
         // Its owner's operator suspends and resumes it with its owner.
         if was.is_some()
             && is == was
-            && owners::made_by_queued_kind(self.view.as_ref(), kind, namespace, &old.metadata) == Ok(true)
+            && owners::made_by_queued_kind(self.view.as_ref(), &self.cfg, user, kind, namespace, &old.metadata)
+                == Ok(true)
         {
             return Some(d);
         }

@@ -16,6 +16,7 @@ use kube::core::ObjectMeta;
 use sluice_api::labels::ALLOW_GPU_FIXES_SKIP;
 
 use crate::cache::{ClusterView, OwnerKind};
+use crate::config::WebhookConfig;
 use sluice_kinds::JobKind;
 
 /// What the cache says about an owner an object names.
@@ -106,12 +107,16 @@ pub fn queued_controller(kind: JobKind, meta: &ObjectMeta) -> Option<(usize, &Ow
     kind.queued_controller(meta)
 }
 
-/// Whether an object of `kind` is controlled by a verified object of a
-/// queued kind that makes it: `Ok(true)` when it is, `Ok(false)` when it
-/// claims none, and `Err` with the field path and why when it claims one
-/// the cache cannot confirm.
+/// Whether an object of `kind` that `user` creates or changes is left to
+/// a verified object of a queued kind that makes it: `Ok(true)` when it
+/// is, `Ok(false)` when it claims none, and `Err` with the field path and
+/// why when it claims one the cache cannot confirm, or `user` is not a job
+/// operator (`cfg.operators`) nor an admission writer: an owner exists for
+/// whoever made it, so only its operator's making counts.
 pub fn made_by_queued_kind(
     view: &dyn ClusterView,
+    cfg: &WebhookConfig,
+    user: &str,
     kind: JobKind,
     namespace: &str,
     meta: &ObjectMeta,
@@ -123,7 +128,11 @@ pub fn made_by_queued_kind(
     let what = kind.kind();
     let name = &owner.name;
     match verify(view, OwnerKind::Queued(owner_kind), namespace, owner) {
-        Verified::Yes => Ok(true),
+        Verified::Yes if cfg.acts_for_owners(user) => Ok(true),
+        Verified::Yes => Err(format!(
+            "metadata.ownerReferences[{i}]: {noun} {name:?} controls this {what}, but {user:?} is not one of the job operators the cluster admin named (webhook.config.operators: {}); a {what} is left to its {noun} only when the {noun}'s operator makes it. If {user:?} is that operator, a cluster admin adds it to webhook.config.operators; otherwise drop the ownerReference and let the {what} be queued",
+            show_users(&cfg.operators)
+        )),
         Verified::NotFound => Err(format!(
             "metadata.ownerReferences[{i}]: there is no {noun} {name:?} with uid {:?} in namespace {namespace:?}; a {what} is left to the {noun} that controls it only when that {noun} exists (one created moments ago may not be in the webhook's cache yet: its operator retries)",
             owner.uid
@@ -131,5 +140,13 @@ pub fn made_by_queued_kind(
         Verified::Unknown => Err(format!(
             "metadata.ownerReferences[{i}]: {noun} {name:?} cannot be verified: the webhook has not listed {noun}s (its CRD missing, the webhook's RBAC lacking list/watch on them, or not listed yet)"
         )),
+    }
+}
+
+fn show_users(users: &[String]) -> String {
+    if users.is_empty() {
+        "none".to_owned()
+    } else {
+        users.iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ")
     }
 }

@@ -280,13 +280,59 @@ fn jobset_owner(name: &str, uid: &str, controller: bool) -> Value {
            "controller": controller, "blockOwnerDeletion": true})
 }
 
-/// The recorded queued Job (namespace team-b), created running, with
-/// these ownerReferences.
+/// The JobSet operator's service account (one of the default operators).
+const JOBSET_OPERATOR: &str = "system:serviceaccount:jobset-system:jobset-controller-manager";
+
+/// The recorded queued Job (namespace team-b), created running by the
+/// JobSet operator, with these ownerReferences.
 fn job_create(owners: Value) -> Value {
     let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
     review["request"]["object"]["spec"]["suspend"] = json!(false);
     review["request"]["object"]["metadata"]["ownerReferences"] = owners;
+    review["request"]["userInfo"]["username"] = json!(JOBSET_OPERATOR);
     review
+}
+
+#[test]
+fn a_job_a_tenant_makes_for_a_jobset_of_their_own_is_not_left_to_it() {
+    // The JobSet exists (the tenant made it, perhaps small and admitted):
+    // only its operator's Jobs are left to it.
+    let r = reviewer_with(cluster_with_jobsets());
+    let mut review = job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]));
+    review["request"]["userInfo"]["username"] = json!("alice@example.com");
+    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
+    let msg = &reply.response.result.message;
+    assert!(
+        msg.starts_with("metadata.ownerReferences[0]: JobSet \"pretrain\" controls this Job, but \"alice@example.com\" is not one of the job operators the cluster admin named (webhook.config.operators: \"system:serviceaccount:jobset-system:jobset-controller-manager\""),
+        "{msg}"
+    );
+    // The admin names the operators: with none, no Job is left to its owner.
+    let cfg = WebhookConfig {
+        operators: Vec::new(),
+        ..WebhookConfig::default()
+    };
+    let r = Reviewer::new(cfg, cluster_with_jobsets());
+    let reply = r
+        .handle(
+            Endpoint::MutateJobs,
+            &body(&job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]))),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
+    assert!(
+        reply
+            .response
+            .result
+            .message
+            .contains("(webhook.config.operators: none)")
+    );
+    // Not queued either way (no label, no default queue): nothing to refuse.
+    let mut unlabelled = job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]));
+    unlabelled["request"]["userInfo"]["username"] = json!("alice@example.com");
+    unlabelled["request"]["object"]["metadata"]["labels"] = json!({});
+    let reply = r.handle(Endpoint::MutateJobs, &body(&unlabelled)).unwrap();
+    assert_ne!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
 }
 
 #[test]
@@ -384,7 +430,13 @@ fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later
     let real = || json!([jobset_owner("pretrain", JOBSET_UID, true)]);
     let forged = || json!([jobset_owner("pretrain", "forged", true)]);
     let table = [
-        ("its JobSet resumes it", real(), real(), Verdict::Allowed, ""),
+        (
+            "its JobSet exists, but alice resumes it",
+            real(),
+            real(),
+            Verdict::Denied,
+            "spec.suspend: cannot be changed from true to false by \"alice@example.com\"",
+        ),
         (
             "a forged owner",
             forged(),
@@ -422,6 +474,11 @@ fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later
         let msg = &reply.response.result.message;
         assert!(msg.contains(says), "{case}: {says:?} missing from {msg}");
     }
+    // Its JobSet's operator resumes it: allowed.
+    let mut by_operator = job_unsuspend(real(), real());
+    by_operator["request"]["userInfo"]["username"] = json!(JOBSET_OPERATOR);
+    let reply = r.handle(Endpoint::ValidateJobs, &body(&by_operator)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
     // Adopting a suspended queued Job without resuming it is refused too:
     // the resume would follow in a second step.
     let mut adopt = job_unsuspend(json!([]), real());

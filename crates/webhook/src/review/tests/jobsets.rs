@@ -122,6 +122,7 @@ fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
         "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "pretrain",
         "uid": "js-uid", "controller": true, "blockOwnerDeletion": true}]);
     review["request"]["object"]["spec"]["suspend"] = json!(false);
+    review["request"]["userInfo"]["username"] = json!("system:serviceaccount:jobset-system:jobset-controller-manager");
     let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
     assert!(!reply.fixes.contains(&FixKind::Suspend), "{:?}", reply.fixes);
     assert_eq!(patched["spec"]["suspend"], json!(false));

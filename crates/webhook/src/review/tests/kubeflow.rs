@@ -145,9 +145,21 @@ fn jobs_made_by_an_mpijob_or_a_rayjob_are_left_to_their_owner() {
         );
     }
     let r = reviewer_with(Arc::new(view));
-    for (api_version, kind) in [("kubeflow.org/v2beta1", "MPIJob"), ("ray.io/v1", "RayJob")] {
+    for (api_version, kind, operator) in [
+        (
+            "kubeflow.org/v2beta1",
+            "MPIJob",
+            "system:serviceaccount:mpi-operator:mpi-operator",
+        ),
+        (
+            "ray.io/v1",
+            "RayJob",
+            "system:serviceaccount:ray-system:kuberay-operator",
+        ),
+    ] {
         let mut review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
         review["request"]["object"]["spec"]["suspend"] = json!(false);
+        review["request"]["userInfo"]["username"] = json!(operator);
         review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
             "apiVersion": api_version, "kind": kind, "name": "x", "uid": "u", "controller": true}]);
         let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);

@@ -46,6 +46,9 @@ fn raycluster_update(old: impl Fn(&mut Value), new: impl Fn(&mut Value)) -> Valu
     review
 }
 
+/// KubeRay's service account (one of the default operators).
+const KUBERAY_OPERATOR: &str = "system:serviceaccount:ray-system:kuberay-operator";
+
 fn rayjob_owner(name: &str, uid: &str) -> Value {
     json!([{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": name, "uid": uid,
             "controller": true, "blockOwnerDeletion": true}])
@@ -167,6 +170,7 @@ fn a_raycluster_is_left_to_its_rayjob_only_when_that_rayjob_exists() {
     for (case, owners, want) in table {
         let mut review = raycluster_review();
         review["request"]["object"]["metadata"]["ownerReferences"] = owners;
+        review["request"]["userInfo"]["username"] = json!(KUBERAY_OPERATOR);
         // KubeRay copies the RayJob's cluster spec, autoscaler and all: the
         // RayJob is what was checked and queued.
         review["request"]["object"]["spec"]["enableInTreeAutoscaling"] = json!(true);
@@ -188,6 +192,19 @@ fn a_raycluster_is_left_to_its_rayjob_only_when_that_rayjob_exists() {
             }
         }
     }
+    // Alice's own RayJob (perhaps small and admitted) does not take her
+    // RayCluster out of the queue: only KubeRay's RayClusters are its.
+    let mut review = raycluster_review();
+    review["request"]["object"]["metadata"]["ownerReferences"] = rayjob_owner("tune", RAYJOB_UID);
+    let reply = r.handle(MUTATE, &body(&review)).unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        reply.response.result.message.starts_with(
+            "metadata.ownerReferences[0]: RayJob \"tune\" controls this RayCluster, but \"alice@example.com\" is not one of the job operators"
+        ),
+        "{}",
+        reply.response.result.message
+    );
     // Before RayJobs are listed, no RayJob vouches for anything.
     let r = reviewer_with(Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
     let mut review = raycluster_review();
@@ -221,10 +238,10 @@ fn only_a_verified_rayjob_resumes_its_raycluster_and_none_can_adopt_one_later() 
     }
     let table: Vec<(&str, Value, Verdict, &str)> = vec![
         (
-            "its RayJob's operator resumes it",
+            "its RayJob exists, but alice resumes it",
             raycluster_update(both(&suspended, &owned(RAYJOB_UID)), owned(RAYJOB_UID)),
-            Verdict::Allowed,
-            "",
+            Verdict::Denied,
+            "spec.suspend: cannot be changed from true to false by \"alice@example.com\"",
         ),
         (
             "a forged RayJob",
@@ -257,6 +274,10 @@ fn only_a_verified_rayjob_resumes_its_raycluster_and_none_can_adopt_one_later() 
         let msg = &reply.response.result.message;
         assert!(msg.contains(says), "{case}: {says:?} missing from {msg}");
     }
+    // Its RayJob's operator resumes it: allowed.
+    let mut review = raycluster_update(both(&suspended, &owned(RAYJOB_UID)), owned(RAYJOB_UID));
+    review["request"]["userInfo"]["username"] = json!(KUBERAY_OPERATOR);
+    assert_eq!(r.handle(VALIDATE, &body(&review)).unwrap().verdict, Verdict::Allowed);
     // The Sluice controller (an admission writer) is not refused.
     let mut review = raycluster_update(suspended, owned(RAYJOB_UID));
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
