@@ -1524,7 +1524,9 @@ async fn a_queued_raycluster_is_held_and_one_a_verified_rayjob_made_is_left_to_i
     let (code, message) = api_error(&err).context("not an API error")?;
     anyhow::ensure!(
         code == 403
-            && message.contains("RayJob \"tune\" controls this RayCluster, but \"sluice-e2e-admin\" is not one of the job operators"),
+            && message.contains(
+                "RayJob \"tune\" controls this RayCluster, but \"sluice-e2e-admin\" is not one of the job operators"
+            ),
         "{code} {message}"
     );
     // A forged controller reference (another uid) is refused.
