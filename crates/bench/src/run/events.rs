@@ -6,57 +6,18 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use futures::StreamExt as _;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt as _, watcher};
-use serde_json::Value;
 use sluice_api::v1alpha1::Workload;
-use sluice_api::v1alpha1::conditions as cond;
 use tokio::sync::mpsc;
 
 use super::WATCH_WAIT;
+use super::msg::{Msg, WatchMsg};
 use super::progress::Warnings;
 use super::writes::Finishes;
-use crate::cluster::{self, CallError};
+use crate::cluster;
 use crate::track::{self, Ms, Observation, Tracker};
-
-/// The `Finished` mark of a workload: what the controller writes when a
-/// Job completes (type Finished, status True, reason Succeeded), applied
-/// by the harness's own field manager.
-pub fn finish_body(namespace: &str, name: &str, generation: Option<i64>, runtime: Ms, now: Timestamp) -> Value {
-    let condition = Condition {
-        type_: cond::FINISHED.into(),
-        status: cond::status::TRUE.into(),
-        reason: cond::reasons::SUCCEEDED.into(),
-        message: format!("Finished by sluice bench after its run time of {runtime} ms"),
-        last_transition_time: Time(now),
-        observed_generation: generation,
-    };
-    cluster::condition_apply_body(namespace, name, condition)
-}
-
-pub(super) enum WatchMsg {
-    Init,
-    InitDone,
-    Object(String, Result<Observation, String>),
-    Error(String),
-}
-
-pub(super) enum Msg {
-    Watch(Instant, WatchMsg),
-    Created {
-        index: usize,
-        at: Instant,
-        result: Result<(), CallError>,
-    },
-    Finished {
-        index: usize,
-        epoch: u32,
-        result: Result<(), CallError>,
-    },
-}
 
 pub(super) fn decode(o: DynamicObject) -> (String, Result<Observation, String>) {
     let key = format!(

@@ -52,12 +52,14 @@ use sluice_simulate::scenario::{LoadOptions, load_with};
 use sluice_simulate::units::format_duration;
 
 mod events;
+mod msg;
 mod progress;
 mod writes;
 
-pub use events::finish_body;
-use events::{Msg, WatchState, watch};
+use events::{WatchState, watch};
+use msg::Msg;
 use progress::Progress;
+pub use writes::finish_body;
 use writes::{Creations, Finishes, Writer};
 
 /// How long to wait for the controller to show it sees the run's queues.

@@ -13,12 +13,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
+use serde_json::Value;
+use sluice_api::v1alpha1::conditions as cond;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use super::events::{Msg, finish_body};
+use super::msg::Msg;
 use super::progress::Warnings;
 use super::{RETRY_MS, RunOptions};
 use crate::cluster::{self, CallError};
@@ -256,4 +259,19 @@ impl Finishes {
         }
         Ok(())
     }
+}
+
+/// The `Finished` mark of a workload: what the controller writes when a
+/// Job completes (type Finished, status True, reason Succeeded), applied
+/// by the harness's own field manager.
+pub fn finish_body(namespace: &str, name: &str, generation: Option<i64>, runtime: Ms, now: Timestamp) -> Value {
+    let condition = Condition {
+        type_: cond::FINISHED.into(),
+        status: cond::status::TRUE.into(),
+        reason: cond::reasons::SUCCEEDED.into(),
+        message: format!("Finished by sluice bench after its run time of {runtime} ms"),
+        last_transition_time: Time(now),
+        observed_generation: generation,
+    };
+    cluster::condition_apply_body(namespace, name, condition)
 }

@@ -57,9 +57,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::v1alpha1::WorkloadStatus;
 use sluice_scheduler::{self as eng, Engine};
 
-use crate::plan::{JobRef, ObjKey, Plan};
+use crate::plan::{ObjKey, Plan};
 use sluice_kinds::JobKind;
-use sluice_kinds::job;
 
 mod accounting;
 mod cohort;

@@ -13,7 +13,10 @@ use std::sync::Arc;
 
 use sluice_scheduler as eng;
 
-use super::*;
+use sluice_kinds::job;
+
+use super::{Index, Kind};
+use crate::plan::{JobRef, ObjKey};
 
 /// A bound pod as the index keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]

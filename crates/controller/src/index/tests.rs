@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sluice_api::v1alpha1::{
     ClusterQueue, FlavorPendingReason, LocalQueue, PendingExplanation, RequeueState, Workload, conditions as cond,
 };
+use sluice_kinds::job;
 use sluice_scheduler::WorkloadState;
 
 const NS: &str = "research";
