@@ -26,13 +26,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use crate::job::{JobError, JobView};
-use crate::placed::Placed;
 use crate::shape::{self, Count, TemplateAt};
 use crate::{JobKind, ObjPatch, Queueable, Resource, object};
+
+pub(crate) mod cluster;
+
+use cluster::IN_RAYJOB;
 
 /// Label KubeRay puts on a RayJob's RayCluster and submitter Job: the
 /// RayJob's name.
@@ -247,31 +250,6 @@ pub fn workload(
     )
 }
 
-/// Where each group's pod template is: the head's, then each worker
-/// group's, guarded by its `groupName`.
-fn placed(view: &JobView) -> Vec<Placed<'_>> {
-    view.templates
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if i == 0 {
-                Placed {
-                    template: t,
-                    spec: "/spec/rayClusterSpec/headGroupSpec/template/spec".into(),
-                    guard: None,
-                }
-            } else {
-                let at = format!("/spec/rayClusterSpec/workerGroupSpecs/{}", i - 1);
-                Placed {
-                    template: t,
-                    spec: format!("{at}/template/spec"),
-                    guard: Some((format!("{at}/groupName"), json!(t.key))),
-                }
-            }
-        })
-        .collect()
-}
-
 /// RayJob as a [`Queueable`].
 pub(super) struct RayJobKind;
 
@@ -322,11 +300,11 @@ impl Queueable for RayJobKind {
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
         _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        super::placed_start(view, &placed(view), flavors)
+        super::placed_start(view, &cluster::placed(view, IN_RAYJOB), flavors)
     }
 
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        super::placed_restore(view, &placed(view))
+        super::placed_restore(view, &cluster::placed(view, IN_RAYJOB))
     }
 
     fn invalid_reason(&self) -> &'static str {
@@ -335,17 +313,7 @@ impl Queueable for RayJobKind {
 
     /// The head group's, then each worker group's.
     fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
-        let head = TemplateAt::at(
-            "/spec/rayClusterSpec/headGroupSpec/template",
-            "spec.rayClusterSpec.headGroupSpec.template",
-        );
-        let workers = (0..shape::list(obj.pointer("/spec/rayClusterSpec/workerGroupSpecs")).len()).map(|i| {
-            TemplateAt::at(
-                &format!("/spec/rayClusterSpec/workerGroupSpecs/{i}/template"),
-                &format!("spec.rayClusterSpec.workerGroupSpecs[{i}].template"),
-            )
-        });
-        std::iter::once(head).chain(workers).collect()
+        cluster::templates(obj, IN_RAYJOB)
     }
 
     /// Each worker group's `replicas`, `minReplicas` and `maxReplicas`,
@@ -388,6 +356,11 @@ impl Queueable for RayJobKind {
                 "spec.shutdownAfterJobFinishes: must be true for a queued RayJob (KubeRay suspends and resumes only RayJobs that delete their cluster when they finish)".to_owned(),
             );
         }
+        out.extend(
+            cluster::problems(obj, IN_RAYJOB, "RayJob")
+                .into_iter()
+                .map(|(field, problem)| format!("{field}: {problem}")),
+        );
         out
     }
 }

@@ -25,17 +25,16 @@
 //!   Workload holds its quota until then. Ready: `status.state` `ready`.
 //! - Its pods carry [`CLUSTER_LABEL`] with its name.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use sluice_api::v1alpha1::workload::MAX_POD_SETS;
+use serde_json::Value;
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use crate::job::{JobError, JobView};
-use crate::placed::Placed;
+use crate::ray::cluster::{self, IN_RAYCLUSTER};
 use crate::ray::{CLUSTER_LABEL, HEAD};
 use crate::shape::{self, Count, TemplateAt};
 use crate::{JobKind, ObjPatch, Queueable, Resource, object};
@@ -75,25 +74,6 @@ struct WorkerGroup {
     #[serde(default)]
     num_of_hosts: Option<i32>,
     template: PodTemplateSpec,
-}
-
-/// The pods KubeRay runs for a worker group (its
-/// `GetWorkerGroupDesiredReplicas`), from the group's JSON.
-fn group_pods(g: &Value) -> i64 {
-    if g.get("suspend") == Some(&Value::Bool(true)) {
-        return 0;
-    }
-    let min = shape::int(g.get("minReplicas"), 0);
-    let max = shape::int(g.get("maxReplicas"), i64::from(i32::MAX));
-    let replicas = g.get("replicas").and_then(Value::as_i64).unwrap_or(min);
-    let replicas = if replicas < min {
-        min
-    } else if replicas > max {
-        max
-    } else {
-        replicas
-    };
-    replicas.saturating_mul(shape::int(g.get("numOfHosts"), 1))
 }
 
 /// A group of the cluster: the head, or a worker group.
@@ -150,7 +130,7 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
         groups.push(Group {
             pod_set: g.group_name.to_ascii_lowercase(),
             key: g.group_name,
-            pods: i32::try_from(group_pods(json)).unwrap_or(i32::MAX),
+            pods: i32::try_from(cluster::worker_pods(json)).unwrap_or(i32::MAX),
             template: g.template,
         });
     }
@@ -159,55 +139,6 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
         suspend: spec.suspend.unwrap_or(false),
         groups,
     })
-}
-
-/// Why a RayCluster cannot be queued, each with its field: the in-tree
-/// autoscaler on, a worker group named `head` or not fit to name a pod set,
-/// two groups of one pod set name, more groups than a Workload has pod
-/// sets.
-fn queue_problems(obj: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    if obj.pointer("/spec/enableInTreeAutoscaling") == Some(&Value::Bool(true)) {
-        out.push((
-            "spec.enableInTreeAutoscaling".to_owned(),
-            "must not be true for a queued RayCluster: the Ray autoscaler would scale its worker groups past what Sluice admitted; set it to false and size each worker group with replicas".to_owned(),
-        ));
-    }
-    let groups = shape::list(obj.pointer("/spec/workerGroupSpecs"));
-    let mut seen = BTreeSet::new();
-    for (i, g) in groups.iter().enumerate() {
-        let name = g.get("groupName").and_then(Value::as_str).unwrap_or("");
-        let pod_set = name.to_ascii_lowercase();
-        let field = format!("spec.workerGroupSpecs[{i}].groupName");
-        if pod_set == HEAD {
-            out.push((
-                field,
-                format!("{name:?} is the head's pod set; a queued RayCluster's worker group must have another name"),
-            ));
-        } else if pod_set.is_empty() || !pod_set.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            out.push((
-                field,
-                format!("{name:?} must be letters, digits and '-' (in lower case it names a pod set)"),
-            ));
-        } else if !seen.insert(pod_set.clone()) {
-            out.push((
-                field,
-                format!("{name:?} names pod set {pod_set:?}, as an earlier worker group does (pod set names are the group names in lower case)"),
-            ));
-        }
-    }
-    if 1 + groups.len() > MAX_POD_SETS {
-        out.push((
-            "spec.workerGroupSpecs".to_owned(),
-            format!(
-                "has {} worker groups: with the head that is {} pod sets, and a queued RayCluster may have at most {MAX_POD_SETS} (the head and {} worker groups), the most a Workload holds",
-                groups.len(),
-                1 + groups.len(),
-                MAX_POD_SETS - 1
-            ),
-        ));
-    }
-    out
 }
 
 /// What the index keeps of a RayCluster.
@@ -241,7 +172,7 @@ pub fn workload(
     pod_class: impl Fn(&str) -> Option<i32>,
 ) -> Result<Workload, JobError> {
     let p = parse(obj)?;
-    if let Some((field, problem)) = queue_problems(obj).into_iter().next() {
+    if let Some((field, problem)) = cluster::problems(obj, IN_RAYCLUSTER, "RayCluster").into_iter().next() {
         return Err(JobError::Invalid { field, problem });
     }
     let sets = p
@@ -261,31 +192,6 @@ pub fn workload(
         workload_class,
         pod_class,
     )
-}
-
-/// Where each group's pod template is: the head's, then each worker
-/// group's, guarded by its `groupName`.
-fn placed(view: &JobView) -> Vec<Placed<'_>> {
-    view.templates
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if i == 0 {
-                Placed {
-                    template: t,
-                    spec: "/spec/headGroupSpec/template/spec".into(),
-                    guard: None,
-                }
-            } else {
-                let at = format!("/spec/workerGroupSpecs/{}", i - 1);
-                Placed {
-                    template: t,
-                    spec: format!("{at}/template/spec"),
-                    guard: Some((format!("{at}/groupName"), json!(t.key))),
-                }
-            }
-        })
-        .collect()
 }
 
 /// RayCluster as a [`Queueable`].
@@ -335,11 +241,11 @@ impl Queueable for RayClusterKind {
         flavors: &BTreeMap<String, Vec<&ResourceFlavor>>,
         _admitted: &BTreeMap<String, u32>,
     ) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        super::placed_start(view, &placed(view), flavors)
+        super::placed_start(view, &cluster::placed(view, IN_RAYCLUSTER), flavors)
     }
 
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError> {
-        super::placed_restore(view, &placed(view))
+        super::placed_restore(view, &cluster::placed(view, IN_RAYCLUSTER))
     }
 
     fn invalid_reason(&self) -> &'static str {
@@ -348,14 +254,7 @@ impl Queueable for RayClusterKind {
 
     /// The head group's, then each worker group's.
     fn templates(&self, obj: &Value) -> Vec<TemplateAt> {
-        let head = TemplateAt::at("/spec/headGroupSpec/template", "spec.headGroupSpec.template");
-        let workers = (0..shape::list(obj.pointer("/spec/workerGroupSpecs")).len()).map(|i| {
-            TemplateAt::at(
-                &format!("/spec/workerGroupSpecs/{i}/template"),
-                &format!("spec.workerGroupSpecs[{i}].template"),
-            )
-        });
-        std::iter::once(head).chain(workers).collect()
+        cluster::templates(obj, IN_RAYCLUSTER)
     }
 
     /// Each worker group's pods as KubeRay runs them (the head is always
@@ -370,7 +269,7 @@ impl Queueable for RayClusterKind {
                     field: format!(
                         "spec.workerGroupSpecs[{i}] ({name}): replicas within [minReplicas, maxReplicas] × numOfHosts"
                     ),
-                    value: group_pods(g),
+                    value: cluster::worker_pods(g),
                 }
             })
             .collect()
@@ -382,7 +281,7 @@ impl Queueable for RayClusterKind {
     }
 
     fn refusals(&self, obj: &Value) -> Vec<String> {
-        queue_problems(obj)
+        cluster::problems(obj, IN_RAYCLUSTER, "RayCluster")
             .into_iter()
             .map(|(field, problem)| format!("{field}: {problem}"))
             .collect()

@@ -2,6 +2,7 @@ use super::*;
 use crate::ObjPatch;
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// A RayJob as the API server returns it: a head (its own nodeSelector)
@@ -229,4 +230,22 @@ fn an_autoscaled_worker_group_is_admitted_whole() {
         .map(|p| (p.name.as_str(), p.min_count))
         .collect();
     assert_eq!(mins, [("head", None), ("gpu-small", None), ("gpu-big", None)]);
+}
+
+/// A RayJob's cluster is a KubeRay cluster like a RayCluster's own: the
+/// same rules hold for a queued one (no autoscaler growing it past its
+/// admission, worker group names that are pod set names).
+#[test]
+fn a_queued_rayjobs_cluster_is_refused_what_a_queued_raycluster_is() {
+    let mut autoscaled = rayjob();
+    autoscaled["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = json!(true);
+    let refusals = RayJobKind.refusals(&autoscaled);
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(
+        refusals[0].starts_with(
+            "spec.rayClusterSpec.enableInTreeAutoscaling: must not be true for a queued RayJob: the Ray autoscaler"
+        ),
+        "{refusals:?}"
+    );
+    assert!(RayJobKind.refusals(&rayjob()).is_empty());
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::ObjPatch;
 use crate::job::ORIGINAL_SCHEDULING;
 use crate::testing::flavor;
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// A RayCluster as the API server returns it: a head (its own
@@ -94,7 +95,7 @@ fn a_worker_group_counts_the_pods_kuberay_runs_for_it() {
         (json!({"replicas": 4, "suspend": false}), 4),
     ];
     for (fields, pods) in table {
-        assert_eq!(group_pods(&fields), pods, "{fields}");
+        assert_eq!(cluster::worker_pods(&fields), pods, "{fields}");
         let mut rc = raycluster();
         let mut g = json!({"groupName": "w", "template": {"spec": {"containers": []}}});
         g.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
