@@ -90,9 +90,17 @@ pub struct RunArgs {
     /// before and after to count its API writes.
     #[arg(long, value_name = "URL")]
     pub controller_metrics: Option<String>,
-    /// The controller's process id on this machine, for its peak RSS (/proc).
+    /// The controller's process id on this machine, for its peak RSS and
+    /// its CPU time over the run (/proc).
     #[arg(long, value_name = "PID")]
     pub controller_pid: Option<u32>,
+    /// The API server's process id on this machine, for its CPU time over
+    /// the run (/proc).
+    #[arg(long, value_name = "PID")]
+    pub apiserver_pid: Option<u32>,
+    /// etcd's process id on this machine, for its CPU time over the run (/proc).
+    #[arg(long, value_name = "PID")]
+    pub etcd_pid: Option<u32>,
     /// Measure the write floor first, in the same run, and report admissions/s
     /// as a ratio of it.
     #[arg(long)]

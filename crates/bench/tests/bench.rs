@@ -592,6 +592,8 @@ fn options(floor: bool) -> RunOptions {
         settle: Duration::ZERO,
         metrics: None,
         pid: None,
+        apiserver_pid: None,
+        etcd_pid: None,
         floor: floor.then_some(FloorOptions {
             count: 12,
             concurrency: 3,

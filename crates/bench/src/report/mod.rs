@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::plan::Plan;
-use super::scrape::{PeakRss, WriteCounts};
+use super::scrape::{CpuSeconds, PeakRss, WriteCounts};
 use super::stall::ReasonCount;
 use super::track::{Closed, Ms, Scope, Violation, WorkloadRecord};
 use sluice_simulate::report::{WaitStats, nearest_rank, resource_order, wait_stats};
@@ -67,6 +67,16 @@ pub struct RunReport {
     pub api_writes: Option<ApiWrites>,
     /// From `--controller-pid`; `null` without it.
     pub controller_peak_rss: Option<PeakRss>,
+    /// The controller's CPU time (user + system) from the start of the run
+    /// to its end, seconds (`--controller-pid`); `null` without it.
+    pub controller_cpu_seconds: Option<f64>,
+    /// `controllerCpuSeconds` ÷ admissions × 1 000; `null` without it or
+    /// without admissions.
+    pub controller_cpu_seconds_per_1000_admissions: Option<f64>,
+    /// The API server's CPU time over the same span (`--apiserver-pid`).
+    pub apiserver_cpu_seconds: Option<f64>,
+    /// etcd's CPU time over the same span (`--etcd-pid`).
+    pub etcd_cpu_seconds: Option<f64>,
     /// From `--with-floor`; `null` without it.
     pub floor: Option<FloorReport>,
     /// Admission rates ÷ the floor's patches per second.
@@ -327,6 +337,8 @@ pub struct Extras {
     pub stalled: Option<StallReport>,
     pub writes: Option<WriteCounts>,
     pub rss: Option<PeakRss>,
+    /// CPU seconds of the processes asked for, over the run.
+    pub cpu: CpuSeconds,
     pub floor: Option<FloorReport>,
     pub watch_restarts: u64,
     pub create_write_errors: u64,
@@ -340,6 +352,7 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
     let (cluster_queues, total_usage) = queue_usage(plan, closed, wall);
     let admission_rate = admission_rate(&closed.admissions, wall, RATE_WINDOW_MS);
     let api_writes = extras.writes.map(|w| api_writes(w, workloads.admissions));
+    let cpu_per_1000 = per_1000(extras.cpu.controller, workloads.admissions);
     let vs_floor = extras
         .floor
         .as_ref()
@@ -361,6 +374,10 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
         admission_rate,
         api_writes,
         controller_peak_rss: extras.rss,
+        controller_cpu_seconds: extras.cpu.controller,
+        controller_cpu_seconds_per_1000_admissions: cpu_per_1000,
+        apiserver_cpu_seconds: extras.cpu.apiserver,
+        etcd_cpu_seconds: extras.cpu.etcd,
         floor: extras.floor,
         vs_floor,
         quota_violations: violation_reports(plan, &closed.violations),
@@ -368,6 +385,13 @@ pub fn build(plan: &Plan, closed: &Closed, extras: Extras) -> RunReport {
         create_write_errors: extras.create_write_errors,
         finish_write_errors: extras.finish_write_errors,
     }
+}
+
+/// `seconds` per 1 000 admissions; `None` without either.
+pub fn per_1000(seconds: Option<f64>, admissions: u64) -> Option<f64> {
+    seconds
+        .filter(|_| admissions > 0)
+        .map(|s| s / admissions as f64 * 1000.0)
 }
 
 /// Workloads planned, created, admitted and finished; admissions and

@@ -121,6 +121,7 @@ fn summary(r: &RunReport) -> Vec<(String, String)> {
         ),
         None => ("controller peak RSS".into(), "— (no --controller-pid)".into()),
     });
+    lines.push(("CPU time".into(), cpu_line(r)));
     lines.push((
         "creation lag".into(),
         format!(
@@ -147,6 +148,29 @@ fn summary(r: &RunReport) -> Vec<(String, String)> {
         ));
     }
     lines
+}
+
+/// CPU seconds over the run of the controller (and per 1 000 admissions),
+/// the API server and etcd, of those measured.
+fn cpu_line(r: &RunReport) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = r.controller_cpu_seconds {
+        let per = r
+            .controller_cpu_seconds_per_1000_admissions
+            .map(|p| format!(" ({p:.2} s per 1 000 admissions)"))
+            .unwrap_or_default();
+        parts.push(format!("controller {s:.1} s{per}"));
+    }
+    if let Some(s) = r.apiserver_cpu_seconds {
+        parts.push(format!("kube-apiserver {s:.1} s"));
+    }
+    if let Some(s) = r.etcd_cpu_seconds {
+        parts.push(format!("etcd {s:.1} s"));
+    }
+    if parts.is_empty() {
+        return "— (no --controller-pid, --apiserver-pid or --etcd-pid)".into();
+    }
+    format!("{} (user + system, over the run)", parts.join(", "))
 }
 
 /// The admission rates (and wall time) against the write floor's, after

@@ -242,11 +242,31 @@ fn a_run_report_from_observations() {
                 per_lane: BTreeMap::from([("state".into(), 3.0), ("bookkeeping".into(), 3.0)]),
             }),
             floor: Some(floor),
+            cpu: crate::scrape::CpuSeconds {
+                controller: Some(1.5),
+                apiserver: Some(6.5),
+                etcd: None,
+            },
             ..Extras::default()
         },
     );
     assert!(r.complete && !r.timed_out);
     assert_eq!(r.wall_ms, 2_200);
+    // CPU: 1.5 s for 3 admissions = 500 s per 1 000; etcd not measured.
+    assert_eq!(r.controller_cpu_seconds_per_1000_admissions, Some(500.0));
+    let json = serde_json::to_value(&r).expect("serializes");
+    assert_eq!(json["controllerCpuSeconds"], 1.5);
+    assert_eq!(json["controllerCpuSecondsPer1000Admissions"], 500.0);
+    assert_eq!(json["apiserverCpuSeconds"], 6.5);
+    assert_eq!(json["etcdCpuSeconds"], serde_json::Value::Null);
+    let text = render(&r);
+    let cpu = text.lines().find(|l| l.starts_with("CPU time")).expect("a CPU line");
+    assert!(
+        cpu.ends_with(
+            "  controller 1.5 s (500.00 s per 1 000 admissions), kube-apiserver 6.5 s (user + system, over the run)"
+        ),
+        "{cpu}"
+    );
     assert_eq!(
         r.workloads,
         Counts {
@@ -417,4 +437,6 @@ fn a_stalled_run_says_why_its_workloads_wait() {
         serde_json::to_value(&none).expect("serializes")["stalled"],
         serde_json::Value::Null
     );
+    assert_eq!(none.controller_cpu_seconds_per_1000_admissions, None);
+    assert!(render(&none).contains("— (no --controller-pid, --apiserver-pid or --etcd-pid)"));
 }

@@ -5,7 +5,8 @@
 //!  apply namespaces, flavors, cluster queues, local queues ── wait until the
 //!  controller marks one queue Active ── --settle ── start the Workload watch
 //!  (label sluice.dev/bench-run=<run>), wait for its first list ── scrape
-//!  --controller-metrics ── t0
+//!  --controller-metrics, read the CPU time of --controller-pid,
+//!  --apiserver-pid, --etcd-pid ── t0
 //!
 //!  loop until every workload is seen Finished, or --timeout, or a stall:
 //!    arrival due   → create the Workload (server-side apply; ≤ --concurrency in flight)
@@ -16,6 +17,7 @@
 //!    every second  → Tracker::sample → StallRule (no admission or finish for
 //!                    --stall-window while workloads wait and none runs?)
 //!
+//!  read the CPU times again (the run's CPU seconds: the differences)
 //!  stalled: list the run's Workloads, group their pending reasons
 //!  scrape --controller-metrics again, read VmHWM ── report
 //! ```
@@ -82,7 +84,12 @@ pub struct RunOptions {
     pub concurrency: usize,
     pub settle: Duration,
     pub metrics: Option<HttpUrl>,
+    /// The controller's process (`--controller-pid`): its peak RSS and CPU time.
     pub pid: Option<u32>,
+    /// The API server's and etcd's processes (`--apiserver-pid`,
+    /// `--etcd-pid`): their CPU time.
+    pub apiserver_pid: Option<u32>,
+    pub etcd_pid: Option<u32>,
     pub floor: Option<FloorOptions>,
     /// The harness's own client-side limit on its writes (creations and
     /// Finished marks): `--harness-qps`, `--harness-burst` (qps 0: none).
@@ -92,6 +99,17 @@ pub struct RunOptions {
     /// workloads wait and none runs (`--stall-window`; zero: never).
     pub stall_window: Duration,
     pub quiet: bool,
+}
+
+impl RunOptions {
+    /// The processes whose CPU time the run measures.
+    pub fn cpu_pids(&self) -> scrape::CpuPids {
+        scrape::CpuPids {
+            controller: self.pid,
+            apiserver: self.apiserver_pid,
+            etcd: self.etcd_pid,
+        }
+    }
 }
 
 /// The run's clock: its start `t0`, in whose milliseconds the tracker and
@@ -135,12 +153,17 @@ pub async fn execute(client: &Client, plan: &Plan, opts: &RunOptions) -> Result<
         None => None,
     };
 
+    let cpu_pids = opts.cpu_pids();
+    let cpu_before = cpu_pids.read();
+
     let mut tracker = Tracker::new(plan.quotas.clone(), plan.workloads.iter().map(|w| (w.key(), w.runtime)));
     let writer = Writer::new(client, plan, opts, tx);
     let ended = drive(&writer, &mut rx, &mut tasks, &mut tracker, &mut watch, opts).await?;
+    let cpu = scrape::cpu_seconds(cpu_before, cpu_pids.read());
 
     let mut extras = Extras {
         floor,
+        cpu,
         timed_out: matches!(ended.how, End::TimedOut),
         watch_restarts: watch.restarts(),
         create_write_errors: ended.create_write_errors,
@@ -512,6 +535,8 @@ impl Asked {
             timeout,
             controller_metrics,
             controller_pid,
+            apiserver_pid,
+            etcd_pid,
             with_floor,
             floor_count,
             floor_concurrency,
@@ -543,6 +568,15 @@ impl Asked {
         if let Some(pid) = controller_pid {
             scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
         }
+        for (flag, pid) in [
+            ("--controller-pid", controller_pid),
+            ("--apiserver-pid", apiserver_pid),
+            ("--etcd-pid", etcd_pid),
+        ] {
+            if let Some(pid) = pid {
+                scrape::read_proc_stat(pid).map_err(|e| anyhow!("{flag} {pid}: {e}"))?;
+            }
+        }
         let run_id = match run_id {
             Some(id) => {
                 plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
@@ -563,6 +597,8 @@ impl Asked {
             settle,
             metrics,
             pid: controller_pid,
+            apiserver_pid,
+            etcd_pid,
             floor,
             harness_qps,
             harness_burst,
