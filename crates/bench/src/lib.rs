@@ -36,6 +36,7 @@ pub mod stall;
 pub mod track;
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -75,6 +76,20 @@ pub struct LimitArgs {
 /// Arguments of `sluice bench run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub run: RunFlags,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Also write the report as JSON to this file (what `bench compare
+    /// --real-report` reads), with or without --json.
+    #[arg(long, value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+}
+
+/// What to run and how: the flags `sluice bench run` and `bench compare`
+/// share.
+#[derive(Debug, clap::Args)]
+pub struct RunFlags {
     /// A built-in scenario (kueue-baseline, kueue-large-scale, deep-queue) or a scenario
     /// file in `sluice simulate`'s format.
     #[arg(long, value_name = "NAME|FILE")]
@@ -133,8 +148,6 @@ pub struct RunArgs {
     /// some wait and none runs, and report why they wait (0: never).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub stall_window: Duration,
-    #[command(flatten)]
-    pub output: OutputArgs,
 }
 
 /// Arguments of `sluice bench floor`.

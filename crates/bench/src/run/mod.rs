@@ -32,6 +32,7 @@
 //! | `writes.rs`   | creations and Finished marks: permits, retries, their tasks |
 //! | `progress.rs` | the progress line and capped warnings                       |
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,8 +50,9 @@ use super::report::{self, Extras, FloorReport, RunReport, StallReport};
 use super::scrape::{self, HttpUrl, WriteCounts};
 use super::stall::{self, StallRule, Verdict};
 use super::track::{Ms, Tracker};
-use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, print};
+use super::{EXIT_INCOMPLETE, OutputArgs, RunArgs, RunFlags, print};
 use sluice_simulate::scenario::{LoadOptions, load_with};
+use sluice_simulate::sim::Scenario;
 use sluice_simulate::units::format_duration;
 
 mod events;
@@ -475,11 +477,44 @@ pub async fn cleanup_or_exit(client: &Client, run_id: &str, interrupted: bool) {
 
 /// `sluice bench run`.
 pub async fn command(args: RunArgs) -> Result<ExitCode> {
-    let asked = Asked::from_args(args)?;
-    let plan = match load_plan(&asked)? {
-        Ok(plan) => plan,
+    let RunArgs { run, output, json_file } = args;
+    let json = output.json;
+    // An unwritable --json-file fails now, not after the whole run.
+    let saved = json_file
+        .map(|p| create_file(&p, "--json-file").map(|f| (p, f)))
+        .transpose()?;
+    let asked = Asked::new(run, output)?;
+    let (plan, _) = match load_plan(&asked)? {
+        Ok(loaded) => loaded,
         Err(code) => return Ok(code),
     };
+    let report = match run_plan(&asked, &plan).await? {
+        Ok(report) => report,
+        Err(code) => return Ok(code),
+    };
+    if let Some((path, file)) = saved {
+        write_json(&path, file, &report)?;
+    }
+    print_report(&report, json)
+}
+
+/// Creates (truncates) an output file named by `flag`.
+pub(crate) fn create_file(path: &Path, flag: &str) -> Result<std::fs::File> {
+    std::fs::File::create(path).with_context(|| format!("cannot write {flag} {}", path.display()))
+}
+
+/// Writes `value` as pretty JSON to `file`, created from `path` earlier.
+pub(crate) fn write_json<T: serde::Serialize>(path: &Path, mut file: std::fs::File, value: &T) -> Result<()> {
+    use std::io::Write as _;
+    let text = serde_json::to_string_pretty(value).context("serializing to JSON")? + "\n";
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Runs the plan on the cluster as asked, and deletes what it created
+/// (unless --keep): its report, or the exit code of a run stopped by a
+/// signal.
+pub(crate) async fn run_plan(asked: &Asked, plan: &Plan) -> Result<Result<RunReport, ExitCode>> {
     let (opts, run_id) = (&asked.opts, &asked.run_id);
     if !opts.quiet {
         eprintln!(
@@ -498,7 +533,7 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
     cluster::ensure_fresh(&client, run_id).await?;
     warn_of_terminating_namespaces(&client).await;
     let outcome = tokio::select! {
-        r = execute(&client, &plan, opts) => Ok(r),
+        r = execute(&client, plan, opts) => Ok(r),
         stop = super::stop_signal() => Err(stop),
     };
     if let Err(stop) = &outcome {
@@ -510,26 +545,25 @@ pub async fn command(args: RunArgs) -> Result<ExitCode> {
         // Stopped or failed midway, writes may have been in flight.
         cleanup_or_exit(&client, run_id, !matches!(outcome, Ok(Ok(_)))).await;
     }
-    let report = match outcome {
-        Ok(result) => result?,
-        Err(stop) => return Ok(stop.exit_code()),
-    };
-    print_report(&report, asked.json)
+    match outcome {
+        Ok(result) => Ok(Ok(result?)),
+        Err(stop) => Ok(Err(stop.exit_code())),
+    }
 }
 
-/// What `sluice bench run` was asked, its flags checked.
-struct Asked {
-    scenario: String,
-    scale: f64,
-    run_id: String,
-    keep: bool,
-    json: bool,
-    opts: RunOptions,
+/// What `sluice bench run` (or `bench compare`'s real side) was asked,
+/// its flags checked.
+pub(crate) struct Asked {
+    pub(crate) scenario: String,
+    pub(crate) scale: f64,
+    pub(crate) run_id: String,
+    pub(crate) keep: bool,
+    pub(crate) opts: RunOptions,
 }
 
 impl Asked {
-    fn from_args(args: RunArgs) -> Result<Self> {
-        let RunArgs {
+    pub(crate) fn new(flags: RunFlags, output: OutputArgs) -> Result<Self> {
+        let RunFlags {
             scenario,
             scale,
             timeout,
@@ -546,14 +580,13 @@ impl Asked {
             harness_burst,
             settle,
             stall_window,
-            output:
-                OutputArgs {
-                    run_id,
-                    keep,
-                    json,
-                    quiet,
-                },
-        } = args;
+        } = flags;
+        let OutputArgs {
+            run_id,
+            keep,
+            json: _,
+            quiet,
+        } = output;
         if concurrency == 0 {
             bail!("--concurrency must be at least 1");
         }
@@ -610,15 +643,15 @@ impl Asked {
             scale,
             run_id,
             keep,
-            json,
             opts,
         })
     }
 }
 
-/// The plan of the scenario asked for; its errors printed and exit code 2
-/// when it does not load or cannot be run as the run id.
-fn load_plan(asked: &Asked) -> Result<Result<Plan, ExitCode>> {
+/// The plan of the scenario asked for, and the scenario as the simulator
+/// takes it (the same workloads, scaled the same); its errors printed and
+/// exit code 2 when it does not load or cannot be run as the run id.
+pub(crate) fn load_plan(asked: &Asked) -> Result<Result<(Plan, Scenario), ExitCode>> {
     let source = plan::scenario_text(&asked.scenario).map_err(|e| anyhow!(e))?;
     let (loaded, manifests) = match load_with(&source.file, &source.text, &LoadOptions { scale: asked.scale }) {
         Ok(v) => v,
@@ -648,7 +681,7 @@ fn load_plan(asked: &Asked) -> Result<Result<Plan, ExitCode>> {
     if plan.workloads.is_empty() {
         bail!("{}: the scenario has no workloads", source.file);
     }
-    Ok(Ok(plan))
+    Ok(Ok((plan, loaded)))
 }
 
 /// Namespaces of earlier runs still being deleted load the API server and

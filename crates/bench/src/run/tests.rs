@@ -82,3 +82,34 @@ fn watch_objects_are_decoded_by_key() {
     .expect("an object");
     assert!(decode(bad).1.unwrap_err().contains("not a readable Workload"));
 }
+
+#[tokio::test]
+async fn an_unwritable_json_file_fails_before_the_run() {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+    let dir = std::env::temp_dir().join(format!("sluice-bench-json-{}", std::process::id()));
+    let missing = dir.join("no-such-dir/report.json");
+    let cli = <Cli as clap::Parser>::try_parse_from([
+        "run",
+        "--scenario",
+        "deep-queue",
+        "--json-file",
+        missing.to_str().expect("a path"),
+        "--quiet",
+    ])
+    .expect("arguments");
+    let err = command(cli.args).await.unwrap_err();
+    assert!(format!("{err:#}").starts_with("cannot write --json-file "), "{err:#}");
+
+    // A writable one gets the value as pretty JSON, one line feed at the end.
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let path = dir.join("report.json");
+    let file = create_file(&path, "--json-file").expect("created");
+    write_json(&path, file, &json!({"format": 1, "wallMs": 5})).expect("written");
+    let text = std::fs::read_to_string(&path).expect("readable");
+    assert_eq!(text, "{\n  \"format\": 1,\n  \"wallMs\": 5\n}\n");
+    std::fs::remove_dir_all(&dir).expect("removed");
+}
