@@ -19,6 +19,9 @@
 //!
 //!  floor::measure: N inactive Workloads, status patches (server-side apply)
 //!                  under the controller's client rate limit ──▶ patches/s, p50/p95
+//!
+//!  compare: run::execute (or a saved report) and sluice_simulate's sim::run on
+//!           the same scenario and limit ──▶ figures side by side, ratios   [pure]
 //! ```
 //!
 //! Figures are computed from recorded observations only (`track`, `report`),
@@ -27,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod compare;
 pub mod floor;
 pub mod plan;
 pub mod report;
@@ -58,6 +62,9 @@ pub enum BenchCommand {
     /// Measure how fast the API server takes Workload status patches under the
     /// controller's client rate limit (the floor for admissions).
     Floor(FloorArgs),
+    /// Run a scenario on the real controller and in the simulator, at the
+    /// same client rate limit, and put their figures side by side.
+    Compare(Box<CompareArgs>),
     /// Delete what bench runs left behind, by their label.
     Cleanup(CleanupArgs),
 }
@@ -184,6 +191,44 @@ pub struct OutputArgs {
     pub quiet: bool,
 }
 
+/// Arguments of `sluice bench compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The scenario, scale and limits of the real run (--scenario, --scale,
+    /// --kube-qps and --kube-burst are the simulator's too).
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Fair sharing as the controller runs it (its --fair-sharing, `on` by
+    /// default there too); the simulator runs the scenario the same way,
+    /// whatever its Trace says.
+    #[arg(long, value_enum, value_name = "on|off", default_value_t = Switch::On)]
+    pub fair_sharing: Switch,
+    /// Take the real side from this report of `bench run --json` (or
+    /// --json-file) instead of running the scenario.
+    #[arg(long, value_name = "FILE")]
+    pub real_report: Option<PathBuf>,
+    /// Also write the comparison (both sides' figures and the ratios) as
+    /// JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Names and label value of the real run (default: sb-<random hex>).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Leave what the real run created in the cluster.
+    #[arg(long)]
+    pub keep: bool,
+    /// No progress line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `on` / `off`, as the controller's switches are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
 /// Arguments of `sluice bench cleanup`.
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
@@ -270,6 +315,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         match args.command {
             BenchCommand::Run(a) => run::command(*a).await,
             BenchCommand::Floor(a) => floor::command(a).await,
+            BenchCommand::Compare(a) => compare::command(*a).await,
             BenchCommand::Cleanup(a) => cleanup_command(a).await,
         }
     })

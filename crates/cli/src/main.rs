@@ -34,7 +34,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Drive a running controller through Kueue's performance scenarios on a
-    /// real API server (`bench run`), measure the write floor (`bench floor`).
+    /// real API server (`bench run`), measure the write floor (`bench floor`),
+    /// put the controller and the simulator side by side (`bench compare`).
     Bench(sluice_bench::BenchArgs),
     /// Run the controller: queue Jobs, admit them through the engine, apply decisions.
     Controller(Box<controller::ControllerArgs>),
