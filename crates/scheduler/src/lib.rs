@@ -172,6 +172,7 @@ pub mod forecast;
 pub mod idle;
 mod ledger;
 mod model;
+pub mod pace;
 pub mod reclaim;
 pub mod shape;
 

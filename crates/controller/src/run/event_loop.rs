@@ -335,7 +335,7 @@ async fn decide(
 }
 
 /// Watch events a cycle waits for, so that a burst is one cycle.
-const COALESCE: Duration = Duration::from_millis(50);
+const COALESCE: Duration = Duration::from_millis(sluice_scheduler::pace::COALESCE_MS);
 /// A failed write, a rolled-back admission or a pods-gone check: worked on
 /// again this much later.
 const RETRY: Duration = Duration::from_secs(1);
@@ -525,14 +525,14 @@ fn lead(cache: &mut Cache, cfg: &RunConfig) -> Index {
 }
 
 /// Whether a cycle runs now: it is due, and the writer does not have a
-/// second of decisions still to write (else it is put off 20 ms, to decide
+/// second of decisions still to write (else it is put off `DEFER_MS`, to decide
 /// on what the cluster looks like then: see `cycle_backlog`).
 fn cycle_due(io: &LoopIo, backlog: usize, timing: &mut Timing) -> bool {
     if timing.cycle_at.is_none_or(|t| t > Instant::now()) {
         return false;
     }
     if io.queue.state_len() > backlog {
-        timing.cycle_at = Some(Instant::now() + Duration::from_millis(20));
+        timing.cycle_at = Some(Instant::now() + Duration::from_millis(sluice_scheduler::pace::DEFER_MS));
         return false;
     }
     true
