@@ -44,6 +44,16 @@ pub struct SimulateArgs {
     /// as the controller's `--kube-burst`.
     #[arg(long, value_name = "N", default_value_t = sluice_controller::limit::DEFAULT_KUBE_BURST)]
     pub api_burst: u32,
+    /// Time one API write takes once it has its token (e.g. 5ms); the
+    /// controller's writer makes them one at a time, so this bounds the
+    /// write rate without a limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "0")]
+    pub api_latency: units::Millis,
+    /// Time from a workload's run ending to the controller seeing it
+    /// finished (its owner's `Finished` mark, then the watch); its quota is
+    /// held meanwhile (e.g. 100ms).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "0")]
+    pub finish_lag: units::Millis,
     /// Time for a preempted workload's pods to terminate before its quota
     /// is free (e.g. 30s, 2m, 0). Default: the Trace's `spec.evictionDelay`,
     /// else 30s.
@@ -86,6 +96,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         html,
         api_qps,
         api_burst,
+        api_latency,
+        finish_lag,
         eviction_delay,
         idle_interval,
         requeue_limit,
@@ -109,12 +121,15 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let opts = sim::SimOptions {
         api_qps,
         api_burst,
+        api_latency,
+        finish_lag,
         eviction_delay: eviction_delay
             .or(scenario.eviction_delay)
             .unwrap_or(DEFAULT_EVICTION_DELAY),
         idle_interval,
         requeue_limit,
         forecast,
+        ..sim::SimOptions::default()
     };
 
     let started = Instant::now();
@@ -261,6 +276,8 @@ mod tests {
             html: Some(dir.join("no-such-dir/report.html")),
             api_qps: 0.0,
             api_burst: 1,
+            api_latency: 0,
+            finish_lag: 0,
             eviction_delay: None,
             idle_interval: None,
             requeue_limit: 10,

@@ -1,4 +1,4 @@
-//! Virtual time: a deterministic event queue and the API write rate limiter.
+//! Virtual time: a deterministic event queue.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -81,58 +81,6 @@ impl<E> EventQueue<E> {
     }
 }
 
-/// A token bucket in virtual time, as the generic cell rate algorithm: one
-/// token every `1000 / qps` ms, at most `burst` saved up. Callers take tokens
-/// in the order of their requests (a client's rate limiter is FIFO), so a
-/// write requested at `t` happens at `acquire(t) >= t`.
-#[derive(Debug, Clone)]
-pub struct WriteLimiter {
-    /// Milliseconds per token; `None` = unlimited.
-    interval: Option<f64>,
-    /// How far ahead of schedule a write may run (the saved-up burst).
-    tolerance: f64,
-    /// Theoretical arrival time of the next conforming write.
-    tat: f64,
-    pub writes: u64,
-    /// Sum over writes of (write time − request time), ms.
-    pub delay_total: i64,
-    pub delay_max: i64,
-}
-
-impl WriteLimiter {
-    /// `qps = None` or `0` means no limit; `burst` is at least 1.
-    pub fn new(qps: Option<f64>, burst: u32) -> Self {
-        let interval = qps.filter(|q| *q > 0.0).map(|q| 1000.0 / q);
-        let burst = f64::from(burst.max(1));
-        Self {
-            interval,
-            tolerance: interval.map_or(0.0, |i| (burst - 1.0) * i),
-            tat: f64::NEG_INFINITY,
-            writes: 0,
-            delay_total: 0,
-            delay_max: 0,
-        }
-    }
-
-    /// Takes one token for a write requested at `now`; returns when the write
-    /// happens (whole milliseconds, rounded up).
-    pub fn acquire(&mut self, now: Millis) -> Millis {
-        self.writes += 1;
-        let Some(interval) = self.interval else {
-            return now;
-        };
-        let t = now as f64;
-        let earliest = (self.tat - self.tolerance).max(t);
-        self.tat = self.tat.max(earliest) + interval;
-        // Rounding guard: 1000/3 accumulates error; never round 5.0000000001 up to 6.
-        let at = (earliest - 1e-6).ceil().max(t) as Millis;
-        let delay = at - now;
-        self.delay_total += delay;
-        self.delay_max = self.delay_max.max(delay);
-        at
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,39 +111,5 @@ mod tests {
         assert_eq!(q.pop_due(7), Some(1));
         q.push(7, 2); // e.g. an eviction with zero delay
         assert_eq!(q.pop_due(7), Some(2));
-    }
-
-    #[test]
-    fn unlimited_writes_are_never_delayed() {
-        let mut l = WriteLimiter::new(None, 1);
-        for _ in 0..1000 {
-            assert_eq!(l.acquire(42), 42);
-        }
-        assert_eq!(l.writes, 1000);
-        assert_eq!(l.delay_total, 0);
-    }
-
-    #[test]
-    fn ten_qps_spaces_writes_by_100ms_after_the_burst() {
-        // 10 qps, burst 2: two writes at once, then one per 100 ms.
-        let mut l = WriteLimiter::new(Some(10.0), 2);
-        let got: Vec<Millis> = (0..5).map(|_| l.acquire(0)).collect();
-        assert_eq!(got, vec![0, 0, 100, 200, 300]);
-        // Idle for a second: the bucket refills to its burst of 2, no more.
-        assert_eq!(l.acquire(1_400), 1_400);
-        assert_eq!(l.acquire(1_400), 1_400);
-        assert_eq!(l.acquire(1_400), 1_500);
-        assert_eq!(l.delay_max, 300);
-        assert_eq!(l.delay_total, 100 + 200 + 300 + 100);
-    }
-
-    #[test]
-    fn fractional_intervals_do_not_drift() {
-        // 3 qps = 333.3 ms per token: the 3rd write after the first lands at
-        // exactly 1000 ms, the 300th at 100 s (no accumulated rounding).
-        let mut l = WriteLimiter::new(Some(3.0), 1);
-        let times: Vec<Millis> = (0..301).map(|_| l.acquire(0)).collect();
-        assert_eq!(&times[..4], &[0, 334, 667, 1000]);
-        assert_eq!(times[300], 100_000);
     }
 }

@@ -5,9 +5,14 @@
 //!                         ▲                                     │
 //!                         │  Start (admission write done)       │ admitted / preempted / evicted
 //!                         │  Finish (run time elapsed)          ▼
-//!                         │  EvictionDone (pods terminated) ◀── WriteLimiter (API qps)
-//!                         └─ Wakeup (engine's next_wakeup)
+//!                         │  EvictionDone (pods terminated) ◀── StateLane (API qps)
+//!                         └──────────── Pacer (when the next cycle runs, how much it decides)
 //! ```
+//!
+//! Cycles are paced as the controller paces them, by its own rules
+//! ([`pacing`]): the events of 50 ms make one cycle, a cycle waits while
+//! more than a second of state changes is queued for the writer, and
+//! decides at most about two seconds of writes.
 //!
 //! Quota is the engine's: a workload holds it from the cycle that admits it
 //! until it finishes or its eviction completes. Its pods run from the moment
@@ -41,10 +46,12 @@
 //! | `book.rs` | each workload's state, record and held quota, its queue kept in step |
 //! | `queues.rs` | each ClusterQueue's usage and counts, sampled |
 //! | `forecast.rs` | start-time estimates |
+//! | `pacing.rs` | when cycles run and writes are made, by the controller's rules |
 //! | `result.rs` | the types a run is given and gives back |
 
 mod book;
 pub mod forecast;
+mod pacing;
 mod queues;
 mod result;
 
@@ -53,13 +60,12 @@ pub use result::{
     CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord,
 };
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use sluice_scheduler::{Admission, Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
 
-use super::clock::{EventQueue, WriteLimiter};
+use super::clock::EventQueue;
 use super::fairness::FairnessOutcome;
 use super::idle::{IdleOutcome, Reclaimer};
 use super::placement::{PlacementOutcome, WaitClock};
@@ -68,6 +74,7 @@ use super::trace::profile::DEFAULT_IDLE_INTERVAL;
 use super::units::Millis;
 use book::{Book, State};
 use forecast::Forecaster;
+use pacing::{Pacer, StateLane};
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
@@ -77,7 +84,6 @@ enum Event {
     Finish(usize, u32),
     /// The victim's pods are gone.
     EvictionDone(usize, u32),
-    Wakeup,
 }
 
 pub(crate) fn uid_of(i: usize) -> String {
@@ -132,7 +138,7 @@ fn run_once(
     // The last instant anything happened: the leftover events of a
     // deactivated workload (its finish) do not lengthen the run.
     let mut last: Millis = 0;
-    while let Some(next) = agenda.events.peek_time() {
+    while let Some(next) = agenda.next_time() {
         // 1. Idle checks come first at their instant, so that a cycle then
         //    already sees the workloads they evict.
         let checked = check_idle(next, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
@@ -143,10 +149,13 @@ fn run_once(
         if checked.is_some() || !due.left_over {
             last = t;
         }
-        // 3. A scheduling cycle when they changed anything.
         if due.need_cycle {
+            agenda.pacer.changed(t);
+        }
+        // 3. A scheduling cycle when one is due, within its budget.
+        if let Some(budget) = agenda.pacer.due(t, &mut agenda.lane) {
             cycles += 1;
-            run_cycle(t, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+            run_cycle(t, budget, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
         }
         // 4. A sample of every queue that changed.
         book.queues.record_touched(t, fairness.as_mut(), &engine);
@@ -166,9 +175,9 @@ fn run_once(
         queues: book.queues.into_series(),
         end,
         cycles,
-        api_writes: agenda.limiter.writes,
-        write_delay_total: agenda.limiter.delay_total,
-        write_delay_max: agenda.limiter.delay_max,
+        api_writes: agenda.lane.writes,
+        write_delay_total: agenda.lane.delay_total,
+        write_delay_max: agenda.lane.delay_max,
         idle: idle_outcome(scenario, reclaim, idle_interval, watchers.idle),
         forecast: watchers.forecast.map(Forecaster::into_outcome),
         placement: placement_outcome(scenario, book.waits, end),
@@ -211,12 +220,13 @@ fn engine_for(scenario: &Scenario) -> Result<Engine> {
 }
 
 /// What is to happen and when: the events ahead, the API writes that
-/// delay their effects, and the wakeups the engine asked for.
+/// delay their effects, and the next cycle.
 struct Agenda {
     events: EventQueue<Event>,
-    limiter: WriteLimiter,
-    wakeups: BTreeSet<Millis>,
+    lane: StateLane,
+    pacer: Pacer,
     eviction_delay: Millis,
+    finish_lag: Millis,
 }
 
 impl Agenda {
@@ -228,30 +238,36 @@ impl Agenda {
         }
         Agenda {
             events,
-            limiter: WriteLimiter::new(opts.api_qps, opts.api_burst),
-            wakeups: BTreeSet::new(),
+            lane: StateLane::new(opts.api_qps, opts.api_burst, opts.api_latency),
+            pacer: Pacer::new(opts.api_qps, opts.api_burst, opts.coalesce),
             eviction_delay: opts.eviction_delay,
+            finish_lag: opts.finish_lag.max(0),
+        }
+    }
+
+    /// When something is next to happen: an event or a cycle.
+    fn next_time(&self) -> Option<Millis> {
+        match (self.events.peek_time(), self.pacer.cycle_at()) {
+            (Some(e), Some(c)) => Some(e.min(c)),
+            (e, c) => e.or(c),
         }
     }
 
     /// `i`'s eviction (its `epoch`) decided at `t`: one write, then its
     /// pods take the eviction delay to go. Returns when its quota is free.
+    /// Without pods (an eviction delay of 0) the quota is free at once, as
+    /// the controller completes the eviction of a workload without Jobs
+    /// at its next cycle; the write follows in its place in the lane, and
+    /// everything admitted with that quota is written after it.
     fn eviction(&mut self, i: usize, epoch: u32, t: Millis) -> Millis {
-        let free_at = self.limiter.acquire(t) + self.eviction_delay;
+        let written = self.lane.write(t);
+        let free_at = if self.eviction_delay == 0 {
+            t
+        } else {
+            written + self.eviction_delay
+        };
         self.events.push(free_at, Event::EvictionDone(i, epoch));
         free_at
-    }
-
-    /// A cycle at the engine's next wakeup, once per instant. `w == t`:
-    /// work was requeued during the cycle; one more cycle at the same
-    /// instant.
-    fn wake_at(&mut self, wakeup: Option<Millis>, t: Millis) {
-        if let Some(w) = wakeup
-            && w >= t
-            && self.wakeups.insert(w)
-        {
-            self.events.push(w, Event::Wakeup);
-        }
     }
 }
 
@@ -346,6 +362,8 @@ fn check_idle(
             .evict(&uid_of(i))
             .with_context(|| format!("engine refused to evict idle {}", scenario.workloads[i].name))?;
         begin_eviction(i, RunEnd::IdleReclaimed, t, book, agenda, watchers);
+        // Evictions to write, a waiter to admit: a cycle now.
+        agenda.pacer.cycle_within(t);
     }
     Ok(Some(t))
 }
@@ -377,9 +395,8 @@ fn apply_events(
             Event::Arrive(i) => arrive(i, t, &scenario.workloads[i], engine, book, watchers),
             Event::Start(i, e) if book.is_current(i, e, State::Admitted) => {
                 book.started(i, t);
-                agenda
-                    .events
-                    .push(t + scenario.workloads[i].duration, Event::Finish(i, e));
+                let ends = t + scenario.workloads[i].duration + agenda.finish_lag;
+                agenda.events.push(ends, Event::Finish(i, e));
                 false
             }
             Event::Finish(i, e) if book.is_current(i, e, State::Admitted) => {
@@ -388,10 +405,6 @@ fn apply_events(
             }
             Event::EvictionDone(i, e) if book.is_current(i, e, State::Evicting) => {
                 eviction_done(i, t, &scenario.workloads[i], engine, book, watchers)?;
-                true
-            }
-            Event::Wakeup => {
-                agenda.wakeups.remove(&t);
                 true
             }
             Event::Start(..) | Event::Finish(..) | Event::EvictionDone(..) => false,
@@ -486,18 +499,19 @@ fn eviction_done(
     Ok(())
 }
 
-/// One scheduling cycle at `t`, and its decisions carried out: admissions
-/// (their pods start once the write is through), evictions begun, new
-/// reasons for waiting, the next wakeup.
+/// One scheduling cycle at `t` making at most `budget` decisions, and its
+/// decisions carried out: admissions (their pods start once the write is
+/// through), evictions begun, new reasons for waiting, the next cycle.
 fn run_cycle(
     t: Millis,
+    budget: usize,
     scenario: &Scenario,
     engine: &mut Engine,
     book: &mut Book,
     agenda: &mut Agenda,
     watchers: &mut Watchers,
 ) -> Result<()> {
-    let cycle = engine.schedule(t);
+    let cycle = engine.schedule_within(t, budget);
     for a in &cycle.admitted {
         admit(a, t, scenario, book, agenda, watchers)?;
     }
@@ -512,7 +526,8 @@ fn run_cycle(
     }
     book.explained(&cycle.pending_changed, t);
     watchers.after_cycle(engine, t);
-    agenda.wake_at(cycle.next_wakeup, t);
+    let decided = !(cycle.admitted.is_empty() && cycle.preempted.is_empty() && cycle.evicted.is_empty());
+    agenda.pacer.after_cycle(cycle.next_wakeup, t, decided);
     Ok(())
 }
 
@@ -528,7 +543,7 @@ fn admit(
 ) -> Result<()> {
     let Some(i) = index_of(&a.uid) else { return Ok(()) };
     let epoch = book.admitted(i, t, a)?;
-    let starts_at = agenda.limiter.acquire(t);
+    let starts_at = agenda.lane.write(t);
     watchers.admitted(i, &scenario.workloads[i], &a.cluster_queue, t, starts_at);
     agenda.events.push(starts_at, Event::Start(i, epoch));
     Ok(())

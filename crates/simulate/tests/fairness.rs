@@ -80,6 +80,9 @@ fn load(text: &str) -> Scenario {
 fn run(s: &Scenario) -> (Report, SimResult) {
     let opts = SimOptions {
         eviction_delay: 0,
+        // Each event decided at its own instant (the controller gathers
+        // 50 ms of events into a cycle): the times below stay round.
+        coalesce: 0,
         ..SimOptions::default()
     };
     let result = sim::run(s, &opts, &mut |_| {}).expect("simulation runs");

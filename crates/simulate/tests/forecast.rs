@@ -55,6 +55,9 @@ fn forecast_opts() -> SimOptions {
     SimOptions {
         eviction_delay: 0,
         forecast: true,
+        // Each event decided at its own instant (the controller gathers
+        // 50 ms of events into a cycle): the times below stay round.
+        coalesce: 0,
         ..SimOptions::default()
     }
 }

@@ -76,6 +76,9 @@ fn simulate(text: &str, opts: &SimOptions) -> (Report, SimResult) {
 fn opts() -> SimOptions {
     SimOptions {
         eviction_delay: 0,
+        // Each event decided at its own instant (the controller gathers
+        // 50 ms of events into a cycle): the times below stay round.
+        coalesce: 0,
         ..SimOptions::default()
     }
 }

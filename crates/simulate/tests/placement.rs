@@ -57,6 +57,9 @@ fn run(text: &str) -> (Report, SimResult) {
     let s = scenario::load("nodes.yaml", text).unwrap_or_else(|e| panic!("scenario does not load: {e:#?}"));
     let opts = SimOptions {
         eviction_delay: 0,
+        // Each event decided at its own instant (the controller gathers
+        // 50 ms of events into a cycle): the times below stay round.
+        coalesce: 0,
         ..SimOptions::default()
     };
     let result = sim::run(&s, &opts, &mut |_| {}).expect("simulation runs");

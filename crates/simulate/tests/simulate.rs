@@ -102,6 +102,9 @@ fn golden_fifo_on_one_queue() {
         &text,
         &SimOptions {
             eviction_delay: 0,
+            // Each event decided at its own instant (the controller gathers
+            // 50 ms of events into a cycle): the times below stay round.
+            coalesce: 0,
             ..SimOptions::default()
         },
     );
@@ -148,6 +151,9 @@ fn golden_borrow_then_reclaim() {
         &text,
         &SimOptions {
             eviction_delay: 60_000,
+            // Each event decided at its own instant (the controller gathers
+            // 50 ms of events into a cycle): the times below stay round.
+            coalesce: 0,
             ..SimOptions::default()
         },
     );
@@ -194,12 +200,18 @@ fn golden_borrow_then_reclaim() {
     insta::assert_snapshot!("borrow_then_reclaim", report::table::render(&r));
 }
 
-/// Five 1-GPU jobs arrive at 0 on an 8-GPU queue and are all admitted in the
-/// first cycle, but the API allows 2 writes/s (burst 1): the admission
-/// writes go out at 0, 0.5, 1, 1.5 and 2 s, so the waits are exactly those.
-/// Mean 1s, p50 (rank 3) 1s, p95 (rank ⌈4.75⌉ = 5) 2s. Each runs 10s from
-/// its write: the last finishes at 12s. Quota is held from the decision at
-/// 0: 10 + 10.5 + 11 + 11.5 + 12 = 55 GPU·s of 8 × 12 = 96 → 57.3 %.
+/// Five 1-GPU jobs arrive at 0 on an 8-GPU queue; the API allows 2
+/// writes/s (burst 1), paced as the controller paces them: the cycle
+/// gathers the arrivals and runs at 50 ms; the backlog is 2 writes
+/// (`cycle_backlog(2, 1)`), so the cycle decides at most 4 (j0–j3, written
+/// at 50, 550, 1 050 and 1 550 ms) and asks for another at once; that one
+/// waits, in 20 ms steps, until at most 2 writes are queued (550 ms) and
+/// admits j4 with the 2 decisions left, written at 2 050 ms (1.5 s after
+/// its decision). Waits 50, 550, 1 050, 1 550, 2 050: mean 1 050 ms, p50
+/// (rank 3) 1 050, p95 (rank ⌈4.75⌉ = 5) 2 050. Each runs 10 s from its
+/// write: the last finishes at 12 050 ms. Quota is held from the decision:
+/// 4 × 50 ms to 10 050, 10 550, 11 050, 11 550 and 550 to 12 050 =
+/// 54 500 GPU·ms of 8 × 12 050.
 #[test]
 fn golden_api_rate_limit_delays_admissions() {
     let jobs: Vec<String> = (0..5).map(|i| job(&format!("j{i}"), "team", "0s", 1, "10s")).collect();
@@ -210,15 +222,16 @@ fn golden_api_rate_limit_delays_admissions() {
         eviction_delay: 0,
         ..SimOptions::default()
     };
-    let (r, _) = simulate(&text, &opts);
+    let (r, result) = simulate(&text, &opts);
     assert_eq!(r.api_writes.count, 5);
-    assert_eq!(r.api_writes.max_delay_ms, 2_000);
-    assert_eq!(r.makespan_ms, 12_000);
+    assert_eq!(r.api_writes.max_delay_ms, 1_500);
+    assert_eq!(result.cycles, 2 + 5, "two that admit, then one after each finish");
+    assert_eq!(r.makespan_ms, 12_050);
     assert_eq!(
         (r.totals.wait.mean_ms, r.totals.wait.p50_ms, r.totals.wait.p95_ms),
-        (1_000.0, 1_000, 2_000)
+        (1_050.0, 1_050, 2_050)
     );
-    assert!((utilisation(&r, "team") - 55.0 / 96.0).abs() < 1e-9);
+    assert!((utilisation(&r, "team") - 54_500.0 / 96_400.0).abs() < 1e-9);
     insta::assert_snapshot!("api_rate_limit", report::table::render(&r));
 }
 
@@ -732,7 +745,13 @@ spec: {{clusterQueue: team}}
 {}",
         trace(&[job("big", "team", "0s", 8, "10m")])
     );
-    let (r, result) = simulate(&text, &SimOptions::default());
+    // Decided at its arrival's own instant (no 50 ms coalescing): the
+    // GPUs are in use for the whole run.
+    let opts = SimOptions {
+        coalesce: 0,
+        ..SimOptions::default()
+    };
+    let (r, result) = simulate(&text, &opts);
     let team = r.cluster_queues.iter().find(|g| g.name == "team").unwrap();
     let util = |flavor: &str| {
         team.flavors

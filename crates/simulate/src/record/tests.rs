@@ -140,7 +140,9 @@ spec: {{clusterQueue: team}}
     let s = crate::scenario::load("recorded.yaml", &scenario).unwrap_or_else(|e| panic!("{e:#?}\n{scenario}"));
     let result = crate::sim::run(&s, &crate::sim::SimOptions::default(), &mut |_| {}).expect("runs");
     assert_eq!(result.workloads.len(), 2);
-    // One GPU: the second waits for the first (60 s), as on the cluster.
+    // One GPU: the second waits for the first (60 s), as on the cluster,
+    // where a cycle gathers the events of 50 ms: the first is admitted
+    // 50 ms after it arrives, the second 50 ms after the first finishes.
     let admitted: Vec<Option<Millis>> = result.records.iter().map(|w| w.first_start()).collect();
-    assert_eq!(admitted, [Some(0), Some(60_000)]);
+    assert_eq!(admitted, [Some(50), Some(60_100)]);
 }

@@ -42,6 +42,17 @@ pub struct SimOptions {
     /// API writes per second for admissions and evictions; `None` = unlimited.
     pub api_qps: Option<f64>,
     pub api_burst: u32,
+    /// Time one API write takes once it has its token (the writer makes
+    /// them one at a time): what bounds the write rate without a limit.
+    pub api_latency: Millis,
+    /// Events gathered into one cycle: the controller's
+    /// [`sluice_scheduler::pace::COALESCE_MS`]; 0 decides at each event's
+    /// own instant.
+    pub coalesce: Millis,
+    /// Time from a workload's run time ending to the controller seeing it
+    /// finished (its owner's `Finished` mark through the API, then the
+    /// watch); its quota is held meanwhile.
+    pub finish_lag: Millis,
     /// Time from the eviction write until the victim's pods are gone.
     pub eviction_delay: Millis,
     /// Time between idle-GPU checks; `None`: the Trace's
@@ -62,6 +73,9 @@ impl Default for SimOptions {
         Self {
             api_qps: None,
             api_burst: 1,
+            api_latency: 0,
+            coalesce: sluice_scheduler::pace::COALESCE_MS as Millis,
+            finish_lag: 0,
             eviction_delay: 30_000,
             idle_interval: None,
             requeue_limit: DEFAULT_REQUEUE_LIMIT,
