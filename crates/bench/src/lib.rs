@@ -203,6 +203,15 @@ pub struct CompareArgs {
     /// whatever its Trace says.
     #[arg(long, value_enum, value_name = "on|off", default_value_t = Switch::On)]
     pub fair_sharing: Switch,
+    /// The simulator's time from a workload's run ending to the controller
+    /// seeing it finished: the harness's `Finished` mark and the two
+    /// watches around it (50ms matched this machine's runs).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    pub finish_lag: Duration,
+    /// The simulator's time per API write once it has its token (the
+    /// controller's writer makes them one at a time).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub api_latency: Duration,
     /// Take the real side from this report of `bench run --json` (or
     /// --json-file) instead of running the scenario.
     #[arg(long, value_name = "FILE")]

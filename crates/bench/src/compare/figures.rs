@@ -6,7 +6,7 @@
 //! | wall time | `wallMs`: `t = 0` (the schedule's start) → the last `Finished` seen | schedule's 0 → the last finish (the run's end if some never finish) |
 //! | admissions | `workloads.admissions`: every start of running seen (re-admissions included) | runs whose admission write went through (`started_at`) |
 //! | admissions/s | admissions ÷ wall time | the same |
-//! | time to admission per class | `classes[].timeToAdmission`: creation → the admission it finished in (its latest) | arrival → its latest admission write (`latest_start`) |
+//! | time to admission per class | `classes[].timeToAdmissionFromSchedule`: the schedule's arrival → the admission it finished in (its latest); `timeToAdmission` (from creation) in reports without it | arrival → its latest admission write (`latest_start`) |
 //! | writes per admission | `apiWrites.writesPerAdmission`: state-lane writes ÷ admissions | the simulator's API writes (admissions and evictions) ÷ admissions |
 //! | evictions | `workloads.evictions`: times seen newly `Evicted` | started runs that ended preempted or evicted |
 //!
@@ -103,6 +103,8 @@ struct SavedCounts {
 struct SavedClass {
     name: String,
     time_to_admission: SavedWait,
+    /// Reports made before it was measured do not have it.
+    time_to_admission_from_schedule: Option<SavedWait>,
 }
 
 #[derive(Deserialize)]
@@ -150,11 +152,15 @@ impl Real {
         let classes = s
             .classes
             .into_iter()
-            .map(|c| ClassWait {
-                name: c.name,
-                admitted: c.time_to_admission.count,
-                mean_ms: c.time_to_admission.mean_ms,
-                p95_ms: c.time_to_admission.p95_ms,
+            .map(|c| {
+                // From the schedule's arrival, as the simulator counts.
+                let wait = c.time_to_admission_from_schedule.unwrap_or(c.time_to_admission);
+                ClassWait {
+                    name: c.name,
+                    admitted: wait.count,
+                    mean_ms: wait.mean_ms,
+                    p95_ms: wait.p95_ms,
+                }
             })
             .collect();
         let figures = Figures {
@@ -359,6 +365,9 @@ pub struct Comparison {
     pub kube_qps: f64,
     pub kube_burst: u32,
     pub fair_sharing: bool,
+    /// The simulator's `Finished` round trip and write latency.
+    pub finish_lag_ms: i64,
+    pub api_latency_ms: i64,
     /// Where the real side comes from: `run <id>` or `report <file>`.
     pub real_source: String,
     pub real: Figures,
@@ -375,6 +384,8 @@ pub struct Setting {
     pub kube_qps: f64,
     pub kube_burst: u32,
     pub fair_sharing: bool,
+    pub finish_lag_ms: i64,
+    pub api_latency_ms: i64,
     pub real_source: String,
 }
 
@@ -388,6 +399,8 @@ impl Comparison {
             kube_qps: setting.kube_qps,
             kube_burst: setting.kube_burst,
             fair_sharing: setting.fair_sharing,
+            finish_lag_ms: setting.finish_lag_ms,
+            api_latency_ms: setting.api_latency_ms,
             real_source: setting.real_source,
             real,
             simulated,

@@ -39,6 +39,8 @@ pub async fn command(args: CompareArgs) -> Result<ExitCode> {
     let CompareArgs {
         run,
         fair_sharing,
+        finish_lag,
+        api_latency,
         real_report,
         json,
         run_id,
@@ -75,13 +77,19 @@ pub async fn command(args: CompareArgs) -> Result<ExitCode> {
             Err(code) => return Ok(code),
         },
     };
-    let simulated = simulate(&mut scenario, fair_sharing, (kube_qps, kube_burst), quiet)?;
+    let lags = Lags {
+        finish_ms: millis(finish_lag),
+        api_latency_ms: millis(api_latency),
+    };
+    let simulated = simulate(&mut scenario, fair_sharing, (kube_qps, kube_burst), lags, quiet)?;
     let setting = Setting {
         scenario: scenario.name.clone(),
         scale: asked.scale,
         kube_qps,
         kube_burst,
         fair_sharing: fair_sharing == Switch::On,
+        finish_lag_ms: lags.finish_ms,
+        api_latency_ms: lags.api_latency_ms,
         real_source,
     };
     let comparison = Comparison::new(setting, real.figures, simulated);
@@ -104,13 +112,31 @@ fn read_report(path: &Path) -> Result<(Real, String)> {
     Ok((real, format!("report {}", path.display())))
 }
 
+/// What the simulator is told of the round trips it does not run.
+#[derive(Debug, Clone, Copy)]
+struct Lags {
+    finish_ms: i64,
+    api_latency_ms: i64,
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Runs the scenario in the simulator as the bench's controller runs it:
 /// fair sharing as its flag says (default strategies, as the controller's),
 /// quota only (a bench run makes no Nodes, and its controller runs with
 /// `--placement=quota-only`), writes at the controller's client limit
-/// (`--kube-qps` 0: none), and evictions complete at once (the bench's
-/// Workloads have no pods).
-fn simulate(scenario: &mut Scenario, fair_sharing: Switch, (qps, burst): (f64, u32), quiet: bool) -> Result<Figures> {
+/// (`--kube-qps` 0: none), evictions complete at once (the bench's
+/// Workloads have no pods), and the harness's `Finished` round trip and
+/// the write latency as given.
+fn simulate(
+    scenario: &mut Scenario,
+    fair_sharing: Switch,
+    (qps, burst): (f64, u32),
+    lags: Lags,
+    quiet: bool,
+) -> Result<Figures> {
     scenario.fair_sharing = match fair_sharing {
         Switch::On => FairSharing::default(),
         Switch::Off => FairSharing::Off,
@@ -119,6 +145,8 @@ fn simulate(scenario: &mut Scenario, fair_sharing: Switch, (qps, burst): (f64, u
     let opts = SimOptions {
         api_qps: (qps > 0.0).then_some(qps),
         api_burst: burst,
+        api_latency: lags.api_latency_ms,
+        finish_lag: lags.finish_ms,
         eviction_delay: 0,
         ..SimOptions::default()
     };

@@ -45,11 +45,13 @@ pub fn render(c: &Comparison) -> String {
     };
     let _ = writeln!(
         out,
-        "sluice bench compare: {} × {}, {limit}, fair sharing {}\nreal: {}; simulated: sluice simulate's engine in virtual time, eviction delay 0\n",
+        "sluice bench compare: {} × {}, {limit}, fair sharing {}\nreal: {}; simulated: sluice simulate's engine in virtual time, eviction delay 0, finish lag {} ms, write latency {} ms\n",
         c.scenario,
         c.scale,
         if c.fair_sharing { "on" } else { "off" },
         c.real_source,
+        c.finish_lag_ms,
+        c.api_latency_ms,
     );
     let mut t = Table::new(["figure", "real", "simulated", "ratio"].map(String::from).to_vec());
     t.rows.extend(c.rows.iter().map(table_row));

@@ -102,7 +102,8 @@ const SAVED: &str = r#"{
   "workloads": {"planned": 3, "created": 3, "admitted": 3, "finished": 3, "admissions": 5, "evictions": 2},
   "classes": [
     {"name": "large", "workloads": 1, "timeToAdmission": {"count": 1, "meanMs": 300.0, "p50Ms": 300, "p95Ms": 300, "maxMs": 300}},
-    {"name": "small", "workloads": 2, "timeToAdmission": {"count": 2, "meanMs": 500.0, "p50Ms": 200, "p95Ms": 800, "maxMs": 800}}
+    {"name": "small", "workloads": 2, "timeToAdmission": {"count": 2, "meanMs": 500.0, "p50Ms": 200, "p95Ms": 800, "maxMs": 800},
+     "timeToAdmissionFromSchedule": {"count": 2, "meanMs": 650.0, "p50Ms": 300, "p95Ms": 1000, "maxMs": 1000}}
   ],
   "admissionRate": {"meanPerSecond": 2.5, "peakPerSecond": 2.5, "windowSeconds": 2.0},
   "apiWrites": {"total": 9.0, "perKind": {}, "perAdmission": 1.8, "perLane": {"state": 6.0}, "writesPerAdmission": 1.2}
@@ -120,7 +121,9 @@ fn the_real_side_from_a_saved_report() {
             wall_ms: 2_000,
             admissions: 5,
             admissions_per_second: 2.5,
-            classes: vec![class("large", 1, 300.0, 300), class("small", 2, 500.0, 800)],
+            // small: from the schedule (the simulator's origin); large:
+            // a report without it, from creation.
+            classes: vec![class("large", 1, 300.0, 300), class("small", 2, 650.0, 1_000)],
             writes_per_admission: Some(1.2),
             evictions: 2,
         }
@@ -219,19 +222,25 @@ struct Flags {
 #[test]
 fn deep_queue_simulated_at_the_write_rate() {
     // deep-queue at 0.01: 10 workloads at once, quota for all, 1 s each.
-    // At 50 writes/s with a burst of 100 all 10 are written at once, and
-    // finish 1 s later: one write per admission, nothing evicted.
+    // The cycle gathers the arrivals for 50 ms; at 50 writes/s with a
+    // burst of 100 all 10 are then written at once, and are seen finished
+    // 1 s and the 50 ms finish lag later: one write per admission, nothing
+    // evicted.
     let src = crate::plan::scenario_text("deep-queue").expect("built in");
     let (mut s, _) = load_with(&src.file, &src.text, &LoadOptions { scale: 0.01 }).expect("loads");
     let n = s.workloads.len() as u64;
     let runtime = s.workloads[0].duration;
-    let f = simulate(&mut s, Switch::Off, (50.0, 100), true).expect("simulates");
+    let lags = Lags {
+        finish_ms: 50,
+        api_latency_ms: 0,
+    };
+    let f = simulate(&mut s, Switch::Off, (50.0, 100), lags, true).expect("simulates");
     assert_eq!(s.fair_sharing, FairSharing::Off);
     assert!(f.complete, "{f:?}");
     assert_eq!((f.admissions, f.evictions, f.writes_per_admission), (n, 0, Some(1.0)));
-    assert_eq!(f.wall_ms, runtime, "{f:?}");
+    assert_eq!(f.wall_ms, 50 + runtime + 50, "{f:?}");
     // Without a limit the same; on, fair sharing is the controller's default.
-    simulate(&mut s, Switch::On, (0.0, 1), true).expect("simulates");
+    simulate(&mut s, Switch::On, (0.0, 1), lags, true).expect("simulates");
     assert_eq!(s.fair_sharing, FairSharing::default());
 }
 
@@ -318,6 +327,8 @@ fn the_comparison_as_a_table_and_json() {
         kube_qps: 50.0,
         kube_burst: 100,
         fair_sharing: false,
+        finish_lag_ms: 50,
+        api_latency_ms: 0,
         real_source: "report r.json".into(),
     };
     let c = Comparison::new(setting, real, sim);
@@ -328,7 +339,7 @@ fn the_comparison_as_a_table_and_json() {
     let sp = |n: usize| " ".repeat(n);
     let want = format!(
         "sluice bench compare: deep × 0.1, --kube-qps 50 --kube-burst 100, fair sharing off\n\
-         real: report r.json; simulated: sluice simulate's engine in virtual time, eviction delay 0\n\n\
+         real: report r.json; simulated: sluice simulate's engine in virtual time, eviction delay 0, finish lag 50 ms, write latency 0 ms\n\n\
          figure{}real  simulated  ratio\n{}\n\
          wall time{}10.0 s{}8.0 s  0.800\n",
         sp(23 + 2 + 2),
@@ -356,6 +367,10 @@ fn the_comparison_as_a_table_and_json() {
     assert_eq!(json["realSource"], "report r.json");
     assert_eq!(json["kubeQps"], 50.0);
     assert_eq!(json["fairSharing"], false);
+    assert_eq!(
+        (json["finishLagMs"].as_i64(), json["apiLatencyMs"].as_i64()),
+        (Some(50), Some(0))
+    );
     assert_eq!(json["real"]["wallMs"], 10_000);
     assert_eq!(json["simulated"]["classes"][0]["p95Ms"], 5_000);
     assert_eq!(json["rows"][0]["figure"], "wall time");
@@ -424,17 +439,20 @@ async fn compare_against_a_saved_report_needs_no_cluster() {
     };
     let code = command(argv("0.01")).await.expect("compares");
     assert_eq!(code, ExitCode::SUCCESS);
-    // Simulated: the 10 written at once (burst 100), finished 1 s later:
-    // wall 1 s against 2 s (0.5), 10 /s against 5 /s (2), no wait (0 ×
-    // the real 500 ms), one write per admission as measured (1).
+    // Simulated: the 10 decided by the cycle at 50 ms and written at once
+    // (burst 100), seen finished 1 s and the 50 ms finish lag later: wall
+    // 1.1 s against 2 s (0.55), 10 / 1.1 s against 5 /s (1.818), a wait of
+    // 50 ms (0.1 × the real 500 ms), one write per admission as measured
+    // (1).
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("written")).expect("JSON");
     let ratio = |figure: &str| {
         let rows = json["rows"].as_array().expect("rows");
         rows.iter().find(|r| r["figure"] == figure).expect(figure)["ratio"].clone()
     };
-    assert_eq!(ratio("wall time"), 0.5);
-    assert_eq!(ratio("admissions/s (mean over wall)"), 2.0);
-    assert_eq!(ratio("time to admission deep, mean"), 0.0);
+    assert_eq!(ratio("wall time"), 0.55);
+    let per_second = ratio("admissions/s (mean over wall)").as_f64().expect("a ratio");
+    assert!((per_second - 10.0 / 1.1 / 5.0).abs() < 1e-9, "{per_second}");
+    assert_eq!(ratio("time to admission deep, mean"), 0.1);
     assert_eq!(ratio("writes per admission"), 1.0);
     assert_eq!(ratio("evictions"), serde_json::Value::Null);
     assert_eq!(json["fairSharing"], false);
