@@ -4,11 +4,11 @@
 //! | figure | real (a `bench run` report) | simulated (a `SimResult`) |
 //! |--------|-----------------------------|---------------------------|
 //! | wall time | `wallMs`: `t = 0` (the schedule's start) → the last `Finished` seen | schedule's 0 → the last finish (the run's end if some never finish) |
-//! | admissions | `workloads.admissions`: every start of running seen (re-admissions included) | runs whose admission write went through (`started_at`) |
+//! | admissions | `workloads.admissions`: every start of running seen (re-admissions included) | every run: each admission is written, one preempted before its write too |
 //! | admissions/s | admissions ÷ wall time | the same |
 //! | time to admission per class | `classes[].timeToAdmissionFromSchedule`: the schedule's arrival → the admission it finished in (its latest); `timeToAdmission` (from creation) in reports without it | arrival → its latest admission write (`latest_start`) |
 //! | writes per admission | `apiWrites.writesPerAdmission`: state-lane writes ÷ admissions | the simulator's API writes (admissions and evictions) ÷ admissions |
-//! | evictions | `workloads.evictions`: times seen newly `Evicted` | started runs that ended preempted or evicted |
+//! | evictions | `workloads.evictions`: times seen newly `Evicted` | runs that ended preempted or evicted |
 //!
 //! The class is the trace's workload class on both sides (`bench run`
 //! groups by the Workload's `sluice.dev/bench-class`, set from it).
@@ -217,12 +217,14 @@ pub fn sim_figures<'a>(
             class_waits.push((start - arrival).max(0));
         }
     }
-    let started = |r: &WorkloadRecord| r.runs.iter().filter(|run| run.started_at.is_some()).count() as u64;
-    let admissions: u64 = records.iter().map(started).sum();
+    // Every admission is written, in order, even one preempted before its
+    // write went out (the eviction is written after it): a watch sees it
+    // admitted, then evicted.
+    let admissions = records.iter().map(|r| r.runs.len() as u64).sum();
     let evictions = records
         .iter()
         .flat_map(|r| &r.runs)
-        .filter(|run| run.started_at.is_some() && ended_by_eviction(run.end))
+        .filter(|run| ended_by_eviction(run.end))
         .count() as u64;
     let complete = records.iter().all(|r| r.finished_at().is_some());
     let last_finish = records.iter().filter_map(WorkloadRecord::finished_at).max();

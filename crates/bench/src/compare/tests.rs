@@ -49,8 +49,8 @@ fn simulated_figures_from_records() {
     //    at 700, finishes 1 700. Waits 700 (to its latest admission); two
     //    admissions, one eviction.
     // w2 large, arrives 500: preempted at 520 before its write went
-    //    through (no admission, no eviction seen); written at 900, finishes
-    //    2 500. Waits 400.
+    //    through (both writes are made in order: a watch sees it admitted,
+    //    then evicted); written again at 900, finishes 2 500. Waits 400.
     let workloads = [("small", 0), ("small", 0), ("large", 500)];
     let records = vec![
         record(vec![run(Some(100), 1_100, RunEnd::Finished)]),
@@ -64,30 +64,30 @@ fn simulated_figures_from_records() {
         ]),
     ];
     let f = sim_figures(workloads, &records, 3_000, 6);
-    // 4 admissions over the last finish, 2.5 s: 1.6 /s; 6 writes ÷ 4 = 1.5.
+    // 5 admissions over the last finish, 2.5 s: 2 /s; 6 writes ÷ 5 = 1.2.
     // small: 100 and 700, mean 400, p95 at rank ⌈1.9⌉ = 2: 700.
     assert_eq!(
         f,
         Figures {
             complete: true,
             wall_ms: 2_500,
-            admissions: 4,
-            admissions_per_second: 1.6,
+            admissions: 5,
+            admissions_per_second: 2.0,
             classes: vec![class("large", 1, 400.0, 400), class("small", 2, 400.0, 700)],
-            writes_per_admission: Some(1.5),
-            evictions: 1,
+            writes_per_admission: Some(1.2),
+            evictions: 2,
         }
     );
 
     // One more small workload that never ran: incomplete, the wall is the
-    // simulation's end (3 s: 4 / 3 per second); its class's waits as before.
+    // simulation's end (3 s: 5 / 3 per second); its class's waits as before.
     let mut records = records;
     records.push(record(Vec::new()));
     let workloads = [("small", 0), ("small", 0), ("large", 500), ("small", 0)];
     let f = sim_figures(workloads, &records, 3_000, 0);
     assert!(!f.complete);
     assert_eq!(f.wall_ms, 3_000);
-    assert!((f.admissions_per_second - 4.0 / 3.0).abs() < 1e-12);
+    assert!((f.admissions_per_second - 5.0 / 3.0).abs() < 1e-12);
     assert_eq!(f.classes[1], class("small", 2, 400.0, 700));
     assert_eq!(f.writes_per_admission, Some(0.0));
     // Nothing admitted: no writes per admission, no rate.
