@@ -138,6 +138,8 @@ pub struct WorkloadOut {
 pub struct OptionsOut {
     pub api_qps: Option<f64>,
     pub api_burst: u32,
+    pub api_latency_ms: Millis,
+    pub finish_lag_ms: Millis,
     pub eviction_delay_ms: Millis,
 }
 
@@ -442,6 +444,8 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         options: OptionsOut {
             api_qps: opts.api_qps,
             api_burst: opts.api_burst,
+            api_latency_ms: opts.api_latency,
+            finish_lag_ms: opts.finish_lag,
             eviction_delay_ms: opts.eviction_delay,
         },
         makespan_ms: r.end,

@@ -41,7 +41,7 @@ pub struct Estimate {
 #[derive(Debug, Clone)]
 pub struct ForecastOutcome {
     pub settings: ForecastSettings,
-    /// `None` for workloads admitted in the cycle at their arrival (or
+    /// `None` for workloads admitted by the first cycle after their arrival (or
     /// refused by the engine): nothing to estimate.
     pub estimates: Vec<Option<Estimate>>,
 }
