@@ -361,6 +361,18 @@ pub fn rows(real: &Figures, simulated: &Figures) -> Vec<Row> {
 #[serde(rename_all = "camelCase")]
 pub struct Comparison {
     pub format: u32,
+    #[serde(flatten)]
+    pub setting: Setting,
+    pub real: Figures,
+    pub simulated: Figures,
+    pub rows: Vec<Row>,
+}
+
+/// How the comparison was made: scenario, scale, limit, fair sharing, the
+/// simulator's lags, and where the real side comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Setting {
     /// The Trace's name.
     pub scenario: String,
     pub scale: f64,
@@ -372,23 +384,6 @@ pub struct Comparison {
     pub api_latency_ms: i64,
     /// Where the real side comes from: `run <id>` or `report <file>`.
     pub real_source: String,
-    pub real: Figures,
-    pub simulated: Figures,
-    pub rows: Vec<Row>,
-}
-
-/// How the comparison was made: scenario, scale, limit, fair sharing, and
-/// where the real side comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Setting {
-    pub scenario: String,
-    pub scale: f64,
-    pub kube_qps: f64,
-    pub kube_burst: u32,
-    pub fair_sharing: bool,
-    pub finish_lag_ms: i64,
-    pub api_latency_ms: i64,
-    pub real_source: String,
 }
 
 impl Comparison {
@@ -396,14 +391,7 @@ impl Comparison {
         let rows = rows(&real, &simulated);
         Comparison {
             format: FORMAT,
-            scenario: setting.scenario,
-            scale: setting.scale,
-            kube_qps: setting.kube_qps,
-            kube_burst: setting.kube_burst,
-            fair_sharing: setting.fair_sharing,
-            finish_lag_ms: setting.finish_lag_ms,
-            api_latency_ms: setting.api_latency_ms,
-            real_source: setting.real_source,
+            setting,
             real,
             simulated,
             rows,

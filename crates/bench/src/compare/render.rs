@@ -36,7 +36,8 @@ fn table_row(r: &Row) -> Vec<String> {
 
 /// The comparison as printed: what was compared, the table, and a warning
 /// for a side that did not finish every workload.
-pub fn render(c: &Comparison) -> String {
+pub fn render(comparison: &Comparison) -> String {
+    let c = &comparison.setting;
     let mut out = String::new();
     let limit = if c.kube_qps > 0.0 {
         format!("--kube-qps {} --kube-burst {}", c.kube_qps, c.kube_burst)
@@ -54,9 +55,9 @@ pub fn render(c: &Comparison) -> String {
         c.api_latency_ms,
     );
     let mut t = Table::new(["figure", "real", "simulated", "ratio"].map(String::from).to_vec());
-    t.rows.extend(c.rows.iter().map(table_row));
+    t.rows.extend(comparison.rows.iter().map(table_row));
     t.render(&mut out);
-    for (side, f) in [("real", &c.real), ("simulated", &c.simulated)] {
+    for (side, f) in [("real", &comparison.real), ("simulated", &comparison.simulated)] {
         out.push_str(&incomplete(side, f));
     }
     out
