@@ -84,6 +84,7 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
                 max_priority_threshold: p.borrow_within_cohort.max_priority_threshold,
             },
         },
+        ..Default::default()
     };
     Ok(eng::ClusterQueueSpec {
         name,

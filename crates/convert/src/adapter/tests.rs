@@ -99,6 +99,7 @@ spec:
             borrow_within_cohort: eng::BorrowWithinCohort::LowerPriority {
                 max_priority_threshold: Some(100)
             },
+            ..Default::default()
         }
     );
     let r = &spec.resource_groups[0].flavors[0].resources;
