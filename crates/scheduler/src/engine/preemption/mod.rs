@@ -224,8 +224,10 @@ impl Engine {
     ) -> VictimSearch {
         let fair = self.fair_strategies(cq);
         let mut pool = self.candidate_pool(cq, id, usage, base, fair.is_some(), now);
-        let contested = self.contested(cq, usage, |s| !self.fits_overlay(base, cq, &[s], false));
-        self.price_candidates(cq, &contested, now, &mut pool.candidates);
+        if self.prices_victims(cq) {
+            let contested = self.contested(cq, usage, |s| !self.fits_overlay(base, cq, &[s], false));
+            self.price_candidates(cq, &contested, now, &mut pool.candidates);
+        }
         let victims = match fair {
             Some(strategies) => self.fair_victim_set(cq, usage, base, &pool.candidates, strategies),
             None => self.priority_victim_set(cq, usage, base, &pool.candidates),
@@ -252,9 +254,16 @@ impl Engine {
             .collect()
     }
 
+    /// Whether the policy of the preemptor's queue `cq` gives victims a
+    /// cost: not under `Newest` without a grace (Kueue's order, where every
+    /// cost is zero and nothing needs computing).
+    pub(super) fn prices_victims(&self, cq: CqId) -> bool {
+        let policy = self.queues.cqs[cq].spec.preemption;
+        policy.victim_order != VictimOrderPolicy::Newest || policy.recently_preempted_grace.is_some()
+    }
+
     /// Sets each candidate's cost in the victim order under the policy of
-    /// the preemptor's queue `cq` (left at zero under `Newest` without a
-    /// grace: Kueue's order, at no cost).
+    /// the preemptor's queue `cq`.
     pub(super) fn price_candidates(
         &self,
         cq: CqId,
@@ -263,9 +272,6 @@ impl Engine {
         candidates: &mut [Candidate<'_>],
     ) {
         let policy = self.queues.cqs[cq].spec.preemption;
-        if policy.victim_order == VictimOrderPolicy::Newest && policy.recently_preempted_grace.is_none() {
-            return;
-        }
         let rule = VictimRule {
             order: policy.victim_order,
             grace: policy.recently_preempted_grace,

@@ -296,8 +296,10 @@ impl Engine {
             }
         }
         // Node room is short of everything the preemptor asks for.
-        let contested = self.contested(cq, usage, |_| true);
-        self.price_candidates(cq, &contested, now, &mut candidates);
+        if self.prices_victims(cq) {
+            let contested = self.contested(cq, usage, |_| true);
+            self.price_candidates(cq, &contested, now, &mut candidates);
+        }
         candidates.sort_by_key(|c| VictimOrder::new(c.in_borrowing_queue, c.priority, c.cost, c.admitted_at, c.uid, 0));
         candidates
     }
