@@ -186,7 +186,8 @@ mod tests {
         // The preemptor lacks 8 h100 GPUs and 64 cpus (64 000 milli-cpus).
         let asked = [(H100, 8_000), (CPU, 64_000)];
         // (held, admitted at, now, expected)
-        let table: [(&[(FrKey, Amount)], Millis, Millis, u128); 7] = [
+        type Held = &'static [(FrKey, Amount)];
+        let table: [(Held, Millis, Millis, u128); 7] = [
             // 2 of 8 GPUs (250 000 millionths) for 1 h (3 600 000 ms).
             (&[(H100, 2_000)], 0, H, 250_000 * 3_600_000),
             // 32 GPUs are 4 times what is asked: 4 000 000 for 15 min.
