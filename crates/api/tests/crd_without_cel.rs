@@ -264,6 +264,16 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("cq-preemption.yaml", "q", "spec.preemption"),
     ("cq-preemption.yaml", "q2", "spec.preemption.borrowWithinCohort"),
     ("cq-preemption.yaml", "q2", "spec.minRuntimeSeconds"),
+    (
+        "cq-preemption.yaml",
+        "q3",
+        "spec.preemption.recentlyPreemptedGraceMinutes",
+    ),
+    (
+        "cq-preemption.yaml",
+        "q4",
+        "spec.preemption.recentlyPreemptedGraceMinutes",
+    ),
     // Empty groups.
     ("cq-empty-group.yaml", "q", "spec.resourceGroups[0].coveredResources"),
     // Names of the cohort, flavors and resources.
@@ -324,6 +334,11 @@ fn the_schema_takes_valid_queues() {
     cases.push(queue(json!({"preemption": {"reclaimWithinCohort": "Any",
         "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 10}}})));
     cases.push(queue(json!({"preemption": {"reclaimWithinCohort": "Never"}})));
+    cases.push(queue(json!({"preemption": {"withinClusterQueue": "LowerPriority",
+        "victimOrder": "LeastWorkLost", "recentlyPreemptedGraceMinutes": 30}})));
+    cases.push(queue(
+        json!({"preemption": {"victimOrder": "Newest", "recentlyPreemptedGraceMinutes": 10080}}),
+    ));
     cases.push(queue(json!({"fairSharing": {"weight": "0.5"}})));
     cases.push(queue(json!({})));
     cases.push(json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort", "metadata": {"name": "c"},

@@ -71,13 +71,16 @@ const CASES: &[(&str, &[&str])] = &[
         ],
     ),
     // Preemption: borrowWithinCohort needs reclaimWithinCohort, a threshold
-    // needs a policy; minRuntimeSeconds is non-negative.
+    // needs a policy; minRuntimeSeconds is non-negative; the
+    // recently-preempted grace is 1 minute to a week.
     (
         "cq-preemption.yaml",
         &[
             "q#spec.preemption.borrowWithinCohort.policy",
             "q2#spec.minRuntimeSeconds",
             "q2#spec.preemption.borrowWithinCohort.maxPriorityThreshold",
+            "q3#spec.preemption.recentlyPreemptedGraceMinutes",
+            "q4#spec.preemption.recentlyPreemptedGraceMinutes",
         ],
     ),
     // Groups are not empty.

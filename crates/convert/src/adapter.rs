@@ -84,6 +84,16 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
                 max_priority_threshold: p.borrow_within_cohort.max_priority_threshold,
             },
         },
+        victim_order: match p.victim_order {
+            api::VictimOrder::Newest => eng::VictimOrderPolicy::Newest,
+            api::VictimOrder::LeastWorkLost => eng::VictimOrderPolicy::LeastWorkLost,
+        },
+        // Validation keeps it within 1 minute to a week; anything else
+        // that gets here (an API server without the schema) means none.
+        recently_preempted_grace: p
+            .recently_preempted_grace_minutes
+            .filter(|&m| m > 0)
+            .map(|m| i64::from(m) * 60_000),
     };
     Ok(eng::ClusterQueueSpec {
         name,

@@ -51,6 +51,7 @@ fn queue(name: &str, cohort: &str, nominal: i64, borrowing: Option<i64>) -> Clus
             within_cluster_queue: WithinClusterQueue::LowerPriority,
             reclaim_within_cohort: ReclaimWithinCohort::Any,
             borrow_within_cohort: BorrowWithinCohort::Never,
+            ..Default::default()
         },
         ..Default::default()
     }
@@ -385,6 +386,7 @@ fn nodes_world(per_queue: usize) -> Engine {
                     within_cluster_queue: WithinClusterQueue::LowerPriority,
                     reclaim_within_cohort: ReclaimWithinCohort::LowerPriority,
                     borrow_within_cohort: BorrowWithinCohort::Never,
+                    ..Default::default()
                 },
                 ..Default::default()
             });

@@ -68,6 +68,7 @@ fn tree_world(fair_sharing: FairSharing) -> Engine {
                         within_cluster_queue: WithinClusterQueue::LowerPriority,
                         reclaim_within_cohort: ReclaimWithinCohort::Any,
                         borrow_within_cohort: BorrowWithinCohort::Never,
+                        ..Default::default()
                     },
                     ..Default::default()
                 });

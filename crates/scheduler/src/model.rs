@@ -141,12 +141,29 @@ pub enum BorrowWithinCohort {
     LowerPriority { max_priority_threshold: Option<i32> },
 }
 
+/// Which of the victims the policies allow go first, within a tier of
+/// equal priority (and equally borrowing queue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VictimOrderPolicy {
+    /// The most recently admitted first (Kueue's order).
+    #[default]
+    Newest,
+    /// The least work lost first: the share of the contested resources a
+    /// victim holds times how long it has run since its latest admission.
+    LeastWorkLost,
+}
+
 /// A ClusterQueue's preemption policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PreemptionPolicy {
     pub within_cluster_queue: WithinClusterQueue,
     pub reclaim_within_cohort: ReclaimWithinCohort,
     pub borrow_within_cohort: BorrowWithinCohort,
+    /// The order of victims within a tier.
+    pub victim_order: VictimOrderPolicy,
+    /// A workload this engine preempted less than this long ago goes after
+    /// every other candidate of its tier. `None`: no such grace.
+    pub recently_preempted_grace: Option<Millis>,
 }
 
 impl PreemptionPolicy {

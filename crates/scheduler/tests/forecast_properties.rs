@@ -130,6 +130,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
             within_cluster_queue: g.within,
             reclaim_within_cohort: g.reclaim,
             borrow_within_cohort: BorrowWithinCohort::Never,
+            ..Default::default()
         },
         min_runtime: g.min_runtime,
         stop_policy: if g.hold { StopPolicy::Hold } else { StopPolicy::None },

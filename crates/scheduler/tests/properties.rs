@@ -23,6 +23,8 @@ struct QueueGen {
     reclaim: ReclaimWithinCohort,
     borrow_within: Option<i32>,
     min_runtime: Millis,
+    /// The victim order and the recently-preempted grace.
+    victims: (VictimOrderPolicy, Option<Millis>),
 }
 
 #[derive(Clone, Debug)]
@@ -76,18 +78,27 @@ fn queue_gen() -> impl Strategy<Value = QueueGen> {
         ],
         prop::option::of(0i32..3),
         prop_oneof![Just(0), Just(5)],
+        prop_oneof![
+            Just((VictimOrderPolicy::Newest, None)),
+            Just((VictimOrderPolicy::LeastWorkLost, None)),
+            Just((VictimOrderPolicy::LeastWorkLost, Some(5))),
+            Just((VictimOrderPolicy::Newest, Some(5)))
+        ],
     )
         .prop_map(
-            |(cohort, strict, nominal, borrowing, lending, within, reclaim, borrow_within, min_runtime)| QueueGen {
-                cohort,
-                strict,
-                nominal,
-                borrowing,
-                lending,
-                within,
-                reclaim,
-                borrow_within,
-                min_runtime,
+            |(cohort, strict, nominal, borrowing, lending, within, reclaim, borrow_within, min_runtime, victims)| {
+                QueueGen {
+                    cohort,
+                    strict,
+                    nominal,
+                    borrowing,
+                    lending,
+                    within,
+                    reclaim,
+                    borrow_within,
+                    min_runtime,
+                    victims,
+                }
             },
         )
 }
@@ -179,6 +190,8 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
                     max_priority_threshold: Some(t),
                 },
             },
+            victim_order: g.victims.0,
+            recently_preempted_grace: g.victims.1,
         },
         min_runtime: g.min_runtime,
         stop_policy: StopPolicy::None,

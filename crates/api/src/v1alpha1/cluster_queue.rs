@@ -175,6 +175,40 @@ pub struct Preemption {
     /// `Never`.
     #[serde(default)]
     pub borrow_within_cohort: BorrowWithinCohort,
+    /// Which of the workloads the policies above allow are preempted
+    /// first, among those of equal priority (workloads of queues that
+    /// borrow always go first, then lower priority): `Newest` (default,
+    /// Kueue's order) takes the most recently admitted; `LeastWorkLost`
+    /// takes the one that loses the least work: its share of the resources
+    /// the preemptor lacks times how long it has run since its admission.
+    #[serde(default, skip_serializing_if = "VictimOrder::is_newest")]
+    pub victim_order: VictimOrder,
+    /// A workload Sluice preempted less than this many minutes ago is
+    /// preempted again only after every other allowed workload of its tier
+    /// (equal priority, in a queue that borrows or not alike). Unset: no
+    /// grace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10080))]
+    pub recently_preempted_grace_minutes: Option<i32>,
+}
+
+/// The order of preemption victims of equal priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum VictimOrder {
+    /// The most recently admitted first (Kueue's order).
+    #[default]
+    Newest,
+    /// The least work lost first: share of the contested resources held ×
+    /// time since its latest admission; then the most recently admitted.
+    LeastWorkLost,
+}
+
+impl VictimOrder {
+    /// The default, left out when serialized so that objects without the
+    /// field stay as they were.
+    pub fn is_newest(&self) -> bool {
+        *self == VictimOrder::Newest
+    }
 }
 
 /// Preemption within one ClusterQueue.
@@ -314,7 +348,18 @@ impl Validate for ClusterQueue {
     }
 }
 
+/// The most a recently-preempted grace may be: one week.
+pub const MAX_RECENTLY_PREEMPTED_GRACE_MINUTES: i32 = 7 * 24 * 60;
+
 fn validate_preemption(v: &mut Violations, p: &Preemption) {
+    if let Some(m) = p.recently_preempted_grace_minutes
+        && !(1..=MAX_RECENTLY_PREEMPTED_GRACE_MINUTES).contains(&m)
+    {
+        v.push(
+            "spec.preemption.recentlyPreemptedGraceMinutes",
+            format!("must be between 1 and {MAX_RECENTLY_PREEMPTED_GRACE_MINUTES} (one week) minutes, got {m}; leave it unset for no grace"),
+        );
+    }
     if p.reclaim_within_cohort == ReclaimWithinCohort::Never
         && p.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
     {

@@ -22,7 +22,7 @@ pub mod workload;
 
 pub use cluster_queue::{
     BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Preemption,
-    QueueingStrategy, ReclaimWithinCohort, WithinClusterQueue,
+    QueueingStrategy, ReclaimWithinCohort, VictimOrder, WithinClusterQueue,
 };
 pub use cohort::{Cohort, CohortSpec, CohortStatus};
 pub use common::{

@@ -72,6 +72,8 @@ spec:
     withinClusterQueue: LowerOrNewerEqualPriority
     reclaimWithinCohort: Any
     borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
+    victimOrder: LeastWorkLost
+    recentlyPreemptedGraceMinutes: 30
   resourceGroups:
   - coveredResources: [cpu, memory]
     flavors:
@@ -99,6 +101,8 @@ spec:
             borrow_within_cohort: eng::BorrowWithinCohort::LowerPriority {
                 max_priority_threshold: Some(100)
             },
+            victim_order: eng::VictimOrderPolicy::LeastWorkLost,
+            recently_preempted_grace: Some(30 * 60_000),
         }
     );
     let r = &spec.resource_groups[0].flavors[0].resources;
@@ -109,6 +113,20 @@ spec:
     assert_eq!(
         (r[1].nominal, r[1].lending_limit),
         (1024 * 1024 * 1024 * 1000, Some(512 * 1024 * 1024 * 1000))
+    );
+}
+
+#[test]
+fn an_unset_victim_order_is_kueues_without_a_grace() {
+    let cq: ClusterQueue = serde_json::from_value(serde_json::json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "q"},
+        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}
+    }))
+    .unwrap();
+    let p = cluster_queue(&cq).unwrap().preemption;
+    assert_eq!(
+        (p.victim_order, p.recently_preempted_grace),
+        (eng::VictimOrderPolicy::Newest, None)
     );
 }
 

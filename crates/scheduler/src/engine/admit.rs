@@ -196,6 +196,7 @@ impl Engine {
                 continue;
             }
             let _ = self.start_eviction(*v);
+            self.wl_mut(*v).last_preempted = Some(now);
             let w = self.wl(*v);
             out.preempted.push(Preemption {
                 victim: w.uid.clone(),

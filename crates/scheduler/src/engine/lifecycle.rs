@@ -217,6 +217,7 @@ impl Engine {
             shaped: false,
             nodes: None,
             full: None,
+            last_preempted: None,
         };
         Ok(self.workloads.insert(wl))
     }

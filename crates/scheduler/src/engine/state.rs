@@ -222,6 +222,8 @@ pub(super) struct Wl {
     /// While admitted with fewer pods than it asked for: its full pod sets
     /// and shape, given back when it returns to its queue.
     pub(super) full: Option<Box<(Vec<PodSet>, u32)>>,
+    /// When this engine last chose it as a victim (a preemption's grace).
+    pub(super) last_preempted: Option<Millis>,
 }
 
 /// A workload's pods on nodes.

@@ -138,6 +138,14 @@ impl CqBuilder {
         };
         self
     }
+    pub fn victim_order(mut self, order: VictimOrderPolicy) -> Self {
+        self.0.preemption.victim_order = order;
+        self
+    }
+    pub fn grace(mut self, ms: Millis) -> Self {
+        self.0.preemption.recently_preempted_grace = Some(ms);
+        self
+    }
     pub fn min_runtime(mut self, ms: Millis) -> Self {
         self.0.min_runtime = ms;
         self

@@ -241,6 +241,7 @@ pub fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
                     max_priority_threshold: Some(t),
                 },
             },
+            ..Default::default()
         },
         ..Default::default()
     }

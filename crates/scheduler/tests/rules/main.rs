@@ -25,3 +25,4 @@ mod placement_preemption;
 mod preemption;
 mod shrink;
 mod stop;
+mod victim_order;

@@ -160,7 +160,7 @@ impl Engine {
         for list in queues.values_mut() {
             list.sort_by_key(|&i| {
                 let c = &candidates[i];
-                Reverse(VictimOrder::new(false, c.priority, c.admitted_at, c.uid, i))
+                Reverse(VictimOrder::new(false, c.priority, c.cost, c.admitted_at, c.uid, i))
             });
         }
         Strategy::list(strategies)

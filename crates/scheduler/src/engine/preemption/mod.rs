@@ -8,7 +8,8 @@ use std::collections::BinaryHeap;
 use crate::decision::PreemptionReason;
 use crate::ledger::FrKey;
 use crate::model::{
-    Amount, BorrowWithinCohort, FairShareStrategies, FairSharing, Millis, ReclaimWithinCohort, WithinClusterQueue,
+    Amount, BorrowWithinCohort, FairShareStrategies, FairSharing, Millis, ReclaimWithinCohort, VictimOrderPolicy,
+    WithinClusterQueue,
 };
 
 use super::flavor::{Attempt, FlavorOption};
@@ -22,7 +23,7 @@ mod order;
 mod placement;
 mod policy;
 
-use order::VictimOrder;
+use order::{VictimCost, VictimOrder, VictimRule};
 use policy::Rank;
 
 pub(super) struct Candidate<'a> {
@@ -34,6 +35,13 @@ pub(super) struct Candidate<'a> {
     pub(super) in_borrowing_queue: bool,
     pub(super) reclaim_ok: bool,
     pub(super) borrow_ok: bool,
+    /// What it holds, per (flavor, resource).
+    pub(super) held: &'a [(FrKey, Amount)],
+    /// When this engine last preempted it.
+    pub(super) last_preempted: Option<Millis>,
+    /// Its place between priority and admission time in the victim order
+    /// (set by [`Engine::price_candidates`]).
+    pub(super) cost: VictimCost,
 }
 
 pub(super) enum PreemptOutcome {
@@ -197,6 +205,9 @@ impl Engine {
                 in_borrowing_queue: queue_borrowing,
                 reclaim_ok,
                 borrow_ok,
+                held: &h.usage,
+                last_preempted: w.last_preempted,
+                cost: VictimCost::default(),
             });
         }
     }
@@ -212,7 +223,11 @@ impl Engine {
         now: Millis,
     ) -> VictimSearch {
         let fair = self.fair_strategies(cq);
-        let pool = self.candidate_pool(cq, id, usage, base, fair.is_some(), now);
+        let mut pool = self.candidate_pool(cq, id, usage, base, fair.is_some(), now);
+        if self.prices_victims(cq) {
+            let contested = self.contested(cq, usage, |s| !self.fits_overlay(base, cq, &[s], false));
+            self.price_candidates(cq, &contested, now, &mut pool.candidates);
+        }
         let victims = match fair {
             Some(strategies) => self.fair_victim_set(cq, usage, base, &pool.candidates, strategies),
             None => self.priority_victim_set(cq, usage, base, &pool.candidates),
@@ -221,6 +236,50 @@ impl Engine {
             victims,
             protected: pool.protected,
             until: pool.until,
+        }
+    }
+
+    /// The (flavor, resource) pairs of `usage` that `short` says are
+    /// contested, with what the preemptor asks of each.
+    pub(super) fn contested(
+        &self,
+        cq: CqId,
+        usage: &[(usize, Amount)],
+        short: impl Fn((usize, Amount)) -> bool,
+    ) -> Vec<(FrKey, Amount)> {
+        usage
+            .iter()
+            .filter(|&&u| short(u))
+            .map(|&(s, amount)| (self.queues.cqs[cq].quota.slots[s].fr, amount))
+            .collect()
+    }
+
+    /// Whether the policy of the preemptor's queue `cq` gives victims a
+    /// cost: not under `Newest` without a grace (Kueue's order, where every
+    /// cost is zero and nothing needs computing).
+    pub(super) fn prices_victims(&self, cq: CqId) -> bool {
+        let policy = self.queues.cqs[cq].spec.preemption;
+        policy.victim_order != VictimOrderPolicy::Newest || policy.recently_preempted_grace.is_some()
+    }
+
+    /// Sets each candidate's cost in the victim order under the policy of
+    /// the preemptor's queue `cq`.
+    pub(super) fn price_candidates(
+        &self,
+        cq: CqId,
+        contested: &[(FrKey, Amount)],
+        now: Millis,
+        candidates: &mut [Candidate<'_>],
+    ) {
+        let policy = self.queues.cqs[cq].spec.preemption;
+        let rule = VictimRule {
+            order: policy.victim_order,
+            grace: policy.recently_preempted_grace,
+            now,
+            asked: contested,
+        };
+        for c in candidates {
+            c.cost = rule.cost(c.admitted_at, c.last_preempted, c.held);
         }
     }
 
@@ -416,14 +475,16 @@ impl Engine {
         let mut ov = base.clone();
         let mut removed: Vec<usize> = Vec::new();
         let mut fits = false;
-        // Victim order: borrowing queues first, then lower priority, then most
-        // recently admitted, then UID. The pass usually stops after a few, so
-        // the order comes lazily from a heap instead of a full sort.
+        // Victim order: borrowing queues first, then lower priority, then the
+        // cost (order.rs), then most recently admitted, then UID. The pass
+        // usually stops after a few, so the order comes lazily from a heap
+        // instead of a full sort.
         let mut keys: Vec<Reverse<VictimOrder<'_>>> = Vec::with_capacity(candidates.len());
         keys.extend(candidates.iter().enumerate().filter(|(_, c)| allowed(c)).map(|(i, c)| {
             Reverse(VictimOrder::new(
                 c.in_borrowing_queue,
                 c.priority,
+                c.cost,
                 c.admitted_at,
                 c.uid,
                 i,

@@ -25,7 +25,7 @@ use crate::engine::{CqId, Engine, WlId};
 use crate::ledger::{FlavorId, FrKey};
 use crate::model::{Amount, Millis, WithinClusterQueue};
 
-use super::order::VictimOrder;
+use super::order::{VictimCost, VictimOrder};
 use super::{Candidate, Pool};
 
 /// How quota judges a victim set: `check` whether it must (there are
@@ -289,18 +289,18 @@ impl Engine {
                     in_borrowing_queue: h.cq != cq,
                     reclaim_ok: true,
                     borrow_ok: true,
+                    held: &h.usage,
+                    last_preempted: w.last_preempted,
+                    cost: VictimCost::default(),
                 });
             }
         }
-        candidates.sort_by(|a, b| {
-            VictimOrder::new(a.in_borrowing_queue, a.priority, a.admitted_at, a.uid, 0).cmp(&VictimOrder::new(
-                b.in_borrowing_queue,
-                b.priority,
-                b.admitted_at,
-                b.uid,
-                0,
-            ))
-        });
+        // Node room is short of everything the preemptor asks for.
+        if self.prices_victims(cq) {
+            let contested = self.contested(cq, usage, |_| true);
+            self.price_candidates(cq, &contested, now, &mut candidates);
+        }
+        candidates.sort_by_key(|c| VictimOrder::new(c.in_borrowing_queue, c.priority, c.cost, c.admitted_at, c.uid, 0));
         candidates
     }
 
