@@ -13,16 +13,24 @@ pub use sluice_scheduler::pace::{
 
 /// A bucket shared by concurrent writers.
 #[derive(Debug)]
-pub struct Limiter(Option<Mutex<Bucket>>, Instant);
+pub struct Limiter {
+    /// `None`: no limit.
+    bucket: Option<Mutex<Bucket>>,
+    /// The bucket's time counts from here.
+    origin: Instant,
+}
 
 impl Limiter {
     pub fn new(qps: f64, burst: u32) -> Self {
-        Self(Bucket::new(qps, burst, Duration::ZERO).map(Mutex::new), Instant::now())
+        Self {
+            bucket: Bucket::new(qps, burst, Duration::ZERO).map(Mutex::new),
+            origin: Instant::now(),
+        }
     }
 
     /// The bucket's time: since this limiter was made.
     fn now(&self) -> Duration {
-        self.1.elapsed()
+        self.origin.elapsed()
     }
 
     /// Waits for a token (at once without a limit).
@@ -38,7 +46,7 @@ impl Limiter {
     /// Takes `n` tokens if `keep` stay in the bucket after them, else says
     /// how long to wait ([`Bucket::take_spare`]); `None` without a limit.
     pub fn try_acquire(&self, n: u32, keep: u32) -> Option<Duration> {
-        let bucket = self.0.as_ref()?;
+        let bucket = self.bucket.as_ref()?;
         bucket
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -47,7 +55,7 @@ impl Limiter {
 
     /// How long until [`Limiter::try_acquire`] would succeed; takes nothing.
     pub fn wait_time(&self, n: u32, keep: u32) -> Option<Duration> {
-        let bucket = self.0.as_ref()?;
+        let bucket = self.bucket.as_ref()?;
         bucket
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -56,7 +64,7 @@ impl Limiter {
 
     /// Tokens the bucket holds at most; `None` without a limit.
     pub fn burst(&self) -> Option<u32> {
-        self.0
+        self.bucket
             .as_ref()
             .map(|b| b.lock().unwrap_or_else(|e| e.into_inner()).burst())
     }

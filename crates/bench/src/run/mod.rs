@@ -598,25 +598,8 @@ impl Asked {
             .map(scrape::parse_url)
             .transpose()
             .map_err(|e| anyhow!(e))?;
-        if let Some(pid) = controller_pid {
-            scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
-        }
-        for (flag, pid) in [
-            ("--controller-pid", controller_pid),
-            ("--apiserver-pid", apiserver_pid),
-            ("--etcd-pid", etcd_pid),
-        ] {
-            if let Some(pid) = pid {
-                scrape::read_proc_stat(pid).map_err(|e| anyhow!("{flag} {pid}: {e}"))?;
-            }
-        }
-        let run_id = match run_id {
-            Some(id) => {
-                plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
-                id
-            }
-            None => plan::new_run_id(),
-        };
+        check_pids(controller_pid, apiserver_pid, etcd_pid)?;
+        let run_id = run_id_or_new(run_id)?;
         let floor = with_floor.then_some(FloorOptions {
             count: floor_count,
             concurrency: floor_concurrency,
@@ -645,6 +628,35 @@ impl Asked {
             keep,
             opts,
         })
+    }
+}
+
+/// The processes whose /proc the run reads are there and readable: the
+/// controller's memory and CPU, the API server's and etcd's CPU.
+fn check_pids(controller: Option<u32>, apiserver: Option<u32>, etcd: Option<u32>) -> Result<()> {
+    if let Some(pid) = controller {
+        scrape::read_proc_status(pid).map_err(|e| anyhow!(e))?;
+    }
+    for (flag, pid) in [
+        ("--controller-pid", controller),
+        ("--apiserver-pid", apiserver),
+        ("--etcd-pid", etcd),
+    ] {
+        if let Some(pid) = pid {
+            scrape::read_proc_stat(pid).map_err(|e| anyhow!("{flag} {pid}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// `--run-id` checked, or a new one.
+fn run_id_or_new(run_id: Option<String>) -> Result<String> {
+    match run_id {
+        Some(id) => {
+            plan::check_run_id(&id).map_err(|e| anyhow!("--run-id: {e}"))?;
+            Ok(id)
+        }
+        None => Ok(plan::new_run_id()),
     }
 }
 

@@ -24,13 +24,19 @@ fn least_work_lost_spares_the_big_recent_run_for_the_small_old_one() {
                 .within(WithinClusterQueue::LowerPriority)
                 .victim_order(order),
         ]);
-        w.add(wl("old-small").queue("a").prio(1).at(0).pods(1, &[(GPU, 2)]));
-        w.cycle(0);
-        w.add(wl("new-big").queue("a").prio(1).at(2 * H).pods(1, &[(GPU, 6)]));
-        w.cycle(2 * H);
-        w.add(wl("p").queue("a").prio(10).at(4 * H).pods(1, &[(GPU, 2)]));
-        assert_eq!(victims(&w.cycle(4 * H)), [want], "{order:?}");
+        assert_eq!(small_then_big_then_preemptor(&mut w), [want], "{order:?}");
     }
+}
+
+/// In queue `a`: `old-small` (2 GPUs) from 0, `new-big` (6) from 2 h, and
+/// at 4 h a priority-10 workload asking for 2; the victims it takes.
+fn small_then_big_then_preemptor(w: &mut World) -> Vec<String> {
+    w.add(wl("old-small").queue("a").prio(1).at(0).pods(1, &[(GPU, 2)]));
+    w.cycle(0);
+    w.add(wl("new-big").queue("a").prio(1).at(2 * H).pods(1, &[(GPU, 6)]));
+    w.cycle(2 * H);
+    w.add(wl("p").queue("a").prio(10).at(4 * H).pods(1, &[(GPU, 2)]));
+    victims(&w.cycle(4 * H)).into_iter().map(String::from).collect()
 }
 
 /// The same on one 8-GPU node with quota to spare: the node's occupants
@@ -48,12 +54,7 @@ fn on_nodes_the_order_decides_who_leaves_the_node() {
                 .victim_order(order),
         ]);
         w.node(node("A", "a100", 8));
-        w.add(wl("old-small").queue("a").prio(1).at(0).pods(1, &[(GPU, 2)]));
-        w.cycle(0);
-        w.add(wl("new-big").queue("a").prio(1).at(2 * H).pods(1, &[(GPU, 6)]));
-        w.cycle(2 * H);
-        w.add(wl("p").queue("a").prio(10).at(4 * H).pods(1, &[(GPU, 2)]));
-        assert_eq!(victims(&w.cycle(4 * H)), [want], "{order:?}");
+        assert_eq!(small_then_big_then_preemptor(&mut w), [want], "{order:?}");
     }
 }
 
