@@ -107,6 +107,10 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
         min_runtime: spec.min_runtime_seconds.unwrap_or(0).max(0).saturating_mul(1000),
         stop_policy: stop_policy(spec.stop_policy),
         fair_weight: fair_weight(spec.fair_sharing.as_ref())?,
+        backfill: match spec.backfill.as_ref().map(|b| b.policy) {
+            Some(api::BackfillPolicy::Reserve) => eng::Backfill::Reserve,
+            Some(api::BackfillPolicy::None) | None => eng::Backfill::None,
+        },
     })
 }
 
@@ -257,7 +261,19 @@ pub fn workload(
         priority,
         queue_order_time,
         pod_sets,
+        expected_runtime: declared_runtime(wl),
     })
+}
+
+/// The run time the Workload's owner declared: its
+/// `sluice.dev/expected-runtime` annotation, which the controller copies
+/// from the queued object (from a Job's `activeDeadlineSeconds` when the
+/// object has none). A malformed one counts as none (unbounded); the
+/// controller warns on the object that carries it.
+fn declared_runtime(wl: &Workload) -> Option<eng::Millis> {
+    sluice_api::labels::expected_runtime_ms(wl.metadata.annotations.as_ref())
+        .ok()
+        .flatten()
 }
 
 /// A pod set's `minCount`: from 1 to its `count`, or unset.

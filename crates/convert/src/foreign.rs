@@ -73,6 +73,7 @@ pub fn kueue_workload(wl: &Value) -> Result<Option<ForeignAdmission>, AdapterErr
                 .unwrap_or(0),
             queue_order_time: admitted_at,
             pod_sets,
+            expected_runtime: None,
         },
         cluster_queue,
         assignments,

@@ -7,7 +7,8 @@
 use std::fmt::Write;
 
 use sluice_scheduler::{
-    Amount, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, Preemption, PreemptionReason, Verdict,
+    Amount, Backfilled, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason, Preemption,
+    PreemptionReason, ReservedStart, Verdict,
 };
 
 /// Formats milli-units for people: `8`, `500m`, `64Gi`.
@@ -193,6 +194,70 @@ pub fn pending_reason(reason: &PendingReason) -> String {
                 .to_string()
         }
         PendingReason::Backoff { until } => format!("requeued after eviction, backing off until t={until}ms"),
+        PendingReason::Reserved { start, backfilled } => {
+            format!(
+                "first in its queue and does not fit: its quota is reserved from {}; {backfilled} smaller workload(s) admitted meanwhile that do not delay it",
+                reserved_start(*start)
+            )
+        }
+        PendingReason::WouldDelayReservation {
+            reserved_for,
+            start,
+            declared,
+        } => {
+            let own = match declared {
+                Some(ms) => format!("it declares a run time of {}", span(*ms)),
+                None => "it declares no run time (sluice.dev/expected-runtime)".to_string(),
+            };
+            format!(
+                "fits now, but would delay {reserved_for}, which holds a reservation from {}: {own}, and what it asks leaves too little for the reservation",
+                reserved_start(*start)
+            )
+        }
+    }
+}
+
+/// When a reservation starts, as a sentence's object.
+pub fn reserved_start(start: ReservedStart) -> String {
+    match start {
+        ReservedStart::At(ms) => format!("~{}", instant(ms)),
+        ReservedStart::AfterUndeclared => "when admitted work that declared no run time ends".to_string(),
+    }
+}
+
+/// Why a workload was admitted behind a reservation.
+pub fn backfilled(b: &Backfilled) -> String {
+    let how = if b.ends_before {
+        "its declared run time ends before"
+    } else {
+        "it fits beside"
+    };
+    format!(
+        "backfilled: {how} the reservation of {} from {}",
+        b.reserved_for,
+        reserved_start(b.start)
+    )
+}
+
+/// An engine time: UTC when it is a wall-clock time (epoch milliseconds,
+/// as the controller's), else the offset from a simulation's start.
+pub fn instant(ms: Millis) -> String {
+    const Y2000_MS: Millis = 946_684_800_000;
+    if ms >= Y2000_MS
+        && let Ok(t) = k8s_openapi::jiff::Timestamp::from_millisecond(ms)
+    {
+        return t.strftime("%Y-%m-%d %H:%M UTC").to_string();
+    }
+    format!("t={}", span(ms))
+}
+
+/// A duration in hours and minutes ("1h05m", "45m", "30s").
+pub fn span(ms: Millis) -> String {
+    let secs = ms.max(0) / 1000;
+    match (secs / 3600, secs % 3600 / 60) {
+        (0, 0) => format!("{secs}s"),
+        (0, m) => format!("{m}m"),
+        (h, m) => format!("{h}h{m:02}m"),
     }
 }
 

@@ -209,12 +209,12 @@ pub fn workload_for_gang(
         owner_references: Some(owners),
         ..Default::default()
     };
-    Ok(crate::queued_workload(
-        metadata,
-        queue,
-        pod_sets,
-        best.unwrap_or((0, None)),
-    ))
+    let mut wl = crate::queued_workload(metadata, queue, pod_sets, best.unwrap_or((0, None)));
+    // The gang runs until its longest Job ends; one without a declared
+    // run time leaves the gang's undeclared.
+    let declared: Option<Vec<i64>> = jobs.iter().map(|j| job::declared_runtime_ms(j)).collect();
+    crate::declare_runtime(&mut wl, declared.and_then(|d| d.into_iter().max()));
+    Ok(wl)
 }
 
 /// The members of a gang Workload: each pod set's name (its Job's) and,

@@ -146,6 +146,21 @@ pub fn workload_for_job(
     Ok(crate::queued_workload(metadata, queue, vec![pod_set], priority))
 }
 
+/// The run time a Job declares: its `sluice.dev/expected-runtime`
+/// annotation, else its `activeDeadlineSeconds`; `None` when it declares
+/// none or the annotation is malformed.
+pub fn declared_runtime_ms(job: &Job) -> Option<i64> {
+    match labels::expected_runtime_ms(job.metadata.annotations.as_ref()) {
+        Ok(Some(ms)) => Some(ms),
+        Ok(None) => job
+            .spec
+            .as_ref()?
+            .active_deadline_seconds
+            .map(|s| s.saturating_mul(1000)),
+        Err(_) => None,
+    }
+}
+
 /// A Job's name, namespace and uid, each required.
 pub(crate) fn identity(job: &Job) -> Result<(&str, &str, &str), JobError> {
     let name = job

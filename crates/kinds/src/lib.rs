@@ -401,13 +401,43 @@ impl Full<'_> {
         workload_class: impl Fn(&str) -> Option<i32>,
         pod_class: impl Fn(&str) -> Option<i32>,
     ) -> Result<Workload, JobError> {
-        match self {
+        let mut wl = match self {
             Full::Job(j) => crate::job::workload_for_job(j, kueue_compat, workload_class, pod_class),
             Full::Dynamic(kind, v) => kind
                 .integration()
                 .workload(v, kueue_compat, &workload_class, &pod_class),
+        }?;
+        declare_runtime(&mut wl, self.declared_runtime_ms());
+        Ok(wl)
+    }
+
+    /// The run time the object declares: its `sluice.dev/expected-runtime`
+    /// annotation, else a Job's `activeDeadlineSeconds`; a malformed
+    /// annotation declares nothing (the controller warns on the object).
+    pub fn declared_runtime_ms(self) -> Option<i64> {
+        match self {
+            Full::Job(j) => crate::job::declared_runtime_ms(j),
+            Full::Dynamic(_, v) => {
+                let annotations: Option<BTreeMap<String, String>> =
+                    serde_json::from_value(v["metadata"]["annotations"].clone()).ok();
+                sluice_api::labels::expected_runtime_ms(annotations.as_ref())
+                    .ok()
+                    .flatten()
+            }
         }
     }
+}
+
+/// Records a declared run time on the Workload (the
+/// `sluice.dev/expected-runtime` annotation, in seconds, rounded up), where
+/// backfill reads it; nothing when none was declared.
+pub fn declare_runtime(wl: &mut Workload, ms: Option<i64>) {
+    let Some(ms) = ms else { return };
+    let secs = (ms.max(0) as u64).div_ceil(1000);
+    wl.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(sluice_api::labels::EXPECTED_RUNTIME.to_string(), format!("{secs}s"));
 }
 
 /// The view of an object of `kind`, from its JSON.

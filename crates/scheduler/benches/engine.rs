@@ -70,6 +70,7 @@ fn workload(uid: String, lq: &str, cpu: i64, priority: i32, t: Millis) -> Worklo
             requests: BTreeMap::from([(CPU.to_string(), cpu * 1000)]),
             ..Default::default()
         }],
+        expected_runtime: None,
     }
 }
 
@@ -304,6 +305,7 @@ fn gpu_workload(uid: String, lq: &str, (pods, gpus): (u32, i64), priority: i32, 
             requests: BTreeMap::from([(GPU.to_string(), gpus * 1000), (CPU.to_string(), gpus * 8000)]),
             ..Default::default()
         }],
+        expected_runtime: None,
     }
 }
 

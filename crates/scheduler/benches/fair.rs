@@ -97,6 +97,7 @@ fn tree_world(fair_sharing: FairSharing) -> Engine {
                             requests: BTreeMap::from([(CPU.to_string(), cpu * 1000)]),
                             ..Default::default()
                         }],
+                        expected_runtime: None,
                     })
                     .unwrap();
                 }

@@ -46,6 +46,28 @@ pub struct Admission {
     pub pod_sets: Arc<[PodSetAssignment]>,
     /// Whether the admission uses quota borrowed from the cohort.
     pub borrowing: bool,
+    /// Admitted behind a reservation it does not delay (backfill).
+    pub backfill: Option<Backfilled>,
+}
+
+/// When a reservation is expected to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReservedStart {
+    /// At this time, when admitted work with declared run times has ended.
+    At(Millis),
+    /// Once admitted work that declared no run time ends: unknown.
+    AfterUndeclared,
+}
+
+/// Why a workload behind a reservation was admitted anyway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backfilled {
+    /// The `namespace/name` of the workload holding the reservation.
+    pub reserved_for: Arc<str>,
+    pub start: ReservedStart,
+    /// `true`: its declared run time ends before the reservation starts;
+    /// `false`: the reservation fits beside it.
+    pub ends_before: bool,
 }
 
 /// The flavors and usage of one pod set.
@@ -196,6 +218,22 @@ pub enum PendingReason {
     Backoff {
         until: Millis,
     },
+    /// The first workload of its queue that does not fit: the quota it
+    /// needs is reserved from `start`, and later workloads are admitted
+    /// meanwhile only where they do not delay that (backfill).
+    Reserved {
+        start: ReservedStart,
+        /// Workloads admitted behind it since it reserved.
+        backfilled: u32,
+    },
+    /// It fits now, but admitting it would delay the reservation of an
+    /// earlier workload (`namespace/name`) past `start`.
+    WouldDelayReservation {
+        reserved_for: String,
+        start: ReservedStart,
+        /// Its own declared run time, if any.
+        declared: Option<Millis>,
+    },
 }
 
 /// One flavor's verdict for one pod set.
@@ -340,6 +378,8 @@ impl Explanation {
             PendingReason::NoPlacement => "NoPlacement",
             PendingReason::NeverPlaceable => "NeverPlaceable",
             PendingReason::Backoff { .. } => "Backoff",
+            PendingReason::Reserved { .. } => "Reserved",
+            PendingReason::WouldDelayReservation { .. } => "WouldDelayReservation",
         }
     }
 }

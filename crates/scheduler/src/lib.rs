@@ -177,8 +177,8 @@ pub mod reclaim;
 pub mod shape;
 
 pub use decision::{
-    Admission, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
-    PodSetAssignment, Preemption, PreemptionReason, TopologyDomain, Verdict,
+    Admission, Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
+    PodSetAssignment, Preemption, PreemptionReason, ReservedStart, TopologyDomain, Verdict,
 };
 pub use engine::{Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};

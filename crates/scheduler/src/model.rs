@@ -112,6 +112,20 @@ pub enum StopPolicy {
     HoldAndDrain,
 }
 
+/// Whether the first workload of a queue that does not fit holds a
+/// reservation that later workloads may not delay (EASY backfill,
+/// [`crate::Engine`]'s `backfill` rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backfill {
+    /// Any later workload that fits is admitted (Kueue's BestEffortFIFO).
+    #[default]
+    None,
+    /// The queue's first workload that does not fit reserves the quota it
+    /// needs from the time it is expected to fit; a later workload is
+    /// admitted only if the reservation's start would not move.
+    Reserve,
+}
+
 /// Preemption among the workloads of one ClusterQueue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WithinClusterQueue {
@@ -214,6 +228,8 @@ pub struct ClusterQueueSpec {
     pub stop_policy: StopPolicy,
     /// Its weight in fair sharing (`fairSharing.weight`).
     pub fair_weight: Weight,
+    /// Whether its first workload that does not fit reserves quota.
+    pub backfill: Backfill,
 }
 
 /// A fair-sharing weight in milli-units: `Weight(1000)` is weight 1, the
@@ -281,6 +297,10 @@ pub struct WorkloadSpec {
     /// Position in queue order among equal priorities (creation time).
     pub queue_order_time: Millis,
     pub pod_sets: Vec<PodSetSpec>,
+    /// How long it runs once admitted, as its owner declared it (the
+    /// `sluice.dev/expected-runtime` annotation, a Job's
+    /// `activeDeadlineSeconds`); `None`: unbounded. Only backfill reads it.
+    pub expected_runtime: Option<Millis>,
 }
 
 /// Where a requeued workload goes among workloads of equal priority.

@@ -134,6 +134,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         },
         min_runtime: g.min_runtime,
         stop_policy: if g.hold { StopPolicy::Hold } else { StopPolicy::None },
+        backfill: Default::default(),
     }
 }
 
@@ -172,6 +173,7 @@ fn build(queues: &[QueueGen], ops: &[Op]) -> (Engine, Vec<String>, Millis) {
                         requests: BTreeMap::from([(GPU.to_string(), gpu * 1000)]),
                         ..Default::default()
                     }],
+                    expected_runtime: None,
                 })
                 .expect("valid workload");
                 uids.push(uid);

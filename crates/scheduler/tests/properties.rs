@@ -195,6 +195,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         },
         min_runtime: g.min_runtime,
         stop_policy: StopPolicy::None,
+        backfill: Default::default(),
     }
 }
 
@@ -318,6 +319,7 @@ impl Run {
                     priority,
                     queue_order_time: self.now,
                     pod_sets,
+                    expected_runtime: None,
                 };
                 self.engine
                     .add_workload(spec.clone())

@@ -146,6 +146,7 @@ fn job(uid: &str, queue: usize, gpus: i64, priority: i32, at: Millis) -> Workloa
             requests: [(GPU.to_string(), gpus * 1000)].into(),
             ..Default::default()
         }],
+        expected_runtime: None,
     }
 }
 

@@ -454,6 +454,7 @@ fn workload_spec(i: usize, w: &TraceWorkload) -> WorkloadSpec {
                 ..PodSetSpec::default()
             })
             .collect(),
+        expected_runtime: w.expected_runtime,
     }
 }
 

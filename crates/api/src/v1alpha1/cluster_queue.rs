@@ -134,6 +134,38 @@ pub struct ClusterQueueSpec {
     /// unused quota (Kueue's `fairSharing`). Unset: weight 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharing>,
+    /// Whether the first pending workload that does not fit reserves the
+    /// quota it needs, so that smaller ones admitted meanwhile cannot
+    /// delay it (EASY backfill). Absent: no reservation, as in Kueue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<Backfill>,
+}
+
+/// Reservations for the head of a ClusterQueue, and backfill behind them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Backfill {
+    /// `None` (default): a workload that fits is admitted whatever waits
+    /// ahead of it. `Reserve`: the first workload (in queue order) that
+    /// does not fit reserves its quota from the time admitted work with
+    /// declared run times (`sluice.dev/expected-runtime`, a Job's
+    /// `activeDeadlineSeconds`) is expected to have freed it; a later
+    /// workload is admitted only if that time does not move: it ends
+    /// before, by its own declared run time, or fits beside the
+    /// reservation. Workloads of other queues in the cohort are held to
+    /// it only when they borrow.
+    #[serde(default)]
+    pub policy: BackfillPolicy,
+}
+
+/// See [`Backfill::policy`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum BackfillPolicy {
+    /// No reservations (Kueue's BestEffortFIFO).
+    #[default]
+    None,
+    /// The queue's head that does not fit reserves its quota.
+    Reserve,
 }
 
 /// How pending workloads of a ClusterQueue are ordered and whether a

@@ -21,8 +21,8 @@ pub mod visibility;
 pub mod workload;
 
 pub use cluster_queue::{
-    BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec, ClusterQueueStatus, Preemption,
-    QueueingStrategy, ReclaimWithinCohort, VictimOrder, WithinClusterQueue,
+    Backfill, BackfillPolicy, BorrowWithinCohort, BorrowWithinCohortPolicy, ClusterQueue, ClusterQueueSpec,
+    ClusterQueueStatus, Preemption, QueueingStrategy, ReclaimWithinCohort, VictimOrder, WithinClusterQueue,
 };
 pub use cohort::{Cohort, CohortSpec, CohortStatus};
 pub use common::{

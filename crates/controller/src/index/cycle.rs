@@ -11,7 +11,7 @@ use sluice_scheduler::{self as eng, WorkloadState};
 use super::Index;
 use super::status::{self, is_true};
 use crate::plan::{Plan, Purpose, Step};
-use sluice_convert::adapter;
+use sluice_convert::{adapter, text};
 
 /// How often the ledger is checked against the Workload statuses.
 const DRIFT_CHECK_MS: i64 = 60_000;
@@ -181,6 +181,9 @@ impl Index {
             now_ms,
             e.observed.generation,
         );
+        if let Some(b) = &adm.backfill {
+            status::note_backfill(&mut e.written.status, &text::backfilled(b));
+        }
         e.written.pending_fp = None;
         e.run.admitted_at = Some(now_ms);
         e.run.pods_ready_seen = false;

@@ -184,6 +184,14 @@ pub(super) fn admitted(
     status.state = Some(status.derive_state(active));
 }
 
+/// Admitted behind a reservation: its `QuotaReserved` condition says why
+/// it could go first (`note`, from `text::backfilled`).
+pub(super) fn note_backfill(status: &mut WorkloadStatus, note: &str) {
+    if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == cond::QUOTA_RESERVED) {
+        c.message = format!("{}; {note}", c.message);
+    }
+}
+
 /// Evicted for `reason` (and preempted, with the preemption's reason):
 /// it keeps its quota until its pods are gone.
 pub(super) fn evicted(

@@ -198,3 +198,27 @@ fn the_waiting_message_counts_jobs() {
         "2 of 3 Jobs of gang ft exist; admission waits for all of them"
     );
 }
+
+/// A gang runs until its longest Job ends; one Job that declares nothing
+/// leaves the gang undeclared (unbounded for backfill).
+#[test]
+fn a_gangs_declared_run_time_is_its_longest_jobs_and_none_if_one_declares_none() {
+    let with = |name: &str, runtime: Option<&str>| {
+        let mut j = member_job(name, &format!("u-{name}"), "ft", "2", 1, "1");
+        if let Some(r) = runtime {
+            j.metadata.annotations = Some(BTreeMap::from([(labels::EXPECTED_RUNTIME.to_string(), r.to_string())]));
+        }
+        j
+    };
+    let declared = |jobs: &[&Job]| {
+        let wl = workload_for_gang("ft", "q", jobs, |_| None, |_| None).unwrap();
+        wl.metadata
+            .annotations
+            .unwrap_or_default()
+            .get(labels::EXPECTED_RUNTIME)
+            .cloned()
+    };
+    let (a, b) = (with("launcher", Some("30m")), with("workers", Some("2h")));
+    assert_eq!(declared(&[&a, &b]).as_deref(), Some("7200s"));
+    assert_eq!(declared(&[&a, &with("workers", None)]), None);
+}

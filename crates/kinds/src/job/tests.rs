@@ -461,3 +461,31 @@ fn a_corrupt_original_parallelism_is_an_error_not_a_guess() {
     assert_eq!(injection_patch(&job, &[], Some(2)).unwrap_err(), err);
     assert_eq!(workload_for_job(&job, false, no_class, no_class).unwrap_err(), err);
 }
+
+#[test]
+fn the_workload_records_the_run_time_its_job_declares_for_backfill() {
+    let declared = |job: &Job| {
+        let wl = crate::Full::Job(job).workload(false, no_class, no_class).unwrap();
+        let a = wl.metadata.annotations.unwrap_or_default();
+        a.get(labels::EXPECTED_RUNTIME).cloned()
+    };
+    let mut job = job_fixture("job-suspended-create-response.json");
+    job.spec.as_mut().unwrap().active_deadline_seconds = None;
+    assert_eq!(declared(&job), None);
+    // activeDeadlineSeconds, which Kubernetes enforces.
+    job.spec.as_mut().unwrap().active_deadline_seconds = Some(5400);
+    assert_eq!(declared(&job).as_deref(), Some("5400s"));
+    // The annotation comes first, rounded up to whole seconds.
+    job.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(labels::EXPECTED_RUNTIME.into(), "1500ms".into());
+    assert_eq!(declared(&job).as_deref(), Some("2s"));
+    // A malformed one declares nothing (the controller warns on the Job).
+    job.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(labels::EXPECTED_RUNTIME.into(), "soon".into());
+    assert_eq!(declared(&job), None);
+}

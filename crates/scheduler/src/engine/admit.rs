@@ -144,6 +144,7 @@ impl Engine {
             cluster_queue: self.queues.cqs[cq].name.clone(),
             pod_sets: holding.assignment.clone(),
             borrowing: holding.borrowing,
+            backfill: None,
         });
         wl.state = State::Admitted(Box::new(holding));
         self.queues.cqs[cq].admitted.insert(id);

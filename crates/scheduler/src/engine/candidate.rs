@@ -12,8 +12,9 @@ use super::cycle::Pass;
 use std::sync::Arc;
 
 use crate::decision::{Cycle, Explanation, FlavorVerdict, PendingReason, PreemptionReason, Verdict};
-use crate::model::Millis;
+use crate::model::{Amount, Millis};
 
+use super::backfill::Newcomer;
 use super::flavor::{AssignError, Attempt, FlavorOption};
 use super::placement::Placement;
 use super::placement::Unplaced;
@@ -25,6 +26,8 @@ impl Engine {
     /// Tries candidate `key` of list `list` of `pass`.
     pub(super) fn try_candidate(&mut self, pass: &mut Pass, key: OrderKey, list: usize, now: Millis, out: &mut Cycle) {
         let (cq, id) = (pass.lists[list].0, key.id);
+        let behind = self.behind_own_reservation(cq, &key);
+        let mut reserve = None;
         let why = match self.assign(cq, id) {
             // Borrowing waits for the second pass while a peer has idle
             // nominal quota; with fair sharing always, so that borrowers
@@ -37,7 +40,7 @@ impl Engine {
                 pass.merge.defer(cq, key, list);
                 return;
             }
-            Ok(attempt) => match self.admit_on_nodes(pass, cq, id, attempt, now, out) {
+            Ok(attempt) => match self.admit_fitting(pass, cq, &key, attempt, behind, now, out) {
                 Some(why) => why,
                 None => return,
             },
@@ -49,23 +52,70 @@ impl Engine {
                 options,
                 verdicts,
                 never,
-            }) => match self.preempt_for(pass, cq, id, &options, verdicts, never, now, out) {
-                Some(why) => why,
-                None => return,
-            },
+            }) => {
+                if !never && self.reserves(cq) {
+                    reserve = self.first_option_usage(cq, id, &options);
+                }
+                match self.preempt_for(pass, cq, id, &options, verdicts, never, !behind, now, out) {
+                    Some(why) => why,
+                    None => return,
+                }
+            }
         };
-        self.reduce_or_park(pass, cq, &key, why, now, out);
+        let parking = Parking { behind, reserve };
+        self.reduce_or_park(pass, cq, &key, why, parking, now, out);
+    }
+
+    /// A candidate that fits its quota, unless it would delay a
+    /// reservation (then told so, and `None`): admitted on nodes
+    /// ([`Engine::admit_on_nodes`]); `None` once decided, else why it waits.
+    #[allow(clippy::too_many_arguments)]
+    fn admit_fitting(
+        &mut self,
+        pass: &mut Pass,
+        cq: CqId,
+        key: &OrderKey,
+        attempt: Attempt,
+        behind: bool,
+        now: Millis,
+        out: &mut Cycle,
+    ) -> Option<Explanation> {
+        let newcomer = Newcomer {
+            cq,
+            key,
+            usage: &attempt.usage,
+            borrowing: attempt.borrowing,
+        };
+        let note = match self.backfill_verdict(newcomer, now) {
+            Ok(note) => note,
+            Err(why) => {
+                self.explain(key.id, Arc::new(why), out);
+                return None;
+            }
+        };
+        let held_back = behind || note.is_some();
+        let why = self.admit_on_nodes(pass, cq, key.id, attempt, held_back, now, out);
+        if why.is_none()
+            && let Some(note) = note
+        {
+            self.note_backfill(key.id, note, out);
+        }
+        why
     }
 
     /// A candidate whose flavors fit its quota: admitted on them where its
     /// pods fit on nodes, else on another flavor whose nodes have room,
     /// else given victims on nodes; `None` once decided, else why it waits.
+    /// One `held_back` by a reservation takes only what was checked
+    /// against it: no other flavor, no victims.
+    #[allow(clippy::too_many_arguments)]
     fn admit_on_nodes(
         &mut self,
         pass: &mut Pass,
         cq: CqId,
         id: WlId,
         attempt: Attempt,
+        held_back: bool,
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
@@ -79,7 +129,7 @@ impl Engine {
         };
         // Another flavor whose nodes have room, before waiting or
         // preempting for this one.
-        if let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
+        if !held_back && let Some((other, placement)) = self.placed_alternative(cq, id, &attempt) {
             self.admit(cq, id, other, placement, now, out);
             pass.merge.touched(self, cq);
             return None;
@@ -89,7 +139,8 @@ impl Engine {
             why.reason = PendingReason::WaitingForEvictions;
             return Some(why);
         }
-        if self.queues.cqs[cq].spec.preemption.can_preempt()
+        if !held_back
+            && self.queues.cqs[cq].spec.preemption.can_preempt()
             && let Some((victims, placement)) = self.placement_victims(
                 cq,
                 id,
@@ -118,6 +169,7 @@ impl Engine {
         options: &[FlavorOption],
         mut verdicts: Vec<FlavorVerdict>,
         never: bool,
+        may_preempt: bool,
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
@@ -126,7 +178,7 @@ impl Engine {
         } else {
             PendingReason::NoFit
         };
-        if !never && self.queues.cqs[cq].spec.preemption.can_preempt() {
+        if !never && may_preempt && self.queues.cqs[cq].spec.preemption.can_preempt() {
             match self.preempt(cq, id, options, now) {
                 PreemptOutcome::Victims(victims, attempt, placement) => {
                     self.claim(pass, cq, id, victims, attempt, placement, now, out);
@@ -183,20 +235,25 @@ impl Engine {
     }
 
     /// Neither whole nor by preemption: admitted with fewer pods if it may
-    /// run reduced; else parked under its shape with why it waits, and the
-    /// shape marked failed for the rest of the pass.
+    /// run reduced and is behind no reservation of its queue; else parked
+    /// under its shape with why it waits, and the shape marked failed for
+    /// the rest of the pass; the queue's head may then reserve
+    /// ([`Engine::reserve`]).
+    #[allow(clippy::too_many_arguments)]
     fn reduce_or_park(
         &mut self,
         pass: &mut Pass,
         cq: CqId,
         key: &OrderKey,
         why: Explanation,
+        parking: Parking,
         now: Millis,
         out: &mut Cycle,
     ) {
         let id = key.id;
         let shape = self.wl(id).shape;
         if why.reason != PendingReason::WaitingForEvictions
+            && !parking.behind
             && self.reducible(id)
             && let Some((attempt, placement)) = self.try_partial(cq, id)
         {
@@ -207,9 +264,15 @@ impl Engine {
             return;
         }
         let why = self.unadmitted_explanation(cq, id, why);
+        let reserved = parking
+            .reserve
+            .and_then(|usage| self.reserve(cq, key, usage, &why, now, out));
         pass.failed.insert((cq, shape));
         self.set_shape_explanation(cq, shape, Arc::new(why), out);
         self.park_shaped(cq, id, out);
+        if let Some(head) = reserved {
+            self.explain(id, Arc::new(head), out);
+        }
         pass.blocked.block_if_strict(self.is_strict(cq), cq);
     }
 
@@ -226,4 +289,12 @@ impl Engine {
         }
         queues
     }
+}
+
+/// How a candidate that was not admitted whole is parked: whether it is
+/// behind its queue's reservation, and the usage it would reserve as the
+/// queue's head (its first flavors), when its queue reserves.
+struct Parking {
+    behind: bool,
+    reserve: Option<Vec<(usize, Amount)>>,
 }

@@ -62,6 +62,7 @@ impl Engine {
         let mut out = Cycle::default();
         self.turn.budget = max_decisions.max(1);
         self.fire_timers(now);
+        self.settle_reservations();
         self.wake_freed_flavors();
         self.complete_claims(now, &mut out);
         let dirty = std::mem::take(&mut self.turn.dirty);

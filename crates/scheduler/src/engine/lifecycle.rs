@@ -218,6 +218,7 @@ impl Engine {
             nodes: None,
             full: None,
             last_preempted: None,
+            expected_runtime: spec.expected_runtime,
         };
         Ok(self.workloads.insert(wl))
     }

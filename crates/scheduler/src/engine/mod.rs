@@ -15,6 +15,7 @@
 //!   preemption/    victims: policy eligibility, victim order, minimal sets
 //!   overlay.rs     what-if usage for preemption and eviction checks
 //!   partial.rs     partial admission: fewer pods, down to min_count
+//!   backfill.rs    reservations for queue heads; what may go ahead of them
 //!   admit.rs       applying decisions to the ledger (admit, claim, evict, release)
 //!   explain.rs     why a workload waits, shared per (queue, shape)
 //!   queue.rs       putting workloads into queues and waking queues
@@ -32,6 +33,7 @@ use crate::decision::PodSetAssignment;
 use crate::model::EngineConfig;
 
 mod admit;
+mod backfill;
 mod candidate;
 mod cohort;
 mod config;
@@ -135,6 +137,9 @@ pub struct Engine {
     memo: Memo,
     /// Nodes, for [`PlacementMode::Nodes`] (changed by `placement/`).
     inv: placement::Inventory,
+    /// Quota reserved for the heads of queues with backfill on (changed
+    /// by `backfill.rs`).
+    reservations: backfill::Reservations,
 }
 
 /// An admission's pod set assignments, shared rather than copied.
@@ -168,6 +173,7 @@ impl Engine {
             claims: Claims::default(),
             memo: Memo::default(),
             inv: placement::Inventory::default(),
+            reservations: backfill::Reservations::default(),
         }
     }
 

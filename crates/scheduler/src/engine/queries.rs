@@ -79,6 +79,7 @@ impl Engine {
             priority: wl.priority,
             queue_order_time: wl.ts,
             pod_sets,
+            expected_runtime: wl.expected_runtime,
         })
     }
 
@@ -209,6 +210,7 @@ impl Engine {
                 cluster_queue: self.queues.cqs[h.cq].name.clone(),
                 pod_sets: h.assignment.clone(),
                 borrowing: h.borrowing,
+                backfill: None,
             }),
             _ => None,
         }

@@ -224,6 +224,8 @@ pub(super) struct Wl {
     pub(super) full: Option<Box<(Vec<PodSet>, u32)>>,
     /// When this engine last chose it as a victim (a preemption's grace).
     pub(super) last_preempted: Option<Millis>,
+    /// Its declared run time ([`crate::WorkloadSpec::expected_runtime`]).
+    pub(super) expected_runtime: Option<Millis>,
 }
 
 /// A workload's pods on nodes.

@@ -150,6 +150,11 @@ impl CqBuilder {
         self.0.min_runtime = ms;
         self
     }
+    /// Its first workload that does not fit reserves quota (backfill).
+    pub fn reserve(mut self) -> Self {
+        self.0.backfill = Backfill::Reserve;
+        self
+    }
     pub fn stop(mut self, p: StopPolicy) -> Self {
         self.0.stop_policy = p;
         self
@@ -218,6 +223,11 @@ impl WlBuilder {
     }
     pub fn at(mut self, t: Millis) -> Self {
         self.0.queue_order_time = t;
+        self
+    }
+    /// Its declared run time.
+    pub fn runs(mut self, ms: Millis) -> Self {
+        self.0.expected_runtime = Some(ms);
         self
     }
     /// A pod set `main` of `count` pods each requesting `reqs` (whole units).

@@ -109,6 +109,7 @@ impl Model {
                     priority: g.priority,
                     queue_order_time: self.now,
                     pod_sets,
+                    expected_runtime: None,
                 };
                 self.e.add_workload(spec).map_err(|e| self.fail(e.to_string()))?;
                 self.wls.insert(

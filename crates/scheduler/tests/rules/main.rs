@@ -7,6 +7,7 @@
 mod common;
 
 mod admission;
+mod backfill;
 mod budget;
 mod cohort_tree;
 mod cohorts;

@@ -1,0 +1,313 @@
+//! Backfill ([`Backfill::Reserve`]): the first workload of a queue that
+//! does not fit reserves the quota it needs from the time it is expected to
+//! fit, and a later workload is admitted only if that time would not move
+//! (EASY backfill).
+//!
+//! ```text
+//!   start(head, with):  the first instant at which the head's usage fits
+//!                       the domain's ledger once what ends by then released:
+//!     an evicting workload                       now
+//!     an admitted one with a declared run time   max(now, admitted + run time)
+//!     an admitted one without                    AfterUndeclared
+//!     `with`, a candidate admitted now           now + its run time (never without one)
+//!
+//!   a candidate behind the reservation is admitted iff start(head, with) <= start(head)
+//! ```
+//!
+//! - Behind a reservation: a later workload (in queue order) of the same
+//!   queue; a later one of another queue of the cohort only when it would
+//!   borrow (within its own nominal quota it takes nothing the head may
+//!   count on).
+//! - When the start is `AfterUndeclared`, nobody knows when that is: a
+//!   candidate must fit beside the reservation, whatever it declares.
+//! - A workload behind its own queue's reservation neither preempts nor is
+//!   admitted with fewer pods: both would take room the reservation holds.
+//! - The start is computed afresh at every check (re-planned when work
+//!   ends early or late); a reservation ends when its head leaves the
+//!   queue or is admitted, and a workload ahead of it that does not fit
+//!   takes it over. A reservation never preempts anything by itself.
+//! - Quota only: with node placement, a reservation does not hold nodes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::decision::{Backfilled, Cycle, Explanation, FlavorVerdict, PendingReason, ReservedStart};
+use crate::model::{Amount, Backfill, Millis};
+
+use super::overlay::Overlay;
+use super::state::{OrderKey, State};
+use super::{CqId, Engine, WlId};
+
+/// The reservations of queues with backfill on: this rule's state.
+#[derive(Clone, Default)]
+pub(super) struct Reservations {
+    by_cq: BTreeMap<CqId, Reservation>,
+}
+
+/// The quota one queue's head holds from its start.
+#[derive(Clone)]
+struct Reservation {
+    head: OrderKey,
+    name: Arc<str>,
+    /// What it needs, per slot of its queue (its first flavors).
+    usage: Vec<(usize, Amount)>,
+    /// What each flavor lacked when it reserved (its explanation's detail).
+    flavors: Vec<FlavorVerdict>,
+    /// Workloads admitted behind it since it reserved.
+    backfilled: u32,
+}
+
+/// A workload that would be admitted now: where, with what, until when.
+#[derive(Clone, Copy)]
+pub(super) struct Newcomer<'a> {
+    pub(super) cq: CqId,
+    pub(super) key: &'a OrderKey,
+    pub(super) usage: &'a [(usize, Amount)],
+    pub(super) borrowing: bool,
+}
+
+/// Quota released at a time: an admitted workload's, or the newcomer's.
+#[derive(Clone, Copy)]
+enum Release {
+    Holding(WlId),
+    Newcomer,
+}
+
+impl Engine {
+    /// Whether `cq`'s first workload that does not fit reserves quota.
+    pub(super) fn reserves(&self, cq: CqId) -> bool {
+        self.queues.cqs[cq].spec.backfill == Backfill::Reserve
+    }
+
+    /// Candidate `key`, which no flavor of `cq` fits, reserves `usage`
+    /// when its queue reserves and no workload ahead of it holds the
+    /// queue's reservation. Returns its explanation as the head
+    /// (`Reserved`), or `None` when it holds no reservation.
+    pub(super) fn reserve(
+        &mut self,
+        cq: CqId,
+        key: &OrderKey,
+        usage: Vec<(usize, Amount)>,
+        why: &Explanation,
+        now: Millis,
+        out: &mut Cycle,
+    ) -> Option<Explanation> {
+        if !matches!(why.reason, PendingReason::NoFit | PendingReason::WaitingForEvictions) {
+            return None;
+        }
+        let backfilled = match self.reservations.by_cq.get(&cq) {
+            Some(r) if self.is_head(cq, r) && r.head < *key => return None,
+            Some(r) if r.head == *key => r.backfilled,
+            Some(_) => {
+                self.release_reservation(cq, out);
+                0
+            }
+            None => 0,
+        };
+        let r = Reservation {
+            head: key.clone(),
+            name: self.wl(key.id).name.clone(),
+            usage,
+            flavors: why.flavors.clone(),
+            backfilled,
+        };
+        let start = self.start_of(cq, &r, None, now)?;
+        self.reservations.by_cq.insert(cq, r);
+        Some(Explanation {
+            reason: PendingReason::Reserved { start, backfilled },
+            flavors: why.flavors.clone(),
+        })
+    }
+
+    /// Whether `n` may be admitted now: `Ok(None)` when it is behind no
+    /// reservation, `Ok(Some(_))` when it is but delays none, `Err(why)`
+    /// when it would delay one.
+    pub(super) fn backfill_verdict(&self, n: Newcomer<'_>, now: Millis) -> Result<Option<Backfilled>, Explanation> {
+        let mut note = None;
+        for (&rcq, r) in self.reservations_over(n) {
+            let Some(base) = self.start_of(rcq, r, None, now) else {
+                continue;
+            };
+            let declared = self.wl(n.key.id).expected_runtime;
+            let ends = match base {
+                ReservedStart::At(_) => declared.map(|d| now.saturating_add(d.max(0))),
+                ReservedStart::AfterUndeclared => None,
+            };
+            let with = self.start_of(rcq, r, Some((n, ends)), now);
+            if with.is_none_or(|w| w > base) {
+                return Err(Explanation::new(PendingReason::WouldDelayReservation {
+                    reserved_for: r.name.to_string(),
+                    start: base,
+                    declared,
+                }));
+            }
+            note.get_or_insert(Backfilled {
+                reserved_for: r.name.clone(),
+                start: base,
+                ends_before: matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t),
+            });
+        }
+        Ok(note)
+    }
+
+    /// Whether candidate `key` is behind its own queue's reservation (it
+    /// may then neither preempt nor run reduced).
+    pub(super) fn behind_own_reservation(&self, cq: CqId, key: &OrderKey) -> bool {
+        self.reservations
+            .by_cq
+            .get(&cq)
+            .is_some_and(|r| r.head < *key && self.is_head(cq, r))
+    }
+
+    /// A workload admitted behind a reservation: counted on it, and its
+    /// head told how many went ahead meanwhile.
+    pub(super) fn note_backfill(&mut self, id: WlId, note: Backfilled, out: &mut Cycle) {
+        if let Some(&i) = self.turn.admitted_now.get(&id) {
+            out.admitted[i].backfill = Some(note.clone());
+        }
+        let Some((&rcq, _)) = self
+            .reservations
+            .by_cq
+            .iter()
+            .find(|(_, r)| r.name == note.reserved_for)
+        else {
+            return;
+        };
+        let r = self.reservations.by_cq.get_mut(&rcq).expect("found above");
+        r.backfilled += 1;
+        let (head, backfilled, flavors) = (r.head.id, r.backfilled, r.flavors.clone());
+        let e = Explanation {
+            reason: PendingReason::Reserved {
+                start: note.start,
+                backfilled,
+            },
+            flavors,
+        };
+        self.explain(head, Arc::new(e), out);
+    }
+
+    /// Drops reservations whose head left its queue (admitted, removed,
+    /// preempting, moved); the workloads their domains held back are
+    /// looked at again.
+    pub(super) fn settle_reservations(&mut self) {
+        let gone: Vec<CqId> = (self.reservations.by_cq.iter())
+            .filter(|(cq, r)| !self.is_head(**cq, r))
+            .map(|(cq, _)| *cq)
+            .collect();
+        for cq in gone {
+            self.reservations.by_cq.remove(&cq);
+            self.wake_domain(cq);
+        }
+    }
+
+    /// The reservation of `cq` given up for a workload ahead of its head:
+    /// the old head is told plainly why it waits.
+    fn release_reservation(&mut self, cq: CqId, out: &mut Cycle) {
+        let Some(r) = self.reservations.by_cq.remove(&cq) else {
+            return;
+        };
+        if self.is_head(cq, &r) {
+            let e = Explanation {
+                reason: PendingReason::NoFit,
+                flavors: r.flavors,
+            };
+            self.explain(r.head.id, Arc::new(e), out);
+        }
+    }
+
+    /// Whether the reservation's head still waits in `cq`.
+    fn is_head(&self, cq: CqId, r: &Reservation) -> bool {
+        matches!(self.workloads.wls.get(r.head.id), Some(Some(w))
+            if w.uid == r.head.uid && matches!(w.state, State::Pending) && w.cq == Some(cq))
+    }
+
+    /// The live reservations of `n`'s domain that `n` is behind.
+    fn reservations_over<'a>(&'a self, n: Newcomer<'a>) -> impl Iterator<Item = (&'a CqId, &'a Reservation)> + 'a {
+        let domain: Vec<CqId> = if self.reservations.by_cq.is_empty() {
+            Vec::new()
+        } else {
+            self.domain(n.cq).collect()
+        };
+        self.reservations.by_cq.iter().filter(move |(rcq, r)| {
+            domain.contains(rcq) && r.head < *n.key && (**rcq == n.cq || n.borrowing) && self.is_head(**rcq, r)
+        })
+    }
+
+    /// When `r` fits its queue: the first release after which its usage
+    /// fits, with `with` (a newcomer and its end) admitted now; `None`
+    /// when it does not fit even once everything admitted has ended.
+    fn start_of(
+        &self,
+        cq: CqId,
+        r: &Reservation,
+        with: Option<(Newcomer<'_>, Option<Millis>)>,
+        now: Millis,
+    ) -> Option<ReservedStart> {
+        let mut ov = Overlay::default();
+        if let Some((n, _)) = with {
+            self.overlay_usage(&mut ov, n.cq, n.usage, 1);
+        }
+        if self.fits_overlay(&ov, cq, &r.usage, false) {
+            return Some(ReservedStart::At(now));
+        }
+        let (timed, undeclared) = self.releases(cq, with.and_then(|(_, ends)| ends), now);
+        let mut i = 0;
+        while i < timed.len() {
+            let t = timed[i].0;
+            while i < timed.len() && timed[i].0 == t {
+                self.apply_release(&mut ov, timed[i].1, with.map(|(n, _)| n));
+                i += 1;
+            }
+            if self.fits_overlay(&ov, cq, &r.usage, false) {
+                return Some(ReservedStart::At(t));
+            }
+        }
+        for v in undeclared {
+            self.overlay_holding(&mut ov, v, -1);
+        }
+        self.fits_overlay(&ov, cq, &r.usage, false)
+            .then_some(ReservedStart::AfterUndeclared)
+    }
+
+    /// The domain's admitted workloads with a known end, in time order
+    /// (the newcomer's end `with_end` among them), and those without one.
+    fn releases(&self, cq: CqId, with_end: Option<Millis>, now: Millis) -> (Vec<(Millis, Release)>, Vec<WlId>) {
+        let mut timed: Vec<(Millis, Release)> = with_end.map(|e| (e, Release::Newcomer)).into_iter().collect();
+        let mut undeclared = Vec::new();
+        for m in self.domain(cq) {
+            for &v in &self.queues.cqs[m].admitted {
+                let wl = self.wl(v);
+                match (&wl.state, wl.expected_runtime) {
+                    (State::Evicting(_), _) => timed.push((now, Release::Holding(v))),
+                    (State::Admitted(h), Some(rt)) => {
+                        timed.push((h.admitted_at.saturating_add(rt.max(0)).max(now), Release::Holding(v)))
+                    }
+                    _ => undeclared.push(v),
+                }
+            }
+        }
+        timed.sort_by_key(|&(t, r)| (t, release_id(r)));
+        (timed, undeclared)
+    }
+
+    fn apply_release(&self, ov: &mut Overlay, r: Release, newcomer: Option<Newcomer<'_>>) {
+        match (r, newcomer) {
+            (Release::Holding(v), _) => self.overlay_holding(ov, v, -1),
+            (Release::Newcomer, Some(n)) => self.overlay_usage(ov, n.cq, n.usage, -1),
+            (Release::Newcomer, None) => {}
+        }
+    }
+
+    fn overlay_usage(&self, ov: &mut Overlay, cq: CqId, usage: &[(usize, Amount)], sign: Amount) {
+        for &(slot, amount) in usage {
+            self.overlay_add(ov, cq, slot, sign * amount);
+        }
+    }
+}
+
+fn release_id(r: Release) -> WlId {
+    match r {
+        Release::Holding(v) => v,
+        Release::Newcomer => WlId::MAX,
+    }
+}

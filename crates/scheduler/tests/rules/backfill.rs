@@ -1,0 +1,272 @@
+//! Backfill: in a queue with `Backfill::Reserve`, the first workload that
+//! does not fit reserves its quota from the time admitted work with
+//! declared run times frees it; a later workload is admitted only if that
+//! time does not move (it ends before, or fits beside), and is told why
+//! when it would.
+
+use crate::common::*;
+use sluice_scheduler::*;
+
+const MIN: Millis = 60_000;
+const HOUR: Millis = 60 * MIN;
+
+fn reason(w: &World, uid: &str) -> PendingReason {
+    w.e.explanation(uid).expect("explained").reason.clone()
+}
+
+/// Queue `a` (8 GPUs, reserving) with `run` holding 6 of them for 2 h
+/// from t=0, and `big` (8 GPUs) waiting behind it.
+fn reserved_for_big() -> World {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    assert_eq!(admitted(&w.cycle(0)), ["run"]);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    w
+}
+
+#[test]
+fn the_first_workload_that_does_not_fit_reserves_from_when_declared_work_ends() {
+    let w = reserved_for_big();
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(2 * HOUR),
+            backfilled: 0
+        }
+    );
+    assert_eq!(w.e.explanation("big").unwrap().reason_code(), "Reserved");
+    assert!(w.why("big").starts_with(
+        "first in its queue and does not fit: its quota is reserved from ~t=2h00m; 0 smaller workload(s) admitted meanwhile"
+    ));
+    // What each flavor lacks is still said.
+    assert!(w.why("big").contains("needs 8 nvidia.com/gpu"), "{}", w.why("big"));
+}
+
+#[test]
+fn a_workload_that_ends_before_the_reservation_starts_is_backfilled_and_says_so() {
+    let mut w = reserved_for_big();
+    w.add(wl("short").queue("a").at(2).runs(HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(2 * MIN);
+    assert_eq!(admitted(&c), ["short"]);
+    let note = c.admitted[0].backfill.clone().expect("backfilled");
+    assert_eq!(
+        note,
+        Backfilled {
+            reserved_for: "ns/big".into(),
+            start: ReservedStart::At(2 * HOUR),
+            ends_before: true
+        }
+    );
+    assert_eq!(
+        sluice_convert::text::backfilled(&note),
+        "backfilled: its declared run time ends before the reservation of ns/big from ~t=2h00m"
+    );
+    // The head is told how many went ahead of it.
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(2 * HOUR),
+            backfilled: 1
+        }
+    );
+}
+
+#[test]
+fn a_workload_that_would_run_past_the_start_or_declares_nothing_waits_and_is_told_why() {
+    let mut w = reserved_for_big();
+    w.add(wl("long").queue("a").at(2).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    w.add(wl("open").queue("a").at(3).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    assert_eq!(
+        reason(&w, "long"),
+        PendingReason::WouldDelayReservation {
+            reserved_for: "ns/big".into(),
+            start: ReservedStart::At(2 * HOUR),
+            declared: Some(3 * HOUR)
+        }
+    );
+    assert_eq!(
+        w.why("open"),
+        "fits now, but would delay ns/big, which holds a reservation from ~t=2h00m: it declares no run time \
+         (sluice.dev/expected-runtime), and what it asks leaves too little for the reservation"
+    );
+    // The reservation starts on time: `run` ends, `big` is admitted first.
+    w.e.finish("run").unwrap();
+    assert_eq!(admitted(&w.cycle(2 * HOUR)), ["big"]);
+}
+
+#[test]
+fn without_reserve_a_queue_admits_whatever_fits_as_kueue_does() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)])]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.add(wl("open").queue("a").at(2).pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(MIN)), ["open"]);
+    assert_eq!(reason(&w, "big"), PendingReason::NoFit);
+}
+
+#[test]
+fn a_workload_that_fits_beside_the_reservation_is_backfilled_whatever_it_declares() {
+    // 10 GPUs: once `run` ends, `big` takes 8 and leaves 2.
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 10)]).reserve()]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.add(wl("open1").queue("a").at(2).pods(1, &[(GPU, 2)]));
+    w.add(wl("open2").queue("a").at(3).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(MIN);
+    assert_eq!(admitted(&c), ["open1"]);
+    assert!(!c.admitted[0].backfill.as_ref().unwrap().ends_before);
+    assert!(matches!(
+        reason(&w, "open2"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+}
+
+#[test]
+fn the_reservation_is_re_planned_when_work_ends_early() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
+    w.add(wl("r1").queue("a").at(0).runs(3 * HOUR).pods(1, &[(GPU, 4)]));
+    w.add(wl("r2").queue("a").at(0).runs(3 * HOUR).pods(1, &[(GPU, 4)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.add(wl("x").queue("a").at(2).runs(2 * HOUR).pods(1, &[(GPU, 2)]));
+    w.add(wl("y").queue("a").at(3).runs(4 * HOUR).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(MIN)).is_empty());
+    // r1 ends early: x ends (10 min + 2 h) before r2 does (3 h); y would not.
+    w.e.finish("r1").unwrap();
+    assert_eq!(admitted(&w.cycle(10 * MIN)), ["x"]);
+    assert!(matches!(reason(&w, "y"), PendingReason::WouldDelayReservation { .. }));
+    // r2 ends early too: big now waits for x alone.
+    w.e.finish("r2").unwrap();
+    assert!(admitted(&w.cycle(20 * MIN)).is_empty());
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(10 * MIN + 2 * HOUR),
+            backfilled: 1
+        }
+    );
+}
+
+#[test]
+fn running_work_without_a_declared_run_time_makes_the_start_unknown_and_backfill_must_fit_beside() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
+    w.add(wl("run").queue("a").at(0).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    // Even a 1-minute job: nobody knows when `run` ends.
+    w.add(wl("short").queue("a").at(2).runs(MIN).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(MIN)).is_empty());
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::AfterUndeclared,
+            backfilled: 0
+        }
+    );
+    assert!(
+        w.why("big")
+            .contains("reserved from when admitted work that declared no run time ends")
+    );
+    assert!(matches!(
+        reason(&w, "short"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+}
+
+#[test]
+fn a_higher_priority_arrival_that_does_not_fit_takes_the_reservation_over() {
+    let mut w = reserved_for_big();
+    w.add(wl("urgent").queue("a").prio(5).at(2).pods(1, &[(GPU, 4)]));
+    w.add(wl("short").queue("a").at(3).runs(HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(2 * MIN);
+    // `urgent` does not fit either (2 free) and now holds the reservation;
+    // `short` (2 GPUs until 1 h 2 min) would leave `urgent` 0 GPUs at once,
+    // but `run` frees 6 at 2 h, before which `short` ends: backfilled.
+    assert_eq!(
+        reason(&w, "urgent"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(2 * HOUR),
+            backfilled: 1
+        }
+    );
+    assert_eq!(reason(&w, "big"), PendingReason::NoFit);
+    assert_eq!(admitted(&c), ["short"]);
+    assert_eq!(
+        c.admitted[0].backfill.as_ref().unwrap().reserved_for,
+        "ns/urgent".into()
+    );
+}
+
+#[test]
+fn the_head_leaving_its_queue_ends_the_reservation_and_those_it_held_back_are_looked_at_again() {
+    let mut w = reserved_for_big();
+    w.add(wl("open").queue("a").at(2).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    w.e.remove_workload("big").unwrap();
+    assert_eq!(admitted(&w.cycle(3 * MIN)), ["open"]);
+}
+
+#[test]
+fn behind_its_queues_reservation_a_workload_does_not_preempt() {
+    let world = |reserve: bool| {
+        let q = cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .within(WithinClusterQueue::LowerPriority);
+        let mut w = World::new(vec![if reserve { q.reserve() } else { q }]);
+        w.add(wl("low").queue("a").prio(-1).at(0).runs(2 * HOUR).pods(1, &[(GPU, 4)]));
+        w.add(wl("peer").queue("a").prio(0).at(0).runs(2 * HOUR).pods(1, &[(GPU, 4)]));
+        w.cycle(0);
+        // `big` could take only `low`'s 4 GPUs by preemption: not enough.
+        w.add(wl("big").queue("a").prio(0).at(1).pods(1, &[(GPU, 8)]));
+        w.add(wl("mid").queue("a").prio(0).at(2).pods(1, &[(GPU, 4)]));
+        w
+    };
+    let mut w = world(false);
+    assert_eq!(victims(&w.cycle(MIN)), ["low"]);
+    let mut w = world(true);
+    assert!(victims(&w.cycle(MIN)).is_empty());
+    assert!(matches!(reason(&w, "big"), PendingReason::Reserved { .. }));
+    assert_eq!(reason(&w, "mid"), PendingReason::NoFit);
+}
+
+#[test]
+fn behind_its_queues_reservation_a_workload_does_not_run_reduced() {
+    let mut w = reserved_for_big();
+    w.add(wl("elastic").queue("a").at(2).pods(4, &[(GPU, 1)]).min_count(1));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    assert_eq!(w.state("elastic"), WorkloadState::Pending);
+}
+
+#[test]
+fn another_queue_of_the_cohort_is_held_to_the_reservation_only_when_it_borrows() {
+    let mut w = World::new(vec![
+        cq("a").cohort("org").quota("a100", vec![q(GPU, 4)]).reserve(),
+        cq("b").cohort("org").quota("a100", vec![q(GPU, 4)]),
+    ]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 2)]));
+    w.cycle(0);
+    // `big` needs a's 4 and b's 4 (borrowing): it reserves from 2 h.
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(2 * HOUR),
+            backfilled: 0
+        }
+    );
+    // b within its own nominal quota: not held back.
+    w.add(wl("own").queue("b").at(2).pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(2 * MIN)), ["own"]);
+    // b borrowing a's quota: held to the reservation.
+    w.add(wl("borrow").queue("b").at(3).pods(1, &[(GPU, 3)]));
+    assert!(admitted(&w.cycle(3 * MIN)).is_empty());
+    assert!(matches!(
+        reason(&w, "borrow"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+}
