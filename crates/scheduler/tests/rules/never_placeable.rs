@@ -122,3 +122,35 @@ fn in_quota_only_mode_nodes_are_never_a_reason() {
     assert_eq!(admitted(&w.cycle(0)), ["small"]);
     assert_eq!(reason(&w, "big"), PendingReason::NoFit);
 }
+
+/// The usual setup: CPU and memory in a group of their own on a flavor
+/// without labels, GPUs on a flavor whose nodes are tainted and whose
+/// tolerations admitted pods get. The groups are placed together, so the
+/// GPU flavor's toleration lets the pod's CPU onto its nodes too: a gang
+/// that fits the empty nodes waits for room, it is not "never placeable".
+#[test]
+fn resource_groups_are_judged_together_a_gpu_flavors_toleration_covers_the_pods_cpu() {
+    let mut w = World::placement(vec![
+        cq("a")
+            .quota("cpu-pool", vec![q(CPU, 64)])
+            .group(vec![("gpu-pool", vec![q(GPU, 16)])]),
+    ]);
+    w.e.upsert_flavor(flavor("cpu-pool"));
+    let mut gpu = labelled_flavor("gpu-pool", "gpu", "a100");
+    gpu.tolerations = vec![tolerate("nvidia.com/gpu")];
+    w.e.upsert_flavor(gpu);
+    w.node(node("n1", "a100", 8).taint("nvidia.com/gpu"));
+    w.add(wl("run").queue("a").at(0).pods(2, &[(GPU, 4), (CPU, 8)]));
+    w.add(wl("next").queue("a").at(1).pods(2, &[(GPU, 4), (CPU, 8)]));
+    assert_eq!(admitted(&w.cycle(0)), ["run"]);
+    assert_eq!(reason(&w, "next"), PendingReason::NoPlacement, "{}", w.why("next"));
+    // A pod larger than the node is still told so, named by its GPU flavor.
+    w.add(wl("huge").queue("a").at(2).pods(1, &[(GPU, 16), (CPU, 8)]));
+    w.cycle(1);
+    assert_eq!(reason(&w, "huge"), PendingReason::NeverPlaceable);
+    assert!(
+        w.why("huge").contains("gpu-pool: a pod needs 16 nvidia.com/gpu"),
+        "{}",
+        w.why("huge")
+    );
+}

@@ -157,20 +157,19 @@ impl Engine {
         Ok(placement)
     }
 
-    /// Whether pod set `pi` of the workload, with `flavor` for resource
-    /// group `group`, would fit on that flavor's nodes (cordoned ones too)
-    /// if nothing ran on them (their allocatable); on failure, the numbers
-    /// of the best try.
+    /// Whether pod set `pi` of the workload, with `choice`'s flavor for
+    /// each resource group, would fit on the nodes of those flavors
+    /// (cordoned ones too) if nothing ran on them (their allocatable); on
+    /// failure, the numbers of the best try.
     pub(in crate::engine) fn fits_empty_nodes(
         &self,
         cq: CqId,
         id: WlId,
         pi: usize,
-        group: usize,
-        flavor: FlavorId,
+        choice: &[GroupChoice],
     ) -> Result<(), Box<NoRoom>> {
         let ps = &self.wl(id).pod_sets[pi];
-        let Some(ask) = self.ask(&self.queues.cqs[cq], pi, ps, &[GroupChoice { group, flavor }]) else {
+        let Some(ask) = self.ask(&self.queues.cqs[cq], pi, ps, choice) else {
             return Ok(());
         };
         let room = Room {
