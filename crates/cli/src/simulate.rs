@@ -73,6 +73,13 @@ pub struct SimulateArgs {
     /// "Start-time estimates"). Costs a forecast per arrival instant.
     #[arg(long)]
     pub forecast: bool,
+    /// The run times workloads declare to the engine, which backfill
+    /// trusts: `trace` (each job's `expectedRuntime`, none without it),
+    /// `exact` (every workload its true run time) or an error such as
+    /// `±50%` (every workload its true run time off by up to that much,
+    /// the same draw in every run).
+    #[arg(long, value_name = "trace|exact|±P%", default_value = "trace", value_parser = sim::DeclaredRuntimes::parse)]
+    pub declared_runtimes: sim::DeclaredRuntimes,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -102,6 +109,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         idle_interval,
         requeue_limit,
         forecast,
+        declared_runtimes,
         quiet,
     } = args;
     let api_qps = qps_limit(api_qps)?;
@@ -129,6 +137,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         idle_interval,
         requeue_limit,
         forecast,
+        declared_runtimes,
         ..sim::SimOptions::default()
     };
 
@@ -282,6 +291,7 @@ mod tests {
             idle_interval: None,
             requeue_limit: 10,
             forecast: false,
+            declared_runtimes: sim::DeclaredRuntimes::Trace,
             quiet: true,
         };
         let err = run(args).unwrap_err();

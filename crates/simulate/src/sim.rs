@@ -50,20 +50,23 @@
 //! | `result.rs` | the types a run is given and gives back |
 
 mod book;
+mod declared;
 pub mod forecast;
 mod pacing;
 mod queues;
 mod result;
 
+pub use declared::DeclaredRuntimes;
 pub use forecast::{Estimate, ForecastOutcome};
 pub use result::{
-    CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot, WorkloadRecord,
+    BackfillBaseline, CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot,
+    WorkloadRecord,
 };
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use sluice_scheduler::{Admission, Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
+use sluice_scheduler::{Admission, Backfill, Engine, EngineConfig, PlacementMode, PodSetSpec, WorkloadSpec};
 
 use super::clock::EventQueue;
 use super::fairness::FairnessOutcome;
@@ -99,9 +102,11 @@ pub(crate) fn index_of(uid: &str) -> Option<usize> {
 /// `idleReclaim` and some workload a utilisation profile, the scenario is
 /// run a second time without any `idleReclaim`, for the report's wait-time
 /// comparison ([`IdleOutcome::baseline_waits`]); without profiles nothing
-/// can be reclaimed, and that run would be this one.
+/// can be reclaimed, and that run would be this one. When a ClusterQueue
+/// has `backfill`, it is run once more with no queue reserving
+/// ([`SimResult::without_backfill`]).
 pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Progress)) -> Result<SimResult> {
-    let mut result = run_once(scenario, opts, progress, true)?;
+    let mut result = run_once(scenario, opts, progress, Variant::AS_WRITTEN)?;
     if result.idle.is_some() && !scenario.idle_reclaim.is_empty() {
         let waits = |records: &[WorkloadRecord]| {
             (records.iter().zip(&scenario.workloads))
@@ -109,7 +114,11 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
                 .collect()
         };
         let baseline = if scenario.workloads.iter().any(|w| w.utilization.is_some()) {
-            waits(&run_once(scenario, opts, progress, false)?.records)
+            let without = Variant {
+                reclaim: false,
+                ..Variant::AS_WRITTEN
+            };
+            waits(&run_once(scenario, opts, progress, without)?.records)
         } else {
             waits(&result.records)
         };
@@ -117,20 +126,49 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
             idle.baseline_waits = Some(baseline);
         }
     }
+    let reserving: Vec<String> = (scenario.cluster_queues.iter())
+        .filter(|q| q.backfill == Backfill::Reserve)
+        .map(|q| q.name.clone())
+        .collect();
+    if !reserving.is_empty() {
+        let without = Variant {
+            backfill: false,
+            ..Variant::AS_WRITTEN
+        };
+        let run = Box::new(run_once(scenario, opts, progress, without)?);
+        result.without_backfill = Some(BackfillBaseline { reserving, run });
+    }
     Ok(result)
+}
+
+/// A run of the scenario as written, or without one of its policies (for
+/// the report's comparisons).
+#[derive(Clone, Copy)]
+struct Variant {
+    /// Idle-GPU reclaim acts.
+    reclaim: bool,
+    /// ClusterQueues keep their `backfill`; else none reserves.
+    backfill: bool,
+}
+
+impl Variant {
+    const AS_WRITTEN: Variant = Variant {
+        reclaim: true,
+        backfill: true,
+    };
 }
 
 fn run_once(
     scenario: &Scenario,
     opts: &SimOptions,
     progress: &mut dyn FnMut(Progress),
-    reclaim: bool,
+    variant: Variant,
 ) -> Result<SimResult> {
-    let mut engine = engine_for(scenario)?;
+    let mut engine = engine_for(scenario, variant.backfill)?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
     let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
-    let mut watchers = Watchers::new(scenario, opts, reclaim, idle_interval, &book.records);
+    let mut watchers = Watchers::new(scenario, opts, variant.reclaim, idle_interval, &book.records);
     let mut agenda = Agenda::new(scenario, opts);
     let total = scenario.workloads.len();
     let mut report = |now, done| progress(Progress { now, done, total });
@@ -178,17 +216,18 @@ fn run_once(
         api_writes: agenda.lane.writes,
         write_delay_total: agenda.lane.delay_total,
         write_delay_max: agenda.lane.delay_max,
-        idle: idle_outcome(scenario, reclaim, idle_interval, watchers.idle),
+        idle: idle_outcome(scenario, variant.reclaim, idle_interval, watchers.idle),
         forecast: watchers.forecast.map(Forecaster::into_outcome),
         placement: placement_outcome(scenario, book.waits, end),
         fairness,
+        without_backfill: None,
     })
 }
 
 /// The engine with the scenario's flavors, cohorts, nodes, ClusterQueues
 /// and LocalQueues, in that order (a cohort before the queues in it). With
 /// nodes, pods must fit on them too.
-fn engine_for(scenario: &Scenario) -> Result<Engine> {
+fn engine_for(scenario: &Scenario, backfill: bool) -> Result<Engine> {
     let placement = if scenario.nodes.is_empty() {
         PlacementMode::QuotaOnly
     } else {
@@ -211,7 +250,11 @@ fn engine_for(scenario: &Scenario) -> Result<Engine> {
         engine.upsert_node(node.spec.clone());
     }
     for cq in &scenario.cluster_queues {
-        engine.upsert_cluster_queue(cq.clone());
+        let mut cq = cq.clone();
+        if !backfill {
+            cq.backfill = Backfill::None;
+        }
+        engine.upsert_cluster_queue(cq);
     }
     for lq in &scenario.local_queues {
         engine.upsert_local_queue(lq.clone());
@@ -227,6 +270,7 @@ struct Agenda {
     pacer: Pacer,
     eviction_delay: Millis,
     finish_lag: Millis,
+    declared: DeclaredRuntimes,
 }
 
 impl Agenda {
@@ -242,6 +286,7 @@ impl Agenda {
             pacer: Pacer::new(opts.api_qps, opts.api_burst, opts.coalesce),
             eviction_delay: opts.eviction_delay,
             finish_lag: opts.finish_lag.max(0),
+            declared: opts.declared_runtimes,
         }
     }
 
@@ -392,7 +437,10 @@ fn apply_events(
     while let Some(ev) = agenda.events.pop_due(t) {
         due.left_over &= matches!(ev, Event::Start(i, _) | Event::Finish(i, _) if book.records[i].deactivated);
         due.need_cycle |= match ev {
-            Event::Arrive(i) => arrive(i, t, &scenario.workloads[i], engine, book, watchers),
+            Event::Arrive(i) => {
+                let spec = workload_spec(i, &scenario.workloads[i], agenda.declared);
+                arrive(i, t, spec, engine, book, watchers)
+            }
             Event::Start(i, e) if book.is_current(i, e, State::Admitted) => {
                 book.started(i, t);
                 let ends = t + scenario.workloads[i].duration + agenda.finish_lag;
@@ -418,12 +466,12 @@ fn apply_events(
 fn arrive(
     i: usize,
     t: Millis,
-    w: &TraceWorkload,
+    spec: WorkloadSpec,
     engine: &mut Engine,
     book: &mut Book,
     watchers: &mut Watchers,
 ) -> bool {
-    match engine.add_workload(workload_spec(i, w)) {
+    match engine.add_workload(spec) {
         Ok(()) => {
             book.pending(i, t);
             watchers.arrived(i);
@@ -437,7 +485,7 @@ fn arrive(
 }
 
 /// The engine's workload for trace workload `i`.
-fn workload_spec(i: usize, w: &TraceWorkload) -> WorkloadSpec {
+fn workload_spec(i: usize, w: &TraceWorkload, declared: DeclaredRuntimes) -> WorkloadSpec {
     WorkloadSpec {
         uid: uid_of(i),
         name: w.name.clone(),
@@ -454,7 +502,7 @@ fn workload_spec(i: usize, w: &TraceWorkload) -> WorkloadSpec {
                 ..PodSetSpec::default()
             })
             .collect(),
-        expected_runtime: w.expected_runtime,
+        expected_runtime: declared.of(i, w),
     }
 }
 

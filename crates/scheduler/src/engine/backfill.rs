@@ -49,7 +49,8 @@ pub(super) struct Reservations {
 struct Reservation {
     head: OrderKey,
     name: Arc<str>,
-    /// What it needs, per slot of its queue (its first flavors).
+    /// What it needs, per slot of its queue (on its most preferred
+    /// flavors that can hold it).
     usage: Vec<(usize, Amount)>,
     /// What each flavor lacked when it reserved (its explanation's detail).
     flavors: Vec<FlavorVerdict>,
@@ -79,20 +80,22 @@ impl Engine {
         self.queues.cqs[cq].spec.backfill == Backfill::Reserve
     }
 
-    /// Candidate `key`, which no flavor of `cq` fits, reserves `usage`
-    /// when its queue reserves and no workload ahead of it holds the
-    /// queue's reservation. Returns its explanation as the head
-    /// (`Reserved`), or `None` when it holds no reservation.
+    /// Candidate `key`, which no flavor of `cq` fits, reserves the usage
+    /// of its most preferred flavor among `usages` (one per flavor, in
+    /// preference order) that it fits once admitted work ends, when its queue
+    /// reserves and no workload ahead of it holds the queue's reservation.
+    /// Returns its explanation as the head (`Reserved`), or `None` when it
+    /// holds no reservation.
     pub(super) fn reserve(
         &mut self,
         cq: CqId,
         key: &OrderKey,
-        usage: Vec<(usize, Amount)>,
+        usages: Vec<Vec<(usize, Amount)>>,
         why: &Explanation,
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
-        if !matches!(why.reason, PendingReason::NoFit | PendingReason::WaitingForEvictions) {
+        if usages.is_empty() || !matches!(why.reason, PendingReason::NoFit | PendingReason::WaitingForEvictions) {
             return None;
         }
         let backfilled = match self.reservations.by_cq.get(&cq) {
@@ -104,14 +107,18 @@ impl Engine {
             }
             None => 0,
         };
-        let r = Reservation {
-            head: key.clone(),
-            name: self.wl(key.id).name.clone(),
-            usage,
-            flavors: why.flavors.clone(),
-            backfilled,
-        };
-        let start = self.start_of(cq, &r, None, now)?;
+        let (start, r) = (usages.into_iter())
+            .filter_map(|usage| {
+                let r = Reservation {
+                    head: key.clone(),
+                    name: self.wl(key.id).name.clone(),
+                    usage,
+                    flavors: why.flavors.clone(),
+                    backfilled,
+                };
+                Some((self.start_of(cq, &r, None, now)?, r))
+            })
+            .next()?;
         self.reservations.by_cq.insert(cq, r);
         Some(Explanation {
             reason: PendingReason::Reserved { start, backfilled },

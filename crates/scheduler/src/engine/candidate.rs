@@ -27,7 +27,7 @@ impl Engine {
     pub(super) fn try_candidate(&mut self, pass: &mut Pass, key: OrderKey, list: usize, now: Millis, out: &mut Cycle) {
         let (cq, id) = (pass.lists[list].0, key.id);
         let behind = self.behind_own_reservation(cq, &key);
-        let mut reserve = None;
+        let mut reserve = Vec::new();
         let why = match self.assign(cq, id) {
             // Borrowing waits for the second pass while a peer has idle
             // nominal quota; with fair sharing always, so that borrowers
@@ -54,7 +54,7 @@ impl Engine {
                 never,
             }) => {
                 if !never && self.reserves(cq) {
-                    reserve = self.first_option_usage(cq, id, &options);
+                    reserve = self.usage_per_flavor(cq, id, &options);
                 }
                 match self.preempt_for(pass, cq, id, &options, verdicts, never, !behind, now, out) {
                     Some(why) => why,
@@ -264,9 +264,7 @@ impl Engine {
             return;
         }
         let why = self.unadmitted_explanation(cq, id, why);
-        let reserved = parking
-            .reserve
-            .and_then(|usage| self.reserve(cq, key, usage, &why, now, out));
+        let reserved = self.reserve(cq, key, parking.reserve, &why, now, out);
         pass.failed.insert((cq, shape));
         self.set_shape_explanation(cq, shape, Arc::new(why), out);
         self.park_shaped(cq, id, out);
@@ -292,9 +290,10 @@ impl Engine {
 }
 
 /// How a candidate that was not admitted whole is parked: whether it is
-/// behind its queue's reservation, and the usage it would reserve as the
-/// queue's head (its first flavors), when its queue reserves.
+/// behind its queue's reservation, and the usages it may reserve as the
+/// queue's head (one per flavor, in preference order), when its queue
+/// reserves.
 struct Parking {
     behind: bool,
-    reserve: Option<Vec<(usize, Amount)>>,
+    reserve: Vec<Vec<(usize, Amount)>>,
 }

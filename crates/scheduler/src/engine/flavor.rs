@@ -396,6 +396,22 @@ impl Engine {
         Some(self.option_usage(cq, id, options, &vec![0; options.len()]))
     }
 
+    /// The usage of each flavor in preference order: the `j`-th choice
+    /// takes every option's `j`-th flavor (its last, when it has fewer).
+    /// Empty when some option has no flavor.
+    pub(super) fn usage_per_flavor(&self, cq: CqId, id: WlId, options: &[FlavorOption]) -> Vec<Vec<(usize, Amount)>> {
+        if options.iter().any(|o| o.flavors.is_empty()) {
+            return Vec::new();
+        }
+        let most = options.iter().map(|o| o.flavors.len()).max().unwrap_or(0);
+        (0..most)
+            .map(|j| {
+                let pick: Vec<usize> = options.iter().map(|o| j.min(o.flavors.len() - 1)).collect();
+                self.option_usage(cq, id, options, &pick)
+            })
+            .collect()
+    }
+
     pub(super) fn choice_from_pick(&self, pod_sets: usize, options: &[FlavorOption], pick: &[usize]) -> Choice {
         // One entry per pod set, also for pod sets that request nothing.
         let mut choice = vec![Vec::new(); pod_sets];

@@ -31,6 +31,7 @@
 //! - the `fairness` section (weighted shares and Jain's index, when some
 //!   ClusterQueue is in a cohort) is defined in [`fairness`].
 
+pub mod backfill;
 mod column;
 pub mod fairness;
 pub mod forecast;
@@ -89,6 +90,10 @@ pub struct Report {
     /// ClusterQueue is in a cohort.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<fairness::FairnessReport>,
+    /// Figures with backfill and without; only when some ClusterQueue has
+    /// `backfill: Reserve`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<backfill::BackfillReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -438,7 +443,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         .map(|(name, t)| t.into_group(name.to_string(), None, None))
         .collect();
     // 3. The report, with each optional part's.
-    Report {
+    let mut report = Report {
         format: 2,
         scenario: scenario.to_string(),
         options: OptionsOut {
@@ -461,7 +466,14 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         forecast: forecast::build(r),
         placement: r.placement.as_ref().map(|p| placement::build(p, r)),
         fairness: r.fairness.as_ref().map(|f| fairness::build(f, r)),
+        backfill: None,
+    };
+    // 4. Against the run with no queue reserving.
+    if let Some(baseline) = &r.without_backfill {
+        let without = build(scenario, opts, &baseline.run);
+        report.backfill = Some(backfill::build(baseline, &report, &without));
     }
+    report
 }
 
 /// The tallies of every ClusterQueue, workload class and cohort, and of

@@ -121,6 +121,9 @@ pub fn render(r: &Report) -> String {
     if let Some(f) = &r.forecast {
         super::forecast::render_table(f, &mut out);
     }
+    if let Some(b) = &r.backfill {
+        super::backfill::render_table(b, &mut out);
+    }
     never_admitted(r, &mut out);
     out
 }

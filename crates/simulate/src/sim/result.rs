@@ -66,6 +66,8 @@ pub struct SimOptions {
     /// against what happened ([`ForecastOutcome`]). Off by default: it runs
     /// a forecast per arrival instant.
     pub forecast: bool,
+    /// The run times workloads declare to the engine (backfill trusts them).
+    pub declared_runtimes: super::DeclaredRuntimes,
 }
 
 impl Default for SimOptions {
@@ -80,6 +82,7 @@ impl Default for SimOptions {
             idle_interval: None,
             requeue_limit: DEFAULT_REQUEUE_LIMIT,
             forecast: false,
+            declared_runtimes: super::DeclaredRuntimes::Trace,
         }
     }
 }
@@ -208,6 +211,16 @@ pub struct SimResult {
     /// Weighted shares over time; `None` unless some ClusterQueue is in a
     /// cohort.
     pub fairness: Option<FairnessOutcome>,
+    /// The same run with no ClusterQueue reserving; `None` unless some
+    /// ClusterQueue has `backfill: Reserve`.
+    pub without_backfill: Option<BackfillBaseline>,
+}
+
+/// The run [`SimResult::without_backfill`]: which queues reserved in the
+/// run it is compared with, and its outcome.
+pub struct BackfillBaseline {
+    pub reserving: Vec<String>,
+    pub run: Box<SimResult>,
 }
 
 /// Progress of a run, for the terminal indicator.

@@ -28,7 +28,7 @@ pub struct TracePodSet {
 }
 
 /// One workload as the simulator feeds it to the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TraceWorkload {
     /// `namespace/name`; unique in the trace.
     pub name: String,
