@@ -81,12 +81,16 @@ impl Index {
             return;
         };
         let e = self.table.workloads.get_mut(&wk).expect("indexed");
+        // Whole seconds, as the API keeps the condition's time: an
+        // acknowledgement stamped within the same second counts.
         let start_ms = e
             .written
             .status
             .condition(cond::PREEMPTION_NOTICE)
             .filter(|c| c.status == cond::status::TRUE)
-            .map_or(now_ms, |c| ms(&c.last_transition_time));
+            .map_or(now_ms.div_euclid(1000).saturating_mul(1000), |c| {
+                ms(&c.last_transition_time)
+            });
         let n = Noticed {
             start_ms,
             secs,
