@@ -236,3 +236,40 @@ fn without_a_notice_the_victim_is_evicted_at_once() {
     assert!(status_step(evict).condition(cond::PREEMPTION_NOTICE).is_none());
     assert!(!purposes(&plans).contains(&"notice"));
 }
+
+#[test]
+fn a_victim_that_finishes_during_its_notice_ends_it_and_frees_its_quota() {
+    let mut ix = notice_index();
+    let low = mk_job("low", "team-a", 4, 2);
+    preempt(&mut ix, &low);
+    let mut done = running(&low);
+    done.status = serde_json::from_value(json!({
+        "startTime": "2027-01-15T08:00:01Z", "succeeded": 4,
+        "conditions": [{"type": "Complete", "status": "True"}]}))
+    .unwrap();
+    ix.apply_job(done, PREEMPTED_AT + 5000);
+    let plans = ix.take_plans();
+    let s = plans
+        .iter()
+        .filter_map(|p| match p.steps.first() {
+            Some(Step::ApplyWorkloadStatus { status, .. }) => Some(status),
+            _ => None,
+        })
+        .find(|s| s.condition(cond::FINISHED).is_some())
+        .unwrap_or_else(|| panic!("no Finished write in {:?}", purposes(&plans)));
+    assert_eq!(condition(s, cond::PREEMPTION_NOTICE).0, "False");
+    assert!(!purposes(&plans).contains(&"evict"), "nothing to suspend");
+    let (plans, wake) = ix.cycle(PREEMPTED_AT + 6000);
+    assert!(
+        plans.iter().any(|p| p.purpose
+            == Purpose::Admit {
+                uid: "wl-uid-high".into()
+            }),
+        "{:?}",
+        purposes(&plans)
+    );
+    assert!(
+        wake.is_none_or(|w| w > DEADLINE),
+        "no wake-up for a notice that ended: {wake:?}"
+    );
+}
