@@ -30,7 +30,9 @@ pub const PREEMPTED: &str = "Preempted";
 /// `spec.preemption.noticeSeconds`): `True` (reason `Preempted`) while it
 /// still runs, its `lastTransitionTime` the notice's start and its message
 /// the deadline; `False` (reason `Suspended`) once it is suspended, at the
-/// deadline or when it acknowledged.
+/// deadline or when it acknowledged, with its `Finished` reason when it
+/// finished first, or `Withdrawn` when a restarted controller did not
+/// preempt it again.
 pub const PREEMPTION_NOTICE: &str = "PreemptionNotice";
 /// Workload condition: all admitted pods are ready (or have been).
 pub const PODS_READY: &str = "PodsReady";
@@ -161,6 +163,9 @@ pub mod reasons {
     // --- PreemptionNotice ---
     /// The notice is over and the workload suspended (PreemptionNotice=False).
     pub const SUSPENDED: &str = "Suspended";
+    /// The preemption that gave a notice no longer stands (a restarted
+    /// controller did not preempt the workload again): PreemptionNotice=False.
+    pub const WITHDRAWN: &str = "Withdrawn";
     /// The Event reason of a preemption with notice.
     pub const PREEMPTION_NOTICE: &str = "PreemptionNotice";
 

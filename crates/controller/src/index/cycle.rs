@@ -32,6 +32,7 @@ impl Index {
         self.flush_placement();
         let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
         self.take_decisions(&cycle, now_ms);
+        self.withdraw_stale_notices(now_ms);
         let wake = self.next_wake(cycle.next_wakeup);
         let mut plans = self.take_plans();
         plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));

@@ -27,7 +27,7 @@ use sluice_api::v1alpha1::conditions as cond;
 use sluice_kinds as kinds;
 use sluice_scheduler::{self as eng, WorkloadState};
 
-use super::status::set_condition;
+use super::status::{is_true, set_condition};
 use super::{Index, ms};
 use crate::plan::{ObjKey, Plan, Purpose, Step};
 use rule::Notice;
@@ -211,6 +211,44 @@ impl Index {
                     self.inflight.noticed.remove(&uid);
                 }
             }
+        }
+    }
+
+    /// Once, after the first engine run of this index (a restart, a new
+    /// leader): a `PreemptionNotice=True` left on a workload that run did
+    /// not preempt again (its preemptor went meanwhile, or was not reached)
+    /// is withdrawn, so that it does not shorten a later notice.
+    pub(super) fn withdraw_stale_notices(&mut self, now_ms: i64) {
+        if std::mem::replace(&mut self.inflight.notices_checked, true) {
+            return;
+        }
+        let stale: Vec<ObjKey> = self
+            .table
+            .workloads
+            .iter()
+            .filter(|(_, e)| is_true(&e.written.status, cond::PREEMPTION_NOTICE))
+            .filter(|(_, e)| !self.inflight.noticed.contains_key(&e.uid))
+            .filter(|(_, e)| self.engine.workload_state(&e.uid) == Some(WorkloadState::Admitted))
+            .map(|(wk, _)| wk.clone())
+            .collect();
+        for wk in stale {
+            let e = self.table.workloads.get_mut(&wk).expect("listed");
+            let generation = e.observed.generation;
+            set_condition(
+                &mut e.written.status.conditions,
+                cond::PREEMPTION_NOTICE,
+                cond::status::FALSE,
+                cond::reasons::WITHDRAWN,
+                "The preemption no longer stands: the controller restarted and did not preempt it again",
+                now_ms,
+                generation,
+            );
+            let uid = e.uid.clone();
+            let steps = vec![e.status_write(&wk)];
+            self.outbox.plans.push(Plan {
+                purpose: Purpose::Notice { uid },
+                steps,
+            });
         }
     }
 

@@ -108,6 +108,9 @@ pub(super) struct InFlight {
     /// Workloads preempted with a notice that still run, by uid
     /// (`notice`): evicted at the deadline or when they acknowledge.
     pub(super) noticed: HashMap<String, Noticed>,
+    /// Whether notices left from before this index were looked at
+    /// (`notice::withdraw_stale_notices`, once).
+    pub(super) notices_checked: bool,
 }
 
 /// Plans for the writer and the budgets that bound them (`cycle`,

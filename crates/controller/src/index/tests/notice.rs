@@ -198,28 +198,36 @@ fn an_acknowledgement_from_before_the_notice_does_not_skip_it() {
     assert_held(&ix);
 }
 
-#[test]
-fn a_restarted_controller_keeps_the_deadline() {
-    let mut ix = notice_index();
-    let low = mk_job("low", "team-a", 4, 2);
-    preempt(&mut ix, &low);
-    let mut stored = stored_workload(&low, 0, 0);
-    stored.status = ix.workload_status(&wkey("low")).cloned();
-    // A new leader, two minutes later: the notice's start is the condition's.
-    let later = PREEMPTED_AT + 120_000;
+/// A new leader at `at`, after `low` was preempted with a notice by the
+/// first index; `high` still there or deleted meanwhile.
+fn restarted(low: &Job, high_still_there: bool, at: i64) -> Index {
+    let mut first = notice_index();
+    preempt(&mut first, low);
+    let mut stored = stored_workload(low, 0, 0);
+    stored.status = first.workload_status(&wkey("low")).cloned();
     let mut ix = Index::new(IndexConfig::default());
     ix.apply_flavor(flavor("a100"));
     ix.apply_cluster_queue(noticed_cq());
     ix.apply_local_queue(lq("team-a", "cluster-gpu"));
-    let high = mk_job("high", "team-a", 4, 2);
-    ix.apply_job(running(&low), later);
-    ix.apply_job(high.clone(), later);
-    ix.apply_workload(stored, later);
-    ix.apply_workload(stored_workload(&high, 100, 2), later);
+    ix.apply_job(running(low), at);
+    ix.apply_workload(stored, at);
+    if high_still_there {
+        let high = mk_job("high", "team-a", 4, 2);
+        ix.apply_job(high.clone(), at);
+        ix.apply_workload(stored_workload(&high, 100, 2), at);
+    }
     for k in Kind::all() {
         ix.mark_synced(k);
     }
     ix.take_plans();
+    ix
+}
+
+#[test]
+fn a_restarted_controller_keeps_the_deadline() {
+    // Two minutes later: the notice's start is the condition's.
+    let later = PREEMPTED_AT + 120_000;
+    let mut ix = restarted(&mk_job("low", "team-a", 4, 2), true, later);
     let (plans, wake) = ix.cycle(later);
     let (_, _, msg) = condition(status_step(plan(&plans, "notice")), cond::PREEMPTION_NOTICE);
     assert!(msg.contains(&rfc3339(DEADLINE)), "{msg}");
@@ -272,4 +280,16 @@ fn a_victim_that_finishes_during_its_notice_ends_it_and_frees_its_quota() {
         wake.is_none_or(|w| w > DEADLINE),
         "no wake-up for a notice that ended: {wake:?}"
     );
+}
+
+#[test]
+fn a_notice_whose_preemptor_went_during_a_restart_is_withdrawn() {
+    let later = PREEMPTED_AT + 120_000;
+    let mut ix = restarted(&mk_job("low", "team-a", 4, 2), false, later);
+    let (plans, _) = ix.cycle(later);
+    let (st, reason, _) = condition(status_step(plan(&plans, "notice")), cond::PREEMPTION_NOTICE);
+    assert_eq!((st, reason), ("False", "Withdrawn"));
+    assert_eq!(ix.engine().workload_state("wl-uid-low"), Some(WorkloadState::Admitted));
+    // Once: later cycles write nothing more about it.
+    assert!(!purposes(&ix.cycle(later + 1000).0).contains(&"notice"));
 }
