@@ -45,29 +45,48 @@ fn stated_deadline(message: &str) -> Result<Timestamp> {
     Ok(text.parse()?)
 }
 
+/// A ClusterQueue of 8 GPUs giving a notice of `secs`, the controller
+/// running, `low` (8 GPUs) admitted with its pods running, then `high`
+/// (8 GPUs, higher priority) created: it preempts `low`.
+async fn low_preempted_by_high(c: &mut Cluster, secs: i64) -> Result<()> {
+    let f = c.flavor("a100").await?;
+    let policy = json!({"withinClusterQueue": "LowerPriority", "noticeSeconds": secs});
+    let cq = c.gpu_queue("cq", &f, 8, None, policy).await?;
+    c.local_queue("team", &cq).await?;
+    // Before the controller starts: its initial list has it, so `high`'s
+    // priority cannot depend on how soon a watch event arrives.
+    let urgent = c.priority_class("urgent", 1000).await?;
+    c.start_controller(&[]).await?;
+    c.job("low", "team", 4, 2, &[], true).await?;
+    c.wait_suspended("low", false, T).await?;
+    c.mark_pods("low", 4, "Running").await?;
+    c.job(
+        "high",
+        "team",
+        4,
+        2,
+        &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
+        true,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits for `job`'s pods to go (no kubelet: the harness finishes them).
+async fn pods_gone(c: &Cluster, job: &str) -> Result<()> {
+    wait_for(&format!("{job}'s pods gone"), T, || async {
+        c.reap_terminating_pods(job).await?;
+        Ok(c.job_pods(job).await?.is_empty().then_some(()))
+    })
+    .await
+}
+
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn preemption_notice_ack() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
-        let f = c.flavor("a100").await?;
-        let policy = json!({"withinClusterQueue": "LowerPriority", "noticeSeconds": NOTICE_SECS});
-        let cq = c.gpu_queue("cq", &f, 8, None, policy).await?;
-        c.local_queue("team", &cq).await?;
-        c.start_controller(&[]).await?;
-        let urgent = c.priority_class("urgent", 1000).await?;
-        c.job("low", "team", 4, 2, &[], true).await?;
-        c.wait_suspended("low", false, T).await?;
-        c.mark_pods("low", 4, "Running").await?;
-        c.job(
-            "high",
-            "team",
-            4,
-            2,
-            &[(sluice_api::labels::PRIORITY_CLASS, &urgent)],
-            true,
-        )
-        .await?;
+        low_preempted_by_high(&mut c, NOTICE_SECS).await?;
 
         // 1. The notice: a deadline NOTICE_SECS after its start, on the
         // Workload and on each running pod.
@@ -146,11 +165,7 @@ async fn preemption_notice_ack() -> Result<()> {
 
         // 4. Its pods gone, the preemptor gets the capacity, the small job
         // still none.
-        wait_for("low's pods gone", T, || async {
-            c.reap_terminating_pods("low").await?;
-            Ok(c.job_pods("low").await?.is_empty().then_some(()))
-        })
-        .await?;
+        pods_gone(&c, "low").await?;
         c.wait_condition("high", "Admitted", "True", T).await?;
         ensure!(
             Timestamp::now() < deadline,
@@ -161,6 +176,53 @@ async fn preemption_notice_ack() -> Result<()> {
             !is_true(&c.workload_of("small").await?, "QuotaReserved"),
             "small took capacity the preemptor claimed"
         );
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+/// Without an acknowledgement the victim runs until the deadline, then is
+/// suspended and the preemptor admitted.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn preemption_notice_expires() -> Result<()> {
+    const SHORT: i64 = 8;
+    let mut c = Cluster::start().await?;
+    let result = async {
+        low_preempted_by_high(&mut c, SHORT).await?;
+        let low = c.wait_condition("low", "PreemptionNotice", "True", T).await?;
+        let notice = low
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("PreemptionNotice"))
+            .context("no PreemptionNotice")?;
+        let deadline = stated_deadline(&notice.message)?;
+        ensure_eq!(
+            deadline.duration_since(notice.last_transition_time.0),
+            SignedDuration::from_secs(SHORT)
+        );
+        c.wait_suspended("low", true, T).await?;
+        let suspended_at = Timestamp::now();
+        ensure!(
+            suspended_at >= deadline,
+            "suspended at {suspended_at}, before the deadline {deadline}"
+        );
+        ensure!(
+            suspended_at.duration_since(deadline) < SignedDuration::from_secs(10),
+            "suspended at {suspended_at}, long after the deadline {deadline}"
+        );
+        let low = c.wait_condition("low", "PreemptionNotice", "False", T).await?;
+        let ended = low
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("PreemptionNotice"))
+            .context("no PreemptionNotice")?;
+        ensure_eq!(ended.reason, "Suspended");
+        ensure!(ended.message.contains("notice ended"), "{}", ended.message);
+        pods_gone(&c, "low").await?;
+        c.wait_condition("high", "Admitted", "True", T).await?;
         Ok::<_, anyhow::Error>(())
     }
     .await;
