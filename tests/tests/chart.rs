@@ -1260,8 +1260,9 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
     // crates/controller/src/run.rs (watches, Job read-back), writer.rs
     // (server-side apply, patches, Events, the evicted Job's pods).
     let mut controller = vec![
-        // an evicted Job's pods: are they gone? (label and field selectors)
-        expect(&["get", "list"], "core", &["pods"], ""),
+        // an evicted Job's pods: are they gone? (label and field selectors);
+        // a preemption notice's deadline annotated on the running ones
+        expect(&["get", "list", "patch"], "core", &["pods"], ""),
         expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
         expect(&["list", "watch"], "core", &["namespaces"], ""),
         expect(
@@ -1439,11 +1440,13 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
                     );
                 }
                 if g.contains(" core/pods") {
-                    let read =
-                        g.starts_with("get ") || g.starts_with("list ") || (placement && g.starts_with("watch "));
+                    let allowed = g.starts_with("get ")
+                        || g.starts_with("list ")
+                        || g.starts_with("patch ")
+                        || (placement && g.starts_with("watch "));
                     ensure!(
-                        doc.name == "sluice-controller" && read,
-                        "{}: grants {g} (only the controller reads pods, with get/list, and watch with --placement=nodes)",
+                        doc.name == "sluice-controller" && allowed,
+                        "{}: grants {g} (only the controller reads pods, with get/list, and watch with --placement=nodes, and patches them with a preemption notice)",
                         doc.source
                     );
                 }

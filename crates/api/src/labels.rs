@@ -11,6 +11,8 @@
 //! | [`GPU_FIXES`] `sluice.dev/gpu-fixes` | Pod, Job pod template | [`GPU_FIXES_SKIP`] asks the webhook to leave the pod alone (no GPU fixes, no `NVIDIA_VISIBLE_DEVICES` check); honoured only in namespaces labelled [`ALLOW_GPU_FIXES_SKIP`] |
 //! | [`ALLOW_GPU_FIXES_SKIP`] `sluice.dev/allow-gpu-fixes-skip` | Namespace | `"true"` marks the namespace as one for GPU system pods: its pods may opt out with [`GPU_FIXES`], and the pods of its DaemonSets (verified to exist) are left alone; namespace labels are the cluster admin's, so a pod author cannot grant it to itself |
 //! | [`MIN_PARALLELISM`] `sluice.dev/min-parallelism` | batch/v1 Job (annotation) | fewest pods the Job can run with: the `minCount` of its Workload's pod set |
+//! | [`PREEMPTION_NOTICE`] `sluice.dev/preemption-notice` | Pod (annotation, written by Sluice) | the RFC 3339 time at which the pod's preempted workload is suspended (ClusterQueue `spec.preemption.noticeSeconds`) |
+//! | [`CHECKPOINT_DONE`] `sluice.dev/checkpoint-done` | queued object (annotation, written by the job) | an RFC 3339 time: a notice that began at or before it is acknowledged, and the workload is suspended at once |
 
 /// Job label naming the LocalQueue (in the Job's namespace) that the Job is
 /// queued in. Jobs without it are never held by Sluice.
@@ -118,6 +120,20 @@ pub fn min_parallelism(
         )),
     }
 }
+
+/// Annotation Sluice writes on the running pods of a workload it preempts
+/// with a notice (ClusterQueue `spec.preemption.noticeSeconds`): the RFC
+/// 3339 time at which the workload is suspended unless it acknowledges
+/// sooner ([`CHECKPOINT_DONE`]). A container reads it through a downward
+/// API volume (`metadata.annotations['sluice.dev/preemption-notice']`).
+pub const PREEMPTION_NOTICE: &str = "sluice.dev/preemption-notice";
+
+/// Annotation a job writes on its queued object (the Job, the PyTorchJob,
+/// …) once it has saved its state: an RFC 3339 time. A preemption notice
+/// that began at or before that time is acknowledged and the workload is
+/// suspended at once; an earlier time (left from a previous preemption)
+/// acknowledges nothing. It can only shorten a notice.
+pub const CHECKPOINT_DONE: &str = "sluice.dev/checkpoint-done";
 
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].

@@ -274,6 +274,8 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "q4",
         "spec.preemption.recentlyPreemptedGraceMinutes",
     ),
+    ("cq-preemption.yaml", "q5", "spec.preemption.noticeSeconds"),
+    ("cq-preemption.yaml", "q6", "spec.preemption.noticeSeconds"),
     // Empty groups.
     ("cq-empty-group.yaml", "q", "spec.resourceGroups[0].coveredResources"),
     // Names of the cohort, flavors and resources.
@@ -339,6 +341,10 @@ fn the_schema_takes_valid_queues() {
     cases.push(queue(
         json!({"preemption": {"victimOrder": "Newest", "recentlyPreemptedGraceMinutes": 10080}}),
     ));
+    cases.push(queue(
+        json!({"preemption": {"withinClusterQueue": "LowerPriority", "noticeSeconds": 1}}),
+    ));
+    cases.push(queue(json!({"preemption": {"noticeSeconds": 3600}})));
     cases.push(queue(json!({"fairSharing": {"weight": "0.5"}})));
     cases.push(queue(json!({})));
     cases.push(json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "Cohort", "metadata": {"name": "c"},

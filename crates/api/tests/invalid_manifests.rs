@@ -72,7 +72,8 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     // Preemption: borrowWithinCohort needs reclaimWithinCohort, a threshold
     // needs a policy; minRuntimeSeconds is non-negative; the
-    // recently-preempted grace is 1 minute to a week.
+    // recently-preempted grace is 1 minute to a week; a notice 1 second to
+    // an hour.
     (
         "cq-preemption.yaml",
         &[
@@ -81,6 +82,8 @@ const CASES: &[(&str, &[&str])] = &[
             "q2#spec.preemption.borrowWithinCohort.maxPriorityThreshold",
             "q3#spec.preemption.recentlyPreemptedGraceMinutes",
             "q4#spec.preemption.recentlyPreemptedGraceMinutes",
+            "q5#spec.preemption.noticeSeconds",
+            "q6#spec.preemption.noticeSeconds",
         ],
     ),
     // Groups are not empty.

@@ -111,6 +111,15 @@ pub enum Step {
     /// `selector`, [`sluice_kinds::pods_selector_of`]) is still
     /// running or terminating.
     ConfirmPodsGone { job: JobRef, selector: String },
+    /// JSON merge patch of the annotation `key` to `value` on each pod of
+    /// the object (label `selector`) that is not finished; no pod is no
+    /// error.
+    AnnotatePods {
+        job: JobRef,
+        selector: String,
+        key: &'static str,
+        value: String,
+    },
 }
 
 impl Step {
@@ -135,6 +144,7 @@ impl Step {
             Step::PatchJobStatus { .. } => "job_status",
             Step::Event(_) => "event",
             Step::ConfirmPodsGone { .. } => "pod_list",
+            Step::AnnotatePods { .. } => "pod",
             Step::ApplyQueueStatus { .. } => "queue_status",
         }
     }
@@ -221,6 +231,9 @@ pub enum Purpose {
     Admit { uid: String },
     /// Preemption or eviction of a workload.
     Evict { uid: String },
+    /// A workload preempted with a notice: told so (condition, Event, its
+    /// pods annotated with the deadline); evicted later.
+    Notice { uid: String },
     /// Eviction done: quota released, workload requeued, Job restored.
     Requeue { uid: String },
     /// An evicted Job reports no active pods but not its terminating ones
@@ -266,6 +279,7 @@ impl Purpose {
             Purpose::CreateWorkload => "create_workload",
             Purpose::Admit { .. } => "admit",
             Purpose::Evict { .. } => "evict",
+            Purpose::Notice { .. } => "notice",
             Purpose::Requeue { .. } => "requeue",
             Purpose::ConfirmPodsGone { .. } => "confirm_pods_gone",
             Purpose::Finish { .. } => "finish",

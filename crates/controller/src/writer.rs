@@ -371,6 +371,12 @@ impl Writer {
                 .pods_remain(job, selector)
                 .await
                 .map(|remain| if remain { Answer::PodsRemain } else { done }),
+            Step::AnnotatePods {
+                job,
+                selector,
+                key,
+                value,
+            } => self.annotate_pods(job, selector, key, value).await.map(|_| done),
         }
     }
 
@@ -477,6 +483,27 @@ impl Writer {
             .fields("status.phase!=Succeeded,status.phase!=Failed")
             .limit(1);
         api.list_metadata(&lp).await.map(|l| !l.items.is_empty())
+    }
+
+    /// Annotates each pod of the object that is not finished (merge patch
+    /// of its metadata); none is no error.
+    async fn annotate_pods(&self, job: &JobRef, selector: &str, key: &str, value: &str) -> Result<(), kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), job.namespace());
+        let lp = ListParams::default()
+            .labels(selector)
+            .fields("status.phase!=Succeeded,status.phase!=Failed");
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        for pod in api.list_metadata(&lp).await?.items {
+            let Some(name) = pod.metadata.name else { continue };
+            match api.patch(&name, &merge_params(), &Patch::Merge(&patch)).await {
+                // Gone meanwhile: nothing to tell.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -73,6 +73,11 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
         queued_by_namespace: false,
         pods_selector: state.pods_selector,
         expected_runtime: labels::expected_runtime_ms(meta.annotations.as_ref()),
+        checkpoint_done: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::CHECKPOINT_DONE))
+            .cloned(),
     }
 }
 

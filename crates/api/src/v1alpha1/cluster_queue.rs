@@ -222,6 +222,17 @@ pub struct Preemption {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10080))]
     pub recently_preempted_grace_minutes: Option<i32>,
+    /// Victims admitted through this queue get this notice before they are
+    /// suspended: their Workload gets a `PreemptionNotice` condition, their
+    /// object an Event and their running pods the
+    /// `sluice.dev/preemption-notice` annotation (the deadline); they are
+    /// suspended at the deadline, or as soon as their object carries
+    /// `sluice.dev/checkpoint-done` with a time at or after the notice
+    /// began. Meanwhile they keep their quota, held for the preemptor.
+    /// Unset: suspended at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub notice_seconds: Option<u32>,
 }
 
 /// The order of preemption victims of equal priority.
@@ -383,6 +394,9 @@ impl Validate for ClusterQueue {
 /// The most a recently-preempted grace may be: one week.
 pub const MAX_RECENTLY_PREEMPTED_GRACE_MINUTES: i32 = 7 * 24 * 60;
 
+/// The longest preemption notice: one hour.
+pub const MAX_NOTICE_SECONDS: u32 = 3600;
+
 fn validate_preemption(v: &mut Violations, p: &Preemption) {
     if let Some(m) = p.recently_preempted_grace_minutes
         && !(1..=MAX_RECENTLY_PREEMPTED_GRACE_MINUTES).contains(&m)
@@ -390,6 +404,16 @@ fn validate_preemption(v: &mut Violations, p: &Preemption) {
         v.push(
             "spec.preemption.recentlyPreemptedGraceMinutes",
             format!("must be between 1 and {MAX_RECENTLY_PREEMPTED_GRACE_MINUTES} (one week) minutes, got {m}; leave it unset for no grace"),
+        );
+    }
+    if let Some(s) = p.notice_seconds
+        && !(1..=MAX_NOTICE_SECONDS).contains(&s)
+    {
+        v.push(
+            "spec.preemption.noticeSeconds",
+            format!(
+                "must be between 1 and {MAX_NOTICE_SECONDS} (one hour) seconds, got {s}; leave it unset for no notice"
+            ),
         );
     }
     if p.reclaim_within_cohort == ReclaimWithinCohort::Never

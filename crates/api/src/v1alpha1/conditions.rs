@@ -26,6 +26,14 @@ pub const EVICTED: &str = "Evicted";
 /// Workload condition: preempted by another workload; `reason` says where the
 /// preemptor came from.
 pub const PREEMPTED: &str = "Preempted";
+/// Workload condition: preempted with a notice (its ClusterQueue's
+/// `spec.preemption.noticeSeconds`): `True` (reason `Preempted`) while it
+/// still runs, its `lastTransitionTime` the notice's start and its message
+/// the deadline; `False` (reason `Suspended`) once it is suspended, at the
+/// deadline or when it acknowledged, with its `Finished` reason when it
+/// finished first, or `Withdrawn` when a restarted controller did not
+/// preempt it again.
+pub const PREEMPTION_NOTICE: &str = "PreemptionNotice";
 /// Workload condition: all admitted pods are ready (or have been).
 pub const PODS_READY: &str = "PodsReady";
 /// Workload condition: back in the queue after an eviction; `False` while a
@@ -151,6 +159,15 @@ pub mod reasons {
     pub const WAIT_FOR_START: &str = "WaitForStart";
     /// Pods were ready, some are recovering.
     pub const WAIT_FOR_RECOVERY: &str = "WaitForRecovery";
+
+    // --- PreemptionNotice ---
+    /// The notice is over and the workload suspended (PreemptionNotice=False).
+    pub const SUSPENDED: &str = "Suspended";
+    /// The preemption that gave a notice no longer stands (a restarted
+    /// controller did not preempt the workload again): PreemptionNotice=False.
+    pub const WITHDRAWN: &str = "Withdrawn";
+    /// The Event reason of a preemption with notice.
+    pub const PREEMPTION_NOTICE: &str = "PreemptionNotice";
 
     // --- Requeued ---
     /// Requeued after its backoff ended.

@@ -32,6 +32,7 @@ impl Index {
         self.flush_placement();
         let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
         self.take_decisions(&cycle, now_ms);
+        self.withdraw_stale_notices(now_ms);
         let wake = self.next_wake(cycle.next_wakeup);
         let mut plans = self.take_plans();
         plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
@@ -84,13 +85,7 @@ impl Index {
                 .map(ToString::to_string)
                 .unwrap_or_else(|| p.preemptor.to_string());
             let message = sluice_convert::text::preemption(p, &preemptor);
-            self.on_evicted(
-                &p.victim,
-                cond::reasons::PREEMPTED,
-                Some(p.reason.as_str()),
-                &message,
-                now_ms,
-            );
+            self.on_preempted(p, message, now_ms);
             self.outbox.stats.preempted += 1;
         }
         for ev in &cycle.evicted {
@@ -108,11 +103,14 @@ impl Index {
     }
 
     /// When the loop should wake next: the engine's next wake-up, a pods
-    /// ready deadline, or a pods-gone check waiting out its backoff,
-    /// whichever is first.
+    /// ready deadline, a preemption notice's deadline, or a pods-gone
+    /// check waiting out its backoff, whichever is first.
     fn next_wake(&self, engine_wake: Option<i64>) -> Option<i64> {
         let mut wake = engine_wake;
-        if let Some(t) = self.next_pods_ready_deadline() {
+        for t in [self.next_pods_ready_deadline(), self.next_notice_deadline()]
+            .into_iter()
+            .flatten()
+        {
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
         if let Some(t) = self

@@ -222,9 +222,11 @@ impl Index {
         steps
     }
 
-    /// Time-driven checks: pods-ready timeouts, and evictions whose pods are gone.
+    /// Time-driven checks: pods-ready timeouts, preemption notices whose
+    /// deadline passed, and evictions whose pods are gone.
     pub(super) fn tick(&mut self, now_ms: i64) {
         self.recheck_pods_over(now_ms);
+        self.tick_notices(now_ms);
         let evicting: Vec<String> = self.inflight.evicting.iter().cloned().collect();
         for uid in evicting {
             let Some(wk) = self.table.by_uid.get(&uid).cloned() else {

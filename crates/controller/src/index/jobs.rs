@@ -446,10 +446,15 @@ impl Index {
     }
 
     /// An evicted workload's Jobs: suspended, and once none has a pod
-    /// left, the eviction completes (quota released).
+    /// left, the eviction completes (quota released). A workload under a
+    /// preemption notice runs on until the notice is over (`notice`).
     pub(super) fn drive_eviction(&mut self, wk: &ObjKey, now_ms: i64) {
         let Some(e) = self.table.workloads.get(wk) else { return };
         let uid = e.uid.clone();
+        if self.inflight.noticed.contains_key(&uid) {
+            self.notice_running(wk, now_ms);
+            return;
+        }
         let members = self.member_keys(wk);
         let mut settled = true;
         let mut terminating_known = true;

@@ -76,6 +76,7 @@ mod foreign;
 mod gangs;
 mod idle;
 mod jobs;
+mod notice;
 mod parts;
 mod placement;
 mod reshape;

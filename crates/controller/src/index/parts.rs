@@ -9,6 +9,7 @@ use sluice_kinds::job::JobView;
 
 use super::entry::WlEntry;
 use super::eviction::Confirmation;
+use super::notice::Noticed;
 use super::visibility::PendingSnapshot;
 use super::{CycleStats, Kind, ObjectError, cohort};
 use crate::plan::{JobRef, ObjKey, Plan};
@@ -104,6 +105,12 @@ pub(super) struct InFlight {
     /// Workloads being evicted because their objects grew (by uid): made
     /// again, not requeued, once their pods are gone.
     pub(super) reshaping: BTreeSet<String>,
+    /// Workloads preempted with a notice that still run, by uid
+    /// (`notice`): evicted at the deadline or when they acknowledge.
+    pub(super) noticed: HashMap<String, Noticed>,
+    /// Whether notices left from before this index were looked at
+    /// (`notice::withdraw_stale_notices`, once).
+    pub(super) notices_checked: bool,
 }
 
 /// Plans for the writer and the budgets that bound them (`cycle`,

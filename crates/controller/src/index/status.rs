@@ -266,6 +266,18 @@ pub(super) fn finished(
         now_ms,
         generation,
     );
+    if is_true(status, cond::PREEMPTION_NOTICE) {
+        // It finished during its notice: nothing is left to suspend.
+        set_condition(
+            &mut status.conditions,
+            cond::PREEMPTION_NOTICE,
+            cond::status::FALSE,
+            reason,
+            "Finished during its preemption notice",
+            now_ms,
+            generation,
+        );
+    }
     status.pending = None;
     status.state = Some(status.derive_state(active));
 }

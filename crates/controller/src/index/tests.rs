@@ -1791,6 +1791,7 @@ mod foreign;
 mod gangs;
 mod idle;
 mod kinds;
+mod notice;
 mod partial;
 mod placement;
 mod reshape;

@@ -47,6 +47,7 @@ impl Lane {
             Purpose::CreateWorkload
             | Purpose::Admit { .. }
             | Purpose::Evict { .. }
+            | Purpose::Notice { .. }
             | Purpose::Requeue { .. }
             | Purpose::Release { .. }
             | Purpose::RetireGang { .. }
@@ -198,6 +199,7 @@ fn plan_uid(p: &Plan) -> Option<&str> {
     match &p.purpose {
         Purpose::Admit { uid }
         | Purpose::Evict { uid }
+        | Purpose::Notice { uid }
         | Purpose::Requeue { uid }
         | Purpose::RetireGang { uid }
         | Purpose::Reshape { uid }

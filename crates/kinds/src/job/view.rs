@@ -107,6 +107,9 @@ pub struct JobView {
     /// Expected run time (ms): the `sluice.dev/expected-runtime` annotation,
     /// else a Job's `activeDeadlineSeconds`; `Err` names a bad annotation.
     pub expected_runtime: Result<Option<i64>, String>,
+    /// The `sluice.dev/checkpoint-done` annotation, as written: the job's
+    /// acknowledgement of a preemption notice ([`labels::CHECKPOINT_DONE`]).
+    pub checkpoint_done: Option<String>,
 }
 
 impl JobView {
@@ -149,6 +152,7 @@ impl JobView {
                     Some(secs.saturating_mul(1000))
                 })
             }),
+            checkpoint_done: annotation(job, labels::CHECKPOINT_DONE),
         }
     }
 

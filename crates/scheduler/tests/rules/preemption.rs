@@ -427,3 +427,33 @@ fn a_preemptor_does_not_wait_on_an_unrelated_workload_that_reused_its_victims_sl
     w.e.eviction_complete("low2", 3).unwrap();
     assert_eq!(admitted(&w.cycle(3)), ["high"], "high's victims are both gone");
 }
+
+/// A victim that takes long to evict (the controller gives it a notice
+/// before suspending it) keeps its quota all along: the preemptor waits,
+/// and nothing else is admitted into the capacity, not even once the
+/// victim's quota is released; then the preemptor gets it.
+#[test]
+fn a_victim_slow_to_evict_keeps_the_preemptor_waiting_and_the_capacity_claimed() {
+    let mut w = World::new(vec![
+        cq("a")
+            .quota("a100", vec![q(GPU, 12)])
+            .within(WithinClusterQueue::LowerPriority),
+    ]);
+    w.add(wl("low").queue("a").prio(0).at(0).pods(1, &[(GPU, 8)]));
+    w.cycle(0);
+    w.add(wl("high").queue("a").prio(100).pods(1, &[(GPU, 8)]));
+    assert_eq!(victims(&w.cycle(1_000)), ["low"]);
+    w.add(wl("small").queue("a").prio(0).at(2).pods(1, &[(GPU, 6)]));
+    for now in (2_000..300_000).step_by(30_000) {
+        let c = w.cycle(now);
+        assert!(c.admitted.is_empty(), "at {now}: {:?}", admitted(&c));
+        assert!(c.preempted.is_empty(), "at {now}: no second preemption");
+        assert_eq!(w.state("low"), WorkloadState::Evicting, "at {now}");
+        assert_eq!(w.state("high"), WorkloadState::Preempting, "at {now}");
+        assert_eq!(w.used("a", "a100", GPU), 8, "at {now}: the victim's 8 GPUs still count");
+    }
+    w.e.eviction_complete("low", 300_000).unwrap();
+    let c = w.cycle(300_000);
+    assert_eq!(admitted(&c), ["high"], "the freed GPUs go to the preemptor only");
+    assert_eq!(w.state("small"), WorkloadState::Pending);
+}
