@@ -1,0 +1,135 @@
+//! End-to-end test of backfill (ClusterQueue `spec.backfill.policy:
+//! Reserve`) against a real API server: a big gang that does not fit
+//! reserves the quota from when declared work ends; a job whose declared
+//! run time ends before that is admitted at once and says why; one that
+//! would run past it waits and says why; the big gang's status counts
+//! what went ahead of it.
+//!
+//! ```text
+//! cargo build -p sluice-cli
+//! KUBEBUILDER_ASSETS=/path/to/bin cargo test -p sluice-e2e --test backfill -- --ignored --test-threads=1
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::PostParams;
+use serde_json::json;
+use sluice_api::labels::{EXPECTED_RUNTIME, QUEUE};
+use sluice_api::v1alpha1::Workload;
+use sluice_e2e::cluster::{Cluster, wait_for};
+use sluice_e2e::ensure_eq;
+
+const T: Duration = Duration::from_secs(60);
+const GPU: &str = "nvidia.com/gpu";
+
+/// A suspended Job of `pods` pods with `gpus` GPUs each in LocalQueue
+/// `team`, declaring `runtime` (`sluice.dev/expected-runtime`) if given.
+async fn job(c: &Cluster, name: &str, pods: i32, gpus: u32, runtime: Option<&str>) -> Result<Job> {
+    let annotations: BTreeMap<String, String> = runtime
+        .map(|r| (EXPECTED_RUNTIME.to_string(), r.to_string()))
+        .into_iter()
+        .collect();
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": {QUEUE: "team"}, "annotations": annotations},
+        "spec": {"parallelism": pods, "completions": pods, "suspend": true, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"limits": {GPU: gpus.to_string()}}}]}}}
+    }))?;
+    Ok(c.jobs().create(&PostParams::default(), &job).await?)
+}
+
+/// The `QuotaReserved` condition's reason and message.
+fn quota_reserved(wl: &Workload) -> Result<(String, String)> {
+    let c = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition("QuotaReserved"))
+        .context("no QuotaReserved")?;
+    Ok((c.reason.clone(), c.message.clone()))
+}
+
+/// Waits until `job`'s Workload says `QuotaReserved=False` for `reason`.
+async fn wait_pending_for(c: &Cluster, job: &str, reason: &str) -> Result<String> {
+    wait_for(&format!("{job} pending for {reason}"), T, || async {
+        let wl = c.workload_of(job).await?;
+        Ok(quota_reserved(&wl)
+            .ok()
+            .filter(|(r, _)| r == reason)
+            .map(|(_, m)| m))
+    })
+    .await
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_big_gang_reserves_a_short_job_backfills_and_a_long_one_waits() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let cq = c
+            .cluster_queue(
+                "cq",
+                json!({
+                    "backfill": {"policy": "Reserve"},
+                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "8"}]}]}]
+                }),
+            )
+            .await?;
+        c.local_queue("team", &cq).await?;
+        c.start_controller(&[]).await?;
+
+        // 1. `run` holds 6 of the 8 GPUs for a declared 2 hours.
+        job(&c, "run", 3, 2, Some("2h")).await?;
+        c.wait_suspended("run", false, T).await?;
+        let run = c.workload_of("run").await?;
+        let declared = run.metadata.annotations.as_ref().and_then(|a| a.get(EXPECTED_RUNTIME));
+        ensure_eq!(declared.map(String::as_str), Some("7200s"));
+
+        // 2. `big` (8 GPUs) does not fit: it reserves from ~2 h ahead.
+        job(&c, "big", 4, 2, None).await?;
+        let message = wait_pending_for(&c, "big", "Reserved").await?;
+        ensure!(
+            message.contains("its quota is reserved from ~") && message.contains("0 smaller workload(s)"),
+            "{message}"
+        );
+
+        // 3. `long` fits the 2 free GPUs but would run past the start.
+        job(&c, "long", 1, 2, Some("3h")).await?;
+        let message = wait_pending_for(&c, "long", "WouldDelayReservation").await?;
+        ensure!(
+            message.contains("would delay") && message.contains("job-big") && message.contains("3h00m"),
+            "{message}"
+        );
+
+        // 4. `short` ends before it: admitted at once, and says why.
+        job(&c, "short", 1, 2, Some("30m")).await?;
+        c.wait_suspended("short", false, T).await?;
+        let (_, message) = quota_reserved(&c.workload_of("short").await?)?;
+        ensure!(
+            message.contains("backfilled: its declared run time ends before the reservation of")
+                && message.contains("job-big"),
+            "{message}"
+        );
+
+        // 5. The big gang counts it; `long` still waits; nothing is over quota.
+        let message = wait_pending_for(&c, "big", "Reserved").await?;
+        wait_for("big told 1 went ahead", T, || async {
+            let (_, m) = quota_reserved(&c.workload_of("big").await?)?;
+            Ok(m.contains("1 smaller workload(s)").then_some(()))
+        })
+        .await
+        .with_context(|| message.clone())?;
+        ensure!(c.job_suspended("long").await?, "long was admitted");
+        ensure!(c.job_suspended("big").await?, "big was admitted over quota");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
