@@ -57,10 +57,7 @@ fn quota_reserved(wl: &Workload) -> Result<(String, String)> {
 async fn wait_pending_for(c: &Cluster, job: &str, reason: &str) -> Result<String> {
     wait_for(&format!("{job} pending for {reason}"), T, || async {
         let wl = c.workload_of(job).await?;
-        Ok(quota_reserved(&wl)
-            .ok()
-            .filter(|(r, _)| r == reason)
-            .map(|(_, m)| m))
+        Ok(quota_reserved(&wl).ok().filter(|(r, _)| r == reason).map(|(_, m)| m))
     })
     .await
 }

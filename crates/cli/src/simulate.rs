@@ -80,9 +80,22 @@ pub struct SimulateArgs {
     /// the same draw in every run).
     #[arg(long, value_name = "trace|exact|±P%", default_value = "trace", value_parser = sim::DeclaredRuntimes::parse)]
     pub declared_runtimes: sim::DeclaredRuntimes,
+    /// Every ClusterQueue's `spec.backfill.policy` instead of its own
+    /// (`Reserve` or `None`); with any queue reserving, the report also
+    /// shows the run with none.
+    #[arg(long, value_name = "Reserve|None", value_parser = parse_backfill)]
+    pub backfill: Option<sluice_scheduler::Backfill>,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+fn parse_backfill(s: &str) -> Result<sluice_scheduler::Backfill, String> {
+    match s {
+        "Reserve" => Ok(sluice_scheduler::Backfill::Reserve),
+        "None" => Ok(sluice_scheduler::Backfill::None),
+        _ => Err(format!("expected Reserve or None (spec.backfill.policy), got {s:?}")),
+    }
 }
 
 fn parse_duration_arg(s: &str) -> Result<units::Millis, String> {
@@ -110,6 +123,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         requeue_limit,
         forecast,
         declared_runtimes,
+        backfill,
         quiet,
     } = args;
     let api_qps = qps_limit(api_qps)?;
@@ -138,6 +152,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         requeue_limit,
         forecast,
         declared_runtimes,
+        backfill,
         ..sim::SimOptions::default()
     };
 
@@ -292,6 +307,7 @@ mod tests {
             requeue_limit: 10,
             forecast: false,
             declared_runtimes: sim::DeclaredRuntimes::Trace,
+            backfill: None,
             quiet: true,
         };
         let err = run(args).unwrap_err();

@@ -335,6 +335,10 @@ pub fn eviction(e: &Eviction) -> String {
         EvictionReason::LocalQueueStopped => format!("LocalQueue {} is stopped (HoldAndDrain)", e.queue),
         EvictionReason::PodsReadyTimeout => format!("its pods were not all ready in time ({})", e.queue),
         EvictionReason::Deactivated => format!("deactivated ({})", e.queue),
+        EvictionReason::BackfillOverrun => format!(
+            "admitted ahead of the reservation of {} because its declared run time (sluice.dev/expected-runtime) ended before that started, it ran past that run time and kept the reservation from starting",
+            e.queue
+        ),
     }
 }
 

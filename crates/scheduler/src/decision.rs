@@ -143,6 +143,10 @@ pub enum EvictionReason {
     PodsReadyTimeout,
     /// Deactivated or otherwise evicted by the caller.
     Deactivated,
+    /// Admitted ahead of a reservation because its declared run time
+    /// ended before the reservation's start, it ran past that run time
+    /// and now keeps the reservation's head from fitting.
+    BackfillOverrun,
 }
 
 impl EvictionReason {
@@ -152,6 +156,7 @@ impl EvictionReason {
             Self::LocalQueueStopped => "LocalQueueStopped",
             Self::PodsReadyTimeout => "PodsReadyTimeout",
             Self::Deactivated => "Deactivated",
+            Self::BackfillOverrun => "BackfillOverrun",
         }
     }
 }
@@ -162,7 +167,8 @@ pub struct Eviction {
     pub uid: Arc<str>,
     pub reason: EvictionReason,
     /// The queue whose stop policy evicts it: a ClusterQueue's name, or a
-    /// LocalQueue's `namespace/name`.
+    /// LocalQueue's `namespace/name`; for a backfill overrun, the
+    /// `namespace/name` of the workload holding the reservation.
     pub queue: Arc<str>,
 }
 

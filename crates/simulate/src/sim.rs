@@ -127,7 +127,7 @@ pub fn run(scenario: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(Prog
         }
     }
     let reserving: Vec<String> = (scenario.cluster_queues.iter())
-        .filter(|q| q.backfill == Backfill::Reserve)
+        .filter(|q| opts.backfill.unwrap_or(q.backfill) == Backfill::Reserve)
         .map(|q| q.name.clone())
         .collect();
     if !reserving.is_empty() {
@@ -164,7 +164,11 @@ fn run_once(
     progress: &mut dyn FnMut(Progress),
     variant: Variant,
 ) -> Result<SimResult> {
-    let mut engine = engine_for(scenario, variant.backfill)?;
+    let backfill = variant
+        .backfill
+        .then_some(opts.backfill)
+        .unwrap_or(Some(Backfill::None));
+    let mut engine = engine_for(scenario, backfill)?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
     let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
@@ -227,7 +231,9 @@ fn run_once(
 /// The engine with the scenario's flavors, cohorts, nodes, ClusterQueues
 /// and LocalQueues, in that order (a cohort before the queues in it). With
 /// nodes, pods must fit on them too.
-fn engine_for(scenario: &Scenario, backfill: bool) -> Result<Engine> {
+/// The engine of the scenario, with every ClusterQueue's `backfill` set
+/// to `backfill` when given.
+fn engine_for(scenario: &Scenario, backfill: Option<Backfill>) -> Result<Engine> {
     let placement = if scenario.nodes.is_empty() {
         PlacementMode::QuotaOnly
     } else {
@@ -251,9 +257,7 @@ fn engine_for(scenario: &Scenario, backfill: bool) -> Result<Engine> {
     }
     for cq in &scenario.cluster_queues {
         let mut cq = cq.clone();
-        if !backfill {
-            cq.backfill = Backfill::None;
-        }
+        cq.backfill = backfill.unwrap_or(cq.backfill);
         engine.upsert_cluster_queue(cq);
     }
     for lq in &scenario.local_queues {

@@ -26,22 +26,39 @@
 //!   ends early or late); a reservation ends when its head leaves the
 //!   queue or is admitted, and a workload ahead of it that does not fit
 //!   takes it over. A reservation never preempts anything by itself.
+//! - A workload that went ahead because its declared run time ends before
+//!   the start, and runs past that run time, is evicted once the head is
+//!   looked at (woken at that time) and would fit without it: a run time
+//!   declared too short cannot hold a reservation off.
 //! - Quota only: with node placement, a reservation does not hold nodes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::decision::{Backfilled, Cycle, Explanation, FlavorVerdict, PendingReason, ReservedStart};
+use crate::decision::{
+    Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, ReservedStart,
+};
 use crate::model::{Amount, Backfill, Millis};
 
 use super::overlay::Overlay;
-use super::state::{OrderKey, State};
+use super::state::{OrderKey, State, Timer};
 use super::{CqId, Engine, WlId};
 
-/// The reservations of queues with backfill on: this rule's state.
+/// The reservations of queues with backfill on, and the workloads that
+/// went ahead of one by ending before it: this rule's state.
 #[derive(Clone, Default)]
 pub(super) struct Reservations {
     by_cq: BTreeMap<CqId, Reservation>,
+    ahead: BTreeMap<WlId, Ahead>,
+}
+
+/// A workload admitted ahead of `cq`'s reservation because its declared
+/// run time ends by `due`.
+#[derive(Clone)]
+struct Ahead {
+    uid: Arc<str>,
+    cq: CqId,
+    due: Millis,
 }
 
 /// The quota one queue's head holds from its start.
@@ -119,6 +136,7 @@ impl Engine {
                 Some((self.start_of(cq, &r, None, now)?, r))
             })
             .next()?;
+        self.evict_overruns(cq, &r, now);
         self.reservations.by_cq.insert(cq, r);
         Some(Explanation {
             reason: PendingReason::Reserved { start, backfilled },
@@ -168,7 +186,7 @@ impl Engine {
 
     /// A workload admitted behind a reservation: counted on it, and its
     /// head told how many went ahead meanwhile.
-    pub(super) fn note_backfill(&mut self, id: WlId, note: Backfilled, out: &mut Cycle) {
+    pub(super) fn note_backfill(&mut self, id: WlId, note: Backfilled, now: Millis, out: &mut Cycle) {
         if let Some(&i) = self.turn.admitted_now.get(&id) {
             out.admitted[i].backfill = Some(note.clone());
         }
@@ -180,6 +198,15 @@ impl Engine {
         else {
             return;
         };
+        if note.ends_before
+            && let Some(declared) = self.wl(id).expected_runtime
+        {
+            // Its head is looked at again when it is due.
+            let due = now.saturating_add(declared.max(0));
+            let uid = self.wl(id).uid.clone();
+            self.reservations.ahead.insert(id, Ahead { uid, cq: rcq, due });
+            self.claims.timers.insert((due, Timer::WakeCq(rcq)));
+        }
         let r = self.reservations.by_cq.get_mut(&rcq).expect("found above");
         r.backfilled += 1;
         let (head, backfilled, flavors) = (r.head.id, r.backfilled, r.flavors.clone());
@@ -204,6 +231,48 @@ impl Engine {
         for cq in gone {
             self.reservations.by_cq.remove(&cq);
             self.wake_domain(cq);
+        }
+        let by_cq = &self.reservations.by_cq;
+        let wls = &self.workloads.wls;
+        self.reservations.ahead.retain(|&v, a| {
+            by_cq.contains_key(&a.cq)
+                && matches!(wls.get(v), Some(Some(w)) if w.uid == a.uid && matches!(w.state, State::Admitted(_)))
+        });
+    }
+
+    /// Workloads that went ahead of `cq`'s reservation `r` by their
+    /// declared run time, are past it and keep its head from fitting now:
+    /// evicted (reported by the next cycle), so that a run time declared
+    /// too short cannot hold a reservation off. Nothing when the head would
+    /// not fit without them either.
+    fn evict_overruns(&mut self, cq: CqId, r: &Reservation, now: Millis) {
+        let overdue: Vec<WlId> = (self.reservations.ahead.iter())
+            .filter(|(v, a)| {
+                a.cq == cq
+                    && a.due <= now
+                    && matches!(self.workloads.wls.get(**v), Some(Some(w)) if w.uid == a.uid && matches!(w.state, State::Admitted(_)))
+            })
+            .map(|(v, _)| *v)
+            .collect();
+        if overdue.is_empty() {
+            return;
+        }
+        let mut ov = self.evictions_overlay(cq);
+        for &v in &overdue {
+            self.overlay_holding(&mut ov, v, -1);
+        }
+        if !self.fits_overlay(&ov, cq, &r.usage, false) {
+            return;
+        }
+        for v in overdue {
+            self.reservations.ahead.remove(&v);
+            if self.start_eviction(v).is_ok() {
+                self.turn.buffered_evictions.push(Eviction {
+                    uid: self.wl(v).uid.clone(),
+                    reason: EvictionReason::BackfillOverrun,
+                    queue: r.name.clone(),
+                });
+            }
         }
     }
 

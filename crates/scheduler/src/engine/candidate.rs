@@ -98,7 +98,7 @@ impl Engine {
         if why.is_none()
             && let Some(note) = note
         {
-            self.note_backfill(key.id, note, out);
+            self.note_backfill(key.id, note, now, out);
         }
         why
     }

@@ -270,3 +270,43 @@ fn another_queue_of_the_cohort_is_held_to_the_reservation_only_when_it_borrows()
         PendingReason::WouldDelayReservation { .. }
     ));
 }
+
+#[test]
+fn a_workload_that_runs_past_the_run_time_it_declared_is_evicted_once_it_holds_the_reservation_off() {
+    let mut w = reserved_for_big();
+    w.add(wl("short").queue("a").at(2).runs(HOUR).pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(2 * MIN)), ["short"]);
+    // Due at 1 h 02 m and still running: `big` is looked at, but `run`
+    // holds 6 GPUs until 2 h, so evicting `short` would not help yet.
+    let c = w.cycle(HOUR + 2 * MIN);
+    assert!(c.evicted.is_empty());
+    assert_eq!(w.state("short"), WorkloadState::Admitted);
+    // `run` ends on time; `short` alone keeps `big` from fitting: evicted.
+    w.e.finish("run").unwrap();
+    let c = w.cycle(2 * HOUR);
+    assert!(admitted(&c).is_empty());
+    assert_eq!(c.evicted.len(), 1);
+    let ev = &c.evicted[0];
+    assert_eq!(
+        (&*ev.uid, ev.reason, &*ev.queue),
+        ("short", EvictionReason::BackfillOverrun, "ns/big")
+    );
+    assert!(sluice_convert::text::eviction(ev).contains("ran past that run time"));
+    // Its pods gone, `big` starts.
+    w.e.eviction_complete("short", 2 * HOUR + MIN).unwrap();
+    assert_eq!(admitted(&w.cycle(2 * HOUR + MIN)), ["big"]);
+}
+
+#[test]
+fn a_workload_that_fits_beside_the_reservation_is_never_evicted_for_its_run_time() {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 10)]).reserve()]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.add(wl("beside").queue("a").at(2).runs(MIN).pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(MIN)), ["beside"]);
+    w.e.finish("run").unwrap();
+    let c = w.cycle(2 * HOUR);
+    assert!(c.evicted.is_empty());
+    assert_eq!(admitted(&c), ["big"]);
+}

@@ -68,6 +68,8 @@ pub struct SimOptions {
     pub forecast: bool,
     /// The run times workloads declare to the engine (backfill trusts them).
     pub declared_runtimes: super::DeclaredRuntimes,
+    /// Every ClusterQueue's `backfill` policy instead of its own.
+    pub backfill: Option<sluice_scheduler::Backfill>,
 }
 
 impl Default for SimOptions {
@@ -83,6 +85,7 @@ impl Default for SimOptions {
             requeue_limit: DEFAULT_REQUEUE_LIMIT,
             forecast: false,
             declared_runtimes: super::DeclaredRuntimes::Trace,
+            backfill: None,
         }
     }
 }
