@@ -103,3 +103,17 @@ fn short_work_that_declares_its_run_time_backfills_without_delaying_the_reservat
     assert_eq!(wait_of(&trace, "big"), 2 * HOUR - MIN);
     assert_eq!(wait_of(&exact, "big"), 2 * HOUR - MIN);
 }
+
+/// The shipped scenario: the reservation starts the 32-GPU run hours
+/// earlier than the same run without one (docs/backfill.md quotes the
+/// figures).
+#[test]
+fn the_shipped_big_gang_scenario_starts_the_pretrain_far_sooner_with_its_reservation() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/simulate/big-gang.yaml");
+    let r = run(&std::fs::read_to_string(path).unwrap(), DeclaredRuntimes::Trace);
+    let b = r.backfill.expect("the queue reserves");
+    let pretrain = b.classes.iter().find(|c| c.name == "pretrain").unwrap();
+    let (with, without) = (pretrain.with_backfill, pretrain.without_backfill);
+    assert!(with.max_wait_ms * 4 < without.max_wait_ms, "{with:?} {without:?}");
+    assert!(with.max_slowdown < 1.5 && without.max_slowdown > 2.0, "{with:?} {without:?}");
+}
