@@ -3,9 +3,10 @@
 //! - Workload `rayjob-<name>`: a pod set `head` (1 pod of
 //!   `spec.rayClusterSpec.headGroupSpec.template`) and one per
 //!   `spec.rayClusterSpec.workerGroupSpecs[i]`, named after its
-//!   `groupName` in lower case, of `replicas × numOfHosts` pods (replicas
-//!   defaults to 0 as in KubeRay's CRD: such a group is no pod set;
-//!   numOfHosts to 1) of its template; controller owner reference to the
+//!   `groupName` in lower case, of as many pods as KubeRay runs for it:
+//!   `replicas` (0 when unset, as KubeRay's CRD defaults it) clamped to
+//!   [`minReplicas`, `maxReplicas`], × `numOfHosts` (1 when unset); a
+//!   group of no pods is no pod set; controller owner reference to the
 //!   RayJob. The submitter pod KubeRay runs in `K8sJobMode` is not counted.
 //! - Queued only with `spec.shutdownAfterJobFinishes: true` and its own
 //!   cluster (no `clusterSelector`): KubeRay suspends no other RayJob.
@@ -167,10 +168,13 @@ fn parse(obj: &Value) -> Result<Parsed, JobError> {
                 problem: format!("replicas {replicas} and numOfHosts {hosts} must be at least 0 and 1"),
             });
         }
+        // As many pods as KubeRay will run: replicas within
+        // [minReplicas, maxReplicas], × numOfHosts (as for a RayCluster).
+        let raw = &shape::list(obj.pointer("/spec/rayClusterSpec/workerGroupSpecs"))[i];
         groups.push(Group {
             pod_set: name,
             key: g.group_name,
-            pods: replicas.saturating_mul(hosts),
+            pods: i32::try_from(cluster::worker_pods(raw)).unwrap_or(i32::MAX),
             template: g.template,
         });
     }

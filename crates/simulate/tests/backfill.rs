@@ -115,5 +115,8 @@ fn the_shipped_big_gang_scenario_starts_the_pretrain_far_sooner_with_its_reserva
     let pretrain = b.classes.iter().find(|c| c.name == "pretrain").unwrap();
     let (with, without) = (pretrain.with_backfill, pretrain.without_backfill);
     assert!(with.max_wait_ms * 4 < without.max_wait_ms, "{with:?} {without:?}");
-    assert!(with.max_slowdown < 1.5 && without.max_slowdown > 2.0, "{with:?} {without:?}");
+    assert!(
+        with.max_slowdown < 1.5 && without.max_slowdown > 2.0,
+        "{with:?} {without:?}"
+    );
 }

@@ -94,17 +94,43 @@ fn a_rayjob_kuberay_would_not_suspend_is_refused_and_empty_groups_are_no_pod_set
             .to_string()
             .starts_with("spec.clusterSelector")
     );
-    // KubeRay's CRD defaults replicas to 0: such a group is no pod set,
-    // but keeps its place for the patches.
+    // A group KubeRay runs no pod of (replicas and minReplicas unset: 0)
+    // is no pod set, but keeps its place for the patches.
     let mut idle = rayjob();
-    idle["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    let group = idle["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
         .as_object_mut()
-        .unwrap()
-        .remove("replicas");
+        .unwrap();
+    group.remove("replicas");
+    group.remove("minReplicas");
     let wl = workload(&idle, false, |_| None, |_| None).unwrap();
     let sets: Vec<&str> = wl.spec.pod_sets.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(sets, ["head", "gpu-big"]);
     assert_eq!(view(&idle, false).unwrap().templates.len(), 3);
+}
+
+/// KubeRay runs a worker group's `replicas` clamped to [`minReplicas`,
+/// `maxReplicas`]: the quota taken is for that many pods, never fewer
+/// than will run (replicas below the minimum, or unset, count the
+/// minimum).
+#[test]
+fn a_worker_groups_pods_are_its_replicas_within_min_and_max_as_kuberay_runs_them() {
+    let pods_of = |replicas: Option<i64>| {
+        let mut rj = rayjob();
+        let group = rj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+            .as_object_mut()
+            .unwrap();
+        match replicas {
+            Some(r) => group.insert("replicas".into(), json!(r)),
+            None => group.remove("replicas"),
+        };
+        let wl = workload(&rj, false, |_| None, |_| None).unwrap();
+        wl.spec.pod_sets.iter().find(|p| p.name == "gpu-small").map(|p| p.count)
+    };
+    // GPU-Small: minReplicas 1, maxReplicas 4.
+    assert_eq!(pods_of(Some(2)), Some(2));
+    assert_eq!(pods_of(Some(0)), Some(1));
+    assert_eq!(pods_of(None), Some(1));
+    assert_eq!(pods_of(Some(9)), Some(4));
 }
 
 #[test]
