@@ -238,6 +238,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         cohorts,
         local_queues,
         idle_reclaim,
+        notice,
         ..
     } = setup;
     let scenario = Scenario {
@@ -248,6 +249,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         workloads: replay.workloads,
         eviction_delay: trace_doc.spec.eviction_delay.map(|d| d.0),
         idle_reclaim,
+        notice,
         idle_interval: replay.idle_interval,
         nodes: replay.nodes,
         cohorts: cohorts.into_iter().map(|c| c.spec).collect(),
@@ -269,6 +271,9 @@ struct Setup<'a> {
     priority_classes: BTreeMap<String, i32>,
     /// Valid policies only: validate() has refused the others.
     idle_reclaim: BTreeMap<String, IdlePolicy>,
+    /// `spec.preemption.noticeSeconds` of the ClusterQueues that set it,
+    /// in ms, by name.
+    notice: BTreeMap<String, Millis>,
     trace: Option<(TraceDoc, Document<'a>)>,
     declared: checks::Declared,
     /// A Namespace's labels, which count for namespaceSelectors.
@@ -317,6 +322,7 @@ impl<'a> Setup<'a> {
             local_queues: Vec::new(),
             priority_classes: BTreeMap::new(),
             idle_reclaim: BTreeMap::new(),
+            notice: BTreeMap::new(),
             trace: None,
             declared: checks::Declared::default(),
             namespaces: BTreeMap::new(),
@@ -366,6 +372,9 @@ impl<'a> Setup<'a> {
                 if let Some((cq, spec)) = self.converted(&doc, origin, errors, adapter::cluster_queue) {
                     if let Some(p) = cq.spec.idle_reclaim.as_ref().and_then(|r| r.policy().ok()) {
                         self.idle_reclaim.insert(spec.name.clone(), p);
+                    }
+                    if let Some(secs) = cq.spec.preemption.notice_seconds {
+                        self.notice.insert(spec.name.clone(), Millis::from(secs) * 1000);
                     }
                     self.cluster_queues.push(Placed { spec, doc, origin });
                     self.manifests.cluster_queues.push(cq);

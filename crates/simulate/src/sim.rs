@@ -50,6 +50,7 @@
 //! | `result.rs` | the types a run is given and gives back |
 
 mod book;
+pub mod checkpoint;
 mod declared;
 pub mod forecast;
 mod pacing;
@@ -302,18 +303,21 @@ impl Agenda {
         }
     }
 
-    /// `i`'s eviction (its `epoch`) decided at `t`: one write, then its
-    /// pods take the eviction delay to go. Returns when its quota is free.
+    /// `i`'s eviction (its `epoch`) decided at `t`, carried out `runs_on`
+    /// later (a notice): one write, then its pods take the eviction delay
+    /// to go. Returns when its quota is free.
     /// Without pods (an eviction delay of 0) the quota is free at once, as
     /// the controller completes the eviction of a workload without Jobs
     /// at its next cycle; the write follows in its place in the lane, and
     /// everything admitted with that quota is written after it.
-    fn eviction(&mut self, i: usize, epoch: u32, t: Millis) -> Millis {
+    fn eviction(&mut self, i: usize, epoch: u32, t: Millis, runs_on: Millis) -> Millis {
+        // With a notice this write is the notice's; the suspension's, at
+        // its end, is not modelled (it delays no admission).
         let written = self.lane.write(t);
-        let free_at = if self.eviction_delay == 0 {
+        let free_at = if self.eviction_delay == 0 && runs_on == 0 {
             t
         } else {
-            written + self.eviction_delay
+            written + runs_on + self.eviction_delay
         };
         self.events.push(free_at, Event::EvictionDone(i, epoch));
         free_at
@@ -410,7 +414,7 @@ fn check_idle(
         engine
             .evict(&uid_of(i))
             .with_context(|| format!("engine refused to evict idle {}", scenario.workloads[i].name))?;
-        begin_eviction(i, RunEnd::IdleReclaimed, t, book, agenda, watchers);
+        begin_eviction(i, RunEnd::IdleReclaimed, t, scenario, book, agenda, watchers);
         // Evictions to write, a waiter to admit: a cycle now.
         agenda.pacer.cycle_within(t);
     }
@@ -447,7 +451,7 @@ fn apply_events(
             }
             Event::Start(i, e) if book.is_current(i, e, State::Admitted) => {
                 book.started(i, t);
-                let ends = t + scenario.workloads[i].duration + agenda.finish_lag;
+                let ends = t + book.left(i, scenario.workloads[i].duration) + agenda.finish_lag;
                 agenda.events.push(ends, Event::Finish(i, e));
                 false
             }
@@ -574,7 +578,7 @@ fn run_cycle(
     for (uid, why) in victims {
         let Some(i) = index_of(uid) else { continue };
         if book.is_admitted(i) {
-            begin_eviction(i, why, t, book, agenda, watchers);
+            begin_eviction(i, why, t, scenario, book, agenda, watchers);
         }
     }
     book.explained(&cycle.pending_changed, t);
@@ -602,11 +606,38 @@ fn admit(
     Ok(())
 }
 
-/// Ends workload `i`'s run at `t` (`why`): one eviction write, then its
-/// pods take the eviction delay to go, then its quota is free.
-fn begin_eviction(i: usize, why: RunEnd, t: Millis, book: &mut Book, agenda: &mut Agenda, watchers: &mut Watchers) {
-    let epoch = book.evicting(i, why, t);
-    let free_at = agenda.eviction(i, epoch, t);
+/// Ends workload `i`'s run at `t` (`why`): a victim of preemption whose
+/// queue gives notice runs on for it (or until it saved its state); then
+/// one eviction write, its pods take the eviction delay to go, and its
+/// quota is free. What the run keeps follows [`checkpoint`].
+fn begin_eviction(
+    i: usize,
+    why: RunEnd,
+    t: Millis,
+    scenario: &Scenario,
+    book: &mut Book,
+    agenda: &mut Agenda,
+    watchers: &mut Watchers,
+) {
+    let w = &scenario.workloads[i];
+    let notice = match why {
+        RunEnd::Preempted => (scenario.notice.get(&*book.records[i].cluster_queue))
+            .copied()
+            .unwrap_or(0),
+        _ => 0,
+    };
+    let saving = checkpoint::Saving {
+        interval: w.checkpoint_interval,
+        on_notice: w.checkpoint_on_notice,
+    };
+    let left = book.left(i, w.duration);
+    let victim = match book.run_started(i) {
+        Some(started) => checkpoint::preempted(saving, notice, started, left, t),
+        // Chosen before its pods started: nothing to run on or keep.
+        None => checkpoint::Victim { runs_on: 0, kept: 0 },
+    };
+    let epoch = book.evicting(i, why, t, victim);
+    let free_at = agenda.eviction(i, epoch, t, victim.runs_on);
     watchers.evicting(i, free_at);
 }
 

@@ -231,6 +231,7 @@ fn on_gpu_teams_exact_estimates_are_exact_without_later_arrivals() {
                 .collect(),
             eviction_delay: full.eviction_delay,
             idle_reclaim: full.idle_reclaim.clone(),
+            notice: full.notice.clone(),
             idle_interval: full.idle_interval,
             nodes: full.nodes.clone(),
             cohorts: full.cohorts.clone(),

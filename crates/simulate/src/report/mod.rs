@@ -13,7 +13,9 @@
 //!   neither waited nor lost work).
 //! - *GPU-hours lost to preemption*: for every run cut short by preemption
 //!   or a stop policy, its GPUs (`nvidia.com/gpu` and other GPU resources,
-//!   MIG slices counted as units) × how long it had run.
+//!   MIG slices counted as units) × how long it had run (through its
+//!   notice, if it had one), less the work it kept by checkpoints
+//!   ([`crate::sim::checkpoint`]).
 //! - percentiles use the nearest-rank method ([`nearest_rank`], also
 //!   `sluice bench`'s): p50 of n sorted values is the value at rank ⌈0.5·n⌉.
 //! - *utilisation* of a resource: quota in use (reserved by admitted
@@ -224,11 +226,12 @@ fn workload_out(w: &TraceWorkload, rec: &WorkloadRecord) -> WorkloadOut {
         .filter(|(r, _)| is_gpu(r))
         .map(|(_, a)| a)
         .sum();
+    // What a cut run did, through its notice, less what it kept.
     let lost_ms: i64 = rec
         .runs
         .iter()
         .filter(|r| matches!(r.end, RunEnd::Preempted | RunEnd::Evicted))
-        .filter_map(|r| Some(r.ended_at? - r.started_at?))
+        .filter_map(|r| Some(r.ended_at? + r.ran_on_ms - r.started_at? - r.kept_ms))
         .map(|d| d.max(0))
         .sum();
     WorkloadOut {

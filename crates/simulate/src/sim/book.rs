@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use sluice_scheduler::{Admission, Explanation};
 
+use super::checkpoint::Victim;
 use super::queues::{Held, Queues};
 use super::{Run, RunEnd, Scenario, WorkloadRecord, index_of};
 use crate::placement::WaitClock;
@@ -31,6 +32,8 @@ pub(super) struct Book {
     /// Bumped at each admission and eviction: an event of an older epoch
     /// is stale.
     epoch: Vec<u32>,
+    /// Work each workload has kept from runs cut short (checkpoints).
+    kept: Vec<Millis>,
     held: Vec<Vec<Held>>,
     pub(super) waits: WaitClock,
     /// Workloads that will never run again (finished, rejected,
@@ -62,6 +65,7 @@ impl Book {
             records,
             state: vec![State::NotArrived; n],
             epoch: vec![0; n],
+            kept: vec![0; n],
             held: vec![Vec::new(); n],
             waits: WaitClock::new(n),
             done: 0,
@@ -108,6 +112,8 @@ impl Book {
             started_at: None,
             ended_at: None,
             end: RunEnd::Running,
+            ran_on_ms: 0,
+            kept_ms: 0,
             borrowing: a.borrowing,
             flavors,
         });
@@ -135,15 +141,29 @@ impl Book {
         started
     }
 
-    /// `i`'s run ends at `t` (`why`), and its eviction begins; returns the
-    /// epoch of this eviction.
-    pub(super) fn evicting(&mut self, i: usize, why: RunEnd, t: Millis) -> u32 {
+    /// Work `i` has left to do, of `duration`.
+    pub(super) fn left(&self, i: usize, duration: Millis) -> Millis {
+        (duration - self.kept[i]).max(0)
+    }
+
+    /// When `i`'s current run started, if it has.
+    pub(super) fn run_started(&self, i: usize) -> Option<Millis> {
+        self.records[i].runs.last().and_then(|r| r.started_at)
+    }
+
+    /// `i`'s run ends at `t` (`why`), and its eviction begins, the run
+    /// going on for `victim.runs_on` and keeping `victim.kept` of its
+    /// work; returns the epoch of this eviction.
+    pub(super) fn evicting(&mut self, i: usize, why: RunEnd, t: Millis, victim: Victim) -> u32 {
         self.epoch[i] += 1;
         self.state[i] = State::Evicting;
+        self.kept[i] += victim.kept;
         let record = &mut self.records[i];
         if let Some(run) = record.runs.last_mut() {
             run.ended_at = Some(t);
             run.end = why;
+            run.ran_on_ms = victim.runs_on;
+            run.kept_ms = victim.kept;
         }
         match why {
             RunEnd::Evicted => record.evicted += 1,

@@ -25,6 +25,10 @@ pub struct Scenario {
     pub eviction_delay: Option<Millis>,
     /// `spec.idleReclaim` of the ClusterQueues that have one, by name.
     pub idle_reclaim: BTreeMap<String, IdlePolicy>,
+    /// `spec.preemption.noticeSeconds` of the ClusterQueues that set it,
+    /// in ms, by name: their victims keep running that long (or until
+    /// they have saved their state, `checkpointOnNotice`).
+    pub notice: BTreeMap<String, Millis>,
     /// The Trace's `spec.idleInterval`, if it sets one.
     pub idle_interval: Option<Millis>,
     /// The Trace's `spec.nodes`; any at all runs the engine with
@@ -113,6 +117,11 @@ pub struct Run {
     /// When it finished, or when it was chosen as a victim / evicted.
     pub ended_at: Option<Millis>,
     pub end: RunEnd,
+    /// Chosen as a victim: how long it ran on (its notice, or less).
+    pub ran_on_ms: Millis,
+    /// Cut short: the work of this run it kept (checkpoints), not done
+    /// again by its next run.
+    pub kept_ms: Millis,
     pub borrowing: bool,
     /// Flavors used, e.g. `h100-80gb`.
     pub flavors: Vec<String>,

@@ -39,6 +39,11 @@ pub struct TraceWorkload {
     pub duration: Millis,
     /// The trace's `expectedRuntime` (start-time estimates); `None`: not given.
     pub expected_runtime: Option<Millis>,
+    /// Saves its state every this much run time (`checkpointInterval`).
+    pub checkpoint_interval: Option<Millis>,
+    /// Saves its state in this long when given a preemption notice
+    /// (`checkpointOnNotice`).
+    pub checkpoint_on_notice: Option<Millis>,
     pub pod_sets: Vec<TracePodSet>,
     /// GPU utilisation of every pod over a run; `None`: always busy.
     pub utilization: Option<Utilization>,
@@ -237,6 +242,8 @@ fn job_workload(p: &str, job: &JobEntry, refs: &mut Refs<'_>) -> TraceWorkload {
         arrival: job.arrival.value.0,
         duration: job.duration.0,
         expected_runtime: job.expected_runtime.map(|d| d.0),
+        checkpoint_interval: job.checkpoint_interval.map(|d| d.0),
+        checkpoint_on_notice: job.checkpoint_on_notice.map(|d| d.0),
         pod_sets: vec![pod_set],
         utilization,
         require_single_domain,
@@ -289,9 +296,19 @@ fn join_gang(
     w.duration = w.duration.max(member.duration);
     // The gang runs as long as its longest member is expected to.
     w.expected_runtime = w.expected_runtime.max(member.expected_runtime);
+    // It is as far along as its least saved member: one that never saves
+    // its state makes the gang's run lost.
+    w.checkpoint_interval = every_member(w.checkpoint_interval, member.checkpoint_interval);
+    w.checkpoint_on_notice = every_member(w.checkpoint_on_notice, member.checkpoint_on_notice);
     w.require_single_domain.extend(member.require_single_domain);
     w.min_counts.extend(member.min_counts);
     w.pod_sets.extend(member.pod_sets);
+}
+
+/// A gang's checkpoint setting: the slowest of its members', none when a
+/// member has none.
+fn every_member(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    Some(a?.max(b?))
 }
 
 /// Generator `g`: `count` jobs in each of its queues. Breaks when they
@@ -387,6 +404,8 @@ fn generated_workload(p: &str, gen_: &GeneratorEntry, priority: i32, refs: &mut 
         arrival: gen_.start.map_or(0, |d| d.0),
         duration: gen_.duration.0,
         expected_runtime: gen_.expected_runtime.map(|d| d.0),
+        checkpoint_interval: gen_.checkpoint_interval.map(|d| d.0),
+        checkpoint_on_notice: gen_.checkpoint_on_notice.map(|d| d.0),
         pod_sets: vec![TracePodSet {
             name: "main".into(),
             count: gen_.pods,

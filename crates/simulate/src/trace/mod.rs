@@ -211,6 +211,15 @@ pub struct JobEntry {
     /// annotation), for start-time estimates; absent: the queue's median.
     #[serde(default)]
     pub expected_runtime: Option<Duration>,
+    /// It saves its state every this much run time: preempted, it loses
+    /// only the work since its last checkpoint and resumes from it.
+    #[serde(default)]
+    pub checkpoint_interval: Option<Duration>,
+    /// Given a preemption notice (its ClusterQueue's
+    /// `preemption.noticeSeconds`), it saves its state in this long and
+    /// acknowledges: it loses nothing. Longer than the notice: as if absent.
+    #[serde(default)]
+    pub checkpoint_on_notice: Option<Duration>,
     /// Jobs sharing a gang name are admitted as one workload, one pod set each.
     #[serde(default)]
     pub gang: Option<Spanned<String>>,
@@ -237,6 +246,12 @@ pub struct GeneratorEntry {
     /// Every generated job's expected run time (not jittered), as for jobs.
     #[serde(default)]
     pub expected_runtime: Option<Duration>,
+    /// As for jobs, for every job it makes.
+    #[serde(default)]
+    pub checkpoint_interval: Option<Duration>,
+    /// As for jobs, for every job it makes.
+    #[serde(default)]
+    pub checkpoint_on_notice: Option<Duration>,
     #[serde(default = "one")]
     pub pods: u32,
     /// As for jobs: every job it makes may be admitted with this few pods.
