@@ -165,10 +165,11 @@ fn run_once(
     progress: &mut dyn FnMut(Progress),
     variant: Variant,
 ) -> Result<SimResult> {
-    let backfill = variant
-        .backfill
-        .then_some(opts.backfill)
-        .unwrap_or(Some(Backfill::None));
+    let backfill = if variant.backfill {
+        opts.backfill
+    } else {
+        Some(Backfill::None)
+    };
     let mut engine = engine_for(scenario, backfill)?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
