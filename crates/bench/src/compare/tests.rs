@@ -15,6 +15,8 @@ fn run(started: Option<i64>, ended: i64, end: RunEnd) -> Run {
         started_at: started,
         ended_at: Some(ended),
         end,
+        ran_on_ms: 0,
+        kept_ms: 0,
         borrowing: false,
         flavors: Vec::new(),
     }
