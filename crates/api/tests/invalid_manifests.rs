@@ -73,7 +73,7 @@ const CASES: &[(&str, &[&str])] = &[
     // Preemption: borrowWithinCohort needs reclaimWithinCohort, a threshold
     // needs a policy; minRuntimeSeconds is non-negative; the
     // recently-preempted grace is 1 minute to a week; a notice 1 second to
-    // an hour.
+    // an hour; a reservation's allowed delay 1 minute to a week.
     (
         "cq-preemption.yaml",
         &[
@@ -84,6 +84,8 @@ const CASES: &[(&str, &[&str])] = &[
             "q4#spec.preemption.recentlyPreemptedGraceMinutes",
             "q5#spec.preemption.noticeSeconds",
             "q6#spec.preemption.noticeSeconds",
+            "q7#spec.backfill.maxDelayMinutes",
+            "q8#spec.backfill.maxDelayMinutes",
         ],
     ),
     // Groups are not empty.

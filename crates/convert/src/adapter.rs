@@ -111,6 +111,9 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
             Some(api::BackfillPolicy::Reserve) => eng::Backfill::Reserve,
             Some(api::BackfillPolicy::None) | None => eng::Backfill::None,
         },
+        backfill_max_delay: (spec.backfill.as_ref())
+            .and_then(|b| b.max_delay_minutes)
+            .map_or(0, |m| eng::Millis::from(m) * 60_000),
     })
 }
 

@@ -227,6 +227,13 @@ pub fn reserved_start(start: ReservedStart) -> String {
 
 /// Why a workload was admitted behind a reservation.
 pub fn backfilled(b: &Backfilled) -> String {
+    if b.delay > 0 {
+        return format!(
+            "backfilled: it starts the reservation of {} {} later, within its ClusterQueue's backfill.maxDelayMinutes",
+            b.reserved_for,
+            span(b.delay)
+        );
+    }
     let how = if b.ends_before {
         "its declared run time ends before"
     } else {

@@ -68,6 +68,9 @@ pub struct Backfilled {
     /// `true`: its declared run time ends before the reservation starts;
     /// `false`: the reservation fits beside it.
     pub ends_before: bool,
+    /// How much later the reservation starts because of it (within its
+    /// queue's max delay); 0: not at all.
+    pub delay: Millis,
 }
 
 /// The flavors and usage of one pod set.

@@ -230,6 +230,9 @@ pub struct ClusterQueueSpec {
     pub fair_weight: Weight,
     /// Whether its first workload that does not fit reserves quota.
     pub backfill: Backfill,
+    /// How much later than first told a reservation may start because of
+    /// workloads admitted ahead of it; 0: not at all.
+    pub backfill_max_delay: Millis,
 }
 
 /// A fair-sharing weight in milli-units: `Weight(1000)` is weight 1, the

@@ -135,6 +135,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         min_runtime: g.min_runtime,
         stop_policy: if g.hold { StopPolicy::Hold } else { StopPolicy::None },
         backfill: Default::default(),
+        backfill_max_delay: 0,
     }
 }
 

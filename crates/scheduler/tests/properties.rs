@@ -196,6 +196,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         min_runtime: g.min_runtime,
         stop_policy: StopPolicy::None,
         backfill: Default::default(),
+        backfill_max_delay: 0,
     }
 }
 

@@ -141,6 +141,9 @@ pub struct ClusterQueueSpec {
     pub backfill: Option<Backfill>,
 }
 
+/// The most `spec.backfill.maxDelayMinutes` may be: a week.
+pub const MAX_BACKFILL_DELAY_MINUTES: u32 = 10_080;
+
 /// Reservations for the head of a ClusterQueue, and backfill behind them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -156,6 +159,12 @@ pub struct Backfill {
     /// it only when they borrow.
     #[serde(default)]
     pub policy: BackfillPolicy,
+    /// With `Reserve`: how much later than the start it was first given a
+    /// reservation may start because of workloads admitted ahead of it
+    /// (minutes, 1 to 10080). Unset: not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10080))]
+    pub max_delay_minutes: Option<u32>,
 }
 
 /// See [`Backfill::policy`].
@@ -371,6 +380,14 @@ impl Validate for ClusterQueue {
             v.push("spec.minRuntimeSeconds", "must be at least 0");
         }
         validate_preemption(&mut v, &spec.preemption);
+        if let Some(m) = spec.backfill.as_ref().and_then(|b| b.max_delay_minutes)
+            && !(1..=MAX_BACKFILL_DELAY_MINUTES).contains(&m)
+        {
+            v.push(
+                "spec.backfill.maxDelayMinutes",
+                format!("must be between 1 and {MAX_BACKFILL_DELAY_MINUTES} (one week) minutes, got {m}; leave it unset for none"),
+            );
+        }
         if let Some(idle) = &spec.idle_reclaim {
             idle.validate_into(&mut v, "spec.idleReclaim");
         }

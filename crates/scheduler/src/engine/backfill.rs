@@ -73,6 +73,10 @@ struct Reservation {
     flavors: Vec<FlavorVerdict>,
     /// Workloads admitted behind it since it reserved.
     backfilled: u32,
+    /// The start it was first told: with its queue's
+    /// `backfill_max_delay`, how late workloads admitted ahead of it may
+    /// make it.
+    promised: ReservedStart,
 }
 
 /// A workload that would be admitted now: where, with what, until when.
@@ -115,15 +119,16 @@ impl Engine {
         if usages.is_empty() || !matches!(why.reason, PendingReason::NoFit | PendingReason::WaitingForEvictions) {
             return None;
         }
-        let backfilled = match self.reservations.by_cq.get(&cq) {
+        let kept = match self.reservations.by_cq.get(&cq) {
             Some(r) if self.is_head(cq, r) && r.head < *key => return None,
-            Some(r) if r.head == *key => r.backfilled,
+            Some(r) if r.head == *key => Some((r.backfilled, r.promised)),
             Some(_) => {
                 self.release_reservation(cq, out);
-                0
+                None
             }
-            None => 0,
+            None => None,
         };
+        let backfilled = kept.map_or(0, |k| k.0);
         let (start, r) = (usages.into_iter())
             .filter_map(|usage| {
                 let r = Reservation {
@@ -132,10 +137,13 @@ impl Engine {
                     usage,
                     flavors: why.flavors.clone(),
                     backfilled,
+                    promised: ReservedStart::AfterUndeclared,
                 };
                 Some((self.start_of(cq, &r, None, now)?, r))
             })
             .next()?;
+        let mut r = r;
+        r.promised = kept.map_or(start, |k| k.1);
         self.evict_overruns(cq, &r, now);
         self.reservations.by_cq.insert(cq, r);
         Some(Explanation {
@@ -159,7 +167,12 @@ impl Engine {
                 ReservedStart::AfterUndeclared => None,
             };
             let with = self.start_of(rcq, r, Some((n, ends)), now);
-            if with.is_none_or(|w| w > base) {
+            let delay = match (with, base) {
+                (Some(w), _) if w <= base => 0,
+                (Some(ReservedStart::At(w)), ReservedStart::At(b)) if w <= self.latest_start(rcq, r) => w - b,
+                _ => Millis::MAX,
+            };
+            if delay == Millis::MAX {
                 return Err(Explanation::new(PendingReason::WouldDelayReservation {
                     reserved_for: r.name.to_string(),
                     start: base,
@@ -170,9 +183,20 @@ impl Engine {
                 reserved_for: r.name.clone(),
                 start: base,
                 ends_before: matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t),
+                delay,
             });
         }
         Ok(note)
+    }
+
+    /// The latest `cq`'s reservation `r` may start because of workloads
+    /// admitted ahead of it: the start it was first told plus the queue's
+    /// `backfill_max_delay`; none past an unknown start.
+    fn latest_start(&self, cq: CqId, r: &Reservation) -> Millis {
+        match (r.promised, self.queues.cqs[cq].spec.backfill_max_delay) {
+            (ReservedStart::At(p), d) if d > 0 => p.saturating_add(d),
+            _ => Millis::MIN,
+        }
     }
 
     /// Whether candidate `key` is behind its own queue's reservation (it

@@ -155,6 +155,11 @@ impl CqBuilder {
         self.0.backfill = Backfill::Reserve;
         self
     }
+    /// How much later than first told a reservation may start.
+    pub fn max_delay(mut self, ms: Millis) -> Self {
+        self.0.backfill_max_delay = ms;
+        self
+    }
     pub fn stop(mut self, p: StopPolicy) -> Self {
         self.0.stop_policy = p;
         self

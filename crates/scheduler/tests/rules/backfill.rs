@@ -55,7 +55,8 @@ fn a_workload_that_ends_before_the_reservation_starts_is_backfilled_and_says_so(
         Backfilled {
             reserved_for: "ns/big".into(),
             start: ReservedStart::At(2 * HOUR),
-            ends_before: true
+            ends_before: true,
+            delay: 0
         }
     );
     assert_eq!(
@@ -309,4 +310,32 @@ fn a_workload_that_fits_beside_the_reservation_is_never_evicted_for_its_run_time
     let c = w.cycle(2 * HOUR);
     assert!(c.evicted.is_empty());
     assert_eq!(admitted(&c), ["big"]);
+}
+
+#[test]
+fn with_a_max_delay_work_may_push_the_reservation_back_by_that_much_from_its_first_start_in_all() {
+    let mut w = World::new(vec![
+        cq("a").quota("a100", vec![q(GPU, 8)]).reserve().max_delay(30 * MIN),
+    ]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    // Ends at 2 h 22 m: 22 minutes late, within the 30.
+    w.add(wl("a").queue("a").at(2).runs(2 * HOUR + 20 * MIN).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(2 * MIN);
+    assert_eq!(admitted(&c), ["a"]);
+    let note = c.admitted[0].backfill.clone().unwrap();
+    assert_eq!(note.delay, 22 * MIN);
+    assert_eq!(
+        sluice_convert::text::backfilled(&note),
+        "backfilled: it starts the reservation of ns/big 22m later, within its ClusterQueue's backfill.maxDelayMinutes"
+    );
+    // `run` ends early: 6 GPUs free, but `big` still waits for `a` (2 h
+    // 22 m). `b` fits now and would hold 2 GPUs until 2 h 33 m: 33 minutes
+    // after the first start, past the 30.
+    w.e.finish("run").unwrap();
+    w.add(wl("b").queue("a").at(3).runs(2 * HOUR + 30 * MIN).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(3 * MIN)).is_empty());
+    assert!(matches!(reason(&w, "b"), PendingReason::WouldDelayReservation { .. }));
 }
