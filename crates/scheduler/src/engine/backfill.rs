@@ -21,7 +21,8 @@
 //! - When the start is `AfterUndeclared`, nobody knows when that is: a
 //!   candidate must fit beside the reservation, whatever it declares.
 //! - A workload behind its own queue's reservation neither preempts nor is
-//!   admitted with fewer pods: both would take room the reservation holds.
+//!   admitted with fewer pods, unless its declared run time ends before the
+//!   start: both would take room the reservation holds.
 //! - The start is computed afresh at every check (re-planned when work
 //!   ends early or late); a reservation ends when its head leaves the
 //!   queue or is admitted, and a workload ahead of it that does not fit
@@ -199,13 +200,19 @@ impl Engine {
         }
     }
 
-    /// Whether candidate `key` is behind its own queue's reservation (it
-    /// may then neither preempt nor run reduced).
-    pub(super) fn behind_own_reservation(&self, cq: CqId, key: &OrderKey) -> bool {
-        self.reservations
-            .by_cq
-            .get(&cq)
-            .is_some_and(|r| r.head < *key && self.is_head(cq, r))
+    /// Whether candidate `key` is held back by its own queue's reservation:
+    /// behind it, and not declaring a run time that ends before it starts.
+    /// Held back, it may neither preempt nor run reduced; one that ends
+    /// before the start may, as its room is free again by then.
+    pub(super) fn behind_own_reservation(&self, cq: CqId, key: &OrderKey, now: Millis) -> bool {
+        let Some(r) = self.reservations.by_cq.get(&cq) else {
+            return false;
+        };
+        if !(r.head < *key && self.is_head(cq, r)) {
+            return false;
+        }
+        let ends = self.wl(key.id).expected_runtime.map(|d| now.saturating_add(d.max(0)));
+        !matches!((self.start_of(cq, r, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
     }
 
     /// A workload admitted behind a reservation: counted on it, and its

@@ -26,7 +26,7 @@ impl Engine {
     /// Tries candidate `key` of list `list` of `pass`.
     pub(super) fn try_candidate(&mut self, pass: &mut Pass, key: OrderKey, list: usize, now: Millis, out: &mut Cycle) {
         let (cq, id) = (pass.lists[list].0, key.id);
-        let behind = self.behind_own_reservation(cq, &key);
+        let behind = self.behind_own_reservation(cq, &key, now);
         let mut reserve = Vec::new();
         let why = match self.assign(cq, id) {
             // Borrowing waits for the second pass while a peer has idle

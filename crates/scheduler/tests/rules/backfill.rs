@@ -235,6 +235,25 @@ fn behind_its_queues_reservation_a_workload_does_not_preempt() {
 }
 
 #[test]
+fn behind_its_queues_reservation_a_workload_that_ends_before_the_start_may_preempt() {
+    let mut w = World::new(vec![
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .reserve()
+            .within(WithinClusterQueue::LowerPriority),
+    ]);
+    w.add(wl("low").queue("a").prio(-1).at(0).runs(2 * HOUR).pods(1, &[(GPU, 4)]));
+    w.add(wl("peer").queue("a").prio(0).at(0).runs(2 * HOUR).pods(1, &[(GPU, 4)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").prio(0).at(1).pods(1, &[(GPU, 8)]));
+    // 30 minutes, gone long before `big` starts at 2 h: its room is free
+    // again by then, so it may take it from `low`.
+    w.add(wl("quick").queue("a").prio(0).at(2).runs(30 * MIN).pods(1, &[(GPU, 4)]));
+    assert_eq!(victims(&w.cycle(MIN)), ["low"]);
+    assert!(matches!(reason(&w, "big"), PendingReason::Reserved { .. }));
+}
+
+#[test]
 fn behind_its_queues_reservation_a_workload_does_not_run_reduced() {
     let mut w = reserved_for_big();
     w.add(wl("elastic").queue("a").at(2).pods(4, &[(GPU, 1)]).min_count(1));
