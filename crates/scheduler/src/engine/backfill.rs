@@ -129,22 +129,17 @@ impl Engine {
             }
             None => None,
         };
-        let backfilled = kept.map_or(0, |k| k.0);
-        let (start, r) = (usages.into_iter())
-            .filter_map(|usage| {
-                let r = Reservation {
-                    head: key.clone(),
-                    name: self.wl(key.id).name.clone(),
-                    usage,
-                    flavors: why.flavors.clone(),
-                    backfilled,
-                    promised: ReservedStart::AfterUndeclared,
-                };
-                Some((self.start_of(cq, &r, None, now)?, r))
-            })
-            .next()?;
-        let mut r = r;
-        r.promised = kept.map_or(start, |k| k.1);
+        let (start, usage) =
+            (usages.into_iter()).find_map(|usage| Some((self.start_of(cq, &usage, None, now)?, usage)))?;
+        let (backfilled, promised) = kept.unwrap_or((0, start));
+        let r = Reservation {
+            head: key.clone(),
+            name: self.wl(key.id).name.clone(),
+            usage,
+            flavors: why.flavors.clone(),
+            backfilled,
+            promised,
+        };
         self.evict_overruns(cq, &r, now);
         self.reservations.by_cq.insert(cq, r);
         Some(Explanation {
@@ -154,12 +149,17 @@ impl Engine {
     }
 
     /// Whether `n` may be admitted now: `Ok(None)` when it is behind no
-    /// reservation, `Ok(Some(_))` when it is but delays none, `Err(why)`
-    /// when it would delay one.
-    pub(super) fn backfill_verdict(&self, n: Newcomer<'_>, now: Millis) -> Result<Option<Backfilled>, Explanation> {
+    /// reservation, `Ok(Some((queue, note)))` when it is behind `queue`'s
+    /// but delays none beyond what that queue allows, `Err(why)` when it
+    /// would.
+    pub(super) fn backfill_verdict(
+        &self,
+        n: Newcomer<'_>,
+        now: Millis,
+    ) -> Result<Option<(CqId, Backfilled)>, Explanation> {
         let mut note = None;
         for (&rcq, r) in self.reservations_over(n) {
-            let Some(base) = self.start_of(rcq, r, None, now) else {
+            let Some(base) = self.start_of(rcq, &r.usage, None, now) else {
                 continue;
             };
             let declared = self.wl(n.key.id).expected_runtime;
@@ -167,25 +167,28 @@ impl Engine {
                 ReservedStart::At(_) => declared.map(|d| now.saturating_add(d.max(0))),
                 ReservedStart::AfterUndeclared => None,
             };
-            let with = self.start_of(rcq, r, Some((n, ends)), now);
+            let with = self.start_of(rcq, &r.usage, Some((n, ends)), now);
             let delay = match (with, base) {
-                (Some(w), _) if w <= base => 0,
-                (Some(ReservedStart::At(w)), ReservedStart::At(b)) if w <= self.latest_start(rcq, r) => w - b,
-                _ => Millis::MAX,
+                (Some(w), _) if w <= base => Some(0),
+                (Some(ReservedStart::At(w)), ReservedStart::At(b)) if w <= self.latest_start(rcq, r) => Some(w - b),
+                _ => None,
             };
-            if delay == Millis::MAX {
+            let Some(delay) = delay else {
                 return Err(Explanation::new(PendingReason::WouldDelayReservation {
                     reserved_for: r.name.to_string(),
                     start: base,
                     declared,
                 }));
-            }
-            note.get_or_insert(Backfilled {
-                reserved_for: r.name.clone(),
-                start: base,
-                ends_before: matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t),
-                delay,
-            });
+            };
+            note.get_or_insert((
+                rcq,
+                Backfilled {
+                    reserved_for: r.name.clone(),
+                    start: base,
+                    ends_before: matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t),
+                    delay,
+                },
+            ));
         }
         Ok(note)
     }
@@ -212,23 +215,15 @@ impl Engine {
             return false;
         }
         let ends = self.wl(key.id).expected_runtime.map(|d| now.saturating_add(d.max(0)));
-        !matches!((self.start_of(cq, r, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
+        !matches!((self.start_of(cq, &r.usage, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
     }
 
-    /// A workload admitted behind a reservation: counted on it, and its
-    /// head told how many went ahead meanwhile.
-    pub(super) fn note_backfill(&mut self, id: WlId, note: Backfilled, now: Millis, out: &mut Cycle) {
+    /// A workload admitted behind `rcq`'s reservation: counted on it, and
+    /// its head told how many went ahead meanwhile.
+    pub(super) fn note_backfill(&mut self, id: WlId, rcq: CqId, note: Backfilled, now: Millis, out: &mut Cycle) {
         if let Some(&i) = self.turn.admitted_now.get(&id) {
             out.admitted[i].backfill = Some(note.clone());
         }
-        let Some((&rcq, _)) = self
-            .reservations
-            .by_cq
-            .iter()
-            .find(|(_, r)| r.name == note.reserved_for)
-        else {
-            return;
-        };
         if note.ends_before
             && let Some(declared) = self.wl(id).expected_runtime
         {
@@ -238,7 +233,9 @@ impl Engine {
             self.reservations.ahead.insert(id, Ahead { uid, cq: rcq, due });
             self.claims.timers.insert((due, Timer::WakeCq(rcq)));
         }
-        let r = self.reservations.by_cq.get_mut(&rcq).expect("found above");
+        let Some(r) = self.reservations.by_cq.get_mut(&rcq) else {
+            return;
+        };
         r.backfilled += 1;
         let (head, backfilled, flavors) = (r.head.id, r.backfilled, r.flavors.clone());
         let e = Explanation {
@@ -340,13 +337,13 @@ impl Engine {
         })
     }
 
-    /// When `r` fits its queue: the first release after which its usage
-    /// fits, with `with` (a newcomer and its end) admitted now; `None`
-    /// when it does not fit even once everything admitted has ended.
+    /// When `usage` fits `cq`: the first release after which it fits,
+    /// with `with` (a newcomer and its end) admitted now; `None` when it
+    /// does not fit even once everything admitted has ended.
     fn start_of(
         &self,
         cq: CqId,
-        r: &Reservation,
+        usage: &[(usize, Amount)],
         with: Option<(Newcomer<'_>, Option<Millis>)>,
         now: Millis,
     ) -> Option<ReservedStart> {
@@ -354,7 +351,7 @@ impl Engine {
         if let Some((n, _)) = with {
             self.overlay_usage(&mut ov, n.cq, n.usage, 1);
         }
-        if self.fits_overlay(&ov, cq, &r.usage, false) {
+        if self.fits_overlay(&ov, cq, usage, false) {
             return Some(ReservedStart::At(now));
         }
         let (timed, undeclared) = self.releases(cq, with.and_then(|(_, ends)| ends), now);
@@ -365,14 +362,14 @@ impl Engine {
                 self.apply_release(&mut ov, timed[i].1, with.map(|(n, _)| n));
                 i += 1;
             }
-            if self.fits_overlay(&ov, cq, &r.usage, false) {
+            if self.fits_overlay(&ov, cq, usage, false) {
                 return Some(ReservedStart::At(t));
             }
         }
         for v in undeclared {
             self.overlay_holding(&mut ov, v, -1);
         }
-        self.fits_overlay(&ov, cq, &r.usage, false)
+        self.fits_overlay(&ov, cq, usage, false)
             .then_some(ReservedStart::AfterUndeclared)
     }
 

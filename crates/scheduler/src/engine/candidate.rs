@@ -96,9 +96,9 @@ impl Engine {
         let held_back = behind || note.is_some();
         let why = self.admit_on_nodes(pass, cq, key.id, attempt, held_back, now, out);
         if why.is_none()
-            && let Some(note) = note
+            && let Some((rcq, note)) = note
         {
-            self.note_backfill(key.id, note, now, out);
+            self.note_backfill(key.id, rcq, note, now, out);
         }
         why
     }

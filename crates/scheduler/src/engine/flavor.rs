@@ -390,10 +390,7 @@ impl Engine {
         id: WlId,
         options: &[FlavorOption],
     ) -> Option<Vec<(usize, Amount)>> {
-        if options.iter().any(|o| o.flavors.is_empty()) {
-            return None;
-        }
-        Some(self.option_usage(cq, id, options, &vec![0; options.len()]))
+        self.usage_per_flavor(cq, id, options).into_iter().next()
     }
 
     /// The usage of each flavor in preference order: the `j`-th choice
