@@ -147,18 +147,20 @@ pub fn workload_for_job(
 }
 
 /// The run time a Job declares: its `sluice.dev/expected-runtime`
-/// annotation, else its `activeDeadlineSeconds`; `None` when it declares
-/// none or the annotation is malformed.
+/// annotation, else its `activeDeadlineSeconds`; `Err` names a malformed
+/// annotation.
+pub fn expected_runtime_ms(job: &Job) -> Result<Option<i64>, String> {
+    labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
+        a.or_else(|| {
+            let secs = job.spec.as_ref()?.active_deadline_seconds?;
+            Some(secs.saturating_mul(1000))
+        })
+    })
+}
+
+/// [`expected_runtime_ms`], a malformed annotation declaring nothing.
 pub fn declared_runtime_ms(job: &Job) -> Option<i64> {
-    match labels::expected_runtime_ms(job.metadata.annotations.as_ref()) {
-        Ok(Some(ms)) => Some(ms),
-        Ok(None) => job
-            .spec
-            .as_ref()?
-            .active_deadline_seconds
-            .map(|s| s.saturating_mul(1000)),
-        Err(_) => None,
-    }
+    expected_runtime_ms(job).ok().flatten()
 }
 
 /// A Job's name, namespace and uid, each required.

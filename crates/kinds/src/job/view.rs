@@ -146,12 +146,7 @@ impl JobView {
             managed_by: ManagedBy::of(crate::JobKind::Job, &job.metadata),
             queued_by_namespace: false,
             pods_selector: None,
-            expected_runtime: labels::expected_runtime_ms(job.metadata.annotations.as_ref()).map(|a| {
-                a.or_else(|| {
-                    let secs = job.spec.as_ref()?.active_deadline_seconds?;
-                    Some(secs.saturating_mul(1000))
-                })
-            }),
+            expected_runtime: super::expected_runtime_ms(job),
             checkpoint_done: annotation(job, labels::CHECKPOINT_DONE),
         }
     }
