@@ -172,16 +172,15 @@ impl Index {
         };
         let e = self.table.workloads.get_mut(&wk).expect("indexed");
         self.table.prior.insert(adm.uid.to_string(), e.written.status.clone());
+        let note = adm.backfill.as_ref().map(text::backfilled);
         status::admitted(
             &mut e.written.status,
             adapter::admission_status(adm),
+            note.as_deref(),
             e.observed.active,
             now_ms,
             e.observed.generation,
         );
-        if let Some(b) = &adm.backfill {
-            status::note_backfill(&mut e.written.status, &text::backfilled(b));
-        }
         e.written.pending_fp = None;
         e.run.admitted_at = Some(now_ms);
         e.run.pods_ready_seen = false;

@@ -134,17 +134,22 @@ pub(super) fn verdict_reason(v: &eng::Verdict) -> &'static str {
     }
 }
 
-/// Admitted with `admission`: quota reserved and admitted; an earlier
+/// Admitted with `admission`: quota reserved and admitted (`note`, why it
+/// went ahead of a reservation, added to the message); an earlier
 /// eviction or preemption is over, and readiness of an earlier admission
 /// does not carry over. No pending explanation any more.
 pub(super) fn admitted(
     status: &mut WorkloadStatus,
     admission: Admission,
+    note: Option<&str>,
     active: bool,
     now_ms: i64,
     generation: Option<i64>,
 ) {
-    let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
+    let mut msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
+    if let Some(note) = note {
+        msg = format!("{msg}; {note}");
+    }
     let conds = [
         (
             cond::QUOTA_RESERVED,
@@ -182,14 +187,6 @@ pub(super) fn admitted(
     status.admission = Some(admission);
     status.pending = None;
     status.state = Some(status.derive_state(active));
-}
-
-/// Admitted behind a reservation: its `QuotaReserved` condition says why
-/// it could go first (`note`, from `text::backfilled`).
-pub(super) fn note_backfill(status: &mut WorkloadStatus, note: &str) {
-    if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == cond::QUOTA_RESERVED) {
-        c.message = format!("{}; {note}", c.message);
-    }
 }
 
 /// Evicted for `reason` (and preempted, with the preemption's reason):

@@ -80,7 +80,7 @@ fn each_decision_writes_its_conditions_and_state() {
                 (cond::PODS_READY, "True"),
                 (cond::QUOTA_RESERVED, "False"),
             ]),
-            |s| admitted(s, admission(), true, LATER, Some(2)),
+            |s| admitted(s, admission(), None, true, LATER, Some(2)),
             vec![
                 (cond::EVICTED, "False", "Admitted", "Admitted again", true),
                 (cond::PREEMPTED, "False", "Admitted", "Admitted again", true),
@@ -240,7 +240,7 @@ fn each_decision_writes_its_conditions_and_state() {
 fn admission_and_explanations_follow_the_decision() {
     let mut s = with(&[(cond::QUOTA_RESERVED, "False")]);
     s.pending = Some(Default::default());
-    admitted(&mut s, admission(), true, LATER, Some(1));
+    admitted(&mut s, admission(), None, true, LATER, Some(1));
     assert_eq!(
         s.admission.as_ref().map(|a| a.cluster_queue.as_str()),
         Some("cluster-gpu")
