@@ -54,7 +54,7 @@ impl Engine {
                 never,
             }) => {
                 if !never && self.reserves(cq) {
-                    reserve = self.usage_per_flavor(cq, id, &options);
+                    reserve = self.usage_per_flavor(cq, id, &options).collect();
                 }
                 match self.preempt_for(pass, cq, id, &options, verdicts, never, !behind, now, out) {
                     Some(why) => why,

@@ -390,23 +390,27 @@ impl Engine {
         id: WlId,
         options: &[FlavorOption],
     ) -> Option<Vec<(usize, Amount)>> {
-        self.usage_per_flavor(cq, id, options).into_iter().next()
+        self.usage_per_flavor(cq, id, options).next()
     }
 
     /// The usage of each flavor in preference order: the `j`-th choice
     /// takes every option's `j`-th flavor (its last, when it has fewer).
-    /// Empty when some option has no flavor.
-    pub(super) fn usage_per_flavor(&self, cq: CqId, id: WlId, options: &[FlavorOption]) -> Vec<Vec<(usize, Amount)>> {
-        if options.iter().any(|o| o.flavors.is_empty()) {
-            return Vec::new();
-        }
-        let most = options.iter().map(|o| o.flavors.len()).max().unwrap_or(0);
-        (0..most)
-            .map(|j| {
-                let pick: Vec<usize> = options.iter().map(|o| j.min(o.flavors.len() - 1)).collect();
-                self.option_usage(cq, id, options, &pick)
-            })
-            .collect()
+    /// None when some option has no flavor.
+    pub(super) fn usage_per_flavor<'a>(
+        &'a self,
+        cq: CqId,
+        id: WlId,
+        options: &'a [FlavorOption],
+    ) -> impl Iterator<Item = Vec<(usize, Amount)>> + 'a {
+        let most = if options.iter().any(|o| o.flavors.is_empty()) {
+            0
+        } else {
+            options.iter().map(|o| o.flavors.len()).max().unwrap_or(0)
+        };
+        (0..most).map(move |j| {
+            let pick: Vec<usize> = options.iter().map(|o| j.min(o.flavors.len() - 1)).collect();
+            self.option_usage(cq, id, options, &pick)
+        })
     }
 
     pub(super) fn choice_from_pick(&self, pod_sets: usize, options: &[FlavorOption], pick: &[usize]) -> Choice {
