@@ -7,9 +7,12 @@
 //!   start(head, with):  the first instant at which the head's usage fits
 //!                       the domain's ledger once what ends by then released:
 //!     an evicting workload                       now
+//!     one the head may preempt (its queue's      max(now, admitted + minimum runtime),
+//!       withinClusterQueue)                        or its declared end if sooner
 //!     an admitted one with a declared run time   max(now, admitted + run time)
 //!     an admitted one without                    AfterUndeclared
-//!     `with`, a candidate admitted now           now + its run time (never without one)
+//!     `with`, a candidate admitted now           as an admitted one, admitted now
+//!                                                (never released without either)
 //!
 //!   a candidate behind the reservation is admitted iff start(head, with) <= start(head)
 //! ```
@@ -23,6 +26,8 @@
 //! - A workload behind its own queue's reservation neither preempts nor is
 //!   admitted with fewer pods, unless its declared run time ends before the
 //!   start: both would take room the reservation holds.
+//! - The head reserves, among its flavors, the one that frees first (the
+//!   most preferred among equals).
 //! - The start is computed afresh at every check (re-planned when work
 //!   ends early or late); a reservation ends when its head leaves the
 //!   queue or is admitted, and a workload ahead of it that does not fit
@@ -42,7 +47,8 @@ use crate::decision::{
 use crate::model::{Amount, Backfill, Millis};
 
 use super::overlay::Overlay;
-use super::state::{OrderKey, State, Timer};
+use super::preemption::policy::{Rank, within_cluster_queue};
+use super::state::{Holding, OrderKey, State, Timer, Wl};
 use super::{CqId, Engine, WlId};
 
 /// The reservations of queues with backfill on, and the workloads that
@@ -129,8 +135,10 @@ impl Engine {
             }
             None => None,
         };
-        let (start, usage) =
-            (usages.into_iter()).find_map(|usage| Some((self.start_of(cq, &usage, None, now)?, usage)))?;
+        // The earliest start; among equal ones, the most preferred flavor.
+        let (start, usage) = (usages.into_iter())
+            .filter_map(|usage| Some((self.start_of(cq, key.id, &usage, None, now)?, usage)))
+            .min_by_key(|(start, _)| *start)?;
         let (backfilled, promised) = kept.unwrap_or((0, start));
         let r = Reservation {
             head: key.clone(),
@@ -159,7 +167,7 @@ impl Engine {
     ) -> Result<Option<(CqId, Backfilled)>, Explanation> {
         let mut note = None;
         for (&rcq, r) in self.reservations_over(n) {
-            let Some(base) = self.start_of(rcq, &r.usage, None, now) else {
+            let Some(base) = self.start_of(rcq, r.head.id, &r.usage, None, now) else {
                 continue;
             };
             let declared = self.wl(n.key.id).expected_runtime;
@@ -167,7 +175,7 @@ impl Engine {
                 ReservedStart::At(_) => declared.map(|d| now.saturating_add(d.max(0))),
                 ReservedStart::AfterUndeclared => None,
             };
-            let with = self.start_of(rcq, &r.usage, Some((n, ends)), now);
+            let with = self.start_of(rcq, r.head.id, &r.usage, Some((n, ends)), now);
             let delay = match (with, base) {
                 (Some(w), _) if w <= base => Some(0),
                 (Some(ReservedStart::At(w)), ReservedStart::At(b)) if w <= self.latest_start(rcq, r) => Some(w - b),
@@ -215,7 +223,7 @@ impl Engine {
             return false;
         }
         let ends = self.wl(key.id).expected_runtime.map(|d| now.saturating_add(d.max(0)));
-        !matches!((self.start_of(cq, &r.usage, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
+        !matches!((self.start_of(cq, r.head.id, &r.usage, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
     }
 
     /// A workload admitted behind `rcq`'s reservation: counted on it, and
@@ -337,12 +345,13 @@ impl Engine {
         })
     }
 
-    /// When `usage` fits `cq`: the first release after which it fits,
-    /// with `with` (a newcomer and its end) admitted now; `None` when it
-    /// does not fit even once everything admitted has ended.
+    /// When `usage`, `head`'s, fits `cq`: the first release after which it
+    /// fits, with `with` (a newcomer and its declared end) admitted now;
+    /// `None` when it does not fit even once everything admitted has ended.
     fn start_of(
         &self,
         cq: CqId,
+        head: WlId,
         usage: &[(usize, Amount)],
         with: Option<(Newcomer<'_>, Option<Millis>)>,
         now: Millis,
@@ -354,12 +363,13 @@ impl Engine {
         if self.fits_overlay(&ov, cq, usage, false) {
             return Some(ReservedStart::At(now));
         }
-        let (timed, undeclared) = self.releases(cq, with.and_then(|(_, ends)| ends), now);
+        let newcomer = with.map(|(n, ends)| (n, self.newcomer_release(cq, head, n, ends, now)));
+        let (timed, undeclared) = self.releases(cq, head, newcomer.and_then(|(_, end)| end), now);
         let mut i = 0;
         while i < timed.len() {
             let t = timed[i].0;
             while i < timed.len() && timed[i].0 == t {
-                self.apply_release(&mut ov, timed[i].1, with.map(|(n, _)| n));
+                self.apply_release(&mut ov, timed[i].1, newcomer.map(|(n, _)| n));
                 i += 1;
             }
             if self.fits_overlay(&ov, cq, usage, false) {
@@ -373,25 +383,69 @@ impl Engine {
             .then_some(ReservedStart::AfterUndeclared)
     }
 
-    /// The domain's admitted workloads with a known end, in time order
-    /// (the newcomer's end `with_end` among them), and those without one.
-    fn releases(&self, cq: CqId, with_end: Option<Millis>, now: Millis) -> (Vec<(Millis, Release)>, Vec<WlId>) {
+    /// The domain's admitted workloads with a known release (the
+    /// newcomer's, `with_end`, among them), in time order, and those
+    /// without one. A workload releases its quota for `head`:
+    /// - evicting: now;
+    /// - one `head` may preempt by its queue's `withinClusterQueue`: once
+    ///   its minimum runtime is over, or at its declared end if sooner;
+    /// - else at its declared end (admitted + run time), or never known.
+    fn releases(
+        &self,
+        cq: CqId,
+        head: WlId,
+        with_end: Option<Millis>,
+        now: Millis,
+    ) -> (Vec<(Millis, Release)>, Vec<WlId>) {
         let mut timed: Vec<(Millis, Release)> = with_end.map(|e| (e, Release::Newcomer)).into_iter().collect();
         let mut undeclared = Vec::new();
         for m in self.domain(cq) {
             for &v in &self.queues.cqs[m].admitted {
                 let wl = self.wl(v);
-                match (&wl.state, wl.expected_runtime) {
-                    (State::Evicting(_), _) => timed.push((now, Release::Holding(v))),
-                    (State::Admitted(h), Some(rt)) => {
-                        timed.push((h.admitted_at.saturating_add(rt.max(0)).max(now), Release::Holding(v)))
-                    }
-                    _ => undeclared.push(v),
+                let declared_end = |h: &Holding| wl.expected_runtime.map(|rt| h.admitted_at.saturating_add(rt.max(0)));
+                let end = match &wl.state {
+                    State::Evicting(_) => Some(now),
+                    State::Admitted(h) => earliest(declared_end(h), self.preemptible_at(cq, head, m, v, h.admitted_at)),
+                    _ => None,
+                };
+                match end {
+                    Some(t) => timed.push((t.max(now), Release::Holding(v))),
+                    None => undeclared.push(v),
                 }
             }
         }
         timed.sort_by_key(|&(t, r)| (t, release_id(r)));
         (timed, undeclared)
+    }
+
+    /// When newcomer `n`, admitted now, releases its quota for `cq`'s
+    /// `head`: at its declared end `ends`, or once `head` may preempt it if
+    /// sooner.
+    fn newcomer_release(
+        &self,
+        cq: CqId,
+        head: WlId,
+        n: Newcomer<'_>,
+        ends: Option<Millis>,
+        now: Millis,
+    ) -> Option<Millis> {
+        earliest(ends, self.preemptible_at(cq, head, n.cq, n.key.id, now))
+    }
+
+    /// When `head`, waiting in `cq`, may preempt workload `v` of queue `m`
+    /// admitted at `admitted_at`: once `m`'s minimum runtime is over, when
+    /// both are in `cq` and its `withinClusterQueue` allows it; `None`
+    /// otherwise (preemption across queues depends on who borrows then,
+    /// which a start cannot count on).
+    fn preemptible_at(&self, cq: CqId, head: WlId, m: CqId, v: WlId, admitted_at: Millis) -> Option<Millis> {
+        let policy = self.queues.cqs[cq].spec.preemption.within_cluster_queue;
+        let (h, w) = (self.wl(head), self.wl(v));
+        let rank = |w: &Wl| Rank {
+            priority: w.priority,
+            queued_at: w.ts,
+        };
+        (m == cq && !self.foreign_id(v) && within_cluster_queue(policy, rank(h), rank(w)))
+            .then(|| admitted_at.saturating_add(self.queues.cqs[m].spec.min_runtime.max(0)))
     }
 
     fn apply_release(&self, ov: &mut Overlay, r: Release, newcomer: Option<Newcomer<'_>>) {
@@ -406,6 +460,13 @@ impl Engine {
         for &(slot, amount) in usage {
             self.overlay_add(ov, cq, slot, sign * amount);
         }
+    }
+}
+
+fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -358,3 +358,63 @@ fn with_a_max_delay_work_may_push_the_reservation_back_by_that_much_from_its_fir
     assert!(admitted(&w.cycle(3 * MIN)).is_empty());
     assert!(matches!(reason(&w, "b"), PendingReason::WouldDelayReservation { .. }));
 }
+
+#[test]
+fn the_head_counts_on_what_it_may_preempt_once_the_minimum_runtime_protecting_it_is_over() {
+    let mut w = World::new(vec![
+        cq("a")
+            .quota("a100", vec![q(GPU, 8)])
+            .reserve()
+            .within(WithinClusterQueue::LowerPriority)
+            .min_runtime(30 * MIN),
+    ]);
+    // `low` declares no run time, but `big` may preempt it from 30 min on.
+    w.add(wl("low").queue("a").prio(-1).at(0).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").prio(0).at(1).pods(1, &[(GPU, 8)]));
+    assert!(victims(&w.cycle(MIN)).is_empty());
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(30 * MIN),
+            backfilled: 0
+        }
+    );
+    // Another low-priority workload admitted now would be protected until
+    // 32 min: it would delay the start, so it waits.
+    w.add(wl("low2").queue("a").prio(-1).at(2).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    assert!(matches!(
+        reason(&w, "low2"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+    // At the start, `big` preempts `low`, as its queue's policy allows.
+    assert_eq!(victims(&w.cycle(30 * MIN)), ["low"]);
+}
+
+#[test]
+fn the_head_reserves_the_flavor_that_frees_first_not_its_most_preferred() {
+    let mut w = World::new(vec![
+        cq("a")
+            .group(vec![("h100", vec![q(GPU, 8)]), ("a100", vec![q(GPU, 8)])])
+            .reserve(),
+    ]);
+    w.add(wl("on-h100").queue("a").at(0).runs(5 * HOUR).pods(1, &[(GPU, 8)]));
+    w.add(wl("on-a100").queue("a").at(1).runs(HOUR).pods(1, &[(GPU, 8)]));
+    assert_eq!(admitted(&w.cycle(0)).len(), 2);
+    w.add(wl("big").queue("a").at(2).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    // h100, preferred, frees at 5 h; a100 at 1 h.
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(HOUR),
+            backfilled: 0
+        }
+    );
+    // The start is re-planned at every check: h100 freeing early admits
+    // `big` there, ahead of a later job that would also fit.
+    w.e.finish("on-h100").unwrap();
+    w.add(wl("long").queue("a").at(3).runs(3 * HOUR).pods(1, &[(GPU, 8)]));
+    assert_eq!(admitted(&w.cycle(2 * MIN)), ["big"]);
+}

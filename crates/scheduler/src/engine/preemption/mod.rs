@@ -21,7 +21,7 @@ use super::{CqId, Engine, WlId};
 mod fair;
 mod order;
 mod placement;
-mod policy;
+pub(super) mod policy;
 
 use order::{VictimCost, VictimOrder, VictimRule};
 use policy::Rank;
