@@ -194,10 +194,15 @@ pub fn pending_reason(reason: &PendingReason) -> String {
                 .to_string()
         }
         PendingReason::Backoff { until } => format!("requeued after eviction, backing off until t={until}ms"),
-        PendingReason::Reserved { start, backfilled } => {
+        PendingReason::Reserved {
+            start,
+            backfilled,
+            nodes,
+        } => {
             format!(
-                "first in its queue and does not fit: its quota is reserved from {}; {backfilled} smaller workload(s) admitted meanwhile that do not delay it",
-                reserved_start(*start)
+                "first in its queue and does not fit: its quota is reserved from {}{}; {backfilled} smaller workload(s) admitted meanwhile that do not delay it",
+                reserved_start(*start),
+                reserved_nodes(nodes)
             )
         }
         PendingReason::WouldDelayReservation {
@@ -223,6 +228,28 @@ pub fn reserved_start(start: ReservedStart) -> String {
         ReservedStart::At(ms) => format!("~{}", instant(ms)),
         ReservedStart::AfterUndeclared => "when admitted work that declared no run time ends".to_string(),
     }
+}
+
+/// The nodes a reservation's pods go on at its start (nothing without
+/// node placement): ", with room on 4 nodes of h100-80gb in
+/// nvidia.com/gpu.clique=nvl-1".
+pub fn reserved_nodes(nodes: &[sluice_scheduler::ReservedNodes]) -> String {
+    if nodes.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            let domain = n
+                .domain
+                .as_ref()
+                .map(|d| format!(" in {}={}", d.key, d.value))
+                .unwrap_or_default();
+            let plural = if n.nodes == 1 { "node" } else { "nodes" };
+            format!("{} {plural} of {}{domain}", n.nodes, n.flavor)
+        })
+        .collect();
+    format!(", with room on {}", each.join(" and "))
 }
 
 /// Why a workload was admitted behind a reservation.

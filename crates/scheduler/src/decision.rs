@@ -59,6 +59,15 @@ pub enum ReservedStart {
     AfterUndeclared,
 }
 
+/// With node placement, the nodes a reservation's pods go on at its start,
+/// by flavor (and topology domain, for a pod set that needs one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservedNodes {
+    pub flavor: String,
+    pub nodes: u32,
+    pub domain: Option<TopologyDomain>,
+}
+
 /// Why a workload behind a reservation was admitted anyway.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Backfilled {
@@ -234,6 +243,8 @@ pub enum PendingReason {
         start: ReservedStart,
         /// Workloads admitted behind it since it reserved.
         backfilled: u32,
+        /// With node placement: the nodes its pods go on at `start`.
+        nodes: Vec<ReservedNodes>,
     },
     /// It fits now, but admitting it would delay the reservation of an
     /// earlier workload (`namespace/name`) past `start`.

@@ -178,7 +178,7 @@ pub mod shape;
 
 pub use decision::{
     Admission, Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
-    PodSetAssignment, Preemption, PreemptionReason, ReservedStart, TopologyDomain, Verdict,
+    PodSetAssignment, Preemption, PreemptionReason, ReservedNodes, ReservedStart, TopologyDomain, Verdict,
 };
 pub use engine::{Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};

@@ -38,15 +38,18 @@
 //!   declared too short cannot hold a reservation off.
 //! - Quota only: with node placement, a reservation does not hold nodes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::decision::{
-    Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, ReservedStart,
+    Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, PendingReason, ReservedNodes,
+    ReservedStart, TopologyDomain,
 };
 use crate::model::{Amount, Backfill, Millis};
 
+use super::flavor::Choice;
 use super::overlay::Overlay;
+use super::placement::{NodeDelta, NodeId, Placement};
 use super::preemption::policy::{Rank, within_cluster_queue};
 use super::state::{Holding, OrderKey, State, Timer, Wl};
 use super::{CqId, Engine, WlId};
@@ -73,11 +76,16 @@ struct Ahead {
 struct Reservation {
     head: OrderKey,
     name: Arc<str>,
-    /// What it needs, per slot of its queue (on its most preferred
-    /// flavors that can hold it).
+    /// What it needs, per slot of its queue (on the flavors that free
+    /// first).
     usage: Vec<(usize, Amount)>,
+    /// Those flavors, with node placement (its pods must also fit on
+    /// their nodes at the start).
+    choice: Option<Choice>,
     /// What each flavor lacked when it reserved (its explanation's detail).
     flavors: Vec<FlavorVerdict>,
+    /// The nodes its pods go on at the start, as it was told.
+    on: Vec<ReservedNodes>,
     /// Workloads admitted behind it since it reserved.
     backfilled: u32,
     /// The start it was first told: with its queue's
@@ -93,6 +101,25 @@ pub(super) struct Newcomer<'a> {
     pub(super) key: &'a OrderKey,
     pub(super) usage: &'a [(usize, Amount)],
     pub(super) borrowing: bool,
+    /// Where its pods go, with node placement.
+    pub(super) placement: Option<&'a Placement>,
+}
+
+/// A head as its start is computed: its queue, what it needs and, with
+/// node placement, its flavors.
+#[derive(Clone, Copy)]
+struct Head<'a> {
+    cq: CqId,
+    id: WlId,
+    usage: &'a [(usize, Amount)],
+    choice: Option<&'a Choice>,
+}
+
+/// What a head could use as releases are counted: quota, and with node
+/// placement room on nodes (from what leaves).
+struct Room {
+    quota: Overlay,
+    nodes: Option<NodeDelta>,
 }
 
 /// Quota released at a time: an admitted workload's, or the newcomer's.
@@ -109,21 +136,27 @@ impl Engine {
     }
 
     /// Candidate `key`, which no flavor of `cq` fits, reserves the usage
-    /// of its most preferred flavor among `usages` (one per flavor, in
-    /// preference order) that it fits once admitted work ends, when its queue
-    /// reserves and no workload ahead of it holds the queue's reservation.
+    /// of the flavor among `usages` (one per flavor, in preference order,
+    /// with its flavors) that it fits first once admitted work ends (with
+    /// node placement, on the nodes too), when its queue reserves and no
+    /// workload ahead of it holds the queue's reservation.
     /// Returns its explanation as the head (`Reserved`), or `None` when it
     /// holds no reservation.
     pub(super) fn reserve(
         &mut self,
         cq: CqId,
         key: &OrderKey,
-        usages: Vec<Vec<(usize, Amount)>>,
+        usages: Vec<(Vec<(usize, Amount)>, Choice)>,
         why: &Explanation,
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
-        if usages.is_empty() || !matches!(why.reason, PendingReason::NoFit | PendingReason::WaitingForEvictions) {
+        if usages.is_empty()
+            || !matches!(
+                why.reason,
+                PendingReason::NoFit | PendingReason::WaitingForEvictions | PendingReason::NoPlacement
+            )
+        {
             return None;
         }
         let kept = match self.reservations.by_cq.get(&cq) {
@@ -136,22 +169,42 @@ impl Engine {
             None => None,
         };
         // The earliest start; among equal ones, the most preferred flavor.
-        let (start, usage) = (usages.into_iter())
-            .filter_map(|usage| Some((self.start_of(cq, key.id, &usage, None, now)?, usage)))
-            .min_by_key(|(start, _)| *start)?;
+        let nodes = self.placement_on();
+        let ((start, placement), usage, choice) = (usages.into_iter())
+            .filter_map(|(usage, choice)| {
+                let choice = nodes.then_some(choice);
+                let head = Head {
+                    cq,
+                    id: key.id,
+                    usage: &usage,
+                    choice: choice.as_ref(),
+                };
+                Some((self.plan(head, None, now)?, usage, choice))
+            })
+            .min_by_key(|((start, _), _, _)| *start)?;
+        let on = match (&placement, &choice) {
+            (Some(p), Some(c)) => self.reserved_nodes(c, p),
+            _ => Vec::new(),
+        };
         let (backfilled, promised) = kept.unwrap_or((0, start));
         let r = Reservation {
             head: key.clone(),
             name: self.wl(key.id).name.clone(),
             usage,
+            choice,
             flavors: why.flavors.clone(),
+            on: on.clone(),
             backfilled,
             promised,
         };
         self.evict_overruns(cq, &r, now);
         self.reservations.by_cq.insert(cq, r);
         Some(Explanation {
-            reason: PendingReason::Reserved { start, backfilled },
+            reason: PendingReason::Reserved {
+                start,
+                backfilled,
+                nodes: on,
+            },
             flavors: why.flavors.clone(),
         })
     }
@@ -167,7 +220,8 @@ impl Engine {
     ) -> Result<Option<(CqId, Backfilled)>, Explanation> {
         let mut note = None;
         for (&rcq, r) in self.reservations_over(n) {
-            let Some(base) = self.start_of(rcq, r.head.id, &r.usage, None, now) else {
+            let head = self.head(rcq, r);
+            let Some(base) = self.start_of(head, None, now) else {
                 continue;
             };
             let declared = self.wl(n.key.id).expected_runtime;
@@ -175,7 +229,7 @@ impl Engine {
                 ReservedStart::At(_) => declared.map(|d| now.saturating_add(d.max(0))),
                 ReservedStart::AfterUndeclared => None,
             };
-            let with = self.start_of(rcq, r.head.id, &r.usage, Some((n, ends)), now);
+            let with = self.start_of(head, Some((n, ends)), now);
             let delay = match (with, base) {
                 (Some(w), _) if w <= base => Some(0),
                 (Some(ReservedStart::At(w)), ReservedStart::At(b)) if w <= self.latest_start(rcq, r) => Some(w - b),
@@ -223,7 +277,7 @@ impl Engine {
             return false;
         }
         let ends = self.wl(key.id).expected_runtime.map(|d| now.saturating_add(d.max(0)));
-        !matches!((self.start_of(cq, r.head.id, &r.usage, None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
+        !matches!((self.start_of(self.head(cq, r), None, now), ends), (Some(ReservedStart::At(t)), Some(e)) if e <= t)
     }
 
     /// A workload admitted behind `rcq`'s reservation: counted on it, and
@@ -245,11 +299,12 @@ impl Engine {
             return;
         };
         r.backfilled += 1;
-        let (head, backfilled, flavors) = (r.head.id, r.backfilled, r.flavors.clone());
+        let (head, backfilled, flavors, nodes) = (r.head.id, r.backfilled, r.flavors.clone(), r.on.clone());
         let e = Explanation {
             reason: PendingReason::Reserved {
                 start: note.start,
                 backfilled,
+                nodes,
             },
             flavors,
         };
@@ -293,11 +348,14 @@ impl Engine {
         if overdue.is_empty() {
             return;
         }
-        let mut ov = self.evictions_overlay(cq);
+        let mut room = Room {
+            quota: self.evictions_overlay(cq),
+            nodes: r.choice.as_ref().map(|_| self.leaving_delta().clone()),
+        };
         for &v in &overdue {
-            self.overlay_holding(&mut ov, v, -1);
+            self.release_holding(&mut room, v);
         }
-        if !self.fits_overlay(&ov, cq, &r.usage, false) {
+        if self.fits_head(self.head(cq, r), &room).is_none() {
             return;
         }
         for v in overdue {
@@ -333,6 +391,11 @@ impl Engine {
             if w.uid == r.head.uid && matches!(w.state, State::Pending) && w.cq == Some(cq))
     }
 
+    /// Whether `n` is behind a live reservation of its domain.
+    pub(super) fn behind_any_reservation(&self, n: Newcomer<'_>) -> bool {
+        self.reservations_over(n).next().is_some()
+    }
+
     /// The live reservations of `n`'s domain that `n` is behind.
     fn reservations_over<'a>(&'a self, n: Newcomer<'a>) -> impl Iterator<Item = (&'a CqId, &'a Reservation)> + 'a {
         let domain: Vec<CqId> = if self.reservations.by_cq.is_empty() {
@@ -345,42 +408,128 @@ impl Engine {
         })
     }
 
-    /// When `usage`, `head`'s, fits `cq`: the first release after which it
-    /// fits, with `with` (a newcomer and its declared end) admitted now;
-    /// `None` when it does not fit even once everything admitted has ended.
+    /// `cq`'s reservation `r` as its start is computed.
+    fn head<'a>(&self, cq: CqId, r: &'a Reservation) -> Head<'a> {
+        Head {
+            cq,
+            id: r.head.id,
+            usage: &r.usage,
+            choice: r.choice.as_ref(),
+        }
+    }
+
+    /// When `head` fits: the first release after which it does, with
+    /// `with` (a newcomer and its declared end) admitted now; `None` when
+    /// it does not fit even once everything admitted has ended.
     fn start_of(
         &self,
-        cq: CqId,
-        head: WlId,
-        usage: &[(usize, Amount)],
+        head: Head<'_>,
         with: Option<(Newcomer<'_>, Option<Millis>)>,
         now: Millis,
     ) -> Option<ReservedStart> {
-        let mut ov = Overlay::default();
+        self.plan(head, with, now).map(|(start, _)| start)
+    }
+
+    /// [`Engine::start_of`], with where the head's pods go then (with node
+    /// placement).
+    fn plan(
+        &self,
+        head: Head<'_>,
+        with: Option<(Newcomer<'_>, Option<Millis>)>,
+        now: Millis,
+    ) -> Option<(ReservedStart, Option<Placement>)> {
+        let mut room = Room {
+            quota: Overlay::default(),
+            nodes: head.choice.map(|_| self.leaving_delta().clone()),
+        };
         if let Some((n, _)) = with {
-            self.overlay_usage(&mut ov, n.cq, n.usage, 1);
+            self.take_newcomer(&mut room, n, 1);
         }
-        if self.fits_overlay(&ov, cq, usage, false) {
-            return Some(ReservedStart::At(now));
+        if let Some(p) = self.fits_head(head, &room) {
+            return Some((ReservedStart::At(now), p));
         }
-        let newcomer = with.map(|(n, ends)| (n, self.newcomer_release(cq, head, n, ends, now)));
-        let (timed, undeclared) = self.releases(cq, head, newcomer.and_then(|(_, end)| end), now);
+        let newcomer = with.map(|(n, ends)| (n, self.newcomer_release(head, n, ends, now)));
+        let (timed, undeclared) = self.releases(head, newcomer.and_then(|(_, end)| end), now);
         let mut i = 0;
         while i < timed.len() {
             let t = timed[i].0;
             while i < timed.len() && timed[i].0 == t {
-                self.apply_release(&mut ov, timed[i].1, newcomer.map(|(n, _)| n));
+                match (timed[i].1, newcomer) {
+                    (Release::Holding(v), _) => self.release_holding(&mut room, v),
+                    (Release::Newcomer, Some((n, _))) => self.take_newcomer(&mut room, n, -1),
+                    (Release::Newcomer, None) => {}
+                }
                 i += 1;
             }
-            if self.fits_overlay(&ov, cq, usage, false) {
-                return Some(ReservedStart::At(t));
+            if let Some(p) = self.fits_head(head, &room) {
+                return Some((ReservedStart::At(t), p));
             }
         }
         for v in undeclared {
-            self.overlay_holding(&mut ov, v, -1);
+            self.release_holding(&mut room, v);
         }
-        self.fits_overlay(&ov, cq, usage, false)
-            .then_some(ReservedStart::AfterUndeclared)
+        self.fits_head(head, &room).map(|p| (ReservedStart::AfterUndeclared, p))
+    }
+
+    /// Whether `head` fits `room`: `Some` with where its pods go (`None`
+    /// without node placement), or `None`.
+    fn fits_head(&self, head: Head<'_>, room: &Room) -> Option<Option<Placement>> {
+        if !self.fits_overlay(&room.quota, head.cq, head.usage, false) {
+            return None;
+        }
+        match (head.choice, &room.nodes) {
+            (Some(choice), Some(delta)) => self.place(head.cq, head.id, choice, delta).ok().map(Some),
+            _ => Some(None),
+        }
+    }
+
+    /// An admitted workload's quota and room given back (an evicting
+    /// one's room is counted as leaving already).
+    fn release_holding(&self, room: &mut Room, v: WlId) {
+        self.overlay_holding(&mut room.quota, v, -1);
+        if let Some(delta) = &mut room.nodes
+            && !matches!(self.wl(v).state, State::Evicting(_))
+        {
+            self.footprint(v, 1, delta);
+        }
+    }
+
+    /// The newcomer's quota and room taken (`sign` 1) or given back (-1).
+    fn take_newcomer(&self, room: &mut Room, n: Newcomer<'_>, sign: Amount) {
+        self.overlay_usage(&mut room.quota, n.cq, n.usage, sign);
+        if let (Some(delta), Some(p)) = (&mut room.nodes, n.placement) {
+            for &(node, ps, pods) in &p.pods {
+                for (r, a) in self.per_pod(n.key.id, ps) {
+                    delta.add(node, r, -sign * a * Amount::from(pods));
+                }
+            }
+        }
+    }
+
+    /// The nodes of placement `p` by the flavor of each pod set's nodes
+    /// in `choice` (one with node labels, else its first) and domain.
+    fn reserved_nodes(&self, choice: &Choice, p: &Placement) -> Vec<ReservedNodes> {
+        let mut by: BTreeMap<(String, Option<(String, String)>), BTreeSet<NodeId>> = BTreeMap::new();
+        for &(node, ps, _) in &p.pods {
+            let groups = choice.0.get(ps).map(Vec::as_slice).unwrap_or(&[]);
+            let spec = |f| self.catalog.flavors.get(&f);
+            let flavor = (groups.iter())
+                .find(|g| spec(g.flavor).is_some_and(|s| !s.node_labels.is_empty()))
+                .or(groups.first())
+                .and_then(|g| spec(g.flavor))
+                .map_or_else(String::new, |s| s.name.clone());
+            let domain = (p.domains.iter())
+                .find(|(i, _)| *i == ps)
+                .map(|(_, d)| (d.key.clone(), d.value.clone()));
+            by.entry((flavor, domain)).or_default().insert(node);
+        }
+        by.into_iter()
+            .map(|((flavor, domain), nodes)| ReservedNodes {
+                flavor,
+                nodes: nodes.len() as u32,
+                domain: domain.map(|(key, value)| TopologyDomain { key, value }),
+            })
+            .collect()
     }
 
     /// The domain's admitted workloads with a known release (the
@@ -390,13 +539,8 @@ impl Engine {
     /// - one `head` may preempt by its queue's `withinClusterQueue`: once
     ///   its minimum runtime is over, or at its declared end if sooner;
     /// - else at its declared end (admitted + run time), or never known.
-    fn releases(
-        &self,
-        cq: CqId,
-        head: WlId,
-        with_end: Option<Millis>,
-        now: Millis,
-    ) -> (Vec<(Millis, Release)>, Vec<WlId>) {
+    fn releases(&self, head: Head<'_>, with_end: Option<Millis>, now: Millis) -> (Vec<(Millis, Release)>, Vec<WlId>) {
+        let cq = head.cq;
         let mut timed: Vec<(Millis, Release)> = with_end.map(|e| (e, Release::Newcomer)).into_iter().collect();
         let mut undeclared = Vec::new();
         for m in self.domain(cq) {
@@ -405,7 +549,9 @@ impl Engine {
                 let declared_end = |h: &Holding| wl.expected_runtime.map(|rt| h.admitted_at.saturating_add(rt.max(0)));
                 let end = match &wl.state {
                     State::Evicting(_) => Some(now),
-                    State::Admitted(h) => earliest(declared_end(h), self.preemptible_at(cq, head, m, v, h.admitted_at)),
+                    State::Admitted(h) => {
+                        earliest(declared_end(h), self.preemptible_at(cq, head.id, m, v, h.admitted_at))
+                    }
                     _ => None,
                 };
                 match end {
@@ -421,15 +567,8 @@ impl Engine {
     /// When newcomer `n`, admitted now, releases its quota for `cq`'s
     /// `head`: at its declared end `ends`, or once `head` may preempt it if
     /// sooner.
-    fn newcomer_release(
-        &self,
-        cq: CqId,
-        head: WlId,
-        n: Newcomer<'_>,
-        ends: Option<Millis>,
-        now: Millis,
-    ) -> Option<Millis> {
-        earliest(ends, self.preemptible_at(cq, head, n.cq, n.key.id, now))
+    fn newcomer_release(&self, head: Head<'_>, n: Newcomer<'_>, ends: Option<Millis>, now: Millis) -> Option<Millis> {
+        earliest(ends, self.preemptible_at(head.cq, head.id, n.cq, n.key.id, now))
     }
 
     /// When `head`, waiting in `cq`, may preempt workload `v` of queue `m`
@@ -446,14 +585,6 @@ impl Engine {
         };
         (m == cq && !self.foreign_id(v) && within_cluster_queue(policy, rank(h), rank(w)))
             .then(|| admitted_at.saturating_add(self.queues.cqs[m].spec.min_runtime.max(0)))
-    }
-
-    fn apply_release(&self, ov: &mut Overlay, r: Release, newcomer: Option<Newcomer<'_>>) {
-        match (r, newcomer) {
-            (Release::Holding(v), _) => self.overlay_holding(ov, v, -1),
-            (Release::Newcomer, Some(n)) => self.overlay_usage(ov, n.cq, n.usage, -1),
-            (Release::Newcomer, None) => {}
-        }
     }
 
     fn overlay_usage(&self, ov: &mut Overlay, cq: CqId, usage: &[(usize, Amount)], sign: Amount) {

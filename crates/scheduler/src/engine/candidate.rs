@@ -15,7 +15,7 @@ use crate::decision::{Cycle, Explanation, FlavorVerdict, PendingReason, Preempti
 use crate::model::{Amount, Millis};
 
 use super::backfill::Newcomer;
-use super::flavor::{AssignError, Attempt, FlavorOption};
+use super::flavor::{AssignError, Attempt, Choice, FlavorOption};
 use super::placement::Placement;
 use super::placement::Unplaced;
 use super::preemption::PreemptOutcome;
@@ -40,10 +40,19 @@ impl Engine {
                 pass.merge.defer(cq, key, list);
                 return;
             }
-            Ok(attempt) => match self.admit_fitting(pass, cq, &key, attempt, behind, now, out) {
-                Some(why) => why,
-                None => return,
-            },
+            Ok(attempt) => {
+                // Its quota fits; it may still reserve the nodes it lacks.
+                let fits = self
+                    .reserves(cq)
+                    .then(|| (attempt.usage.clone(), attempt.choice.clone()));
+                match self.admit_fitting(pass, cq, &key, attempt, behind, now, out) {
+                    Some(why) => {
+                        reserve.extend(fits.filter(|_| why.reason == PendingReason::NoPlacement));
+                        why
+                    }
+                    None => return,
+                }
+            }
             Err(AssignError::NotCovered { pod_set, resource }) => Explanation::new(PendingReason::ResourceNotCovered {
                 pod_set: pod_set.to_string(),
                 resource: self.catalog.resources.name(resource).to_string(),
@@ -54,7 +63,7 @@ impl Engine {
                 never,
             }) => {
                 if !never && self.reserves(cq) {
-                    reserve = self.usage_per_flavor(cq, id, &options).collect();
+                    reserve = self.choices_per_flavor(cq, id, &options).collect();
                 }
                 match self.preempt_for(pass, cq, id, &options, verdicts, never, !behind, now, out) {
                     Some(why) => why,
@@ -80,12 +89,19 @@ impl Engine {
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
-        let newcomer = Newcomer {
+        let mut newcomer = Newcomer {
             cq,
             key,
             usage: &attempt.usage,
             borrowing: attempt.borrowing,
+            placement: None,
         };
+        // With node placement, where it would go counts against the nodes
+        // a reservation needs.
+        let placement = (self.placement_on() && self.behind_any_reservation(newcomer))
+            .then(|| self.try_place(cq, key.id, &attempt.choice).ok())
+            .flatten();
+        newcomer.placement = placement.as_ref();
         let note = match self.backfill_verdict(newcomer, now) {
             Ok(note) => note,
             Err(why) => {
@@ -295,5 +311,5 @@ impl Engine {
 /// reserves.
 struct Parking {
     behind: bool,
-    reserve: Vec<Vec<(usize, Amount)>>,
+    reserve: Vec<(Vec<(usize, Amount)>, Choice)>,
 }

@@ -402,14 +402,22 @@ impl Engine {
         id: WlId,
         options: &'a [FlavorOption],
     ) -> impl Iterator<Item = Vec<(usize, Amount)>> + 'a {
-        let most = if options.iter().any(|o| o.flavors.is_empty()) {
-            0
-        } else {
-            options.iter().map(|o| o.flavors.len()).max().unwrap_or(0)
-        };
-        (0..most).map(move |j| {
-            let pick: Vec<usize> = options.iter().map(|o| j.min(o.flavors.len() - 1)).collect();
-            self.option_usage(cq, id, options, &pick)
+        picks_per_flavor(options).map(move |pick| self.option_usage(cq, id, options, &pick))
+    }
+
+    /// [`Engine::usage_per_flavor`], each usage with its flavors.
+    pub(super) fn choices_per_flavor<'a>(
+        &'a self,
+        cq: CqId,
+        id: WlId,
+        options: &'a [FlavorOption],
+    ) -> impl Iterator<Item = (Vec<(usize, Amount)>, Choice)> + 'a {
+        let pod_sets = self.wl(id).pod_sets.len();
+        picks_per_flavor(options).map(move |pick| {
+            (
+                self.option_usage(cq, id, options, &pick),
+                self.choice_from_pick(pod_sets, options, &pick),
+            )
         })
     }
 
@@ -424,6 +432,17 @@ impl Engine {
         }
         Choice(choice)
     }
+}
+
+/// The `j`-th pick of every option (its last flavor when it has fewer),
+/// for each `j`; none when some option has no flavor.
+fn picks_per_flavor(options: &[FlavorOption]) -> impl Iterator<Item = Vec<usize>> + '_ {
+    let most = if options.iter().any(|o| o.flavors.is_empty()) {
+        0
+    } else {
+        options.iter().map(|o| o.flavors.len()).max().unwrap_or(0)
+    };
+    (0..most).map(move |j| options.iter().map(|o| j.min(o.flavors.len() - 1)).collect())
 }
 
 fn pending_amount(usage: &[(usize, Amount)], slot: usize) -> Amount {

@@ -32,7 +32,8 @@ fn the_first_workload_that_does_not_fit_reserves_from_when_declared_work_ends() 
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(2 * HOUR),
-            backfilled: 0
+            backfilled: 0,
+            nodes: vec![]
         }
     );
     assert_eq!(w.e.explanation("big").unwrap().reason_code(), "Reserved");
@@ -68,7 +69,8 @@ fn a_workload_that_ends_before_the_reservation_starts_is_backfilled_and_says_so(
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(2 * HOUR),
-            backfilled: 1
+            backfilled: 1,
+            nodes: vec![]
         }
     );
 }
@@ -147,7 +149,8 @@ fn the_reservation_is_re_planned_when_work_ends_early() {
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(10 * MIN + 2 * HOUR),
-            backfilled: 1
+            backfilled: 1,
+            nodes: vec![]
         }
     );
 }
@@ -165,7 +168,8 @@ fn running_work_without_a_declared_run_time_makes_the_start_unknown_and_backfill
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::AfterUndeclared,
-            backfilled: 0
+            backfilled: 0,
+            nodes: vec![]
         }
     );
     assert!(
@@ -191,7 +195,8 @@ fn a_higher_priority_arrival_that_does_not_fit_takes_the_reservation_over() {
         reason(&w, "urgent"),
         PendingReason::Reserved {
             start: ReservedStart::At(2 * HOUR),
-            backfilled: 1
+            backfilled: 1,
+            nodes: vec![]
         }
     );
     assert_eq!(reason(&w, "big"), PendingReason::NoFit);
@@ -276,7 +281,8 @@ fn another_queue_of_the_cohort_is_held_to_the_reservation_only_when_it_borrows()
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(2 * HOUR),
-            backfilled: 0
+            backfilled: 0,
+            nodes: vec![]
         }
     );
     // b within its own nominal quota: not held back.
@@ -377,7 +383,8 @@ fn the_head_counts_on_what_it_may_preempt_once_the_minimum_runtime_protecting_it
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(30 * MIN),
-            backfilled: 0
+            backfilled: 0,
+            nodes: vec![]
         }
     );
     // Another low-priority workload admitted now would be protected until
@@ -409,7 +416,8 @@ fn the_head_reserves_the_flavor_that_frees_first_not_its_most_preferred() {
         reason(&w, "big"),
         PendingReason::Reserved {
             start: ReservedStart::At(HOUR),
-            backfilled: 0
+            backfilled: 0,
+            nodes: vec![]
         }
     );
     // The start is re-planned at every check: h100 freeing early admits
@@ -417,4 +425,78 @@ fn the_head_reserves_the_flavor_that_frees_first_not_its_most_preferred() {
     w.e.finish("on-h100").unwrap();
     w.add(wl("long").queue("a").at(3).runs(3 * HOUR).pods(1, &[(GPU, 8)]));
     assert_eq!(admitted(&w.cycle(2 * MIN)), ["big"]);
+}
+
+/// With node placement: queue `a` (16 GPUs, reserving) on two 8-GPU
+/// nodes; `long` holds 6 GPUs on one until 3 h, `mid` 4 on the other until
+/// 2 h, and `big` (one 8-GPU pod) fits its quota but no node.
+fn nodes_for_big() -> World {
+    let mut w = World::placement(vec![cq("a").quota("a100", vec![q(GPU, 16)]).reserve()]);
+    w.node(node("n1", "a100", 8));
+    w.node(node("n2", "a100", 8));
+    w.add(wl("long").queue("a").at(0).runs(3 * HOUR).pods(1, &[(GPU, 6)]));
+    w.add(wl("mid").queue("a").at(1).runs(2 * HOUR).pods(1, &[(GPU, 4)]));
+    assert_eq!(admitted(&w.cycle(0)).len(), 2);
+    w.add(wl("big").queue("a").at(2).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    w
+}
+
+#[test]
+fn with_node_placement_a_head_whose_quota_fits_but_no_node_reserves_the_node_that_frees_first() {
+    let w = nodes_for_big();
+    let mid_node = w.e.workload_placement("mid")[0].node.clone();
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(2 * HOUR),
+            backfilled: 0,
+            nodes: vec![ReservedNodes {
+                flavor: "a100".into(),
+                nodes: 1,
+                domain: None
+            }]
+        }
+    );
+    assert!(
+        w.why("big").starts_with(
+            "first in its queue and does not fit: its quota is reserved from ~t=2h00m, with room on 1 node of a100; 0 smaller"
+        ),
+        "{}",
+        w.why("big")
+    );
+    assert_ne!(w.e.workload_placement("long")[0].node, mid_node);
+}
+
+#[test]
+fn with_node_placement_work_that_would_take_the_reserved_nodes_waits_and_work_beside_them_is_backfilled() {
+    let mut w = nodes_for_big();
+    let (long_node, mid_node) = (
+        w.e.workload_placement("long")[0].node.clone(),
+        w.e.workload_placement("mid")[0].node.clone(),
+    );
+    // 2 GPUs for 3 h: best fit puts it beside `long`, off the node `big`
+    // counts on at 2 h.
+    w.add(wl("beside").queue("a").at(3).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(2 * MIN);
+    assert_eq!(admitted(&c), ["beside"]);
+    assert_eq!(w.e.workload_placement("beside")[0].node, long_node);
+    assert!(!c.admitted[0].backfill.as_ref().unwrap().ends_before);
+    // The same again now fits only on `mid`'s node, past 2 h: it waits,
+    // though its quota (4 of 16 left) fits.
+    w.add(wl("onto").queue("a").at(4).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(3 * MIN)).is_empty());
+    assert!(matches!(
+        reason(&w, "onto"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+    // One that ends before 2 h may use that node meanwhile.
+    w.add(wl("quick").queue("a").at(5).runs(HOUR).pods(1, &[(GPU, 2)]));
+    assert_eq!(admitted(&w.cycle(4 * MIN)), ["quick"]);
+    assert_eq!(w.e.workload_placement("quick")[0].node, mid_node);
+    // At 2 h `mid` and `quick` have ended: `big` goes on their node.
+    w.e.finish("mid").unwrap();
+    w.e.finish("quick").unwrap();
+    assert_eq!(admitted(&w.cycle(2 * HOUR)), ["big"]);
+    assert_eq!(w.e.workload_placement("big")[0].node, mid_node);
 }
