@@ -509,7 +509,7 @@ impl Engine {
     /// The nodes of placement `p` by the flavor of each pod set's nodes
     /// in `choice` (one with node labels, else its first) and domain.
     fn reserved_nodes(&self, choice: &Choice, p: &Placement) -> Vec<ReservedNodes> {
-        let mut by: BTreeMap<(String, Option<(String, String)>), BTreeSet<NodeId>> = BTreeMap::new();
+        let mut by: BTreeMap<(String, Option<(String, String)>), NodeSet> = BTreeMap::new();
         for &(node, ps, _) in &p.pods {
             let groups = choice.0.get(ps).map(Vec::as_slice).unwrap_or(&[]);
             let spec = |f| self.catalog.flavors.get(&f);
@@ -593,6 +593,8 @@ impl Engine {
         }
     }
 }
+
+type NodeSet = BTreeSet<NodeId>;
 
 fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     match (a, b) {
