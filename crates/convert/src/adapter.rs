@@ -12,6 +12,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use sluice_api::quantity::{self, QuantityError};
 use sluice_api::v1alpha1::{self as api, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use sluice_scheduler as eng;
@@ -369,7 +371,26 @@ pub fn admission_status(adm: &eng::Admission) -> api::Admission {
                 }),
             })
             .collect(),
+        backfill: adm.backfill.as_ref().and_then(backfill_admission),
     }
+}
+
+/// What an admission ahead of a reservation by its declared run time
+/// keeps for a restart (nothing for one that fits beside it).
+fn backfill_admission(b: &eng::Backfilled) -> Option<api::BackfillAdmission> {
+    let due = b.due?;
+    Some(api::BackfillAdmission {
+        cluster_queue: b.queue.to_string(),
+        reserved_for: b.reserved_for.to_string(),
+        until: Time(Timestamp::from_millisecond(due).unwrap_or(Timestamp::UNIX_EPOCH)),
+    })
+}
+
+/// The record of [`backfill_admission`] as the engine takes it back
+/// ([`eng::Engine::restore_backfill`]): queue, head, due.
+pub fn restored_backfill(adm: &api::Admission) -> Option<(&str, &str, eng::Millis)> {
+    let b = adm.backfill.as_ref()?;
+    Some((&b.cluster_queue, &b.reserved_for, b.until.0.as_millisecond()))
 }
 
 fn stop_policy(p: api::StopPolicy) -> eng::StopPolicy {

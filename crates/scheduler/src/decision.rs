@@ -80,6 +80,12 @@ pub struct Backfilled {
     /// How much later the reservation starts because of it (within its
     /// queue's max delay); 0: not at all.
     pub delay: Millis,
+    /// The ClusterQueue holding the reservation.
+    pub queue: Arc<str>,
+    /// With `ends_before`: when its declared run time ends (admission +
+    /// run time), past which it may be evicted while it holds the
+    /// reservation off.
+    pub due: Option<Millis>,
 }
 
 /// The flavors and usage of one pod set.

@@ -35,8 +35,8 @@ pub use quota::{FlavorQuotas, ResourceGroup, ResourceQuota};
 pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
 pub use visibility::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 pub use workload::{
-    Admission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState, ResourceShortfall,
-    TopologyDomain, TopologyRequest, Workload, WorkloadSpec, WorkloadState, WorkloadStatus,
+    Admission, BackfillAdmission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState,
+    ResourceShortfall, TopologyDomain, TopologyRequest, Workload, WorkloadSpec, WorkloadState, WorkloadStatus,
 };
 
 /// API group of every Sluice kind.

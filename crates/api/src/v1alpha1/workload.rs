@@ -219,6 +219,24 @@ pub struct Admission {
     #[schemars(length(max = 8))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub pod_set_assignments: Vec<PodSetAssignment>,
+    /// Set when it was admitted ahead of another workload's reservation
+    /// because its declared run time ends before that reservation starts
+    /// (backfill): kept so that a restarted controller still evicts it if
+    /// it runs past that run time while holding the reservation off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillAdmission>,
+}
+
+/// A workload admitted ahead of a reservation by its declared run time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackfillAdmission {
+    /// The ClusterQueue whose reservation it went ahead of.
+    pub cluster_queue: String,
+    /// The `namespace/name` of the Workload holding that reservation.
+    pub reserved_for: String,
+    /// Its admission time plus its declared run time.
+    pub until: Time,
 }
 
 /// What one pod set was given at admission.

@@ -566,9 +566,17 @@ fn take_status(
 /// holds (after a restart, or made by another writer).
 fn restore(engine: &mut Engine, spec: eng::WorkloadSpec, adm: &Admission, admitted_at: i64) -> Result<(), IndexError> {
     let assignments = adapter::admission(adm).map_err(IndexError::InvalidAdmission)?;
+    let uid = spec.uid.clone();
     engine
         .restore_admitted(spec, &adm.cluster_queue, &assignments, admitted_at)
-        .map_err(IndexError::RestoreFailed)
+        .map_err(IndexError::RestoreFailed)?;
+    if let Some((queue, head, due)) = adapter::restored_backfill(adm)
+        && let Err(err) = engine.restore_backfill(&uid, queue, head, due)
+    {
+        // Only the overrun check is lost; the admission stands.
+        tracing::warn!(workload = %uid, %err, "its backfill record names an unknown ClusterQueue; not held to it");
+    }
+    Ok(())
 }
 
 /// A pending workload queued; a requeue backoff still running (found

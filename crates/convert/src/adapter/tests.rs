@@ -325,3 +325,35 @@ fn pod_set_min_count_is_kept_within_one_and_count() {
         "spec.podSets[0].minCount: 5 must be at most count (4)"
     );
 }
+
+#[test]
+fn an_admission_ahead_of_a_reservation_by_its_run_time_keeps_a_record_a_restart_reads_back() {
+    let admitted = |backfill: Option<eng::Backfilled>| eng::Admission {
+        uid: "u-1".into(),
+        cluster_queue: "team-a".into(),
+        pod_sets: Vec::new().into(),
+        borrowing: false,
+        backfill,
+    };
+    let note = |ends_before: bool| eng::Backfilled {
+        reserved_for: "team-a/pretrain".into(),
+        start: eng::ReservedStart::At(7_200_000),
+        ends_before,
+        delay: 0,
+        queue: "team-a".into(),
+        due: ends_before.then_some(1_764_000_000_000),
+    };
+    let status = admission_status(&admitted(Some(note(true))));
+    let record = status.backfill.as_ref().expect("recorded");
+    assert_eq!(
+        serde_json::to_value(record).unwrap(),
+        serde_json::json!({"clusterQueue": "team-a", "reservedFor": "team-a/pretrain", "until": "2025-11-24T16:00:00Z"})
+    );
+    assert_eq!(
+        restored_backfill(&status),
+        Some(("team-a", "team-a/pretrain", 1_764_000_000_000))
+    );
+    // Fitting beside a reservation, or none: nothing to keep.
+    assert_eq!(admission_status(&admitted(Some(note(false)))).backfill, None);
+    assert_eq!(restored_backfill(&admission_status(&admitted(None))), None);
+}

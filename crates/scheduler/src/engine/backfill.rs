@@ -52,7 +52,7 @@ use super::overlay::Overlay;
 use super::placement::{NodeDelta, NodeId, Placement};
 use super::preemption::policy::{Rank, within_cluster_queue};
 use super::state::{Holding, OrderKey, State, Timer, Wl};
-use super::{CqId, Engine, WlId};
+use super::{CqId, Engine, EngineError, WlId};
 
 /// The reservations of queues with backfill on, and the workloads that
 /// went ahead of one by ending before it: this rule's state.
@@ -62,12 +62,13 @@ pub(super) struct Reservations {
     ahead: BTreeMap<WlId, Ahead>,
 }
 
-/// A workload admitted ahead of `cq`'s reservation because its declared
-/// run time ends by `due`.
+/// A workload admitted ahead of `cq`'s reservation, held by `head`
+/// (`namespace/name`), because its declared run time ends by `due`.
 #[derive(Clone)]
 struct Ahead {
     uid: Arc<str>,
     cq: CqId,
+    head: Arc<str>,
     due: Millis,
 }
 
@@ -242,13 +243,16 @@ impl Engine {
                     declared,
                 }));
             };
+            let ends_before = matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t);
             note.get_or_insert((
                 rcq,
                 Backfilled {
                     reserved_for: r.name.clone(),
                     start: base,
-                    ends_before: matches!((base, ends), (ReservedStart::At(t), Some(e)) if e <= t),
+                    ends_before,
                     delay,
+                    queue: self.queues.cqs[rcq].name.clone(),
+                    due: ends.filter(|_| ends_before),
                 },
             ));
         }
@@ -282,18 +286,12 @@ impl Engine {
 
     /// A workload admitted behind `rcq`'s reservation: counted on it, and
     /// its head told how many went ahead meanwhile.
-    pub(super) fn note_backfill(&mut self, id: WlId, rcq: CqId, note: Backfilled, now: Millis, out: &mut Cycle) {
+    pub(super) fn note_backfill(&mut self, id: WlId, rcq: CqId, note: Backfilled, out: &mut Cycle) {
         if let Some(&i) = self.turn.admitted_now.get(&id) {
             out.admitted[i].backfill = Some(note.clone());
         }
-        if note.ends_before
-            && let Some(declared) = self.wl(id).expected_runtime
-        {
-            // Its head is looked at again when it is due.
-            let due = now.saturating_add(declared.max(0));
-            let uid = self.wl(id).uid.clone();
-            self.reservations.ahead.insert(id, Ahead { uid, cq: rcq, due });
-            self.claims.timers.insert((due, Timer::WakeCq(rcq)));
+        if let Some(due) = note.due {
+            self.hold_to_due(id, rcq, note.reserved_for.clone(), due);
         }
         let Some(r) = self.reservations.by_cq.get_mut(&rcq) else {
             return;
@@ -311,6 +309,43 @@ impl Engine {
         self.explain(head, Arc::new(e), out);
     }
 
+    /// Workload `id` went ahead of `rcq`'s reservation, held by `head`,
+    /// until `due`: that queue is looked at again then, and the workload
+    /// may be evicted if it is still running and holds the head off.
+    fn hold_to_due(&mut self, id: WlId, rcq: CqId, head: Arc<str>, due: Millis) {
+        let uid = self.wl(id).uid.clone();
+        self.reservations.ahead.insert(
+            id,
+            Ahead {
+                uid,
+                cq: rcq,
+                head,
+                due,
+            },
+        );
+        self.claims.timers.insert((due, Timer::WakeCq(rcq)));
+    }
+
+    /// After a restart: admitted workload `uid` had gone ahead of the
+    /// reservation of `cluster_queue`, held by `reserved_for`, until `due`
+    /// (its admission's record); held to it again.
+    pub fn restore_backfill(
+        &mut self,
+        uid: &str,
+        cluster_queue: &str,
+        reserved_for: &str,
+        due: Millis,
+    ) -> Result<(), EngineError> {
+        let id = self.id_of(uid)?;
+        let Some(&rcq) = self.queues.cq_by_name.get(cluster_queue) else {
+            return Err(EngineError::UnknownClusterQueue(cluster_queue.to_string()));
+        };
+        if matches!(self.wl(id).state, State::Admitted(_)) {
+            self.hold_to_due(id, rcq, reserved_for.into(), due);
+        }
+        Ok(())
+    }
+
     /// Drops reservations whose head left its queue (admitted, removed,
     /// preempting, moved); the workloads their domains held back are
     /// looked at again.
@@ -323,10 +358,12 @@ impl Engine {
             self.reservations.by_cq.remove(&cq);
             self.wake_domain(cq);
         }
+        // Kept while running, unless its queue now reserves for another
+        // head (after a restart, before the reservation is made again).
         let by_cq = &self.reservations.by_cq;
         let wls = &self.workloads.wls;
         self.reservations.ahead.retain(|&v, a| {
-            by_cq.contains_key(&a.cq)
+            by_cq.get(&a.cq).is_none_or(|r| r.name == a.head)
                 && matches!(wls.get(v), Some(Some(w)) if w.uid == a.uid && matches!(w.state, State::Admitted(_)))
         });
     }
@@ -340,6 +377,7 @@ impl Engine {
         let overdue: Vec<WlId> = (self.reservations.ahead.iter())
             .filter(|(v, a)| {
                 a.cq == cq
+                    && a.head == r.name
                     && a.due <= now
                     && matches!(self.workloads.wls.get(**v), Some(Some(w)) if w.uid == a.uid && matches!(w.state, State::Admitted(_)))
             })

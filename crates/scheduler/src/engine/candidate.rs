@@ -114,7 +114,7 @@ impl Engine {
         if why.is_none()
             && let Some((rcq, note)) = note
         {
-            self.note_backfill(key.id, rcq, note, now, out);
+            self.note_backfill(key.id, rcq, note, out);
         }
         why
     }

@@ -57,7 +57,9 @@ fn a_workload_that_ends_before_the_reservation_starts_is_backfilled_and_says_so(
             reserved_for: "ns/big".into(),
             start: ReservedStart::At(2 * HOUR),
             ends_before: true,
-            delay: 0
+            delay: 0,
+            queue: "a".into(),
+            due: Some(2 * MIN + HOUR)
         }
     );
     assert_eq!(
@@ -499,4 +501,52 @@ fn with_node_placement_work_that_would_take_the_reserved_nodes_waits_and_work_be
     w.e.finish("quick").unwrap();
     assert_eq!(admitted(&w.cycle(2 * HOUR)), ["big"]);
     assert_eq!(w.e.workload_placement("big")[0].node, mid_node);
+}
+
+/// An admission of `gpus` GPUs on a100 for pod set `main`.
+fn on_a100(gpus: i64) -> PodSetAssignment {
+    PodSetAssignment {
+        name: "main".into(),
+        count: 1,
+        flavors: [(GPU.to_string(), "a100".to_string())].into(),
+        usage: [(GPU.to_string(), u(gpus))].into(),
+        topology: None,
+    }
+}
+
+#[test]
+fn after_a_restart_a_workload_that_went_ahead_by_its_run_time_is_still_evicted_for_overrunning() {
+    // The state `a_workload_that_runs_past…` reaches at 2 min, rebuilt by
+    // a restarted controller from the Workloads' admissions.
+    let restarted = |keep_record: bool| {
+        let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
+        let run = wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]).build();
+        let short = wl("short").queue("a").at(2).runs(HOUR).pods(1, &[(GPU, 2)]).build();
+        w.e.restore_admitted(run, "a", &[on_a100(6)], 0).unwrap();
+        w.e.restore_admitted(short, "a", &[on_a100(2)], 2 * MIN).unwrap();
+        if keep_record {
+            w.e.restore_backfill("short", "a", "ns/big", 2 * MIN + HOUR).unwrap();
+        }
+        w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+        w.cycle(3 * MIN);
+        assert!(matches!(reason(&w, "big"), PendingReason::Reserved { .. }));
+        w.e.finish("run").unwrap();
+        w.cycle(2 * HOUR)
+    };
+    let c = restarted(true);
+    assert_eq!(c.evicted.len(), 1);
+    assert_eq!(
+        (&*c.evicted[0].uid, c.evicted[0].reason),
+        ("short", EvictionReason::BackfillOverrun)
+    );
+    // Without the record it would keep the reservation off.
+    assert!(restarted(false).evicted.is_empty());
+    // A record naming no known queue is refused, and changes nothing.
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
+    let short = wl("short").queue("a").runs(HOUR).pods(1, &[(GPU, 2)]).build();
+    w.e.restore_admitted(short, "a", &[on_a100(2)], 0).unwrap();
+    assert_eq!(
+        w.e.restore_backfill("short", "gone", "ns/big", HOUR),
+        Err(EngineError::UnknownClusterQueue("gone".into()))
+    );
 }

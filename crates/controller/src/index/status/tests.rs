@@ -23,6 +23,7 @@ fn admission() -> Admission {
     Admission {
         cluster_queue: "cluster-gpu".into(),
         pod_set_assignments: Vec::new(),
+        backfill: None,
     }
 }
 
