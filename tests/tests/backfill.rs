@@ -3,7 +3,8 @@
 //! reserves the quota from when declared work ends; a job whose declared
 //! run time ends before that is admitted at once and says why; one that
 //! would run past it waits and says why; the big gang's status counts
-//! what went ahead of it.
+//! what went ahead of it. A job that went ahead by its run time and runs
+//! past it is evicted, also by a controller restarted in between.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -124,6 +125,63 @@ async fn a_big_gang_reserves_a_short_job_backfills_and_a_long_one_waits() -> Res
         .with_context(|| message.clone())?;
         ensure!(c.job_suspended("long").await?, "long was admitted");
         ensure!(c.job_suspended("big").await?, "big was admitted over quota");
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_job_that_went_ahead_by_its_run_time_is_evicted_for_overrunning_after_a_restart() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let cq = c
+            .cluster_queue(
+                "cq",
+                json!({
+                    "backfill": {"policy": "Reserve"},
+                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "8"}]}]}]
+                }),
+            )
+            .await?;
+        c.local_queue("team", &cq).await?;
+        c.start_controller(&[]).await?;
+
+        // `run` holds 6 GPUs for a declared 2 h; `big` (8) reserves from
+        // then; `short` declares 20 s and goes ahead of it.
+        job(&c, "run", 3, 2, Some("2h")).await?;
+        c.wait_suspended("run", false, T).await?;
+        job(&c, "big", 4, 2, None).await?;
+        wait_pending_for(&c, "big", "Reserved").await?;
+        job(&c, "short", 1, 2, Some("20s")).await?;
+        c.wait_suspended("short", false, T).await?;
+        let admission = c.workload_of("short").await?.status.and_then(|s| s.admission);
+        let record = admission
+            .and_then(|a| a.backfill)
+            .context("no status.admission.backfill")?;
+        ensure_eq!(record.cluster_queue, cq);
+        ensure!(record.reserved_for.ends_with("/job-big"), "{record:?}");
+
+        // A new controller process rebuilds its ledger from the Workloads.
+        c.controllers[0].kill();
+        c.start_controller(&[]).await?;
+
+        // `run` ends; `short`, past its 20 s, alone keeps `big` out: evicted.
+        c.mark_pods("run", 3, "Succeeded").await?;
+        let wl = c.wait_condition("short", "Evicted", "True", T).await?;
+        let evicted = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.condition("Evicted"))
+            .context("no Evicted")?;
+        ensure_eq!(evicted.reason, "BackfillOverrun", "{}", evicted.message);
+        c.wait_suspended("short", true, T).await?;
+        c.reap_terminating_pods("short").await?;
+        c.wait_suspended("big", false, T).await?;
         Ok::<_, anyhow::Error>(())
     }
     .await;
