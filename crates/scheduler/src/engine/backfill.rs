@@ -169,7 +169,9 @@ impl Engine {
             }
             None => None,
         };
-        // The earliest start; among equal ones, the most preferred flavor.
+        // The earliest start, on a flavor whose nominal quota can hold it
+        // if one can (elsewhere it must borrow, and may be reclaimed);
+        // among equal ones, the most preferred flavor.
         let nodes = self.placement_on();
         let ((start, placement), usage, choice) = (usages.into_iter())
             .filter_map(|(usage, choice)| {
@@ -182,7 +184,7 @@ impl Engine {
                 };
                 Some((self.plan(head, None, now)?, usage, choice))
             })
-            .min_by_key(|((start, _), _, _)| *start)?;
+            .min_by_key(|((start, _), usage, _)| (self.beyond_nominal(cq, usage), *start))?;
         let on = match (&placement, &choice) {
             (Some(p), Some(c)) => self.reserved_nodes(c, p),
             _ => Vec::new(),
@@ -427,6 +429,13 @@ impl Engine {
     fn is_head(&self, cq: CqId, r: &Reservation) -> bool {
         matches!(self.workloads.wls.get(r.head.id), Some(Some(w))
             if w.uid == r.head.uid && matches!(w.state, State::Pending) && w.cq == Some(cq))
+    }
+
+    /// Whether `usage` exceeds `cq`'s nominal quota on some slot: there it
+    /// can only ever borrow.
+    fn beyond_nominal(&self, cq: CqId, usage: &[(usize, Amount)]) -> bool {
+        let slots = &self.queues.cqs[cq].quota.slots;
+        usage.iter().any(|&(slot, amount)| amount > slots[slot].nominal)
     }
 
     /// Whether `n` is behind a live reservation of its domain.
