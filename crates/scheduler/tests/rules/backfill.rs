@@ -550,3 +550,30 @@ fn after_a_restart_a_workload_that_went_ahead_by_its_run_time_is_still_evicted_f
         Err(EngineError::UnknownClusterQueue("gone".into()))
     );
 }
+
+#[test]
+fn the_head_reserves_a_flavor_its_nominal_quota_holds_before_one_where_it_must_borrow() {
+    let mut w = World::new(vec![
+        cq("a")
+            .cohort("org")
+            .group(vec![("h100", vec![q(GPU, 4)]), ("a100", vec![q(GPU, 8)])])
+            .reserve(),
+        cq("b").cohort("org").quota("h100", vec![q(GPU, 8)]),
+    ]);
+    w.add(wl("b-run").queue("b").at(0).runs(HOUR).pods(1, &[(GPU, 8)]));
+    w.add(wl("a-h100").queue("a").at(1).runs(HOUR).pods(1, &[(GPU, 4)]));
+    w.add(wl("a-a100").queue("a").at(2).runs(3 * HOUR).pods(1, &[(GPU, 8)]));
+    assert_eq!(admitted(&w.cycle(0)).len(), 3);
+    // On h100 `big` could start at 1 h, but only with 4 GPUs borrowed
+    // from b, which b may take back; on a100, its own, at 3 h.
+    w.add(wl("big").queue("a").at(3).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    assert_eq!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(3 * HOUR),
+            backfilled: 0,
+            nodes: vec![]
+        }
+    );
+}
