@@ -26,8 +26,9 @@
 //! - A workload behind its own queue's reservation neither preempts nor is
 //!   admitted with fewer pods, unless its declared run time ends before the
 //!   start: both would take room the reservation holds.
-//! - The head reserves, among its flavors, the one that frees first (the
-//!   most preferred among equals).
+//! - The head reserves, among its flavors, the one that frees first, one
+//!   its nominal quota can hold before one where it must borrow (the most
+//!   preferred among equals).
 //! - The start is computed afresh at every check (re-planned when work
 //!   ends early or late); a reservation ends when its head leaves the
 //!   queue or is admitted, and a workload ahead of it that does not fit
@@ -36,7 +37,13 @@
 //!   the start, and runs past that run time, is evicted once the head is
 //!   looked at (woken at that time) and would fit without it: a run time
 //!   declared too short cannot hold a reservation off.
-//! - Quota only: with node placement, a reservation does not hold nodes.
+//! - With node placement, the head's pods must also fit on the nodes at the
+//!   start: releases give back their room, a newcomer's pods take room
+//!   where they would go, and a head whose quota fits but no node reserves
+//!   too.
+//! - A workload that went ahead by its run time is recorded in its
+//!   admission; after a restart [`Engine::restore_backfill`] holds it to
+//!   it again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
