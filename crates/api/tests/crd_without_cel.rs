@@ -278,6 +278,8 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("cq-preemption.yaml", "q6", "spec.preemption.noticeSeconds"),
     ("cq-preemption.yaml", "q7", "spec.backfill.maxDelayMinutes"),
     ("cq-preemption.yaml", "q8", "spec.backfill.maxDelayMinutes"),
+    ("cq-preemption.yaml", "q9", "spec.backfill.depth"),
+    ("cq-preemption.yaml", "q10", "spec.backfill.depth"),
     // Empty groups.
     ("cq-empty-group.yaml", "q", "spec.resourceGroups[0].coveredResources"),
     // Names of the cohort, flavors and resources.

@@ -73,7 +73,8 @@ const CASES: &[(&str, &[&str])] = &[
     // Preemption: borrowWithinCohort needs reclaimWithinCohort, a threshold
     // needs a policy; minRuntimeSeconds is non-negative; the
     // recently-preempted grace is 1 minute to a week; a notice 1 second to
-    // an hour; a reservation's allowed delay 1 minute to a week.
+    // an hour; a reservation's allowed delay 1 minute to a week, its depth
+    // 1 to 8.
     (
         "cq-preemption.yaml",
         &[
@@ -86,6 +87,8 @@ const CASES: &[(&str, &[&str])] = &[
             "q6#spec.preemption.noticeSeconds",
             "q7#spec.backfill.maxDelayMinutes",
             "q8#spec.backfill.maxDelayMinutes",
+            "q9#spec.backfill.depth",
+            "q10#spec.backfill.depth",
         ],
     ),
     // Groups are not empty.

@@ -116,6 +116,7 @@ pub fn cluster_queue(cq: &ClusterQueue) -> Result<eng::ClusterQueueSpec, Adapter
         backfill_max_delay: (spec.backfill.as_ref())
             .and_then(|b| b.max_delay_minutes)
             .map_or(0, |m| eng::Millis::from(m) * 60_000),
+        backfill_depth: (spec.backfill.as_ref()).and_then(|b| b.depth).unwrap_or(1).max(1),
     })
 }
 

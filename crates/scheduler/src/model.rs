@@ -233,6 +233,9 @@ pub struct ClusterQueueSpec {
     /// How much later than first told a reservation may start because of
     /// workloads admitted ahead of it; 0: not at all.
     pub backfill_max_delay: Millis,
+    /// How many of its first workloads that do not fit hold a reservation
+    /// (at least 1).
+    pub backfill_depth: u32,
 }
 
 /// A fair-sharing weight in milli-units: `Weight(1000)` is weight 1, the

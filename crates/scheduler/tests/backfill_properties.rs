@@ -1,5 +1,5 @@
-//! Backfill under random traces of one reserving queue, every workload of
-//! one priority and every declared run time exact (some workloads declare
+//! Backfill under random traces of one reserving queue (1 to 3
+//! reservations deep), every workload of one priority and every declared run time exact (some workloads declare
 //! none): a workload told its quota is reserved from `t` is admitted by
 //! `t`, the start it is told never moves later, backfilled workloads
 //! included, and the ledger never exceeds quota.
@@ -28,7 +28,7 @@ fn job_gen() -> impl Strategy<Value = Job> {
     })
 }
 
-fn engine(nominal: i64) -> Engine {
+fn engine(nominal: i64, depth: u32) -> Engine {
     let mut e = Engine::new();
     e.upsert_flavor(FlavorSpec {
         name: "a100".into(),
@@ -49,6 +49,7 @@ fn engine(nominal: i64) -> Engine {
             }],
         }],
         backfill: Backfill::Reserve,
+        backfill_depth: depth,
         ..Default::default()
     });
     e.upsert_local_queue(LocalQueueSpec {
@@ -84,8 +85,8 @@ struct Seen {
     promised: BTreeMap<String, Vec<Millis>>,
 }
 
-fn run(nominal: i64, jobs: &[Job]) -> Seen {
-    let mut e = engine(nominal);
+fn run(nominal: i64, depth: u32, jobs: &[Job]) -> Seen {
+    let mut e = engine(nominal, depth);
     let mut seen = Seen::default();
     let mut ends: BTreeSet<(Millis, String)> = BTreeSet::new();
     let mut arrivals: Vec<(Millis, usize)> = jobs.iter().enumerate().map(|(i, j)| (j.arrival, i)).collect();
@@ -140,9 +141,10 @@ proptest! {
     #[test]
     fn a_reserved_workload_starts_by_the_time_it_was_told(
         nominal in 4i64..12,
+        depth in 1u32..4,
         jobs in prop::collection::vec(job_gen(), 1..40),
     ) {
-        let seen = run(nominal, &jobs);
+        let seen = run(nominal, depth, &jobs);
         for (uid, told) in &seen.promised {
             let first = told[0];
             let at = seen.admitted.get(uid).copied();

@@ -136,6 +136,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         stop_policy: if g.hold { StopPolicy::Hold } else { StopPolicy::None },
         backfill: Default::default(),
         backfill_max_delay: 0,
+        backfill_depth: 1,
     }
 }
 

@@ -197,6 +197,7 @@ fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
         stop_policy: StopPolicy::None,
         backfill: Default::default(),
         backfill_max_delay: 0,
+        backfill_depth: 1,
     }
 }
 

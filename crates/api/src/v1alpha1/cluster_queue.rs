@@ -144,6 +144,9 @@ pub struct ClusterQueueSpec {
 /// The most `spec.backfill.maxDelayMinutes` may be: a week.
 pub const MAX_BACKFILL_DELAY_MINUTES: u32 = 10_080;
 
+/// The most `spec.backfill.depth` may be.
+pub const MAX_BACKFILL_DEPTH: u32 = 8;
+
 /// Reservations for the head of a ClusterQueue, and backfill behind them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -165,6 +168,14 @@ pub struct Backfill {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10080))]
     pub max_delay_minutes: Option<u32>,
+    /// With `Reserve`: how many of the queue's first workloads that do not
+    /// fit hold a reservation (1 to 8). Each later one's start counts the
+    /// earlier ones as running from now until their start plus their
+    /// declared run time; a workload admitted ahead may delay none of
+    /// them. Unset: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 8))]
+    pub depth: Option<u32>,
 }
 
 /// See [`Backfill::policy`].
@@ -386,6 +397,14 @@ impl Validate for ClusterQueue {
             v.push(
                 "spec.backfill.maxDelayMinutes",
                 format!("must be between 1 and {MAX_BACKFILL_DELAY_MINUTES} (one week) minutes, got {m}; leave it unset for none"),
+            );
+        }
+        if let Some(d) = spec.backfill.as_ref().and_then(|b| b.depth)
+            && !(1..=MAX_BACKFILL_DEPTH).contains(&d)
+        {
+            v.push(
+                "spec.backfill.depth",
+                format!("must be between 1 and {MAX_BACKFILL_DEPTH} reservations, got {d}; leave it unset for 1"),
             );
         }
         if let Some(idle) = &spec.idle_reclaim {

@@ -74,6 +74,7 @@ spec:
     borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
     victimOrder: LeastWorkLost
     recentlyPreemptedGraceMinutes: 30
+  backfill: {policy: Reserve, maxDelayMinutes: 20, depth: 3}
   resourceGroups:
   - coveredResources: [cpu, memory]
     flavors:
@@ -93,6 +94,10 @@ spec:
     assert_eq!(spec.strategy, eng::QueueingStrategy::StrictFifo);
     assert_eq!(spec.min_runtime, 600_000);
     assert_eq!(spec.stop_policy, eng::StopPolicy::Hold);
+    assert_eq!(
+        (spec.backfill, spec.backfill_max_delay, spec.backfill_depth),
+        (eng::Backfill::Reserve, 20 * 60_000, 3)
+    );
     assert_eq!(
         spec.preemption,
         eng::PreemptionPolicy {
@@ -123,11 +128,14 @@ fn an_unset_victim_order_is_kueues_without_a_grace() {
         "spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}
     }))
     .unwrap();
-    let p = cluster_queue(&cq).unwrap().preemption;
+    let spec = cluster_queue(&cq).unwrap();
+    let p = spec.preemption;
     assert_eq!(
         (p.victim_order, p.recently_preempted_grace),
         (eng::VictimOrderPolicy::Newest, None)
     );
+    // Nor backfill: no reservation, and one deep once it reserves.
+    assert_eq!((spec.backfill, spec.backfill_depth), (eng::Backfill::None, 1));
 }
 
 #[test]

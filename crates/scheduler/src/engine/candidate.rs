@@ -102,19 +102,17 @@ impl Engine {
             .then(|| self.try_place(cq, key.id, &attempt.choice).ok())
             .flatten();
         newcomer.placement = placement.as_ref();
-        let note = match self.backfill_verdict(newcomer, now) {
-            Ok(note) => note,
+        let ahead_of = match self.backfill_verdict(newcomer, now) {
+            Ok(ahead_of) => ahead_of,
             Err(why) => {
                 self.explain(key.id, Arc::new(why), out);
                 return None;
             }
         };
-        let held_back = behind || note.is_some();
+        let held_back = behind || !ahead_of.is_empty();
         let why = self.admit_on_nodes(pass, cq, key.id, attempt, held_back, now, out);
-        if why.is_none()
-            && let Some((rcq, note)) = note
-        {
-            self.note_backfill(key.id, rcq, note, out);
+        if why.is_none() && !ahead_of.is_empty() {
+            self.note_backfill(key.id, ahead_of, out);
         }
         why
     }

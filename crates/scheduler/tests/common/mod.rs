@@ -160,6 +160,11 @@ impl CqBuilder {
         self.0.backfill_max_delay = ms;
         self
     }
+    /// How many of its first workloads that do not fit hold a reservation.
+    pub fn depth(mut self, n: u32) -> Self {
+        self.0.backfill_depth = n;
+        self
+    }
     pub fn stop(mut self, p: StopPolicy) -> Self {
         self.0.stop_policy = p;
         self

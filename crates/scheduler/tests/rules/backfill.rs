@@ -577,3 +577,58 @@ fn the_head_reserves_a_flavor_its_nominal_quota_holds_before_one_where_it_must_b
         }
     );
 }
+
+/// Queue `a` (12 GPUs, reserving `depth` deep): `run` holds 8 until 1 h;
+/// `big1` (8, declares 2 h) and `big2` (12) wait; `x` (2, declares 4 h)
+/// fits now.
+fn two_deep(depth: u32) -> (World, Cycle) {
+    let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 12)]).reserve().depth(depth)]);
+    w.add(wl("run").queue("a").at(0).runs(HOUR).pods(1, &[(GPU, 8)]));
+    w.cycle(0);
+    w.add(wl("big1").queue("a").at(1).runs(2 * HOUR).pods(1, &[(GPU, 8)]));
+    w.add(wl("big2").queue("a").at(2).pods(1, &[(GPU, 12)]));
+    w.add(wl("x").queue("a").at(3).runs(4 * HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(MIN);
+    (w, c)
+}
+
+#[test]
+fn with_a_depth_of_two_the_second_workload_that_does_not_fit_reserves_after_the_first_and_may_not_be_delayed() {
+    let (w, c) = two_deep(2);
+    let reserved = |start| PendingReason::Reserved {
+        start: ReservedStart::At(start),
+        backfilled: 0,
+        nodes: vec![],
+    };
+    assert_eq!(reason(&w, "big1"), reserved(HOUR));
+    // After `big1`'s declared 2 h from its start.
+    assert_eq!(reason(&w, "big2"), reserved(3 * HOUR));
+    // `x` fits beside `big1` but would hold 2 of `big2`'s 12 past 3 h.
+    assert!(admitted(&c).is_empty());
+    assert_eq!(
+        reason(&w, "x"),
+        PendingReason::WouldDelayReservation {
+            reserved_for: "ns/big2".into(),
+            start: ReservedStart::At(3 * HOUR),
+            declared: Some(4 * HOUR)
+        }
+    );
+}
+
+#[test]
+fn with_the_default_depth_only_the_first_reserves_and_work_beside_it_goes_ahead() {
+    let (w, c) = two_deep(1);
+    assert!(matches!(reason(&w, "big1"), PendingReason::Reserved { .. }));
+    assert_eq!(reason(&w, "big2"), PendingReason::NoFit);
+    assert_eq!(admitted(&c), ["x"]);
+}
+
+#[test]
+fn a_workload_ahead_of_the_reservations_pushes_the_last_one_out_of_the_depth() {
+    let (mut w, _) = two_deep(2);
+    w.add(wl("urgent").queue("a").prio(5).at(4).runs(HOUR).pods(1, &[(GPU, 10)]));
+    w.cycle(2 * MIN);
+    assert!(matches!(reason(&w, "urgent"), PendingReason::Reserved { .. }));
+    assert!(matches!(reason(&w, "big1"), PendingReason::Reserved { .. }));
+    assert_eq!(reason(&w, "big2"), PendingReason::NoFit);
+}
