@@ -85,6 +85,10 @@ pub struct SimulateArgs {
     /// shows the run with none.
     #[arg(long, value_name = "Reserve|None", value_parser = parse_backfill)]
     pub backfill: Option<sluice_scheduler::Backfill>,
+    /// Every ClusterQueue's `spec.backfill.depth` instead of its own: how
+    /// many of its first workloads that do not fit reserve (1 to 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub backfill_depth: Option<u32>,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -124,6 +128,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         forecast,
         declared_runtimes,
         backfill,
+        backfill_depth,
         quiet,
     } = args;
     let api_qps = qps_limit(api_qps)?;
@@ -153,6 +158,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         forecast,
         declared_runtimes,
         backfill,
+        backfill_depth,
         ..sim::SimOptions::default()
     };
 
@@ -308,6 +314,7 @@ mod tests {
             forecast: false,
             declared_runtimes: sim::DeclaredRuntimes::Trace,
             backfill: None,
+            backfill_depth: None,
             quiet: true,
         };
         let err = run(args).unwrap_err();

@@ -170,7 +170,7 @@ fn run_once(
     } else {
         Some(Backfill::None)
     };
-    let mut engine = engine_for(scenario, backfill)?;
+    let mut engine = engine_for(scenario, backfill, opts.backfill_depth)?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
     let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
@@ -234,8 +234,8 @@ fn run_once(
 /// and LocalQueues, in that order (a cohort before the queues in it). With
 /// nodes, pods must fit on them too.
 /// The engine of the scenario, with every ClusterQueue's `backfill` set
-/// to `backfill` when given.
-fn engine_for(scenario: &Scenario, backfill: Option<Backfill>) -> Result<Engine> {
+/// to `backfill`, and its depth to `depth`, when given.
+fn engine_for(scenario: &Scenario, backfill: Option<Backfill>, depth: Option<u32>) -> Result<Engine> {
     let placement = if scenario.nodes.is_empty() {
         PlacementMode::QuotaOnly
     } else {
@@ -260,6 +260,7 @@ fn engine_for(scenario: &Scenario, backfill: Option<Backfill>) -> Result<Engine>
     for cq in &scenario.cluster_queues {
         let mut cq = cq.clone();
         cq.backfill = backfill.unwrap_or(cq.backfill);
+        cq.backfill_depth = depth.unwrap_or(cq.backfill_depth);
         engine.upsert_cluster_queue(cq);
     }
     for lq in &scenario.local_queues {

@@ -74,6 +74,8 @@ pub struct SimOptions {
     pub declared_runtimes: super::DeclaredRuntimes,
     /// Every ClusterQueue's `backfill` policy instead of its own.
     pub backfill: Option<sluice_scheduler::Backfill>,
+    /// Every ClusterQueue's `backfill.depth` instead of its own.
+    pub backfill_depth: Option<u32>,
 }
 
 impl Default for SimOptions {
@@ -90,6 +92,7 @@ impl Default for SimOptions {
             forecast: false,
             declared_runtimes: super::DeclaredRuntimes::Trace,
             backfill: None,
+            backfill_depth: None,
         }
     }
 }
