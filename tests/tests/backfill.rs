@@ -4,7 +4,9 @@
 //! run time ends before that is admitted at once and says why; one that
 //! would run past it waits and says why; the big gang's status counts
 //! what went ahead of it. A job that went ahead by its run time and runs
-//! past it is evicted, also by a controller restarted in between.
+//! past it is evicted, also by a controller restarted in between. With
+//! node placement, a gang whose quota fits but whose pod fits no node
+//! reserves the node that frees first, and says which.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -182,6 +184,52 @@ async fn a_job_that_went_ahead_by_its_run_time_is_evicted_for_overrunning_after_
         c.wait_suspended("short", true, T).await?;
         c.reap_terminating_pods("short").await?;
         c.wait_suspended("big", false, T).await?;
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn with_node_placement_a_gang_that_fits_quota_but_no_node_reserves_the_node_that_frees_first() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let allocatable = json!({GPU: "8", "cpu": "16", "memory": "64Gi", "pods": "110"});
+        for base in ["gpu-a", "gpu-b"] {
+            c.node(base, json!({"sluice.dev/e2e-gpu": f}), allocatable.clone())
+                .await?;
+        }
+        let cq = c
+            .cluster_queue(
+                "cq",
+                json!({
+                    "backfill": {"policy": "Reserve"},
+                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "24"}]}]}]
+                }),
+            )
+            .await?;
+        c.local_queue("team", &cq).await?;
+        c.start_controller(&["--placement=nodes"]).await?;
+
+        // 6 GPUs on one node for 3 h, 4 on the other for 2 h.
+        job(&c, "long", 1, 6, Some("3h")).await?;
+        c.wait_suspended("long", false, T).await?;
+        job(&c, "mid", 1, 4, Some("2h")).await?;
+        c.wait_suspended("mid", false, T).await?;
+
+        // One 8-GPU pod: 14 of 24 GPUs of quota free, no node with 8.
+        job(&c, "big", 1, 8, None).await?;
+        let message = wait_pending_for(&c, "big", "Reserved").await?;
+        ensure!(
+            message.contains("its quota is reserved from ~")
+                && message.contains(&format!("with room on 1 node of {f}")),
+            "{message}"
+        );
+        ensure!(c.job_suspended("big").await?, "big was started");
         Ok::<_, anyhow::Error>(())
     }
     .await;
