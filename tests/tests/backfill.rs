@@ -46,6 +46,25 @@ async fn job(c: &Cluster, name: &str, pods: i32, gpus: u32, runtime: Option<&str
     Ok(c.jobs().create(&PostParams::default(), &job).await?)
 }
 
+/// A flavor and a ClusterQueue of `gpus` GPUs of it with
+/// `backfill.policy: Reserve`, served to this test's namespace by the
+/// LocalQueue `team`: their names.
+async fn reserving_queue(c: &mut Cluster, gpus: u32) -> Result<(String, String)> {
+    let f = c.flavor("a100").await?;
+    let cq = c
+        .cluster_queue(
+            "cq",
+            json!({
+                "backfill": {"policy": "Reserve"},
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                    {"name": f, "resources": [{"name": GPU, "nominalQuota": gpus.to_string()}]}]}]
+            }),
+        )
+        .await?;
+    c.local_queue("team", &cq).await?;
+    Ok((f, cq))
+}
+
 /// The `QuotaReserved` condition's reason and message.
 fn quota_reserved(wl: &Workload) -> Result<(String, String)> {
     let c = wl
@@ -70,18 +89,7 @@ async fn wait_pending_for(c: &Cluster, job: &str, reason: &str) -> Result<String
 async fn a_big_gang_reserves_a_short_job_backfills_and_a_long_one_waits() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
-        let f = c.flavor("a100").await?;
-        let cq = c
-            .cluster_queue(
-                "cq",
-                json!({
-                    "backfill": {"policy": "Reserve"},
-                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "8"}]}]}]
-                }),
-            )
-            .await?;
-        c.local_queue("team", &cq).await?;
+        reserving_queue(&mut c, 8).await?;
         c.start_controller(&[]).await?;
 
         // 1. `run` holds 6 of the 8 GPUs for a declared 2 hours.
@@ -139,18 +147,7 @@ async fn a_big_gang_reserves_a_short_job_backfills_and_a_long_one_waits() -> Res
 async fn a_job_that_went_ahead_by_its_run_time_is_evicted_for_overrunning_after_a_restart() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
-        let f = c.flavor("a100").await?;
-        let cq = c
-            .cluster_queue(
-                "cq",
-                json!({
-                    "backfill": {"policy": "Reserve"},
-                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "8"}]}]}]
-                }),
-            )
-            .await?;
-        c.local_queue("team", &cq).await?;
+        let (_, cq) = reserving_queue(&mut c, 8).await?;
         c.start_controller(&[]).await?;
 
         // `run` holds 6 GPUs for a declared 2 h; `big` (8) reserves from
@@ -196,23 +193,12 @@ async fn a_job_that_went_ahead_by_its_run_time_is_evicted_for_overrunning_after_
 async fn with_node_placement_a_gang_that_fits_quota_but_no_node_reserves_the_node_that_frees_first() -> Result<()> {
     let mut c = Cluster::start().await?;
     let result = async {
-        let f = c.flavor("a100").await?;
+        let (f, _) = reserving_queue(&mut c, 24).await?;
         let allocatable = json!({GPU: "8", "cpu": "16", "memory": "64Gi", "pods": "110"});
         for base in ["gpu-a", "gpu-b"] {
             c.node(base, json!({"sluice.dev/e2e-gpu": f}), allocatable.clone())
                 .await?;
         }
-        let cq = c
-            .cluster_queue(
-                "cq",
-                json!({
-                    "backfill": {"policy": "Reserve"},
-                    "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                        {"name": f, "resources": [{"name": GPU, "nominalQuota": "24"}]}]}]
-                }),
-            )
-            .await?;
-        c.local_queue("team", &cq).await?;
         c.start_controller(&["--placement=nodes"]).await?;
 
         // 6 GPUs on one node for 3 h, 4 on the other for 2 h.

@@ -15,6 +15,18 @@ pub fn u(n: i64) -> Amount {
     n * 1000
 }
 
+/// An admission of pod set `main`: `pods` pods of `gpus` GPUs each on
+/// a100 (as a controller restores it).
+pub fn a100_assignment(pods: u32, gpus: i64) -> PodSetAssignment {
+    PodSetAssignment {
+        name: "main".into(),
+        count: pods,
+        flavors: [(GPU.to_string(), "a100".to_string())].into(),
+        usage: [(GPU.to_string(), u(gpus) * pods as i64)].into(),
+        topology: None,
+    }
+}
+
 pub fn flavor(name: &str) -> FlavorSpec {
     FlavorSpec {
         name: name.to_string(),

@@ -503,17 +503,6 @@ fn with_node_placement_work_that_would_take_the_reserved_nodes_waits_and_work_be
     assert_eq!(w.e.workload_placement("big")[0].node, mid_node);
 }
 
-/// An admission of `gpus` GPUs on a100 for pod set `main`.
-fn on_a100(gpus: i64) -> PodSetAssignment {
-    PodSetAssignment {
-        name: "main".into(),
-        count: 1,
-        flavors: [(GPU.to_string(), "a100".to_string())].into(),
-        usage: [(GPU.to_string(), u(gpus))].into(),
-        topology: None,
-    }
-}
-
 #[test]
 fn after_a_restart_a_workload_that_went_ahead_by_its_run_time_is_still_evicted_for_overrunning() {
     // The state `a_workload_that_runs_past…` reaches at 2 min, rebuilt by
@@ -522,8 +511,9 @@ fn after_a_restart_a_workload_that_went_ahead_by_its_run_time_is_still_evicted_f
         let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
         let run = wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]).build();
         let short = wl("short").queue("a").at(2).runs(HOUR).pods(1, &[(GPU, 2)]).build();
-        w.e.restore_admitted(run, "a", &[on_a100(6)], 0).unwrap();
-        w.e.restore_admitted(short, "a", &[on_a100(2)], 2 * MIN).unwrap();
+        w.e.restore_admitted(run, "a", &[a100_assignment(1, 6)], 0).unwrap();
+        w.e.restore_admitted(short, "a", &[a100_assignment(1, 2)], 2 * MIN)
+            .unwrap();
         if keep_record {
             w.e.restore_backfill("short", "a", "ns/big", 2 * MIN + HOUR).unwrap();
         }
@@ -544,7 +534,7 @@ fn after_a_restart_a_workload_that_went_ahead_by_its_run_time_is_still_evicted_f
     // A record naming no known queue is refused, and changes nothing.
     let mut w = World::new(vec![cq("a").quota("a100", vec![q(GPU, 8)]).reserve()]);
     let short = wl("short").queue("a").runs(HOUR).pods(1, &[(GPU, 2)]).build();
-    w.e.restore_admitted(short, "a", &[on_a100(2)], 0).unwrap();
+    w.e.restore_admitted(short, "a", &[a100_assignment(1, 2)], 0).unwrap();
     assert_eq!(
         w.e.restore_backfill("short", "gone", "ns/big", HOUR),
         Err(EngineError::UnknownClusterQueue("gone".into()))

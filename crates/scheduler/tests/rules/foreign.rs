@@ -5,21 +5,11 @@
 use crate::common::*;
 use sluice_scheduler::*;
 
-fn a100(gpus: i64) -> PodSetAssignment {
-    PodSetAssignment {
-        name: "main".into(),
-        count: 1,
-        flavors: [(GPU.to_string(), "a100".to_string())].into(),
-        usage: [(GPU.to_string(), u(gpus))].into(),
-        topology: None,
-    }
-}
-
 /// Kueue's admission of `gpus` GPUs into queue `a`, as the controller
 /// hands it over.
 fn kueue_holds(w: &mut World, uid: &str, gpus: i64) {
     let spec = wl(uid).queue("a").pods(1, &[(GPU, gpus)]).build();
-    w.e.hold_foreign(spec, "a", &[a100(gpus)], 0).unwrap();
+    w.e.hold_foreign(spec, "a", &[a100_assignment(1, gpus)], 0).unwrap();
 }
 
 #[test]

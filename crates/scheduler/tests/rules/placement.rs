@@ -262,16 +262,6 @@ fn finishing_and_evicting_release_reservations() {
     assert_eq!(w.state("a2"), WorkloadState::Pending);
 }
 
-fn a100_assignment(pods: u32, gpus: i64) -> PodSetAssignment {
-    PodSetAssignment {
-        name: "main".into(),
-        count: pods,
-        flavors: [(GPU.to_string(), "a100".to_string())].into(),
-        usage: [(GPU.to_string(), u(gpus) * pods as i64)].into(),
-        topology: None,
-    }
-}
-
 #[test]
 fn a_workload_restored_as_admitted_reserves_room() {
     let mut w = two_nodes();
