@@ -285,6 +285,12 @@ impl Queueable for JobSetKind {
     fn finished(&self, obj: &Value) -> Option<bool> {
         finished(obj)
     }
+
+    /// A TrainJob's JobSet (Kubeflow Trainer makes it from the TrainJob's
+    /// runtime and controls it).
+    fn made_by(&self) -> &'static [JobKind] {
+        &[JobKind::TrainJob]
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,13 @@
 //! | `kubeflow.org/v1` PaddleJob | `paddlejob` | `paddlejob-<name>` | one per role (master, worker) |
 //! | `kubeflow.org/v1` JAXJob | `jaxjob` | `jaxjob-<name>` | one per role (worker) |
 //! | `ray.io/v1` RayCluster | [`raycluster`] | `raycluster-<name>` | head, and one per worker group |
+//! | `trainer.kubeflow.org/v1alpha1` TrainJob | [`trainjob`] | `trainjob-<name>` | one per replicated Job of its training runtime |
+//!
+//! A kind whose pod sets are read from another object too (a TrainJob's
+//! training runtime) names it ([`Queueable::referent`]) and the kinds it
+//! may be ([`Queueable::referent_kinds`]); the controller watches those,
+//! resolves the object and calls [`Queueable::workload_with`]
+//! ([`Full::Resolved`]). No kind does I/O.
 //!
 //! A new kind is a file here implementing [`Queueable`] (its view and
 //! Workload built with `object`; its pod templates patched by merge
@@ -68,6 +75,7 @@ pub mod shape;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod tfjob;
+pub mod trainjob;
 mod xgboostjob;
 
 /// The registry: each kind Sluice queues, one line each (its
@@ -117,6 +125,8 @@ registry! {
     JaxJob => jaxjob::JAX_JOB,
     /// `ray.io/v1` RayCluster.
     RayCluster => raycluster::RayClusterKind,
+    /// `trainer.kubeflow.org/v1alpha1` TrainJob (Kubeflow Trainer v2).
+    TrainJob => trainjob::TrainJobKind,
 }
 
 impl JobKind {
@@ -264,6 +274,32 @@ pub struct Resource {
     pub plural: &'static str,
 }
 
+/// Another object a queued object's pod sets are read from (a TrainJob's
+/// training runtime).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Referent {
+    pub resource: Resource,
+    /// Its namespace (`None`: cluster-scoped).
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Referent {
+    /// Its key among objects of its kind: `<namespace>/<name>`, or
+    /// `<name>` when cluster-scoped (as the controller's cache keys them).
+    pub fn key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// `TrainingRuntime "team-a/torch"`.
+    pub fn describe(&self) -> String {
+        format!("{} {:?}", self.resource.kind, self.key())
+    }
+}
+
 /// A kind of object Sluice queues: how it reads, what its Workload is, and
 /// how it is suspended, started and put back.
 pub trait Queueable: Sync {
@@ -286,6 +322,29 @@ pub trait Queueable: Sync {
         workload_class: &dyn Fn(&str) -> Option<i32>,
         pod_class: &dyn Fn(&str) -> Option<i32>,
     ) -> Result<Workload, JobError>;
+    /// The object its pod sets are read from besides itself (a
+    /// TrainJob's training runtime), if any.
+    fn referent(&self, _obj: &Value) -> Result<Option<Referent>, JobError> {
+        Ok(None)
+    }
+    /// The kinds [`Queueable::referent`] may name (the controller watches
+    /// them and may read them).
+    fn referent_kinds(&self) -> &'static [Resource] {
+        &[]
+    }
+    /// The Workload of a queued object whose pod sets are read from
+    /// `referent` too (its [`Queueable::referent`], as observed; `None`:
+    /// not found).
+    fn workload_with(
+        &self,
+        obj: &Value,
+        _referent: Option<&Value>,
+        kueue_compat: bool,
+        workload_class: &dyn Fn(&str) -> Option<i32>,
+        pod_class: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<Workload, JobError> {
+        self.workload(obj, kueue_compat, workload_class, pod_class)
+    }
     /// The patch that suspends an object: its suspend field set to true.
     fn suspend_patch(&self) -> ObjPatch {
         ObjPatch::Merge(self.suspend_field().patch(true))
@@ -391,6 +450,9 @@ pub enum Full<'a> {
     Job(&'a k8s_openapi::api::batch::v1::Job),
     /// An object of another kind, as JSON.
     Dynamic(JobKind, &'a Value),
+    /// Such an object and what its pod sets are read from besides it
+    /// ([`Queueable::referent`]), as JSON.
+    Resolved(JobKind, &'a Value, &'a Value),
 }
 
 impl Full<'_> {
@@ -406,6 +468,10 @@ impl Full<'_> {
             Full::Dynamic(kind, v) => kind
                 .integration()
                 .workload(v, kueue_compat, &workload_class, &pod_class),
+            Full::Resolved(kind, v, r) => {
+                kind.integration()
+                    .workload_with(v, Some(r), kueue_compat, &workload_class, &pod_class)
+            }
         }?;
         declare_runtime(&mut wl, self.declared_runtime_ms());
         Ok(wl)
@@ -417,7 +483,7 @@ impl Full<'_> {
     pub fn declared_runtime_ms(self) -> Option<i64> {
         match self {
             Full::Job(j) => crate::job::declared_runtime_ms(j),
-            Full::Dynamic(_, v) => {
+            Full::Dynamic(_, v) | Full::Resolved(_, v, _) => {
                 let annotations: Option<BTreeMap<String, String>> =
                     serde_json::from_value(v["metadata"]["annotations"].clone()).ok();
                 sluice_api::labels::expected_runtime_ms(annotations.as_ref())
