@@ -202,6 +202,12 @@ impl JobKind {
             })
     }
 
+    /// The kinds objects of this kind read their pod sets from
+    /// ([`Queueable::referent_kinds`]).
+    pub fn referent_kinds(self) -> &'static [Resource] {
+        self.integration().referent_kinds()
+    }
+
     /// What the controller calls on objects of this kind.
     pub fn controller_access(self) -> Vec<Access> {
         self.integration().controller_access()
@@ -265,7 +271,7 @@ pub struct Access {
 }
 
 /// A kind's API resource, as constants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Resource {
     pub group: &'static str,
     pub version: &'static str,

@@ -58,6 +58,7 @@ impl Kind {
             Kind::KueueWorkload => "InvalidKueueWorkload",
             Kind::Workload => "InvalidWorkload",
             Kind::Queued(k) => k.invalid_reason(),
+            Kind::Referent(_) => "InvalidReferent",
             Kind::Node => "InvalidNode",
             Kind::Pod => "InvalidPod",
         }
@@ -92,6 +93,7 @@ impl Index {
         };
         let api_version = match (kind, kind.queued()) {
             (_, Some(k)) => k.api_version(),
+            (Kind::Referent(r), _) => r.api_version,
             (Kind::PriorityClass, _) => "scheduling.k8s.io/v1",
             (Kind::Namespace | Kind::Node | Kind::Pod, _) => "v1",
             (Kind::KueueWorkload, _) => self

@@ -285,6 +285,11 @@ impl Index {
             self.queued.refetch.insert(key.clone());
             return;
         };
+        let Ok(referent) = self.resolve(key, full) else { return };
+        let full = match (full, referent.as_deref()) {
+            (Full::Dynamic(kind, obj), Some(r)) => Full::Resolved(kind, obj, r),
+            _ => full,
+        };
         let wcs = &self.defs.workload_classes;
         let pcs = &self.defs.pod_classes;
         match full.workload(

@@ -79,6 +79,7 @@ mod jobs;
 mod notice;
 mod parts;
 mod placement;
+mod referents;
 mod reshape;
 mod status;
 mod visibility;
@@ -96,6 +97,17 @@ use entry::{GangEntry, WlEntry};
 use parts::{Definitions, InFlight, Outbox, Queued, WorkloadTable};
 use status::time_of;
 
+/// Every kind a queued kind reads pod sets from, once each.
+pub fn referent_kinds() -> impl Iterator<Item = sluice_kinds::Resource> {
+    let mut all: Vec<sluice_kinds::Resource> = JobKind::ALL
+        .into_iter()
+        .flat_map(|k| k.referent_kinds().iter().copied())
+        .collect();
+    all.sort();
+    all.dedup();
+    all.into_iter()
+}
+
 /// Kinds the index must have listed before it admits anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -111,6 +123,9 @@ pub enum Kind {
     Workload,
     /// Objects of a kind Sluice queues (`sluice_kinds`).
     Queued(JobKind),
+    /// Objects a queued kind reads its pod sets from (a TrainJob's
+    /// training runtimes, [`JobKind::referent_kinds`]).
+    Referent(sluice_kinds::Resource),
     Node,
     Pod,
 }
@@ -135,6 +150,7 @@ impl Kind {
             Kind::Workload,
         ]
         .into_iter()
+        .chain(referent_kinds().map(Kind::Referent))
         .chain(JobKind::ALL.into_iter().map(Kind::Queued))
         .chain([Kind::Node, Kind::Pod])
     }
@@ -151,6 +167,7 @@ impl Kind {
             Kind::KueueWorkload => "KueueWorkload",
             Kind::Workload => "Workload",
             Kind::Queued(k) => k.kind(),
+            Kind::Referent(r) => r.kind,
             Kind::Node => "Node",
             Kind::Pod => "Pod",
         }
@@ -202,7 +219,10 @@ impl IndexConfig {
             Some(k) => self.integrations.contains(&k),
             None if matches!(kind, Kind::Node | Kind::Pod) => self.placement == eng::PlacementMode::Nodes,
             None if kind == Kind::KueueWorkload => self.kueue_workloads.is_some(),
-            None => true,
+            None => match kind {
+                Kind::Referent(r) => self.integrations.iter().any(|k| k.referent_kinds().contains(&r)),
+                _ => true,
+            },
         }
     }
 }

@@ -39,6 +39,11 @@ pub(super) struct Queued {
     pub(super) jobs: BTreeMap<JobRef, JobView>,
     /// Objects whose full object is needed (to create their Workload) but not held.
     pub(super) refetch: BTreeSet<JobRef>,
+    /// What queued objects read their pod sets from (a TrainJob's
+    /// training runtimes), by kind and key, as observed.
+    pub(super) referents: BTreeMap<(sluice_kinds::Resource, String), std::sync::Arc<serde_json::Value>>,
+    /// Objects whose Workload waits for one of those to exist.
+    pub(super) awaiting: BTreeMap<(sluice_kinds::Resource, String), BTreeSet<JobRef>>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     pub(super) gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the

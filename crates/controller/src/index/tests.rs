@@ -1797,6 +1797,7 @@ mod placement;
 mod reshape;
 mod selection;
 mod tenant_property;
+mod trainjob;
 mod visibility;
 
 #[test]

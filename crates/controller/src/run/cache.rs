@@ -49,6 +49,11 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
             Ok(wl) => ix.apply_workload(wl, now),
             Err(e) => ix.report_malformed(Kind::Workload, "(cached)", &e.to_string()),
         },
+        Obj::Referent(r, v) => ix.apply_referent(
+            *r,
+            &super::watches::name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
+            v.clone(),
+        ),
         Obj::Node(spec) => ix.apply_node((**spec).clone()),
         Obj::Pod(key, pod) => ix.apply_pod(key, pod.clone()),
         Obj::Foreign(key, admission) => ix.apply_foreign(key, admission.clone()),
@@ -71,6 +76,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::KueueWorkload => ix.delete_foreign(key),
         Kind::Workload => ix.delete_workload(&split_key(key), now),
         Kind::Queued(k) => ix.delete_job(&JobRef::new(k, split.namespace, split.name), now),
+        Kind::Referent(r) => ix.delete_referent(r, key),
         Kind::Node => ix.delete_node(key),
         Kind::Pod => ix.delete_pod(key),
     }

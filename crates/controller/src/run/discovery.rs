@@ -9,14 +9,33 @@ use kube::Client;
 use super::RunError;
 use sluice_kinds::JobKind;
 
-/// Whether the API server serves `kind`'s resource.
+/// Whether the API server serves `kind`'s resource and those its pod sets
+/// are read from ([`JobKind::referent_kinds`]: a TrainJob's runtimes),
+/// which the controller watches too.
 async fn served(client: &Client, kind: JobKind) -> Result<bool, RunError> {
-    let ar = kind.api_resource();
-    match client.list_api_group_resources(&ar.api_version).await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == ar.plural)),
+    let r = kind.integration().resource();
+    if !served_resource(client, r.api_version, r.plural).await? {
+        return Ok(false);
+    }
+    for r in kind.referent_kinds() {
+        if !served_resource(client, r.api_version, r.plural).await? {
+            tracing::warn!(
+                kind = kind.flag_name(),
+                missing = %format!("{}/{}", r.api_version, r.plural),
+                "not queued: its pod sets are read from a resource the server does not serve"
+            );
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn served_resource(client: &Client, api_version: &str, plural: &str) -> Result<bool, RunError> {
+    match client.list_api_group_resources(api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
         Err(e) => Err(RunError::Discovery {
-            api_version: ar.api_version,
+            api_version: api_version.to_string(),
             message: e.to_string(),
         }),
     }

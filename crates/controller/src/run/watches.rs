@@ -56,6 +56,9 @@ pub(super) enum Obj {
     /// Such an object without a Workload yet, as the cache keeps it:
     /// compact JSON.
     DynamicJson(JobKind, Arc<[u8]>),
+    /// An object a queued kind reads its pod sets from (a TrainJob's
+    /// training runtime), its JSON as observed.
+    Referent(sluice_kinds::Resource, Arc<serde_json::Value>),
     /// A Node as placement sees it.
     Node(Box<sluice_scheduler::NodeSpec>),
     /// A pod bound to a node (`None`: it holds nothing any more), by key.
@@ -79,6 +82,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::Job(_) | Obj::JobJson(_) => Kind::JOB,
         Obj::JobView(v) => Kind::Queued(v.kind),
         Obj::Dynamic(k, _) | Obj::DynamicJson(k, _) => Kind::Queued(*k),
+        Obj::Referent(r, _) => Kind::Referent(*r),
         Obj::Node(_) => Kind::Node,
         Obj::Pod(..) => Kind::Pod,
         Obj::Foreign(..) => Kind::KueueWorkload,
@@ -97,7 +101,9 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
         Obj::Workload(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::Job(x) => name_key(x.metadata.namespace.as_deref(), x.metadata.name.as_deref()),
         Obj::JobView(v) => format!("{}/{}", v.namespace, v.name),
-        Obj::Dynamic(_, v) => name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str()),
+        Obj::Dynamic(_, v) | Obj::Referent(_, v) => {
+            name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str())
+        }
         Obj::Node(n) => n.name.clone(),
         Obj::Pod(key, _) | Obj::Foreign(key, _) => key.clone(),
         Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::DynamicJson(..) | Obj::Malformed(..) => {
@@ -234,7 +240,32 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
             |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
         )));
     }
+    for r in crate::index::referent_kinds().filter(|r| cfg.index.watches(Kind::Referent(*r))) {
+        streams.push(referent_watch(client, r));
+    }
     Box::pin(futures::stream::select_all(streams))
+}
+
+/// Objects of a kind a queued kind reads its pod sets from (a TrainJob's
+/// training runtimes), as JSON without managed fields.
+fn referent_watch(client: &Client, r: sluice_kinds::Resource) -> MsgStream {
+    let ar = ApiResource {
+        group: r.group.into(),
+        version: r.version.into(),
+        api_version: r.api_version.into(),
+        kind: r.kind.into(),
+        plural: r.plural.into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    Box::pin(events(
+        watcher(api, watcher::Config::default()),
+        Kind::Referent(r),
+        move |mut o: DynamicObject| {
+            o.metadata.managed_fields = None;
+            Obj::Referent(r, Arc::new(serde_json::to_value(o).unwrap_or_default()))
+        },
+        |o: &DynamicObject| name_key(o.metadata.namespace.as_deref(), o.metadata.name.as_deref()),
+    ))
 }
 
 /// Nodes, and the pods bound to nodes that have not finished (a field

@@ -1,0 +1,83 @@
+//! What queued objects read their pod sets from besides themselves (a
+//! TrainJob's training runtime, [`sluice_kinds::Queueable::referent`]):
+//! kept as observed; an object whose referent is missing is reported
+//! (reason [`REFERENT_MISSING`], naming it) and has no Workload, and is
+//! read again when its referent appears.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use sluice_kinds::{Full, Resource};
+
+use super::{Index, Kind};
+use crate::plan::JobRef;
+
+/// The reason recorded on an object whose referent does not exist.
+pub const REFERENT_MISSING: &str = "RuntimeMissing";
+
+impl Index {
+    /// An object a queued kind reads its pod sets from, as observed (its
+    /// key: `<namespace>/<name>`, or `<name>` when cluster-scoped).
+    pub fn apply_referent(&mut self, resource: Resource, key: &str, obj: Arc<Value>) {
+        let k = (resource, key.to_string());
+        self.queued.referents.insert(k.clone(), obj);
+        // Objects that waited for it are read again and get their Workload.
+        for job in self.queued.awaiting.remove(&k).into_iter().flatten() {
+            if self.queued.jobs.contains_key(&job) {
+                self.queued.refetch.insert(job);
+            }
+        }
+    }
+
+    /// Such an object is gone: Workloads made from it stay as they are;
+    /// new ones wait for it again.
+    pub fn delete_referent(&mut self, resource: Resource, key: &str) {
+        self.queued.referents.remove(&(resource, key.to_string()));
+    }
+
+    /// What the Workload of `full` is made from besides it: `Ok(Some)`
+    /// its referent when its kind reads one, `Ok(None)` nothing. `Err`
+    /// when the referent is missing (the object is reported and waits for
+    /// it) or cannot be named (reported).
+    pub(super) fn resolve(&mut self, key: &JobRef, full: Full<'_>) -> Result<Option<Arc<Value>>, Unresolved> {
+        let Full::Dynamic(kind, obj) = full else {
+            return Ok(None);
+        };
+        let referent = match kind.integration().referent(obj) {
+            Ok(None) => return Ok(None),
+            Ok(Some(r)) => r,
+            Err(err) => {
+                self.record_error(Kind::Queued(kind), key.to_string(), err.metric_label(), err.to_string());
+                return Err(Unresolved);
+            }
+        };
+        let k = (referent.resource, referent.key());
+        if let Some(r) = self.queued.referents.get(&k).cloned() {
+            if self
+                .defs
+                .errors
+                .get(&(Kind::Queued(kind), key.to_string()))
+                .is_some_and(|e| e.reason == REFERENT_MISSING)
+            {
+                self.clear_error(Kind::Queued(kind), &key.to_string());
+            }
+            return Ok(Some(r));
+        }
+        self.queued.awaiting.entry(k).or_default().insert(key.clone());
+        self.record_error(
+            Kind::Queued(kind),
+            key.to_string(),
+            REFERENT_MISSING,
+            format!(
+                "{} {key} names {}, which does not exist (or is not listed yet): its pod sets are read from it, so it has no Workload and stays suspended until it exists",
+                kind.kind(),
+                referent.describe()
+            ),
+        );
+        Err(Unresolved)
+    }
+}
+
+/// An object whose Workload cannot be made yet (see [`Index::resolve`]).
+#[derive(Debug)]
+pub(super) struct Unresolved;
