@@ -185,12 +185,14 @@ pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "gpu-operator
 
 /// The service accounts the operators of the kinds that make queued
 /// objects run as in their upstream default installs: JobSet
-/// (`jobset-system`), the MPI Operator (`mpi-operator`) and KubeRay
-/// (`ray-system`).
-pub const DEFAULT_OPERATORS: [&str; 3] = [
+/// (`jobset-system`), the MPI Operator (`mpi-operator`), KubeRay
+/// (`ray-system`) and Kubeflow Trainer v2 (`kubeflow-system`, whose
+/// controller makes a TrainJob's JobSet).
+pub const DEFAULT_OPERATORS: [&str; 4] = [
     "system:serviceaccount:jobset-system:jobset-controller-manager",
     "system:serviceaccount:mpi-operator:mpi-operator",
     "system:serviceaccount:ray-system:kuberay-operator",
+    "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
 ];
 
 /// The whole webhook configuration.

@@ -35,6 +35,14 @@ impl Index {
         self.queued.referents.remove(&(resource, key.to_string()));
     }
 
+    /// The referent of `full`, when its kind reads one and it is known
+    /// (nothing reported).
+    pub(super) fn referent_of(&self, full: Full<'_>) -> Option<Arc<Value>> {
+        let Full::Dynamic(kind, obj) = full else { return None };
+        let r = kind.integration().referent(obj).ok()??;
+        self.queued.referents.get(&(r.resource, r.key())).cloned()
+    }
+
     /// What the Workload of `full` is made from besides it: `Ok(Some)`
     /// its referent when its kind reads one, `Ok(None)` nothing. `Err`
     /// when the referent is missing (the object is reported and waits for

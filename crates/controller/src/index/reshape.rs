@@ -43,6 +43,13 @@ impl Index {
         if !e.run.in_engine || e.gang.is_some() || self.queued.retiring.contains(&e.uid) {
             return false;
         }
+        // An object whose pod sets are read from another (a TrainJob's
+        // runtime) is compared with what that says now; without it, as is.
+        let referent = self.referent_of(full);
+        let full = match (full, referent.as_deref()) {
+            (Full::Dynamic(kind, obj), Some(r)) => Full::Resolved(kind, obj, r),
+            _ => full,
+        };
         let uid = e.uid.clone();
         match self.engine.workload_state(&uid) {
             Some(WorkloadState::Admitted) => match running_pod_sets(full, self.config.kueue_compat) {

@@ -24,6 +24,7 @@ fn mutating_entries_match_the_issue() {
             "queued-paddlejobs.mutate.sluice.dev",
             "queued-jaxjobs.mutate.sluice.dev",
             "queued-rayclusters.mutate.sluice.dev",
+            "queued-trainjobs.mutate.sluice.dev",
             "default-queue-jobsets.mutate.sluice.dev",
             "default-queue-pytorchjobs.mutate.sluice.dev",
             "default-queue-mpijobs.mutate.sluice.dev",
@@ -32,7 +33,8 @@ fn mutating_entries_match_the_issue() {
             "default-queue-xgboostjobs.mutate.sluice.dev",
             "default-queue-paddlejobs.mutate.sluice.dev",
             "default-queue-jaxjobs.mutate.sluice.dev",
-            "default-queue-rayclusters.mutate.sluice.dev"
+            "default-queue-rayclusters.mutate.sluice.dev",
+            "default-queue-trainjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
@@ -151,6 +153,7 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
             "/validate/paddlejobs",
             "/validate/jaxjobs",
             "/validate/rayclusters",
+            "/validate/trainjobs",
             "/validate/resourceflavors",
             "/validate/clusterqueues",
             "/validate/cohorts",
@@ -197,12 +200,12 @@ fn validating_entries_cover_jobs_and_every_sluice_kind() {
         assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
         assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
     }
-    // After the queued kinds' (jobs and the 9 others): the Sluice kinds'.
-    let cohorts = hooks[12].rules.as_ref().unwrap();
+    // After the queued kinds' (jobs and the 10 others): the Sluice kinds'.
+    let cohorts = hooks[13].rules.as_ref().unwrap();
     assert_eq!(cohorts.len(), 1);
     assert_eq!(cohorts[0].resources.as_deref().unwrap(), ["cohorts"]);
     assert_eq!(cohorts[0].operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
-    let wl = hooks[15].rules.as_ref().unwrap();
+    let wl = hooks[16].rules.as_ref().unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -312,15 +315,16 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             "kueue-xgboostjobs.mutate.sluice.dev",
             "kueue-paddlejobs.mutate.sluice.dev",
             "kueue-jaxjobs.mutate.sluice.dev",
-            "kueue-rayclusters.mutate.sluice.dev"
+            "kueue-rayclusters.mutate.sluice.dev",
+            "kueue-trainjobs.mutate.sluice.dev"
         ]
     );
     let hooks = m.webhooks.unwrap();
-    // Every Kueue entry selects the same way; the last is RayClusters'.
+    // Every Kueue entry selects the same way; the last is TrainJobs'.
     let kueue = hooks.last().unwrap();
     assert_eq!(
         kueue.client_config.service.as_ref().unwrap().path.as_deref(),
-        Some("/mutate/rayclusters")
+        Some("/mutate/trainjobs")
     );
     assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
     let exprs = kueue
@@ -359,6 +363,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
         "paddlejobs",
         "jaxjobs",
         "rayclusters",
+        "trainjobs",
     ] {
         assert!(
             hooks

@@ -1072,3 +1072,4 @@ mod jobsets;
 mod kubeflow;
 mod raycluster;
 mod shape;
+mod trainjob;
