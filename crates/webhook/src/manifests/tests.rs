@@ -378,7 +378,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        21
+        23
     );
 }
 
