@@ -192,6 +192,19 @@ fn admitted(file: &Path) -> Result<RunsOn, String> {
         let kind = JobKind::ALL
             .into_iter()
             .find(|k| doc["apiVersion"].as_str() == Some(k.api_version()) && doc["kind"].as_str() == Some(k.kind()));
+        // What a kind reads its pod sets from (a TrainJob's runtime).
+        let referent = JobKind::ALL
+            .into_iter()
+            .flat_map(|k| k.referent_kinds().iter().copied())
+            .find(|r| doc["apiVersion"].as_str() == Some(r.api_version) && doc["kind"].as_str() == Some(r.kind));
+        if let Some(r) = referent {
+            let key = match doc["metadata"]["namespace"].as_str() {
+                Some(ns) => format!("{ns}/{}", doc["metadata"]["name"].as_str().unwrap_or_default()),
+                None => doc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            };
+            ix.apply_referent(r, &key, std::sync::Arc::new(doc));
+            continue;
+        }
         match kind {
             Some(JobKind::Job) => ix.apply_job(
                 serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(doc).unwrap(),
