@@ -260,3 +260,22 @@ fn a_malformed_trainjob_is_refused_with_its_field() {
     tj["spec"].as_object_mut().unwrap().remove("runtimeRef");
     assert!(TrainJobKind.referent(&tj).unwrap_err().to_string().contains("spec.runtimeRef"));
 }
+
+#[test]
+fn the_shipped_example_is_a_valid_workload() {
+    use sluice_api::Validate;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/jobs/trainjob-llama-sft.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let (rt, tj) = text.split_once("\n---\n").unwrap();
+    let rt: Value = serde_saphyr::from_str(rt).unwrap();
+    let mut tj: Value = serde_saphyr::from_str(tj).unwrap();
+    tj["metadata"]["uid"] = json!("u");
+    let r = TrainJobKind.referent(&tj).unwrap().unwrap();
+    assert_eq!((r.resource.kind, r.key()), ("ClusterTrainingRuntime", rt["metadata"]["name"].as_str().unwrap().to_string()));
+    let w = wl(&tj, &rt);
+    w.check().unwrap();
+    assert_eq!(
+        pod_sets(&tj, &rt),
+        [("dataset-initializer".into(), 1), ("node".into(), 4)]
+    );
+}
