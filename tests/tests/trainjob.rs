@@ -105,7 +105,10 @@ async fn wait_suspended(c: &Cluster, name: &str, suspended: bool) -> Result<Valu
 }
 
 fn overrides(tj: &Value) -> Vec<Value> {
-    tj["spec"]["podTemplateOverrides"].as_array().cloned().unwrap_or_default()
+    tj["spec"]["podTemplateOverrides"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -138,7 +141,10 @@ async fn a_trainjob_waits_for_its_runtime_then_is_admitted_on_it_preempted_resto
             .wait_workload_condition("trainjob-llama", "Admitted", "True", T)
             .await?;
         let sets: Vec<(String, i32)> = wl.spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect();
-        ensure_eq!(sets, vec![("dataset-initializer".to_string(), 1), ("node".to_string(), 2)]);
+        ensure_eq!(
+            sets,
+            vec![("dataset-initializer".to_string(), 1), ("node".to_string(), 2)]
+        );
         let owner = wl
             .metadata
             .owner_references
@@ -162,13 +168,19 @@ async fn a_trainjob_waits_for_its_runtime_then_is_admitted_on_it_preempted_resto
         // the user's.
         let tj = wait_suspended(&c, "llama", false).await?;
         let o = overrides(&tj);
-        ensure_eq!(o[0], json!({"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"team": "ml"}}}));
+        ensure_eq!(
+            o[0],
+            json!({"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"team": "ml"}}})
+        );
         let mine = o
             .iter()
             .find(|e| e["targetJobs"] == json!([{"name": "node"}]) && !e["metadata"]["annotations"].is_null())
             .context("no Sluice override for node")?;
         ensure_eq!(mine["spec"]["nodeSelector"], json!({"sluice.dev/e2e-gpu": f}));
-        ensure_eq!(mine["metadata"]["annotations"]["sluice.dev/admission-override"], json!("node"));
+        ensure_eq!(
+            mine["metadata"]["annotations"]["sluice.dev/admission-override"],
+            json!("node")
+        );
 
         // A higher-priority Job of 10 GPUs: 8 + 10 > 16, the TrainJob is
         // preempted, suspended, and left with the user's override only.

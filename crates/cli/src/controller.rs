@@ -87,7 +87,8 @@ pub struct ControllerArgs {
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
     /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
-    /// kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster), or "auto": every one
+    /// kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster,
+    /// trainer.kubeflow.org/trainjob), or "auto": every one
     /// whose resource the API server serves at start (a kind installed later
     /// needs a restart).
     #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]

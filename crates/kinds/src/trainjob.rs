@@ -213,10 +213,9 @@ fn parse(obj: &Value) -> Result<(TrainJob, Spec), JobError> {
 /// The runtime a TrainJob names (in `namespace` when it is a
 /// TrainingRuntime).
 fn runtime_of(spec: &Spec, namespace: &str) -> Result<Referent, JobError> {
-    let r = spec
-        .runtime_ref
-        .as_ref()
-        .ok_or(JobError::Missing { field: "spec.runtimeRef" })?;
+    let r = spec.runtime_ref.as_ref().ok_or(JobError::Missing {
+        field: "spec.runtimeRef",
+    })?;
     if let Some(g) = r.api_group.as_deref().filter(|g| *g != GROUP) {
         return Err(JobError::Invalid {
             field: "spec.runtimeRef.apiGroup".into(),
@@ -254,7 +253,12 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         .pod_template_overrides
         .iter()
         .map(|o| TemplateDirectives {
-            pod_set: o.target_jobs.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(","),
+            pod_set: o
+                .target_jobs
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
             key: if o.owned() { OWNED.to_string() } else { String::new() },
             node_selector: o.spec.as_ref().and_then(|s| s.node_selector.clone()),
             tolerations: o.spec.as_ref().and_then(|s| s.tolerations.clone()),
@@ -321,7 +325,10 @@ fn pod_sets(spec: &Spec, runtime: &Value) -> Result<Vec<object::Set>, JobError> 
         let job_spec = rj.template.spec.as_ref();
         let mut template: PodTemplateSpec = job_spec.map(|s| s.template.clone()).unwrap_or_default();
         let replicas = rj.replicas.unwrap_or(1).max(1);
-        let per_job = job::pods_count(job_spec.and_then(|s| s.parallelism), job_spec.and_then(|s| s.completions));
+        let per_job = job::pods_count(
+            job_spec.and_then(|s| s.parallelism),
+            job_spec.and_then(|s| s.completions),
+        );
         let mut count = replicas.saturating_mul(per_job);
         if is_trainer(rj, labelled) {
             if let Some(n) = num_nodes {
@@ -348,7 +355,9 @@ fn pod_sets(spec: &Spec, runtime: &Value) -> Result<Vec<object::Set>, JobError> 
                     pod.node_selector.get_or_insert_with(BTreeMap::new).extend(sel.clone());
                 }
                 if let Some(tols) = &os.tolerations {
-                    pod.tolerations.get_or_insert_with(Vec::new).extend(tols.iter().cloned());
+                    pod.tolerations
+                        .get_or_insert_with(Vec::new)
+                        .extend(tols.iter().cloned());
                 }
             }
         }
@@ -387,7 +396,10 @@ pub fn workload(
 fn removals(view: &JobView) -> Vec<Value> {
     let mut ops = Vec::new();
     for (i, t) in view.templates.iter().enumerate().rev().filter(|(_, t)| t.key == OWNED) {
-        let mark = format!("/spec/podTemplateOverrides/{i}/metadata/annotations/{}", shape::escape(OVERRIDE_MARK));
+        let mark = format!(
+            "/spec/podTemplateOverrides/{i}/metadata/annotations/{}",
+            shape::escape(OVERRIDE_MARK)
+        );
         ops.push(json!({"op": "test", "path": mark, "value": t.pod_set}));
         ops.push(json!({"op": "remove", "path": format!("/spec/podTemplateOverrides/{i}")}));
     }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::{restore_patches, start_patches, suspend_patch};
 use crate::testing::flavor;
+use crate::{restore_patches, start_patches, suspend_patch};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -64,7 +64,12 @@ fn wl(obj: &Value, rt: &Value) -> Workload {
 }
 
 fn pod_sets(obj: &Value, rt: &Value) -> Vec<(String, i32)> {
-    wl(obj, rt).spec.pod_sets.iter().map(|p| (p.name.clone(), p.count)).collect()
+    wl(obj, rt)
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.clone(), p.count))
+        .collect()
 }
 
 #[test]
@@ -73,11 +78,18 @@ fn its_pod_sets_are_its_runtimes_jobs_with_the_trainer_taking_numnodes_and_resou
     assert_eq!(w.metadata.name.as_deref(), Some("trainjob-llama"));
     assert_eq!(w.spec.queue_name, "team-a");
     let owner = &w.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.api_version.as_str()), ("TrainJob", API_VERSION));
+    assert_eq!(
+        (owner.kind.as_str(), owner.api_version.as_str()),
+        ("TrainJob", API_VERSION)
+    );
     assert_eq!(owner.uid, "tj-uid");
     assert_eq!(
         pod_sets(&trainjob(), &runtime()),
-        [("dataset-initializer".into(), 1), ("model-initializer".into(), 1), ("node".into(), 4)]
+        [
+            ("dataset-initializer".into(), 1),
+            ("model-initializer".into(), 1),
+            ("node".into(), 4)
+        ]
     );
     let node = &w.spec.pod_sets[2].template.spec.as_ref().unwrap();
     let limits = node.containers[0].resources.as_ref().unwrap().limits.as_ref().unwrap();
@@ -103,7 +115,10 @@ fn without_numnodes_the_runtimes_mlpolicy_decides_and_without_that_the_template(
     // Without its resourcesPerNode the runtime's container resources stand.
     let w = wl(&tj, &runtime());
     let c = &w.spec.pod_sets[2].template.spec.as_ref().unwrap().containers[0];
-    assert_eq!(c.resources.as_ref().unwrap().limits.as_ref().unwrap()["nvidia.com/gpu"].0, "1");
+    assert_eq!(
+        c.resources.as_ref().unwrap().limits.as_ref().unwrap()["nvidia.com/gpu"].0,
+        "1"
+    );
 }
 
 #[test]
@@ -120,7 +135,10 @@ fn an_unlabelled_runtime_has_its_trainer_in_the_job_named_node() {
 fn its_runtime_is_the_cluster_runtime_by_default_and_a_namespaced_one_in_its_namespace() {
     let k = TrainJobKind;
     let r = k.referent(&trainjob()).unwrap().unwrap();
-    assert_eq!((r.resource, r.namespace.clone(), r.key()), (CLUSTER_TRAINING_RUNTIME, None, "torch-distributed".into()));
+    assert_eq!(
+        (r.resource, r.namespace.clone(), r.key()),
+        (CLUSTER_TRAINING_RUNTIME, None, "torch-distributed".into())
+    );
     let mut tj = trainjob();
     tj["spec"]["runtimeRef"] = json!({"name": "mine", "kind": "TrainingRuntime"});
     let r = k.referent(&tj).unwrap().unwrap();
@@ -139,7 +157,8 @@ fn without_its_runtime_there_is_no_workload_and_the_error_names_the_runtime() {
         .workload(false, |_| None, |_| None)
         .unwrap_err();
     assert!(
-        err.to_string().contains("ClusterTrainingRuntime \"torch-distributed\" not found"),
+        err.to_string()
+            .contains("ClusterTrainingRuntime \"torch-distributed\" not found"),
         "{err}"
     );
     let rt = runtime();
@@ -196,7 +215,10 @@ fn a_started_trainjob_gets_one_override_per_pod_set_and_a_restored_one_loses_onl
     let suspended = apply(&again, &[(false, suspend_patch(JobKind::TrainJob))]);
     assert_eq!(suspended["spec"]["suspend"], json!(true));
     let restored = apply(&suspended, &restore_patches(&view(&suspended, false).unwrap()).unwrap());
-    assert_eq!(restored["spec"]["podTemplateOverrides"], tj["spec"]["podTemplateOverrides"]);
+    assert_eq!(
+        restored["spec"]["podTemplateOverrides"],
+        tj["spec"]["podTemplateOverrides"]
+    );
     // Nothing to restore on a TrainJob Sluice never started.
     assert!(restore_patches(&view(&tj, false).unwrap()).unwrap().is_empty());
 }
@@ -207,14 +229,19 @@ fn a_trainjob_without_overrides_gets_the_list_and_a_restore_is_guarded_by_the_ma
     tj["spec"].as_object_mut().unwrap().remove("podTemplateOverrides");
     let a100 = flavor("a100");
     let flavors = BTreeMap::from([("node".to_string(), vec![&a100])]);
-    let started = apply(&tj, &start_patches(&view(&tj, false).unwrap(), &flavors, &BTreeMap::new()).unwrap());
+    let started = apply(
+        &tj,
+        &start_patches(&view(&tj, false).unwrap(), &flavors, &BTreeMap::new()).unwrap(),
+    );
     assert_eq!(started["spec"]["podTemplateOverrides"].as_array().unwrap().len(), 1);
     // The user replaced the entry meanwhile: the restore is refused rather
     // than removing theirs.
     let v = view(&started, false).unwrap();
     let mut edited = started.clone();
     edited["spec"]["podTemplateOverrides"][0]["metadata"] = json!({});
-    let ObjPatch::Json(ops) = &restore_patches(&v).unwrap()[0].1 else { panic!() };
+    let ObjPatch::Json(ops) = &restore_patches(&v).unwrap()[0].1 else {
+        panic!()
+    };
     let ops: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
     assert!(json_patch::patch(&mut edited, &ops).is_err());
 }
@@ -227,7 +254,10 @@ fn it_finishes_on_complete_or_failed_and_its_pods_are_its_jobsets() {
     assert_eq!(view(&tj, false).unwrap().finished, Some(true));
     tj["status"] = json!({"conditions": [{"type": "Failed", "status": "True"}]});
     assert_eq!(TrainJobKind.finished(&tj), Some(false));
-    assert_eq!(JobKind::TrainJob.pods_selector("llama", "u"), "jobset.sigs.k8s.io/jobset-name=llama");
+    assert_eq!(
+        JobKind::TrainJob.pods_selector("llama", "u"),
+        "jobset.sigs.k8s.io/jobset-name=llama"
+    );
     assert_eq!(JobKind::TrainJob.workload_name("llama"), "trainjob-llama");
 }
 
@@ -245,33 +275,61 @@ fn the_webhook_counts_its_nodes_and_its_jobset_is_left_to_it() {
     let resources: Vec<&str> = access.iter().map(|a| a.resource.as_str()).collect();
     assert_eq!(
         resources,
-        ["trainjobs", "trainjobs/finalizers", "trainingruntimes", "clustertrainingruntimes"]
+        [
+            "trainjobs",
+            "trainjobs/finalizers",
+            "trainingruntimes",
+            "clustertrainingruntimes"
+        ]
     );
     assert_eq!(access[2].verbs, ["get", "list", "watch"]);
-    assert_eq!(JobKind::from_flag("trainer.kubeflow.org/trainjob"), Some(JobKind::TrainJob));
+    assert_eq!(
+        JobKind::from_flag("trainer.kubeflow.org/trainjob"),
+        Some(JobKind::TrainJob)
+    );
 }
 
 #[test]
 fn a_malformed_trainjob_is_refused_with_its_field() {
     let mut tj = trainjob();
     tj["spec"]["trainer"]["numNodes"] = json!(0);
-    assert!(view(&tj, false).unwrap_err().to_string().contains("spec.trainer.numNodes"));
+    assert!(
+        view(&tj, false)
+            .unwrap_err()
+            .to_string()
+            .contains("spec.trainer.numNodes")
+    );
     let mut tj = trainjob();
     tj["spec"].as_object_mut().unwrap().remove("runtimeRef");
-    assert!(TrainJobKind.referent(&tj).unwrap_err().to_string().contains("spec.runtimeRef"));
+    assert!(
+        TrainJobKind
+            .referent(&tj)
+            .unwrap_err()
+            .to_string()
+            .contains("spec.runtimeRef")
+    );
 }
 
 #[test]
 fn the_shipped_example_is_a_valid_workload() {
     use sluice_api::Validate;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/jobs/trainjob-llama-sft.yaml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/jobs/trainjob-llama-sft.yaml"
+    );
     let text = std::fs::read_to_string(path).unwrap();
     let (rt, tj) = text.split_once("\n---\n").unwrap();
     let rt: Value = serde_saphyr::from_str(rt).unwrap();
     let mut tj: Value = serde_saphyr::from_str(tj).unwrap();
     tj["metadata"]["uid"] = json!("u");
     let r = TrainJobKind.referent(&tj).unwrap().unwrap();
-    assert_eq!((r.resource.kind, r.key()), ("ClusterTrainingRuntime", rt["metadata"]["name"].as_str().unwrap().to_string()));
+    assert_eq!(
+        (r.resource.kind, r.key()),
+        (
+            "ClusterTrainingRuntime",
+            rt["metadata"]["name"].as_str().unwrap().to_string()
+        )
+    );
     let w = wl(&tj, &rt);
     w.check().unwrap();
     assert_eq!(

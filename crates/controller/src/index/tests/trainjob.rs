@@ -4,8 +4,8 @@
 use super::*;
 use crate::plan::JobRef;
 use sluice_kinds::JobKind;
-use std::sync::Arc;
 use sluice_kinds::trainjob::{CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME};
+use std::sync::Arc;
 
 fn trainjob(suspend: bool) -> Value {
     json!({

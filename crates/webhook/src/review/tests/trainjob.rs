@@ -98,7 +98,11 @@ fn an_admitted_trainjob_may_not_grow_its_nodes_but_may_shrink_or_wait() {
     let reply = r
         .handle(
             VALIDATE,
-            &body(&trainjob_update(spec(Some(false), 2), spec(Some(false), 4), "alice@example.com")),
+            &body(&trainjob_update(
+                spec(Some(false), 2),
+                spec(Some(false), 4),
+                "alice@example.com",
+            )),
         )
         .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
@@ -108,7 +112,11 @@ fn an_admitted_trainjob_may_not_grow_its_nodes_but_may_shrink_or_wait() {
     let reply = r
         .handle(
             VALIDATE,
-            &body(&trainjob_update(spec(Some(false), 2), spec(Some(false), 1), "alice@example.com")),
+            &body(&trainjob_update(
+                spec(Some(false), 2),
+                spec(Some(false), 1),
+                "alice@example.com",
+            )),
         )
         .unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
@@ -116,7 +124,11 @@ fn an_admitted_trainjob_may_not_grow_its_nodes_but_may_shrink_or_wait() {
     let reply = r
         .handle(
             VALIDATE,
-            &body(&trainjob_update(spec(Some(true), 2), spec(Some(true), 8), "alice@example.com")),
+            &body(&trainjob_update(
+                spec(Some(true), 2),
+                spec(Some(true), 8),
+                "alice@example.com",
+            )),
         )
         .unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
