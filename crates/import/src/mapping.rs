@@ -516,7 +516,7 @@ static ROWS: &[Row] = &[
         Mapped,
     ),
     Row::new(CONFIG, "integrations.frameworks", "--integrations, controller.extraArgs", Mapped)
-        .note("Sluice queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster; each other framework is reported; batch/v1 Jobs are queued even when not listed"),
+        .note("Sluice queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob; each other framework is reported; batch/v1 Jobs are queued even when not listed"),
     Row::new(CONFIG, "integrations.frameworks", "--integrations, controller.extraArgs", Difference)
         .when(Unset)
         .note("Kueue's default queues batch/job alone; Sluice's (auto) every kind it knows that the cluster serves: --integrations=batch/job keeps Kueue's"),

@@ -15,7 +15,7 @@ use super::walk;
 use crate::mapping::{self, Status, When};
 
 /// The job frameworks Sluice queues, by Kueue's names (`--integrations`).
-pub const SLUICE_FRAMEWORKS: [&str; 10] = [
+pub const SLUICE_FRAMEWORKS: [&str; 11] = [
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
@@ -26,6 +26,7 @@ pub const SLUICE_FRAMEWORKS: [&str; 10] = [
     "kubeflow.org/paddlejob",
     "kubeflow.org/jaxjob",
     "ray.io/raycluster",
+    "trainer.kubeflow.org/trainjob",
 ];
 
 /// Fair sharing as Kueue's Configuration sets it.

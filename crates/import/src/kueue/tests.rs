@@ -578,7 +578,7 @@ integrations:
     );
     assert_eq!(
         out.notes[5].message,
-        "leaderworkerset.x-k8s.io/leaderworkerset: Sluice does not queue it (it queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster)"
+        "leaderworkerset.x-k8s.io/leaderworkerset: Sluice does not queue it (it queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob)"
     );
 }
 
