@@ -222,3 +222,81 @@ async fn a_trainjob_waits_for_its_runtime_then_is_admitted_on_it_preempted_resto
     c.cleanup().await?;
     result
 }
+
+fn jobsets(c: &Cluster) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        c.client.clone(),
+        &c.namespace,
+        &ApiResource {
+            group: "jobset.x-k8s.io".into(),
+            version: "v1alpha2".into(),
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            plural: "jobsets".into(),
+        },
+    )
+}
+
+/// A running JobSet `name` with the queue label (1 pod, 1 GPU) controlled
+/// by TrainJob `llama` with `uid`, as Trainer makes it.
+async fn jobset_of(c: &Cluster, name: &str, uid: &str) -> Result<()> {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "labels": {"sluice.dev/queue": "team"},
+                     "ownerReferences": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                          "name": "llama", "uid": uid, "controller": true}]},
+        "spec": {"suspend": false, "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": {
+            "parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "node", "image": "busybox", "resources": {"limits": {GPU: "1"}}}]}}}}}]}
+    }))?;
+    jobsets(c).create(&PostParams::default(), &obj).await?;
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_trainjobs_jobset_is_left_to_it_and_one_naming_a_trainjob_that_does_not_exist_is_queued() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    install_trainer_crds(&c).await?;
+    install_crd_file(
+        &c.client,
+        "jobset.x-k8s.io_jobsets.yaml",
+        "jobset.x-k8s.io/v1alpha2",
+        "jobsets",
+    )
+    .await?;
+    let f = c.flavor("a100").await?;
+    let cq = c.gpu_queue("cq", &f, 16, None, json!({})).await?;
+    c.local_queue("team", &cq).await?;
+    let runtime = c.name("torch");
+    cluster_runtime(&c, &runtime).await?;
+    c.start_controller(&[]).await?;
+    let result = async {
+        trainjob(&c, "llama", &runtime).await?;
+        c.wait_workload_condition("trainjob-llama", "Admitted", "True", T)
+            .await?;
+        let uid = get(&c, "llama").await?["metadata"]["uid"]
+            .as_str()
+            .context("no uid")?
+            .to_string();
+        // Trainer's JobSet for it: left running, no Workload of its own.
+        jobset_of(&c, "llama", &uid).await?;
+        // One naming a TrainJob uid that does not exist: queued on its
+        // own (held, and given a Workload).
+        jobset_of(&c, "forged", "no-such-uid").await?;
+        c.wait_workload_condition("jobset-forged", "Admitted", "True", T)
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        ensure!(
+            c.workloads().get_opt("jobset-llama").await?.is_none(),
+            "the TrainJob's JobSet got a Workload of its own"
+        );
+        let js = serde_json::to_value(jobsets(&c).get("llama").await?)?;
+        ensure_eq!(js["spec"]["suspend"], json!(false));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    let _ = cluster_runtimes(&c).delete(&runtime, &DeleteParams::default()).await;
+    c.cleanup().await?;
+    result
+}
