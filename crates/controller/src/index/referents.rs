@@ -35,6 +35,14 @@ impl Index {
         self.queued.referents.remove(&(resource, key.to_string()));
     }
 
+    /// A deleted object waits for no referent.
+    pub(super) fn stop_awaiting(&mut self, key: &JobRef) {
+        self.queued.awaiting.retain(|_, jobs| {
+            jobs.remove(key);
+            !jobs.is_empty()
+        });
+    }
+
     /// The referent of `full`, when its kind reads one and it is known
     /// (nothing reported).
     pub(super) fn referent_of(&self, full: Full<'_>) -> Option<Arc<Value>> {

@@ -80,4 +80,9 @@ fn a_trainjob_whose_runtime_is_known_gets_its_workload_at_once_and_a_deleted_run
     ix.delete_referent(CLUSTER_TRAINING_RUNTIME, "torch");
     ix.apply_object(JobKind::TrainJob, &trainjob(true), T0);
     assert_eq!(purposes(&ix.take_plans()), ["report"]);
+    // Deleted while it waited: the runtime's arrival reads nothing again.
+    ix.delete_job(&JobRef::new(JobKind::TrainJob, NS, "llama"), T0);
+    assert!(ix.queued.awaiting.is_empty());
+    ix.apply_referent(CLUSTER_TRAINING_RUNTIME, "torch", runtime());
+    assert!(ix.take_refetch().is_empty());
 }
