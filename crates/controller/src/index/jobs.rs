@@ -147,7 +147,7 @@ impl Index {
         let view = self.queued.jobs.remove(key);
         self.note_pod_owner(key, None);
         self.queued.refetch.remove(key);
-        self.stop_awaiting(key);
+        self.stop_reading(key);
         self.inflight.suspending.remove(key);
         self.inflight.starting.remove(key);
         self.clear_error(Kind::Queued(key.kind), &key.to_string());

@@ -42,8 +42,9 @@ pub(super) struct Queued {
     /// What queued objects read their pod sets from (a TrainJob's
     /// training runtimes), by kind and key, as observed.
     pub(super) referents: BTreeMap<(sluice_kinds::Resource, String), std::sync::Arc<serde_json::Value>>,
-    /// Objects whose Workload waits for one of those to exist.
-    pub(super) awaiting: BTreeMap<(sluice_kinds::Resource, String), BTreeSet<JobRef>>,
+    /// The queued objects that read each of those (whether it exists
+    /// yet or not): read again when it appears or changes.
+    pub(super) readers: BTreeMap<(sluice_kinds::Resource, String), BTreeSet<JobRef>>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     pub(super) gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the

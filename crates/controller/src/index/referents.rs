@@ -1,8 +1,12 @@
 //! What queued objects read their pod sets from besides themselves (a
 //! TrainJob's training runtime, [`sluice_kinds::Queueable::referent`]):
 //! kept as observed; an object whose referent is missing is reported
-//! (reason [`REFERENT_MISSING`], naming it) and has no Workload, and is
-//! read again when its referent appears.
+//! (reason [`REFERENT_MISSING`], naming it) and has no Workload. Every
+//! object that reads a referent is read again when it appears or changes:
+//! a waiting one gets its Workload, an admitted one whose runtime now asks
+//! for more than its admission is evicted like one that grew itself
+//! ([`Index::reshape`]), so editing a runtime (a namespaced one is the
+//! tenant's own) cannot run more than was admitted.
 
 use std::sync::Arc;
 
@@ -20,11 +24,16 @@ impl Index {
     /// key: `<namespace>/<name>`, or `<name>` when cluster-scoped).
     pub fn apply_referent(&mut self, resource: Resource, key: &str, obj: Arc<Value>) {
         let k = (resource, key.to_string());
+        let changed = self.queued.referents.get(&k).is_none_or(|old| **old != *obj);
         self.queued.referents.insert(k.clone(), obj);
-        // Objects that waited for it are read again and get their Workload.
-        for job in self.queued.awaiting.remove(&k).into_iter().flatten() {
-            if self.queued.jobs.contains_key(&job) {
-                self.queued.refetch.insert(job);
+        if !changed {
+            return;
+        }
+        // Objects that read it are read again: those that waited get their
+        // Workload, the others are compared with what it says now.
+        for job in self.queued.readers.get(&k).into_iter().flatten() {
+            if self.queued.jobs.contains_key(job) {
+                self.queued.refetch.insert(job.clone());
             }
         }
     }
@@ -36,8 +45,8 @@ impl Index {
     }
 
     /// A deleted object waits for no referent.
-    pub(super) fn stop_awaiting(&mut self, key: &JobRef) {
-        self.queued.awaiting.retain(|_, jobs| {
+    pub(super) fn stop_reading(&mut self, key: &JobRef) {
+        self.queued.readers.retain(|_, jobs| {
             jobs.remove(key);
             !jobs.is_empty()
         });
@@ -68,6 +77,7 @@ impl Index {
             }
         };
         let k = (referent.resource, referent.key());
+        self.queued.readers.entry(k.clone()).or_default().insert(key.clone());
         if let Some(r) = self.queued.referents.get(&k).cloned() {
             if self
                 .defs
@@ -79,7 +89,6 @@ impl Index {
             }
             return Ok(Some(r));
         }
-        self.queued.awaiting.entry(k).or_default().insert(key.clone());
         self.record_error(
             Kind::Queued(kind),
             key.to_string(),

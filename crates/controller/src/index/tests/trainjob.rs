@@ -82,7 +82,57 @@ fn a_trainjob_whose_runtime_is_known_gets_its_workload_at_once_and_a_deleted_run
     assert_eq!(purposes(&ix.take_plans()), ["report"]);
     // Deleted while it waited: the runtime's arrival reads nothing again.
     ix.delete_job(&JobRef::new(JobKind::TrainJob, NS, "llama"), T0);
-    assert!(ix.queued.awaiting.is_empty());
+    assert!(ix.queued.readers.is_empty());
     ix.apply_referent(CLUSTER_TRAINING_RUNTIME, "torch", runtime());
     assert!(ix.take_refetch().is_empty());
+}
+
+/// The runtime with one more replicated Job, `extra`, of one pod with 4
+/// GPUs.
+fn runtime_with_extra() -> Arc<Value> {
+    let mut r = (*runtime()).clone();
+    r["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .unwrap()
+        .push(
+            json!({"name": "extra", "replicas": 1, "template": {"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}}}}),
+        );
+    Arc::new(r)
+}
+
+#[test]
+fn an_admitted_trainjob_whose_runtime_is_edited_to_ask_for_more_is_evicted_and_an_unchanged_one_is_left() {
+    let mut ix = index();
+    ix.apply_referent(CLUSTER_TRAINING_RUNTIME, "torch", runtime());
+    ix.apply_object(JobKind::TrainJob, &trainjob(true), T0);
+    let plans = ix.take_plans();
+    let Step::ApplyWorkload(wl) = &plans[0].steps[0] else {
+        panic!("not a Workload: {:?}", plans[0].steps)
+    };
+    let mut wl = (**wl).clone();
+    wl.metadata.uid = Some("wl-uid-llama".into());
+    wl.metadata.generation = Some(1);
+    wl.metadata.creation_timestamp = Some(time_of(T0));
+    ix.apply_workload(wl, T0);
+    assert_eq!(purposes(&ix.cycle(T0 + 1000).0), ["admit"]);
+    ix.apply_object(JobKind::TrainJob, &trainjob(false), T0 + 2000);
+    ix.take_plans();
+    let llama = JobRef::new(JobKind::TrainJob, NS, "llama");
+
+    // The same runtime seen again (a resync): nothing is read again.
+    ix.apply_referent(CLUSTER_TRAINING_RUNTIME, "torch", runtime());
+    assert!(ix.take_refetch().is_empty());
+
+    // Edited to run 4 more GPUs: the TrainJob is read again, compared with
+    // what its runtime says now, and evicted.
+    ix.apply_referent(CLUSTER_TRAINING_RUNTIME, "torch", runtime_with_extra());
+    assert_eq!(ix.take_refetch(), [llama]);
+    ix.apply_object(JobKind::TrainJob, &trainjob(false), T0 + 3000);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["evict"]);
+    assert_eq!(
+        ix.engine().workload_state("wl-uid-llama"),
+        Some(WorkloadState::Evicting)
+    );
 }
