@@ -56,12 +56,21 @@ struct Spec {
     replicated_jobs: Vec<ReplicatedJob>,
 }
 
+/// One replicated Job of a JobSet (or of the JobSet template a TrainJob's
+/// runtime holds, [`crate::trainjob`]).
 #[derive(Debug, Deserialize)]
-struct ReplicatedJob {
-    name: String,
+pub(crate) struct ReplicatedJob {
+    pub(crate) name: String,
     #[serde(default)]
-    replicas: Option<i32>,
-    template: JobTemplateSpec,
+    pub(crate) replicas: Option<i32>,
+    pub(crate) template: JobTemplateSpec,
+}
+
+impl ReplicatedJob {
+    /// Its copies: `replicas`, at least 1.
+    pub(crate) fn copies(&self) -> i32 {
+        self.replicas.unwrap_or(1).max(1)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,10 +120,11 @@ fn parse(obj: &Value) -> Result<(JobSet, Spec), JobError> {
     Ok((js, spec))
 }
 
-fn pods_of(rj: &ReplicatedJob) -> i32 {
+/// The pods a replicated Job runs at once: its copies × each one's.
+pub(crate) fn pods_of(rj: &ReplicatedJob) -> i32 {
     let spec = rj.template.spec.as_ref();
     let per_job = job::pods_count(spec.and_then(|s| s.parallelism), spec.and_then(|s| s.completions));
-    rj.replicas.unwrap_or(1).max(1).saturating_mul(per_job)
+    rj.copies().saturating_mul(per_job)
 }
 
 /// How a JobSet ended: condition `Completed` or `Failed`.
@@ -136,7 +146,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         pods: spec
             .replicated_jobs
             .iter()
-            .map(|rj| rj.replicas.unwrap_or(1).max(1))
+            .map(ReplicatedJob::copies)
             .sum(),
         // Its pods are looked up by label before its quota is released.
         live: 0,
@@ -150,7 +160,8 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
     Ok(object::view(JobKind::JobSet, &js.metadata, kueue_compat, state))
 }
 
-fn pod_template(rj: &ReplicatedJob) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+/// The pod template of a replicated Job.
+pub(crate) fn pod_template(rj: &ReplicatedJob) -> k8s_openapi::api::core::v1::PodTemplateSpec {
     rj.template
         .spec
         .as_ref()

@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
 use crate::job::{self, JobError, JobView, TemplateDirectives};
+use crate::jobset::{self, ReplicatedJob};
 use crate::shape::{self, Count, TemplateAt};
 use crate::{JobKind, ObjPatch, Queueable, Referent, Resource, object, placed};
 
@@ -185,14 +186,6 @@ struct RuntimeJobSet {
     replicated_jobs: Vec<ReplicatedJob>,
 }
 
-#[derive(Debug, Deserialize)]
-struct ReplicatedJob {
-    name: String,
-    #[serde(default)]
-    replicas: Option<i32>,
-    template: k8s_openapi::api::batch::v1::JobTemplateSpec,
-}
-
 fn parse(obj: &Value) -> Result<(TrainJob, Spec), JobError> {
     let mut tj: TrainJob = serde_json::from_value(obj.clone()).map_err(|e| JobError::Invalid {
         field: "TrainJob".into(),
@@ -239,6 +232,11 @@ fn runtime_of(spec: &Spec, namespace: &str) -> Result<Referent, JobError> {
     })
 }
 
+/// The label selector of a TrainJob's pods (its JobSet's name is its own).
+fn pods_selector(name: &str) -> String {
+    format!("{NAME_LABEL}={name}")
+}
+
 /// How a TrainJob ended: condition `Complete` or `Failed`.
 fn finished(obj: &Value) -> Option<bool> {
     shape::terminal_condition(obj, "Complete", "Failed")
@@ -272,7 +270,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         succeeded: 0,
         pods: spec.trainer.as_ref().and_then(|t| t.num_nodes).unwrap_or(1),
         live: 0,
-        pods_selector: Some(format!("{NAME_LABEL}={name}")),
+        pods_selector: Some(pods_selector(&name)),
         templates,
     };
     Ok(object::view(JobKind::TrainJob, &tj.metadata, kueue_compat, state))
@@ -322,17 +320,12 @@ fn pod_sets(spec: &Spec, runtime: &Value) -> Result<Vec<object::Set>, JobError> 
         .or(rspec.ml_policy.as_ref().and_then(|p| p.num_nodes));
     let mut sets = Vec::new();
     for rj in &jobs {
-        let job_spec = rj.template.spec.as_ref();
-        let mut template: PodTemplateSpec = job_spec.map(|s| s.template.clone()).unwrap_or_default();
-        let replicas = rj.replicas.unwrap_or(1).max(1);
-        let per_job = job::pods_count(
-            job_spec.and_then(|s| s.parallelism),
-            job_spec.and_then(|s| s.completions),
-        );
-        let mut count = replicas.saturating_mul(per_job);
+        // Counted as a JobSet's, but for the trainer's nodes.
+        let mut template: PodTemplateSpec = jobset::pod_template(rj);
+        let mut count = jobset::pods_of(rj);
         if is_trainer(rj, labelled) {
             if let Some(n) = num_nodes {
-                count = replicas.saturating_mul(n);
+                count = rj.copies().saturating_mul(n);
             }
             if let Some(res) = trainer.and_then(|t| t.resources_per_node.clone())
                 && let Some(pod) = template.spec.as_mut()
@@ -451,7 +444,7 @@ impl Queueable for TrainJobKind {
     }
 
     fn pods_selector(&self, name: &str, _uid: &str) -> String {
-        format!("{NAME_LABEL}={name}")
+        pods_selector(name)
     }
 
     fn view(&self, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
