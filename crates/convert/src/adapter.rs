@@ -383,8 +383,13 @@ fn backfill_admission(b: &eng::Backfilled) -> Option<api::BackfillAdmission> {
     Some(api::BackfillAdmission {
         cluster_queue: b.queue.to_string(),
         reserved_for: b.reserved_for.to_string(),
-        until: Time(Timestamp::from_millisecond(due).unwrap_or(Timestamp::UNIX_EPOCH)),
+        until: time_of(due),
     })
+}
+
+/// Epoch milliseconds as an API time (the epoch if out of range).
+pub fn time_of(ms: eng::Millis) -> Time {
+    Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 /// The record of [`backfill_admission`] as the engine takes it back

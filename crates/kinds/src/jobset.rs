@@ -143,11 +143,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         finished,
         ready: Some(status.replicated_jobs_status.iter().map(|s| s.ready).sum()),
         succeeded: status.replicated_jobs_status.iter().map(|s| s.succeeded).sum(),
-        pods: spec
-            .replicated_jobs
-            .iter()
-            .map(ReplicatedJob::copies)
-            .sum(),
+        pods: spec.replicated_jobs.iter().map(ReplicatedJob::copies).sum(),
         // Its pods are looked up by label before its quota is released.
         live: 0,
         pods_selector: None,

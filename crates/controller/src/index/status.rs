@@ -2,18 +2,14 @@
 //! message), `state`, admission and pending explanation that each decision
 //! writes. Pure functions of the status; the callers plan the writes.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use sluice_api::v1alpha1::{Admission, FlavorPendingReason, PendingExplanation, WorkloadStatus, conditions as cond};
 use sluice_convert::text;
 use sluice_scheduler::{self as eng, Explanation};
 
 use super::ms;
 
-/// Epoch milliseconds as an API time (the epoch if out of range).
-pub(super) fn time_of(now_ms: i64) -> Time {
-    Time(Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH))
-}
+pub(super) use sluice_convert::adapter::time_of;
 
 /// Sets a condition, keeping `lastTransitionTime` when the status does not change.
 pub fn set_condition(

@@ -390,22 +390,13 @@ impl Engine {
         id: WlId,
         options: &[FlavorOption],
     ) -> Option<Vec<(usize, Amount)>> {
-        self.usage_per_flavor(cq, id, options).next()
+        let pick = picks_per_flavor(options).next()?;
+        Some(self.option_usage(cq, id, options, &pick))
     }
 
-    /// The usage of each flavor in preference order: the `j`-th choice
-    /// takes every option's `j`-th flavor (its last, when it has fewer).
-    /// None when some option has no flavor.
-    pub(super) fn usage_per_flavor<'a>(
-        &'a self,
-        cq: CqId,
-        id: WlId,
-        options: &'a [FlavorOption],
-    ) -> impl Iterator<Item = Vec<(usize, Amount)>> + 'a {
-        picks_per_flavor(options).map(move |pick| self.option_usage(cq, id, options, &pick))
-    }
-
-    /// [`Engine::usage_per_flavor`], each usage with its flavors.
+    /// The usage of each flavor in preference order, with its flavors:
+    /// the `j`-th takes every option's `j`-th flavor (its last, when it
+    /// has fewer). None when some option has no flavor.
     pub(super) fn choices_per_flavor<'a>(
         &'a self,
         cq: CqId,
