@@ -10,6 +10,15 @@ use sluice_scheduler::*;
 const MIN: Millis = 60_000;
 const HOUR: Millis = 60 * MIN;
 
+/// `Reserved` from `start` with `backfilled` gone ahead, quota only.
+fn reserved(start: ReservedStart, backfilled: u32) -> PendingReason {
+    PendingReason::Reserved {
+        start,
+        backfilled,
+        nodes: vec![],
+    }
+}
+
 fn reason(w: &World, uid: &str) -> PendingReason {
     w.e.explanation(uid).expect("explained").reason.clone()
 }
@@ -28,14 +37,7 @@ fn reserved_for_big() -> World {
 #[test]
 fn the_first_workload_that_does_not_fit_reserves_from_when_declared_work_ends() {
     let w = reserved_for_big();
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(2 * HOUR),
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(2 * HOUR), 0));
     assert_eq!(w.e.explanation("big").unwrap().reason_code(), "Reserved");
     assert!(w.why("big").starts_with(
         "first in its queue and does not fit: its quota is reserved from ~t=2h00m; 0 smaller workload(s) admitted meanwhile"
@@ -67,14 +69,7 @@ fn a_workload_that_ends_before_the_reservation_starts_is_backfilled_and_says_so(
         "backfilled: its declared run time ends before the reservation of ns/big from ~t=2h00m"
     );
     // The head is told how many went ahead of it.
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(2 * HOUR),
-            backfilled: 1,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(2 * HOUR), 1));
 }
 
 #[test]
@@ -147,14 +142,7 @@ fn the_reservation_is_re_planned_when_work_ends_early() {
     // r2 ends early too: big now waits for x alone.
     w.e.finish("r2").unwrap();
     assert!(admitted(&w.cycle(20 * MIN)).is_empty());
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(10 * MIN + 2 * HOUR),
-            backfilled: 1,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(10 * MIN + 2 * HOUR), 1));
 }
 
 #[test]
@@ -166,14 +154,7 @@ fn running_work_without_a_declared_run_time_makes_the_start_unknown_and_backfill
     // Even a 1-minute job: nobody knows when `run` ends.
     w.add(wl("short").queue("a").at(2).runs(MIN).pods(1, &[(GPU, 2)]));
     assert!(admitted(&w.cycle(MIN)).is_empty());
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::AfterUndeclared,
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::AfterUndeclared, 0));
     assert!(
         w.why("big")
             .contains("reserved from when admitted work that declared no run time ends")
@@ -193,14 +174,7 @@ fn a_higher_priority_arrival_that_does_not_fit_takes_the_reservation_over() {
     // `urgent` does not fit either (2 free) and now holds the reservation;
     // `short` (2 GPUs until 1 h 2 min) would leave `urgent` 0 GPUs at once,
     // but `run` frees 6 at 2 h, before which `short` ends: backfilled.
-    assert_eq!(
-        reason(&w, "urgent"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(2 * HOUR),
-            backfilled: 1,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "urgent"), reserved(ReservedStart::At(2 * HOUR), 1));
     assert_eq!(reason(&w, "big"), PendingReason::NoFit);
     assert_eq!(admitted(&c), ["short"]);
     assert_eq!(
@@ -279,14 +253,7 @@ fn another_queue_of_the_cohort_is_held_to_the_reservation_only_when_it_borrows()
     // `big` needs a's 4 and b's 4 (borrowing): it reserves from 2 h.
     w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
     w.cycle(MIN);
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(2 * HOUR),
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(2 * HOUR), 0));
     // b within its own nominal quota: not held back.
     w.add(wl("own").queue("b").at(2).pods(1, &[(GPU, 2)]));
     assert_eq!(admitted(&w.cycle(2 * MIN)), ["own"]);
@@ -381,14 +348,7 @@ fn the_head_counts_on_what_it_may_preempt_once_the_minimum_runtime_protecting_it
     w.cycle(0);
     w.add(wl("big").queue("a").prio(0).at(1).pods(1, &[(GPU, 8)]));
     assert!(victims(&w.cycle(MIN)).is_empty());
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(30 * MIN),
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(30 * MIN), 0));
     // Another low-priority workload admitted now would be protected until
     // 32 min: it would delay the start, so it waits.
     w.add(wl("low2").queue("a").prio(-1).at(2).pods(1, &[(GPU, 2)]));
@@ -414,14 +374,7 @@ fn the_head_reserves_the_flavor_that_frees_first_not_its_most_preferred() {
     w.add(wl("big").queue("a").at(2).pods(1, &[(GPU, 8)]));
     w.cycle(MIN);
     // h100, preferred, frees at 5 h; a100 at 1 h.
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(HOUR),
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(HOUR), 0));
     // The start is re-planned at every check: h100 freeing early admits
     // `big` there, ahead of a later job that would also fit.
     w.e.finish("on-h100").unwrap();
@@ -558,14 +511,7 @@ fn the_head_reserves_a_flavor_its_nominal_quota_holds_before_one_where_it_must_b
     // from b, which b may take back; on a100, its own, at 3 h.
     w.add(wl("big").queue("a").at(3).pods(1, &[(GPU, 8)]));
     w.cycle(MIN);
-    assert_eq!(
-        reason(&w, "big"),
-        PendingReason::Reserved {
-            start: ReservedStart::At(3 * HOUR),
-            backfilled: 0,
-            nodes: vec![]
-        }
-    );
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(3 * HOUR), 0));
 }
 
 /// Queue `a` (12 GPUs, reserving `depth` deep): `run` holds 8 until 1 h;
@@ -585,14 +531,9 @@ fn two_deep(depth: u32) -> (World, Cycle) {
 #[test]
 fn with_a_depth_of_two_the_second_workload_that_does_not_fit_reserves_after_the_first_and_may_not_be_delayed() {
     let (w, c) = two_deep(2);
-    let reserved = |start| PendingReason::Reserved {
-        start: ReservedStart::At(start),
-        backfilled: 0,
-        nodes: vec![],
-    };
-    assert_eq!(reason(&w, "big1"), reserved(HOUR));
+    assert_eq!(reason(&w, "big1"), reserved(ReservedStart::At(HOUR), 0));
     // After `big1`'s declared 2 h from its start.
-    assert_eq!(reason(&w, "big2"), reserved(3 * HOUR));
+    assert_eq!(reason(&w, "big2"), reserved(ReservedStart::At(3 * HOUR), 0));
     // `x` fits beside `big1` but would hold 2 of `big2`'s 12 past 3 h.
     assert!(admitted(&c).is_empty());
     assert_eq!(
