@@ -251,11 +251,11 @@ impl Engine {
     /// when it would delay one.
     pub(super) fn backfill_verdict(&self, n: Newcomer<'_>, now: Millis) -> Result<Vec<Behind>, Explanation> {
         let mut behind = Vec::new();
+        let declared = self.wl(n.key.id).expected_runtime;
         for (rcq, list) in self.reservations_over(n) {
             let (base, _) = self.starts(rcq, &list, now);
             let mut before: Vec<Earlier> = Vec::with_capacity(list.len());
             for (r, base) in list.iter().zip(base) {
-                let declared = self.wl(n.key.id).expected_runtime;
                 // Before an unknown start nothing counts as ending.
                 let ends = match base {
                     Some(ReservedStart::At(_)) => declared.map(|d| now.saturating_add(d.max(0))),
