@@ -219,6 +219,58 @@ pub fn pending_reason(reason: &PendingReason) -> String {
                 reserved_start(*start)
             )
         }
+        PendingReason::BudgetSpent {
+            resource,
+            flavor,
+            spent,
+            stop_at,
+            period,
+        } => format!(
+            "the ClusterQueue's budget stops new admissions: it spent {} of {}{} this period ({period}), and stops at {}",
+            resource_hours(*spent, resource),
+            resource,
+            flavor.as_ref().map(|f| format!(" on {f}")).unwrap_or_default(),
+            resource_hours(*stop_at, resource)
+        ),
+        PendingReason::BudgetWouldOverrun {
+            resource,
+            held,
+            runtime,
+            left,
+            period,
+        } => format!(
+            "fits now, but its declared run time would overrun the ClusterQueue's budget ({period}): {} {resource} × {} = {}, and {} is left before the budget stops the queue",
+            amount(*held),
+            span(*runtime),
+            resource_hours(i128::from(*held) * i128::from(*runtime), resource),
+            resource_hours(*left, resource)
+        ),
+    }
+}
+
+/// Milli-units × milliseconds as resource-hours: `12.5 GPU-hours`,
+/// `3.25 cpu-hours`; three decimals at most.
+pub fn resource_hours(amount_ms: i128, resource: &str) -> String {
+    let unit = match resource {
+        "nvidia.com/gpu" | "amd.com/gpu" => "GPU",
+        other => other,
+    };
+    format!("{} {unit}-hours", decimal_hours(amount_ms))
+}
+
+/// Milli-units × milliseconds as hours of one unit, with at most three
+/// decimals, trailing zeros dropped (`12.5`, `0.017`, `3`); rounded down.
+pub fn decimal_hours(amount_ms: i128) -> String {
+    // Thousandths of a unit-hour.
+    let milli = amount_ms / 3_600_000;
+    let sign = if milli < 0 { "-" } else { "" };
+    let m = milli.unsigned_abs();
+    let frac = format!("{:03}", m % 1000);
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        format!("{sign}{}", m / 1000)
+    } else {
+        format!("{sign}{}.{frac}", m / 1000)
     }
 }
 

@@ -260,6 +260,27 @@ pub enum PendingReason {
         /// Its own declared run time, if any.
         declared: Option<Millis>,
     },
+    /// The ClusterQueue's budget reached its `Stop` action: nothing new
+    /// is admitted until the period moves on.
+    BudgetSpent {
+        resource: String,
+        flavor: Option<String>,
+        /// Milli-units × ms spent, and the spending at which it stops.
+        spent: i128,
+        stop_at: i128,
+        period: String,
+    },
+    /// Its declared run time × what it would hold of the budget's resource
+    /// is more than is left before the budget stops the queue.
+    BudgetWouldOverrun {
+        resource: String,
+        /// Milli-units of the resource it would hold.
+        held: Amount,
+        runtime: Millis,
+        /// Milli-units × ms left before `Stop`.
+        left: i128,
+        period: String,
+    },
 }
 
 /// One flavor's verdict for one pod set.
@@ -377,6 +398,8 @@ impl Explanation {
     pub fn same_reason(&self, other: &Explanation) -> bool {
         let reasons_match = match (&self.reason, &other.reason) {
             (PendingReason::WaitingForPreemption { .. }, PendingReason::WaitingForPreemption { .. }) => true,
+            (PendingReason::BudgetSpent { .. }, PendingReason::BudgetSpent { .. }) => true,
+            (PendingReason::BudgetWouldOverrun { .. }, PendingReason::BudgetWouldOverrun { .. }) => true,
             (a, b) => a == b,
         };
         reasons_match
@@ -406,6 +429,8 @@ impl Explanation {
             PendingReason::Backoff { .. } => "Backoff",
             PendingReason::Reserved { .. } => "Reserved",
             PendingReason::WouldDelayReservation { .. } => "WouldDelayReservation",
+            PendingReason::BudgetSpent { .. } => "BudgetSpent",
+            PendingReason::BudgetWouldOverrun { .. } => "BudgetWouldOverrun",
         }
     }
 }

@@ -175,11 +175,14 @@ mod model;
 pub mod pace;
 pub mod reclaim;
 pub mod shape;
+pub mod usage;
 
 pub use decision::{
     Admission, Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
     PodSetAssignment, Preemption, PreemptionReason, ReservedNodes, ReservedStart, TopologyDomain, Verdict,
 };
-pub use engine::{Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
+pub use engine::{
+    Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, UsageChange, WorkloadState,
+};
 pub use forecast::{DEFAULT_EXPECTED_RUNTIME_MS, ForecastSettings};
 pub use model::*;

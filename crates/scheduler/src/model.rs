@@ -371,6 +371,40 @@ pub struct EngineConfig {
     pub requeue_order: RequeueOrder,
     pub placement: PlacementMode,
     pub fair_sharing: FairSharing,
+    /// Record every change of held quota for the driver to meter over
+    /// time ([`crate::Engine::take_usage_changes`]).
+    pub metering: bool,
+}
+
+/// What a ClusterQueue's budget does once spent to a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BudgetAction {
+    /// Told (condition, Event); admission is unchanged.
+    Warn,
+    /// Its workloads come after every other queue's of its cohort, and it
+    /// may not borrow.
+    Deprioritize,
+    /// Nothing new is admitted; admitted work runs on.
+    Stop,
+}
+
+/// A ClusterQueue's budget as the engine obeys it: the driver measures
+/// spending ([`crate::usage::spending`]) and gives the standing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetStanding {
+    /// The last action reached; `None`: within budget.
+    pub action: Option<BudgetAction>,
+    pub resource: String,
+    /// The one flavor the budget counts; `None`: all.
+    pub flavor: Option<String>,
+    /// Milli-units × ms spent in the period.
+    pub spent: i128,
+    /// Milli-units × ms the period allows.
+    pub limit: i128,
+    /// Spending at which `Stop` applies, if the budget stops.
+    pub stop_at: Option<i128>,
+    /// The period, for explanations (`7d calendar`).
+    pub period: String,
 }
 
 /// A node, as far as placement needs it.

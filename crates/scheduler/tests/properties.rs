@@ -1,12 +1,15 @@
 //! Invariants under random worlds and event sequences. After every step an
 //! independent oracle recomputes, from the admitted workloads alone, what
-//! each queue and cohort uses, and checks it against quota.
+//! each queue and cohort uses, and checks it against quota; and the usage
+//! book fed with the engine's metering equals the integral over time of
+//! what the ledger holds, across restarts.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use proptest::prelude::*;
+use sluice_scheduler::usage::{Account, UsageBook};
 use sluice_scheduler::*;
 
 const RESOURCES: [&str; 2] = ["nvidia.com/gpu", "cpu"];
@@ -143,6 +146,7 @@ fn scenario() -> impl Strategy<Value = (Vec<QueueGen>, Vec<Op>, bool)> {
 fn engine(fair: bool) -> Engine {
     Engine::with_config(EngineConfig {
         fair_sharing: if fair { FairSharing::default() } else { FairSharing::Off },
+        metering: true,
         ..Default::default()
     })
 }
@@ -242,6 +246,12 @@ struct Run {
     stops: Vec<StopPolicy>,
     /// Fair sharing on.
     fair: bool,
+    /// The usage book, fed with the engine's changes after every step.
+    book: UsageBook,
+    /// What the ledger says was used, integrated over time, per (queue,
+    /// flavor, resource): what the book must have accounted.
+    integral: BTreeMap<(String, String, String), i128>,
+    integrated_to: Millis,
 }
 
 impl Run {
@@ -275,7 +285,50 @@ impl Run {
             reported: HashMap::new(),
             stops: vec![StopPolicy::None; queues.len()],
             fair,
+            book: UsageBook::new(None),
+            integral: BTreeMap::new(),
+            integrated_to: 0,
         }
+    }
+
+    /// Adds what the ledger holds now, from the last step to now.
+    fn integrate(&mut self) {
+        let dt = i128::from(self.now - self.integrated_to);
+        for name in self.engine.cluster_queue_names() {
+            for r in self.engine.cluster_queue_usage(&name).unwrap().resources {
+                *self
+                    .integral
+                    .entry((name.to_string(), r.flavor.clone(), r.resource.clone()))
+                    .or_default() += i128::from(r.used) * dt;
+            }
+        }
+        self.integrated_to = self.now;
+    }
+
+    /// Charges the engine's changes at now; the book must then agree
+    /// with the integral of the ledger.
+    fn meter(&mut self) -> Result<(), TestCaseError> {
+        let changes = self.engine.take_usage_changes();
+        self.book.apply(self.now, &changes);
+        self.book.advance(self.now);
+        for ((q, f, r), &expected) in &self.integral {
+            let account = Account::ClusterQueue(q.as_str().into());
+            let total: i128 = self
+                .book
+                .meters_of(&account)
+                .filter(|(mf, mr, _)| &***mf == f && &***mr == r)
+                .map(|(_, _, m)| m.total)
+                .sum();
+            prop_assert_eq!(
+                total,
+                expected,
+                "{} {}/{}: accounted against the ledger's integral",
+                q,
+                f,
+                r
+            );
+        }
+        Ok(())
     }
 
     fn pick(&self, i: u16) -> Option<String> {
@@ -283,6 +336,16 @@ impl Run {
     }
 
     fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        self.integrate();
+        self.act(op)?;
+        // A tick moves time, not usage: the ledger held the same since.
+        self.integrate();
+        self.meter()?;
+        self.engine.check_consistency().map_err(TestCaseError::fail)?;
+        self.check_quota()
+    }
+
+    fn act(&mut self, op: &Op) -> Result<(), TestCaseError> {
         match *op {
             Op::Add {
                 queue,
@@ -453,11 +516,18 @@ impl Run {
                 }
             }
         }
-        self.engine.check_consistency().map_err(TestCaseError::fail)?;
-        self.check_quota()
+        Ok(())
     }
 
+    /// A new engine rebuilt from what is known, and a new book from the
+    /// records the old one would have flushed now.
     fn restart(&mut self) -> Result<(), TestCaseError> {
+        let mut book = UsageBook::new(None);
+        for account in self.book.accounts() {
+            let record = self.book.record(&account, self.now);
+            book.restore(&account, &record);
+        }
+        self.book = book;
         let mut engine = engine(self.fair);
         for f in FLAVORS {
             engine.upsert_flavor(FlavorSpec {
@@ -678,8 +748,11 @@ impl Run {
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 self.holding.remove(uid);
             }
+            self.meter()?;
             self.now += 10;
+            self.integrate();
             self.cycle()?;
+            self.meter()?;
             self.engine.check_consistency().map_err(TestCaseError::fail)?;
             self.check_quota()?;
             let backing_off = self.known.values().any(|k| k.not_before > self.now);
@@ -826,6 +899,7 @@ proptest! {
                     run.step(&Op::CompleteEviction(run.uids.iter().position(|u| *u == uid).unwrap() as u16))?;
                 }
                 run.cycle()?;
+                run.meter()?;
             }
         }
         run.drain()?;

@@ -29,6 +29,8 @@ impl Engine {
     ) {
         for &(slot, amount) in &attempt.usage {
             self.add_usage(cq, slot, amount, 0);
+            let fr = self.queues.cqs[cq].quota.slots[slot].fr;
+            self.meter(id, cq, fr, amount, None);
         }
         let key = self.wl(id).key(id);
         let shape = self.wl(id).shape;
@@ -287,6 +289,7 @@ impl Engine {
         for &(fr, amount) in &h.usage {
             if let Some(&slot) = self.queues.cqs[cq].quota.slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
+                self.meter(id, cq, fr, -amount, None);
             }
         }
         self.queues.cqs[cq].admitted.remove(&id);

@@ -89,6 +89,10 @@ impl Engine {
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
+        if let Some(why) = self.overruns_budget(cq, key.id, &attempt.usage) {
+            self.explain(key.id, Arc::new(why), out);
+            return None;
+        }
         let mut newcomer = Newcomer {
             cq,
             key,

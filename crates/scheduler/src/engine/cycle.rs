@@ -12,7 +12,7 @@ use crate::decision::Cycle;
 use crate::model::{Amount, Millis, QueueingStrategy};
 
 use super::fifo::Blocked;
-use super::order::{HeadMerge, Merge};
+use super::order::{HeadMerge, Merge, Order};
 use super::overlay::Overlay;
 use super::placement::ClaimPlacement;
 use super::state::{OrderKey, State, Timer};
@@ -216,6 +216,8 @@ impl Engine {
             self.queues.cqs[cq].waiting.preempting -= 1;
             for &(slot, amount) in &usage {
                 self.add_usage(cq, slot, amount, -amount);
+                let fr = self.queues.cqs[cq].quota.slots[slot].fr;
+                self.meter(id, cq, fr, amount, None);
             }
             let shape = self.wl(id).shape;
             self.queues.cqs[cq].waiting.remove_pending(&key, shape);
@@ -302,12 +304,12 @@ impl Engine {
             Some(c) if many && self.fair_sharing_on() => {
                 let root = self.root_of(c);
                 if self.queues.cohorts[root].children.is_empty() {
-                    Merge::Flat(HeadMerge::new(lists.len(), many, true))
+                    Merge::new(Order::Flat(HeadMerge::new(lists.len(), many, true)))
                 } else {
-                    Merge::Fair(Tournament::new(self, root, many))
+                    Merge::new(Order::Fair(Tournament::new(self, root, many)))
                 }
             }
-            _ => Merge::Flat(HeadMerge::new(lists.len(), many, false)),
+            _ => Merge::new(Order::Flat(HeadMerge::new(lists.len(), many, false))),
         };
         for (i, (cq, source)) in lists.iter().enumerate() {
             if let Some(first) = self.list_next(*cq, source, None) {

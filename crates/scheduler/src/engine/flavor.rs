@@ -280,6 +280,13 @@ impl Engine {
             let needed = amount + pending_amount(usage, slot);
             let why = match ledger::check(&cq.quota.slots[slot], 0, needed, self.chain(cq_id, slot, None)) {
                 Fit::Fits => continue,
+                Fit::Borrows if self.deprioritized(cq_id) => {
+                    // A deprioritized queue keeps to its nominal quota.
+                    let s = &cq.quota.slots[slot];
+                    Shortage::NotNow {
+                        available: (s.nominal - s.effective()).max(0),
+                    }
+                }
                 Fit::Borrows => {
                     borrows = true;
                     continue;

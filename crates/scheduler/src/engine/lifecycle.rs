@@ -73,6 +73,7 @@ impl Engine {
         for &(fr, amount) in &usage {
             let slot = self.slot_for(cq, fr);
             self.add_usage(cq, slot, amount, 0);
+            self.meter(id, cq, fr, amount, Some(admitted_at));
         }
         let borrowing = self.is_borrowing(cq, &usage);
         let placement = if place {

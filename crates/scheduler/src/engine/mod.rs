@@ -15,7 +15,9 @@
 //!   preemption/    victims: policy eligibility, victim order, minimal sets
 //!   overlay.rs     what-if usage for preemption and eviction checks
 //!   partial.rs     partial admission: fewer pods, down to min_count
-//!   backfill.rs    reservations for queue heads; what may go ahead of them
+//!   backfill/      reservations for queue heads; what may go ahead of them
+//!   metering.rs    changes of held quota, for the driver to accrue over time
+//!   budget.rs      budget standings (stop, last in order, no borrowing) and usage history
 //!   admit.rs       applying decisions to the ledger (admit, claim, evict, release)
 //!   explain.rs     why a workload waits, shared per (queue, shape)
 //!   queue.rs       putting workloads into queues and waking queues
@@ -34,6 +36,7 @@ use crate::model::EngineConfig;
 
 mod admit;
 mod backfill;
+mod budget;
 mod candidate;
 mod cohort;
 mod config;
@@ -46,6 +49,7 @@ mod fifo;
 mod flavor;
 mod foreign;
 mod lifecycle;
+mod metering;
 mod order;
 mod overlay;
 mod partial;
@@ -61,6 +65,7 @@ mod stop;
 mod tournament;
 
 use fast_map::FastMap;
+pub use metering::UsageChange;
 use parts::{Catalog, Claims, Memo, Queues, Turn, Workloads};
 pub use queries::{QueuePosition, QueueUsage, ResourceUsage, WorkloadState};
 pub use share::FairShare;
@@ -140,6 +145,11 @@ pub struct Engine {
     /// Quota reserved for the heads of queues with backfill on (changed
     /// by `backfill.rs`).
     reservations: backfill::Reservations,
+    /// Usage changes for the driver to meter (changed by `metering.rs`).
+    journal: metering::Journal,
+    /// Budget standings and usage histories the driver gives per queue
+    /// (changed by `budget.rs`).
+    budgets: budget::Budgets,
 }
 
 /// An admission's pod set assignments, shared rather than copied.
@@ -174,6 +184,8 @@ impl Engine {
             memo: Memo::default(),
             inv: placement::Inventory::default(),
             reservations: backfill::Reservations::default(),
+            journal: metering::Journal::default(),
+            budgets: budget::Budgets::default(),
         }
     }
 

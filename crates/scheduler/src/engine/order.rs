@@ -133,42 +133,60 @@ impl HeadMerge {
 }
 
 /// The order of one cycle: the global merge, or the fair-sharing
-/// tournament.
-pub(super) enum Merge {
+/// tournament; candidates of queues a budget deprioritizes come after
+/// both, in queue order.
+pub(super) struct Merge {
+    order: Order,
+    last: BinaryHeap<Reverse<(OrderKey, usize)>>,
+}
+
+pub(super) enum Order {
     Flat(HeadMerge),
     Fair(Tournament),
 }
 
 impl Merge {
+    pub(super) fn new(order: Order) -> Self {
+        Self {
+            order,
+            last: BinaryHeap::new(),
+        }
+    }
+
     #[inline(always)]
     pub(super) fn push(&mut self, e: &Engine, cq: CqId, key: OrderKey, list: usize) {
-        match self {
-            Merge::Flat(m) => m.push(e, cq, key, list),
-            Merge::Fair(t) => t.push(cq, key, list),
+        if e.deprioritized(cq) {
+            self.last.push(Reverse((key, list)));
+            return;
+        }
+        match &mut self.order {
+            Order::Flat(m) => m.push(e, cq, key, list),
+            Order::Fair(t) => t.push(cq, key, list),
         }
     }
 
     #[inline(always)]
     pub(super) fn pop(&mut self, e: &Engine, queue_of: impl Fn(usize) -> CqId) -> Option<(OrderKey, usize)> {
-        match self {
-            Merge::Flat(m) => m.pop(e, queue_of),
-            Merge::Fair(t) => t.pop(e, queue_of),
-        }
+        let next = match &mut self.order {
+            Order::Flat(m) => m.pop(e, queue_of),
+            Order::Fair(t) => t.pop(e, queue_of),
+        };
+        next.or_else(|| self.last.pop().map(|Reverse(x)| x))
     }
 
     #[inline]
     pub(super) fn first_pass(&self) -> bool {
-        match self {
-            Merge::Flat(m) => m.first_pass(),
-            Merge::Fair(t) => t.first_pass(),
+        match &self.order {
+            Order::Flat(m) => m.first_pass(),
+            Order::Fair(t) => t.first_pass(),
         }
     }
 
     #[inline]
     pub(super) fn defer(&mut self, cq: CqId, key: OrderKey, list: usize) {
-        match self {
-            Merge::Flat(m) => m.defer(cq, key, list),
-            Merge::Fair(t) => t.defer(cq, key, list),
+        match &mut self.order {
+            Order::Flat(m) => m.defer(cq, key, list),
+            Order::Fair(t) => t.defer(cq, key, list),
         }
     }
 
@@ -176,18 +194,18 @@ impl Merge {
     /// was withdrawn): with fair sharing, its path's shares are stale.
     #[inline]
     pub(super) fn touched(&mut self, e: &Engine, cq: CqId) {
-        match self {
-            Merge::Flat(m) => m.touched(cq),
-            Merge::Fair(t) => t.touched(e, cq),
+        match &mut self.order {
+            Order::Flat(m) => m.touched(cq),
+            Order::Fair(t) => t.touched(e, cq),
         }
     }
 
     /// Whether borrowers always wait for the second pass (fair sharing).
     #[inline]
     pub(super) fn fair(&self) -> bool {
-        match self {
-            Merge::Flat(m) => m.fair(),
-            Merge::Fair(_) => true,
+        match &self.order {
+            Order::Flat(m) => m.fair(),
+            Order::Fair(_) => true,
         }
     }
 }

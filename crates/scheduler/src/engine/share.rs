@@ -11,6 +11,10 @@
 //! ```
 //!
 //! A borrowing node of weight 0 has the largest share there is.
+//!
+//! With a usage history ([`Engine::set_usage_history`]: fair sharing over
+//! time), a queue's decayed average usage above its nominal quota is
+//! added to what it borrows now.
 
 use std::sync::Arc;
 
@@ -129,6 +133,14 @@ impl Engine {
                 e += extra.iter().filter(|(x, _)| *x == i).map(|(_, a)| a).sum::<Amount>();
             }
             borrowed.add(s.fr.1, e - s.nominal);
+        }
+        // Fair sharing over time: what it held above nominal quota, on
+        // average (decayed), counts as borrowed too.
+        if let Some(history) = self.budgets.history.get(&cq) {
+            for &(fr, avg) in history {
+                let nominal = q.quota.slot_of.get(&fr).map_or(0, |&i| q.quota.slots[i].nominal);
+                borrowed.add(fr.1, avg - nominal);
+            }
         }
         weighted(&borrowed, &self.queues.cohorts[c].lendable, q.spec.fair_weight)
     }

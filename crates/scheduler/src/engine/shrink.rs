@@ -60,6 +60,7 @@ impl Engine {
         for &(fr, amount) in &released {
             if let Some(&slot) = self.queues.cqs[cq].quota.slot_of.get(&fr) {
                 self.add_usage(cq, slot, -amount, 0);
+                self.meter(id, cq, fr, -amount, None);
             }
         }
         let full: Vec<u32> = self.full_counts(id);

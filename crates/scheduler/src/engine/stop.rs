@@ -1,6 +1,7 @@
 //! Stop policies: `Hold` (on a ClusterQueue or a LocalQueue) admits
 //! nothing new, preemptors included; `HoldAndDrain` also evicts what the
-//! queue admitted, reported by the next cycle.
+//! queue admitted, reported by the next cycle. A budget's `Stop`
+//! ([`super::budget`]) holds the queue as `Hold` does.
 
 use std::sync::Arc;
 
@@ -15,6 +16,9 @@ impl Engine {
     pub(super) fn held(&self, cq: CqId, id: WlId) -> Option<Arc<Explanation>> {
         if self.queues.cqs[cq].spec.stop_policy != StopPolicy::None {
             return Some(self.memo.held_expl[0].clone());
+        }
+        if let Some(spent) = self.budget_stopped(cq) {
+            return Some(spent);
         }
         if self.queues.stopped_local_queues == 0 {
             return None;
