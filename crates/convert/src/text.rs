@@ -219,31 +219,22 @@ pub fn pending_reason(reason: &PendingReason) -> String {
                 reserved_start(*start)
             )
         }
-        PendingReason::BudgetSpent {
-            resource,
-            flavor,
-            spent,
-            stop_at,
-            period,
-        } => format!(
-            "the ClusterQueue's budget stops new admissions: it spent {} of {}{} this period ({period}), and stops at {}",
-            resource_hours(*spent, resource),
-            resource,
-            flavor.as_ref().map(|f| format!(" on {f}")).unwrap_or_default(),
-            resource_hours(*stop_at, resource)
+        PendingReason::BudgetSpent(b) => format!(
+            "the ClusterQueue's budget stops new admissions: it spent {} of {}{} this period ({}), and stops at {}",
+            resource_hours(b.spent, &b.resource),
+            b.resource,
+            b.flavor.as_ref().map(|f| format!(" on {f}")).unwrap_or_default(),
+            b.period,
+            resource_hours(b.stop_at, &b.resource)
         ),
-        PendingReason::BudgetWouldOverrun {
-            resource,
-            held,
-            runtime,
-            left,
-            period,
-        } => format!(
-            "fits now, but its declared run time would overrun the ClusterQueue's budget ({period}): {} {resource} × {} = {}, and {} is left before the budget stops the queue",
-            amount(*held),
-            span(*runtime),
-            resource_hours(i128::from(*held) * i128::from(*runtime), resource),
-            resource_hours(*left, resource)
+        PendingReason::BudgetWouldOverrun(b) => format!(
+            "fits now, but its declared run time would overrun the ClusterQueue's budget ({}): {} {} × {} = {}, and {} is left before the budget stops the queue",
+            b.period,
+            amount(b.held),
+            b.resource,
+            span(b.runtime),
+            resource_hours(i128::from(b.held) * i128::from(b.runtime), &b.resource),
+            resource_hours(b.left, &b.resource)
         ),
     }
 }

@@ -262,25 +262,34 @@ pub enum PendingReason {
     },
     /// The ClusterQueue's budget reached its `Stop` action: nothing new
     /// is admitted until the period moves on.
-    BudgetSpent {
-        resource: String,
-        flavor: Option<String>,
-        /// Milli-units × ms spent, and the spending at which it stops.
-        spent: i128,
-        stop_at: i128,
-        period: String,
-    },
+    BudgetSpent(Box<BudgetSpent>),
     /// Its declared run time × what it would hold of the budget's resource
     /// is more than is left before the budget stops the queue.
-    BudgetWouldOverrun {
-        resource: String,
-        /// Milli-units of the resource it would hold.
-        held: Amount,
-        runtime: Millis,
-        /// Milli-units × ms left before `Stop`.
-        left: i128,
-        period: String,
-    },
+    BudgetWouldOverrun(Box<BudgetOverrun>),
+}
+
+/// What a stopped budget spent ([`PendingReason::BudgetSpent`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetSpent {
+    pub resource: String,
+    pub flavor: Option<String>,
+    /// Milli-units × ms spent, and the spending at which it stops.
+    pub spent: i128,
+    pub stop_at: i128,
+    pub period: String,
+}
+
+/// Why a declared run time does not fit the budget
+/// ([`PendingReason::BudgetWouldOverrun`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetOverrun {
+    pub resource: String,
+    /// Milli-units of the resource it would hold.
+    pub held: Amount,
+    pub runtime: Millis,
+    /// Milli-units × ms left before `Stop`.
+    pub left: i128,
+    pub period: String,
 }
 
 /// One flavor's verdict for one pod set.
@@ -398,8 +407,8 @@ impl Explanation {
     pub fn same_reason(&self, other: &Explanation) -> bool {
         let reasons_match = match (&self.reason, &other.reason) {
             (PendingReason::WaitingForPreemption { .. }, PendingReason::WaitingForPreemption { .. }) => true,
-            (PendingReason::BudgetSpent { .. }, PendingReason::BudgetSpent { .. }) => true,
-            (PendingReason::BudgetWouldOverrun { .. }, PendingReason::BudgetWouldOverrun { .. }) => true,
+            (PendingReason::BudgetSpent(_), PendingReason::BudgetSpent(_)) => true,
+            (PendingReason::BudgetWouldOverrun(_), PendingReason::BudgetWouldOverrun(_)) => true,
             (a, b) => a == b,
         };
         reasons_match
@@ -429,8 +438,8 @@ impl Explanation {
             PendingReason::Backoff { .. } => "Backoff",
             PendingReason::Reserved { .. } => "Reserved",
             PendingReason::WouldDelayReservation { .. } => "WouldDelayReservation",
-            PendingReason::BudgetSpent { .. } => "BudgetSpent",
-            PendingReason::BudgetWouldOverrun { .. } => "BudgetWouldOverrun",
+            PendingReason::BudgetSpent(_) => "BudgetSpent",
+            PendingReason::BudgetWouldOverrun(_) => "BudgetWouldOverrun",
         }
     }
 }

@@ -178,8 +178,9 @@ pub mod shape;
 pub mod usage;
 
 pub use decision::{
-    Admission, Backfilled, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict, NeverOnNodes, PendingReason,
-    PodSetAssignment, Preemption, PreemptionReason, ReservedNodes, ReservedStart, TopologyDomain, Verdict,
+    Admission, Backfilled, BudgetOverrun, BudgetSpent, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict,
+    NeverOnNodes, PendingReason, PodSetAssignment, Preemption, PreemptionReason, ReservedNodes, ReservedStart,
+    TopologyDomain, Verdict,
 };
 pub use engine::{
     Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, UsageChange, WorkloadState,

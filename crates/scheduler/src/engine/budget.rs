@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use crate::decision::{Explanation, PendingReason};
+use crate::decision::{BudgetOverrun, BudgetSpent, Explanation, PendingReason};
 use crate::ledger::FrKey;
 use crate::model::{Amount, BudgetAction, BudgetStanding};
 
@@ -63,13 +63,13 @@ impl Engine {
             }
             Some(given) => {
                 let stopped = (given.action == Some(BudgetAction::Stop)).then(|| {
-                    Arc::new(Explanation::new(PendingReason::BudgetSpent {
+                    Arc::new(Explanation::new(PendingReason::BudgetSpent(Box::new(BudgetSpent {
                         resource: given.resource.clone(),
                         flavor: given.flavor.clone(),
                         spent: given.spent,
                         stop_at: given.stop_at.unwrap_or(given.limit),
                         period: given.period.clone(),
-                    }))
+                    }))))
                 });
                 self.budgets.by_cq.insert(cq, Standing { given, stopped });
             }
@@ -148,13 +148,13 @@ impl Engine {
             .sum();
         let left = (stop_at - s.spent).max(0);
         (held > 0 && i128::from(held) * i128::from(runtime) > left).then(|| {
-            Explanation::new(PendingReason::BudgetWouldOverrun {
+            Explanation::new(PendingReason::BudgetWouldOverrun(Box::new(BudgetOverrun {
                 resource: s.resource.clone(),
                 held,
                 runtime,
                 left,
                 period: s.period.clone(),
-            })
+            })))
         })
     }
 }
