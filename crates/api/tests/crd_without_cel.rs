@@ -280,6 +280,8 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("cq-preemption.yaml", "q8", "spec.backfill.maxDelayMinutes"),
     ("cq-preemption.yaml", "q9", "spec.backfill.depth"),
     ("cq-preemption.yaml", "q10", "spec.backfill.depth"),
+    ("cq-budget.yaml", "b2", "spec.budget.hours"),
+    ("cq-budget.yaml", "b3", "spec.budget.actions[0].atPercent"),
     // Empty groups.
     ("cq-empty-group.yaml", "q", "spec.resourceGroups[0].coveredResources"),
     // Names of the cohort, flavors and resources.

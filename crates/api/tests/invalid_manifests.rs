@@ -91,6 +91,17 @@ const CASES: &[(&str, &[&str])] = &[
             "q10#spec.backfill.depth",
         ],
     ),
+    // A budget: more than 0 hours, percentages 1 to 1000, steps that go
+    // up in both percentage and action.
+    (
+        "cq-budget.yaml",
+        &[
+            "b1#spec.budget.hours",
+            "b2#spec.budget.hours",
+            "b3#spec.budget.actions[0].atPercent",
+            "b4#spec.budget.actions[1]",
+        ],
+    ),
     // Groups are not empty.
     (
         "cq-empty-group.yaml",

@@ -35,6 +35,8 @@ pub enum AdapterError {
     Count { field: String, value: i64 },
     #[error("{field}: {value} must be at most count ({count})")]
     MinCount { field: String, value: i64, count: i64 },
+    #[error("{field}: {value:?} is not a number of resource-hours (digits, at most six decimals)")]
+    Hours { field: String, value: String },
 }
 
 /// A ResourceFlavor as the engine sees it.
@@ -390,6 +392,11 @@ fn backfill_admission(b: &eng::Backfilled) -> Option<api::BackfillAdmission> {
 /// Epoch milliseconds as an API time (the epoch if out of range).
 pub fn time_of(ms: eng::Millis) -> Time {
     Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// An API time as epoch milliseconds.
+pub fn millis_of(t: &Time) -> eng::Millis {
+    t.0.as_millisecond()
 }
 
 /// The record of [`backfill_admission`] as the engine takes it back

@@ -7,6 +7,8 @@
 //!   types (total, or an error with the field path);
 //! - [`foreign`]: another controller's admissions (Kueue's Workloads) as
 //!   quota the engine must count;
+//! - [`usage`]: budgets, and usage over time between `status.usage` and
+//!   the usage book;
 //! - [`text`]: the engine's decisions (why a workload waits, why it was
 //!   preempted or evicted) into the sentences users read in conditions,
 //!   Events and reports. The engine returns structure only.
@@ -19,5 +21,6 @@ pub mod adapter;
 pub mod foreign;
 pub mod nodes;
 pub mod text;
+pub mod usage;
 
 pub use adapter::*;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{FairSharing, FairSharingStatus, FlavorUsage, StopPolicy};
 use super::idle_reclaim::IdleReclaim;
 use super::quota::{self, FlavorQuotas, ResourceGroup};
+use super::usage::{Budget, BudgetStatus, UsageStatus};
 use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violations};
 
 /// A ClusterQueue holds quota: for each resource group, how much of each
@@ -139,6 +140,13 @@ pub struct ClusterQueueSpec {
     /// delay it (EASY backfill). Absent: no reservation, as in Kueue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill: Option<Backfill>,
+    /// How much of a resource (GPUs by default) the queue may use per
+    /// period, in resource-hours, and what happens as it is spent: `Warn`,
+    /// `Deprioritize` (behind the rest of the cohort, no borrowing) or
+    /// `Stop` (nothing new admitted; admitted work runs on). Absent: no
+    /// budget; usage is still accounted (`status.usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 /// The most `spec.backfill.maxDelayMinutes` may be: a week.
@@ -357,6 +365,12 @@ pub struct ClusterQueueStatus {
     /// `status.fairSharing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_sharing: Option<FairSharingStatus>,
+    /// Resource-hours used over time, per flavor and resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageStatus>,
+    /// The budget's period, spending, projection and action reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetStatus>,
 }
 
 impl ClusterQueueSpec {
@@ -412,6 +426,9 @@ impl Validate for ClusterQueue {
         }
         if let Some(fair) = &spec.fair_sharing {
             fair.validate_into(&mut v, "spec.fairSharing");
+        }
+        if let Some(budget) = &spec.budget {
+            budget.validate_into(&mut v, "spec.budget");
         }
         quota::validate_resource_groups(
             &mut v,

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{FlavorUsage, StopPolicy};
+use super::usage::UsageStatus;
 use super::visibility::{ClusterQueueSummary, PendingWorkload};
 use crate::validation::{DNS1123_SUBDOMAIN_PATTERN, Validate, Violation, Violations};
 
@@ -111,6 +112,10 @@ pub struct LocalQueueStatus {
     /// When `pending` was computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_as_of: Option<Time>,
+    /// Resource-hours this queue's workloads used over time, per flavor
+    /// and resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageStatus>,
 }
 
 impl Validate for LocalQueue {

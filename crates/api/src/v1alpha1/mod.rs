@@ -17,6 +17,7 @@ pub mod local_queue;
 pub mod priority_class;
 pub mod quota;
 pub mod resource_flavor;
+pub mod usage;
 pub mod visibility;
 pub mod workload;
 
@@ -33,6 +34,9 @@ pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
 pub use quota::{FlavorQuotas, ResourceGroup, ResourceQuota};
 pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
+pub use usage::{
+    Budget, BudgetAction, BudgetPeriod, BudgetStatus, BudgetStep, BudgetWindow, ResourceHours, UsageBucket, UsageStatus,
+};
 pub use visibility::{ClusterQueueSummary, FlavorQuota, PendingWorkload, ResourceQuotaUsage};
 pub use workload::{
     Admission, BackfillAdmission, FlavorPendingReason, PendingExplanation, PodSet, PodSetAssignment, RequeueState,

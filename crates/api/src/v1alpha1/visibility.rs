@@ -35,6 +35,9 @@ pub struct ClusterQueueSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub flavors: Vec<FlavorQuota>,
+    /// Its budget now, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::usage::BudgetStatus>,
 }
 
 /// Quota and usage of one flavor.

@@ -135,6 +135,7 @@ pub(super) fn local_queue_status(
         cluster_queue,
         pending: pending.map(|p| p.workloads.clone()).unwrap_or_default(),
         pending_as_of: pending.and_then(|p| p.as_of.clone()),
+        usage: None,
     }
 }
 
