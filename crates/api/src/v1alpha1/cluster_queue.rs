@@ -146,7 +146,7 @@ pub struct ClusterQueueSpec {
     /// `Stop` (nothing new admitted; admitted work runs on). Absent: no
     /// budget; usage is still accounted (`status.usage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Budget>,
+    pub budget: Option<Box<Budget>>,
 }
 
 /// The most `spec.backfill.maxDelayMinutes` may be: a week.
@@ -367,10 +367,10 @@ pub struct ClusterQueueStatus {
     pub fair_sharing: Option<FairSharingStatus>,
     /// Resource-hours used over time, per flavor and resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageStatus>,
+    pub usage: Option<Box<UsageStatus>>,
     /// The budget's period, spending, projection and action reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<BudgetStatus>,
+    pub budget: Option<Box<BudgetStatus>>,
 }
 
 impl ClusterQueueSpec {

@@ -115,7 +115,7 @@ pub struct LocalQueueStatus {
     /// Resource-hours this queue's workloads used over time, per flavor
     /// and resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageStatus>,
+    pub usage: Option<Box<UsageStatus>>,
 }
 
 impl Validate for LocalQueue {

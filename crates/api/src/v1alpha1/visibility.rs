@@ -37,7 +37,7 @@ pub struct ClusterQueueSummary {
     pub flavors: Vec<FlavorQuota>,
     /// Its budget now, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<super::usage::BudgetStatus>,
+    pub budget: Option<Box<super::usage::BudgetStatus>>,
 }
 
 /// Quota and usage of one flavor.
