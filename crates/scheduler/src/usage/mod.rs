@@ -22,6 +22,7 @@
 
 mod buckets;
 mod budget;
+mod govern;
 mod period;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 pub use buckets::{Buckets, DAY, HOUR};
 pub use budget::{Budget, Spending, spending};
+pub use govern::{Accounting, BudgetChange};
 pub use period::{Period, Span, Window};
 
 use crate::engine::UsageChange;

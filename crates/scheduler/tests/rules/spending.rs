@@ -154,3 +154,47 @@ fn with_a_usage_history_the_queue_that_used_the_cohort_waits_behind_one_that_did
     w.e.set_usage_history("a", &[]).unwrap();
     assert_eq!(w.share("a"), 250);
 }
+
+#[test]
+fn accounting_governs_the_engine_as_the_budget_is_spent_and_reports_each_change() {
+    use sluice_scheduler::usage::{Accounting, Budget, Period, Window};
+    let mut w = World::with_config(
+        EngineConfig {
+            metering: true,
+            ..Default::default()
+        },
+        vec![cq("a").quota("a100", vec![q(GPU, 8)])],
+    );
+    let mut acc = Accounting::new(None);
+    acc.set_budget(
+        "a",
+        Some(Budget {
+            resource: GPU.into(),
+            flavor: None,
+            limit: 16 * GPU_HOUR,
+            period: Period::Day,
+            window: Window::Calendar,
+            actions: vec![(50, BudgetAction::Warn), (100, BudgetAction::Stop)],
+        }),
+    );
+    w.add(wl("first").queue("a").pods(1, &[(GPU, 8)]));
+    acc.govern(&mut w.e, 0);
+    w.cycle(0);
+    acc.charge(&mut w.e, 0);
+    let changes = acc.govern(&mut w.e, HOUR);
+    assert_eq!(changes[0].after, Some(BudgetAction::Warn), "8 of 16 GPU-hours");
+    let changes = acc.govern(&mut w.e, 2 * HOUR);
+    assert_eq!(
+        (changes[0].before, changes[0].after),
+        (Some(BudgetAction::Warn), Some(BudgetAction::Stop))
+    );
+    w.e.finish("first").unwrap();
+    acc.charge(&mut w.e, 2 * HOUR);
+    w.add(wl("second").queue("a").pods(1, &[(GPU, 1)]));
+    assert!(w.cycle(2 * HOUR).admitted.is_empty(), "stopped: {}", w.why("second"));
+    assert!(
+        acc.govern(&mut w.e, 3 * HOUR).is_empty(),
+        "nothing held, nothing changes"
+    );
+    assert_eq!(acc.spending("a").unwrap().spent, 16 * GPU_HOUR);
+}
