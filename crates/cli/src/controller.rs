@@ -84,6 +84,15 @@ pub struct ControllerArgs {
     /// this long ago (most waits in a busy queue end sooner; 0: at once).
     #[arg(long, env = "SLUICE_EXPLAIN_AFTER", default_value = "5s", value_parser = parse_duration)]
     explain_after: Duration,
+    /// How often usage over time (GPU-hours per queue) is written into
+    /// ClusterQueue and LocalQueue status: the most a restart can lose.
+    #[arg(long, env = "SLUICE_USAGE_FLUSH_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    usage_flush_interval: Duration,
+    /// Fair sharing over time: the half-life of the decayed average usage
+    /// that counts, above nominal quota, as borrowing when shares are
+    /// compared (e.g. 24h); 0: off, shares count current borrowing only.
+    #[arg(long, env = "SLUICE_USAGE_HALF_LIFE", default_value = "0", value_parser = parse_duration)]
+    usage_half_life: Duration,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
     /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
@@ -274,6 +283,8 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
         queue_status_interval,
         explain_qps,
         explain_after,
+        usage_flush_interval,
+        usage_half_life,
         integrations,
         prometheus_url,
         prometheus_ca_file,
@@ -299,6 +310,8 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             backoff_max_ms: millis(requeue_backoff_max),
             requeue_limit,
             explain_after_ms: millis(explain_after),
+            usage_flush_ms: millis(usage_flush_interval).max(1000),
+            usage_half_life_ms: Some(millis(usage_half_life)).filter(|&h| h > 0),
             placement: placement.into(),
             fair_sharing: fair_sharing(fair_sharing_mode, fair_sharing_strategies),
             ..IndexConfig::default()

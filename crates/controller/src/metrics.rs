@@ -58,6 +58,12 @@ pub struct Metrics {
     pub nominal: Family<Labels, Gauge>,
     pub cluster_queue_share: Family<Labels, Gauge<f64, AtomicU64>>,
     pub cohort_share: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub usage_hours: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub local_usage_hours: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub budget_spent: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub budget_limit: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub budget_projected: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub budget_action: Family<Labels, Gauge>,
     pub cycle_duration: Histogram,
     pub writes: Family<Labels, Counter>,
     pub write_errors: Family<Labels, Counter>,
@@ -110,6 +116,12 @@ impl Metrics {
             nominal: Family::default(),
             cluster_queue_share: Family::default(),
             cohort_share: Family::default(),
+            usage_hours: Family::default(),
+            local_usage_hours: Family::default(),
+            budget_spent: Family::default(),
+            budget_limit: Family::default(),
+            budget_projected: Family::default(),
+            budget_action: Family::default(),
             // 100 µs .. ~3 s
             cycle_duration: Histogram::new(exponential_buckets(0.000_1, 2.0, 16)),
             writes: Family::default(),
@@ -128,6 +140,7 @@ impl Metrics {
         };
         m.register_admissions(&mut r);
         m.register_quota(&mut r);
+        m.register_budgets(&mut r);
         m.register_writes(&mut r);
         m.register_health(&mut r);
         m.register_idle(&mut r);
@@ -181,6 +194,40 @@ impl Metrics {
             "cohort_weighted_share",
             "Weighted share of each cohort in fair sharing (thousandths of what its parent can lend, divided by its weight; +Inf when it borrows with weight 0)",
             self.cohort_share.clone(),
+        );
+    }
+
+    /// Usage over time and budgets, as of the last flush.
+    fn register_budgets(&self, r: &mut Registry) {
+        r.register(
+            "usage_resource_hours",
+            "Resource-hours used per ClusterQueue, flavor and resource since accounting began (GPU-hours for GPUs), as of the last flush",
+            self.usage_hours.clone(),
+        );
+        r.register(
+            "local_queue_usage_resource_hours",
+            "Resource-hours used per LocalQueue, flavor and resource since accounting began, as of the last flush",
+            self.local_usage_hours.clone(),
+        );
+        r.register(
+            "budget_spent_resource_hours",
+            "Resource-hours a ClusterQueue spent of its budget in the current period",
+            self.budget_spent.clone(),
+        );
+        r.register(
+            "budget_limit_resource_hours",
+            "Resource-hours a ClusterQueue's budget allows per period",
+            self.budget_limit.clone(),
+        );
+        r.register(
+            "budget_projected_resource_hours",
+            "Resource-hours a ClusterQueue is projected to spend in the period if what it holds stays held",
+            self.budget_projected.clone(),
+        );
+        r.register(
+            "budget_action",
+            "The budget action a ClusterQueue reached: 0 none, 1 Warn, 2 Deprioritize, 3 Stop",
+            self.budget_action.clone(),
         );
     }
 
@@ -267,6 +314,50 @@ impl Metrics {
         self.cluster_queue_share
             .get_or_create(&vec![("cluster_queue", name.to_string())])
             .set(share_value(weighted_share));
+    }
+
+    /// Resource-hours a ClusterQueue used since accounting began.
+    pub fn usage_hours(&self, cluster_queue: &str, flavor: &str, resource: &str, hours: f64) {
+        self.usage_hours
+            .get_or_create(&vec![
+                ("cluster_queue", cluster_queue.to_string()),
+                ("flavor", flavor.to_string()),
+                ("resource", resource.to_string()),
+            ])
+            .set(hours);
+    }
+
+    /// Resource-hours a LocalQueue (`namespace/name`) used since
+    /// accounting began.
+    pub fn local_usage_hours(&self, local_queue: &str, flavor: &str, resource: &str, hours: f64) {
+        let (namespace, name) = local_queue.split_once('/').unwrap_or(("", local_queue));
+        self.local_usage_hours
+            .get_or_create(&vec![
+                ("namespace", namespace.to_string()),
+                ("local_queue", name.to_string()),
+                ("flavor", flavor.to_string()),
+                ("resource", resource.to_string()),
+            ])
+            .set(hours);
+    }
+
+    /// A ClusterQueue's budget: spent, limit and projected resource-hours.
+    pub fn budget(&self, cluster_queue: &str, resource: &str, spent: f64, limit: f64, projected: f64) {
+        let labels = vec![
+            ("cluster_queue", cluster_queue.to_string()),
+            ("resource", resource.to_string()),
+        ];
+        self.budget_spent.get_or_create(&labels).set(spent);
+        self.budget_limit.get_or_create(&labels).set(limit);
+        self.budget_projected.get_or_create(&labels).set(projected);
+    }
+
+    /// The budget action a ClusterQueue reached (0 none, 1 Warn, 2
+    /// Deprioritize, 3 Stop).
+    pub fn budget_action(&self, cluster_queue: &str, action: i64) {
+        self.budget_action
+            .get_or_create(&vec![("cluster_queue", cluster_queue.to_string())])
+            .set(action);
     }
 
     /// A cohort's weighted share ([`share_value`]).

@@ -58,6 +58,10 @@ pub const IDLE_CHECK_UNAVAILABLE: &str = "IdleCheckUnavailable";
 /// it does not select (`False`, naming them). Admitted workloads of those
 /// LocalQueues keep running; new ones wait with `NamespaceNotSelected`.
 pub const NAMESPACES_SELECTED: &str = "NamespacesSelected";
+/// ClusterQueue condition, with `spec.budget`: `True` while no budget
+/// action applies; `False` with the action (`Warn`, `Deprioritize`,
+/// `Stop`) as reason once spending reached it.
+pub const WITHIN_BUDGET: &str = "WithinBudget";
 
 /// Standard condition status values.
 pub mod status {

@@ -4,16 +4,20 @@
 //! queue (why it cannot admit, its counts and usage).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
 
 use sluice_api::Validate;
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor, WorkloadPriorityClass};
 use sluice_scheduler::WorkloadState;
+use sluice_scheduler::usage::Account;
 
 use super::errors::{IndexError, admissible};
-use super::{Index, Kind, LocalQueueStats, key_of};
+use super::{Index, Kind, LocalQueueStats, key_of, reference};
 use crate::plan::{ObjKey, QueueRef};
-use sluice_convert::adapter;
+use sluice_convert::{adapter, usage};
 
 impl Index {
     /// Names of the ClusterQueues the index holds (valid ones).
@@ -138,6 +142,11 @@ impl Index {
 
     pub fn apply_cluster_queue(&mut self, cq: ClusterQueue) {
         let Some(name) = cq.metadata.name.clone() else { return };
+        self.restore_usage(
+            Account::ClusterQueue(Arc::from(name.as_str())),
+            cq.status.as_ref().and_then(|s| s.usage.as_deref()),
+            cluster_queue_ref(&name),
+        );
         if let Some(old) = self.defs.cluster_queues.get_mut(&name)
             && old.spec == cq.spec
         {
@@ -150,6 +159,9 @@ impl Index {
         match admissible(&cq, adapter::cluster_queue) {
             Ok(spec) => {
                 self.clear_error(Kind::ClusterQueue, &name);
+                // Validated with the queue: the budget converts.
+                let budget = cq.spec.budget.as_deref().and_then(|b| usage::budget(b).ok());
+                self.usage.accounting.set_budget(&name, budget);
                 self.engine.upsert_cluster_queue(spec);
                 self.defs.cluster_queues.insert(name, cq);
                 self.retry_unrestored();
@@ -166,6 +178,7 @@ impl Index {
         self.clear_error(Kind::ClusterQueue, name);
         if self.defs.cluster_queues.remove(name).is_some() {
             self.engine.remove_cluster_queue(name);
+            self.usage.accounting.set_budget(name, None);
         }
     }
 
@@ -173,6 +186,11 @@ impl Index {
         let Some(key) = key_of(lq.metadata.namespace.as_deref(), lq.metadata.name.as_deref()) else {
             return;
         };
+        self.restore_usage(
+            Account::LocalQueue(Arc::from(adapter::local_queue_key(&key.namespace, &key.name).as_str())),
+            lq.status.as_ref().and_then(|s| s.usage.as_deref()),
+            reference("sluice.dev/v1alpha1", "LocalQueue", &key, lq.metadata.uid.as_deref()),
+        );
         if let Some(old) = self.defs.local_queues.get_mut(&key)
             && old.spec == lq.spec
         {
@@ -385,5 +403,15 @@ impl Index {
 
     pub fn delete_priority_class(&mut self, name: &str) {
         self.defs.pod_classes.remove(name);
+    }
+}
+
+/// A reference to a ClusterQueue, for Events.
+fn cluster_queue_ref(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("sluice.dev/v1alpha1".into()),
+        kind: Some("ClusterQueue".into()),
+        name: Some(name.to_string()),
+        ..Default::default()
     }
 }

@@ -30,10 +30,16 @@ impl Index {
         self.outbox.retry_soon = false;
         self.catch_up(now_ms);
         self.flush_placement();
+        self.govern_usage(now_ms);
         let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
         self.take_decisions(&cycle, now_ms);
+        self.charge_usage(now_ms);
         self.withdraw_stale_notices(now_ms);
         let wake = self.next_wake(cycle.next_wakeup);
+        let wake = match self.next_govern(now_ms) {
+            Some(t) => Some(wake.map_or(t, |w| w.min(t))),
+            None => wake,
+        };
         let mut plans = self.take_plans();
         plans.extend(self.take_explanations(self.config.explanations_per_cycle, now_ms));
         plans.extend(self.take_finished_states());

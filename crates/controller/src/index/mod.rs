@@ -48,7 +48,9 @@
 //! - `status`: decision → Workload status (conditions, reason,
 //!   message), pure functions;
 //! - `errors`: malformed and unusable objects;
-//! - `placement`: Nodes and bound pods, summed for the engine's placement.
+//! - `placement`: Nodes and bound pods, summed for the engine's placement;
+//! - `usage`: usage over time charged, budgets governed, records flushed
+//!   into queue statuses and restored from them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -82,6 +84,7 @@ mod placement;
 mod referents;
 mod reshape;
 mod status;
+mod usage;
 mod visibility;
 mod workload;
 
@@ -91,6 +94,7 @@ pub use forecast::ForecastJob;
 pub use idle::{IdleApplied, IdleOutcome, IdleTarget};
 pub use placement::PodEntry;
 pub use status::set_condition;
+pub use usage::{budget_effect, budget_reason};
 pub use visibility::PendingSnapshot;
 
 use entry::{GangEntry, WlEntry};
@@ -208,6 +212,13 @@ pub struct IndexConfig {
     /// counted (`--kueue-usage=count`, Kueue's CRDs served, no
     /// `--kueue-compat`): they are watched.
     pub kueue_workloads: Option<String>,
+    /// How often usage over time is flushed into queue statuses
+    /// (`--usage-flush-interval`): what a restart may lose at most.
+    pub usage_flush_ms: i64,
+    /// Half-life of the decayed usage fair sharing weighs
+    /// (`--usage-half-life`); `None`: fair sharing counts current
+    /// borrowing only.
+    pub usage_half_life_ms: Option<i64>,
 }
 
 impl IndexConfig {
@@ -241,6 +252,8 @@ impl Default for IndexConfig {
             placement: eng::PlacementMode::QuotaOnly,
             fair_sharing: eng::FairSharing::default(),
             kueue_workloads: None,
+            usage_flush_ms: 60_000,
+            usage_half_life_ms: None,
         }
     }
 }
@@ -304,6 +317,8 @@ pub struct Index {
     kueue: foreign::KueueUsage,
     /// The last idle-GPU check's health (`None`: none ran yet).
     idle_health: Option<idle::IdleHealth>,
+    /// Usage over time, budgets, and what was last flushed.
+    usage: usage::Usage,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -330,8 +345,10 @@ impl Index {
         let engine = Engine::with_config(eng::EngineConfig {
             placement: config.placement,
             fair_sharing: config.fair_sharing,
+            metering: true,
             ..Default::default()
         });
+        let usage = usage::Usage::new(config.usage_flush_ms, config.usage_half_life_ms);
         Self {
             config,
             engine,
@@ -344,6 +361,7 @@ impl Index {
             pods_over: Default::default(),
             kueue: foreign::KueueUsage::default(),
             idle_health: None,
+            usage,
         }
     }
 

@@ -1798,6 +1798,7 @@ mod reshape;
 mod selection;
 mod tenant_property;
 mod trainjob;
+mod usage;
 mod visibility;
 
 #[test]

@@ -76,7 +76,7 @@ impl Index {
             pending_workloads: usage.as_ref().map_or(0, |u| count(u.pending)),
             admitted_workloads: usage.as_ref().map_or(0, |u| count(u.admitted)),
             flavors,
-            budget: None,
+            budget: self.budget_status(name).map(Box::new),
         })
     }
 

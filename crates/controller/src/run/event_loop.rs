@@ -401,6 +401,7 @@ async fn hand_out_lazy_writes(
         return;
     }
     let mut ix = m.lock().await;
+    ix.flush_usage(now_ms());
     let mut plans = ix.take_explanations(cfg.index.explanations_per_cycle, now_ms());
     plans.extend(ix.take_finished_states());
     plans.extend(queue_status.plans(&ix, &shared.metrics, cfg));

@@ -12,6 +12,7 @@
 //! what keeps that from costing a write per admission.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -22,12 +23,14 @@ use sluice_api::quantity::to_quantity;
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{
     ClusterQueueStatus, ClusterQueueSummary, CohortStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
-    ResourceUsage,
+    ResourceUsage, UsageStatus,
 };
+use sluice_convert::adapter;
+use sluice_scheduler::usage::{self, Account};
 use sluice_scheduler::{FairShare, QueueUsage};
 
 use super::RunConfig;
-use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
+use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot, budget_effect};
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, ObjKey, Plan, Purpose, QueueRef, Step};
 
@@ -45,6 +48,8 @@ pub(super) struct QueueStatusWriter {
     pub(super) active_since: HashMap<QueueRef, (bool, Time)>,
     /// When each ClusterQueue's NamespacesSelected condition last changed.
     pub(super) selected_since: HashMap<QueueRef, (bool, Time)>,
+    /// When each ClusterQueue's WithinBudget condition last changed.
+    pub(super) budget_since: HashMap<QueueRef, (bool, Time)>,
     /// The NamespacesSelected problem last logged and told in an Event,
     /// per ClusterQueue with LocalQueues (once per distinct message).
     pub(super) selection_warned: HashMap<String, String>,
@@ -126,6 +131,7 @@ pub(super) fn local_queue_status(
     stats: &LocalQueueStats,
     cluster_queue: Option<ClusterQueueSummary>,
     pending: Option<&PendingSnapshot>,
+    usage: Option<UsageStatus>,
 ) -> LocalQueueStatus {
     LocalQueueStatus {
         pending_workloads: count(stats.pending),
@@ -135,7 +141,7 @@ pub(super) fn local_queue_status(
         cluster_queue,
         pending: pending.map(|p| p.workloads.clone()).unwrap_or_default(),
         pending_as_of: pending.and_then(|p| p.as_of.clone()),
-        usage: None,
+        usage: usage.map(Box::new),
     }
 }
 
@@ -177,6 +183,12 @@ pub(super) fn cluster_queue_body(status: &ClusterQueueStatus, held: bool) -> Val
     if let Some(f) = &status.fair_sharing {
         body["fairSharing"] = json!(f);
     }
+    if let Some(u) = &status.usage {
+        body["usage"] = json!(u);
+    }
+    if let Some(b) = &status.budget {
+        body["budget"] = json!(b);
+    }
     body
 }
 
@@ -194,6 +206,9 @@ pub(super) fn local_queue_body(status: &LocalQueueStatus) -> Value {
     if let Some(at) = &status.pending_as_of {
         body["pending"] = json!(status.pending);
         body["pendingAsOf"] = json!(at);
+    }
+    if let Some(u) = &status.usage {
+        body["usage"] = json!(u);
     }
     body
 }
@@ -213,6 +228,21 @@ fn record_usage(m: &Metrics, name: &str, u: &QueueUsage) {
     for r in &u.resources {
         m.usage.get_or_create(&labels(&r.flavor, &r.resource)).set(r.used);
         m.nominal.get_or_create(&labels(&r.flavor, &r.resource)).set(r.nominal);
+    }
+}
+
+/// The budget and usage-over-time metrics of a ClusterQueue, as of the
+/// last flush.
+fn record_budget(m: &Metrics, name: &str, ix: &Index) {
+    if let Some(record) = ix.usage_records().get(&Account::ClusterQueue(Arc::from(name))) {
+        for meter in &record.meters {
+            m.usage_hours(name, &meter.flavor, &meter.resource, usage::hours(meter.total));
+        }
+    }
+    if let Some(b) = ix.budget_status(name) {
+        let hours = |s: &str| s.parse::<f64>().unwrap_or(0.0);
+        m.budget(name, &b.resource, hours(&b.spent), hours(&b.limit), hours(&b.projected));
+        m.budget_action(name, ix.budget_action(name).flatten().map_or(0, |a| a as i64 + 1));
     }
 }
 
@@ -321,6 +351,47 @@ impl QueueStatusWriter {
         })
     }
 
+    /// A ClusterQueue's `WithinBudget` condition (with a budget), keeping
+    /// its transition time while the status stays the same. The figures
+    /// are those of the last flush; the status follows the action now.
+    fn budget_condition(&mut self, ix: &Index, name: &str, now: &Time) -> Option<Condition> {
+        let action = ix.budget_action(name)?;
+        let holds = action.is_none();
+        let id = QueueRef::ClusterQueue(name.to_string());
+        let observed = match self.budget_since.contains_key(&id) {
+            true => None,
+            false => observed_since(ix, &id, cond::WITHIN_BUDGET, holds),
+        };
+        let since = self
+            .budget_since
+            .entry(id)
+            .or_insert_with(|| (holds, observed.unwrap_or_else(|| now.clone())));
+        if since.0 != holds {
+            *since = (holds, now.clone());
+        }
+        let figures = ix
+            .budget_status(name)
+            .map(|b| {
+                format!(
+                    "{} of {} {}-hours spent ({}%) from {}; {} projected by {}",
+                    b.spent, b.limit, b.resource, b.percent, b.period_start.0, b.projected, b.period_end.0
+                )
+            })
+            .unwrap_or_else(|| "not measured yet".to_string());
+        let (reason, message) = match action {
+            None => ("WithinBudget".to_string(), figures),
+            Some(a) => (format!("{a:?}"), format!("{}: {figures}", budget_effect(a))),
+        };
+        Some(Condition {
+            type_: cond::WITHIN_BUDGET.into(),
+            status: if holds { cond::status::TRUE } else { cond::status::FALSE }.into(),
+            reason,
+            message,
+            last_transition_time: since.1.clone(),
+            observed_generation: None,
+        })
+    }
+
     /// The status every queue and Cohort should have now (`now`: RFC
     /// 3339, as [`QueueStatusWriter::plans`] gives it); updates the usage
     /// and weighted-share metrics.
@@ -348,7 +419,7 @@ impl QueueStatusWriter {
             wanted.push(self.cluster_queue_wanted(ix, m, name, &now, &mut events));
         }
         for (key, st) in ix.local_queue_stats() {
-            wanted.push(self.local_queue_wanted(ix, key, &st, &now));
+            wanted.push(self.local_queue_wanted(ix, m, key, &st, &now));
         }
         for name in with_errors(ix, ix.cohort_object_names(), Kind::Cohort) {
             let id = QueueRef::Cohort(name.clone());
@@ -402,7 +473,13 @@ impl QueueStatusWriter {
             .conditions
             .extend(self.selection_condition(ix, &name, now, events));
         status.conditions.extend(ix.idle_check_condition(&name));
+        status.conditions.extend(self.budget_condition(ix, &name, now));
         status.gpus = ix.cluster_queue_gpus(&name);
+        status.usage = ix
+            .usage_status(&Account::ClusterQueue(Arc::from(name.as_str())))
+            .map(Box::new);
+        status.budget = ix.budget_status(&name).map(Box::new);
+        record_budget(m, &name, ix);
         if ix.fair_sharing()
             && usage.is_some()
             && let Some(share) = ix.engine().cluster_queue_share(&name)
@@ -415,7 +492,14 @@ impl QueueStatusWriter {
 
     /// A LocalQueue's status: its counts, its ClusterQueue's summary, its
     /// pending workloads.
-    fn local_queue_wanted(&mut self, ix: &Index, key: ObjKey, st: &LocalQueueStats, now: &Time) -> (QueueRef, Value) {
+    fn local_queue_wanted(
+        &mut self,
+        ix: &Index,
+        m: &Metrics,
+        key: ObjKey,
+        st: &LocalQueueStats,
+        now: &Time,
+    ) -> (QueueRef, Value) {
         let problem = ix.local_queue_problem(&key);
         let summary = ix.local_queue_target(&key).and_then(|cq| ix.cluster_queue_summary(cq));
         let pending = ix.pending_snapshot(&key);
@@ -427,7 +511,21 @@ impl QueueStatusWriter {
             "Can submit new workloads to its ClusterQueue",
             now,
         );
-        let status = local_queue_status(condition, st, summary, pending);
+        let account = match &id {
+            QueueRef::LocalQueue(k) => Some(Account::LocalQueue(Arc::from(
+                adapter::local_queue_key(&k.namespace, &k.name).as_str(),
+            ))),
+            _ => None,
+        };
+        if let Some(record) = account.as_ref().and_then(|a| ix.usage_records().get(a))
+            && let Some(Account::LocalQueue(lq)) = &account
+        {
+            for meter in &record.meters {
+                m.local_usage_hours(lq, &meter.flavor, &meter.resource, usage::hours(meter.total));
+            }
+        }
+        let usage = account.and_then(|a| ix.usage_status(&a));
+        let status = local_queue_status(condition, st, summary, pending, usage);
         (id, local_queue_body(&status))
     }
 
@@ -438,6 +536,7 @@ impl QueueStatusWriter {
         self.queued.retain(|id, _| ids.contains(id));
         self.active_since.retain(|id, _| ids.contains(id));
         self.selected_since.retain(|id, _| ids.contains(id));
+        self.budget_since.retain(|id, _| ids.contains(id));
         self.selection_warned
             .retain(|name, _| ids.contains(&QueueRef::ClusterQueue(name.clone())));
     }

@@ -1,8 +1,8 @@
 //! Usage over time in buckets: an hour each for the last two days, a UTC
 //! day each before that, for [`KEPT_DAYS`] days. A window's usage counts a
 //! bucket it covers in part by the part covered (usage within a bucket is
-//! taken as even): exact for windows that start on an hour within the
-//! last two days, or on a UTC day before.
+//! taken as even over the part of it already accrued): exact for windows
+//! that start on an hour within the last two days, or on a UTC day before.
 
 use std::collections::BTreeMap;
 
@@ -20,11 +20,14 @@ pub const KEPT_DAYS: i64 = 62;
 pub struct Buckets {
     pub(super) hourly: BTreeMap<Millis, i128>,
     pub(super) daily: BTreeMap<Millis, i128>,
+    /// Accrued up to here: the last bucket holds usage before it only.
+    pub(super) upto: Millis,
 }
 
 impl Buckets {
     /// Adds `rate` (milli-units) held over `[from, to)`, split at hours.
     pub fn accrue(&mut self, rate: i128, from: Millis, to: Millis) {
+        self.upto = self.upto.max(to);
         if rate == 0 || to <= from {
             return;
         }
@@ -53,13 +56,14 @@ impl Buckets {
     /// Usage (amount × ms) within `[from, to)`.
     pub fn within(&self, from: Millis, to: Millis) -> i128 {
         let part = |start: Millis, len: Millis, v: i128| {
-            let overlap = (start + len).min(to) - start.max(from);
+            let end = (start + len).min(self.upto.max(start + 1));
+            let overlap = end.min(to) - start.max(from);
             if overlap <= 0 {
                 0
-            } else if overlap == len {
+            } else if overlap >= end - start {
                 v
             } else {
-                v * i128::from(overlap) / i128::from(len)
+                v * i128::from(overlap) / i128::from(end - start)
             }
         };
         let hourly: i128 = self
@@ -73,16 +77,6 @@ impl Buckets {
             .map(|(&s, &v)| part(s, DAY, v))
             .sum();
         hourly + daily
-    }
-
-    /// Adds another set of buckets (a restored record).
-    pub fn merge(&mut self, other: &Buckets) {
-        for (&s, &v) in &other.hourly {
-            *self.hourly.entry(s).or_default() += v;
-        }
-        for (&s, &v) in &other.daily {
-            *self.daily.entry(s).or_default() += v;
-        }
     }
 
     pub fn hourly(&self) -> impl Iterator<Item = (Millis, i128)> + '_ {
@@ -106,6 +100,8 @@ impl Buckets {
         for (s, v) in daily {
             *b.daily.entry(s.div_euclid(DAY) * DAY).or_default() += v;
         }
+        // Without a flush time, the buckets are taken as whole.
+        b.upto = Millis::MAX;
         b
     }
 }
@@ -124,6 +120,11 @@ mod tests {
         assert_eq!(b.within(0, 2 * HOUR), 3 * i128::from(HOUR));
         // Half of the second hour.
         assert_eq!(b.within(HOUR, HOUR + HOUR / 2), i128::from(HOUR));
+        // The hour in progress holds usage up to now only: a window to now
+        // counts all of it.
+        b.accrue(4, 2 * HOUR, 2 * HOUR + 10);
+        assert_eq!(b.within(2 * HOUR, 2 * HOUR + 10), 40);
+        assert_eq!(b.within(2 * HOUR + 5, 2 * HOUR + 10), 20);
     }
 
     #[test]

@@ -218,13 +218,15 @@ impl UsageBook {
         }
         for r in &record.meters {
             let key = (account.clone(), r.flavor.clone(), r.resource.clone());
+            let mut buckets = r.buckets.clone();
+            buckets.upto = record.flushed_at;
             self.meters.insert(
                 key,
                 Meter {
                     rate: 0,
                     at: record.flushed_at,
                     total: r.total,
-                    buckets: r.buckets.clone(),
+                    buckets,
                     decayed: r.decayed,
                     watermark: record.flushed_at,
                 },

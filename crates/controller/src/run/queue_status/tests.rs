@@ -178,7 +178,7 @@ fn local_queue_status_is_typed_and_applied_as_before() {
     let ok = "Can submit new workloads to its ClusterQueue";
     for (name, problem, stats) in cases {
         let condition = active_condition(problem.map(|(r, m)| (r, m.to_string())), ok, at(since));
-        let status = local_queue_status(condition, &stats, None, None);
+        let status = local_queue_status(condition, &stats, None, None, None);
         // The untyped body.
         let mut flavors: BTreeMap<String, Vec<ResourceUsage>> = BTreeMap::new();
         for ((flavor, resource), used) in &stats.usage {
@@ -218,7 +218,7 @@ fn the_api_types_alone_would_differ_so_the_body_keeps_the_old_shape() {
     let typed = serde_json::to_value(&unheld).unwrap();
     assert_eq!(typed["pendingWorkloads"], 0);
     assert!(cluster_queue_body(&unheld, false).get("pendingWorkloads").is_none());
-    let empty = local_queue_status(c, &LocalQueueStats::default(), None, None);
+    let empty = local_queue_status(c, &LocalQueueStats::default(), None, None, None);
     assert!(serde_json::to_value(&empty).unwrap().get("flavorsUsage").is_none());
     assert_eq!(local_queue_body(&empty)["flavorsUsage"], json!([]));
 }
