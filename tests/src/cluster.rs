@@ -450,7 +450,13 @@ impl Cluster {
     /// How many events.k8s.io Events with `reason` regard the object
     /// `kind`/`name` of the test namespace.
     pub async fn events_about(&self, kind: &str, name: &str, reason: &str) -> Result<usize> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        self.events_about_in(&self.namespace, kind, name, reason).await
+    }
+
+    /// [`Cluster::events_about`] in namespace `ns` (Events about
+    /// cluster-scoped objects go to `default`).
+    pub async fn events_about_in(&self, ns: &str, kind: &str, name: &str, reason: &str) -> Result<usize> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
         let list = api.list(&ListParams::default()).await?;
         Ok(list
             .items

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{BudgetStatus, UsageStatus};
 use sluice_convert::text::resource_hours;
 use sluice_convert::usage as conv;
@@ -112,6 +113,9 @@ impl Index {
     }
 
     fn tell_budget_change(&mut self, c: &BudgetChange) {
+        if self.already_told(c) {
+            return;
+        }
         let Some(s) = self.usage.accounting.spending(&c.cluster_queue) else {
             return;
         };
@@ -146,6 +150,21 @@ impl Index {
                 note,
             })],
         });
+    }
+
+    /// Whether the queue's status already says what a change says (a new
+    /// leader's first look at a budget an earlier one had told of).
+    fn already_told(&self, c: &BudgetChange) -> bool {
+        if c.before.is_some() {
+            return false;
+        }
+        let reason = c.after.map_or_else(|| "WithinBudget".to_string(), |a| format!("{a:?}"));
+        self.defs
+            .cluster_queues
+            .get(&*c.cluster_queue)
+            .and_then(|q| q.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|x| x.type_ == cond::WITHIN_BUDGET))
+            .is_some_and(|x| x.reason == reason)
     }
 
     /// On the bookkeeping tick: every account's record and budget status
