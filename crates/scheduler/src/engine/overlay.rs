@@ -84,6 +84,9 @@ impl Engine {
     }
 
     pub(super) fn fits_overlay(&self, ov: &Overlay, cq: CqId, usage: &[(usize, Amount)], within_nominal: bool) -> bool {
+        // A queue its budget deprioritizes may not borrow, by preemption
+        // either.
+        let within_nominal = within_nominal || self.deprioritized(cq);
         let q = &self.queues.cqs[cq];
         usage.iter().all(|&(slot, amount)| {
             let s = &q.quota.slots[slot];

@@ -198,3 +198,27 @@ fn accounting_governs_the_engine_as_the_budget_is_spent_and_reports_each_change(
     );
     assert_eq!(acc.spending("a").unwrap().spent, 16 * GPU_HOUR);
 }
+
+#[test]
+fn a_deprioritized_queue_does_not_borrow_by_preempting_either() {
+    // a's urgent job needs all 6 GPUs of the cohort: its own 4, after
+    // preempting its own running job, and b's 2 borrowed, which a
+    // deprioritized queue may not.
+    let mut w = World::new(vec![
+        cq("a")
+            .cohort("pool")
+            .quota("a100", vec![q(GPU, 4)])
+            .within(WithinClusterQueue::LowerPriority),
+        cq("b").cohort("pool").quota("a100", vec![q(GPU, 2)]),
+    ]);
+    w.add(wl("low").queue("a").prio(0).pods(1, &[(GPU, 2)]));
+    w.cycle(0);
+    w.e.set_budget_standing("a", Some(standing(Some(BudgetAction::Deprioritize), 9, 10)))
+        .unwrap();
+    w.add(wl("urgent").queue("a").prio(10).at(1).pods(1, &[(GPU, 6)]));
+    let c = w.cycle(1);
+    assert!(c.preempted.is_empty() && c.admitted.is_empty(), "{:?}", victims(&c));
+    // Within budget, it preempts its own job and borrows.
+    w.e.set_budget_standing("a", None).unwrap();
+    assert_eq!(victims(&w.cycle(2)), ["low"]);
+}
