@@ -54,6 +54,8 @@ enum Op {
     Tick(Millis),
     /// Sets a ClusterQueue's stop policy.
     Stop(u8, StopPolicy),
+    /// Gives a ClusterQueue a budget standing (`None`: within budget).
+    Budget(u8, Option<BudgetAction>),
     /// A controller restart: a new engine rebuilt from what is known
     /// (admitted workloads restored with their assignments, evictions
     /// under way evicted again, backoffs given back, the rest pending).
@@ -128,6 +130,16 @@ fn op_gen(queues: u8) -> impl Strategy<Value = Op> {
             ]
         )
             .prop_map(|(q, p)| Op::Stop(q, p)),
+        1 => (
+            0..queues,
+            prop_oneof![
+                2 => Just(None),
+                1 => Just(Some(BudgetAction::Warn)),
+                1 => Just(Some(BudgetAction::Deprioritize)),
+                1 => Just(Some(BudgetAction::Stop))
+            ]
+        )
+            .prop_map(|(q, a)| Op::Budget(q, a)),
         1 => Just(Op::Restart),
     ]
 }
@@ -149,6 +161,20 @@ fn engine(fair: bool) -> Engine {
         metering: true,
         ..Default::default()
     })
+}
+
+/// A budget standing with `action` reached (no early refusals: nothing
+/// declares a run time here).
+fn standing(action: Option<BudgetAction>) -> BudgetStanding {
+    BudgetStanding {
+        action,
+        resource: RESOURCES[0].to_string(),
+        flavor: None,
+        spent: 0,
+        limit: 1,
+        stop_at: None,
+        period: "1d calendar".to_string(),
+    }
 }
 
 fn cq_spec(i: usize, g: &QueueGen) -> ClusterQueueSpec {
@@ -244,6 +270,8 @@ struct Run {
     reported: HashMap<String, Explanation>,
     /// Each queue's stop policy.
     stops: Vec<StopPolicy>,
+    /// Each queue's budget action.
+    budgets: Vec<Option<BudgetAction>>,
     /// Fair sharing on.
     fair: bool,
     /// The usage book, fed with the engine's changes after every step.
@@ -284,6 +312,7 @@ impl Run {
             evicting: BTreeSet::new(),
             reported: HashMap::new(),
             stops: vec![StopPolicy::None; queues.len()],
+            budgets: vec![None; queues.len()],
             fair,
             book: UsageBook::new(None),
             integral: BTreeMap::new(),
@@ -499,6 +528,14 @@ impl Run {
                 self.restart()?;
                 self.log.push("restart".into());
             }
+            Op::Budget(q, action) => {
+                let q = q as usize;
+                self.budgets[q] = action;
+                self.engine
+                    .set_budget_standing(&format!("q{q}"), Some(standing(action)))
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                self.log.push(format!("budget q{q} {action:?}"));
+            }
             Op::Stop(q, policy) => {
                 let q = q as usize;
                 self.stops[q] = policy;
@@ -545,6 +582,11 @@ impl Run {
                 ..Default::default()
             });
         }
+        for (i, &action) in self.budgets.iter().enumerate() {
+            engine
+                .set_budget_standing(&format!("q{i}"), Some(standing(action)))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
         let fail = |e: EngineError| TestCaseError::fail(e.to_string());
         for uid in &self.uids {
             let k = &self.known[uid];
@@ -587,6 +629,16 @@ impl Run {
                 self.stops[k.queue],
                 StopPolicy::None,
                 "{} admitted into a held queue",
+                uid
+            );
+            prop_assert!(
+                self.budgets[k.queue] != Some(BudgetAction::Stop),
+                "{} admitted into a queue its budget stops",
+                uid
+            );
+            prop_assert!(
+                !(a.borrowing && self.budgets[k.queue] == Some(BudgetAction::Deprioritize)),
+                "{} admitted by borrowing into a queue its budget deprioritizes",
                 uid
             );
             prop_assert!(
@@ -838,8 +890,10 @@ proptest! {
     }
 
     /// Liveness: once everything admitted has finished (and nothing holds
-    /// quota), a workload still waits only if it can never fit its queue, or
-    /// waits behind such a head in a StrictFIFO queue. In particular,
+    /// quota), a workload still waits only if it can never fit its queue,
+    /// waits behind such a head in a StrictFIFO queue, its queue is held
+    /// (a stop policy, a budget's `Stop`), or it would have to borrow for a
+    /// queue its budget deprioritizes. In particular,
     /// parking by shape, waking and the two-pass cycle lose nobody.
     #[test]
     fn nothing_waits_in_an_empty_cluster_unless_it_never_fits((queues, ops, fair) in scenario()) {
@@ -853,7 +907,11 @@ proptest! {
                 None | Some(WorkloadState::Finished) => {}
                 Some(WorkloadState::Pending) => {
                     let reason = run.engine.explanation(uid).map(|e| e.reason.clone());
+                    // A queue its budget deprioritizes may not borrow:
+                    // what needs more than its nominal quota waits.
+                    let deprioritized = run.budgets[run.known[uid].queue] == Some(BudgetAction::Deprioritize);
                     prop_assert!(
+                        (deprioritized && reason == Some(PendingReason::NoFit)) ||
                         matches!(
                             reason,
                             Some(
@@ -861,6 +919,7 @@ proptest! {
                                     | PendingReason::ResourceNotCovered { .. }
                                     | PendingReason::BlockedByHead
                                     | PendingReason::Held { .. }
+                                    | PendingReason::BudgetSpent(_)
                             )
                         ),
                         "{} waits in an empty cluster: {:?}",

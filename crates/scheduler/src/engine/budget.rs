@@ -75,7 +75,6 @@ impl Engine {
             }
         }
         if acts_differently {
-            self.memo.shape_expl.retain(|&(q, _), _| q != cq);
             self.wake_domain(cq);
         }
         Ok(())
