@@ -136,7 +136,9 @@ impl Engine {
         }
         // Fair sharing over time: what it held above nominal quota, on
         // average (decayed), counts as borrowed too.
-        if let Some(history) = self.budgets.history.get(&cq) {
+        if !self.budgets.history.is_empty()
+            && let Some(history) = self.budgets.history.get(&cq)
+        {
             for &(fr, avg) in history {
                 let nominal = q.quota.slot_of.get(&fr).map_or(0, |&i| q.quota.slots[i].nominal);
                 borrowed.add(fr.1, avg - nominal);
