@@ -252,16 +252,25 @@ pub fn resource_hours(amount_ms: i128, resource: &str) -> String {
 /// Milli-units × milliseconds as hours of one unit, with at most three
 /// decimals, trailing zeros dropped (`12.5`, `0.017`, `3`); rounded down.
 pub fn decimal_hours(amount_ms: i128) -> String {
-    // Thousandths of a unit-hour.
-    let milli = amount_ms / 3_600_000;
-    let sign = if milli < 0 { "-" } else { "" };
-    let m = milli.unsigned_abs();
-    let frac = format!("{:03}", m % 1000);
+    hours_with(amount_ms, 3)
+}
+
+/// Milli-units × milliseconds as hours of one unit with at most
+/// `decimals` decimals (1 to 6), trailing zeros dropped; rounded toward
+/// zero.
+pub fn hours_with(amount_ms: i128, decimals: u32) -> String {
+    // 3 600 milli-units × ms are a millionth of a unit-hour.
+    let per = 3_600 * 10i128.pow(6 - decimals);
+    let scale = 10u128.pow(decimals);
+    let n = amount_ms / per;
+    let sign = if n < 0 { "-" } else { "" };
+    let m = n.unsigned_abs();
+    let frac = format!("{:0width$}", m % scale, width = decimals as usize);
     let frac = frac.trim_end_matches('0');
     if frac.is_empty() {
-        format!("{sign}{}", m / 1000)
+        format!("{sign}{}", m / scale)
     } else {
-        format!("{sign}{}.{frac}", m / 1000)
+        format!("{sign}{}.{frac}", m / scale)
     }
 }
 

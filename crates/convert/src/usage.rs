@@ -59,16 +59,7 @@ pub fn api_action(a: BudgetAction) -> api::BudgetAction {
 /// Milli-units × ms as resource-hours, six decimals at most, trailing
 /// zeros dropped; rounded down.
 pub fn hours_text(amount_ms: i128) -> String {
-    let micro = amount_ms / PER_MICRO_HOUR;
-    let sign = if micro < 0 { "-" } else { "" };
-    let m = micro.unsigned_abs();
-    let frac = format!("{:06}", m % 1_000_000);
-    let frac = frac.trim_end_matches('0');
-    if frac.is_empty() {
-        format!("{sign}{}", m / 1_000_000)
-    } else {
-        format!("{sign}{}.{frac}", m / 1_000_000)
-    }
+    crate::text::hours_with(amount_ms, 6)
 }
 
 /// Resource-hours written by [`hours_text`] back into milli-units × ms.

@@ -259,12 +259,6 @@ fn with_errors(ix: &Index, names: Vec<String>, kind: Kind) -> BTreeSet<String> {
     all
 }
 
-/// When the server's `Active` condition of a queue took its status, if it
-/// has that status now.
-pub(super) fn observed_active_since(ix: &Index, id: &QueueRef, active: bool) -> Option<Time> {
-    observed_since(ix, id, "Active", active)
-}
-
 /// When the server's condition `type_` of a queue took its status, if it
 /// has that status now.
 fn observed_since(ix: &Index, id: &QueueRef, type_: &str, holds: bool) -> Option<Time> {
@@ -272,6 +266,29 @@ fn observed_since(ix: &Index, id: &QueueRef, type_: &str, holds: bool) -> Option
     let c = status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)?;
     let same = c["status"] == if holds { "True" } else { "False" };
     same.then(|| serde_json::from_value(c["lastTransitionTime"].clone()).ok())?
+}
+
+/// When a queue's condition `type_` took the status `holds`, as `since`
+/// keeps it: what the server has for a new leader, now when it changes.
+fn transition_time(
+    since: &mut HashMap<QueueRef, (bool, Time)>,
+    ix: &Index,
+    id: QueueRef,
+    type_: &str,
+    holds: bool,
+    now: &Time,
+) -> Time {
+    let observed = match since.contains_key(&id) {
+        true => None,
+        false => observed_since(ix, &id, type_, holds),
+    };
+    let at = since
+        .entry(id)
+        .or_insert_with(|| (holds, observed.unwrap_or_else(|| now.clone())));
+    if at.0 != holds {
+        *at = (holds, now.clone());
+    }
+    at.1.clone()
 }
 
 impl QueueStatusWriter {
@@ -286,19 +303,8 @@ impl QueueStatusWriter {
         now: &Time,
     ) -> Condition {
         let active = problem.is_none();
-        // A new leader keeps the transition time the server has.
-        let observed = match self.active_since.contains_key(&id) {
-            true => None,
-            false => observed_active_since(ix, &id, active),
-        };
-        let since = self
-            .active_since
-            .entry(id)
-            .or_insert_with(|| (active, observed.unwrap_or_else(|| now.clone())));
-        if since.0 != active {
-            *since = (active, now.clone());
-        }
-        active_condition(problem, ok, since.1.clone())
+        let since = transition_time(&mut self.active_since, ix, id, "Active", active, now);
+        active_condition(problem, ok, since)
     }
 
     /// A ClusterQueue's `NamespacesSelected` condition, keeping its
@@ -308,17 +314,7 @@ impl QueueStatusWriter {
     fn selection_condition(&mut self, ix: &Index, name: &str, now: &Time, events: &mut Vec<Plan>) -> Option<Condition> {
         let (holds, reason, message) = ix.namespace_selection(name)?;
         let id = QueueRef::ClusterQueue(name.to_string());
-        let observed = match self.selected_since.contains_key(&id) {
-            true => None,
-            false => observed_since(ix, &id, cond::NAMESPACES_SELECTED, holds),
-        };
-        let since = self
-            .selected_since
-            .entry(id)
-            .or_insert_with(|| (holds, observed.unwrap_or_else(|| now.clone())));
-        if since.0 != holds {
-            *since = (holds, now.clone());
-        }
+        let since = transition_time(&mut self.selected_since, ix, id, cond::NAMESPACES_SELECTED, holds, now);
         let in_use = !ix.local_queues_not_selected(name).0.is_empty();
         if holds || !in_use {
             self.selection_warned.remove(name);
@@ -346,7 +342,7 @@ impl QueueStatusWriter {
             status: if holds { cond::status::TRUE } else { cond::status::FALSE }.into(),
             reason: reason.into(),
             message,
-            last_transition_time: since.1.clone(),
+            last_transition_time: since,
             observed_generation: None,
         })
     }
@@ -358,17 +354,7 @@ impl QueueStatusWriter {
         let action = ix.budget_action(name)?;
         let holds = action.is_none();
         let id = QueueRef::ClusterQueue(name.to_string());
-        let observed = match self.budget_since.contains_key(&id) {
-            true => None,
-            false => observed_since(ix, &id, cond::WITHIN_BUDGET, holds),
-        };
-        let since = self
-            .budget_since
-            .entry(id)
-            .or_insert_with(|| (holds, observed.unwrap_or_else(|| now.clone())));
-        if since.0 != holds {
-            *since = (holds, now.clone());
-        }
+        let since = transition_time(&mut self.budget_since, ix, id, cond::WITHIN_BUDGET, holds, now);
         let figures = ix
             .budget_status(name)
             .map(|b| {
@@ -387,7 +373,7 @@ impl QueueStatusWriter {
             status: if holds { cond::status::TRUE } else { cond::status::FALSE }.into(),
             reason,
             message,
-            last_transition_time: since.1.clone(),
+            last_transition_time: since,
             observed_generation: None,
         })
     }
