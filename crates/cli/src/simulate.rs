@@ -89,6 +89,12 @@ pub struct SimulateArgs {
     /// many of its first workloads that do not fit reserve (1 to 8).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8))]
     pub backfill_depth: Option<u32>,
+    /// Fair sharing over time with this half-life (e.g. 12h), instead of
+    /// the Trace's `spec.usageHalfLife`: each queue's decayed average usage
+    /// above its nominal quota counts as borrowed when shares are compared
+    /// (the controller's `--usage-half-life`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub usage_half_life: Option<units::Millis>,
     /// No progress indicator, even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
@@ -129,6 +135,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         declared_runtimes,
         backfill,
         backfill_depth,
+        usage_half_life,
         quiet,
     } = args;
     let api_qps = qps_limit(api_qps)?;
@@ -159,6 +166,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         declared_runtimes,
         backfill,
         backfill_depth,
+        usage_half_life,
         ..sim::SimOptions::default()
     };
 
@@ -315,6 +323,7 @@ mod tests {
             declared_runtimes: sim::DeclaredRuntimes::Trace,
             backfill: None,
             backfill_depth: None,
+            usage_half_life: None,
             quiet: true,
         };
         let err = run(args).unwrap_err();

@@ -239,6 +239,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         local_queues,
         idle_reclaim,
         notice,
+        budgets,
         ..
     } = setup;
     let scenario = Scenario {
@@ -254,6 +255,8 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         nodes: replay.nodes,
         cohorts: cohorts.into_iter().map(|c| c.spec).collect(),
         fair_sharing: replay.fair_sharing,
+        budgets,
+        usage_half_life: trace_doc.spec.usage_half_life.map(|d| d.0),
     };
     Ok((scenario, manifests))
 }
@@ -274,6 +277,8 @@ struct Setup<'a> {
     /// `spec.preemption.noticeSeconds` of the ClusterQueues that set it,
     /// in ms, by name.
     notice: BTreeMap<String, Millis>,
+    /// `spec.budget` of the ClusterQueues that have one, by name.
+    budgets: BTreeMap<String, sluice_scheduler::usage::Budget>,
     trace: Option<(TraceDoc, Document<'a>)>,
     declared: checks::Declared,
     /// A Namespace's labels, which count for namespaceSelectors.
@@ -322,6 +327,7 @@ impl<'a> Setup<'a> {
             local_queues: Vec::new(),
             priority_classes: BTreeMap::new(),
             idle_reclaim: BTreeMap::new(),
+            budgets: BTreeMap::new(),
             notice: BTreeMap::new(),
             trace: None,
             declared: checks::Declared::default(),
@@ -375,6 +381,15 @@ impl<'a> Setup<'a> {
                     }
                     if let Some(secs) = cq.spec.preemption.notice_seconds {
                         self.notice.insert(spec.name.clone(), Millis::from(secs) * 1000);
+                    }
+                    // validate() passed: the budget converts.
+                    if let Some(b) = cq
+                        .spec
+                        .budget
+                        .as_deref()
+                        .and_then(|b| sluice_convert::usage::budget(b).ok())
+                    {
+                        self.budgets.insert(spec.name.clone(), b);
                     }
                     self.cluster_queues.push(Placed { spec, doc, origin });
                     self.manifests.cluster_queues.push(cq);

@@ -56,13 +56,15 @@ pub mod forecast;
 mod pacing;
 mod queues;
 mod result;
+mod usage;
 
 pub use declared::DeclaredRuntimes;
 pub use forecast::{Estimate, ForecastOutcome};
 pub use result::{
-    BackfillBaseline, CohortQuota, Progress, QueueSeries, Run, RunEnd, Sample, Scenario, SimOptions, SimResult, Slot,
-    WorkloadRecord,
+    BackfillBaseline, BudgetEvent, CohortQuota, Progress, QueueSeries, QueueUsage, Run, RunEnd, Sample, Scenario,
+    SimOptions, SimResult, Slot, UsageOutcome, WorkloadRecord,
 };
+pub use usage::action_at;
 
 use std::sync::Arc;
 
@@ -79,6 +81,7 @@ use super::units::Millis;
 use book::{Book, State};
 use forecast::Forecaster;
 use pacing::{Pacer, StateLane};
+use usage::UsageWatch;
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
@@ -170,7 +173,8 @@ fn run_once(
     } else {
         Some(Backfill::None)
     };
-    let mut engine = engine_for(scenario, backfill, opts.backfill_depth)?;
+    let mut usage = UsageWatch::new(scenario, opts);
+    let mut engine = engine_for(scenario, backfill, opts.backfill_depth, usage.is_some())?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
     let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
@@ -190,6 +194,9 @@ fn run_once(
         now = t;
         // 2. Every event due by then.
         let due = apply_events(t, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+        if let Some(u) = usage.as_mut() {
+            u.charge(&mut engine, t);
+        }
         if checked.is_some() || !due.left_over {
             last = t;
         }
@@ -199,7 +206,17 @@ fn run_once(
         // 3. A scheduling cycle when one is due, within its budget.
         if let Some(budget) = agenda.pacer.due(t, &mut agenda.lane) {
             cycles += 1;
+            if let Some(u) = usage.as_mut() {
+                u.govern(&mut engine, t);
+            }
             run_cycle(t, budget, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
+            if let Some(u) = usage.as_mut() {
+                u.charge(&mut engine, t);
+                // A budget that holds a queue back is looked at again.
+                if let Some(at) = u.next_check(t).filter(|_| book.done < total) {
+                    agenda.pacer.cycle_within(at);
+                }
+            }
         }
         // 4. A sample of every queue that changed.
         book.queues.record_touched(t, fairness.as_mut(), &engine);
@@ -227,6 +244,7 @@ fn run_once(
         placement: placement_outcome(scenario, book.waits, end),
         fairness,
         without_backfill: None,
+        usage: usage.map(|u| u.into_outcome(end)),
     })
 }
 
@@ -234,8 +252,9 @@ fn run_once(
 /// and LocalQueues, in that order (a cohort before the queues in it). With
 /// nodes, pods must fit on them too.
 /// The engine of the scenario, with every ClusterQueue's `backfill` set
-/// to `backfill`, and its depth to `depth`, when given.
-fn engine_for(scenario: &Scenario, backfill: Option<Backfill>, depth: Option<u32>) -> Result<Engine> {
+/// to `backfill`, and its depth to `depth`, when given; recording its
+/// changes of held quota with `metering`.
+fn engine_for(scenario: &Scenario, backfill: Option<Backfill>, depth: Option<u32>, metering: bool) -> Result<Engine> {
     let placement = if scenario.nodes.is_empty() {
         PlacementMode::QuotaOnly
     } else {
@@ -244,6 +263,7 @@ fn engine_for(scenario: &Scenario, backfill: Option<Backfill>, depth: Option<u32
     let mut engine = Engine::with_config(EngineConfig {
         placement,
         fair_sharing: scenario.fair_sharing,
+        metering,
         ..EngineConfig::default()
     });
     for f in &scenario.flavors {

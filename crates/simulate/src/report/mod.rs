@@ -42,6 +42,7 @@ pub mod idle;
 pub mod placement;
 mod stats;
 pub mod table;
+pub mod usage;
 
 pub use column::{Column, resource_order};
 pub use stats::{RatioStats, WaitStats, nearest_rank, ratio_stats, wait_stats};
@@ -96,6 +97,10 @@ pub struct Report {
     /// `backfill: Reserve`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backfill: Option<backfill::BackfillReport>,
+    /// GPU-hours by queue against budgets; only when some ClusterQueue
+    /// has a budget or the run a usage half-life.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<usage::UsageReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -470,6 +475,7 @@ pub fn build(scenario: &str, opts: &SimOptions, r: &SimResult) -> Report {
         placement: r.placement.as_ref().map(|p| placement::build(p, r)),
         fairness: r.fairness.as_ref().map(|f| fairness::build(f, r)),
         backfill: None,
+        usage: r.usage.as_ref().map(usage::build),
     };
     // 4. Against the run with no queue reserving.
     if let Some(baseline) = &r.without_backfill {

@@ -124,6 +124,9 @@ pub fn render(r: &Report) -> String {
     if let Some(b) = &r.backfill {
         super::backfill::render_table(b, &mut out);
     }
+    if let Some(u) = &r.usage {
+        super::usage::render_table(u, &mut out);
+    }
     never_admitted(r, &mut out);
     out
 }

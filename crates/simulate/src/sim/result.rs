@@ -39,6 +39,10 @@ pub struct Scenario {
     /// The Trace's `spec.fairSharing` (on, both strategies, unless it says
     /// otherwise).
     pub fair_sharing: FairSharing,
+    /// `spec.budget` of the ClusterQueues that have one, by name.
+    pub budgets: BTreeMap<String, sluice_scheduler::usage::Budget>,
+    /// The Trace's `spec.usageHalfLife`: fair sharing over time.
+    pub usage_half_life: Option<Millis>,
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +80,9 @@ pub struct SimOptions {
     pub backfill: Option<sluice_scheduler::Backfill>,
     /// Every ClusterQueue's `backfill.depth` instead of its own.
     pub backfill_depth: Option<u32>,
+    /// Fair sharing over time with this half-life, instead of the Trace's
+    /// `spec.usageHalfLife`.
+    pub usage_half_life: Option<Millis>,
 }
 
 impl Default for SimOptions {
@@ -93,6 +100,7 @@ impl Default for SimOptions {
             declared_runtimes: super::DeclaredRuntimes::Trace,
             backfill: None,
             backfill_depth: None,
+            usage_half_life: None,
         }
     }
 }
@@ -229,6 +237,40 @@ pub struct SimResult {
     /// The same run with no ClusterQueue reserving; `None` unless some
     /// ClusterQueue has `backfill: Reserve`.
     pub without_backfill: Option<BackfillBaseline>,
+    /// Usage over time and budgets; `None` unless some ClusterQueue has a
+    /// budget or the run a usage half-life.
+    pub usage: Option<UsageOutcome>,
+}
+
+/// Usage over time of a run ([`SimResult::usage`]).
+#[derive(Debug, Clone)]
+pub struct UsageOutcome {
+    /// Fair sharing over time with this half-life.
+    pub half_life: Option<Millis>,
+    /// Per ClusterQueue, in name order.
+    pub queues: Vec<QueueUsage>,
+}
+
+/// One ClusterQueue's GPU-hours over the run.
+#[derive(Debug, Clone)]
+pub struct QueueUsage {
+    pub name: String,
+    pub gpu_hours: f64,
+    /// (time, GPU-hours used so far), every virtual hour and at the end.
+    pub series: Vec<(Millis, f64)>,
+    /// Its budget and the spending of the period the run ends in.
+    pub budget: Option<(sluice_scheduler::usage::Budget, sluice_scheduler::usage::Spending)>,
+    /// When its budget's action changed.
+    pub actions: Vec<BudgetEvent>,
+}
+
+/// A budget's action changed (before a cycle at `at_ms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetEvent {
+    pub at_ms: Millis,
+    pub cluster_queue: String,
+    /// `None`: within budget again.
+    pub action: Option<sluice_scheduler::BudgetAction>,
 }
 
 /// The run [`SimResult::without_backfill`]: which queues reserved in the

@@ -182,6 +182,11 @@ pub struct TraceSpec {
     /// ([`fair_sharing`]); absent: on, both strategies.
     #[serde(default)]
     pub fair_sharing: Option<fair_sharing::FairSharingEntry>,
+    /// Fair sharing over time: the half-life of the decayed usage that
+    /// counts as borrowing (the controller's `--usage-half-life`); absent:
+    /// off.
+    #[serde(default)]
+    pub usage_half_life: Option<Duration>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
