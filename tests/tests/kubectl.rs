@@ -332,3 +332,153 @@ async fn names_that_are_not_there_get_one_line() -> Result<()> {
     c.cleanup().await?;
     Ok(())
 }
+
+/// Writes the ClusterQueues and LocalQueues the admin reads, for the
+/// `usage` golden tests, to `SLUICE_RECORD_DIR/usage`, if set.
+async fn record_usage(c: &Cluster) -> Result<()> {
+    let Some(dir) = std::env::var_os("SLUICE_RECORD_DIR") else {
+        return Ok(());
+    };
+    let dir = PathBuf::from(dir).join("usage");
+    std::fs::create_dir_all(&dir)?;
+    let lp = ListParams::default();
+    let mut cqs = Api::<ClusterQueue>::all(c.client.clone()).list(&lp).await?.items;
+    cqs.retain(|q| q.metadata.name.as_deref().is_some_and(|n| n.ends_with(&c.suffix)));
+    let lqs = Api::<LocalQueue>::namespaced(c.client.clone(), &c.namespace)
+        .list(&lp)
+        .await?;
+    std::fs::write(dir.join("clusterqueues.json"), serde_json::to_string_pretty(&cqs)?)?;
+    std::fs::write(dir.join("localqueues.json"), serde_json::to_string_pretty(&lqs.items)?)?;
+    std::fs::write(dir.join("now.txt"), k8s_openapi::jiff::Timestamp::now().to_string())?;
+    Ok(())
+}
+
+/// Parses RFC 4180 CSV: records of fields (quoted fields may hold commas,
+/// doubled quotes and line breaks).
+fn parse_csv(text: &str) -> Result<Vec<Vec<String>>> {
+    let (mut records, mut record, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(ch) = chars.next() {
+        match (quoted, ch) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') if field.is_empty() => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {}
+            (false, '\n') => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    ensure!(
+        !quoted && field.is_empty() && record.is_empty(),
+        "CSV does not end with a record"
+    );
+    Ok(records)
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn admins_and_viewers_see_gpu_hours_and_budgets_as_tables_json_and_csv() -> Result<()> {
+    let mut c = Cluster::start().await?;
+    let mut viewer_role = None;
+    let result = async {
+        let f = c.flavor("a100").await?;
+        let cq = c
+            .cluster_queue(
+                "gpu",
+                json!({
+                    "budget": {"hours": "1", "period": "7d", "actions": [{"atPercent": 100, "action": "Stop"}]},
+                    "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                        {"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]}]}]
+                }),
+            )
+            .await?;
+        c.local_queue("team", &cq).await?;
+        c.start_controller(&["--usage-flush-interval", "1s"]).await?;
+        c.job("train", "team", 2, 2, &[], true).await?;
+        c.wait_suspended("train", false, T).await?;
+        // Some usage flushed into the LocalQueue's status.
+        let lqs: Api<LocalQueue> = Api::namespaced(c.client.clone(), &c.namespace);
+        wait_for("usage in the LocalQueue's status", T, || async {
+            let lq = lqs.get("team").await?;
+            let st = lq.status.as_ref();
+            let flushed = st
+                .and_then(|s| s.usage.as_ref())
+                .is_some_and(|u| !u.resources.is_empty());
+            let budget = st
+                .and_then(|s| s.cluster_queue.as_ref())
+                .and_then(|s| s.budget.as_ref())
+                .is_some();
+            Ok((flushed && budget).then_some(()))
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        record_usage(&c).await?;
+        let ns = c.namespace.clone();
+
+        // The admin: the ClusterQueue and the LocalQueue, with the budget.
+        let admin = kubeconfig_path();
+        let v = plugin_json(&admin, &["usage", "-n", &ns, "-o", "json", "--since", "1h"])?;
+        let rows = v["rows"].as_array().context("rows")?;
+        let cq_row = rows
+            .iter()
+            .find(|r| r["kind"] == "ClusterQueue" && r["name"] == cq.as_str())
+            .context("the ClusterQueue's row")?;
+        ensure_eq!(cq_row["resource"], "nvidia.com/gpu");
+        let used = cq_row["usedHours"].as_f64().context("usedHours")?;
+        ensure!(used > 0.0 && used < 0.1, "4 GPUs for some seconds: {used}");
+        ensure_eq!(cq_row["budget"]["limitHours"], 1.0);
+        ensure!(rows.iter().any(|r| r["kind"] == "LocalQueue" && r["name"] == "team"));
+        let (code, table, err) = plugin(&admin, &["usage", "-n", &ns])?;
+        ensure!(code == 0, "{err}");
+        ensure!(
+            table.contains(&format!("clusterqueue/{cq}")) && table.contains("USED"),
+            "{table}"
+        );
+        let (code, csv, err) = plugin(&admin, &["usage", "-n", &ns, "-o", "csv"])?;
+        ensure!(code == 0, "{err}");
+        let records = parse_csv(&csv)?;
+        ensure!(records.len() >= 3, "a header and two rows: {csv}");
+        ensure!(records.iter().all(|r| r.len() == records[0].len()), "{csv}");
+        ensure_eq!(records[0][6], "used_hours");
+
+        // A namespaced viewer: its LocalQueue only, with its budget.
+        viewer_role = Some(grant_view(&mut c, "viewer").await?);
+        let viewer = service_account_kubeconfig(&c, "viewer").await?;
+        let v = wait_for("the viewer may read LocalQueues", T, || {
+            let viewer = viewer.clone();
+            async move { Ok(plugin_json(&viewer, &["usage", "-o", "json"]).ok()) }
+        })
+        .await?;
+        let rows = v["rows"].as_array().context("rows")?;
+        ensure!(rows.iter().all(|r| r["kind"] == "LocalQueue"), "{v}");
+        let row = rows.iter().find(|r| r["name"] == "team").context("its LocalQueue")?;
+        ensure_eq!(row["budget"]["limitHours"], 1.0);
+        ensure!(row["totalHours"].as_f64().is_some_and(|h| h > 0.0), "{row}");
+        let (code, csv, err) = plugin(&viewer, &["usage", "-o", "csv"])?;
+        ensure!(code == 0, "{err}");
+        ensure_eq!(parse_csv(&csv)?.len(), 2, "{csv}");
+        let (code, _, err) = plugin(&viewer, &["queues", "-o", "csv"])?;
+        ensure!(
+            code != 0 && err.contains("only `kubectl sluice usage` prints CSV"),
+            "{err}"
+        );
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    if let Some(role) = viewer_role {
+        let _ = Api::<ClusterRole>::all(c.client.clone())
+            .delete(&role, &DeleteParams::default())
+            .await;
+    }
+    c.cleanup().await?;
+    result
+}

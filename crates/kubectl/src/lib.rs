@@ -2,7 +2,7 @@
 //!
 //! The command-line view of Sluice for every user, admin or not, with the
 //! user's own kubeconfig and RBAC: `queues`, `workloads`, `why`, `top`,
-//! `stop` and `resume`. Namespaced users see their ClusterQueue through
+//! `usage`, `stop` and `resume`. Namespaced users see their ClusterQueue through
 //! their LocalQueue's status, which the controller fills for them.
 //!
 //! ```text
@@ -43,7 +43,7 @@ pub struct PluginArgs {
     /// All namespaces.
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
-    /// Output: table (default), wide, json or yaml.
+    /// Output: table (default), wide, json, yaml, or csv (`usage`).
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
     /// Print again whenever it changes (every 2 s), until interrupted.
@@ -78,6 +78,15 @@ pub enum PluginCommand {
     Why { name: String },
     /// Usage against quota per ClusterQueue and flavor, with a bar.
     Top,
+    /// Resource-hours (GPU-hours) per queue, flavor and resource, over
+    /// `--since` and in all, with the budget: spent, limit, left,
+    /// projection, action. `-o csv` for a spreadsheet.
+    Usage {
+        /// The window USED counts: `7d`, `24h`, `30m` (a bare number is
+        /// seconds).
+        #[arg(long, default_value = "7d", value_parser = parse_since)]
+        since: i64,
+    },
     /// Stop a queue: no new admissions (`--drain`: also evict what runs).
     /// QUEUE is a LocalQueue of the namespace, or `clusterqueue/NAME`.
     Stop {
@@ -96,6 +105,8 @@ pub enum Output {
     Wide,
     Json,
     Yaml,
+    /// Comma-separated values (`usage` only).
+    Csv,
 }
 
 /// Runs the plugin: exit 0, or an error line.
@@ -203,6 +214,11 @@ async fn render(
     colour: bool,
 ) -> Result<(String, String), PluginError> {
     let wide = args.output == Output::Wide;
+    if args.output == Output::Csv && !matches!(args.command, PluginCommand::Usage { .. }) {
+        return Err(PluginError::Usage(
+            "-o csv: only `kubectl sluice usage` prints CSV".into(),
+        ));
+    }
     match &args.command {
         PluginCommand::Queues => queues(client, scope, args.output, wide).await,
         PluginCommand::Top => top(client, scope, args.output, colour).await,
@@ -221,6 +237,7 @@ async fn render(
             workloads(client, scope, selector.as_deref(), filter, args.output, colour).await
         }
         PluginCommand::Why { name } => why(client, namespace, name, args.output).await,
+        PluginCommand::Usage { since } => usage(client, scope, *since, args.output).await,
         PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok((String::new(), String::new())),
     }
 }
@@ -262,6 +279,37 @@ async fn top(
             notes => format!("{table}\n{notes}"),
         }
     })
+}
+
+/// `usage`: resource-hours per queue over the last `since` seconds, with
+/// budgets.
+async fn usage(
+    client: &Client,
+    scope: &fetch::Scope,
+    since: i64,
+    format: Output,
+) -> Result<(String, String), PluginError> {
+    let s = fetch::snapshot(client, scope, false, None).await?;
+    let v = view::usage::usage(&s, since);
+    if format == Output::Csv {
+        let text = view::usage::csv(&v);
+        return Ok((text.clone(), text));
+    }
+    output(&v, format, || {
+        let table = view::usage::table(&v).render("No queues found.");
+        format!("{table}\n{}", view::usage::notes(&v))
+    })
+}
+
+/// `--since`: a duration in seconds (`7d`, `24h`; a bare number is
+/// seconds).
+fn parse_since(text: &str) -> Result<i64, String> {
+    let units = sluice_api::duration::Units {
+        bare: sluice_api::duration::Unit::Seconds,
+        largest: sluice_api::duration::Unit::Days,
+    };
+    let d = sluice_api::duration::parse(text, units).map_err(|e| e.to_string())?;
+    i64::try_from(d.as_secs()).map_err(|_| format!("{text}: too long"))
 }
 
 /// `workloads`: the workloads in scope that pass `filter`.

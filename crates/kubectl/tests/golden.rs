@@ -9,7 +9,7 @@
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, Workload};
 use sluice_kubectl::Snapshot;
-use sluice_kubectl::view::{queues, top, why, workloads};
+use sluice_kubectl::view::{queues, top, usage, why, workloads};
 
 fn fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -203,4 +203,111 @@ fn top_shows_memory_in_binary_units() {
     assert!(text.contains("1Gi/512Gi"), "{text}");
     assert!(!text.contains("1073741824"), "{text}");
     insta::assert_snapshot!("top_memory", text);
+}
+
+/// The recording of the e2e test
+/// `admins_and_viewers_see_gpu_hours_and_budgets_as_tables_json_and_csv`
+/// (`tests/fixtures/usage/`): a ClusterQueue of 4 GPUs with a budget of
+/// one GPU-hour a week, a 4-GPU Job admitted for some seconds.
+fn usage_admin() -> Snapshot {
+    let now: Timestamp =
+        std::fs::read_to_string(format!("{}/tests/fixtures/usage/now.txt", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    Snapshot {
+        cluster_queues: Some(fixture::<Vec<ClusterQueue>>("usage/clusterqueues.json")),
+        local_queues: fixture::<Vec<LocalQueue>>("usage/localqueues.json"),
+        workloads: Vec::new(),
+        now,
+    }
+}
+
+/// RFC 4180 records of `text` (no quoted line breaks in these fixtures).
+fn csv_records(text: &str) -> Vec<Vec<String>> {
+    text.split_terminator("\r\n")
+        .map(|line| {
+            let mut fields = Vec::new();
+            let (mut field, mut quoted, mut chars) = (String::new(), false, line.chars().peekable());
+            while let Some(c) = chars.next() {
+                match (quoted, c) {
+                    (true, '"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        field.push('"');
+                    }
+                    (true, '"') => quoted = false,
+                    (false, '"') if field.is_empty() => quoted = true,
+                    (false, ',') => fields.push(std::mem::take(&mut field)),
+                    (_, c) => field.push(c),
+                }
+            }
+            fields.push(field);
+            fields
+        })
+        .collect()
+}
+
+#[test]
+fn usage_as_admin_and_as_viewer() {
+    let day = 24 * 3600;
+    let a = usage::usage(&usage_admin(), 7 * day);
+    assert!(a.unreadable.is_empty(), "{:?}", a.unreadable);
+    let cq = a.rows.iter().find(|r| r.kind == "ClusterQueue").unwrap();
+    let lq = a.rows.iter().find(|r| r.kind == "LocalQueue").unwrap();
+    // One Job: the ClusterQueue's and the LocalQueue's usage are the same.
+    assert_eq!((cq.used_hours, cq.total_hours), (lq.used_hours, lq.total_hours));
+    assert!(cq.total_hours > 0.0);
+    let b = cq.budget.as_ref().unwrap();
+    assert_eq!((b.limit_hours, b.left_hours), (1.0, 1.0 - b.spent_hours));
+    insta::assert_snapshot!(
+        "usage_admin",
+        format!("{}\n{}", usage::table(&a).render(""), usage::notes(&a))
+    );
+    insta::assert_json_snapshot!("usage_admin_json", a);
+    let csv = usage::csv(&a);
+    insta::assert_snapshot!("usage_admin_csv", csv);
+    let records = csv_records(&csv);
+    assert_eq!(records.len(), 1 + a.rows.len());
+    assert!(records.iter().all(|r| r.len() == records[0].len()));
+    assert_eq!(
+        records[1][6].parse::<f64>().unwrap(),
+        a.rows[0].used_hours,
+        "numbers are plain"
+    );
+
+    let mut viewer = usage_admin();
+    viewer.cluster_queues = None;
+    let v = usage::usage(&viewer, 7 * day);
+    assert!(v.rows.iter().all(|r| r.kind == "LocalQueue"));
+    assert_eq!(
+        v.rows[0].budget, lq.budget,
+        "the LocalQueue carries its ClusterQueue's budget"
+    );
+    insta::assert_snapshot!(
+        "usage_viewer",
+        format!("{}\n{}", usage::table(&v).render(""), usage::notes(&v))
+    );
+    insta::assert_snapshot!("usage_viewer_csv", usage::csv(&v));
+    // A window before the Job ran counts none of it.
+    let before = usage::usage(&viewer, 1);
+    assert!(before.rows[0].used_hours < v.rows[0].used_hours);
+}
+
+#[test]
+fn a_usage_status_that_cannot_be_read_is_reported_and_left_out() {
+    let mut s = usage_admin();
+    let lq = &mut s.local_queues[0];
+    lq.status.as_mut().unwrap().usage.as_mut().unwrap().resources[0].total = "lots".into();
+    let v = usage::usage(&s, 3600);
+    assert_eq!(v.unreadable.len(), 1);
+    assert!(
+        v.unreadable[0]
+            .error
+            .contains("status.usage.resources[0].total: \"lots\" is not a number of resource-hours"),
+        "{:?}",
+        v.unreadable
+    );
+    assert!(v.rows.iter().all(|r| r.kind == "ClusterQueue"), "the rest is listed");
+    assert!(usage::notes(&v).contains("status.usage left out"));
 }

@@ -3,6 +3,7 @@
 
 pub mod queues;
 pub mod top;
+pub mod usage;
 pub mod why;
 pub mod workloads;
 
