@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use sluice_api::v1alpha1::{self as api, BudgetStatus, ResourceHours, UsageBucket, UsageStatus};
 use sluice_scheduler::usage::{self, AccountRecord, Buckets, Budget, MeterRecord, Period, Spending, Window};
 use sluice_scheduler::{BudgetAction, Millis};
@@ -94,7 +95,7 @@ pub fn parse_hours(field: &str, text: &str) -> Result<i128, AdapterError> {
 /// half-life).
 pub fn usage_status(record: &AccountRecord, with_decayed: bool) -> UsageStatus {
     UsageStatus {
-        flushed_at: time_of(record.flushed_at),
+        flushed_at: MicroTime(time_of(record.flushed_at).0),
         resources: record
             .meters
             .iter()
@@ -158,7 +159,7 @@ pub fn record(status: &UsageStatus) -> Result<AccountRecord, AdapterError> {
         })
         .collect::<Result<_, AdapterError>>()?;
     Ok(AccountRecord {
-        flushed_at: millis_of(&status.flushed_at),
+        flushed_at: status.flushed_at.0.as_millisecond(),
         meters,
     })
 }
@@ -201,7 +202,7 @@ mod tests {
     #[test]
     fn a_record_survives_its_status() {
         let record = AccountRecord {
-            flushed_at: 3 * DAY + 5 * HOUR,
+            flushed_at: 3 * DAY + 5 * HOUR + 123,
             meters: vec![MeterRecord {
                 flavor: "h100".into(),
                 resource: "nvidia.com/gpu".into(),

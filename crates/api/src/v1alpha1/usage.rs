@@ -3,7 +3,7 @@
 //! resource-hours (a GPU held for an hour is one GPU-hour).
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -148,8 +148,9 @@ impl Budget {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageStatus {
-    /// The figures below count usage up to this instant.
-    pub flushed_at: Time,
+    /// The figures below count usage up to this instant (to the
+    /// microsecond: a restarted controller counts on from exactly here).
+    pub flushed_at: MicroTime,
     /// Per flavor and resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]

@@ -40,7 +40,7 @@ fn usage_is_charged_from_admission_and_flushed_for_the_cluster_queue_and_the_loc
     assert_eq!(gpu_hours(&ix, &Account::LocalQueue(format!("{NS}/team-a").into())), 4.0);
     assert!(!ix.flush_usage(T0 + HOUR + 1000), "not again before the flush interval");
     let s = ix.usage_status(&cq_account()).unwrap();
-    assert_eq!(s.flushed_at, time_of(T0 + HOUR));
+    assert_eq!(s.flushed_at.0.as_millisecond(), T0 + HOUR);
     assert_eq!(s.resources[0].hourly.len(), 1, "one hour bucket: {s:?}");
 }
 
