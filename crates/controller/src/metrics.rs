@@ -448,4 +448,61 @@ mod tests {
         assert_eq!(share_value(i64::MAX), f64::INFINITY);
         assert_eq!(share_value(1250), 1250.0);
     }
+
+    #[test]
+    fn budgets_and_usage_over_time_are_gauges() {
+        let m = Metrics::new();
+        m.usage_hours("team-a", "h100", "nvidia.com/gpu", 12.5);
+        m.local_usage_hours("ns-a/main", "h100", "nvidia.com/gpu", 2.25);
+        m.budget("team-a", "nvidia.com/gpu", 40.0, 50.0, 61.5);
+        m.budget_action("team-a", 2);
+        let text = m.encode();
+        for line in [
+            "sluice_usage_resource_hours{cluster_queue=\"team-a\",flavor=\"h100\",resource=\"nvidia.com/gpu\"} 12.5",
+            "sluice_local_queue_usage_resource_hours{namespace=\"ns-a\",local_queue=\"main\",flavor=\"h100\",resource=\"nvidia.com/gpu\"} 2.25",
+            "sluice_budget_spent_resource_hours{cluster_queue=\"team-a\",resource=\"nvidia.com/gpu\"} 40.0",
+            "sluice_budget_limit_resource_hours{cluster_queue=\"team-a\",resource=\"nvidia.com/gpu\"} 50.0",
+            "sluice_budget_projected_resource_hours{cluster_queue=\"team-a\",resource=\"nvidia.com/gpu\"} 61.5",
+            "sluice_budget_action{cluster_queue=\"team-a\"} 2",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
+    }
+
+    /// Every metric the chart's Grafana dashboard queries is one the
+    /// controller registers (read from the registrations below: families
+    /// without samples are not in the exposition).
+    #[test]
+    fn the_dashboard_queries_only_exported_metrics() {
+        let source = include_str!("metrics.rs");
+        let exported: Vec<String> = source
+            .split("r.register(")
+            .skip(1)
+            .filter_map(|call| call.split('"').nth(1))
+            .map(|name| format!("sluice_{name}"))
+            .collect();
+        assert!(exported.contains(&"sluice_budget_action".to_string()), "{exported:?}");
+        let dashboard = include_str!("../../../charts/sluice/files/dashboard.json");
+        let mut queried: Vec<&str> = Vec::new();
+        let mut rest = dashboard;
+        while let Some(i) = rest.find("sluice_") {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            queried.push(&tail[..end]);
+            rest = &tail[end..];
+        }
+        assert!(queried.contains(&"sluice_budget_action"), "{queried:?}");
+        for q in queried {
+            let family = ["_total", "_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| q.strip_suffix(suffix))
+                .unwrap_or(q);
+            assert!(
+                exported.iter().any(|e| e == family || e == q),
+                "the dashboard queries {q}, which the controller does not export: {exported:?}"
+            );
+        }
+    }
 }
