@@ -9,6 +9,11 @@ use sluice_simulate::sim::{self, SimOptions};
 const HOUR: i64 = 3_600_000;
 
 fn shipped(file: &str, half_life: Option<i64>) -> Report {
+    run_shipped(file, half_life).0
+}
+
+/// The report and the run's HTML report.
+fn run_shipped(file: &str, half_life: Option<i64>) -> (Report, String) {
     let path = format!("{}/../../examples/simulate/{file}", env!("CARGO_MANIFEST_DIR"));
     let s = scenario::load(file, &std::fs::read_to_string(path).unwrap()).unwrap_or_else(|e| panic!("{e:#?}"));
     let opts = SimOptions {
@@ -16,7 +21,9 @@ fn shipped(file: &str, half_life: Option<i64>) -> Report {
         ..SimOptions::default()
     };
     let result = sim::run(&s, &opts, &mut |_| {}).expect("simulation runs");
-    report::build(&s.name, &opts, &result)
+    let r = report::build(&s.name, &opts, &result);
+    let html = report::html::render(&r, &result);
+    (r, html)
 }
 
 /// Mean wait of a workload class, ms.
@@ -96,4 +103,17 @@ fn a_budget_warns_then_deprioritizes_then_stops_and_each_day_starts_again() {
         "{}",
         at(24 * HOUR)
     );
+}
+
+#[test]
+fn the_html_report_has_the_usage_section_only_when_usage_is_accounted() {
+    let (r, html) = run_shipped("budgets.yaml", None);
+    assert!(html.contains("<h2>GPU-hours by queue</h2>"), "no usage section");
+    let team_a = (r.usage.as_ref().unwrap().cluster_queues.iter())
+        .find(|q| q.name == "team-a")
+        .unwrap();
+    let first = report::usage::action_text(&team_a.actions[0]);
+    assert!(html.contains(&first), "{first} not in the HTML report");
+    let (_, html) = run_shipped("usage-history.yaml", Some(0));
+    assert!(!html.contains("GPU-hours by queue"));
 }

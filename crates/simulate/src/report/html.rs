@@ -10,6 +10,7 @@ mod gantt;
 mod idle;
 mod placement;
 mod plot;
+mod usage;
 
 use std::fmt::Write as _;
 
@@ -63,6 +64,9 @@ pub fn render(report: &Report, r: &SimResult) -> String {
     }
     if let Some(x) = &report.forecast {
         forecast::section(&mut out, x);
+    }
+    if let Some(x) = &report.usage {
+        usage::section(&mut out, x);
     }
     never_admitted(&mut out, report);
 

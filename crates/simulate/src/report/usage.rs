@@ -119,22 +119,10 @@ pub fn render_table(u: &UsageReport, out: &mut String) {
     );
     for q in &u.cluster_queues {
         let (budget, spent) = match &q.budget {
-            Some(b) => (
-                format!("{} {}-h / {}", b.limit_hours, short(&b.resource), b.period),
-                format!("{} ({}%)", b.spent_hours, b.percent),
-            ),
+            Some(b) => (budget_text(b), format!("{} ({}%)", b.spent_hours, b.percent)),
             None => ("-".into(), "-".into()),
         };
-        let mut actions: Vec<String> = (q.actions.iter())
-            .take(SHOWN_ACTIONS)
-            .map(|a| {
-                format!(
-                    "{} at {}",
-                    a.action.as_deref().unwrap_or("WithinBudget"),
-                    format_duration(a.at_ms)
-                )
-            })
-            .collect();
+        let mut actions: Vec<String> = q.actions.iter().take(SHOWN_ACTIONS).map(action_text).collect();
         if q.actions.len() > SHOWN_ACTIONS {
             actions.push(format!("… {} more (in --json)", q.actions.len() - SHOWN_ACTIONS));
         }
@@ -156,33 +144,51 @@ pub fn render_table(u: &UsageReport, out: &mut String) {
 
 /// GPU-hours used so far by each queue at eight evenly spaced points.
 fn series_table(u: &UsageReport, out: &mut String) {
-    let Some(end) = u
-        .cluster_queues
-        .iter()
-        .filter_map(|q| q.series.last())
-        .map(|p| p.at_ms)
-        .max()
-    else {
+    let points = sample_points(u);
+    if points.is_empty() {
         return;
-    };
-    let points: Vec<Millis> = (1..=8).map(|k| end * k / 8).collect();
+    }
     let mut header = vec!["GPU-h used by".to_string()];
     header.extend(points.iter().map(|&p| format_duration(p)));
     let mut t = Table::new(header);
     for q in &u.cluster_queues {
         let mut row = vec![q.name.clone()];
-        for &p in &points {
-            let h = q
-                .series
-                .iter()
-                .take_while(|s| s.at_ms <= p)
-                .last()
-                .map_or(0.0, |s| s.gpu_hours);
-            row.push(format!("{h:.1}"));
-        }
+        row.extend(points.iter().map(|&p| format!("{:.1}", used_by(q, p))));
         t.rows.push(row);
     }
     t.render(out);
+}
+
+/// Eight evenly spaced points of the run, its end the last; none when
+/// nothing was sampled.
+pub(crate) fn sample_points(u: &UsageReport) -> Vec<Millis> {
+    let end = (u.cluster_queues.iter())
+        .filter_map(|q| q.series.last())
+        .map(|p| p.at_ms)
+        .max();
+    end.map_or_else(Vec::new, |end| (1..=8).map(|k| end * k / 8).collect())
+}
+
+/// GPU-hours a queue had used by `t`.
+pub(crate) fn used_by(q: &QueueOut, t: Millis) -> f64 {
+    (q.series.iter())
+        .take_while(|s| s.at_ms <= t)
+        .last()
+        .map_or(0.0, |s| s.gpu_hours)
+}
+
+/// `Warn at 9h10m`; `WithinBudget at 1d00h` when the action was lifted.
+pub fn action_text(a: &ActionOut) -> String {
+    format!(
+        "{} at {}",
+        a.action.as_deref().unwrap_or("WithinBudget"),
+        format_duration(a.at_ms)
+    )
+}
+
+/// `150 GPU-h / 1d calendar`.
+pub(crate) fn budget_text(b: &BudgetOut) -> String {
+    format!("{} {}-h / {}", b.limit_hours, short(&b.resource), b.period)
 }
 
 fn short(resource: &str) -> &str {
