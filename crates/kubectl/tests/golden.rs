@@ -309,5 +309,111 @@ fn a_usage_status_that_cannot_be_read_is_reported_and_left_out() {
         v.unreadable
     );
     assert!(v.rows.iter().all(|r| r.kind == "ClusterQueue"), "the rest is listed");
-    assert!(usage::notes(&v).contains("status.usage left out"));
+    assert!(usage::notes(&v).contains("LocalQueue sluice-e2e-ctl-dfee03568a/team: left out: status.usage"));
+}
+
+/// A budget that cannot be read is named by where it is: a ClusterQueue's
+/// `status.budget`, a LocalQueue's `status.clusterQueue.budget`.
+#[test]
+fn a_budget_that_cannot_be_read_names_its_field_in_its_object() {
+    let mut s = usage_admin();
+    let lq = s.local_queues[0].status.as_mut().unwrap();
+    lq.cluster_queue.as_mut().unwrap().budget.as_mut().unwrap().spent = "1,5".into();
+    let v = usage::usage(&s, 3600);
+    assert_eq!(v.unreadable.len(), 1, "{:?}", v.unreadable);
+    assert_eq!(v.unreadable[0].queue, "LocalQueue sluice-e2e-ctl-dfee03568a/team");
+    assert!(
+        v.unreadable[0]
+            .error
+            .contains("status.clusterQueue.budget.spent: \"1,5\""),
+        "{:?}",
+        v.unreadable
+    );
+    assert!(v.rows.iter().all(|r| r.kind == "ClusterQueue"), "the rest is listed");
+
+    let mut s = usage_admin();
+    let cq = &mut s.cluster_queues.as_mut().unwrap()[0];
+    cq.status.as_mut().unwrap().budget.as_mut().unwrap().limit = "one".into();
+    let v = usage::usage(&s, 3600);
+    assert_eq!(v.unreadable.len(), 1, "{:?}", v.unreadable);
+    assert!(v.unreadable[0].queue.starts_with("ClusterQueue "), "{:?}", v.unreadable);
+    assert!(
+        v.unreadable[0].error.contains("status.budget.limit: \"one\""),
+        "{:?}",
+        v.unreadable
+    );
+}
+
+/// `--since` counts a bucket the window covers in part by the part
+/// covered, hourly buckets and daily ones alike; TOTAL is the status's.
+#[test]
+fn the_window_counts_buckets_by_the_part_it_covers() {
+    let mut s = usage_admin();
+    s.now = "2026-11-29T00:30:00Z".parse().unwrap();
+    s.local_queues.clear();
+    let status = s.cluster_queues.as_mut().unwrap()[0].status.as_mut().unwrap();
+    // 4 GPU-hours in the hour from 22:00, 24 on Nov 26 (a daily bucket).
+    status.usage = Some(Box::new(
+        serde_json::from_value(serde_json::json!({
+            "flushedAt": "2026-11-29T00:30:00Z",
+            "resources": [{
+                "flavor": "a100", "resource": "nvidia.com/gpu", "total": "28",
+                "hourly": [{"start": "2026-11-28T22:00:00Z", "hours": "4"}],
+                "daily": [{"start": "2026-11-26T00:00:00Z", "hours": "24"}],
+            }],
+        }))
+        .unwrap(),
+    ));
+    status.budget = None;
+    let used = |since: i64| {
+        let v = usage::usage(&s, since);
+        assert!(v.unreadable.is_empty(), "{:?}", v.unreadable);
+        assert_eq!(v.rows.len(), 1);
+        (v.rows[0].used_hours, v.rows[0].total_hours)
+    };
+    let hour = 3600;
+    assert_eq!(used(hour), (0.0, 28.0), "from 23:30: nothing");
+    assert_eq!(used(2 * hour), (4.0 / 2.0, 28.0), "from 22:30: half of the 22:00 hour");
+    assert_eq!(used(3 * hour), (4.0, 28.0), "from 21:30: all of it");
+    assert_eq!(
+        used(3 * 24 * hour),
+        (24.0 * 23.5 / 24.0 + 4.0, 28.0),
+        "from Nov 26 00:30: 23.5 of that day's 24 hours, and the 22:00 hour"
+    );
+}
+
+/// Over the limit: LEFT is 0, not negative, and the action reached is
+/// shown in every output.
+#[test]
+fn a_spent_budget_leaves_nothing_and_shows_its_action() {
+    let mut s = usage_admin();
+    s.local_queues.clear();
+    let b = s.cluster_queues.as_mut().unwrap()[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .budget
+        .as_mut()
+        .unwrap();
+    (b.spent, b.limit, b.percent, b.projected) = ("1.25".into(), "1".into(), 125, "3.5".into());
+    b.action = Some(sluice_api::v1alpha1::BudgetAction::Stop);
+    let v = usage::usage(&s, 7 * 24 * 3600);
+    let budget = v.rows[0].budget.as_ref().unwrap();
+    assert_eq!(
+        (budget.spent_hours, budget.limit_hours, budget.left_hours),
+        (1.25, 1.0, 0.0)
+    );
+    assert_eq!(budget.action.as_deref(), Some("Stop"));
+    let table = usage::table(&v).render("");
+    assert!(table.contains("1.25/1 (125%)"), "{table}");
+    assert!(table.lines().nth(1).unwrap().trim_end().ends_with("Stop"), "{table}");
+    let records = csv_records(&usage::csv(&v));
+    let field = |name: &str| {
+        let i = records[0].iter().position(|h| h == name).unwrap();
+        records[1][i].clone()
+    };
+    assert_eq!(
+        (field("budget_left_hours"), field("budget_percent"), field("action")),
+        ("0".into(), "125".into(), "Stop".into())
+    );
 }

@@ -55,7 +55,7 @@ pub struct BudgetView {
     pub action: Option<String>,
 }
 
-/// A queue's `status.usage` that could not be read: reported, its rows
+/// A queue whose `status.usage` or budget could not be read: reported, its rows
 /// left out.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Unreadable {
@@ -65,6 +65,7 @@ pub struct Unreadable {
 
 /// The rows, and the queues whose usage could not be read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct UsageView {
     pub since_seconds: i64,
     pub rows: Vec<UsageRow>,
@@ -80,6 +81,8 @@ struct Queue<'a> {
     cluster_queue: String,
     usage: Option<&'a UsageStatus>,
     budget: Option<&'a BudgetStatus>,
+    /// Where the budget is in the object, for errors.
+    budget_field: &'static str,
 }
 
 /// The usage of the queues in `s` within the last `since_seconds`.
@@ -116,6 +119,7 @@ fn queues(s: &Snapshot) -> Vec<Queue<'_>> {
             name,
             usage: status.and_then(|s| s.usage.as_deref()),
             budget: status.and_then(|s| s.budget.as_deref()),
+            budget_field: "status.budget",
         });
     }
     for lq in &s.local_queues {
@@ -127,6 +131,7 @@ fn queues(s: &Snapshot) -> Vec<Queue<'_>> {
             cluster_queue: lq.spec.cluster_queue.clone(),
             usage: status.and_then(|s| s.usage.as_deref()),
             budget: (status.and_then(|s| s.cluster_queue.as_ref())).and_then(|c| c.budget.as_deref()),
+            budget_field: "status.clusterQueue.budget",
         });
     }
     out.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
@@ -155,7 +160,7 @@ fn rows_of(q: &Queue<'_>, from: i64, now: i64) -> Result<Vec<UsageRow>, String> 
         }
     }
     let Some(b) = q.budget else { return Ok(rows) };
-    let budget = budget_view(b)?;
+    let budget = budget_view(b, q.budget_field)?;
     let counted = |r: &UsageRow| r.resource == b.resource && b.flavor.as_ref().is_none_or(|f| *f == r.flavor);
     if !rows.iter().any(counted) {
         rows.push(UsageRow {
@@ -177,9 +182,11 @@ fn rows_of(q: &Queue<'_>, from: i64, now: i64) -> Result<Vec<UsageRow>, String> 
     Ok(rows)
 }
 
-fn budget_view(b: &BudgetStatus) -> Result<BudgetView, String> {
+/// `b`, found at `place` in its object (`status.budget`, or a
+/// LocalQueue's `status.clusterQueue.budget`).
+fn budget_view(b: &BudgetStatus, place: &str) -> Result<BudgetView, String> {
     let h = |field: &str, text: &str| -> Result<f64, String> {
-        sluice_convert::usage::parse_hours(&format!("status.budget.{field}"), text)
+        sluice_convert::usage::parse_hours(&format!("{place}.{field}"), text)
             .map(|v| round(hours(v)))
             .map_err(|e| e.to_string())
     };
@@ -252,15 +259,15 @@ pub fn table(v: &UsageView) -> Table {
     t
 }
 
-/// Notes under the table: the window, and queues whose usage could not
-/// be read.
+/// Notes under the table: the window, and queues whose usage or budget
+/// could not be read (the error names the field).
 pub fn notes(v: &UsageView) -> String {
     let mut out = format!(
         "USED: resource-hours (GPU-hours for GPUs) in the last {}; TOTAL: since accounting began; BUDGET: spent/limit this period.\n",
         super::short_duration(v.since_seconds)
     );
     for u in &v.unreadable {
-        out.push_str(&format!("{}: status.usage left out: {}\n", u.queue, u.error));
+        out.push_str(&format!("{}: left out: {}\n", u.queue, u.error));
     }
     out
 }
@@ -305,5 +312,19 @@ fn csv_field(f: &str) -> String {
         format!("\"{}\"", f.replace('"', "\"\""))
     } else {
         f.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_field;
+
+    #[test]
+    fn csv_fields_are_quoted_as_rfc_4180_says() {
+        assert_eq!(csv_field("a100"), "a100");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_field(""), "");
     }
 }
