@@ -123,6 +123,7 @@ fn buckets(list: impl Iterator<Item = (Millis, i128)>) -> Vec<UsageBucket> {
 
 /// `status.usage` back into the record it was written from.
 pub fn record(status: &UsageStatus) -> Result<AccountRecord, AdapterError> {
+    let flushed_at = status.flushed_at.0.as_millisecond();
     let meters = status
         .resources
         .iter()
@@ -153,7 +154,7 @@ pub fn record(status: &UsageStatus) -> Result<AccountRecord, AdapterError> {
                 flavor: Arc::from(r.flavor.as_str()),
                 resource: Arc::from(r.resource.as_str()),
                 total: parse_hours(&format!("{field}.total"), &r.total)?,
-                buckets: Buckets::from_parts(read(&r.hourly, "hourly")?, read(&r.daily, "daily")?),
+                buckets: Buckets::from_parts(read(&r.hourly, "hourly")?, read(&r.daily, "daily")?, flushed_at),
                 decayed,
             })
         })
@@ -210,6 +211,7 @@ mod tests {
                 buckets: Buckets::from_parts(
                     [(3 * DAY + 4 * HOUR, 8_000 * HOUR as i128)],
                     [(DAY, 32_000 * HOUR as i128)],
+                    3 * DAY + 5 * HOUR + 123,
                 ),
                 decayed: 2500.0,
             }],
@@ -218,6 +220,27 @@ mod tests {
         assert_eq!(status.resources[0].decayed.as_deref(), Some("2.500"));
         assert_eq!(status.resources[0].daily[0].hours, "32");
         assert_eq!(super::record(&status).unwrap(), record);
+    }
+
+    #[test]
+    fn the_hour_in_progress_at_the_flush_holds_usage_up_to_the_flush_only() {
+        // 4 GPUs from 10:00 to the flush at 10:30: 2 GPU-hours in the 10:00 bucket.
+        let at = 10 * HOUR;
+        let record = AccountRecord {
+            flushed_at: at + HOUR / 2,
+            meters: vec![MeterRecord {
+                flavor: "h100".into(),
+                resource: "nvidia.com/gpu".into(),
+                total: 2_000 * HOUR as i128,
+                buckets: Buckets::from_parts([(at, 2_000 * HOUR as i128)], [], at + HOUR / 2),
+                decayed: 0.0,
+            }],
+        };
+        let back = super::record(&usage_status(&record, false)).unwrap();
+        let b = &back.meters[0].buckets;
+        // The last 15 minutes before the flush: half of what the bucket holds.
+        assert_eq!(b.within(at + HOUR / 4, at + HOUR / 2), 1_000 * HOUR as i128);
+        assert_eq!(b.within(at, at + HOUR), 2_000 * HOUR as i128);
     }
 
     #[test]

@@ -88,10 +88,13 @@ impl Buckets {
     }
 
     /// Buckets from their parts, as [`Buckets::hourly`] and
-    /// [`Buckets::daily`] give them.
+    /// [`Buckets::daily`] give them, holding usage up to `upto` (a
+    /// record's flush: the hour in progress then holds usage before it
+    /// only).
     pub fn from_parts(
         hourly: impl IntoIterator<Item = (Millis, i128)>,
         daily: impl IntoIterator<Item = (Millis, i128)>,
+        upto: Millis,
     ) -> Self {
         let mut b = Buckets::default();
         for (s, v) in hourly {
@@ -100,8 +103,7 @@ impl Buckets {
         for (s, v) in daily {
             *b.daily.entry(s.div_euclid(DAY) * DAY).or_default() += v;
         }
-        // Without a flush time, the buckets are taken as whole.
-        b.upto = Millis::MAX;
+        b.upto = upto;
         b
     }
 }
