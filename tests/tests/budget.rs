@@ -1,8 +1,8 @@
 //! End-to-end test of usage accounting and budgets against a real API
 //! server: a ClusterQueue with a tiny GPU budget is warned, then
-//! deprioritized (it may not borrow while the other queue of its cohort
-//! admits), then stopped (a job that fits its quota waits, saying what
-//! was spent), while its running job runs on. The controller is killed
+//! deprioritized (the other queue of its cohort is served first and
+//! takes its idle quota), then stopped (a new job waits, saying what was
+//! spent), while its running job runs on. The controller is killed
 //! and a new one started in the middle: the usage it reports afterwards
 //! is the usage reported before plus the time in between, within one
 //! flush interval.
@@ -91,29 +91,40 @@ async fn a_tiny_budget_warns_then_deprioritizes_then_stops_its_queue_across_a_co
         let ok = wait_budget(&c, &a, "WithinBudget", Duration::from_secs(30)).await?;
         ensure_eq!(ok.status, "True", "{}", ok.message);
 
-        // 2. 36 GPU-seconds in (~18 s): warned, with an Event.
+        // 2. 36 GPU-seconds in (~18 s): warned, with an Event. Team B's
+        //    `blocker` (6 GPUs) borrows team A's 2 idle ones; team A's
+        //    `a-next` (2 GPUs, within its nominal quota) waits for them.
         let warn = wait_budget(&c, &a, "Warn", Duration::from_secs(60)).await?;
         ensure!(warn.status == "False" && warn.message.starts_with("Budget warning"), "{warn:?}");
         wait_for("BudgetWarn event", Duration::from_secs(30), || async {
             Ok((c.events_about_in("default", "ClusterQueue", &a, "BudgetWarn").await? > 0).then_some(()))
         })
         .await?;
+        c.job("blocker", "b", 3, 2, &[], true).await?;
+        c.wait_suspended("blocker", false, Duration::from_secs(30)).await?;
+        c.job("a-next", "a", 1, 2, &[], true).await?;
+        c.workload_of("a-next").await?;
 
-        // 3. 72 GPU-seconds in: deprioritized. A 4-GPU job of team A would
-        // fit by borrowing team B's idle GPUs: it may not, and waits.
+        // 3. 72 GPU-seconds in: deprioritized. Team B's `b-next` (6 GPUs:
+        //    its 4 and team A's 2) arrives after `a-next`. When `blocker`
+        //    ends, one cycle sees both: `b-next` is served first and takes
+        //    team A's idle GPUs, `a-next` waits. (Within budget, `a-next`
+        //    fits its nominal quota and would be admitted first.)
         wait_budget(&c, &a, "Deprioritize", Duration::from_secs(60)).await?;
         ensure_eq!(c.events_about_in("default", "ClusterQueue", &a, "BudgetDeprioritize").await?, 1);
-        c.job("wide", "a", 2, 2, &[], true).await?;
-        let message = wait_for("wide waits", Duration::from_secs(30), || async {
-            let wl = c.workload_of("wide").await?;
+        c.job("b-next", "b", 3, 2, &[], true).await?;
+        c.workload_of("b-next").await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        c.mark_pods("blocker", 3, "Succeeded").await?;
+        c.wait_suspended("b-next", false, Duration::from_secs(30)).await?;
+        let message = wait_for("a-next waits", Duration::from_secs(30), || async {
+            let wl = c.workload_of("a-next").await?;
             let cond = wl.status.as_ref().and_then(|s| s.condition("QuotaReserved")).cloned();
             Ok(cond.filter(|c| c.status == "False" && c.reason == "InsufficientQuota").map(|c| c.message))
         })
         .await?;
+        ensure!(c.job_suspended("a-next").await?, "a-next was admitted before b-next");
         ensure!(message.contains("0 borrowable"), "{message}");
-        // Team B admits meanwhile.
-        c.job("b-wide", "b", 2, 2, &[], true).await?;
-        c.wait_suspended("b-wide", false, Duration::from_secs(30)).await?;
 
         // 4. The controller is killed mid-way and a new one started.
         let before = wait_for("a flushed usage", Duration::from_secs(30), || async {
@@ -132,7 +143,7 @@ async fn a_tiny_budget_warns_then_deprioritizes_then_stops_its_queue_across_a_co
         let (hours_after, at_after) = gpu_hours(&after)?;
         // The new controller does not tell again what the status says.
         ensure_eq!(c.events_about_in("default", "ClusterQueue", &a, "BudgetDeprioritize").await?, 1);
-        // `run` held 2 GPUs all along (`wide` never ran).
+        // `run` held 2 GPUs all along (`a-next` never ran).
         let expected = hours_before + 2.0 * (at_after - at_before) / 3600.0;
         let tolerance = 2.0 * FLUSH_S / 3600.0;
         eprintln!(
@@ -143,8 +154,8 @@ async fn a_tiny_budget_warns_then_deprioritizes_then_stops_its_queue_across_a_co
             "after the restart {hours_after} GPU-hours at {at_after}, expected {expected} (before: {hours_before} at {at_before})"
         );
 
-        // 5. 144 GPU-seconds in: stopped. A job that fits team A's idle
-        // quota waits, told what was spent; `run` runs on.
+        // 5. 144 GPU-seconds in: stopped. A new job waits, told what was
+        // spent; `run` runs on.
         let stop = wait_budget(&c, &a, "Stop", Duration::from_secs(90)).await?;
         ensure!(stop.message.contains("nothing new is admitted"), "{stop:?}");
         c.job("late", "a", 1, 1, &[], true).await?;

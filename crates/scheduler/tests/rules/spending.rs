@@ -222,3 +222,27 @@ fn a_deprioritized_queue_does_not_borrow_by_preempting_either() {
     w.e.set_budget_standing("a", None).unwrap();
     assert_eq!(victims(&w.cycle(2)), ["low"]);
 }
+
+/// The e2e test's case: a's job within its own nominal quota arrived first;
+/// b's, which needs a's idle quota, after; both wait for the same GPUs.
+#[test]
+fn a_deprioritized_queue_loses_its_idle_quota_to_a_later_borrower_it_would_otherwise_keep() {
+    let run = |deprioritized: bool| {
+        let mut w = pair();
+        w.add(wl("run").queue("a").pods(1, &[(GPU, 2)]));
+        w.add(wl("blocker").queue("b").pods(3, &[(GPU, 2)]));
+        assert_eq!(admitted(&w.cycle(0)), ["run", "blocker"]);
+        w.add(wl("a-next").queue("a").at(1).pods(1, &[(GPU, 2)]));
+        w.add(wl("b-next").queue("b").at(2).pods(3, &[(GPU, 2)]));
+        assert!(w.cycle(3).admitted.is_empty());
+        if deprioritized {
+            w.e.set_budget_standing("a", Some(standing(Some(BudgetAction::Deprioritize), 9, 10)))
+                .unwrap();
+        }
+        w.e.finish("blocker").unwrap();
+        let c = w.cycle(4);
+        admitted(&c).iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(run(false), ["a-next"], "within budget: its nominal quota first");
+    assert_eq!(run(true), ["b-next"], "deprioritized: the borrower first");
+}
