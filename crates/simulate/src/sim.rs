@@ -173,12 +173,12 @@ fn run_once(
     } else {
         Some(Backfill::None)
     };
-    let mut usage = UsageWatch::new(scenario, opts);
-    let mut engine = engine_for(scenario, backfill, opts.backfill_depth, usage.is_some())?;
     let mut fairness = FairnessOutcome::new(scenario);
     let mut book = Book::new(scenario);
     let idle_interval = (opts.idle_interval.or(scenario.idle_interval)).unwrap_or(DEFAULT_IDLE_INTERVAL);
     let mut watchers = Watchers::new(scenario, opts, variant.reclaim, idle_interval, &book.records);
+    let metering = watchers.usage.is_some();
+    let mut engine = engine_for(scenario, backfill, opts.backfill_depth, metering)?;
     let mut agenda = Agenda::new(scenario, opts);
     let total = scenario.workloads.len();
     let mut report = |now, done| progress(Progress { now, done, total });
@@ -194,9 +194,6 @@ fn run_once(
         now = t;
         // 2. Every event due by then.
         let due = apply_events(t, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
-        if let Some(u) = usage.as_mut() {
-            u.charge(&mut engine, t);
-        }
         if checked.is_some() || !due.left_over {
             last = t;
         }
@@ -206,17 +203,7 @@ fn run_once(
         // 3. A scheduling cycle when one is due, within its budget.
         if let Some(budget) = agenda.pacer.due(t, &mut agenda.lane) {
             cycles += 1;
-            if let Some(u) = usage.as_mut() {
-                u.govern(&mut engine, t);
-            }
             run_cycle(t, budget, scenario, &mut engine, &mut book, &mut agenda, &mut watchers)?;
-            if let Some(u) = usage.as_mut() {
-                u.charge(&mut engine, t);
-                // A budget that holds a queue back is looked at again.
-                if let Some(at) = u.next_check(t).filter(|_| book.done < total) {
-                    agenda.pacer.cycle_within(at);
-                }
-            }
         }
         // 4. A sample of every queue that changed.
         book.queues.record_touched(t, fairness.as_mut(), &engine);
@@ -244,7 +231,7 @@ fn run_once(
         placement: placement_outcome(scenario, book.waits, end),
         fairness,
         without_backfill: None,
-        usage: usage.map(|u| u.into_outcome(end)),
+        usage: watchers.usage.map(|u| u.into_outcome(end)),
     })
 }
 
@@ -347,10 +334,11 @@ impl Agenda {
 }
 
 /// What follows each workload's life besides its [`Book`], when the run
-/// has it: idle-GPU reclaim and start-time estimates.
+/// has it: idle-GPU reclaim, start-time estimates, usage over time.
 struct Watchers {
     idle: Option<Reclaimer>,
     forecast: Option<Forecaster>,
+    usage: Option<UsageWatch>,
 }
 
 impl Watchers {
@@ -369,6 +357,7 @@ impl Watchers {
                 .then(|| Reclaimer::new(scenario, idle_interval, opts.requeue_limit))
                 .flatten(),
             forecast: (opts.forecast && reclaim).then(|| Forecaster::new(&scenario.workloads, records)),
+            usage: UsageWatch::new(scenario, opts),
         }
     }
 
@@ -409,10 +398,30 @@ impl Watchers {
         self.idle.as_ref().is_some_and(|d| d.is_deactivated(i))
     }
 
-    fn after_cycle(&mut self, engine: &Engine, t: Millis) {
+    /// Before a cycle at `t`: budgets and usage histories given.
+    fn before_cycle(&mut self, engine: &mut Engine, t: Millis) {
+        if let Some(u) = self.usage.as_mut() {
+            u.govern(engine, t);
+        }
+    }
+
+    /// After the events or the cycle of `t`: what they changed charged.
+    fn charge(&mut self, engine: &mut Engine, t: Millis) {
+        if let Some(u) = self.usage.as_mut() {
+            u.charge(engine, t);
+        }
+    }
+
+    fn after_cycle(&mut self, engine: &mut Engine, t: Millis) {
+        self.charge(engine, t);
         if let Some(f) = self.forecast.as_mut() {
             f.after_cycle(engine, t);
         }
+    }
+
+    /// When a budget that holds a queue back is next to be looked at.
+    fn next_check(&self, t: Millis) -> Option<Millis> {
+        self.usage.as_ref().and_then(|u| u.next_check(t))
     }
 }
 
@@ -488,6 +497,7 @@ fn apply_events(
             Event::Start(..) | Event::Finish(..) | Event::EvictionDone(..) => false,
         };
     }
+    watchers.charge(engine, t);
     Ok(due)
 }
 
@@ -590,6 +600,7 @@ fn run_cycle(
     agenda: &mut Agenda,
     watchers: &mut Watchers,
 ) -> Result<()> {
+    watchers.before_cycle(engine, t);
     let cycle = engine.schedule_within(t, budget);
     for a in &cycle.admitted {
         admit(a, t, scenario, book, agenda, watchers)?;
@@ -607,6 +618,10 @@ fn run_cycle(
     watchers.after_cycle(engine, t);
     let decided = !(cycle.admitted.is_empty() && cycle.preempted.is_empty() && cycle.evicted.is_empty());
     agenda.pacer.after_cycle(cycle.next_wakeup, t, decided);
+    // A budget that holds a queue back is looked at again while work is left.
+    if let Some(at) = watchers.next_check(t).filter(|_| book.done < scenario.workloads.len()) {
+        agenda.pacer.cycle_within(at);
+    }
     Ok(())
 }
 
