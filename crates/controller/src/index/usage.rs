@@ -23,7 +23,7 @@ use sluice_api::v1alpha1::{BudgetStatus, UsageStatus};
 use sluice_convert::text::resource_hours;
 use sluice_convert::usage as conv;
 use sluice_scheduler::BudgetAction;
-use sluice_scheduler::usage::{Account, AccountRecord, Accounting, BudgetChange};
+use sluice_scheduler::usage::{Account, AccountRecord, Accounting, Budget, BudgetChange, Spending};
 
 use super::Index;
 use crate::plan::{EventSpec, Plan, Purpose, Step};
@@ -39,7 +39,7 @@ pub(super) struct Usage {
     /// What `status.usage` should say, per account, as of the last flush.
     flushed: BTreeMap<Account, AccountRecord>,
     /// `status.budget` per ClusterQueue with a budget, as of the last flush.
-    budgets: BTreeMap<Arc<str>, BudgetStatus>,
+    budgets: BTreeMap<Arc<str>, Spending>,
 }
 
 impl Usage {
@@ -191,7 +191,7 @@ impl Index {
             .filter_map(|name| {
                 let b = self.usage.accounting.budget(name)?;
                 let s = sluice_scheduler::usage::spending(b, &self.usage.accounting.book, name, now_ms);
-                Some((Arc::from(name.as_str()), conv::budget_status(b, &s)))
+                Some((Arc::from(name.as_str()), s))
             })
             .collect();
         self.usage.next_flush = now_ms + self.usage.flush_ms;
@@ -209,7 +209,14 @@ impl Index {
 
     /// A ClusterQueue's `status.budget` as of the last flush.
     pub fn budget_status(&self, cluster_queue: &str) -> Option<BudgetStatus> {
-        self.usage.budgets.get(cluster_queue).cloned()
+        let (b, s) = self.budget_spending(cluster_queue)?;
+        Some(conv::budget_status(b, s))
+    }
+
+    /// A ClusterQueue's budget and its spending as of the last flush.
+    pub fn budget_spending(&self, cluster_queue: &str) -> Option<(&Budget, &Spending)> {
+        let b = self.usage.accounting.budget(cluster_queue)?;
+        Some((b, self.usage.budgets.get(cluster_queue)?))
     }
 
     /// The records of the last flush, per account (metrics).

@@ -239,9 +239,9 @@ fn record_budget(m: &Metrics, name: &str, ix: &Index) {
             m.usage_hours(name, &meter.flavor, &meter.resource, usage::hours(meter.total));
         }
     }
-    if let Some(b) = ix.budget_status(name) {
-        let hours = |s: &str| s.parse::<f64>().unwrap_or(0.0);
-        m.budget(name, &b.resource, hours(&b.spent), hours(&b.limit), hours(&b.projected));
+    if let Some((b, s)) = ix.budget_spending(name) {
+        let (spent, limit, projected) = (usage::hours(s.spent), usage::hours(s.limit), usage::hours(s.projected));
+        m.budget(name, &b.resource, spent, limit, projected);
         m.budget_action(name, ix.budget_action(name).flatten().map_or(0, |a| a as i64 + 1));
     }
 }
