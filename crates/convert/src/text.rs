@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use sluice_scheduler::{
-    Amount, Backfilled, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason, Preemption,
-    PreemptionReason, ReservedStart, Verdict,
+    Amount, Backfilled, BudgetAction, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason,
+    Preemption, PreemptionReason, ReservedStart, Verdict,
 };
 
 /// Formats milli-units for people: `8`, `500m`, `64Gi`.
@@ -236,6 +236,26 @@ pub fn pending_reason(reason: &PendingReason) -> String {
             resource_hours(i128::from(b.held) * i128::from(b.runtime), &b.resource),
             resource_hours(b.left, &b.resource)
         ),
+    }
+}
+
+/// The Event reason of a budget action.
+pub fn budget_reason(a: BudgetAction) -> &'static str {
+    match a {
+        BudgetAction::Warn => "BudgetWarn",
+        BudgetAction::Deprioritize => "BudgetDeprioritize",
+        BudgetAction::Stop => "BudgetStop",
+    }
+}
+
+/// What a budget action does, as a sentence's start.
+pub fn budget_effect(a: BudgetAction) -> &'static str {
+    match a {
+        BudgetAction::Warn => "Budget warning",
+        BudgetAction::Deprioritize => {
+            "Budget deprioritizes the queue: its workloads come after every other queue's of its cohort, and it may not borrow"
+        }
+        BudgetAction::Stop => "Budget stops the queue: nothing new is admitted, admitted work runs on",
     }
 }
 

@@ -94,7 +94,6 @@ pub use forecast::ForecastJob;
 pub use idle::{IdleApplied, IdleOutcome, IdleTarget};
 pub use placement::PodEntry;
 pub use status::set_condition;
-pub use usage::{budget_effect, budget_reason};
 pub use visibility::PendingSnapshot;
 
 use entry::{GangEntry, WlEntry};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{BudgetStatus, UsageStatus};
-use sluice_convert::text::resource_hours;
+use sluice_convert::text::{self, resource_hours};
 use sluice_convert::usage as conv;
 use sluice_scheduler::BudgetAction;
 use sluice_scheduler::usage::{Account, AccountRecord, Accounting, Budget, BudgetChange, Spending};
@@ -132,7 +132,11 @@ impl Index {
         );
         let (type_, reason, note) = match c.after {
             None => ("Normal", "WithinBudget", format!("Within budget again: {figures}")),
-            Some(a) => ("Warning", budget_reason(a), format!("{}: {figures}", budget_effect(a))),
+            Some(a) => (
+                "Warning",
+                text::budget_reason(a),
+                format!("{}: {figures}", text::budget_effect(a)),
+            ),
         };
         tracing::info!(cluster_queue = %c.cluster_queue, reason, "{note}");
         self.outbox.plans.push(Plan {
@@ -233,25 +237,5 @@ impl Index {
                 .spending(cluster_queue)
                 .and_then(|s| s.reached.map(|(_, a)| a)),
         )
-    }
-}
-
-/// The Event reason of a budget action.
-pub fn budget_reason(a: BudgetAction) -> &'static str {
-    match a {
-        BudgetAction::Warn => "BudgetWarn",
-        BudgetAction::Deprioritize => "BudgetDeprioritize",
-        BudgetAction::Stop => "BudgetStop",
-    }
-}
-
-/// What a budget action does, as a sentence's start.
-pub fn budget_effect(a: BudgetAction) -> &'static str {
-    match a {
-        BudgetAction::Warn => "Budget warning",
-        BudgetAction::Deprioritize => {
-            "Budget deprioritizes the queue: its workloads come after every other queue's of its cohort, and it may not borrow"
-        }
-        BudgetAction::Stop => "Budget stops the queue: nothing new is admitted, admitted work runs on",
     }
 }

@@ -30,7 +30,7 @@ use sluice_scheduler::usage::{self, Account};
 use sluice_scheduler::{FairShare, QueueUsage};
 
 use super::RunConfig;
-use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot, budget_effect};
+use crate::index::{Index, Kind, LocalQueueStats, PendingSnapshot};
 use crate::metrics::Metrics;
 use crate::plan::{EventSpec, ObjKey, Plan, Purpose, QueueRef, Step};
 
@@ -366,7 +366,10 @@ impl QueueStatusWriter {
             .unwrap_or_else(|| "not measured yet".to_string());
         let (reason, message) = match action {
             None => ("WithinBudget".to_string(), figures),
-            Some(a) => (format!("{a:?}"), format!("{}: {figures}", budget_effect(a))),
+            Some(a) => (
+                format!("{a:?}"),
+                format!("{}: {figures}", sluice_convert::text::budget_effect(a)),
+            ),
         };
         Some(Condition {
             type_: cond::WITHIN_BUDGET.into(),
