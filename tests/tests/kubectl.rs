@@ -106,6 +106,17 @@ async fn grant_view(c: &mut Cluster, sa: &str) -> Result<String> {
     Ok(name)
 }
 
+/// Removes the viewer ClusterRole (cluster-scoped, if one was made) and
+/// the test's objects.
+async fn clean_up(c: &mut Cluster, viewer_role: Option<String>) -> Result<()> {
+    if let Some(role) = viewer_role {
+        let _ = Api::<ClusterRole>::all(c.client.clone())
+            .delete(&role, &DeleteParams::default())
+            .await;
+    }
+    c.cleanup().await
+}
+
 /// Writes what the admin reads to `SLUICE_RECORD_DIR`, if set.
 async fn record(c: &Cluster) -> Result<()> {
     let Some(dir) = std::env::var_os("SLUICE_RECORD_DIR") else {
@@ -298,12 +309,7 @@ async fn admins_and_viewers_see_queues_positions_reasons_and_estimates() -> Resu
         Ok::<_, anyhow::Error>(())
     }
     .await;
-    if let Some(role) = viewer_role {
-        let _ = Api::<ClusterRole>::all(c.client.clone())
-            .delete(&role, &DeleteParams::default())
-            .await;
-    }
-    c.cleanup().await?;
+    clean_up(&mut c, viewer_role).await?;
     result
 }
 
@@ -474,11 +480,6 @@ async fn admins_and_viewers_see_gpu_hours_and_budgets_as_tables_json_and_csv() -
         Ok::<_, anyhow::Error>(())
     }
     .await;
-    if let Some(role) = viewer_role {
-        let _ = Api::<ClusterRole>::all(c.client.clone())
-            .delete(&role, &DeleteParams::default())
-            .await;
-    }
-    c.cleanup().await?;
+    clean_up(&mut c, viewer_role).await?;
     result
 }
