@@ -180,11 +180,18 @@ impl Index {
         self.usage.accounting.charge(&mut self.engine, now_ms);
         let book = &mut self.usage.accounting.book;
         book.prune();
+        let before = std::mem::take(&mut self.usage.flushed);
         self.usage.flushed = book
             .accounts()
             .into_iter()
             .map(|a| {
                 let r = book.record(&a, now_ms);
+                // Nothing accrued since the last flush: the record stands
+                // as it was, and its status is not written again.
+                let r = match before.get(&a) {
+                    Some(old) if old.same_usage(&r) => old.clone(),
+                    _ => r,
+                };
                 (a, r)
             })
             .collect();

@@ -81,6 +81,19 @@ pub struct AccountRecord {
     pub meters: Vec<MeterRecord>,
 }
 
+impl AccountRecord {
+    /// Whether `other` holds the same usage (totals, buckets and decayed
+    /// averages), whenever each was taken: nothing accrued in between.
+    pub fn same_usage(&self, other: &AccountRecord) -> bool {
+        self.meters.len() == other.meters.len()
+            && self.meters.iter().zip(&other.meters).all(|(a, b)| {
+                (&a.flavor, &a.resource, a.total, a.decayed) == (&b.flavor, &b.resource, b.total, b.decayed)
+                    && a.buckets.hourly().eq(b.buckets.hourly())
+                    && a.buckets.daily().eq(b.buckets.daily())
+            })
+    }
+}
+
 /// Meters per account and (flavor, resource). See the module docs.
 #[derive(Clone, Debug, Default)]
 pub struct UsageBook {

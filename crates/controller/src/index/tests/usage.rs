@@ -140,3 +140,20 @@ fn a_budget_warns_then_stops_the_queue_with_events_and_conditions_while_admitted
         "{why}"
     );
 }
+
+#[test]
+fn a_queue_that_used_nothing_since_the_last_flush_keeps_its_record_and_is_not_written_again() {
+    let (mut ix, _) = admitted_index();
+    ix.flush_usage(T0 + HOUR);
+    let running = ix.usage_status(&cq_account()).unwrap();
+    // The Job finishes: its usage up to then is in the next flush.
+    ix.engine.finish("wl-uid-train").unwrap();
+    ix.cycle(T0 + 2 * HOUR);
+    assert!(ix.flush_usage(T0 + 3 * HOUR));
+    let finished = ix.usage_status(&cq_account()).unwrap();
+    assert_ne!(finished, running);
+    assert_eq!(gpu_hours(&ix, &cq_account()), 8.0);
+    // Nothing held since: the same record, flushedAt and all.
+    assert!(ix.flush_usage(T0 + 5 * HOUR));
+    assert_eq!(ix.usage_status(&cq_account()).unwrap(), finished);
+}
