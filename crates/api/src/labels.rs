@@ -13,6 +13,11 @@
 //! | [`MIN_PARALLELISM`] `sluice.dev/min-parallelism` | batch/v1 Job (annotation) | fewest pods the Job can run with: the `minCount` of its Workload's pod set |
 //! | [`PREEMPTION_NOTICE`] `sluice.dev/preemption-notice` | Pod (annotation, written by Sluice) | the RFC 3339 time at which the pod's preempted workload is suspended (ClusterQueue `spec.preemption.noticeSeconds`) |
 //! | [`CHECKPOINT_DONE`] `sluice.dev/checkpoint-done` | queued object (annotation, written by the job) | an RFC 3339 time: a notice that began at or before it is acknowledged, and the workload is suspended at once |
+//! | [`HELD_REPLICAS`] `sluice.dev/held-replicas` | Deployment, StatefulSet, LeaderWorkerSet (annotation, written by Sluice) | the replicas the owner asked for, kept while Sluice holds the object at `spec.replicas: 0` until it is admitted |
+//! | [`POD_OWNER`] `sluice.dev/owner-uid` | pod template of a started Deployment, StatefulSet or LeaderWorkerSet (written by Sluice) | the object's uid: which pods are its |
+//! | [`POD_GROUP`] `sluice.dev/pod-group` | Pod | pod group name: pods in one namespace with the same value are one Workload, admitted together (with [`POD_GROUP_TOTAL`]) |
+//! | [`POD_GROUP_TOTAL`] `sluice.dev/pod-group-total-count` | Pod (annotation) | how many pods the group has: its Workload is made once that many exist |
+//! | [`MANAGED_POD`] `sluice.dev/managed` | Pod (written by the webhook) | `"true"` on a pod the webhook gated ([`ADMISSION_GATE`]): the controller watches these |
 
 /// Job label naming the LocalQueue (in the Job's namespace) that the Job is
 /// queued in. Jobs without it are never held by Sluice.
@@ -134,6 +139,38 @@ pub const PREEMPTION_NOTICE: &str = "sluice.dev/preemption-notice";
 /// suspended at once; an earlier time (left from a previous preemption)
 /// acknowledges nothing. It can only shorten a notice.
 pub const CHECKPOINT_DONE: &str = "sluice.dev/checkpoint-done";
+
+/// Annotation Sluice writes on a serving object it holds (a Deployment,
+/// StatefulSet or LeaderWorkerSet queued and not admitted): the replicas
+/// its owner asked for. The object is held at `spec.replicas: 0`; at
+/// admission Sluice sets `spec.replicas` back to this and removes it.
+pub const HELD_REPLICAS: &str = "sluice.dev/held-replicas";
+
+/// Label Sluice puts on the pod templates of a serving object it starts
+/// (a Deployment, StatefulSet or LeaderWorkerSet): the object's uid. It
+/// tells which pods are that object's (their own labels are their
+/// author's), and goes from the templates when Sluice puts back what the
+/// user wrote.
+pub const POD_OWNER: &str = "sluice.dev/owner-uid";
+
+/// Pod label naming a pod group: the pods of one namespace with the same
+/// value are one Workload, admitted together (Kueue's
+/// `kueue.x-k8s.io/pod-group-name`).
+pub const POD_GROUP: &str = "sluice.dev/pod-group";
+
+/// Pod annotation: how many pods its group has (a positive integer). The
+/// group's Workload is made once that many pods exist (Kueue's
+/// `kueue.x-k8s.io/pod-group-total-count`).
+pub const POD_GROUP_TOTAL: &str = "sluice.dev/pod-group-total-count";
+
+/// Pod label the webhook writes, `"true"`, on a pod it gates with
+/// [`ADMISSION_GATE`] (servers with pod scheduling gates): the controller
+/// watches the pods that carry it.
+pub const MANAGED_POD: &str = "sluice.dev/managed";
+
+/// The pod scheduling gate (`spec.schedulingGates`, Kubernetes 1.27+) that
+/// holds a queued pod until Sluice admits it.
+pub const ADMISSION_GATE: &str = "sluice.dev/admission";
 
 /// Returns the queue a Job's labels select: [`QUEUE`], else (when
 /// `kueue_compat` is on) [`KUEUE_QUEUE_NAME`].

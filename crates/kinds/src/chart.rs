@@ -19,13 +19,17 @@ pub fn chart_file() -> String {
     rules(&mut out, JobKind::ALL.into_iter().flat_map(JobKind::controller_access));
     out.push_str("# What the webhook lists and watches of them (owner verification).\nwebhookRules:\n");
     rules(&mut out, JobKind::ALL.into_iter().flat_map(JobKind::webhook_access));
-    out.push_str("# The kinds made by operators: the webhook configurations' entries.\noperatorKinds:\n");
-    for k in JobKind::others() {
+    out.push_str(
+        "# Every queued kind: the webhook configurations' entries (serving: held at\n# zero replicas, with UPDATE mutation and a scale entry).\nqueuedKinds:\n",
+    );
+    for k in JobKind::ALL {
         let (group, version, _) = k.gvk();
+        let serving = k.integration().hold() == crate::Hold::Replicas;
         let _ = writeln!(
             out,
-            "  - plural: {}\n    group: {group}\n    version: {version}",
-            k.plural()
+            "  - plural: {}\n    group: {}\n    version: {version}\n    serving: {serving}",
+            k.plural(),
+            if group.is_empty() { "\"\"" } else { group }
         );
     }
     out

@@ -60,6 +60,10 @@ pub enum JobError {
     BadAnnotation(String),
     #[error("{field}: {problem}")]
     Invalid { field: String, problem: String },
+    /// A serving object held with no replicas asked for: it has no
+    /// Workload until its owner asks for some.
+    #[error("{field}: 0 replicas asked for: nothing to admit until some are")]
+    NothingAsked { field: String },
 }
 
 impl JobError {
@@ -71,6 +75,7 @@ impl JobError {
             JobError::Parallelism(_) => "job_parallelism",
             JobError::BadAnnotation(_) => "job_bad_annotation",
             JobError::Invalid { .. } => "job_invalid",
+            JobError::NothingAsked { .. } => "job_nothing_asked",
         }
     }
 }

@@ -147,6 +147,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         // Its pods are looked up by label before its quota is released.
         live: 0,
         pods_selector: None,
+        replicas: None,
         templates: spec
             .replicated_jobs
             .iter()

@@ -27,8 +27,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_api::v1alpha1::{ResourceFlavor, Workload};
 
-use crate::job::{self, JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
-use crate::shape::{self, Count, SuspendField, TemplateAt};
+use crate::job::{JobError, JobView, ORIGINAL_SCHEDULING, SchedulingDirectives, TemplateDirectives};
+use crate::shape::{self, Count, Hold, SuspendField, TemplateAt};
 use crate::{JobKind, ObjPatch, Queueable, Resource, object, placed};
 
 pub const GROUP: &str = "kubeflow.org";
@@ -151,6 +151,7 @@ fn view(k: &Kubeflow, obj: &Value, kueue_compat: bool) -> Result<JobView, JobErr
         pods,
         live: 0,
         pods_selector: None,
+        replicas: None,
         templates: p
             .roles
             .iter()
@@ -196,20 +197,7 @@ const SUSPEND: SuspendField = SuspendField {
 /// The merge patch of one role's directives: `target`, removing what the
 /// template has that `target` lacks.
 fn role_patch(t: &TemplateDirectives, target: &SchedulingDirectives) -> Value {
-    let mut pod = Map::new();
-    let selector = target.node_selector.clone().unwrap_or_default();
-    pod.insert(
-        "nodeSelector".into(),
-        job::selector_patch(t.node_selector.as_ref(), &selector),
-    );
-    pod.insert(
-        "tolerations".into(),
-        match target.tolerations.as_ref().filter(|v| !v.is_empty()) {
-            Some(v) => serde_json::to_value(v).expect("tolerations serialise"),
-            None => Value::Null,
-        },
-    );
-    json!({"template": {"spec": pod}})
+    json!({"template": {"spec": object::pod_spec_patch(t, target)}})
 }
 
 /// The merge patch that admits a suspended job: the originals recorded
@@ -367,8 +355,8 @@ impl Queueable for Kubeflow {
         self.invalid
     }
 
-    fn suspend_field(&self) -> SuspendField {
-        SUSPEND
+    fn hold(&self) -> Hold {
+        Hold::Suspend(SUSPEND)
     }
 
     fn templates(&self, obj: &Value) -> Vec<TemplateAt> {

@@ -30,6 +30,13 @@
 //! | `kubeflow.org/v1` JAXJob | `jaxjob` | `jaxjob-<name>` | one per role (worker) |
 //! | `ray.io/v1` RayCluster | [`raycluster`] | `raycluster-<name>` | head, and one per worker group |
 //! | `trainer.kubeflow.org/v1alpha1` TrainJob | [`trainjob`] | `trainjob-<name>` | one per replicated Job of its training runtime |
+//! | `apps/v1` Deployment | [`deployment`] | `deployment-<name>` | `main` (replicas and rollout surge) |
+//! | `apps/v1` StatefulSet | [`statefulset`] | `statefulset-<name>` | `main` (replicas) |
+//! | `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet | [`leaderworkerset`] | `leaderworkerset-<name>` | `leader` and `worker` (groups × their pods) |
+//!
+//! Serving objects (the last three) have no suspend flag: Sluice holds
+//! one at zero replicas until it is admitted (`serving`,
+//! [`Queueable::hold`]).
 //!
 //! A kind whose pod sets are read from another object too (a TrainJob's
 //! training runtime) names it ([`Queueable::referent`]) and the kinds it
@@ -58,20 +65,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::v1alpha1::{PodSet, Workload, WorkloadSpec};
 
 use crate::job::{JobError, JobView};
-pub use crate::shape::{Count, SuspendField, TemplateAt};
+pub use crate::shape::{Count, Hold, SuspendField, TemplateAt};
 
 pub mod chart;
+pub mod deployment;
 pub mod gang;
 mod jaxjob;
 pub mod job;
 pub mod jobset;
 pub mod kubeflow;
+pub mod leaderworkerset;
 mod object;
 mod paddlejob;
 mod placed;
+pub mod pod;
 pub mod ray;
 pub mod raycluster;
+mod serving;
 pub mod shape;
+pub mod statefulset;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod tfjob;
@@ -127,6 +139,13 @@ registry! {
     RayCluster => raycluster::RayClusterKind,
     /// `trainer.kubeflow.org/v1alpha1` TrainJob (Kubeflow Trainer v2).
     TrainJob => trainjob::TrainJobKind,
+    /// `apps/v1` Deployment, held at zero replicas until admitted.
+    Deployment => deployment::DeploymentKind,
+    /// `apps/v1` StatefulSet, held at zero replicas until admitted.
+    StatefulSet => statefulset::StatefulSetKind,
+    /// `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet, held at zero
+    /// replicas until admitted.
+    LeaderWorkerSet => leaderworkerset::LeaderWorkerSetKind,
 }
 
 impl JobKind {
@@ -215,10 +234,11 @@ impl JobKind {
 
     /// What the webhook lists and watches of this kind: the objects of a
     /// kind that may control objects of a queued kind
-    /// ([`JobKind::controls_others`]), to verify such an owner.
+    /// ([`JobKind::controls_others`]), to verify such an owner, and
+    /// serving objects, whose `scale` it checks against them.
     pub fn webhook_access(self) -> Vec<Access> {
         let r = self.integration().resource();
-        if !self.controls_others() {
+        if !self.controls_others() && self.integration().hold() != Hold::Replicas {
             return Vec::new();
         }
         vec![Access {
@@ -351,9 +371,11 @@ pub trait Queueable: Sync {
     ) -> Result<Workload, JobError> {
         self.workload(obj, kueue_compat, workload_class, pod_class)
     }
-    /// The patch that suspends an object: its suspend field set to true.
-    fn suspend_patch(&self) -> ObjPatch {
-        ObjPatch::Merge(self.suspend_field().patch(true))
+    /// The patch that holds an object (`view`: as observed): its suspend
+    /// flag set to true, or, for a serving object, its replicas kept in an
+    /// annotation and set to zero ([`Queueable::hold`]).
+    fn suspend_patch(&self, view: &JobView) -> ObjPatch {
+        ObjPatch::Merge(self.hold().patch(view.replicas))
     }
     /// The patches that start a suspended object on the flavors of each
     /// of its pod sets with the pods admitted of each (`admitted`: fewer
@@ -370,9 +392,25 @@ pub trait Queueable: Sync {
     fn restore_patches(&self, view: &JobView) -> Result<Vec<(bool, ObjPatch)>, JobError>;
     /// The reason recorded for an object of this kind that cannot be read.
     fn invalid_reason(&self) -> &'static str;
-    /// Where its suspend flag is.
-    fn suspend_field(&self) -> SuspendField {
-        SuspendField::SPEC
+    /// How its objects are held until admitted: by their suspend flag
+    /// (where it is), or at zero replicas.
+    fn hold(&self) -> Hold {
+        Hold::Suspend(SuspendField::SPEC)
+    }
+    /// Whether a namespace that queues every object
+    /// ([`sluice_api::labels::DEFAULT_QUEUE`]) queues this one when it has
+    /// no queue label: every object of a batch kind; a serving object only
+    /// when a pod template asks for a GPU (one that does not runs as it
+    /// would without Sluice).
+    fn queued_by_namespace(&self, obj: &Value) -> bool {
+        let _ = obj;
+        true
+    }
+    /// What the webhook sets on a new queued object where its author left
+    /// it unset, so that the object runs no more pods at once than its
+    /// Workload asks for (a Deployment's rollout surge): each with why.
+    fn create_defaults(&self, _obj: &Value) -> Vec<Defaulted> {
+        Vec::new()
     }
     /// Its pod templates (JSON of the object).
     fn templates(&self, obj: &Value) -> Vec<TemplateAt>;
@@ -416,6 +454,14 @@ pub trait Queueable: Sync {
     fn made_by(&self) -> &'static [JobKind] {
         &[]
     }
+    /// Objects of this kind that the operator of a kind of
+    /// [`Queueable::made_by`] makes under another object of its own (a
+    /// LeaderWorkerSet's worker StatefulSets, controlled by a leader pod)
+    /// name their maker by this label instead of their controller
+    /// reference: (label, the maker's kind).
+    fn made_by_label(&self) -> Option<(&'static str, JobKind)> {
+        None
+    }
 }
 
 /// A patch of a kind's object.
@@ -428,9 +474,21 @@ pub enum ObjPatch {
     Json(Value),
 }
 
-/// The patch that suspends an object of `kind`.
-pub fn suspend_patch(kind: JobKind) -> ObjPatch {
-    kind.integration().suspend_patch()
+/// The patch that holds an object (as observed in `view`) until it is
+/// admitted.
+pub fn suspend_patch(view: &JobView) -> ObjPatch {
+    view.kind.integration().suspend_patch(view)
+}
+
+/// A field the webhook sets on a new queued object its author left unset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Defaulted {
+    /// A JSON pointer (`/spec/strategy`): the field, or the nearest parent
+    /// that is missing, with `value` the whole subtree.
+    pub pointer: String,
+    pub value: Value,
+    /// What it means, for the warning the webhook returns.
+    pub why: String,
 }
 
 /// The patches that start a suspended object on the flavors assigned to
@@ -512,9 +570,19 @@ pub fn declare_runtime(wl: &mut Workload, ms: Option<i64>) {
         .insert(sluice_api::labels::EXPECTED_RUNTIME.to_string(), format!("{secs}s"));
 }
 
+/// Whether any of `obj`'s pod templates asks for a GPU.
+pub fn templates_request_gpu(kind: JobKind, obj: &Value) -> bool {
+    kind.integration()
+        .templates(obj)
+        .iter()
+        .any(|t| obj.pointer(&t.spec).is_some_and(shape::requests_gpu))
+}
+
 /// The view of an object of `kind`, from its JSON.
 pub fn view(kind: JobKind, obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
-    kind.integration().view(obj, kueue_compat)
+    let mut view = kind.integration().view(obj, kueue_compat)?;
+    view.namespace_queues = kind.integration().queued_by_namespace(obj);
+    Ok(view)
 }
 
 /// The label selector of an object's pods: its own (a RayJob's cluster),

@@ -26,6 +26,8 @@ pub(super) struct State {
     pub(super) live: i32,
     pub(super) pods_selector: Option<String>,
     pub(super) templates: Vec<TemplateDirectives>,
+    /// A serving object's replicas as asked ([`JobView::replicas`]).
+    pub(super) replicas: Option<i32>,
 }
 
 /// A template's directives as they are now.
@@ -37,6 +39,27 @@ pub(super) fn directives(pod_set: &str, key: &str, template: &PodTemplateSpec) -
         node_selector: pod.and_then(|p| p.node_selector.clone()),
         tolerations: pod.and_then(|p| p.tolerations.clone()),
     }
+}
+
+/// The merge patch of a pod spec whose directives are `t` now that makes
+/// them `target`: its `nodeSelector` and `tolerations`, removing what the
+/// template has that `target` lacks.
+pub(super) fn pod_spec_patch(t: &TemplateDirectives, target: &job::SchedulingDirectives) -> serde_json::Value {
+    use serde_json::Value;
+    let mut pod = serde_json::Map::new();
+    let selector = target.node_selector.clone().unwrap_or_default();
+    pod.insert(
+        "nodeSelector".into(),
+        job::selector_patch(t.node_selector.as_ref(), &selector),
+    );
+    pod.insert(
+        "tolerations".into(),
+        match target.tolerations.as_ref().filter(|v| !v.is_empty()) {
+            Some(v) => serde_json::to_value(v).expect("tolerations serialise"),
+            None => Value::Null,
+        },
+    );
+    Value::Object(pod)
 }
 
 /// The view of an object of `kind`.
@@ -57,6 +80,7 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
         succeeded: state.succeeded,
         pods: state.pods,
         parallelism: None,
+        replicas: state.replicas,
         completions: None,
         original_parallelism: None,
         live: state.live,
@@ -71,6 +95,7 @@ pub(super) fn view(kind: JobKind, meta: &ObjectMeta, kueue_compat: bool, state: 
         gang: None,
         managed_by: job::ManagedBy::of(kind, meta),
         queued_by_namespace: false,
+        namespace_queues: true,
         pods_selector: state.pods_selector,
         expected_runtime: labels::expected_runtime_ms(meta.annotations.as_ref()),
         checkpoint_done: meta

@@ -211,6 +211,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         pods,
         // Suspending: KubeRay is still deleting the cluster.
         live: i32::from(deployment == Some("Suspending")),
+        replicas: None,
         pods_selector: p
             .status
             .ray_cluster_name

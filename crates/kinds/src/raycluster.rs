@@ -154,6 +154,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         pods,
         live: 0,
         pods_selector: None,
+        replicas: None,
         templates: p
             .groups
             .iter()

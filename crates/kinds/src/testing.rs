@@ -32,3 +32,19 @@ pub fn flavor(name: &str) -> ResourceFlavor {
     }))
     .unwrap()
 }
+
+/// `obj` with `patches` applied in order, as the API server applies them.
+#[cfg(test)]
+pub fn apply_patches(obj: &Value, patches: &[(bool, crate::ObjPatch)]) -> Value {
+    let mut v = obj.clone();
+    for (_, p) in patches {
+        match p {
+            crate::ObjPatch::Merge(m) => json_patch::merge(&mut v, m),
+            crate::ObjPatch::Json(ops) => {
+                let ops: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
+                json_patch::patch(&mut v, &ops).unwrap();
+            }
+        }
+    }
+    v
+}

@@ -271,6 +271,7 @@ pub fn view(obj: &Value, kueue_compat: bool) -> Result<JobView, JobError> {
         pods: spec.trainer.as_ref().and_then(|t| t.num_nodes).unwrap_or(1),
         live: 0,
         pods_selector: Some(pods_selector(&name)),
+        replicas: None,
         templates,
     };
     Ok(object::view(JobKind::TrainJob, &tj.metadata, kueue_compat, state))

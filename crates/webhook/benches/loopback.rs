@@ -24,7 +24,15 @@ fn fixture() -> Vec<u8> {
     let dir = std::env::var_os("SLUICE_FIXTURES")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    std::fs::read(dir.join("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap()
+    let raw = std::fs::read(dir.join("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap();
+    // Without its queue label: a pod the GPU fixes apply to (with it, the
+    // pod waits for admission and is refused where there are no gates).
+    let mut review: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    review["request"]["object"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    serde_json::to_vec(&review).unwrap()
 }
 
 fn main() {

@@ -43,6 +43,21 @@ pub trait ClusterView: Send + Sync {
         None
     }
 
+    /// What the cache knows of a serving object (a Deployment,
+    /// StatefulSet or LeaderWorkerSet: a kind with a `scale` subresource,
+    /// whose Scale carries no labels); `None` when its kind has not been
+    /// listed or it is not known.
+    fn serving_object(&self, _kind: JobKind, _namespace: &str, _name: &str) -> Option<ServingMeta> {
+        None
+    }
+    /// Whether an object of a queued kind named `name` exists in
+    /// `namespace` (an owner named by a label, whose uid is not known);
+    /// `None` while that kind has not been listed.
+    fn owner_named(&self, kind: OwnerKind, namespace: &str, name: &str) -> Option<bool> {
+        let _ = (kind, namespace, name);
+        None
+    }
+
     /// Whether the namespace opted in to default queueing.
     fn default_queue_enabled(&self, namespace: &str) -> bool {
         self.namespace_labels(namespace)
@@ -92,6 +107,28 @@ impl OwnerKind {
     }
 }
 
+/// What the cache keeps of a serving object: its labels and the replicas
+/// it asked for while held ([`sluice_api::labels::HELD_REPLICAS`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServingMeta {
+    pub labels: BTreeMap<String, String>,
+    pub held_replicas: Option<String>,
+}
+
+impl ServingMeta {
+    /// From an object's metadata.
+    pub fn of(meta: &kube::core::ObjectMeta) -> Self {
+        Self {
+            labels: meta.labels.clone().unwrap_or_default(),
+            held_replicas: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(sluice_api::labels::HELD_REPLICAS))
+                .cloned(),
+        }
+    }
+}
+
 /// A view held in memory and filled by hand (tests) or by watch events.
 #[derive(Debug, Default)]
 pub struct MemoryView {
@@ -114,6 +151,9 @@ struct MemoryState {
     cluster_queues: Option<BTreeMap<String, Option<LabelSelector>>>,
     /// (namespace, LocalQueue) → its ClusterQueue; `None` until the first list.
     local_queue_targets: Option<BTreeMap<(String, String), String>>,
+    /// Per serving kind, (namespace, name) → what is kept of it; a kind is
+    /// absent until its first list.
+    serving: BTreeMap<JobKind, BTreeMap<(String, String), ServingMeta>>,
 }
 
 impl MemoryView {
@@ -225,6 +265,24 @@ impl MemoryView {
         self.write().owners.insert(kind, all);
     }
 
+    /// Adds or replaces a serving object.
+    pub fn upsert_serving(&self, kind: JobKind, namespace: &str, name: &str, meta: ServingMeta) {
+        if let Some(objects) = self.write().serving.get_mut(&kind) {
+            objects.insert((namespace.to_owned(), name.to_owned()), meta);
+        }
+    }
+
+    pub fn remove_serving(&self, kind: JobKind, namespace: &str, name: &str) {
+        if let Some(objects) = self.write().serving.get_mut(&kind) {
+            objects.remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Replaces every serving object of a kind (a (re-)list).
+    pub fn replace_serving(&self, kind: JobKind, all: BTreeMap<(String, String), ServingMeta>) {
+        self.write().serving.insert(kind, all);
+    }
+
     /// Adds or replaces a ClusterQueue's namespaceSelector.
     pub fn upsert_cluster_queue(&self, name: &str, selector: Option<LabelSelector>) {
         self.write()
@@ -295,6 +353,20 @@ impl ClusterView for MemoryView {
 
     fn cohort_parents(&self) -> Option<BTreeMap<String, Option<String>>> {
         self.read().cohorts.clone()
+    }
+
+    fn serving_object(&self, kind: JobKind, namespace: &str, name: &str) -> Option<ServingMeta> {
+        self.read()
+            .serving
+            .get(&kind)?
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn owner_named(&self, kind: OwnerKind, namespace: &str, name: &str) -> Option<bool> {
+        let state = self.read();
+        let objects = state.owners.get(&kind)?;
+        Some(objects.contains_key(&(namespace.to_owned(), name.to_owned())))
     }
 
     fn owner_exists(&self, kind: OwnerKind, namespace: &str, name: &str, uid: &str) -> Option<bool> {

@@ -183,16 +183,20 @@ impl GpuConfig {
 /// and node agents see every GPU without requesting one).
 pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "gpu-operator", "nvidia-gpu-operator"];
 
-/// The service accounts the operators of the kinds that make queued
-/// objects run as in their upstream default installs: JobSet
-/// (`jobset-system`), the MPI Operator (`mpi-operator`), KubeRay
-/// (`ray-system`) and Kubeflow Trainer v2 (`kubeflow-system`, whose
-/// controller makes a TrainJob's JobSet).
-pub const DEFAULT_OPERATORS: [&str; 4] = [
+/// The service accounts the operators of the queued kinds run as in their
+/// upstream default installs: JobSet (`jobset-system`), the MPI Operator
+/// (`mpi-operator`), KubeRay (`ray-system`), Kubeflow Trainer v2
+/// (`kubeflow-system`, whose controller makes a TrainJob's JobSet), the
+/// Kubeflow training operator (`kubeflow`, which makes a PyTorchJob's,
+/// TFJob's, … pods) and LeaderWorkerSet (`lws-system`). Objects and GPU
+/// pods they make for the objects they run are those objects'.
+pub const DEFAULT_OPERATORS: [&str; 6] = [
     "system:serviceaccount:jobset-system:jobset-controller-manager",
     "system:serviceaccount:mpi-operator:mpi-operator",
     "system:serviceaccount:ray-system:kuberay-operator",
     "system:serviceaccount:kubeflow-system:kubeflow-trainer-controller-manager",
+    "system:serviceaccount:kubeflow:training-operator",
+    "system:serviceaccount:lws-system:lws-controller-manager",
 ];
 
 /// The whole webhook configuration.
@@ -224,6 +228,37 @@ pub struct WebhookConfig {
     /// Name of the controller's service account in the namespace Sluice
     /// runs in; empty trusts only `admissionWriters`.
     pub controller_service_account: String,
+    /// How a queued GPU Pod (one with the queue label, or any GPU pod in a
+    /// namespace that queues every object) that no queued object made is
+    /// held until Sluice admits it.
+    pub pods: PodHolding,
+}
+
+/// How a queued bare Pod is held (`pods` in the configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PodHolding {
+    /// Gated where the API server has pod scheduling gates (Kubernetes
+    /// 1.27+, read from its version when the webhook starts), else refused.
+    #[default]
+    Auto,
+    /// Gated (`spec.schedulingGates`): the server must have them.
+    Gate,
+    /// Refused at create, with how to run it (a Job, a queued Deployment,
+    /// or the admin's trust label).
+    Refuse,
+}
+
+impl PodHolding {
+    /// Whether pods are gated on a server that has (`true`) or lacks
+    /// scheduling gates.
+    pub fn gates(self, server_has_gates: bool) -> bool {
+        match self {
+            PodHolding::Auto => server_has_gates,
+            PodHolding::Gate => true,
+            PodHolding::Refuse => false,
+        }
+    }
 }
 
 impl Default for WebhookConfig {
@@ -236,6 +271,7 @@ impl Default for WebhookConfig {
             admission_writers: Vec::new(),
             operators: DEFAULT_OPERATORS.iter().map(|u| (*u).to_owned()).collect(),
             controller_service_account: crate::CONTROLLER_SERVICE_ACCOUNT.to_owned(),
+            pods: PodHolding::default(),
         }
     }
 }

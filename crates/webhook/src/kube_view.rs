@@ -21,7 +21,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use sluice_api::{ClusterQueue, Cohort, LocalQueue};
 
-use crate::cache::{ClusterView, MemoryView, OwnerKind};
+use crate::cache::{ClusterView, MemoryView, OwnerKind, ServingMeta};
+use sluice_kinds::JobKind;
 
 /// The cache: a [`MemoryView`] that is synced once Namespaces, LocalQueues
 /// and DaemonSets are listed (the queued kinds' CRDs may not be installed,
@@ -71,6 +72,14 @@ impl ClusterView for KubeView {
 
     fn local_queues_of(&self, cluster_queue: &str) -> Option<Vec<(String, String)>> {
         self.view.local_queues_of(cluster_queue)
+    }
+
+    fn serving_object(&self, kind: JobKind, namespace: &str, name: &str) -> Option<ServingMeta> {
+        self.view.serving_object(kind, namespace, name)
+    }
+
+    fn owner_named(&self, kind: OwnerKind, namespace: &str, name: &str) -> Option<bool> {
+        self.view.owner_named(kind, namespace, name)
     }
 }
 
@@ -225,6 +234,38 @@ impl KubeView {
 }
 
 impl KubeView {
+    /// Applies one metadata watch event of a serving kind: (namespace,
+    /// name) → its labels and held replicas. Does not gate
+    /// [`ClusterView::synced`]: until listed, a scale is not checked.
+    pub fn apply_serving_event(
+        &self,
+        kind: JobKind,
+        buffer: &mut BTreeMap<(String, String), ServingMeta>,
+        ev: Event<PartialObjectMeta<DynamicObject>>,
+    ) {
+        let key = |o: &PartialObjectMeta<DynamicObject>| {
+            (
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        match ev {
+            Event::Init => buffer.clear(),
+            Event::InitApply(o) => {
+                buffer.insert(key(&o), ServingMeta::of(&o.metadata));
+            }
+            Event::InitDone => self.view.replace_serving(kind, std::mem::take(buffer)),
+            Event::Apply(o) => {
+                let (ns, name) = key(&o);
+                self.view.upsert_serving(kind, &ns, &name, ServingMeta::of(&o.metadata));
+            }
+            Event::Delete(o) => {
+                let (ns, name) = key(&o);
+                self.view.remove_serving(kind, &ns, &name);
+            }
+        }
+    }
+
     /// Applies one ClusterQueue watch event (its namespaceSelector, for the
     /// warnings about LocalQueues it does not serve). Does not gate
     /// [`ClusterView::synced`]: until listed, nothing is warned. Read as
@@ -334,6 +375,12 @@ pub fn spawn(client: Client) -> Arc<KubeView> {
     for kind in OwnerKind::all() {
         spawn_owner_watch(&client, &view, kind);
     }
+    for kind in JobKind::ALL
+        .into_iter()
+        .filter(|k| k.integration().hold() == sluice_kinds::Hold::Replicas)
+    {
+        spawn_serving_watch(&client, &view, kind);
+    }
     spawn_selection_watches(&client, &view);
     let v = view.clone();
     watch(
@@ -396,6 +443,35 @@ fn spawn_owner_watch(client: &Client, view: &Arc<KubeView>, kind: OwnerKind) {
                     tracing::warn!(error = %e, kind = kind.kind(), "owner watch failed (ownerReferences of this kind exempt nothing until it lists); retrying");
                 }
                 Err(e) => tracing::debug!(error = %e, kind = kind.kind(), "owner watch still failing"),
+            }
+        }
+    });
+}
+
+/// The metadata watch of one serving kind (for its `scale`). A kind whose
+/// CRD is not installed fails on every retry: said once.
+fn spawn_serving_watch(client: &Client, view: &Arc<KubeView>, kind: JobKind) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &kind.api_resource());
+    let v = view.clone();
+    tokio::spawn(async move {
+        let mut buffer = BTreeMap::new();
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut failing = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) => {
+                    if !matches!(ev, Event::Init) {
+                        failing = false;
+                    }
+                    v.apply_serving_event(kind, &mut buffer, ev);
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, kind = kind.kind(), "watch of a serving kind failed (its scale is not checked until it lists); retrying");
+                }
+                Err(e) => tracing::debug!(error = %e, kind = kind.kind(), "serving watch still failing"),
             }
         }
     });

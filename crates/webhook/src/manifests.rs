@@ -4,17 +4,18 @@
 //!
 //! | webhook | matches | failurePolicy |
 //! |---------|---------|---------------|
-//! | `queued-jobs.mutate.sluice.dev` | Job CREATE with the queue label (objectSelector) | Fail |
-//! | `default-queue-{jobs,<plural of each other queued kind>}.mutate.sluice.dev` (`/mutate/<plural>/default-queue`) | CREATE without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
 //! | `pods.mutate.sluice.dev` | Pod CREATE, `pods/ephemeralcontainers` UPDATE | Ignore (an outage never blocks pods) |
-//! | `kueue-{jobs,<plural of each other queued kind>}.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
-//! | `jobs.validate.sluice.dev` | Job UPDATE with the queue label (old or new) | Fail |
-//! | `queued-<plural>.mutate.sluice.dev` (each other queued kind: JobSet, the Kubeflow jobs, RayJob, RayCluster) | CREATE with the queue label (a rule for a resource the server does not serve matches nothing) | Fail |
-//! | `<plural>.validate.sluice.dev` (each other queued kind) | their UPDATE with the queue label (old or new) | Fail |
+//! | `queued-<plural>.mutate.sluice.dev` (every queued kind of `sluice-kinds`: `jobs`, `jobsets`, …, `deployments`, `statefulsets`, `leaderworkersets`) | CREATE with the queue label (and a serving kind's UPDATE); a rule for a resource the server does not serve matches nothing | Fail |
+//! | `default-queue-<plural>.mutate.sluice.dev` (`/mutate/<plural>/default-queue`) | the same without the label in namespaces labelled `sluice.dev/default-queue: enabled` | Fail |
+//! | `kueue-<plural>.{mutate,validate}.sluice.dev` | only with `kueue_compat`: objects labelled `kueue.x-k8s.io/queue-name` (and not the queue label, for mutation) | Fail |
+//! | `<plural>.validate.sluice.dev` | a queued kind's UPDATE with the queue label (old or new) | Fail |
+//! | `default-queue-<plural>.validate.sluice.dev` | its UPDATE without the label in namespaces that queue every object | Fail |
+//! | `<plural>-scale.validate.sluice.dev` (`deployments`, `statefulsets`, `leaderworkersets`) | their `scale` subresource UPDATE (a Scale has no labels: every one, read against the cache) | Ignore (an outage never stops autoscaling) |
+//! | `replicasets.validate.sluice.dev` | ReplicaSet CREATE/UPDATE in namespaces that queue every object | Ignore |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
 //! Every entry: excluded namespaces by `kubernetes.io/metadata.name NotIn`
-//! (Job and Pod entries), `timeoutSeconds: 5`, `sideEffects: None`,
+//! (all but Sluice's kinds), `timeoutSeconds: 5`, `sideEffects: None`,
 //! `admissionReviewVersions: [v1]`.
 
 use std::collections::BTreeMap;
@@ -165,11 +166,13 @@ fn mutating(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn validating(
     o: &ManifestOptions,
     name: &str,
     ep: Endpoint,
     rules: Vec<RuleWithOperations>,
+    failure_policy: &str,
     namespace_selector: Option<LabelSelector>,
     object_selector: Option<LabelSelector>,
 ) -> ValidatingWebhook {
@@ -177,7 +180,7 @@ fn validating(
         name: name.to_owned(),
         admission_review_versions: vec!["v1".to_owned()],
         client_config: client_config(o, ep),
-        failure_policy: Some("Fail".to_owned()),
+        failure_policy: Some(failure_policy.to_owned()),
         match_policy: Some("Equivalent".to_owned()),
         namespace_selector,
         object_selector,
@@ -219,25 +222,47 @@ fn unlabelled(o: &ManifestOptions) -> Option<LabelSelector> {
     selector(None, exprs)
 }
 
-/// The MutatingWebhookConfiguration: Jobs by the queue label and, in
-/// namespaces that queue every object, unlabelled; pods; the other queued
-/// kinds alike; with Kueue compatibility, Jobs and the other kinds by
-/// Kueue's label alone, after the rest.
+/// The MutatingWebhookConfiguration: pods; each queued kind by the queue
+/// label and, in namespaces that queue every object, unlabelled; with
+/// Kueue compatibility, each kind by Kueue's label alone, after the rest.
 pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfiguration {
-    let mut webhooks = vec![queued_jobs(o), default_queue_jobs(o), pods(o)];
-    webhooks.extend(other_kinds(o, "queued", vec![req(&o.queue_label, "Exists", None)]));
-    webhooks.extend(default_queue_other_kinds(o));
-    if o.kueue_compat {
-        webhooks.push(mutating(
+    let mut webhooks = vec![pods(o)];
+    webhooks.extend(JobKind::ALL.map(|k| {
+        mutating(
             o,
-            "kueue-jobs.mutate.sluice.dev",
-            Endpoint::MutateJobs,
-            jobs_create(),
+            &format!("queued-{}.mutate.sluice.dev", k.plural()),
+            Endpoint::MutateQueued(k),
+            vec![kind_rule(k, mutated_operations(k))],
             "Fail",
             selector(None, not_excluded(o)),
-            selector(None, kueue_labelled(o)),
-        ));
-        webhooks.extend(other_kinds(o, "kueue", kueue_labelled(o)));
+            selector(None, vec![req(&o.queue_label, "Exists", None)]),
+        )
+    }));
+    webhooks.extend(JobKind::ALL.map(|k| {
+        mutating(
+            o,
+            &format!("default-queue-{}.mutate.sluice.dev", k.plural()),
+            // Its own path: requests on it come only from opted-in namespaces.
+            Endpoint::MutateQueuedDefaultQueue(k),
+            vec![kind_rule(k, mutated_operations(k))],
+            "Fail",
+            default_queue_namespaces(o),
+            // Labelled objects are the first entry's; never call twice.
+            unlabelled(o),
+        )
+    }));
+    if o.kueue_compat {
+        webhooks.extend(JobKind::ALL.map(|k| {
+            mutating(
+                o,
+                &format!("kueue-{}.mutate.sluice.dev", k.plural()),
+                Endpoint::MutateQueued(k),
+                vec![kind_rule(k, mutated_operations(k))],
+                "Fail",
+                selector(None, not_excluded(o)),
+                selector(None, kueue_labelled(o)),
+            )
+        }));
     }
     MutatingWebhookConfiguration {
         metadata: metadata(o),
@@ -245,8 +270,25 @@ pub fn mutating_configuration(o: &ManifestOptions) -> MutatingWebhookConfigurati
     }
 }
 
-fn jobs_create() -> Vec<RuleWithOperations> {
-    vec![rule("batch", "v1", &["jobs"], &["CREATE"])]
+/// What the mutating entries of `kind` see: CREATE, and the UPDATEs of a
+/// serving kind (a held object asked to run stays held, asking for that).
+fn mutated_operations(kind: JobKind) -> &'static [&'static str] {
+    if serving(kind) {
+        &["CREATE", "UPDATE"]
+    } else {
+        &["CREATE"]
+    }
+}
+
+/// Whether objects of `kind` are held at zero replicas (they have a
+/// `scale` subresource the webhook watches).
+fn serving(kind: JobKind) -> bool {
+    kind.integration().hold() == sluice_kinds::Hold::Replicas
+}
+
+fn kind_rule(kind: JobKind, operations: &[&str]) -> RuleWithOperations {
+    let (group, version, _) = kind.gvk();
+    rule(group, version, &[kind.plural()], operations)
 }
 
 /// Objects with Kueue's queue label and not Sluice's.
@@ -255,34 +297,6 @@ fn kueue_labelled(o: &ManifestOptions) -> Vec<LabelSelectorRequirement> {
         req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None),
         req(&o.queue_label, "DoesNotExist", None),
     ]
-}
-
-/// Jobs with the queue label.
-fn queued_jobs(o: &ManifestOptions) -> MutatingWebhook {
-    mutating(
-        o,
-        "queued-jobs.mutate.sluice.dev",
-        Endpoint::MutateJobs,
-        jobs_create(),
-        "Fail",
-        selector(None, not_excluded(o)),
-        selector(None, vec![req(&o.queue_label, "Exists", None)]),
-    )
-}
-
-/// Unlabelled Jobs in namespaces that queue every object.
-fn default_queue_jobs(o: &ManifestOptions) -> MutatingWebhook {
-    mutating(
-        o,
-        "default-queue-jobs.mutate.sluice.dev",
-        // Its own path: requests on it come only from opted-in namespaces.
-        Endpoint::MutateJobsDefaultQueue,
-        jobs_create(),
-        "Fail",
-        default_queue_namespaces(o),
-        // Labelled Jobs are the first entry's; never call twice.
-        unlabelled(o),
-    )
 }
 
 /// Pods, and `kubectl debug`: ephemeral containers are checked for the
@@ -302,83 +316,74 @@ fn pods(o: &ManifestOptions) -> MutatingWebhook {
     )
 }
 
-/// The other queued kinds' objects that `object` selects, one entry each.
-fn other_kinds(o: &ManifestOptions, prefix: &str, object: Vec<LabelSelectorRequirement>) -> Vec<MutatingWebhook> {
-    JobKind::others()
+/// The ValidatingWebhookConfiguration: each queued kind's UPDATEs by the
+/// queue label and, in namespaces that queue every object, unlabelled;
+/// the serving kinds' `scale`; ReplicaSets where every GPU is queued;
+/// with Kueue compatibility each kind by Kueue's label; Sluice's kinds.
+pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfiguration {
+    // Matched against the old and the new object: a label added, removed
+    // or changed is seen either way.
+    let mut hooks: Vec<ValidatingWebhook> = JobKind::ALL
         .map(|k| {
-            let (group, version, _) = k.gvk();
-            mutating(
+            validating(
                 o,
-                &format!("{prefix}-{}.mutate.sluice.dev", k.plural()),
-                Endpoint::MutateQueued(k),
-                vec![rule(group, version, &[k.plural()], &["CREATE"])],
+                &format!("{}.validate.sluice.dev", k.plural()),
+                Endpoint::ValidateQueued(k),
+                vec![kind_rule(k, &["UPDATE"])],
                 "Fail",
                 selector(None, not_excluded(o)),
-                selector(None, object.clone()),
+                selector(None, vec![req(&o.queue_label, "Exists", None)]),
             )
         })
-        .collect()
-}
-
-/// The other queued kinds' unlabelled objects in namespaces that queue
-/// every object.
-fn default_queue_other_kinds(o: &ManifestOptions) -> Vec<MutatingWebhook> {
-    JobKind::others()
-        .map(|k| {
-            let (group, version, _) = k.gvk();
-            mutating(
-                o,
-                &format!("default-queue-{}.mutate.sluice.dev", k.plural()),
-                Endpoint::MutateQueuedDefaultQueue(k),
-                vec![rule(group, version, &[k.plural()], &["CREATE"])],
-                "Fail",
-                default_queue_namespaces(o),
-                unlabelled(o),
-            )
-        })
-        .collect()
-}
-
-/// The ValidatingWebhookConfiguration.
-pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfiguration {
-    let mut hooks = vec![validating(
-        o,
-        "jobs.validate.sluice.dev",
-        Endpoint::ValidateJobs,
-        vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
-        selector(None, not_excluded(o)),
-        // Matched against the old and the new object: a label added,
-        // removed or changed is seen either way.
-        selector(None, vec![req(&o.queue_label, "Exists", None)]),
-    )];
-    // The other queued kinds: by the queue label, and (with Kueue
-    // compatibility) by Kueue's label.
-    let others = |prefix: &str, label: &str| {
-        JobKind::others()
-            .map(|k| {
-                let (group, version, _) = k.gvk();
-                validating(
-                    o,
-                    &format!("{prefix}{}.validate.sluice.dev", k.plural()),
-                    Endpoint::ValidateQueued(k),
-                    vec![rule(group, version, &[k.plural()], &["UPDATE"])],
-                    selector(None, not_excluded(o)),
-                    selector(None, vec![req(label, "Exists", None)]),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    hooks.extend(others("", &o.queue_label));
-    if o.kueue_compat {
-        hooks.push(validating(
+        .into_iter()
+        .collect();
+    hooks.extend(JobKind::ALL.map(|k| {
+        validating(
             o,
-            "kueue-jobs.validate.sluice.dev",
-            Endpoint::ValidateJobs,
-            vec![rule("batch", "v1", &["jobs"], &["UPDATE"])],
+            &format!("default-queue-{}.validate.sluice.dev", k.plural()),
+            Endpoint::ValidateQueuedDefaultQueue(k),
+            vec![kind_rule(k, &["UPDATE"])],
+            "Fail",
+            default_queue_namespaces(o),
+            unlabelled(o),
+        )
+    }));
+    // A Scale carries no labels: every scale, read against the cache. An
+    // outage must not stop autoscaling everywhere: Ignore (the controller
+    // holds what grew without admission).
+    hooks.extend(JobKind::ALL.into_iter().filter(|k| serving(*k)).map(|k| {
+        let (group, version, _) = k.gvk();
+        validating(
+            o,
+            &format!("{}-scale.validate.sluice.dev", k.plural()),
+            Endpoint::ValidateScale(k),
+            vec![rule(group, version, &[&format!("{}/scale", k.plural())], &["UPDATE"])],
+            "Ignore",
             selector(None, not_excluded(o)),
-            selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
-        ));
-        hooks.extend(others("kueue-", sluice_api::labels::KUEUE_QUEUE_NAME));
+            None,
+        )
+    }));
+    hooks.push(validating(
+        o,
+        "replicasets.validate.sluice.dev",
+        Endpoint::ValidateReplicaSets,
+        vec![rule("apps", "v1", &["replicasets"], &["CREATE", "UPDATE"])],
+        "Ignore",
+        default_queue_namespaces(o),
+        None,
+    ));
+    if o.kueue_compat {
+        hooks.extend(JobKind::ALL.map(|k| {
+            validating(
+                o,
+                &format!("kueue-{}.validate.sluice.dev", k.plural()),
+                Endpoint::ValidateQueued(k),
+                vec![kind_rule(k, &["UPDATE"])],
+                "Fail",
+                selector(None, not_excluded(o)),
+                selector(None, vec![req(sluice_api::labels::KUEUE_QUEUE_NAME, "Exists", None)]),
+            )
+        }));
     }
     for kind in [
         SluiceKind::ResourceFlavor,
@@ -397,6 +402,7 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             &format!("{}.validate.sluice.dev", kind.plural()),
             Endpoint::Validate(kind),
             rules,
+            "Fail",
             None,
             None,
         ));

@@ -26,58 +26,68 @@ pub const ADMISSION_V1: &str = "admission.k8s.io/v1";
 /// The webhook's endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Endpoint {
-    MutateJobs,
-    /// Jobs from namespaces that opted in to default queueing: the API
-    /// server only calls this path for them (namespaceSelector), so the
-    /// opt-in is trusted without the cache.
-    MutateJobsDefaultQueue,
+    /// Pods: the GPU fixes, and which GPU pods may run outside a Workload
+    /// (`pods`).
     MutatePods,
-    ValidateJobs,
-    /// Objects of the other queued kinds (JobSet, Kubeflow jobs, RayJob,
-    /// RayCluster) with the queue label: CREATE.
+    /// ReplicaSets: a GPU ReplicaSet that is not a Deployment's where GPUs
+    /// are queued (`pods`).
+    ValidateReplicaSets,
+    /// Objects of a queued kind with the queue label: CREATE (and, for a
+    /// held serving object, UPDATE).
     MutateQueued(JobKind),
-    /// Objects of the other queued kinds without the queue label, from
-    /// namespaces that opted in to default queueing (namespaceSelector).
+    /// Objects of a queued kind without the queue label, from namespaces
+    /// that opted in to default queueing: the API server only calls this
+    /// path for them (namespaceSelector), so the opt-in is trusted without
+    /// the cache.
     MutateQueuedDefaultQueue(JobKind),
+    /// Objects of a queued kind with the queue label: UPDATE.
     ValidateQueued(JobKind),
+    /// Objects of a queued kind without the queue label, from namespaces
+    /// that opted in to default queueing: UPDATE.
+    ValidateQueuedDefaultQueue(JobKind),
+    /// A serving kind's `scale` subresource (`kubectl scale`, a
+    /// HorizontalPodAutoscaler): UPDATE.
+    ValidateScale(JobKind),
     Validate(SluiceKind),
 }
 
 impl Endpoint {
-    /// Every endpoint: batch/v1 Jobs', Pods', each other queued kind's
-    /// three, and the Sluice kinds' validation.
+    /// Every endpoint: Pods', ReplicaSets', each queued kind's four (and a
+    /// serving kind's scale), and the Sluice kinds' validation.
     pub fn all() -> Vec<Endpoint> {
-        let queued = JobKind::others().flat_map(|k| {
+        let queued = JobKind::ALL.into_iter().flat_map(|k| {
             [
                 Endpoint::MutateQueued(k),
                 Endpoint::MutateQueuedDefaultQueue(k),
                 Endpoint::ValidateQueued(k),
+                Endpoint::ValidateQueuedDefaultQueue(k),
             ]
         });
-        [
-            Endpoint::MutateJobs,
-            Endpoint::MutateJobsDefaultQueue,
-            Endpoint::MutatePods,
-            Endpoint::ValidateJobs,
-        ]
-        .into_iter()
-        .chain(queued)
-        .chain(SluiceKind::ALL.map(Endpoint::Validate))
-        .collect()
+        let scales = JobKind::ALL
+            .into_iter()
+            .filter(|k| k.integration().hold() == sluice_kinds::Hold::Replicas)
+            .map(Endpoint::ValidateScale);
+        [Endpoint::MutatePods, Endpoint::ValidateReplicaSets]
+            .into_iter()
+            .chain(queued)
+            .chain(scales)
+            .chain(SluiceKind::ALL.map(Endpoint::Validate))
+            .collect()
     }
 
     /// The URL path the API server posts to: `/mutate/<plural>`,
-    /// `/mutate/<plural>/default-queue`, `/validate/<plural>` for a queued
-    /// kind.
+    /// `/mutate/<plural>/default-queue`, `/validate/<plural>`,
+    /// `/validate/<plural>/default-queue`, `/validate/<plural>/scale` for
+    /// a queued kind.
     pub fn path(self) -> String {
         match self {
-            Self::MutateJobs => mutate_path(JobKind::Job),
-            Self::MutateJobsDefaultQueue => default_queue_path(JobKind::Job),
             Self::MutatePods => "/mutate/pods".to_owned(),
-            Self::ValidateJobs => validate_path(JobKind::Job),
-            Self::MutateQueued(k) => mutate_path(k),
-            Self::MutateQueuedDefaultQueue(k) => default_queue_path(k),
-            Self::ValidateQueued(k) => validate_path(k),
+            Self::ValidateReplicaSets => "/validate/replicasets".to_owned(),
+            Self::MutateQueued(k) => format!("/mutate/{}", k.plural()),
+            Self::MutateQueuedDefaultQueue(k) => format!("/mutate/{}/default-queue", k.plural()),
+            Self::ValidateQueued(k) => format!("/validate/{}", k.plural()),
+            Self::ValidateQueuedDefaultQueue(k) => format!("/validate/{}/default-queue", k.plural()),
+            Self::ValidateScale(k) => format!("/validate/{}/scale", k.plural()),
             Self::Validate(k) => k.path().to_owned(),
         }
     }
@@ -89,24 +99,16 @@ impl Endpoint {
     /// (group, version, kind) this endpoint handles.
     pub fn expected_kind(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Self::MutateJobs | Self::MutateJobsDefaultQueue | Self::ValidateJobs => ("batch", "v1", "Job"),
             Self::MutatePods => ("", "v1", "Pod"),
-            Self::MutateQueued(k) | Self::MutateQueuedDefaultQueue(k) | Self::ValidateQueued(k) => k.gvk(),
+            Self::ValidateReplicaSets => ("apps", "v1", "ReplicaSet"),
+            Self::MutateQueued(k)
+            | Self::MutateQueuedDefaultQueue(k)
+            | Self::ValidateQueued(k)
+            | Self::ValidateQueuedDefaultQueue(k) => k.gvk(),
+            Self::ValidateScale(_) => ("autoscaling", "v1", "Scale"),
             Self::Validate(k) => (validate::GROUP, validate::VERSION, k.kind()),
         }
     }
-}
-
-fn mutate_path(k: JobKind) -> String {
-    format!("/mutate/{}", k.plural())
-}
-
-fn default_queue_path(k: JobKind) -> String {
-    format!("/mutate/{}/default-queue", k.plural())
-}
-
-fn validate_path(k: JobKind) -> String {
-    format!("/validate/{}", k.plural())
 }
 
 /// How a review ended, for metrics.
@@ -208,14 +210,33 @@ enum GpuSubject<'a> {
 pub struct Reviewer {
     cfg: Arc<WebhookConfig>,
     view: Arc<dyn ClusterView>,
+    /// Queued bare GPU pods are gated (`spec.schedulingGates`) rather than
+    /// refused ([`crate::config::PodHolding`], resolved at start).
+    gates: bool,
 }
 
 impl Reviewer {
+    /// A reviewer for a server without pod scheduling gates (unless the
+    /// configuration says `pods: gate`).
     pub fn new(cfg: WebhookConfig, view: Arc<dyn ClusterView>) -> Self {
+        let gates = cfg.pods.gates(false);
         Self {
             cfg: Arc::new(cfg),
             view,
+            gates,
         }
+    }
+
+    /// The same, for a server that has (`true`) or lacks pod scheduling
+    /// gates.
+    pub fn with_server_gates(mut self, server_has_gates: bool) -> Self {
+        self.gates = self.cfg.pods.gates(server_has_gates);
+        self
+    }
+
+    /// Whether queued bare GPU pods are gated (else refused).
+    pub fn gates_pods(&self) -> bool {
+        self.gates
     }
 
     pub fn config(&self) -> &WebhookConfig {
@@ -252,13 +273,13 @@ impl Reviewer {
             ));
         }
         match endpoint {
-            Endpoint::MutateJobs => self.mutate_queued(req, false, JobKind::Job),
-            Endpoint::MutateJobsDefaultQueue => self.mutate_queued(req, true, JobKind::Job),
             Endpoint::MutatePods => self.mutate_pod(req),
-            Endpoint::ValidateJobs => self.validate_queued(req, JobKind::Job),
+            Endpoint::ValidateReplicaSets => self.validate_replica_set(req),
             Endpoint::MutateQueued(k) => self.mutate_queued(req, false, k),
             Endpoint::MutateQueuedDefaultQueue(k) => self.mutate_queued(req, true, k),
-            Endpoint::ValidateQueued(k) => self.validate_queued(req, k),
+            Endpoint::ValidateQueued(k) => self.validate_queued(req, false, k),
+            Endpoint::ValidateQueuedDefaultQueue(k) => self.validate_queued(req, true, k),
+            Endpoint::ValidateScale(k) => self.validate_scale(req, k),
             Endpoint::Validate(k) => {
                 let mut d = Decision::default();
                 match validate::validate_sluice(k, req, &self.cfg, self.view.as_ref()) {
@@ -337,6 +358,7 @@ impl Reviewer {
             Ok(out) => d.absorb_gpu(out, &self.cfg, subject),
             Err(e) => d.denials.push(e.to_string()),
         }
+        self.guard_pod(req, obj, &mut d);
         d
     }
 
@@ -482,6 +504,8 @@ fn encode(types: &TypeMeta, resp: &AdmissionResponse) -> Result<Vec<u8>, ReviewE
 
 pub mod jobs;
 pub mod owners;
+pub mod pods;
+pub mod scale;
 pub mod shape;
 
 #[cfg(test)]

@@ -48,6 +48,18 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
 }
 
+/// Whether the API server has pod scheduling gates on by default
+/// (Kubernetes 1.27+), from its version; `false` when it cannot be read.
+pub async fn server_has_scheduling_gates(client: &kube::Client) -> bool {
+    match client.apiserver_version().await {
+        Ok(v) => sluice_kinds::pod::has_scheduling_gates(&v.major, &v.minor),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the API server's version: pods are held as on a server without scheduling gates");
+            false
+        }
+    }
+}
+
 /// Serves until `shutdown` completes.
 pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let ServeOptions {
@@ -118,7 +130,19 @@ pub async fn run(opts: ServeOptions, shutdown: impl Future<Output = ()>) -> Resu
         }
     }
 
-    let reviewer = Reviewer::new(cfg, view);
+    let server_gates = match &client {
+        Some(c) => server_has_scheduling_gates(c).await,
+        None => false,
+    };
+    let reviewer = Reviewer::new(cfg, view).with_server_gates(server_gates);
+    tracing::info!(
+        pods = if reviewer.gates_pods() {
+            "gated (spec.schedulingGates) until admitted"
+        } else {
+            "refused at create (no pod scheduling gates on this server, or pods: refuse)"
+        },
+        "how a queued bare GPU Pod is held"
+    );
     let running = crate::server::spawn(listen, reviewer, cert, ready_view, metrics).await?;
     tracing::info!(addr = %running.addr, "webhook serving");
     shutdown.await;

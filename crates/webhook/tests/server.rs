@@ -31,6 +31,19 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(dir.join(name)).unwrap()
 }
 
+/// The recorded bare GPU pod without its queue label: one the GPU fixes
+/// apply to (with the label it would wait for admission, and is refused
+/// on a server without scheduling gates).
+fn unqueued_pod() -> Vec<u8> {
+    let mut review: Value =
+        serde_json::from_slice(&fixture("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap();
+    review["request"]["object"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    serde_json::to_vec(&review).unwrap()
+}
+
 fn certs() -> GeneratedCerts {
     generate(&["127.0.0.1".to_owned(), "localhost".to_owned()], SystemTime::now(), 30).unwrap()
 }
@@ -147,7 +160,7 @@ async fn health_ready_and_metrics() {
         (200, b"ok".to_vec())
     );
     assert_eq!(call(&c, "GET", format!("{base}/readyz"), vec![]).await.unwrap().0, 200);
-    let body = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    let body = unqueued_pod();
     assert_eq!(
         call(&c, "POST", format!("{base}/mutate/pods?timeout=5s"), body)
             .await
@@ -203,11 +216,6 @@ async fn recorded_reviews_over_tls() {
             true,
         ),
         (
-            "admissionreview-request-pod-create-gpu-requests-only.json",
-            "/mutate/pods",
-            true,
-        ),
-        (
             "admissionreview-request-pod-create-gpu-requests-only-before-jsonpatch.json",
             "/mutate/pods",
             true,
@@ -232,6 +240,30 @@ async fn recorded_reviews_over_tls() {
         assert_eq!(v["response"]["allowed"], true, "{name}");
         assert_eq!(!patch_ops(&resp).is_empty(), patched, "{name}");
     }
+    // The recorded bare pod carries the queue label: on a server without
+    // scheduling gates it is refused, saying how to run it.
+    let (status, resp) = call(
+        &c,
+        "POST",
+        format!("{base}/mutate/pods"),
+        fixture("admissionreview-request-pod-create-gpu-requests-only.json"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&resp).unwrap();
+    assert_eq!(v["response"]["allowed"], false);
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("spec.containers[0].resources.requests[nvidia.com/gpu]: a Pod that asks for a GPU must wait for admission here (it is labelled sluice.dev/queue=\"team-a\")"),
+        "{msg}"
+    );
+    assert!(msg.contains("run it as a Job"), "{msg}");
+    let (status, resp) = call(&c, "POST", format!("{base}/mutate/pods"), unqueued_pod())
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(!patch_ops(&resp).is_empty());
     // Fixture (d): alice unsuspends a queued Job; only the controller may.
     let (status, resp) = call(
         &c,
@@ -286,7 +318,7 @@ async fn bad_inputs_get_http_errors_with_messages() {
             .starts_with("malformed AdmissionReview")
     );
 
-    let mut big = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    let mut big = unqueued_pod();
     big.truncate(big.len() - 1);
     big.extend_from_slice(b", \"padding\": \"");
     big.extend(std::iter::repeat_n(b'x', 3 * 1024 * 1024));
@@ -294,7 +326,7 @@ async fn bad_inputs_get_http_errors_with_messages() {
     let (status, _) = call(&c, "POST", format!("{base}/mutate/pods"), big).await.unwrap();
     assert_eq!(status, 413);
 
-    let (status, _) = call(&c, "POST", format!("{base}/mutate/deployments"), b"{}".to_vec())
+    let (status, _) = call(&c, "POST", format!("{base}/mutate/cronjobs"), b"{}".to_vec())
         .await
         .unwrap();
     assert_eq!(status, 404);
@@ -314,8 +346,7 @@ async fn bad_inputs_get_http_errors_with_messages() {
     assert!(v["response"]["warnings"][0].as_str().unwrap().contains("batch/v1 Job"));
 
     // A denial: NVIDIA_VISIBLE_DEVICES without a GPU.
-    let mut review: Value =
-        serde_json::from_slice(&fixture("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap();
+    let mut review: Value = serde_json::from_slice(&unqueued_pod()).unwrap();
     let c0 = &mut review["request"]["object"]["spec"]["containers"][0];
     c0["resources"] = json!({});
     c0["env"] = json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]);
@@ -468,7 +499,7 @@ async fn certificate_files_are_reloaded_without_dropping_the_server() {
 async fn many_requests_on_keep_alive_connections() {
     let (running, c) = started().await;
     let base = format!("https://127.0.0.1:{}", running.addr.port());
-    let body = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
+    let body = unqueued_pod();
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let c = c.clone();
@@ -534,14 +565,9 @@ async fn run_wires_config_file_certificate_files_and_own_namespace() {
     }
     assert!(up, "never ready");
     // The configured runtime class is used...
-    let (_, resp) = call(
-        &c,
-        "POST",
-        format!("{base}/mutate/pods"),
-        fixture("admissionreview-request-pod-create-gpu-requests-only.json"),
-    )
-    .await
-    .unwrap();
+    let (_, resp) = call(&c, "POST", format!("{base}/mutate/pods"), unqueued_pod())
+        .await
+        .unwrap();
     assert!(
         patch_ops(&resp)
             .iter()

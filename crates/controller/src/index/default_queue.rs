@@ -64,7 +64,7 @@ impl Index {
     }
 
     /// The same for an object of another kind, as JSON.
-    pub(super) fn labelled_object(&self, obj: &Value) -> Option<Value> {
+    pub(super) fn labelled_object(&self, kind: JobKind, obj: &Value) -> Option<Value> {
         let meta = obj.get("metadata")?;
         let ns = meta.get("namespace")?.as_str()?;
         let labelled = meta
@@ -75,7 +75,8 @@ impl Index {
             .get("uid")
             .and_then(Value::as_str)
             .is_some_and(|u| self.held_by_kueue(u));
-        (!labelled && !kueues && self.queues_every_object(ns)).then(|| {
+        let kind_queues = kind.integration().queued_by_namespace(obj);
+        (!labelled && !kueues && kind_queues && self.queues_every_object(ns)).then(|| {
             let mut obj = obj.clone();
             if !obj["metadata"]["labels"].is_object() {
                 obj["metadata"]["labels"] = Value::Object(Default::default());
@@ -89,7 +90,11 @@ impl Index {
     /// object: queued in `default` (a view from the cache; the full object
     /// is labelled by [`Index::labelled_job`] or [`Index::labelled_object`]).
     pub(super) fn queue_by_namespace(&self, view: &mut JobView) {
-        if view.queue.is_none() && !self.held_by_kueue(&view.uid) && self.queues_every_object(&view.namespace) {
+        if view.queue.is_none()
+            && view.namespace_queues
+            && !self.held_by_kueue(&view.uid)
+            && self.queues_every_object(&view.namespace)
+        {
             view.queue = Some(labels::DEFAULT_LOCAL_QUEUE_NAME.into());
             view.queued_by_namespace = true;
         }
@@ -109,7 +114,7 @@ impl Index {
         for k in keys {
             let kueues = self.queued.jobs.get(&k).is_some_and(|v| self.held_by_kueue(&v.uid));
             if let Some(v) = self.queued.jobs.get_mut(&k) {
-                if on && !kueues {
+                if on && !kueues && v.namespace_queues {
                     v.queue = Some(labels::DEFAULT_LOCAL_QUEUE_NAME.into());
                     v.queued_by_namespace = true;
                 } else {
@@ -128,7 +133,12 @@ impl Index {
     /// doubt until it is).
     pub(super) fn owner(&self, namespace: &str, m: &ManagedBy) -> Owner {
         let key = JobRef::new(m.kind, namespace.to_string(), m.name.clone());
-        if self.queued.jobs.get(&key).is_some_and(|v| v.uid == m.uid)
+        // An owner named by a label (no uid) stands while one of that name exists.
+        if self
+            .queued
+            .jobs
+            .get(&key)
+            .is_some_and(|v| v.uid == m.uid || m.uid.is_empty())
             || !self.defs.synced.contains(&Kind::Queued(m.kind))
         {
             Owner::Stands

@@ -58,12 +58,10 @@ impl Index {
         });
         let mut steps = vec![step];
         for jk in self.member_keys(&wk) {
-            if self.queued.jobs.get(&jk).is_some_and(|j| j.finished.is_none()) {
+            if let Some(j) = self.queued.jobs.get(&jk).filter(|j| j.finished.is_none()) {
+                let patch = kinds::suspend_patch(j);
                 self.inflight.suspending.insert(jk.clone());
-                steps.push(Step::PatchJob {
-                    patch: kinds::suspend_patch(jk.kind),
-                    job: jk,
-                });
+                steps.push(Step::PatchJob { patch, job: jk });
             }
         }
         steps.extend(self.events(&wk, "Normal", reason, "Evict", message));

@@ -41,7 +41,7 @@ impl Index {
     /// JSON); a malformed one is recorded and skipped.
     pub fn apply_object(&mut self, kind: JobKind, obj: &serde_json::Value, now_ms: i64) {
         let ik = Kind::Queued(kind);
-        let labelled = self.labelled_object(obj);
+        let labelled = self.labelled_object(kind, obj);
         let obj = labelled.as_ref().unwrap_or(obj);
         match kinds::view(kind, obj, self.config.kueue_compat) {
             Ok(mut view) => {
@@ -310,6 +310,8 @@ impl Index {
                     steps,
                 });
             }
+            // Held with no replicas asked for: nothing to queue until some are.
+            Err(kinds::job::JobError::NothingAsked { .. }) => {}
             Err(err) => {
                 self.record_error(
                     Kind::Queued(key.kind),
@@ -328,11 +330,12 @@ impl Index {
         if j.suspended || j.finished.is_some() || !self.inflight.suspending.insert(key.clone()) {
             return;
         }
+        let patch = kinds::suspend_patch(j);
         self.outbox.plans.push(Plan {
             purpose: Purpose::SuspendJob,
             steps: vec![Step::PatchJob {
                 job: key.clone(),
-                patch: kinds::suspend_patch(key.kind),
+                patch,
             }],
         });
     }

@@ -54,6 +54,7 @@ impl Index {
         match self.engine.workload_state(&uid) {
             Some(WorkloadState::Admitted) => match running_pod_sets(full, self.config.kueue_compat) {
                 Ok(now) => self.admitted_shape(wk, key, &uid, &now, now_ms),
+                Err(JobError::NothingAsked { .. }) => self.scaled_to_zero(wk, key),
                 Err(_) => false,
             },
             Some(WorkloadState::Pending) => {
@@ -161,12 +162,12 @@ impl Index {
         }
     }
 
-    /// A batch/v1 Job scaled down: once it has no more pods than it runs
-    /// now, its admission holds only those.
+    /// A batch/v1 Job or a serving object scaled down: once it has no more
+    /// pods than it runs now, its admission holds only those.
     fn shrink_when_gone(&mut self, wk: &ObjKey, key: &JobRef, uid: &str, counts: &[(String, u32)]) {
         let Some(j) = self.queued.jobs.get(key) else { return };
         let running: i64 = counts.iter().map(|(_, c)| i64::from(*c)).sum();
-        if key.kind != JobKind::Job || i64::from(j.live) > running {
+        if !shrinks_in_place(key.kind) || i64::from(j.live) > running {
             return;
         }
         if !matches!(self.engine.shrink_admitted(uid, counts), Ok(true)) {
@@ -192,6 +193,19 @@ impl Index {
             purpose: Purpose::Reshape { uid: uid.to_string() },
             steps,
         });
+    }
+
+    /// An admitted serving object scaled to zero replicas: once its pods
+    /// are gone, its Workload goes (the quota it held released); the object,
+    /// asking for nothing, is held and waits for its owner to ask for
+    /// replicas again. Whether the Workload is going.
+    fn scaled_to_zero(&mut self, wk: &ObjKey, key: &JobRef) -> bool {
+        let gone = self.queued.jobs.get(key).is_some_and(|j| j.live == 0);
+        if !shrinks_in_place(key.kind) || !gone {
+            return false;
+        }
+        self.make_again(wk);
+        true
     }
 
     /// Evicts an admitted workload whose object grew: once its pods are
@@ -223,6 +237,13 @@ impl Index {
         let events = self.events(wk, "Normal", cond::reasons::WORKLOAD_SHAPE_CHANGED, "Requeue", note);
         self.delete_retired(wk, Purpose::Reshape { uid: uid.clone() }, &uid, events);
     }
+}
+
+/// Whether objects of `kind` run fewer pods when their owner scales them
+/// down, their admission then shrinking to what they run: a batch/v1
+/// Job's parallelism, a serving object's replicas.
+fn shrinks_in_place(kind: JobKind) -> bool {
+    kind == JobKind::Job || kind.integration().hold() == sluice_kinds::Hold::Replicas
 }
 
 /// The pod sets an object asks for, as its Workload would (a batch/v1

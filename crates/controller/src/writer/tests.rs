@@ -871,7 +871,7 @@ async fn a_jobset_is_started_with_a_merge_patch_of_its_annotation_then_a_guarded
 
 #[tokio::test]
 async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_found_by_their_labels() {
-    use sluice_kinds::{self as kinds, JobKind};
+    use sluice_kinds::JobKind;
     let (writer, mut handle) = mock();
     let server = tokio::spawn(async move {
         let call = expect(
@@ -913,7 +913,7 @@ async fn kubeflow_and_ray_jobs_are_suspended_at_their_own_paths_and_their_pods_f
         writer
             .step(&Step::PatchJob {
                 job: JobRef::new(kind, "research", name),
-                patch: kinds::suspend_patch(kind),
+                patch: ObjPatch::Merge(kind.integration().hold().patch(None)),
             })
             .await
             .unwrap();
@@ -990,9 +990,10 @@ async fn every_kind_is_started_and_restored_by_exact_requests_at_its_path() {
                 }
             }
         }
+        let suspend = kinds::suspend_patch(&kinds::view(kind, &started, false).unwrap());
         json_patch::merge(
             &mut started,
-            match &kinds::suspend_patch(kind) {
+            match &suspend {
                 ObjPatch::Merge(m) => m,
                 ObjPatch::Json(_) => unreachable!("suspend is a merge patch"),
             },

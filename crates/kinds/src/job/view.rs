@@ -32,17 +32,34 @@ pub struct TemplateDirectives {
 pub struct ManagedBy {
     pub kind: crate::JobKind,
     pub name: String,
+    /// Its uid; empty when only its name is known (named by a label).
     pub uid: String,
 }
 
 impl ManagedBy {
     /// The controller an object of `kind` names of a kind that may hold it
-    /// ([`crate::JobKind::made_by`]).
+    /// ([`crate::JobKind::made_by`]), or the maker its label names when
+    /// its controller is a pod of that maker's (a LeaderWorkerSet's worker
+    /// StatefulSet: [`crate::Queueable::made_by_label`]; no uid).
     pub fn of(kind: crate::JobKind, meta: &ObjectMeta) -> Option<ManagedBy> {
-        kind.queued_controller(meta).map(|(_, r, k)| ManagedBy {
-            kind: k,
-            name: r.name.clone(),
-            uid: r.uid.clone(),
+        if let Some((_, r, k)) = kind.queued_controller(meta) {
+            return Some(ManagedBy {
+                kind: k,
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+            });
+        }
+        let (label, maker) = kind.integration().made_by_label()?;
+        let under_pod = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.kind == "Pod" && r.api_version == "v1");
+        let name = meta.labels.as_ref()?.get(label)?;
+        under_pod.then(|| ManagedBy {
+            kind: maker,
+            name: name.clone(),
+            uid: String::new(),
         })
     }
 }
@@ -74,6 +91,11 @@ pub struct JobView {
     /// are now (partial admission may have lowered the parallelism); `None`
     /// for other kinds.
     pub parallelism: Option<i32>,
+    /// The replicas a serving object (Deployment, StatefulSet,
+    /// LeaderWorkerSet) asks for: while it is held, those kept in its
+    /// [`labels::HELD_REPLICAS`] annotation, else its `spec.replicas`;
+    /// `None` for other kinds.
+    pub replicas: Option<i32>,
     pub completions: Option<i32>,
     /// The [`ORIGINAL_PARALLELISM`] annotation, as written.
     pub original_parallelism: Option<String>,
@@ -100,6 +122,10 @@ pub struct JobView {
     /// of its own: the namespace queues every object
     /// ([`crate::index`]'s `default_queue`).
     pub queued_by_namespace: bool,
+    /// Whether a namespace that queues every object queues this one when
+    /// it has no queue label ([`crate::Queueable::queued_by_namespace`]:
+    /// a serving object only when it asks for a GPU).
+    pub namespace_queues: bool,
     /// The label selector of its pods, where it is not its kind's usual
     /// one ([`crate::JobKind::pods_selector`]): a RayJob's
     /// RayCluster's.
@@ -130,6 +156,7 @@ impl JobView {
                 .as_ref()
                 .map_or(1, |s| pods_count(s.parallelism, s.completions)),
             parallelism: job.spec.as_ref().and_then(|s| s.parallelism),
+            replicas: None,
             completions: job.spec.as_ref().and_then(|s| s.completions),
             original_parallelism: annotation(job, ORIGINAL_PARALLELISM),
             live: live_pods(job),
@@ -145,6 +172,7 @@ impl JobView {
             gang: crate::gang::member::Labels::of(&job.metadata),
             managed_by: ManagedBy::of(crate::JobKind::Job, &job.metadata),
             queued_by_namespace: false,
+            namespace_queues: true,
             pods_selector: None,
             expected_runtime: super::expected_runtime_ms(job),
             checkpoint_done: annotation(job, labels::CHECKPOINT_DONE),

@@ -82,7 +82,7 @@ fn a_pytorchjob_is_one_workload_with_a_pod_set_per_role() {
     let v = JobKind::MpiJob.integration().view(&mpijob(), false).unwrap();
     assert!(!v.suspended, "runPolicy.suspend false");
     assert_eq!(
-        crate::suspend_patch(JobKind::MpiJob),
+        crate::suspend_patch(&v),
         ObjPatch::Merge(json!({"spec": {"runPolicy": {"suspend": true}}}))
     );
     assert_eq!(
@@ -324,7 +324,7 @@ fn each_training_operator_kind_is_a_gang_of_its_roles() {
         want.sort();
         assert_eq!(sets, want, "{kind:?}");
         // What the webhook reads: its suspend field, templates and counts.
-        assert_eq!(k.suspend_field().pointer, "/spec/runPolicy/suspend", "{kind:?}");
+        assert_eq!(k.hold().field(), "spec.runPolicy.suspend", "{kind:?}");
         let templates = k.templates(&obj);
         assert_eq!(templates.len(), roles.len(), "{kind:?}");
         assert!(
@@ -339,7 +339,7 @@ fn each_training_operator_kind_is_a_gang_of_its_roles() {
         );
         // Suspended through runPolicy (created when missing).
         let mut held = obj.clone();
-        match k.suspend_patch() {
+        match k.suspend_patch(&k.view(&obj, false).unwrap()) {
             ObjPatch::Merge(m) => json_patch::merge(&mut held, &m),
             ObjPatch::Json(_) => panic!("{kind:?}: a merge patch suspends it"),
         }

@@ -263,7 +263,7 @@ fn each_group_gets_its_flavor_and_eviction_puts_back_what_was_written() {
     assert!(json_patch::patch(&mut swapped, &ops).is_err());
     // Evicted: suspended, then restored exactly.
     let mut suspended = started.clone();
-    match crate::suspend_patch(JobKind::RayCluster) {
+    match crate::suspend_patch(&view(&started, false).unwrap()) {
         ObjPatch::Merge(p) => json_patch::merge(&mut suspended, &p),
         other => panic!("{other:?}"),
     }

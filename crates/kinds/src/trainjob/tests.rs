@@ -212,7 +212,7 @@ fn a_started_trainjob_gets_one_override_per_pod_set_and_a_restored_one_loses_onl
     assert_eq!(again["spec"]["podTemplateOverrides"].as_array().unwrap().len(), 3);
 
     // Suspended, then restored: only the user's entry is left.
-    let suspended = apply(&again, &[(false, suspend_patch(JobKind::TrainJob))]);
+    let suspended = apply(&again, &[(false, suspend_patch(&view(&again, false).unwrap()))]);
     assert_eq!(suspended["spec"]["suspend"], json!(true));
     let restored = apply(&suspended, &restore_patches(&view(&suspended, false).unwrap()).unwrap());
     assert_eq!(

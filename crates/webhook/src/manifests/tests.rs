@@ -4,41 +4,53 @@ fn names(m: &MutatingWebhookConfiguration) -> Vec<&str> {
     m.webhooks.iter().flatten().map(|w| w.name.as_str()).collect()
 }
 
+/// Every queued kind's plural, in registry order.
+fn m2(o: &ManifestOptions) -> MutatingWebhookConfiguration {
+    mutating_configuration(o)
+}
+
+fn plurals() -> Vec<&'static str> {
+    JobKind::ALL.map(|k| k.plural()).to_vec()
+}
+
+fn mutating_named<'a>(m: &'a MutatingWebhookConfiguration, name: &str) -> &'a MutatingWebhook {
+    m.webhooks
+        .iter()
+        .flatten()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("{name}"))
+}
+
+fn validating_named<'a>(v: &'a ValidatingWebhookConfiguration, name: &str) -> &'a ValidatingWebhook {
+    v.webhooks
+        .iter()
+        .flatten()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("{name}"))
+}
+
+fn first_rule(rules: &Option<Vec<RuleWithOperations>>) -> (Vec<String>, Vec<String>, Vec<String>, Vec<String>) {
+    let r = &rules.as_ref().unwrap()[0];
+    (
+        r.api_groups.clone().unwrap(),
+        r.api_versions.clone().unwrap(),
+        r.resources.clone().unwrap(),
+        r.operations.clone().unwrap(),
+    )
+}
+
 #[test]
 fn mutating_entries_match_the_issue() {
     let o = ManifestOptions::default();
     let m = mutating_configuration(&o);
     assert_eq!(m.metadata.name.as_deref(), Some("sluice"));
-    assert_eq!(
-        names(&m),
-        [
-            "queued-jobs.mutate.sluice.dev",
-            "default-queue-jobs.mutate.sluice.dev",
-            "pods.mutate.sluice.dev",
-            "queued-jobsets.mutate.sluice.dev",
-            "queued-pytorchjobs.mutate.sluice.dev",
-            "queued-mpijobs.mutate.sluice.dev",
-            "queued-rayjobs.mutate.sluice.dev",
-            "queued-tfjobs.mutate.sluice.dev",
-            "queued-xgboostjobs.mutate.sluice.dev",
-            "queued-paddlejobs.mutate.sluice.dev",
-            "queued-jaxjobs.mutate.sluice.dev",
-            "queued-rayclusters.mutate.sluice.dev",
-            "queued-trainjobs.mutate.sluice.dev",
-            "default-queue-jobsets.mutate.sluice.dev",
-            "default-queue-pytorchjobs.mutate.sluice.dev",
-            "default-queue-mpijobs.mutate.sluice.dev",
-            "default-queue-rayjobs.mutate.sluice.dev",
-            "default-queue-tfjobs.mutate.sluice.dev",
-            "default-queue-xgboostjobs.mutate.sluice.dev",
-            "default-queue-paddlejobs.mutate.sluice.dev",
-            "default-queue-jaxjobs.mutate.sluice.dev",
-            "default-queue-rayclusters.mutate.sluice.dev",
-            "default-queue-trainjobs.mutate.sluice.dev"
-        ]
-    );
-    let hooks = m.webhooks.unwrap();
-    for w in &hooks {
+    let mut want = vec!["pods.mutate.sluice.dev".to_owned()];
+    want.extend(plurals().iter().map(|p| format!("queued-{p}.mutate.sluice.dev")));
+    want.extend(plurals().iter().map(|p| format!("default-queue-{p}.mutate.sluice.dev")));
+    assert_eq!(names(&m), want);
+    assert!(names(&m).contains(&"queued-deployments.mutate.sluice.dev"));
+    let hooks = m.webhooks.as_ref().unwrap();
+    for w in hooks {
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.admission_review_versions, ["v1"]);
         assert_eq!(w.timeout_seconds, Some(5));
@@ -51,29 +63,36 @@ fn mutating_entries_match_the_issue() {
             ["kube-system", "gpu-operator", "nvidia-gpu-operator", "sluice-system"]
         );
     }
-    let (queued, default_queue, pods) = (&hooks[0], &hooks[1], &hooks[2]);
+    let queued = mutating_named(&m, "queued-jobs.mutate.sluice.dev");
+    let default_queue = mutating_named(&m, "default-queue-jobs.mutate.sluice.dev");
+    let pods = mutating_named(&m, "pods.mutate.sluice.dev");
     // JobSets: like queued Jobs, on their own path.
-    let jobsets = &hooks[3];
+    let jobsets = mutating_named(&m, "queued-jobsets.mutate.sluice.dev");
     assert_eq!(jobsets.failure_policy.as_deref(), Some("Fail"));
     assert_eq!(jobsets.object_selector, queued.object_selector);
-    let rule = &jobsets.rules.as_ref().unwrap()[0];
     assert_eq!(
+        first_rule(&jobsets.rules),
         (
-            rule.api_groups.as_deref().unwrap(),
-            rule.api_versions.as_deref().unwrap(),
-            rule.resources.as_deref().unwrap(),
-            rule.operations.as_deref().unwrap()
-        ),
-        (
-            &["jobset.x-k8s.io".to_string()][..],
-            &["v1alpha2".to_string()][..],
-            &["jobsets".to_string()][..],
-            &["CREATE".to_string()][..]
+            vec!["jobset.x-k8s.io".to_string()],
+            vec!["v1alpha2".to_string()],
+            vec!["jobsets".to_string()],
+            vec!["CREATE".to_string()]
         )
     );
     assert_eq!(
         jobsets.client_config.service.as_ref().unwrap().path.as_deref(),
         Some("/mutate/jobsets")
+    );
+    // A serving kind's held object is mutated on UPDATE too.
+    let deployments = mutating_named(&m, "queued-deployments.mutate.sluice.dev");
+    assert_eq!(
+        first_rule(&deployments.rules),
+        (
+            vec!["apps".to_string()],
+            vec!["v1".to_string()],
+            vec!["deployments".to_string()],
+            vec!["CREATE".to_string(), "UPDATE".to_string()]
+        )
     );
     assert_eq!(queued.failure_policy.as_deref(), Some("Fail"));
     assert_eq!(default_queue.failure_policy.as_deref(), Some("Fail"));
@@ -109,10 +128,15 @@ fn mutating_entries_match_the_issue() {
         .as_ref()
         .unwrap();
     assert_eq!(obj[0].operator, "DoesNotExist");
-    let rule = &queued.rules.as_ref().unwrap()[0];
-    assert_eq!(rule.api_groups.as_deref().unwrap(), ["batch"]);
-    assert_eq!(rule.resources.as_deref().unwrap(), ["jobs"]);
-    assert_eq!(rule.operations.as_deref().unwrap(), ["CREATE"]);
+    let (groups, _, resources, operations) = first_rule(&queued.rules);
+    assert_eq!(
+        (groups, resources, operations),
+        (
+            vec!["batch".to_string()],
+            vec!["jobs".to_string()],
+            vec!["CREATE".to_string()]
+        )
+    );
     let rule = &pods.rules.as_ref().unwrap()[0];
     assert_eq!(rule.api_groups.as_deref().unwrap(), [""]);
     assert_eq!(rule.resources.as_deref().unwrap(), ["pods"]);
@@ -133,79 +157,98 @@ fn mutating_entries_match_the_issue() {
 }
 
 #[test]
-fn validating_entries_cover_jobs_and_every_sluice_kind() {
+fn validating_entries_cover_every_queued_kind_scale_replicasets_and_every_sluice_kind() {
     let v = validating_configuration(&ManifestOptions::default());
-    let hooks = v.webhooks.unwrap();
-    let paths: Vec<_> = hooks
+    let paths: Vec<String> = v
+        .webhooks
         .iter()
+        .flatten()
         .map(|w| w.client_config.service.as_ref().unwrap().path.clone().unwrap())
         .collect();
-    assert_eq!(
-        paths,
+    let mut want: Vec<String> = plurals().iter().map(|p| format!("/validate/{p}")).collect();
+    want.extend(plurals().iter().map(|p| format!("/validate/{p}/default-queue")));
+    want.extend(["deployments", "statefulsets", "leaderworkersets"].map(|p| format!("/validate/{p}/scale")));
+    want.push("/validate/replicasets".into());
+    want.extend(
         [
-            "/validate/jobs",
-            "/validate/jobsets",
-            "/validate/pytorchjobs",
-            "/validate/mpijobs",
-            "/validate/rayjobs",
-            "/validate/tfjobs",
-            "/validate/xgboostjobs",
-            "/validate/paddlejobs",
-            "/validate/jaxjobs",
-            "/validate/rayclusters",
-            "/validate/trainjobs",
-            "/validate/resourceflavors",
-            "/validate/clusterqueues",
-            "/validate/cohorts",
-            "/validate/localqueues",
-            "/validate/workloadpriorityclasses",
-            "/validate/workloads"
+            "resourceflavors",
+            "clusterqueues",
+            "cohorts",
+            "localqueues",
+            "workloadpriorityclasses",
+            "workloads",
         ]
+        .map(|p| format!("/validate/{p}")),
     );
-    for w in &hooks {
-        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(paths, want);
+    for w in v.webhooks.iter().flatten() {
         assert_eq!(w.side_effects, "None");
         assert_eq!(w.timeout_seconds, Some(5));
+        // An outage never stops autoscaling or ReplicaSets anywhere.
+        let ignore = w.name.ends_with("-scale.validate.sluice.dev") || w.name == "replicasets.validate.sluice.dev";
+        let policy = if ignore { "Ignore" } else { "Fail" };
+        assert_eq!(w.failure_policy.as_deref(), Some(policy), "{}", w.name);
     }
-    assert_eq!(
-        hooks[0].rules.as_ref().unwrap()[0].operations.as_deref().unwrap(),
-        ["UPDATE"]
-    );
     // Every UPDATE of a queued Job (label on the old or the new object)
     // reaches /validate/jobs, where unsuspending is checked.
+    let jobs = validating_named(&v, "jobs.validate.sluice.dev");
+    let (_, _, resources, operations) = first_rule(&jobs.rules);
     assert_eq!(
-        hooks[0].rules.as_ref().unwrap()[0].resources.as_deref().unwrap(),
-        ["jobs"]
+        (resources, operations),
+        (vec!["jobs".to_string()], vec!["UPDATE".to_string()])
     );
-    let sel = hooks[0].object_selector.as_ref().unwrap();
-    let exprs = sel.match_expressions.as_ref().unwrap();
+    let exprs = jobs
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_expressions
+        .as_ref()
+        .unwrap();
     assert!(
         exprs
             .iter()
             .any(|e| e.key == "sluice.dev/queue" && e.operator == "Exists")
     );
-    // JobSets: the same check, on their own path.
-    assert_eq!(
-        hooks[1].rules.as_ref().unwrap()[0].resources.as_deref().unwrap(),
-        ["jobsets"]
-    );
-    assert_eq!(hooks[1].object_selector, hooks[0].object_selector);
-    for (i, plural, group) in [
-        (2, "pytorchjobs", "kubeflow.org"),
-        (3, "mpijobs", "kubeflow.org"),
-        (4, "rayjobs", "ray.io"),
+    for (plural, group) in [
+        ("jobsets", "jobset.x-k8s.io"),
+        ("pytorchjobs", "kubeflow.org"),
+        ("rayjobs", "ray.io"),
+        ("deployments", "apps"),
     ] {
-        let rule = &hooks[i].rules.as_ref().unwrap()[0];
-        assert_eq!(rule.resources.as_deref().unwrap(), [plural]);
-        assert_eq!(rule.api_groups.as_deref().unwrap(), [group]);
-        assert_eq!(hooks[i].object_selector, hooks[0].object_selector);
+        let w = validating_named(&v, &format!("{plural}.validate.sluice.dev"));
+        let (groups, _, resources, _) = first_rule(&w.rules);
+        assert_eq!((groups, resources), (vec![group.to_string()], vec![plural.to_string()]));
+        assert_eq!(w.object_selector, jobs.object_selector);
     }
-    // After the queued kinds' (jobs and the 10 others): the Sluice kinds'.
-    let cohorts = hooks[13].rules.as_ref().unwrap();
+    // An unlabelled Job in a namespace that queues every object: its
+    // unsuspend is checked too.
+    let dq = validating_named(&v, "default-queue-jobs.validate.sluice.dev");
+    assert_eq!(
+        dq.namespace_selector.as_ref().unwrap().match_labels.as_ref().unwrap()["sluice.dev/default-queue"],
+        "enabled"
+    );
+    assert_eq!(
+        dq.object_selector.as_ref().unwrap().match_expressions.as_ref().unwrap()[0].operator,
+        "DoesNotExist"
+    );
+    // A Scale has no labels: no objectSelector.
+    let scale = validating_named(&v, "deployments-scale.validate.sluice.dev");
+    assert!(scale.object_selector.is_none());
+    assert_eq!(first_rule(&scale.rules).2, ["deployments/scale"]);
+    let rs = validating_named(&v, "replicasets.validate.sluice.dev");
+    assert_eq!(first_rule(&rs.rules).3, ["CREATE", "UPDATE"]);
+    assert_eq!(rs.namespace_selector, dq.namespace_selector);
+    let cohorts = validating_named(&v, "cohorts.validate.sluice.dev")
+        .rules
+        .as_ref()
+        .unwrap();
     assert_eq!(cohorts.len(), 1);
     assert_eq!(cohorts[0].resources.as_deref().unwrap(), ["cohorts"]);
     assert_eq!(cohorts[0].operations.as_deref().unwrap(), ["CREATE", "UPDATE"]);
-    let wl = hooks[16].rules.as_ref().unwrap();
+    let wl = validating_named(&v, "workloads.validate.sluice.dev")
+        .rules
+        .as_ref()
+        .unwrap();
     assert_eq!(wl[1].resources.as_deref().unwrap(), ["workloads/status"]);
     assert_eq!(wl[0].api_groups.as_deref().unwrap(), ["sluice.dev"]);
     assert_eq!(wl[0].api_versions.as_deref().unwrap(), ["v1alpha1"]);
@@ -220,7 +263,7 @@ fn url_target_and_ca_bundle() {
         ..ManifestOptions::default()
     };
     let m = mutating_configuration(&o);
-    let pods = &m.webhooks.as_ref().unwrap()[2];
+    let pods = &m.webhooks.as_ref().unwrap()[0];
     assert_eq!(
         pods.client_config.url.as_deref(),
         Some("https://127.0.0.1:9443/mutate/pods")
@@ -230,7 +273,7 @@ fn url_target_and_ca_bundle() {
     assert!(pods.namespace_selector.as_ref().unwrap().match_expressions.is_none());
     let json = serde_json::to_value(&m).unwrap();
     assert_eq!(
-        json["webhooks"][2]["clientConfig"]["caBundle"],
+        json["webhooks"][0]["clientConfig"]["caBundle"],
         "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
     );
 }
@@ -303,28 +346,17 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
     };
     let m = mutating_configuration(&o);
     let kueue_names: Vec<&str> = names(&m).into_iter().filter(|n| n.starts_with("kueue-")).collect();
-    assert_eq!(
-        kueue_names,
-        [
-            "kueue-jobs.mutate.sluice.dev",
-            "kueue-jobsets.mutate.sluice.dev",
-            "kueue-pytorchjobs.mutate.sluice.dev",
-            "kueue-mpijobs.mutate.sluice.dev",
-            "kueue-rayjobs.mutate.sluice.dev",
-            "kueue-tfjobs.mutate.sluice.dev",
-            "kueue-xgboostjobs.mutate.sluice.dev",
-            "kueue-paddlejobs.mutate.sluice.dev",
-            "kueue-jaxjobs.mutate.sluice.dev",
-            "kueue-rayclusters.mutate.sluice.dev",
-            "kueue-trainjobs.mutate.sluice.dev"
-        ]
-    );
+    let want: Vec<String> = plurals()
+        .iter()
+        .map(|p| format!("kueue-{p}.mutate.sluice.dev"))
+        .collect();
+    assert_eq!(kueue_names, want);
     let hooks = m.webhooks.unwrap();
-    // Every Kueue entry selects the same way; the last is TrainJobs'.
+    // Every Kueue entry selects the same way; the last is the last kind's.
     let kueue = hooks.last().unwrap();
     assert_eq!(
         kueue.client_config.service.as_ref().unwrap().path.as_deref(),
-        Some("/mutate/trainjobs")
+        Some(format!("/mutate/{}", plurals().last().unwrap()).as_str())
     );
     assert_eq!(kueue.failure_policy.as_deref(), Some("Fail"));
     let exprs = kueue
@@ -342,8 +374,9 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
         (exprs[1].key.as_str(), exprs[1].operator.as_str()),
         ("sluice.dev/queue", "DoesNotExist")
     );
-    let default_queue = hooks[1]
+    let default_queue = mutating_named(&m2(&o), "default-queue-jobs.mutate.sluice.dev")
         .object_selector
+        .clone()
         .as_ref()
         .unwrap()
         .match_expressions
@@ -352,19 +385,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
     assert_eq!(default_queue.len(), 2);
     let v = validating_configuration(&o);
     let hooks = v.webhooks.unwrap();
-    for plural in [
-        "jobs",
-        "jobsets",
-        "pytorchjobs",
-        "mpijobs",
-        "rayjobs",
-        "tfjobs",
-        "xgboostjobs",
-        "paddlejobs",
-        "jaxjobs",
-        "rayclusters",
-        "trainjobs",
-    ] {
+    for plural in plurals() {
         assert!(
             hooks
                 .iter()
@@ -378,7 +399,7 @@ fn kueue_compat_adds_entries_for_the_kueue_label() {
             .webhooks
             .unwrap()
             .len(),
-        23
+        1 + 2 * plurals().len()
     );
 }
 

@@ -8,7 +8,8 @@
 
 use serde_json::{Value, json};
 
-use sluice_kinds::JobKind;
+use sluice_api::labels::HELD_REPLICAS;
+use sluice_kinds::{Hold, JobKind};
 
 use super::{Decision, GpuSubject, Reviewer, owners};
 use crate::config::WebhookConfig;
@@ -29,7 +30,13 @@ impl Reviewer {
         kind: JobKind,
     ) -> Decision {
         let mut d = Decision::default();
-        if req.operation != Operation::Create || self.excluded(req) {
+        if self.excluded(req) {
+            return d;
+        }
+        if req.operation == Operation::Update {
+            return self.mutate_held_update(req, opted_in, kind);
+        }
+        if req.operation != Operation::Create {
             return d;
         }
         let obj = match created_object(req) {
@@ -79,7 +86,8 @@ impl Reviewer {
         let noun = kind.kind();
         let labels = obj.metadata.labels.as_ref();
         let label = self.cfg.queue_label_of(labels).unwrap_or(&self.cfg.queue_label);
-        let default_queue = opted_in || self.view.default_queue_enabled(namespace);
+        let default_queue = (opted_in || self.view.default_queue_enabled(namespace))
+            && kind.integration().queued_by_namespace(&obj.data);
         // An object made by a queued object (a JobSet's child Job with the
         // queue label its template carried, an MPIJob's launcher, a
         // RayJob's submitter, a RayJob's RayCluster with the RayJob's
@@ -184,7 +192,15 @@ impl Reviewer {
         }
     }
 
-    pub(super) fn validate_queued(&self, req: &AdmissionRequest<DynamicObject>, kind: JobKind) -> Decision {
+    /// `opted_in`: the request came through a default-queue entry (an
+    /// object without a queue label in a namespace that queues every
+    /// object), so it is queued in `default` if its kind queues it there.
+    pub(super) fn validate_queued(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+        opted_in: bool,
+        kind: JobKind,
+    ) -> Decision {
         let mut d = Decision::default();
         if req.operation != Operation::Update {
             return d;
@@ -205,7 +221,15 @@ impl Reviewer {
         {
             return done;
         }
-        let update = QueuedUpdate::new(&self.cfg, kind, old, new);
+        let mut update = QueuedUpdate::new(&self.cfg, kind, old, new);
+        if opted_in && update.before.is_none() && update.after.is_none() {
+            // Queued by its namespace (the controller holds it in
+            // `default` without writing a label).
+            if !kind.integration().queued_by_namespace(&old.data) {
+                return d;
+            }
+            update.by_namespace();
+        }
         d.denials.extend(self.label_rules(&update, &namespace, user));
         d.denials.extend(self.queued_rules(&update, user));
         d
@@ -275,9 +299,14 @@ impl Reviewer {
         );
         if u.suspended(u.old) && !u.suspended(u.new) && !writer {
             let (label, suspend_field) = (u.label, u.suspend_field);
-            denials.push(format!(
-                "{suspend_field}: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave {suspend_field} true"
-            ));
+            denials.push(match u.hold {
+                Hold::Suspend(_) => format!(
+                    "{suspend_field}: cannot be changed from true to false by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}) and only the Sluice controller unsuspends it, once the {noun} is admitted; leave {suspend_field} true"
+                ),
+                Hold::Replicas => format!(
+                    "{suspend_field}: cannot be raised from 0 by {user:?}: the {noun} waits in LocalQueue {q:?} ({label}), held at 0 replicas until Sluice admits it and runs the replicas in metadata.annotations[{HELD_REPLICAS}]; change that annotation to ask for another count"
+                ),
+            });
         }
         denials
     }
@@ -336,7 +365,7 @@ struct QueuedUpdate<'a> {
     label: &'a str,
     before: Option<String>,
     after: Option<String>,
-    suspend_at: &'static str,
+    hold: sluice_kinds::Hold,
     suspend_field: &'static str,
 }
 
@@ -349,7 +378,7 @@ impl<'a> QueuedUpdate<'a> {
             let key = cfg.queue_label_of(labels)?;
             labels.and_then(|l| l.get(key)).cloned()
         };
-        let (suspend_at, suspend_field) = suspend_at(kind);
+        let hold = kind.integration().hold();
         Self {
             kind,
             old,
@@ -357,13 +386,20 @@ impl<'a> QueuedUpdate<'a> {
             label,
             before: queue(old),
             after: queue(new),
-            suspend_at,
-            suspend_field,
+            hold,
+            suspend_field: hold.field(),
         }
     }
 
+    /// Queued in its namespace's `default` LocalQueue without a label.
+    fn by_namespace(&mut self) {
+        let default = sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME.to_owned();
+        self.before = Some(default.clone());
+        self.after = Some(default);
+    }
+
     fn suspended(&self, o: &DynamicObject) -> bool {
-        o.data.pointer(self.suspend_at) == Some(&Value::Bool(true))
+        held(self.hold, o)
     }
 
     fn running(&self, o: &DynamicObject) -> bool {
@@ -374,21 +410,30 @@ impl<'a> QueuedUpdate<'a> {
 /// A running object's admission covers what it runs now: each way `new`
 /// asks for more than `old` (queued in LocalQueue `q`), as a denial.
 fn refused_growth(kind: JobKind, old: &DynamicObject, new: &DynamicObject, q: &str) -> Vec<String> {
-    let (noun, (_, suspend_field)) = (kind.kind(), suspend_at(kind));
+    let noun = kind.kind();
+    let requeue = requeue_hint(kind);
     super::shape::grown(kind, old, new)
         .into_iter()
         .map(|grown| {
             format!(
-                "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, set {suspend_field} to true in the same update (it is queued again with its new shape), or delete and recreate the {noun}"
+                "{grown}: cannot grow while the {noun} runs: Sluice admitted it in LocalQueue {q:?} for what it runs now; scaling down is allowed. To run more, {requeue}, or delete and recreate the {noun}"
             )
         })
         .collect()
 }
 
-/// Where a kind's suspend flag is (a JSON pointer) and its field path.
-fn suspend_at(kind: JobKind) -> (&'static str, &'static str) {
-    let at = kind.integration().suspend_field();
-    (at.pointer, at.field)
+/// How the owner of a running object of `kind` queues it again with a new
+/// shape.
+pub(super) fn requeue_hint(kind: JobKind) -> String {
+    match kind.integration().hold() {
+        Hold::Suspend(f) => format!(
+            "set {} to true in the same update (it is queued again with its new shape)",
+            f.field
+        ),
+        Hold::Replicas => format!(
+            "set spec.replicas to 0 and the metadata.annotations[{HELD_REPLICAS}] annotation to the replicas wanted in one update (its pods stop, and it is queued again for that many)"
+        ),
+    }
 }
 
 /// Each pod template of `obj`: where its spec is, and the pointer of its
@@ -425,12 +470,25 @@ fn created_object(req: &AdmissionRequest<DynamicObject>) -> Result<&DynamicObjec
     Ok(obj)
 }
 
-/// Holds an object queued in `q` until Sluice admits it: its suspend flag
-/// set to true (its parent created where missing, as a Kubeflow job's
-/// `runPolicy` may be).
+/// Holds an object queued in `q` until Sluice admits it (its suspend flag
+/// set, or a serving object's replicas kept and set to zero), with what
+/// its kind sets where its author left it unset.
 fn hold(obj: &DynamicObject, kind: JobKind, q: &str, d: &mut Decision) {
-    let (at, field) = suspend_at(kind);
-    if obj.data.pointer(at) == Some(&Value::Bool(true)) {
+    match kind.integration().hold() {
+        Hold::Suspend(f) => hold_suspended(obj, kind, f, q, d),
+        Hold::Replicas => hold_at_zero(obj, kind, q, d),
+    }
+    for def in kind.integration().create_defaults(&obj.data) {
+        d.ops.push(PatchOp::add(&Pointer::from_plain(&def.pointer), def.value));
+        d.warnings.push(format!("sluice: {}", def.why));
+    }
+}
+
+/// Its suspend flag set to true (its parent created where missing, as a
+/// Kubeflow job's `runPolicy` may be).
+fn hold_suspended(obj: &DynamicObject, kind: JobKind, f: sluice_kinds::SuspendField, q: &str, d: &mut Decision) {
+    let (at, field) = (f.pointer, f.field);
+    if held(Hold::Suspend(f), obj) {
         return;
     }
     let parent = &at[..at.rfind('/').unwrap_or(0)];
@@ -446,4 +504,94 @@ fn hold(obj: &DynamicObject, kind: JobKind, q: &str, d: &mut Decision) {
         "sluice: set {field} to true: the {noun} waits in LocalQueue {q:?} until Sluice admits it"
     ));
     d.fixes.push(FixKind::Suspend);
+}
+
+/// A serving object held at `spec.replicas: 0`, the replicas it asks for
+/// (`asked`, else its own) kept in its annotation.
+fn hold_at_zero(obj: &DynamicObject, kind: JobKind, q: &str, d: &mut Decision) {
+    if held(Hold::Replicas, obj) {
+        return;
+    }
+    let asked = obj.data.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+    set_held(obj, asked, d);
+    d.warnings.push(format!(
+        "sluice: set spec.replicas to 0 and kept its {asked} in metadata.annotations[{HELD_REPLICAS}]: the {} waits in LocalQueue {q:?} until Sluice admits it, then runs {asked}",
+        kind.kind()
+    ));
+    d.fixes.push(FixKind::Suspend);
+}
+
+/// Whether `o` is held as `hold` says (a DynamicObject keeps its metadata
+/// apart from the rest of the object).
+fn held(hold: Hold, o: &DynamicObject) -> bool {
+    match hold {
+        Hold::Suspend(f) => o.data.pointer(f.pointer) == Some(&Value::Bool(true)),
+        Hold::Replicas => {
+            o.data.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1) == 0
+                && o.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(HELD_REPLICAS))
+        }
+    }
+}
+
+/// The operations that hold `obj` at zero replicas asking for `asked`.
+fn set_held(obj: &DynamicObject, asked: i64, d: &mut Decision) {
+    let annotations = Pointer::from_plain("/metadata/annotations");
+    d.ops.push(if obj.metadata.annotations.is_none() {
+        PatchOp::add(&annotations, json!({HELD_REPLICAS: asked.to_string()}))
+    } else {
+        PatchOp::add(&annotations.key(HELD_REPLICAS), json!(asked.to_string()))
+    });
+    d.ops
+        .push(PatchOp::add(&Pointer::from_plain("/spec/replicas"), json!(0)));
+}
+
+impl Reviewer {
+    /// An UPDATE of a held serving object that asks it to run (replicas
+    /// above zero, or its annotation dropped) by anyone but an admission
+    /// writer: it stays held, asking for those replicas (`kubectl apply`
+    /// of its manifest, or a new count, changes what it waits for, never
+    /// starts it).
+    fn mutate_held_update(&self, req: &AdmissionRequest<DynamicObject>, opted_in: bool, kind: JobKind) -> Decision {
+        let mut d = Decision::default();
+        let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+            return d;
+        };
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        if kind.integration().hold() != Hold::Replicas
+            || self.cfg.is_admission_writer(user)
+            || !held(Hold::Replicas, old)
+            || held(Hold::Replicas, new)
+        {
+            return d;
+        }
+        let queue = self
+            .cfg
+            .queue_label_of(new.metadata.labels.as_ref())
+            .and_then(|k| new.metadata.labels.as_ref()?.get(k).cloned());
+        let Some(q) = queue.or_else(|| opted_in.then(|| sluice_api::labels::DEFAULT_LOCAL_QUEUE_NAME.to_owned()))
+        else {
+            return d;
+        };
+        let replicas = new.data.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let kept = |o: &DynamicObject| {
+            o.metadata
+                .annotations
+                .as_ref()?
+                .get(HELD_REPLICAS)?
+                .trim()
+                .parse::<i64>()
+                .ok()
+        };
+        let asked = if replicas > 0 { replicas } else { kept(old).unwrap_or(0) };
+        set_held(new, asked, &mut d);
+        d.warnings.push(format!(
+            "sluice: the {} waits in LocalQueue {q:?}: it stays at spec.replicas 0 and now asks for {asked} (metadata.annotations[{HELD_REPLICAS}]), which it runs once Sluice admits it",
+            kind.kind()
+        ));
+        d.fixes.push(FixKind::Suspend);
+        d
+    }
 }

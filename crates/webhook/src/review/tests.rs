@@ -72,7 +72,7 @@ fn recorded_pod_requests_only_gets_the_recorded_limits_patch() {
 #[test]
 fn recorded_job_gets_the_recorded_runtimeclass_and_toleration_and_affinity() {
     let review = fixture("admissionreview-request-job-create-before-jsonpatch.json");
-    let (reply, ours) = review_applied(&reviewer(), Endpoint::MutateJobs, &review);
+    let (reply, ours) = review_applied(&reviewer(), Endpoint::MutateQueued(JobKind::Job), &review);
     assert_eq!(reply.verdict, Verdict::Patched);
     let mut theirs = review["request"]["object"].clone();
     let recorded: json_patch::Patch =
@@ -106,21 +106,21 @@ fn recorded_dry_run_job_is_suspended_like_a_real_one() {
     let review = fixture("admissionreview-request-job-create-dryrun.json");
     assert_eq!(review["request"]["dryRun"], true);
     let r = reviewer();
-    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::Job), &review);
     assert_eq!(patched["spec"]["suspend"], true);
     assert!(reply.fixes.contains(&FixKind::Suspend));
     let ops = serde_json::to_value(patch_of(&reply.body)).unwrap();
     assert_eq!(ops[0], json!({"op": "add", "path": "/spec/suspend", "value": true}));
     let mut real = review.clone();
     real["request"]["dryRun"] = json!(false);
-    let real_reply = r.handle(Endpoint::MutateJobs, &body(&real)).unwrap();
+    let real_reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&real)).unwrap();
     assert_eq!(real_reply.body, reply.body, "dryRun changes nothing");
 }
 
 #[test]
 fn recorded_requests_only_job_gets_limits_and_suspend() {
     let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
-    let (reply, patched) = review_applied(&reviewer(), Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&reviewer(), Endpoint::MutateQueued(JobKind::Job), &review);
     let c = &patched["spec"]["template"]["spec"]["containers"][0]["resources"];
     assert_eq!(c["limits"]["nvidia.com/gpu"], c["requests"]["nvidia.com/gpu"]);
     assert_eq!(patched["spec"]["suspend"], true);
@@ -154,7 +154,10 @@ fn recorded_job_controller_pod_is_fixed() {
 fn recorded_delete_and_non_queue_updates_pass_validation() {
     let r = reviewer();
     let review = fixture("admissionreview-request-job-delete.json");
-    for endpoint in [Endpoint::ValidateJobs, Endpoint::MutateJobs] {
+    for endpoint in [
+        Endpoint::ValidateQueued(JobKind::Job),
+        Endpoint::MutateQueued(JobKind::Job),
+    ] {
         let reply = r.handle(endpoint, &body(&review)).unwrap();
         assert_eq!(reply.verdict, Verdict::Allowed, "{endpoint:?}");
         assert_eq!(
@@ -164,7 +167,7 @@ fn recorded_delete_and_non_queue_updates_pass_validation() {
     }
     // The mutating endpoint ignores UPDATEs.
     let review = fixture("admissionreview-request-job-update-unsuspend.json");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed);
 }
 
@@ -179,7 +182,9 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     assert_eq!(review["request"]["oldObject"]["spec"]["suspend"], true);
     assert_eq!(review["request"]["object"]["spec"]["suspend"], false);
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let resp = response_of(&reply);
     assert_eq!(resp["status"]["code"], 403);
@@ -196,14 +201,18 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
     // The controller may.
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
     // Staying suspended, or a Job that is not queued: allowed.
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     review["request"]["object"]["spec"]["suspend"] = json!(true);
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
@@ -211,14 +220,18 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
         review["request"][which]["metadata"]["labels"] = json!({"app": "x"});
     }
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
     // Nor does removing the label first, while the Job is suspended.
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     review["request"]["object"]["spec"]["suspend"] = json!(true);
     review["request"]["object"]["metadata"]["labels"] = json!({"app": "x"});
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let msg = reply.response.result.message.clone();
     assert!(
@@ -228,13 +241,17 @@ fn queued_job_is_unsuspended_only_by_the_controller() {
     // Moving it to another LocalQueue while suspended stays allowed.
     review["request"]["object"]["metadata"]["labels"] = json!({"sluice.dev/queue": "team-b"});
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
     // Removing the label in the same update does not get around it.
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     review["request"]["object"]["metadata"]["labels"] = json!({});
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     assert!(
         reply
             .response
@@ -251,7 +268,9 @@ fn queue_label_cannot_change_while_the_job_runs() {
     let r = reviewer();
     let mut review = fixture("admissionreview-request-job-update-unsuspend.json");
     review["request"]["object"]["metadata"]["labels"]["sluice.dev/queue"] = json!("team-b");
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     let resp = response_of(&reply);
     assert_eq!(resp["allowed"], false);
@@ -266,7 +285,9 @@ fn queue_label_cannot_change_while_the_job_runs() {
     review["request"]["object"]["spec"]["suspend"] = json!(true);
     review["request"]["oldObject"]["spec"]["suspend"] = json!(true);
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
 
@@ -278,7 +299,9 @@ fn queue_label_cannot_change_while_the_job_runs() {
         .remove("sluice.dev/queue");
     review["request"]["oldObject"]["spec"]["suspend"] = json!(false);
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Denied
     );
 }
@@ -335,7 +358,7 @@ fn unknown_version_or_kind_is_allowed_with_a_warning() {
     );
 
     let review = fixture("admissionreview-request-pod-create-gpu-requests-only.json");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Skipped);
     let w = response_of(&reply)["warnings"][0].as_str().unwrap().to_owned();
     assert!(w.contains("batch/v1 Job") && w.contains("v1 Pod"), "{w}");
@@ -352,7 +375,9 @@ fn excluded_namespaces_are_never_touched() {
     let r = Reviewer::new(cfg, Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
     let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
     assert_eq!(
-        r.handle(Endpoint::MutateJobs, &body(&review)).unwrap().verdict,
+        r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
 }
@@ -384,14 +409,14 @@ fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
 
     // No labels at all: the labels map is created.
     let review = unlabelled_job_review("ml", None);
-    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::Job), &review);
     assert_eq!(patched["metadata"]["labels"], json!({"sluice.dev/queue": "default"}));
     assert_eq!(patched["spec"]["suspend"], true);
     assert!(reply.fixes.contains(&FixKind::QueueLabel));
 
     // Other labels kept, ours added with an escaped path.
     let review = unlabelled_job_review("ml", Some(json!({"app": "train"})));
-    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::Job), &review);
     assert_eq!(
         patched["metadata"]["labels"],
         json!({"app": "train", "sluice.dev/queue": "default"})
@@ -401,7 +426,7 @@ fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
 
     // Opted in without a default LocalQueue: not queued, told why.
     let review = unlabelled_job_review("ml-empty", None);
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     let patched = apply_reply(&review["request"]["object"], &reply);
     assert_eq!(patched["spec"]["suspend"], false);
     assert!(
@@ -414,7 +439,7 @@ fn default_queue_namespaces_label_and_suspend_unlabelled_jobs() {
 
     // Not opted in: only GPU fixes.
     let review = unlabelled_job_review("web", None);
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert!(!reply.fixes.contains(&FixKind::Suspend));
     assert!(!reply.fixes.contains(&FixKind::QueueLabel));
 }
@@ -432,7 +457,7 @@ fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
         }
         let r = reviewer_with(Arc::new(view));
         let review = unlabelled_job_review("ml", Some(json!({"app": "train"})));
-        let (reply, patched) = review_applied(&r, Endpoint::MutateJobsDefaultQueue, &review);
+        let (reply, patched) = review_applied(&r, Endpoint::MutateQueuedDefaultQueue(JobKind::Job), &review);
         assert_eq!(patched["spec"]["suspend"], true, "synced={synced}");
         assert_eq!(
             patched["metadata"]["labels"],
@@ -448,13 +473,15 @@ fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
         assert_eq!(warned, !synced, "unsynced cache is warned about");
 
         // The plain path still trusts only the cache.
-        let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+        let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
         assert!(!reply.fixes.contains(&FixKind::Suspend));
     }
     // Synced and known to have no LocalQueue default: not queued, told why.
     let r = reviewer();
     let review = unlabelled_job_review("ml", None);
-    let reply = r.handle(Endpoint::MutateJobsDefaultQueue, &body(&review)).unwrap();
+    let reply = r
+        .handle(Endpoint::MutateQueuedDefaultQueue(JobKind::Job), &body(&review))
+        .unwrap();
     assert!(!reply.fixes.contains(&FixKind::Suspend));
     let warnings = reply.response.warnings.clone().unwrap_or_default();
     assert!(
@@ -463,12 +490,14 @@ fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
     );
     // A labelled Job on this path is handled like on /mutate/jobs.
     let review = fixture("admissionreview-request-job-create-dryrun.json");
-    let a = r.handle(Endpoint::MutateJobsDefaultQueue, &body(&review)).unwrap();
-    let b = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let a = r
+        .handle(Endpoint::MutateQueuedDefaultQueue(JobKind::Job), &body(&review))
+        .unwrap();
+    let b = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(a.body, b.body);
     assert_eq!(
         Endpoint::from_path("/mutate/jobs/default-queue"),
-        Some(Endpoint::MutateJobsDefaultQueue)
+        Some(Endpoint::MutateQueuedDefaultQueue(JobKind::Job))
     );
 }
 
@@ -476,7 +505,7 @@ fn default_queue_path_queues_unlabelled_jobs_without_a_synced_cache() {
 fn empty_queue_label_is_denied_and_missing_queue_warned() {
     let r = reviewer();
     let review = unlabelled_job_review("team-a", Some(json!({"sluice.dev/queue": ""})));
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     assert!(
         response_of(&reply)["status"]["message"]
@@ -486,7 +515,7 @@ fn empty_queue_label_is_denied_and_missing_queue_warned() {
     );
 
     let review = fixture("admissionreview-request-job-create-dryrun.json");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     let warnings = response_of(&reply)["warnings"].clone();
     assert!(
         warnings
@@ -503,7 +532,9 @@ fn gpu_denial_names_container_and_values() {
     let mut review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
     review["request"]["object"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] =
         json!({"nvidia.com/gpu": "2"});
-    let reply = reviewer().handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = reviewer()
+        .handle(Endpoint::MutateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     let resp = response_of(&reply);
     assert_eq!(resp["allowed"], false);
     assert!(resp.get("patch").is_none());
@@ -869,7 +900,7 @@ fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
     let r = reviewer_with(view);
     let mut review = unlabelled_job_review("ml", None);
     review["request"]["object"].as_object_mut().unwrap().remove("metadata");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     assert!(
         response_of(&reply)["status"]["message"]
@@ -880,7 +911,7 @@ fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
 
     let mut review = fixture("admissionreview-request-job-create-dryrun.json");
     review["request"]["object"]["spec"] = json!(7);
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied);
     assert!(
         response_of(&reply)["status"]["message"]
@@ -894,7 +925,9 @@ fn job_without_metadata_or_spec_is_denied_not_patched_blindly() {
 fn kueue_label_is_honoured_only_with_kueue_compat() {
     let review = unlabelled_job_review("team-a", Some(json!({"kueue.x-k8s.io/queue-name": "team-a"})));
     let off = reviewer();
-    let reply = off.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = off
+        .handle(Endpoint::MutateQueued(JobKind::Job), &body(&review))
+        .unwrap();
     assert!(!reply.fixes.contains(&FixKind::Suspend));
 
     let cfg = WebhookConfig {
@@ -902,7 +935,7 @@ fn kueue_label_is_honoured_only_with_kueue_compat() {
         ..WebhookConfig::default()
     };
     let on = Reviewer::new(cfg, Arc::new(MemoryView::synced_with_nvidia_runtime_class()));
-    let (reply, patched) = review_applied(&on, Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&on, Endpoint::MutateQueued(JobKind::Job), &review);
     assert!(reply.fixes.contains(&FixKind::Suspend));
     assert_eq!(patched["spec"]["suspend"], true);
 
@@ -913,11 +946,15 @@ fn kueue_label_is_honoured_only_with_kueue_compat() {
     }
     update["request"]["object"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("team-b");
     assert_eq!(
-        on.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        on.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&update))
+            .unwrap()
+            .verdict,
         Verdict::Denied
     );
     assert_eq!(
-        off.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        off.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&update))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
 }
@@ -1049,7 +1086,7 @@ fn a_skipped_job_template_is_still_queued_but_not_fixed() {
     let r = reviewer_with(view);
     let mut review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
     review["request"]["object"]["spec"]["template"]["metadata"]["labels"] = json!({"sluice.dev/gpu-fixes": "skip"});
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.fixes, [FixKind::Suspend], "{:?}", reply.response);
 }
 
@@ -1059,7 +1096,7 @@ fn without_a_nvidia_runtime_class_none_is_written() {
     // default runtime): the recorded Job gets every fix but that one.
     let r = reviewer_with(Arc::new(MemoryView::synced_empty()));
     let review = fixture("admissionreview-request-job-create-gpu-requests-only.json");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert!(!reply.fixes.contains(&FixKind::RuntimeClass), "{:?}", reply.fixes);
     assert!(reply.fixes.contains(&FixKind::Toleration), "{:?}", reply.fixes);
     let patched = apply_reply(&review["request"]["object"], &reply);
@@ -1070,6 +1107,8 @@ mod cohorts;
 mod exemptions;
 mod jobsets;
 mod kubeflow;
+mod pods;
 mod raycluster;
+mod serving;
 mod shape;
 mod trainjob;

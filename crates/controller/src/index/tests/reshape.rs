@@ -171,7 +171,10 @@ fn object(kind: JobKind, spec: Value) -> Value {
 
 /// Where the kind's suspend flag is.
 fn suspend_at(kind: JobKind) -> &'static str {
-    kind.integration().suspend_field().pointer
+    match kind.integration().hold() {
+        sluice_kinds::Hold::Suspend(f) => f.pointer,
+        sluice_kinds::Hold::Replicas => panic!("{kind:?} is held at zero replicas"),
+    }
 }
 
 /// `obj` of `kind` admitted and running in a ClusterQueue of 16 GPUs.

@@ -300,7 +300,7 @@ fn a_job_a_tenant_makes_for_a_jobset_of_their_own_is_not_left_to_it() {
     let r = reviewer_with(cluster_with_jobsets());
     let mut review = job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]));
     review["request"]["userInfo"]["username"] = json!("alice@example.com");
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
     let msg = &reply.response.result.message;
     assert!(
@@ -315,7 +315,7 @@ fn a_job_a_tenant_makes_for_a_jobset_of_their_own_is_not_left_to_it() {
     let r = Reviewer::new(cfg, cluster_with_jobsets());
     let reply = r
         .handle(
-            Endpoint::MutateJobs,
+            Endpoint::MutateQueued(JobKind::Job),
             &body(&job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]))),
         )
         .unwrap();
@@ -331,7 +331,9 @@ fn a_job_a_tenant_makes_for_a_jobset_of_their_own_is_not_left_to_it() {
     let mut unlabelled = job_create(json!([jobset_owner("pretrain", JOBSET_UID, true)]));
     unlabelled["request"]["userInfo"]["username"] = json!("alice@example.com");
     unlabelled["request"]["object"]["metadata"]["labels"] = json!({});
-    let reply = r.handle(Endpoint::MutateJobs, &body(&unlabelled)).unwrap();
+    let reply = r
+        .handle(Endpoint::MutateQueued(JobKind::Job), &body(&unlabelled))
+        .unwrap();
     assert_ne!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
 }
 
@@ -384,7 +386,9 @@ fn a_job_is_left_to_a_queued_owner_only_when_that_owner_exists() {
     ];
     let r = reviewer_with(cluster_with_jobsets());
     for (case, owners, want) in table {
-        let reply = r.handle(Endpoint::MutateJobs, &body(&job_create(owners))).unwrap();
+        let reply = r
+            .handle(Endpoint::MutateQueued(JobKind::Job), &body(&job_create(owners)))
+            .unwrap();
         match want {
             Want::LeftToOwner => {
                 assert_ne!(reply.verdict, Verdict::Denied, "{case}: {:?}", reply.response);
@@ -405,7 +409,7 @@ fn an_unverifiable_owner_of_a_job_that_would_not_be_queued_is_no_reason_to_refus
     let r = reviewer_with(cluster_with_jobsets());
     let mut review = job_create(json!([jobset_owner("pretrain", "forged", true)]));
     review["request"]["object"]["metadata"]["labels"] = json!({});
-    let reply = r.handle(Endpoint::MutateJobs, &body(&review)).unwrap();
+    let reply = r.handle(Endpoint::MutateQueued(JobKind::Job), &body(&review)).unwrap();
     assert_ne!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
     assert!(!reply.fixes.contains(&FixKind::Suspend));
 }
@@ -468,7 +472,10 @@ fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later
     ];
     for (case, before, after, verdict, says) in table {
         let reply = r
-            .handle(Endpoint::ValidateJobs, &body(&job_unsuspend(before, after)))
+            .handle(
+                Endpoint::ValidateQueued(JobKind::Job),
+                &body(&job_unsuspend(before, after)),
+            )
             .unwrap();
         assert_eq!(reply.verdict, verdict, "{case}: {:?}", reply.response);
         let msg = &reply.response.result.message;
@@ -477,13 +484,15 @@ fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later
     // Its JobSet's operator resumes it: allowed.
     let mut by_operator = job_unsuspend(real(), real());
     by_operator["request"]["userInfo"]["username"] = json!(JOBSET_OPERATOR);
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&by_operator)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&by_operator))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
     // Adopting a suspended queued Job without resuming it is refused too:
     // the resume would follow in a second step.
     let mut adopt = job_unsuspend(json!([]), real());
     adopt["request"]["object"]["spec"]["suspend"] = json!(true);
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&adopt)).unwrap();
+    let reply = r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&adopt)).unwrap();
     assert_eq!(reply.verdict, Verdict::Denied, "{:?}", reply.response);
     // The Sluice controller (an admission writer) is not refused.
     let cfg = WebhookConfig {
@@ -494,7 +503,9 @@ fn only_a_verified_queued_owner_may_resume_its_job_and_none_can_be_adopted_later
     let r = Reviewer::new(cfg, view);
     let mut by_controller = job_unsuspend(json!([]), real());
     by_controller["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
-    let reply = r.handle(Endpoint::ValidateJobs, &body(&by_controller)).unwrap();
+    let reply = r
+        .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&by_controller))
+        .unwrap();
     assert_eq!(reply.verdict, Verdict::Allowed, "{:?}", reply.response);
 }
 
@@ -518,7 +529,9 @@ fn only_admission_writers_named_by_the_api_server_may_resume_a_queued_job() {
     ] {
         let mut update = fixture("admissionreview-request-job-update-unsuspend.json");
         update["request"]["userInfo"]["username"] = json!(user);
-        let reply = r.handle(Endpoint::ValidateJobs, &body(&update)).unwrap();
+        let reply = r
+            .handle(Endpoint::ValidateQueued(JobKind::Job), &body(&update))
+            .unwrap();
         assert_eq!(reply.verdict, verdict, "{user:?}");
     }
 }

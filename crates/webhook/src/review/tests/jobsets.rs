@@ -42,7 +42,7 @@ fn a_queued_jobset_is_suspended_and_every_pod_template_gets_the_gpu_fixes() {
     // The same fixes the recorded Job gets, in both pod templates.
     let job = review_applied(
         &r,
-        Endpoint::MutateJobs,
+        Endpoint::MutateQueued(JobKind::Job),
         &fixture("admissionreview-request-job-create-before-jsonpatch.json"),
     )
     .1;
@@ -123,7 +123,7 @@ fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
         "uid": "js-uid", "controller": true, "blockOwnerDeletion": true}]);
     review["request"]["object"]["spec"]["suspend"] = json!(false);
     review["request"]["userInfo"]["username"] = json!("system:serviceaccount:jobset-system:jobset-controller-manager");
-    let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+    let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::Job), &review);
     assert!(!reply.fixes.contains(&FixKind::Suspend), "{:?}", reply.fixes);
     assert_eq!(patched["spec"]["suspend"], json!(false));
     // Its GPU fixes still apply.
@@ -136,7 +136,9 @@ fn a_jobset_child_job_with_the_queue_label_is_left_to_its_jobset() {
     }
     update["request"]["userInfo"]["username"] = json!("system:serviceaccount:jobset-system:jobset-controller-manager");
     assert_eq!(
-        r.handle(Endpoint::ValidateJobs, &body(&update)).unwrap().verdict,
+        r.handle(Endpoint::ValidateQueued(JobKind::Job), &body(&update))
+            .unwrap()
+            .verdict,
         Verdict::Allowed
     );
 }

@@ -162,7 +162,7 @@ fn jobs_made_by_an_mpijob_or_a_rayjob_are_left_to_their_owner() {
         review["request"]["userInfo"]["username"] = json!(operator);
         review["request"]["object"]["metadata"]["ownerReferences"] = json!([{
             "apiVersion": api_version, "kind": kind, "name": "x", "uid": "u", "controller": true}]);
-        let (reply, patched) = review_applied(&r, Endpoint::MutateJobs, &review);
+        let (reply, patched) = review_applied(&r, Endpoint::MutateQueued(JobKind::Job), &review);
         assert_eq!(reply.verdict, Verdict::Patched, "{kind}: {:?}", reply.response);
         assert!(!reply.fixes.contains(&FixKind::Suspend), "{kind}: {:?}", reply.fixes);
         assert_eq!(patched["spec"]["suspend"], json!(false), "{kind}");

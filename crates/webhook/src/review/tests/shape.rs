@@ -27,7 +27,7 @@ fn a_running_job_cannot_be_scaled_up_nor_given_larger_pods() {
         j["spec"]["parallelism"] = json!(8);
         j["spec"]["completions"] = json!(16);
     });
-    let (v, msg) = verdict(&r, Endpoint::ValidateJobs, &scaled);
+    let (v, msg) = verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &scaled);
     assert_eq!(v, Verdict::Denied);
     assert!(
         msg.starts_with("spec.parallelism: 8 pods at once, was 4: cannot grow while the Job runs"),
@@ -37,7 +37,7 @@ fn a_running_job_cannot_be_scaled_up_nor_given_larger_pods() {
     let larger = running_job_update(|j| {
         j["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = json!("4")
     });
-    let (v, msg) = verdict(&r, Endpoint::ValidateJobs, &larger);
+    let (v, msg) = verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &larger);
     assert_eq!(v, Verdict::Denied);
     assert!(
         msg.contains("spec.template.spec: a pod asks for 4 of nvidia.com/gpu, was 2"),
@@ -52,20 +52,32 @@ fn scaling_down_suspending_or_the_controller_are_allowed() {
         Arc::new(MemoryView::synced_with_nvidia_runtime_class()),
     );
     let down = running_job_update(|j| j["spec"]["parallelism"] = json!(1));
-    assert_eq!(verdict(&r, Endpoint::ValidateJobs, &down).0, Verdict::Allowed);
+    assert_eq!(
+        verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &down).0,
+        Verdict::Allowed
+    );
     let suspended = running_job_update(|j| {
         j["spec"]["parallelism"] = json!(8);
         j["spec"]["suspend"] = json!(true);
     });
-    assert_eq!(verdict(&r, Endpoint::ValidateJobs, &suspended).0, Verdict::Allowed);
+    assert_eq!(
+        verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &suspended).0,
+        Verdict::Allowed
+    );
     let mut by_controller = running_job_update(|j| j["spec"]["parallelism"] = json!(8));
     by_controller["request"]["userInfo"]["username"] = json!("system:serviceaccount:sluice-system:sluice-controller");
-    assert_eq!(verdict(&r, Endpoint::ValidateJobs, &by_controller).0, Verdict::Allowed);
+    assert_eq!(
+        verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &by_controller).0,
+        Verdict::Allowed
+    );
     // A suspended Job's shape is free to change (its Workload follows).
     let mut waiting = fixture("admissionreview-request-job-update-unsuspend.json");
     waiting["request"]["object"]["spec"]["suspend"] = json!(true);
     waiting["request"]["object"]["spec"]["parallelism"] = json!(8);
-    assert_eq!(verdict(&r, Endpoint::ValidateJobs, &waiting).0, Verdict::Allowed);
+    assert_eq!(
+        verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &waiting).0,
+        Verdict::Allowed
+    );
 }
 
 /// A running object of `kind` (group/version/kind/resource) in team-a,
@@ -185,7 +197,7 @@ fn in_a_namespace_that_queues_every_job_the_label_stays() {
         "system:serviceaccount:sluice-system:sluice-controller",
     ] {
         review["request"]["userInfo"]["username"] = json!(user);
-        let (v, msg) = verdict(&r, Endpoint::ValidateJobs, &review);
+        let (v, msg) = verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &review);
         assert_eq!(v, Verdict::Denied, "{user}");
         assert!(
             msg.starts_with(
@@ -196,5 +208,8 @@ fn in_a_namespace_that_queues_every_job_the_label_stays() {
     }
     // Moving it to another LocalQueue while suspended stays allowed.
     review["request"]["object"]["metadata"]["labels"] = json!({"sluice.dev/queue": "default"});
-    assert_eq!(verdict(&r, Endpoint::ValidateJobs, &review).0, Verdict::Allowed);
+    assert_eq!(
+        verdict(&r, Endpoint::ValidateQueued(JobKind::Job), &review).0,
+        Verdict::Allowed
+    );
 }
