@@ -1298,6 +1298,9 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
         ),
         // Events are created, never patched or updated
         expect(&["create"], "events.k8s.io", &["events"], ""),
+        // the GPU quota backstop (index/backstop.rs): server-side apply,
+        // deleted where a namespace stops queueing every object
+        expect(&["create", "patch", "delete"], "core", &["resourcequotas"], ""),
     ];
     // Every kind Sluice queues (sluice_kinds: its file says what it needs):
     // watched, read back, patched (suspend, start, restore);

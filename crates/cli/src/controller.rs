@@ -93,11 +93,18 @@ pub struct ControllerArgs {
     /// compared (e.g. 24h); 0: off, shares count current borrowing only.
     #[arg(long, env = "SLUICE_USAGE_HALF_LIFE", default_value = "0", value_parser = parse_duration)]
     usage_half_life: Duration,
+    /// In each namespace that queues every object (and is not trusted with
+    /// GPU system pods), keep a ResourceQuota `sluice-admitted-gpus`
+    /// capping its pods' GPU requests at what Sluice admitted there, so the
+    /// API server refuses GPU pods beyond the quota even without the webhook.
+    #[arg(long, env = "SLUICE_GPU_QUOTA_BACKSTOP", default_value_t = true, action = clap::ArgAction::Set)]
+    gpu_quota_backstop: bool,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
     /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
     /// kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster,
-    /// trainer.kubeflow.org/trainjob), or "auto": every one
+    /// trainer.kubeflow.org/trainjob, deployment, statefulset,
+    /// leaderworkerset.x-k8s.io/leaderworkerset), or "auto": every one
     /// whose resource the API server serves at start (a kind installed later
     /// needs a restart).
     #[arg(long, env = "SLUICE_INTEGRATIONS", default_value = "auto", value_parser = parse_integrations)]
@@ -285,6 +292,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
         explain_after,
         usage_flush_interval,
         usage_half_life,
+        gpu_quota_backstop,
         integrations,
         prometheus_url,
         prometheus_ca_file,
@@ -314,6 +322,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             usage_half_life_ms: Some(millis(usage_half_life)).filter(|&h| h > 0),
             placement: placement.into(),
             fair_sharing: fair_sharing(fair_sharing_mode, fair_sharing_strategies),
+            gpu_quota_backstop,
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {

@@ -107,6 +107,16 @@ pub enum Step {
     /// Deletion of a Workload, with its uid as a precondition (one created
     /// again under this name is not deleted); already gone counts as done.
     DeleteWorkload { key: ObjKey, uid: String },
+    /// Server-side apply of the GPU quota backstop of a namespace (a
+    /// ResourceQuota, `index::backstop`): `hard` as `requests.<gpu>` →
+    /// quantity.
+    ApplyGpuQuota {
+        key: ObjKey,
+        hard: std::collections::BTreeMap<String, String>,
+    },
+    /// Deletion of a namespace's GPU quota backstop; already gone counts as
+    /// done.
+    DeleteGpuQuota { key: ObjKey },
     /// A read, not a write: succeeds only if no pod of the object (label
     /// `selector`, [`sluice_kinds::pods_selector_of`]) is still
     /// running or terminating.
@@ -146,6 +156,7 @@ impl Step {
             Step::ConfirmPodsGone { .. } => "pod_list",
             Step::AnnotatePods { .. } => "pod",
             Step::ApplyQueueStatus { .. } => "queue_status",
+            Step::ApplyGpuQuota { .. } | Step::DeleteGpuQuota { .. } => "resource_quota",
         }
     }
 
@@ -270,6 +281,9 @@ pub enum Purpose {
     IdleGpu { uid: String },
     /// A queue's (or a Cohort's) status changed (latest wins while it waits).
     QueueStatus,
+    /// A namespace's GPU quota backstop changed (`index::backstop`):
+    /// written in order with admissions, before those that need it.
+    GpuQuota,
 }
 
 impl Purpose {
@@ -294,6 +308,7 @@ impl Purpose {
             Purpose::Report => "report",
             Purpose::IdleGpu { .. } => "idle_gpu",
             Purpose::QueueStatus => "queue_status",
+            Purpose::GpuQuota => "gpu_quota",
         }
     }
 }

@@ -367,6 +367,8 @@ impl Writer {
             }
             Step::Event(spec) => self.create_event(spec).await.map(|_| done),
             Step::ApplyQueueStatus { queue, status } => self.apply_queue_status(queue, status).await.map(|_| done),
+            Step::ApplyGpuQuota { key, hard } => self.apply_gpu_quota(key, hard).await.map(|_| done),
+            Step::DeleteGpuQuota { key } => self.delete_gpu_quota(key).await.map(|_| done),
             Step::ConfirmPodsGone { job, selector } => self
                 .pods_remain(job, selector)
                 .await
@@ -377,6 +379,40 @@ impl Writer {
                 key,
                 value,
             } => self.annotate_pods(job, selector, key, value).await.map(|_| done),
+        }
+    }
+
+    /// A namespace's GPU quota backstop, by server-side apply.
+    async fn apply_gpu_quota(
+        &self,
+        key: &ObjKey,
+        hard: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), kube::Error> {
+        use k8s_openapi::api::core::v1::ResourceQuota;
+        let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), &key.namespace);
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": key.name, "namespace": key.namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "sluice"}},
+            "spec": {"hard": hard},
+        });
+        api.patch(
+            &key.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Deletes a namespace's GPU quota backstop (gone already is done).
+    async fn delete_gpu_quota(&self, key: &ObjKey) -> Result<(), kube::Error> {
+        use k8s_openapi::api::core::v1::ResourceQuota;
+        let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.delete(&key.name, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

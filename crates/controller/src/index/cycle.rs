@@ -32,7 +32,9 @@ impl Index {
         self.flush_placement();
         self.govern_usage(now_ms);
         let cycle = self.engine.schedule_within(now_ms, self.outbox.cycle_budget);
+        let admissions_at = self.outbox.plans.len();
         self.take_decisions(&cycle, now_ms);
+        self.plan_backstop(admissions_at, now_ms);
         self.charge_usage(now_ms);
         self.withdraw_stale_notices(now_ms);
         let wake = self.next_wake(cycle.next_wakeup);

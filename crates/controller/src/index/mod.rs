@@ -50,7 +50,9 @@
 //! - `errors`: malformed and unusable objects;
 //! - `placement`: Nodes and bound pods, summed for the engine's placement;
 //! - `usage`: usage over time charged, budgets governed, records flushed
-//!   into queue statuses and restored from them.
+//!   into queue statuses and restored from them;
+//! - `backstop`: the ResourceQuota of admitted GPUs in each namespace
+//!   that queues every object.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -63,6 +65,7 @@ use crate::plan::{ObjKey, Plan};
 use sluice_kinds::JobKind;
 
 mod accounting;
+mod backstop;
 mod cohort;
 mod config;
 mod cycle;
@@ -218,6 +221,9 @@ pub struct IndexConfig {
     /// (`--usage-half-life`); `None`: fair sharing counts current
     /// borrowing only.
     pub usage_half_life_ms: Option<i64>,
+    /// Keep a ResourceQuota of the admitted GPUs in each namespace that
+    /// queues every object (`--gpu-quota-backstop`, `backstop`).
+    pub gpu_quota_backstop: bool,
 }
 
 impl IndexConfig {
@@ -253,6 +259,7 @@ impl Default for IndexConfig {
             kueue_workloads: None,
             usage_flush_ms: 60_000,
             usage_half_life_ms: None,
+            gpu_quota_backstop: true,
         }
     }
 }
@@ -318,6 +325,8 @@ pub struct Index {
     idle_health: Option<idle::IdleHealth>,
     /// Usage over time, budgets, and what was last flushed.
     usage: usage::Usage,
+    /// The GPU quota backstop of namespaces that queue every object.
+    backstop: backstop::Backstop,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -348,6 +357,7 @@ impl Index {
             ..Default::default()
         });
         let usage = usage::Usage::new(config.usage_flush_ms, config.usage_half_life_ms);
+        let backstop = backstop::Backstop::new(config.gpu_quota_backstop);
         Self {
             config,
             engine,
@@ -361,6 +371,7 @@ impl Index {
             kueue: foreign::KueueUsage::default(),
             idle_health: None,
             usage,
+            backstop,
         }
     }
 

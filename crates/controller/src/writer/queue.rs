@@ -56,7 +56,8 @@ impl Lane {
             | Purpose::Deactivate { .. }
             | Purpose::PodsReady { .. }
             | Purpose::SuspendJob
-            | Purpose::StartJob { .. } => Lane::State,
+            | Purpose::StartJob { .. }
+            | Purpose::GpuQuota => Lane::State,
         }
     }
 
@@ -215,7 +216,8 @@ fn plan_uid(p: &Plan) -> Option<&str> {
         | Purpose::CreateWorkload
         | Purpose::SuspendJob
         | Purpose::Report
-        | Purpose::QueueStatus => None,
+        | Purpose::QueueStatus
+        | Purpose::GpuQuota => None,
     }
 }
 
