@@ -183,7 +183,10 @@ pub fn apiserver_args_at(minor: u32, dir: &Path, etcd_url: &str, address: &str, 
 }
 
 /// The controller-manager's arguments (job, garbage-collector and the other
-/// default controllers; no serving port, no leader election).
+/// default controllers; no serving port, no leader election). Each
+/// controller acts as its own service account (`system:serviceaccount:
+/// kube-system:job-controller`, …), as kubeadm and managed clusters run
+/// them: who makes a pod is what the webhook reads.
 pub fn controller_manager_args(minor: u32, dir: &Path) -> Vec<String> {
     let p = |name: &str| dir.join(name).display().to_string();
     let mut args = vec![
@@ -192,6 +195,7 @@ pub fn controller_manager_args(minor: u32, dir: &Path) -> Vec<String> {
         "--secure-port=0".to_string(),
         "--leader-elect=false".to_string(),
         "--controllers=*".to_string(),
+        "--use-service-account-credentials=true".to_string(),
         format!("--service-account-private-key-file={}", p("sa.key")),
         format!("--root-ca-file={}", p("ca.crt")),
     ];

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod chart_install;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;

@@ -1266,7 +1266,10 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
     let mut controller = vec![
         // an evicted Job's pods: are they gone? (label and field selectors);
         // a preemption notice's deadline annotated on the running ones
-        expect(&["get", "list", "patch"], "core", &["pods"], ""),
+        // gated pods (servers with scheduling gates): watched, started,
+        // deleted when evicted; a GPU pod outside the queue deleted after
+        // the grace (index/podgroups.rs, index/escaped.rs)
+        expect(&["get", "list", "watch", "patch", "delete"], "core", &["pods"], ""),
         expect(&["list", "watch"], "scheduling.k8s.io", &["priorityclasses"], ""),
         expect(&["list", "watch"], "core", &["namespaces"], ""),
         expect(
@@ -1313,7 +1316,6 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
     );
     // --placement=nodes (the default): bound pods and Nodes are watched
     if nodes {
-        controller.push(expect(&["watch"], "core", &["pods"], ""));
         controller.push(expect(&["list", "watch"], "core", &["nodes"], ""));
     }
     // --kueue-usage=count without --kueue-compat: Kueue's Workloads
@@ -1430,8 +1432,8 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             ensure!(!needs_api, "{set}: the webhook should need no API access");
         }
 
-        // Nodes and Pods: only the controller reads them, never writes; it
-        // watches them only with --placement=nodes.
+        // Nodes and Pods: only the controller reads them; it watches Nodes
+        // only with --placement=nodes.
         let placement = args(&pod_spec(deployment(o, "controller")?).containers[0])
             .iter()
             .any(|a| a == "--placement=nodes");
@@ -1447,13 +1449,9 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
                     );
                 }
                 if g.contains(" core/pods") {
-                    let allowed = g.starts_with("get ")
-                        || g.starts_with("list ")
-                        || g.starts_with("patch ")
-                        || (placement && g.starts_with("watch "));
                     ensure!(
-                        doc.name == "sluice-controller" && allowed,
-                        "{}: grants {g} (only the controller reads pods, with get/list, and watch with --placement=nodes, and patches them with a preemption notice)",
+                        doc.name == "sluice-controller",
+                        "{}: grants {g} (only the controller reads, patches and deletes pods)",
                         doc.source
                     );
                 }

@@ -99,6 +99,12 @@ pub struct ControllerArgs {
     /// API server refuses GPU pods beyond the quota even without the webhook.
     #[arg(long, env = "SLUICE_GPU_QUOTA_BACKSTOP", default_value_t = true, action = clap::ArgAction::Set)]
     gpu_quota_backstop: bool,
+    /// Delete a GPU pod seen running outside the queue in a namespace that
+    /// queues every object (the webhook was down or bypassed when it was
+    /// made) this long after it is first seen; 0: report it only (a
+    /// Warning Event on the pod and sluice_unqueued_gpu_pods_total).
+    #[arg(long, env = "SLUICE_UNQUEUED_GPU_POD_GRACE", default_value = "0", value_parser = parse_duration)]
+    unqueued_gpu_pod_grace: Duration,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
     /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
@@ -293,6 +299,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
         usage_flush_interval,
         usage_half_life,
         gpu_quota_backstop,
+        unqueued_gpu_pod_grace,
         integrations,
         prometheus_url,
         prometheus_ca_file,
@@ -323,6 +330,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             placement: placement.into(),
             fair_sharing: fair_sharing(fair_sharing_mode, fair_sharing_strategies),
             gpu_quota_backstop,
+            unqueued_pod_grace_ms: Some(millis(unqueued_gpu_pod_grace)).filter(|&g| g > 0),
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {
@@ -379,6 +387,7 @@ async fn start(mut cfg: RunConfig, discover: Discover) -> anyhow::Result<()> {
     cfg.index.integrations = sluice_controller::run::integrations(&client, requested)
         .await
         .context("integrations")?;
+    cfg.index.pod_gates = sluice_controller::run::pod_gates(&client).await;
     if discover.kueue_workloads {
         cfg.kueue_workloads = sluice_controller::run::kueue_workloads(&client)
             .await

@@ -20,6 +20,7 @@
 //! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
 //! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
 //! | `sluice_pods_over_admission_total` | counter | — (admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile) |
+//! | `sluice_unqueued_gpu_pods_total` | counter | — (GPU pods seen running outside the queue in a namespace that queues every object: the webhook was down or bypassed) |
 //! | `sluice_ledger_drift_total` | counter | `kind` (engine_only, status_only: repairs by the periodic check) |
 //! | `sluice_idle_gpu_workloads` | gauge | `cluster_queue` (admitted workloads found idle by the last idle check, acted on or not) |
 //! | `sluice_idle_reclaims_total` | counter | `cluster_queue`, `action` (Warn, Evict, Deactivate) |
@@ -53,6 +54,7 @@ pub struct Metrics {
     pub evicted: Family<Labels, Counter>,
     pub preempted: Counter,
     pub pods_over_admission: Counter,
+    pub unqueued_gpu_pods: Counter,
     pub wait_time: Histogram,
     pub usage: Family<Labels, Gauge>,
     pub nominal: Family<Labels, Gauge>,
@@ -110,6 +112,7 @@ impl Metrics {
             evicted: Family::default(),
             preempted: Counter::default(),
             pods_over_admission: Counter::default(),
+            unqueued_gpu_pods: Counter::default(),
             // 1 s .. ~9 h
             wait_time: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             usage: Family::default(),
@@ -165,6 +168,11 @@ impl Metrics {
             "pods_over_admission",
             "Admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile",
             self.pods_over_admission.clone(),
+        );
+        r.register(
+            "unqueued_gpu_pods",
+            "GPU pods seen running outside the queue in a namespace that queues every object",
+            self.unqueued_gpu_pods.clone(),
         );
         r.register(
             "admission_wait_time_seconds",

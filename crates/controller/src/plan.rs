@@ -117,6 +117,12 @@ pub enum Step {
     /// Deletion of a namespace's GPU quota backstop; already gone counts as
     /// done.
     DeleteGpuQuota { key: ObjKey },
+    /// A patch of a pod: a gated pod started on its flavors
+    /// (`index::podgroups`).
+    PatchPod { key: ObjKey, patch: ObjPatch },
+    /// Deletion of a GPU pod that runs outside the queue (`index::escaped`,
+    /// only with `--unqueued-gpu-pod-grace`); already gone counts as done.
+    DeletePod { key: ObjKey },
     /// A read, not a write: succeeds only if no pod of the object (label
     /// `selector`, [`sluice_kinds::pods_selector_of`]) is still
     /// running or terminating.
@@ -157,6 +163,7 @@ impl Step {
             Step::AnnotatePods { .. } => "pod",
             Step::ApplyQueueStatus { .. } => "queue_status",
             Step::ApplyGpuQuota { .. } | Step::DeleteGpuQuota { .. } => "resource_quota",
+            Step::DeletePod { .. } | Step::PatchPod { .. } => "pod",
         }
     }
 

@@ -369,6 +369,8 @@ impl Writer {
             Step::ApplyQueueStatus { queue, status } => self.apply_queue_status(queue, status).await.map(|_| done),
             Step::ApplyGpuQuota { key, hard } => self.apply_gpu_quota(key, hard).await.map(|_| done),
             Step::DeleteGpuQuota { key } => self.delete_gpu_quota(key).await.map(|_| done),
+            Step::DeletePod { key } => self.delete_pod(key).await.map(|_| done),
+            Step::PatchPod { key, patch } => self.patch_pod(key, patch).await.map(|_| done),
             Step::ConfirmPodsGone { job, selector } => self
                 .pods_remain(job, selector)
                 .await
@@ -409,6 +411,29 @@ impl Writer {
     async fn delete_gpu_quota(&self, key: &ObjKey) -> Result<(), kube::Error> {
         use k8s_openapi::api::core::v1::ResourceQuota;
         let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.delete(&key.name, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Patches a pod (a gated pod started on its flavors).
+    async fn patch_pod(&self, key: &ObjKey, patch: &ObjPatch) -> Result<(), kube::Error> {
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        match patch {
+            ObjPatch::Merge(p) => api.patch(&key.name, &merge_params(), &Patch::Merge(p)).await,
+            ObjPatch::Json(p) => match serde_json::from_value::<json_patch::Patch>(p.clone()) {
+                Ok(ops) => api.patch(&key.name, &merge_params(), &Patch::Json::<()>(ops)).await,
+                Err(e) => Err(kube::Error::SerdeError(e)),
+            },
+        }
+        .map(|_| ())
+    }
+
+    /// Deletes a pod that runs outside the queue (gone already is done).
+    async fn delete_pod(&self, key: &ObjKey) -> Result<(), kube::Error> {
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &key.namespace);
         match api.delete(&key.name, &Default::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),

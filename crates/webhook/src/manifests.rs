@@ -11,6 +11,7 @@
 //! | `<plural>.validate.sluice.dev` | a queued kind's UPDATE with the queue label (old or new) | Fail |
 //! | `default-queue-<plural>.validate.sluice.dev` | its UPDATE without the label in namespaces that queue every object | Fail |
 //! | `<plural>-scale.validate.sluice.dev` (`deployments`, `statefulsets`, `leaderworkersets`) | their `scale` subresource UPDATE (a Scale has no labels: every one, read against the cache) | Ignore (an outage never stops autoscaling) |
+//! | `pods.validate.sluice.dev` | UPDATE of a pod labelled `sluice.dev/managed=true` (one the webhook gated): its gate and label stay until admitted | Fail |
 //! | `replicasets.validate.sluice.dev` | ReplicaSet CREATE/UPDATE in namespaces that queue every object | Ignore |
 //! | `<plural>.validate.sluice.dev` | Sluice kinds CREATE/UPDATE (Workload status too) | Fail |
 //!
@@ -363,6 +364,22 @@ pub fn validating_configuration(o: &ManifestOptions) -> ValidatingWebhookConfigu
             None,
         )
     }));
+    // Pods the webhook gated keep their gate and label until admitted.
+    hooks.push(validating(
+        o,
+        "pods.validate.sluice.dev",
+        Endpoint::ValidateGatedPods,
+        vec![rule("", "v1", &["pods"], &["UPDATE"])],
+        "Fail",
+        selector(None, not_excluded(o)),
+        selector(
+            Some(BTreeMap::from([(
+                sluice_api::labels::MANAGED_POD.to_owned(),
+                "true".to_owned(),
+            )])),
+            Vec::new(),
+        ),
+    ));
     hooks.push(validating(
         o,
         "replicasets.validate.sluice.dev",

@@ -32,6 +32,9 @@ pub enum Endpoint {
     /// ReplicaSets: a GPU ReplicaSet that is not a Deployment's where GPUs
     /// are queued (`pods`).
     ValidateReplicaSets,
+    /// Pods the webhook gated: their gate and label stay until Sluice
+    /// admits them (`pods`).
+    ValidateGatedPods,
     /// Objects of a queued kind with the queue label: CREATE (and, for a
     /// held serving object, UPDATE).
     MutateQueued(JobKind),
@@ -67,12 +70,16 @@ impl Endpoint {
             .into_iter()
             .filter(|k| k.integration().hold() == sluice_kinds::Hold::Replicas)
             .map(Endpoint::ValidateScale);
-        [Endpoint::MutatePods, Endpoint::ValidateReplicaSets]
-            .into_iter()
-            .chain(queued)
-            .chain(scales)
-            .chain(SluiceKind::ALL.map(Endpoint::Validate))
-            .collect()
+        [
+            Endpoint::MutatePods,
+            Endpoint::ValidateReplicaSets,
+            Endpoint::ValidateGatedPods,
+        ]
+        .into_iter()
+        .chain(queued)
+        .chain(scales)
+        .chain(SluiceKind::ALL.map(Endpoint::Validate))
+        .collect()
     }
 
     /// The URL path the API server posts to: `/mutate/<plural>`,
@@ -83,6 +90,7 @@ impl Endpoint {
         match self {
             Self::MutatePods => "/mutate/pods".to_owned(),
             Self::ValidateReplicaSets => "/validate/replicasets".to_owned(),
+            Self::ValidateGatedPods => "/validate/pods".to_owned(),
             Self::MutateQueued(k) => format!("/mutate/{}", k.plural()),
             Self::MutateQueuedDefaultQueue(k) => format!("/mutate/{}/default-queue", k.plural()),
             Self::ValidateQueued(k) => format!("/validate/{}", k.plural()),
@@ -99,7 +107,7 @@ impl Endpoint {
     /// (group, version, kind) this endpoint handles.
     pub fn expected_kind(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Self::MutatePods => ("", "v1", "Pod"),
+            Self::MutatePods | Self::ValidateGatedPods => ("", "v1", "Pod"),
             Self::ValidateReplicaSets => ("apps", "v1", "ReplicaSet"),
             Self::MutateQueued(k)
             | Self::MutateQueuedDefaultQueue(k)
@@ -275,6 +283,7 @@ impl Reviewer {
         match endpoint {
             Endpoint::MutatePods => self.mutate_pod(req),
             Endpoint::ValidateReplicaSets => self.validate_replica_set(req),
+            Endpoint::ValidateGatedPods => self.validate_gated_pod(req),
             Endpoint::MutateQueued(k) => self.mutate_queued(req, false, k),
             Endpoint::MutateQueuedDefaultQueue(k) => self.mutate_queued(req, true, k),
             Endpoint::ValidateQueued(k) => self.validate_queued(req, false, k),

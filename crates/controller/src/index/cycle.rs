@@ -35,6 +35,7 @@ impl Index {
         let admissions_at = self.outbox.plans.len();
         self.take_decisions(&cycle, now_ms);
         self.plan_backstop(admissions_at, now_ms);
+        self.judge_unqueued(now_ms);
         self.charge_usage(now_ms);
         self.withdraw_stale_notices(now_ms);
         let wake = self.next_wake(cycle.next_wakeup);
@@ -60,6 +61,7 @@ impl Index {
         for key in std::mem::take(&mut self.inflight.retry_jobs) {
             self.reconcile_job(&key, now_ms);
         }
+        self.retry_pod_groups(now_ms);
         for uid in std::mem::take(&mut self.inflight.deactivate_retry) {
             if self.inflight.deactivating.contains(&uid)
                 && let Some(wk) = self.table.by_uid.get(&uid).cloned()
@@ -208,6 +210,7 @@ impl Index {
             }
             steps.extend(job_steps);
         }
+        steps.extend(self.ungate_steps(&wk, &adm.pod_sets));
         let flavors: BTreeSet<&String> = adm.pod_sets.iter().flat_map(|p| p.flavors.values()).collect();
         let pods: u32 = adm.pod_sets.iter().map(|p| p.count).sum();
         let note = format!(

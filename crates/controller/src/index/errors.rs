@@ -60,7 +60,7 @@ impl Kind {
             Kind::Queued(k) => k.invalid_reason(),
             Kind::Referent(_) => "InvalidReferent",
             Kind::Node => "InvalidNode",
-            Kind::Pod => "InvalidPod",
+            Kind::Pod | Kind::GatedPod => "InvalidPod",
         }
     }
 }
@@ -95,7 +95,7 @@ impl Index {
             (_, Some(k)) => k.api_version(),
             (Kind::Referent(r), _) => r.api_version,
             (Kind::PriorityClass, _) => "scheduling.k8s.io/v1",
-            (Kind::Namespace | Kind::Node | Kind::Pod, _) => "v1",
+            (Kind::Namespace | Kind::Node | Kind::Pod | Kind::GatedPod, _) => "v1",
             (Kind::KueueWorkload, _) => self
                 .config
                 .kueue_workloads

@@ -64,6 +64,7 @@ impl Index {
                 steps.push(Step::PatchJob { patch, job: jk });
             }
         }
+        steps.extend(self.pod_group_deletions(&wk));
         steps.extend(self.events(&wk, "Normal", reason, "Evict", message));
         self.outbox.plans.push(Plan {
             purpose: Purpose::Evict { uid: uid.to_string() },

@@ -122,6 +122,7 @@ impl Index {
                         self.inflight.creating.remove(&k);
                     }
                 }
+                Step::PatchPod { key, .. } | Step::DeletePod { key } => self.pod_step_failed(key),
                 Step::PatchJob { job: key, .. } => {
                     self.inflight.suspending.remove(key);
                     self.inflight.starting.remove(key);

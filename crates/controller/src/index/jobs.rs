@@ -464,6 +464,10 @@ impl Index {
             self.notice_running(wk, now_ms);
             return;
         }
+        if self.pod_group_of(wk).is_some() {
+            self.drive_pod_group_eviction(wk, now_ms);
+            return;
+        }
         let members = self.member_keys(wk);
         let mut settled = true;
         let mut terminating_known = true;
@@ -529,6 +533,8 @@ impl Index {
         } else if let Some((owner, _)) = &e.owner {
             let jk = owner.clone();
             self.reconcile_job(&jk, now_ms);
+        } else if let Some(gk) = self.pod_group_of(wk) {
+            self.reconcile_pod_group(&gk, now_ms);
         }
     }
 

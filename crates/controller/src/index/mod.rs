@@ -52,7 +52,10 @@
 //! - `usage`: usage over time charged, budgets governed, records flushed
 //!   into queue statuses and restored from them;
 //! - `backstop`: the ResourceQuota of admitted GPUs in each namespace
-//!   that queues every object.
+//!   that queues every object;
+//! - `escaped`: GPU pods seen running outside the queue there;
+//! - `podgroups`: pods the webhook gated (servers with scheduling gates),
+//!   a Workload per pod or pod group.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,6 +75,7 @@ mod cycle;
 mod default_queue;
 mod entry;
 mod errors;
+mod escaped;
 mod eviction;
 mod explain;
 mod feedback;
@@ -84,6 +88,7 @@ mod jobs;
 mod notice;
 mod parts;
 mod placement;
+mod podgroups;
 mod referents;
 mod reshape;
 mod status;
@@ -134,6 +139,8 @@ pub enum Kind {
     Referent(sluice_kinds::Resource),
     Node,
     Pod,
+    /// Pods the webhook gated (servers with pod scheduling gates).
+    GatedPod,
 }
 
 impl Kind {
@@ -158,7 +165,7 @@ impl Kind {
         .into_iter()
         .chain(referent_kinds().map(Kind::Referent))
         .chain(JobKind::ALL.into_iter().map(Kind::Queued))
-        .chain([Kind::Node, Kind::Pod])
+        .chain([Kind::Node, Kind::Pod, Kind::GatedPod])
     }
 
     pub fn as_str(self) -> &'static str {
@@ -176,6 +183,7 @@ impl Kind {
             Kind::Referent(r) => r.kind,
             Kind::Node => "Node",
             Kind::Pod => "Pod",
+            Kind::GatedPod => "GatedPod",
         }
     }
 }
@@ -224,6 +232,13 @@ pub struct IndexConfig {
     /// Keep a ResourceQuota of the admitted GPUs in each namespace that
     /// queues every object (`--gpu-quota-backstop`, `backstop`).
     pub gpu_quota_backstop: bool,
+    /// Delete a GPU pod that runs outside the queue where every GPU is
+    /// queued this long after it is first seen (`--unqueued-gpu-pod-grace`,
+    /// `escaped`); `None`: report it only.
+    pub unqueued_pod_grace_ms: Option<i64>,
+    /// The server has pod scheduling gates (read at start): the pods the
+    /// webhook gates are watched and queued (`podgroups`).
+    pub pod_gates: bool,
 }
 
 impl IndexConfig {
@@ -234,6 +249,7 @@ impl IndexConfig {
         match kind.queued() {
             Some(k) => self.integrations.contains(&k),
             None if matches!(kind, Kind::Node | Kind::Pod) => self.placement == eng::PlacementMode::Nodes,
+            None if kind == Kind::GatedPod => self.pod_gates,
             None if kind == Kind::KueueWorkload => self.kueue_workloads.is_some(),
             None => match kind {
                 Kind::Referent(r) => self.integrations.iter().any(|k| k.referent_kinds().contains(&r)),
@@ -260,6 +276,8 @@ impl Default for IndexConfig {
             usage_flush_ms: 60_000,
             usage_half_life_ms: None,
             gpu_quota_backstop: true,
+            unqueued_pod_grace_ms: None,
+            pod_gates: false,
         }
     }
 }
@@ -297,6 +315,9 @@ pub struct CycleStats {
     pub drift: Vec<&'static str>,
     /// Workloads newly reported running more pods than admitted.
     pub pods_over_admission: usize,
+    /// GPU pods newly reported running outside the queue where every GPU
+    /// is queued (`escaped`).
+    pub unqueued_gpu_pods: usize,
 }
 
 /// The index. See the module documentation. Its state is cut into the
@@ -327,6 +348,10 @@ pub struct Index {
     usage: usage::Usage,
     /// The GPU quota backstop of namespaces that queue every object.
     backstop: backstop::Backstop,
+    /// GPU pods seen running outside the queue there.
+    escaped: escaped::Escaped,
+    /// Pods the webhook gated, and their groups.
+    pod_groups: podgroups::PodGroups,
 }
 
 fn ms(t: &Time) -> i64 {
@@ -358,6 +383,7 @@ impl Index {
         });
         let usage = usage::Usage::new(config.usage_flush_ms, config.usage_half_life_ms);
         let backstop = backstop::Backstop::new(config.gpu_quota_backstop);
+        let escaped = escaped::Escaped::new(config.unqueued_pod_grace_ms);
         Self {
             config,
             engine,
@@ -372,6 +398,8 @@ impl Index {
             idle_health: None,
             usage,
             backstop,
+            escaped,
+            pod_groups: Default::default(),
         }
     }
 

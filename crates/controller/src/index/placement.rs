@@ -284,12 +284,28 @@ impl Index {
         if old.as_deref() == pod.as_deref() {
             return;
         }
+        self.note_unqueued(key, pod.as_deref());
         if let Some(o) = old {
             self.placement.count(&o, -1);
         }
         if let Some(p) = pod {
             self.placement.count(&p, 1);
         }
+    }
+
+    /// A bound pod as last seen (`key`: namespace/name).
+    pub(super) fn bound_pod(&self, key: &str) -> Option<&Arc<PodEntry>> {
+        self.placement.pods.get(key)
+    }
+
+    /// Whether one of a bound pod's owner labels names a queued object the
+    /// index knows.
+    pub(super) fn runs_for_a_queued_object(&self, p: &PodEntry) -> bool {
+        p.owners.iter().any(|(k, v)| {
+            self.placement
+                .owner_jobs
+                .contains_key(&(p.namespace.clone(), k.clone(), v.clone()))
+        })
     }
 
     pub fn delete_pod(&mut self, key: &str) {

@@ -1857,4 +1857,5 @@ fn finished_states_are_handed_out_a_bounded_number_at_a_time() {
     uids.dedup();
     assert_eq!(uids.len(), 3, "each workload's state once");
 }
+mod podgroups;
 mod serving;

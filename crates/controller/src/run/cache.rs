@@ -56,6 +56,7 @@ pub(super) fn apply_to_index(ix: &mut Index, o: &Obj, now: i64) {
         ),
         Obj::Node(spec) => ix.apply_node((**spec).clone()),
         Obj::Pod(key, pod) => ix.apply_pod(key, pod.clone()),
+        Obj::GatedPod(key, pod) => ix.apply_gated_pod(&split_key(key), Some((**pod).clone()), now),
         Obj::Foreign(key, admission) => ix.apply_foreign(key, admission.clone()),
         Obj::Malformed(kind, key, msg) => ix.report_malformed(*kind, key, msg),
         // Only a leader's cache holds these, and no index is built from it.
@@ -79,6 +80,7 @@ pub(super) fn delete_from_index(ix: &mut Index, kind: Kind, key: &str, now: i64)
         Kind::Referent(r) => ix.delete_referent(r, key),
         Kind::Node => ix.delete_node(key),
         Kind::Pod => ix.delete_pod(key),
+        Kind::GatedPod => ix.apply_gated_pod(&split, None, now),
     }
 }
 

@@ -60,7 +60,6 @@ pub async fn integrations(client: &Client, requested: Option<&[JobKind]>) -> Res
             });
         }
     }
-    pod_groups(client).await;
     let names: Vec<&str> = kinds.iter().map(|k| k.flag_name()).collect();
     let skipped: Vec<&str> = JobKind::ALL
         .into_iter()
@@ -75,22 +74,25 @@ pub async fn integrations(client: &Client, requested: Option<&[JobKind]>) -> Res
     Ok(kinds)
 }
 
-/// Plain Pod groups are not queued: says so once, with whether this server
-/// could hold them at all (pod scheduling gates, Kubernetes 1.27+). Never
-/// fails.
-async fn pod_groups(client: &Client) {
+/// Whether this server has pod scheduling gates (Kubernetes 1.27+): then
+/// the pods the webhook gates are queued (a Workload per pod or pod
+/// group); without them the webhook refuses such pods. Says which, once.
+/// Never fails (an unreadable version counts as none).
+pub async fn pod_gates(client: &Client) -> bool {
     let version = client.apiserver_version().await.ok();
-    let minor = version
+    let gates = version
         .as_ref()
-        .and_then(|v| v.minor.trim_end_matches('+').parse::<u32>().ok());
+        .is_some_and(|v| sluice_kinds::pod::has_scheduling_gates(&v.major, &v.minor));
     let server = version.map_or_else(|| "unknown".to_string(), |v| v.git_version);
-    match minor {
-        Some(m) if m < 27 => tracing::info!(
+    if gates {
+        tracing::info!(server = %server, "plain Pods and pod groups are queued: the webhook gates them (spec.schedulingGates) until admitted");
+    } else {
+        tracing::info!(
             server = %server,
-            "plain Pod groups are not queued: this server has no pod scheduling gates (Kubernetes 1.27+)"
-        ),
-        _ => tracing::info!(server = %server, "plain Pod groups are not queued by this version of Sluice"),
+            "plain Pods are not queued: this server has no pod scheduling gates (Kubernetes 1.27+); the webhook refuses a bare GPU pod that would have to wait"
+        );
     }
+    gates
 }
 
 /// Kueue's Workload resource, newest served version first (`v1beta2`, then

@@ -659,6 +659,7 @@ pub(super) fn record_stats(ix: &mut Index, m: &Metrics) {
             .inc();
     }
     m.pods_over_admission.inc_by(stats.pods_over_admission as u64);
+    m.unqueued_gpu_pods.inc_by(stats.unqueued_gpu_pods as u64);
     for kind in stats.drift {
         m.drift.get_or_create(&vec![("kind", kind.to_string())]).inc();
     }

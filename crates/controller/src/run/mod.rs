@@ -49,7 +49,7 @@ pub(crate) mod lease;
 mod queue_status;
 mod watches;
 
-pub use discovery::{integrations, kueue_workloads};
+pub use discovery::{integrations, kueue_workloads, pod_gates};
 pub use lease::LeaseConfig;
 
 use event_loop::{LoopIo, event_loop};

@@ -63,6 +63,8 @@ pub(super) enum Obj {
     Node(Box<sluice_scheduler::NodeSpec>),
     /// A pod bound to a node (`None`: it holds nothing any more), by key.
     Pod(String, Option<Arc<crate::index::PodEntry>>),
+    /// A pod the webhook gated, as the index keeps it, by key.
+    GatedPod(String, Arc<sluice_kinds::pod::GatedPod>),
     /// A Kueue Workload: the admission it holds (`None`: none), by key.
     Foreign(String, Option<Arc<sluice_convert::foreign::ForeignAdmission>>),
     /// Could not be decoded: kept so that it is reported, never applied.
@@ -85,6 +87,7 @@ pub(super) fn kind_of(o: &Obj) -> Kind {
         Obj::Referent(r, _) => Kind::Referent(*r),
         Obj::Node(_) => Kind::Node,
         Obj::Pod(..) => Kind::Pod,
+        Obj::GatedPod(..) => Kind::GatedPod,
         Obj::Foreign(..) => Kind::KueueWorkload,
         Obj::Malformed(k, ..) => *k,
     }
@@ -105,7 +108,7 @@ pub(super) fn key_of_obj(o: &Obj) -> String {
             name_key(v["metadata"]["namespace"].as_str(), v["metadata"]["name"].as_str())
         }
         Obj::Node(n) => n.name.clone(),
-        Obj::Pod(key, _) | Obj::Foreign(key, _) => key.clone(),
+        Obj::Pod(key, _) | Obj::Foreign(key, _) | Obj::GatedPod(key, _) => key.clone(),
         Obj::WorkloadJson(_) | Obj::Indexed | Obj::JobJson(_) | Obj::DynamicJson(..) | Obj::Malformed(..) => {
             String::new()
         }
@@ -225,6 +228,9 @@ pub(super) fn all_watches(client: &Client, cfg: &RunConfig) -> MsgStream {
     if cfg.index.placement == sluice_scheduler::PlacementMode::Nodes {
         streams.extend(placement_watches(client));
     }
+    if cfg.index.pod_gates {
+        streams.push(gated_pod_watch(client, cfg.index.kueue_compat));
+    }
     if let Some(ar) = &cfg.kueue_workloads {
         streams.push(kueue_watch(client, ar));
     }
@@ -307,6 +313,27 @@ fn placement_watches(client: &Client) -> Vec<MsgStream> {
             |p: &Pod| name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref()),
         )),
     ]
+}
+
+/// The pods the webhook gated (labelled [`sluice_api::labels::MANAGED_POD`]),
+/// each reduced on arrival to what the index keeps.
+fn gated_pod_watch(client: &Client, kueue_compat: bool) -> MsgStream {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::all(client.clone());
+    let cfg = watcher::Config::default().labels(&format!("{}=true", sluice_api::labels::MANAGED_POD));
+    Box::pin(events(
+        watcher(pods, cfg),
+        Kind::GatedPod,
+        move |p: Pod| {
+            let key = name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref());
+            let value = serde_json::to_value(&p).unwrap_or_default();
+            match sluice_kinds::pod::gated_pod(&value, kueue_compat) {
+                Ok(g) => Obj::GatedPod(key, Arc::new(g)),
+                Err(e) => Obj::Malformed(Kind::GatedPod, key, e.to_string()),
+            }
+        },
+        |p: &Pod| name_key(p.metadata.namespace.as_deref(), p.metadata.name.as_deref()),
+    ))
 }
 
 /// Kueue's Workloads, each reduced on arrival to the admission it holds.

@@ -168,6 +168,7 @@ fn validating_entries_cover_every_queued_kind_scale_replicasets_and_every_sluice
     let mut want: Vec<String> = plurals().iter().map(|p| format!("/validate/{p}")).collect();
     want.extend(plurals().iter().map(|p| format!("/validate/{p}/default-queue")));
     want.extend(["deployments", "statefulsets", "leaderworkersets"].map(|p| format!("/validate/{p}/scale")));
+    want.push("/validate/pods".into());
     want.push("/validate/replicasets".into());
     want.extend(
         [

@@ -149,6 +149,46 @@ impl Reviewer {
     }
 }
 
+impl Reviewer {
+    /// An UPDATE of a pod the webhook gated (labelled [`MANAGED_POD`]):
+    /// only an admission writer removes its gate or that label (either
+    /// would let it run, or hide it from Sluice, unadmitted).
+    pub(super) fn validate_gated_pod(&self, req: &AdmissionRequest<DynamicObject>) -> Decision {
+        let mut d = Decision::default();
+        let user = req.user_info.username.as_deref().unwrap_or("");
+        let (Some(old), Some(new)) = (&req.old_object, &req.object) else {
+            return d;
+        };
+        if req.operation != Operation::Update || self.cfg.is_admission_writer(user) {
+            return d;
+        }
+        let gated = |o: &DynamicObject| {
+            shape::list(o.data.pointer("/spec/schedulingGates"))
+                .iter()
+                .any(|g| g.get("name").and_then(Value::as_str) == Some(ADMISSION_GATE))
+        };
+        let managed = |o: &DynamicObject| {
+            o.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MANAGED_POD))
+                .map(String::as_str)
+                == Some("true")
+        };
+        if gated(old) && !gated(new) {
+            d.denials.push(format!(
+                "spec.schedulingGates: {ADMISSION_GATE} cannot be removed by {user:?}: the pod waits in its queue and only the Sluice controller removes the gate, once the pod is admitted"
+            ));
+        }
+        if managed(old) && !managed(new) {
+            d.denials.push(format!(
+                "metadata.labels[{MANAGED_POD}]: cannot be removed by {user:?}: Sluice follows the pods it gated by it"
+            ));
+        }
+        d
+    }
+}
+
 /// Whether `user` is the control plane: kube-controller-manager (its own
 /// credentials, or a `kube-system` service account, as the Deployment
 /// controller and the garbage collector run).

@@ -200,3 +200,58 @@ fn a_gpu_replicaset_is_a_deployments_or_refused() {
         assert_eq!(reply.verdict, Verdict::Allowed, "{user}");
     }
 }
+
+#[test]
+fn a_gated_pods_gate_and_label_stay_until_sluice_admits_it() {
+    let (r, review) = pod_review(true);
+    let r = r.with_server_gates(true);
+    let (_, gated) = review_applied(&r, Endpoint::MutatePods, &review);
+    let update = |new: Value, user: &str| {
+        let mut u = review.clone();
+        u["request"]["operation"] = json!("UPDATE");
+        u["request"]["oldObject"] = gated.clone();
+        u["request"]["object"] = new;
+        u["request"]["userInfo"]["username"] = json!(user);
+        u
+    };
+    let mut ungated = gated.clone();
+    ungated["spec"]["schedulingGates"] = json!([]);
+    let reply = r
+        .handle(
+            Endpoint::ValidateGatedPods,
+            &body(&update(ungated.clone(), "alice@example.com")),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Denied);
+    assert!(
+        message(&reply)
+            .starts_with("spec.schedulingGates: sluice.dev/admission cannot be removed by \"alice@example.com\"")
+    );
+    let mut unlabelled = gated.clone();
+    unlabelled["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove(MANAGED_POD);
+    let reply = r
+        .handle(
+            Endpoint::ValidateGatedPods,
+            &body(&update(unlabelled, "alice@example.com")),
+        )
+        .unwrap();
+    assert!(message(&reply).starts_with("metadata.labels[sluice.dev/managed]: cannot be removed"));
+    // The controller removes the gate.
+    let r = Reviewer::new(
+        WebhookConfig::default().with_own_namespace("sluice-system"),
+        Arc::new(MemoryView::synced_empty()),
+    );
+    let reply = r
+        .handle(
+            Endpoint::ValidateGatedPods,
+            &body(&update(
+                ungated,
+                "system:serviceaccount:sluice-system:sluice-controller",
+            )),
+        )
+        .unwrap();
+    assert_eq!(reply.verdict, Verdict::Allowed);
+}
