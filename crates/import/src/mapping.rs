@@ -516,12 +516,13 @@ static ROWS: &[Row] = &[
         Mapped,
     ),
     Row::new(CONFIG, "integrations.frameworks", "--integrations, controller.extraArgs", Mapped)
-        .note("Sluice queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob; each other framework is reported; batch/v1 Jobs are queued even when not listed"),
+        .note("Sluice queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob, deployment, statefulset, leaderworkerset.x-k8s.io/leaderworkerset; serving objects are held at zero replicas until admitted, where Kueue gates their pods one by one; pod needs no flag (see integrations.podOptions); each other framework is reported; batch/v1 Jobs are queued even when not listed"),
     Row::new(CONFIG, "integrations.frameworks", "--integrations, controller.extraArgs", Difference)
         .when(Unset)
         .note("Kueue's default queues batch/job alone; Sluice's (auto) every kind it knows that the cluster serves: --integrations=batch/job keeps Kueue's"),
     Row::new(CONFIG, "integrations.externalFrameworks", "", Unsupported).note("no external job frameworks"),
-    Row::new(CONFIG, "integrations.podOptions", "", Unsupported).note("Sluice does not queue plain Pods"),
+    Row::new(CONFIG, "integrations.podOptions", "", Unsupported)
+    .note("no such setting: Sluice queues a plain Pod with the queue label, and every GPU Pod of a namespace labelled sluice.dev/default-queue: enabled (label the namespaces its namespaceSelector selects); gated until admitted on servers with pod scheduling gates (1.27+), refused at create on older ones; groups by sluice.dev/pod-group and sluice.dev/pod-group-total-count (Kueue's kueue.x-k8s.io/pod-group-name and pod-group-total-count)"),
     Row::new(CONFIG, "integrations.labelKeysToCopy", "", Unsupported)
         .note("no labels are copied from Jobs to Workloads"),
     Row::new(CONFIG, "clientConnection.qps", "--kube-qps, controller.kubeQps", Difference)

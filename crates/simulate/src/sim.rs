@@ -91,6 +91,8 @@ enum Event {
     Finish(usize, u32),
     /// The victim's pods are gone.
     EvictionDone(usize, u32),
+    /// A serving object is removed (deleted by its owner).
+    Remove(usize),
 }
 
 pub(crate) fn uid_of(i: usize) -> String {
@@ -293,6 +295,9 @@ impl Agenda {
         let mut events = EventQueue::new();
         for (i, w) in scenario.workloads.iter().enumerate() {
             events.push(w.arrival, Event::Arrive(i));
+            if w.serving {
+                events.push(w.arrival.saturating_add(w.duration), Event::Remove(i));
+            }
         }
         Agenda {
             events,
@@ -482,10 +487,14 @@ fn apply_events(
             }
             Event::Start(i, e) if book.is_current(i, e, State::Admitted) => {
                 book.started(i, t);
-                let ends = t + book.left(i, scenario.workloads[i].duration) + agenda.finish_lag;
-                agenda.events.push(ends, Event::Finish(i, e));
+                // A serving object runs until it is removed.
+                if !scenario.workloads[i].serving {
+                    let ends = t + book.left(i, scenario.workloads[i].duration) + agenda.finish_lag;
+                    agenda.events.push(ends, Event::Finish(i, e));
+                }
                 false
             }
+            Event::Remove(i) => remove(i, t, &scenario.workloads[i], engine, book, watchers)?,
             Event::Finish(i, e) if book.is_current(i, e, State::Admitted) => {
                 finish(i, t, &scenario.workloads[i], engine, book, watchers)?;
                 true
@@ -563,9 +572,37 @@ fn finish(
     Ok(())
 }
 
+/// Serving object `w` (workload `i`) is removed at `t`: running, it
+/// finishes (its quota is free); waiting, it leaves its queue; being
+/// evicted, it leaves once its pods are gone. Whether a cycle is due.
+fn remove(
+    i: usize,
+    t: Millis,
+    w: &TraceWorkload,
+    engine: &mut Engine,
+    book: &mut Book,
+    watchers: &mut Watchers,
+) -> Result<bool> {
+    match book.state(i) {
+        State::Admitted => finish(i, t, w, engine, book, watchers).map(|()| true),
+        State::Pending => {
+            engine
+                .remove_workload(&uid_of(i))
+                .with_context(|| format!("engine refused to remove {}", w.name))?;
+            book.removed(i);
+            Ok(false)
+        }
+        State::Evicting => {
+            book.remove_when_gone(i);
+            Ok(false)
+        }
+        State::NotArrived | State::Done => Ok(false),
+    }
+}
+
 /// `w`'s (workload `i`'s) pods are gone: its quota is free, and it is
 /// pending again, or out of the queue for good when idle reclaim
-/// deactivated it.
+/// deactivated it (or its owner removed it).
 fn eviction_done(
     i: usize,
     t: Millis,
@@ -574,11 +611,15 @@ fn eviction_done(
     book: &mut Book,
     watchers: &Watchers,
 ) -> Result<()> {
-    if watchers.is_deactivated(i) {
+    if watchers.is_deactivated(i) || book.removing(i) {
         engine
             .remove_workload(&uid_of(i))
             .with_context(|| format!("engine refused to remove {}", w.name))?;
-        book.deactivated(i);
+        if book.removing(i) {
+            book.removed(i);
+        } else {
+            book.deactivated(i);
+        }
     } else {
         engine
             .eviction_complete(&uid_of(i), t)
@@ -669,6 +710,11 @@ fn begin_eviction(
     };
     let left = book.left(i, w.duration);
     let victim = match book.run_started(i) {
+        // A serving object has no work to lose: what it served is done.
+        Some(started) if w.serving => checkpoint::Victim {
+            runs_on: 0,
+            kept: t - started,
+        },
         Some(started) => checkpoint::preempted(saving, notice, started, left, t),
         // Chosen before its pods started: nothing to run on or keep.
         None => checkpoint::Victim { runs_on: 0, kept: 0 },

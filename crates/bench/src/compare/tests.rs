@@ -32,6 +32,7 @@ fn record(runs: Vec<Run>) -> WorkloadRecord {
         rejected: None,
         last_pending: None,
         deactivated: false,
+        removed: false,
     }
 }
 

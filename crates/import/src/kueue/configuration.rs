@@ -15,7 +15,7 @@ use super::walk;
 use crate::mapping::{self, Status, When};
 
 /// The job frameworks Sluice queues, by Kueue's names (`--integrations`).
-pub const SLUICE_FRAMEWORKS: [&str; 11] = [
+pub const SLUICE_FRAMEWORKS: [&str; 14] = [
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
@@ -27,7 +27,15 @@ pub const SLUICE_FRAMEWORKS: [&str; 11] = [
     "kubeflow.org/jaxjob",
     "ray.io/raycluster",
     "trainer.kubeflow.org/trainjob",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
 ];
+
+/// Kueue's plain-Pod framework: Sluice needs no flag for it (pods are
+/// queued where the webhook gates them, on servers with scheduling gates;
+/// refused where they would have to wait without them).
+pub const POD_FRAMEWORK: &str = "pod";
 
 /// Fair sharing as Kueue's Configuration sets it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -267,6 +275,12 @@ fn integrations(c: &mut Controller, frameworks: &Value, notes: &mut Notes<'_>) {
         let name = name.as_str().unwrap_or_default();
         if SLUICE_FRAMEWORKS.contains(&name) {
             kept.push(name);
+        } else if name == POD_FRAMEWORK {
+            notes.push(
+                &format!("{path}[{i}]"),
+                Status::Difference,
+                "pod: no flag in Sluice: a Pod with the queue label, or any GPU Pod in a namespace labelled sluice.dev/default-queue: enabled, is gated until admitted on servers with pod scheduling gates (1.27+), refused at create on older ones; pods of queued objects are left to them".to_string(),
+            );
         } else {
             let message = format!(
                 "{name}: Sluice does not queue it (it queues {})",

@@ -531,7 +531,7 @@ waitForPodsReady:
 clientConnection: {qps: 50.5, burst: 100}
 leaderElection: {leaderElect: true, leaseDuration: 15s, resourceName: c1f6bfd2.kueue.x-k8s.io}
 integrations:
-  frameworks: [batch/job, jobset.x-k8s.io/jobset, leaderworkerset.x-k8s.io/leaderworkerset, ray.io/rayjob]"#,
+  frameworks: [batch/job, jobset.x-k8s.io/jobset, workload.codeflare.dev/appwrapper, ray.io/rayjob]"#,
     );
     assert_eq!(
         out.flags,
@@ -578,7 +578,7 @@ integrations:
     );
     assert_eq!(
         out.notes[5].message,
-        "leaderworkerset.x-k8s.io/leaderworkerset: Sluice does not queue it (it queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob)"
+        "workload.codeflare.dev/appwrapper: Sluice does not queue it (it queues batch/job, jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob, ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob, kubeflow.org/paddlejob, kubeflow.org/jaxjob, ray.io/raycluster, trainer.kubeflow.org/trainjob, deployment, statefulset, leaderworkerset.x-k8s.io/leaderworkerset)"
     );
 }
 

@@ -64,15 +64,25 @@ fn state_name(s: WorkloadState) -> &'static str {
     }
 }
 
-/// The object a Workload was made for: its controlling owner, else a
-/// gang's `sluice.dev/gang` label.
+/// The object a Workload was made for: its controlling owner (a Job, a
+/// Deployment, …), else a gang's `sluice.dev/gang` label, a pod group's
+/// `sluice.dev/pod-group`, or the one pod it was made for.
 pub fn job_of(w: &Workload) -> Option<String> {
     let owners = w.metadata.owner_references.as_deref().unwrap_or_default();
     if let Some(o) = owners.iter().find(|o| o.controller == Some(true)) {
         return Some(format!("{}/{}", o.kind, o.name));
     }
-    let gang = w.metadata.labels.as_ref()?.get(sluice_api::labels::GANG)?;
-    Some(format!("gang/{gang}"))
+    let labels = w.metadata.labels.as_ref();
+    if let Some(gang) = labels.and_then(|l| l.get(sluice_api::labels::GANG)) {
+        return Some(format!("gang/{gang}"));
+    }
+    if let Some(group) = labels.and_then(|l| l.get(sluice_api::labels::POD_GROUP)) {
+        return Some(format!("pod-group/{group}"));
+    }
+    match owners {
+        [o] if o.kind == "Pod" => Some(format!("Pod/{}", o.name)),
+        _ => None,
+    }
 }
 
 /// The view of one workload.
@@ -241,4 +251,32 @@ pub fn table(views: &[WorkloadView], s: &Snapshot, all_namespaces: bool, wide: b
         t.rows.push(row);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_of;
+    use sluice_api::v1alpha1::Workload;
+
+    fn workload(meta: serde_json::Value) -> Workload {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "Workload", "metadata": meta,
+            "spec": {"podSets": [], "queueName": "q"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_object_a_workload_is_for_is_named_by_kind() {
+        let owned = |kind: &str, controller: bool| {
+            workload(serde_json::json!({"name": "w", "ownerReferences": [
+                {"apiVersion": "v1", "kind": kind, "name": "x", "uid": "u", "controller": controller}]}))
+        };
+        assert_eq!(job_of(&owned("Deployment", true)).as_deref(), Some("Deployment/x"));
+        assert_eq!(job_of(&owned("Pod", false)).as_deref(), Some("Pod/x"));
+        let group = workload(serde_json::json!({"name": "pod-g", "labels": {"sluice.dev/pod-group": "g"}}));
+        assert_eq!(job_of(&group).as_deref(), Some("pod-group/g"));
+        let gang = workload(serde_json::json!({"name": "gang-g", "labels": {"sluice.dev/gang": "g"}}));
+        assert_eq!(job_of(&gang).as_deref(), Some("gang/g"));
+    }
 }

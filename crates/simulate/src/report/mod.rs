@@ -182,6 +182,10 @@ pub struct Group {
     pub never_admitted: u64,
     /// Workloads the engine refused at arrival.
     pub rejected: u64,
+    /// Serving objects removed by their owners while they waited (never
+    /// admitted, and not waiting any more).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub withdrawn: u64,
     /// Time to admission (the latest one), over the admitted workloads.
     pub wait: WaitStats,
     /// Time to the first admission, over the same workloads.
@@ -389,6 +393,7 @@ struct Tally {
     evictions: u64,
     never_admitted: u64,
     rejected: u64,
+    withdrawn: u64,
     waits: Vec<Millis>,
     first_waits: Vec<Millis>,
     completions: Vec<Millis>,
@@ -412,6 +417,7 @@ impl Tally {
             evictions: self.evictions,
             never_admitted: self.never_admitted,
             rejected: self.rejected,
+            withdrawn: self.withdrawn,
             wait: wait_stats(self.waits),
             wait_to_first_admission: wait_stats(self.first_waits),
             completion: wait_stats(self.completions),
@@ -537,6 +543,8 @@ impl Tally {
         self.workloads += 1;
         if rec.rejected.is_some() {
             self.rejected += 1;
+        } else if rec.removed && out.wait_ms.is_none() {
+            self.withdrawn += 1;
         } else if let (Some(wait), Some(first)) = (out.wait_ms, out.wait_to_first_admission_ms) {
             self.admitted += 1;
             self.waits.push(wait);
@@ -591,7 +599,7 @@ fn api_writes(r: &SimResult) -> ApiWrites {
 /// reason.
 fn pending_at_end(r: &SimResult) -> Vec<PendingOut> {
     (r.workloads.iter().zip(&r.records))
-        .filter(|(_, rec)| rec.rejected.is_none() && rec.first_start().is_none())
+        .filter(|(_, rec)| rec.rejected.is_none() && !rec.removed && rec.first_start().is_none())
         .map(|(w, rec)| PendingOut {
             name: w.name.clone(),
             class: w.class.clone(),
@@ -599,6 +607,10 @@ fn pending_at_end(r: &SimResult) -> Vec<PendingOut> {
             reason: rec.last_pending.clone(),
         })
         .collect()
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Largest use of each resource (or (resource, flavor)) at any instant,

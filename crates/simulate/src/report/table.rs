@@ -253,8 +253,20 @@ fn flavor_table(r: &Report, out: &mut String) {
     t.render(out);
 }
 
-/// The workloads never admitted, the first few by name with why.
+/// The workloads never admitted, the first few by name with why (and
+/// how many serving objects were removed while they waited).
 fn never_admitted(r: &Report, out: &mut String) {
+    let withdrawn = r.totals.withdrawn;
+    if withdrawn > 0 {
+        let _ = writeln!(
+            out,
+            "\n{withdrawn} serving object{} removed by {} owner{} while {} waited (never admitted, not left waiting).",
+            if withdrawn == 1 { " was" } else { "s were" },
+            if withdrawn == 1 { "its" } else { "their" },
+            if withdrawn == 1 { "" } else { "s" },
+            if withdrawn == 1 { "it" } else { "they" },
+        );
+    }
     if r.pending_at_end.is_empty() {
         return;
     }

@@ -40,6 +40,9 @@ pub(super) struct Book {
     /// deactivated).
     pub(super) done: usize,
     pub(super) queues: Queues,
+    /// Serving objects removed while evicted: they leave once their pods
+    /// are gone.
+    removing: std::collections::BTreeSet<usize>,
 }
 
 impl Book {
@@ -59,6 +62,7 @@ impl Book {
                 rejected: None,
                 last_pending: None,
                 deactivated: false,
+                removed: false,
             })
             .collect();
         Book {
@@ -70,6 +74,7 @@ impl Book {
             waits: WaitClock::new(n),
             done: 0,
             queues: Queues::new(&scenario.cluster_queues),
+            removing: Default::default(),
         }
     }
 
@@ -179,6 +184,35 @@ impl Book {
     pub(super) fn requeued(&mut self, i: usize, t: Millis) {
         self.queues.release(&mut self.held[i]);
         self.pending(i, t);
+    }
+
+    /// Where `i` stands.
+    pub(super) fn state(&self, i: usize) -> State {
+        self.state[i]
+    }
+
+    /// Serving object `i` is removed while it is evicted: it leaves once
+    /// its pods are gone.
+    pub(super) fn remove_when_gone(&mut self, i: usize) {
+        self.removing.insert(i);
+    }
+
+    /// Whether `i` leaves once its pods are gone ([`Book::remove_when_gone`]).
+    pub(super) fn removing(&self, i: usize) -> bool {
+        self.removing.contains(&i)
+    }
+
+    /// Serving object `i` was removed: its quota (if it held any) is free,
+    /// and it is out of its queue.
+    pub(super) fn removed(&mut self, i: usize) {
+        self.queues.release(&mut self.held[i]);
+        self.removing.remove(&i);
+        self.records[i].removed = true;
+        if self.state[i] == State::Pending {
+            self.queues.pending_removed(&self.records[i].cluster_queue);
+        }
+        self.state[i] = State::Done;
+        self.done += 1;
     }
 
     /// `i`'s pods are gone: its quota is free, and it is out of its queue

@@ -103,6 +103,15 @@ impl Queues {
         }
     }
 
+    /// One workload less pending in `cluster_queue` (a serving object
+    /// removed while it waited).
+    pub(super) fn pending_removed(&mut self, cluster_queue: &str) {
+        if let Some(&q) = self.index.get(cluster_queue) {
+            self.states[q].pending = self.states[q].pending.saturating_sub(1);
+            self.touched.insert(q);
+        }
+    }
+
     /// One workload less admitted in `cluster_queue` (if it is one).
     pub(super) fn admitted_removed(&mut self, cluster_queue: &str) {
         if let Some(&q) = self.index.get(cluster_queue) {

@@ -151,6 +151,9 @@ pub struct WorkloadRecord {
     pub last_pending: Option<String>,
     /// Deactivated by idle-GPU reclaim: evicted and never run again.
     pub deactivated: bool,
+    /// A serving object removed by its owner (`serving`): while it
+    /// waited, it was withdrawn, not left unadmitted.
+    pub removed: bool,
 }
 
 impl WorkloadRecord {

@@ -53,6 +53,9 @@ pub struct TraceWorkload {
     /// Pod set name → its `minCount` (partial admission), for the pod sets
     /// that have one.
     pub min_counts: BTreeMap<String, u32>,
+    /// A serving object: removed `duration` after it arrives, never
+    /// finished by running (`serving`).
+    pub serving: bool,
 }
 
 impl TraceWorkload {
@@ -248,6 +251,7 @@ fn job_workload(p: &str, job: &JobEntry, refs: &mut Refs<'_>) -> TraceWorkload {
         utilization,
         require_single_domain,
         min_counts,
+        serving: job.serving,
     }
 }
 
@@ -414,6 +418,7 @@ fn generated_workload(p: &str, gen_: &GeneratorEntry, priority: i32, refs: &mut 
         utilization,
         require_single_domain,
         min_counts,
+        serving: gen_.serving,
     }
 }
 

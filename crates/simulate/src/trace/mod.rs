@@ -235,6 +235,12 @@ pub struct JobEntry {
     /// (the `sluice.dev/topology: required` annotation); needs `spec.nodes`.
     #[serde(default)]
     pub topology: Option<Spanned<TopologyEntry>>,
+    /// A serving object (a Deployment, StatefulSet or LeaderWorkerSet):
+    /// it never finishes on its own but holds its GPUs until it is removed,
+    /// `duration` after it arrives; preempted, it waits again and loses
+    /// nothing (there is no work to keep).
+    #[serde(default)]
+    pub serving: bool,
 }
 
 /// `count` similar jobs, one every `interval` from `start`, in each queue.
@@ -282,6 +288,10 @@ pub struct GeneratorEntry {
     /// As for jobs: every job it makes within one topology domain.
     #[serde(default)]
     pub topology: Option<Spanned<TopologyEntry>>,
+    /// As for jobs: every one it makes is a serving object, removed
+    /// `duration` after it arrives.
+    #[serde(default)]
+    pub serving: bool,
 }
 
 /// Deterministic randomness: the same seed gives the same trace.
