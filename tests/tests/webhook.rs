@@ -187,7 +187,7 @@ impl Harness {
         Api::<ValidatingWebhookConfiguration>::all(h.client.clone())
             .create(&PostParams::default(), &v)
             .await?;
-        h.wait_until_mutating(!custom_config).await?;
+        h.wait_until_mutating(!custom_config, default_queue_namespace).await?;
         Ok(h)
     }
 
@@ -217,17 +217,29 @@ impl Harness {
     /// webhook is ready already; this waits for the API server to use the
     /// new configuration (and, with `runtime_class`, for the webhook's
     /// RuntimeClass watch to have seen `nvidia`). Dry-run: nothing is stored.
-    async fn wait_until_mutating(&self, runtime_class: bool) -> Result<()> {
+    /// In a namespace that queues every GPU a bare GPU pod is refused, so
+    /// the probe there is a GPU Job, whose pod template is fixed the same way.
+    async fn wait_until_mutating(&self, runtime_class: bool, queued_namespace: bool) -> Result<()> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let probe = gpu_pod("probe", json!({"limits": {"nvidia.com/gpu": "1"}}), None);
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
+        let gpu = json!({"limits": {"nvidia.com/gpu": "1"}});
+        let pod_probe = gpu_pod("probe", gpu.clone(), None);
+        let job_probe = job("probe", json!({}), gpu);
         let pp = PostParams {
             dry_run: true,
             ..PostParams::default()
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(p) = pods.create(&pp, &probe).await {
-                let spec = p.spec.unwrap_or_default();
+            let spec = if queued_namespace {
+                jobs.create(&pp, &job_probe)
+                    .await
+                    .ok()
+                    .and_then(|j| j.spec?.template.spec)
+            } else {
+                pods.create(&pp, &pod_probe).await.ok().and_then(|p| p.spec)
+            };
+            if let Some(spec) = spec {
                 let mutated = if runtime_class {
                     spec.runtime_class_name.as_deref() == Some(RUNTIME_CLASS)
                 } else {
