@@ -167,12 +167,31 @@ where
             Ok(watcher::Event::Init) => Some(Msg::Init(kind)),
             Ok(watcher::Event::InitDone) => Some(Msg::InitDone(kind)),
             Err(e) => {
-                tracing::warn!(kind = kind.as_str(), error = %e, "watch error; retrying");
+                watch_failed(kind.as_str(), &e);
                 None
             }
         };
         futures::future::ready(msg)
     })
+}
+
+/// A watch of `kind` failed (kube-runtime retries it with backoff): an
+/// unavailable server is one outage however many watches fail; an expired
+/// resourceVersion (410) is routine, the watch lists again; anything else
+/// is logged.
+pub(crate) fn watch_failed(kind: &str, e: &watcher::Error) {
+    match e {
+        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k)
+            if crate::outage::unavailable(k) =>
+        {
+            crate::outage::failed("watch", e)
+        }
+        watcher::Error::WatchError(s) if crate::outage::unavailable_code(s.code) => crate::outage::failed("watch", e),
+        watcher::Error::WatchError(s) if s.code == 410 => {
+            tracing::debug!(kind, error = %e, "watch expired; listing again")
+        }
+        _ => tracing::warn!(kind, error = %e, "watch error; retrying"),
+    }
 }
 
 pub(super) fn full_job(j: Job) -> Obj {
