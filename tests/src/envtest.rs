@@ -25,7 +25,7 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -54,6 +54,20 @@ pub struct ControlPlane {
     /// address ([`crate::node::NODE_IP`]) when started by
     /// [`shared_on_bridge`] (then pods reach it too).
     pub address: String,
+    /// etcd, which a test may kill and start again ([`ControlPlane::kill_etcd`]).
+    pub(crate) etcd: Mutex<Etcd>,
+    /// Every process started, for the watchdog.
+    pub(crate) pids: Mutex<Vec<u32>>,
+}
+
+/// How etcd was started, to start it again on the same data.
+#[derive(Debug, Default)]
+pub(crate) struct Etcd {
+    bin: PathBuf,
+    args: Vec<String>,
+    /// `127.0.0.1:PORT` it serves clients on.
+    client: String,
+    pid: u32,
 }
 
 static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -240,19 +254,16 @@ impl ControlPlane {
 
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let mut pids = Vec::new();
-        pids.push(spawn(
-            &bin("etcd"),
-            &[
-                format!("--data-dir={}", dir.join("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=default={peer_url}"),
-            ],
-            &dir.join("etcd.log"),
-        )?);
+        let etcd_args = vec![
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=default={peer_url}"),
+        ];
+        let etcd_pid = spawn(&bin("etcd"), &etcd_args, &dir.join("etcd.log"))?;
+        let mut pids = vec![etcd_pid];
         // The watchdog is up before anything else can be left behind.
         watchdog(&dir, &pids)?;
         pids.push(spawn(
@@ -290,9 +301,54 @@ impl ControlPlane {
             minor,
             controller_manager,
             scheduler,
-            dir,
             address: address.to_string(),
+            etcd: Mutex::new(Etcd {
+                bin: bin("etcd"),
+                args: etcd_args,
+                client: format!("127.0.0.1:{etcd_port}"),
+                pid: etcd_pid,
+            }),
+            pids: Mutex::new(pids),
+            dir,
         })
+    }
+
+    /// Kills etcd (SIGKILL; its data stays on disk) and waits until it no
+    /// longer serves. The API server stays up, without its store.
+    pub fn kill_etcd(&self) -> Result<()> {
+        let etcd = self.etcd.lock().unwrap_or_else(|e| e.into_inner());
+        crate::controller::signal(etcd.pid, "KILL")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(&etcd.client).is_ok() {
+            if Instant::now() > deadline {
+                bail!("etcd (pid {}) still serves 10 s after SIGKILL", etcd.pid);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Starts etcd again on the same data, flags and ports (after
+    /// [`ControlPlane::kill_etcd`]), and waits until it serves.
+    pub fn restart_etcd(&self) -> Result<()> {
+        let mut etcd = self.etcd.lock().unwrap_or_else(|e| e.into_inner());
+        let old = etcd.pid;
+        etcd.pid = spawn(&etcd.bin, &etcd.args, &self.dir.join("etcd.log"))?;
+        let mut pids = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+        pids.retain(|p| *p != old);
+        pids.push(etcd.pid);
+        watchdog(&self.dir, &pids)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&etcd.client).is_err() {
+            if Instant::now() > deadline {
+                bail!(
+                    "etcd did not serve again within 30 s; see {}",
+                    self.dir.join("etcd.log").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 }
 
@@ -309,8 +365,13 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
     Ok(ports)
 }
 
+/// Starts `bin`, its output appended to `log`.
 fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<u32> {
-    let out = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
     let child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())
