@@ -54,19 +54,30 @@ pub struct ControlPlane {
     /// address ([`crate::node::NODE_IP`]) when started by
     /// [`shared_on_bridge`] (then pods reach it too).
     pub address: String,
-    /// etcd, which a test may kill and start again ([`ControlPlane::kill_etcd`]).
-    pub(crate) etcd: Mutex<Etcd>,
+    /// etcd and the API server, which a test may kill and start again
+    /// ([`ControlPlane::kill`]).
+    pub(crate) servers: Mutex<Vec<Server>>,
     /// Every process started, for the watchdog.
     pub(crate) pids: Mutex<Vec<u32>>,
 }
 
-/// How etcd was started, to start it again on the same data.
-#[derive(Debug, Default)]
-pub(crate) struct Etcd {
+/// A server of the control plane a test may stop and start again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    Etcd,
+    ApiServer,
+}
+
+/// How a server was started, to start it again the same way (etcd on
+/// the same data).
+#[derive(Debug)]
+pub(crate) struct Server {
+    component: Component,
     bin: PathBuf,
     args: Vec<String>,
-    /// `127.0.0.1:PORT` it serves clients on.
-    client: String,
+    log: PathBuf,
+    /// `HOST:PORT` it serves on.
+    addr: String,
     pid: u32,
 }
 
@@ -266,12 +277,28 @@ impl ControlPlane {
         let mut pids = vec![etcd_pid];
         // The watchdog is up before anything else can be left behind.
         watchdog(&dir, &pids)?;
-        pids.push(spawn(
-            &bin("kube-apiserver"),
-            &apiserver_args_at(minor, &dir, &etcd_url, address, api_port),
-            &dir.join("kube-apiserver.log"),
-        )?);
+        let api_args = apiserver_args_at(minor, &dir, &etcd_url, address, api_port);
+        let api_pid = spawn(&bin("kube-apiserver"), &api_args, &dir.join("kube-apiserver.log"))?;
+        pids.push(api_pid);
         watchdog(&dir, &pids)?;
+        let servers = vec![
+            Server {
+                component: Component::Etcd,
+                bin: bin("etcd"),
+                args: etcd_args,
+                log: dir.join("etcd.log"),
+                addr: format!("127.0.0.1:{etcd_port}"),
+                pid: etcd_pid,
+            },
+            Server {
+                component: Component::ApiServer,
+                bin: bin("kube-apiserver"),
+                args: api_args,
+                log: dir.join("kube-apiserver.log"),
+                addr: format!("{address}:{api_port}"),
+                pid: api_pid,
+            },
+        ];
         wait_ready(&dir, &server).with_context(|| {
             format!(
                 "the API server did not get ready; see {}",
@@ -302,49 +329,49 @@ impl ControlPlane {
             controller_manager,
             scheduler,
             address: address.to_string(),
-            etcd: Mutex::new(Etcd {
-                bin: bin("etcd"),
-                args: etcd_args,
-                client: format!("127.0.0.1:{etcd_port}"),
-                pid: etcd_pid,
-            }),
+            servers: Mutex::new(servers),
             pids: Mutex::new(pids),
             dir,
         })
     }
 
-    /// Kills etcd (SIGKILL; its data stays on disk) and waits until it no
-    /// longer serves. The API server stays up, without its store.
-    pub fn kill_etcd(&self) -> Result<()> {
-        let etcd = self.etcd.lock().unwrap_or_else(|e| e.into_inner());
-        crate::controller::signal(etcd.pid, "KILL")?;
+    /// Kills `which` (SIGKILL; etcd's data stays on disk) and waits until
+    /// it no longer serves.
+    pub fn kill(&self, which: Component) -> Result<()> {
+        let servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = servers
+            .iter()
+            .find(|s| s.component == which)
+            .with_context(|| format!("no {which:?} started here"))?;
+        crate::controller::signal(s.pid, "KILL")?;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(&etcd.client).is_ok() {
+        while std::net::TcpStream::connect(&s.addr).is_ok() {
             if Instant::now() > deadline {
-                bail!("etcd (pid {}) still serves 10 s after SIGKILL", etcd.pid);
+                bail!("{which:?} (pid {}) still serves 10 s after SIGKILL", s.pid);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
     }
 
-    /// Starts etcd again on the same data, flags and ports (after
-    /// [`ControlPlane::kill_etcd`]), and waits until it serves.
-    pub fn restart_etcd(&self) -> Result<()> {
-        let mut etcd = self.etcd.lock().unwrap_or_else(|e| e.into_inner());
-        let old = etcd.pid;
-        etcd.pid = spawn(&etcd.bin, &etcd.args, &self.dir.join("etcd.log"))?;
+    /// Starts `which` again with the same flags, ports and data (after
+    /// [`ControlPlane::kill`]), and waits until it accepts connections.
+    pub fn restart(&self, which: Component) -> Result<()> {
+        let mut servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = servers
+            .iter_mut()
+            .find(|s| s.component == which)
+            .with_context(|| format!("no {which:?} started here"))?;
+        let old = s.pid;
+        s.pid = spawn(&s.bin, &s.args, &s.log)?;
         let mut pids = self.pids.lock().unwrap_or_else(|e| e.into_inner());
         pids.retain(|p| *p != old);
-        pids.push(etcd.pid);
+        pids.push(s.pid);
         watchdog(&self.dir, &pids)?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(&etcd.client).is_err() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(&s.addr).is_err() {
             if Instant::now() > deadline {
-                bail!(
-                    "etcd did not serve again within 30 s; see {}",
-                    self.dir.join("etcd.log").display()
-                );
+                bail!("{which:?} did not serve again within 60 s; see {}", s.log.display());
             }
             std::thread::sleep(Duration::from_millis(50));
         }

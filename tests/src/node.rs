@@ -722,7 +722,7 @@ mod tests {
             scheduler: true,
             dir: PathBuf::from("/tmp/p"),
             address: NODE_IP.to_string(),
-            etcd: Default::default(),
+            servers: Default::default(),
             pids: Default::default(),
         };
         let kubelet = kubelet_config(&plane, 1, 2);

@@ -19,7 +19,7 @@ use super::LeaseConfig;
 pub(crate) async fn watch_lease(client: Client, l: LeaseConfig, fence: Arc<LeaseFence>) {
     let api: Api<Lease> = Api::namespaced(client, &l.namespace);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={}", l.name));
-    let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
+    let mut stream = std::pin::pin!(watcher(api, cfg).backoff(crate::run::watches::WatchBackoff::default()));
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => fence.observe(Some(&lease)),
