@@ -51,7 +51,9 @@ pub struct ControllerArgs {
     /// Name of the Lease.
     #[arg(long, env = "SLUICE_LEASE_NAME", default_value = "sluice-controller")]
     lease_name: String,
-    /// Seconds a Lease stays valid without renewal.
+    /// Seconds a Lease stays valid without renewal. The holder renews every
+    /// fifth of it; when the holder dies another replica takes over within
+    /// this plus a fifth.
     #[arg(long, env = "SLUICE_LEASE_DURATION_SECONDS", default_value_t = 15)]
     lease_duration_seconds: u64,
     /// Name of this replica (Lease holder, Event reportingInstance); defaults to the host name.
@@ -337,7 +339,6 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             namespace: lease_namespace,
             name: lease_name,
             duration_seconds: lease_duration_seconds.max(2),
-            grace_seconds: (lease_duration_seconds / 3).max(1),
         }),
         identity,
         metrics_addr,
