@@ -41,7 +41,9 @@
 //!    they claimed.
 //! 3. For every scheduling domain (a cohort, or a queue outside any cohort)
 //!    with something new, the candidates of its queues are merged into one
-//!    order: **priority descending, then queue-order time, then UID**. A
+//!    order: **priority descending, then queue-order time, then arrival**
+//!    (the order the engine was given them: creation times have whole
+//!    seconds, and one created later in the same second is behind). A
 //!    woken queue contributes all its pending workloads; the others only
 //!    their fresh ones (new or requeued since the last cycle). Each candidate
 //!    in turn:

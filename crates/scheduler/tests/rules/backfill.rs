@@ -563,3 +563,23 @@ fn a_workload_ahead_of_the_reservations_pushes_the_last_one_out_of_the_depth() {
     assert!(matches!(reason(&w, "big1"), PendingReason::Reserved { .. }));
     assert_eq!(reason(&w, "big2"), PendingReason::NoFit);
 }
+
+#[test]
+fn a_workload_queued_at_the_same_instant_as_the_head_but_arriving_after_it_is_behind_its_reservation() {
+    // The API server's creation times have whole seconds: a Job created
+    // just after `big` was told its start can share its queue-order time.
+    // Its UID sorting first must not put it ahead of the reservation.
+    let mut w = reserved_for_big();
+    w.add(wl("a-long").queue("a").at(1).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    assert!(matches!(
+        reason(&w, "a-long"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(2 * HOUR), 0));
+    // One that ends before the start is backfilled, and says so.
+    w.add(wl("a-short").queue("a").at(1).runs(HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(3 * MIN);
+    assert_eq!(admitted(&c), ["a-short"]);
+    assert!(c.admitted[0].backfill.as_ref().is_some_and(|b| b.ends_before));
+}
