@@ -642,8 +642,9 @@ fn a_reservation_whose_head_can_no_longer_start_is_given_up_and_the_head_told() 
     );
     // A pod Sluice does not know of takes a GPU on `mid`'s node: `big`
     // now starts on `long`'s node, at 3 h. Told, with nothing admitted
-    // ahead of it.
+    // ahead of it, once its queue is looked at (a job arrives).
     w.usage(&mid_node, &[(GPU, 1)]);
+    w.add(wl("tiny").queue("a").at(3).runs(10 * MIN).pods(1, &[(GPU, 1)]));
     let c = w.cycle(2 * MIN);
     assert_eq!(
         c.moved.iter().map(|m| (m.to, m.ahead.len())).collect::<Vec<_>>(),

@@ -80,6 +80,10 @@ pub(super) struct Reservations {
     /// Per queue, in queue order, at most its `backfill_depth`.
     by_cq: BTreeMap<CqId, Vec<Reservation>>,
     ahead: BTreeMap<WlId, Ahead>,
+    /// Reservations given up this cycle for a workload ahead of their
+    /// head: a head that reserves again within the cycle goes on from
+    /// what it was told (the one write it gets shows only the new start).
+    given_up: Vec<Reservation>,
 }
 
 /// A workload admitted ahead of `cq`'s reservation, held by `head`
@@ -189,12 +193,15 @@ impl Engine {
         let mut list = self.live_reservations(cq);
         let pos = list.partition_point(|r| r.head < *key);
         let kept = list.get(pos).filter(|r| r.head == *key).cloned();
+        let resumed = (self.reservations.given_up.iter().position(|r| r.head == *key))
+            .filter(|_| kept.is_none())
+            .map(|i| self.reservations.given_up.swap_remove(i));
         if kept.is_none() && (pos >= self.depth(cq) || (pos > 0 && self.jumps_pending(cq, &list[pos - 1].head, key))) {
             return None;
         }
         let held = kept.is_some();
         let (_, before) = self.starts(cq, &list[..pos].iter().collect::<Vec<_>>(), now);
-        let Some((start, mut r)) = self.plan_reservation(cq, key, usages, &before, why, kept, now) else {
+        let Some((start, mut r)) = self.plan_reservation(cq, key, usages, &before, why, kept.or(resumed), now) else {
             self.give_up_reservation(cq, key);
             return None;
         };
@@ -444,6 +451,7 @@ impl Engine {
     /// preempting, moved); the workloads their domains held back are
     /// looked at again.
     pub(super) fn settle_reservations(&mut self) {
+        self.reservations.given_up.clear();
         let changed: Vec<CqId> = (self.reservations.by_cq.iter())
             .filter(|(cq, list)| list.iter().any(|r| !self.is_head(**cq, r)))
             .map(|(cq, _)| *cq)
@@ -531,9 +539,10 @@ impl Engine {
         if self.is_head(cq, &r) {
             let e = Explanation {
                 reason: PendingReason::NoFit,
-                flavors: r.flavors,
+                flavors: r.flavors.clone(),
             };
             self.explain(r.head.id, Arc::new(e), out);
+            self.reservations.given_up.push(r);
         }
     }
 

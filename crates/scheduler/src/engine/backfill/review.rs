@@ -4,12 +4,14 @@
 //! being told.
 //!
 //! ```text
-//!   its head no longer fits even once all   its domain is looked at again, its head
-//!     admitted work ends (quota or nodes      first: it reserves again, or gives the
-//!     shrank, work ahead of it took room)     reservation up and is told why it waits
+//!   its head no longer fits even once all   given up: its head is told it waits for
+//!     admitted work ends (quota or nodes      quota, and its domain is looked at again
+//!     shrank, work ahead of it took room,     (judged again within the cycle, it may
+//!     a reservation ahead of it declares      reserve again, going on from the start it
+//!     no run time)                            was told)
 //!   start later than it was told, by a      its head is told the new start, and the
 //!     minute or more, or now unknown          cycle reports it (`Cycle::moved`), with the
-//!                                             workloads admitted ahead of it this cycle
+//!                                             workloads that went ahead of it since
 //! ```
 //!
 //! A workload admitted behind a reservation does not move it (that is the
@@ -34,9 +36,14 @@ use super::{Reservation, reserved_explanation};
 const WORTH_TELLING: Millis = 60_000;
 
 impl Engine {
-    /// Every queue's reservations re-planned (at the start of a cycle).
+    /// The reservations of the domains this cycle looks at re-planned
+    /// before any of their candidates is judged (at the start of a cycle).
+    /// Elsewhere no one is judged who could overtake one: each is
+    /// re-planned once its domain is looked at.
     pub(in crate::engine) fn review_reservations(&mut self, now: Millis, out: &mut Cycle) {
-        let queues: Vec<CqId> = self.reservations.by_cq.keys().copied().collect();
+        let queues: Vec<CqId> = (self.reservations.by_cq.keys().copied())
+            .filter(|&cq| self.domain(cq).any(|m| self.turn.dirty.contains(&m)))
+            .collect();
         for cq in queues {
             self.review_queue(cq, now, out);
         }
@@ -56,21 +63,23 @@ impl Engine {
     }
 
     /// `cq`'s live reservations re-planned in order: one whose head no
-    /// longer fits once all admitted work ends has its domain looked at
-    /// again (its head, judged again, keeps it or is told why not), one
-    /// that moved later is told.
+    /// longer fits once all admitted work ends (or the reservations ahead
+    /// of it, which may never end) is given up, its head told and its
+    /// domain looked at again; one that moved later is told.
     pub(super) fn review_queue(&mut self, cq: CqId, now: Millis, out: &mut Cycle) {
         let list = self.live_reservations(cq);
         let mut before = Vec::with_capacity(list.len());
         let mut kept = Vec::with_capacity(list.len());
-        let mut judge_again = false;
+        let mut given_up = false;
         for mut r in list {
             self.note_went_ahead(cq, &mut r, out);
             let planned = self.plan(self.head(cq, &r, &before), None, now);
             let Some(start) = planned.as_ref().map(|(s, _)| *s) else {
-                judge_again = true;
-                before.push(self.as_earlier(cq, &r, None));
-                kept.push(r);
+                // Told it waits for quota; judged again (this cycle, when
+                // its domain has yet to be looked at), it may reserve
+                // again, going on from what it was told.
+                self.tell_no_reservation(cq, r, out);
+                given_up = true;
                 continue;
             };
             // A deeper head that fits now but waits for one ahead of it
@@ -98,15 +107,15 @@ impl Engine {
         } else {
             self.reservations.by_cq.insert(cq, kept);
         }
-        if judge_again {
+        if given_up {
             self.wake_domain(cq);
         }
     }
 
     /// Reservation `r` of `cq`, whose head is told it starts at `start`:
     /// reported moved when that is later than it was told (by enough),
-    /// with the workloads admitted ahead of it this cycle; announced when
-    /// it is no later.
+    /// with the workloads that went ahead of it since (admitted this cycle
+    /// among them); announced when it is no later.
     pub(super) fn tell_if_moved(
         &mut self,
         cq: CqId,
