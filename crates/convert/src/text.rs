@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use sluice_scheduler::{
     Amount, Backfilled, BudgetAction, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason,
-    Preemption, PreemptionReason, ReservedStart, Verdict,
+    Preemption, PreemptionReason, ReservationMoved, ReservedStart, Verdict,
 };
 
 /// Formats milli-units for people: `8`, `500m`, `64Gi`.
@@ -342,6 +342,31 @@ pub fn backfilled(b: &Backfilled) -> String {
         "backfilled: {how} the reservation of {} from {}",
         b.reserved_for,
         reserved_start(b.start)
+    )
+}
+
+/// The reason of the Event on a head whose reservation moved.
+pub const RESERVATION_MOVED: &str = "ReservationMoved";
+
+/// A reservation that starts later than its head was told (its Event):
+/// "its reservation now starts ~… instead of ~…: ns/a, ns/b went ahead of
+/// it (of higher priority, queued earlier, or in another queue within its
+/// nominal quota)".
+pub fn reservation_moved(m: &ReservationMoved) -> String {
+    let why = if m.ahead.is_empty() {
+        "admitted work runs past its declared run time, or quota or nodes were taken away".to_string()
+    } else {
+        let names: Vec<&str> = m.ahead.iter().map(|n| &**n).collect();
+        format!(
+            "{} went ahead of it (higher priority, queued earlier, another queue within its nominal quota, \
+             or let ahead within backfill.maxDelayMinutes)",
+            names.join(", ")
+        )
+    };
+    format!(
+        "its reservation now starts {} instead of {}: {why}",
+        reserved_start(m.to),
+        reserved_start(m.from)
     )
 }
 
@@ -680,6 +705,26 @@ mod tests {
         assert_eq!(
             eviction(&e(EvictionReason::LocalQueueStopped, "ns/jobs")),
             "LocalQueue ns/jobs is stopped (HoldAndDrain)"
+        );
+    }
+
+    #[test]
+    fn a_moved_reservation_says_from_when_to_when_and_who_went_ahead() {
+        let moved = |ahead: &[&str], to| ReservationMoved {
+            uid: Arc::from("u"),
+            from: ReservedStart::At(2 * 3_600_000),
+            to,
+            ahead: ahead.iter().map(|n| Arc::from(*n)).collect(),
+        };
+        assert_eq!(
+            reservation_moved(&moved(&["ns/urgent"], ReservedStart::At(3 * 3_600_000))),
+            "its reservation now starts ~t=3h00m instead of ~t=2h00m: ns/urgent went ahead of it (higher priority, \
+             queued earlier, another queue within its nominal quota, or let ahead within backfill.maxDelayMinutes)"
+        );
+        assert_eq!(
+            reservation_moved(&moved(&[], ReservedStart::AfterUndeclared)),
+            "its reservation now starts when admitted work that declared no run time ends instead of ~t=2h00m: \
+             admitted work runs past its declared run time, or quota or nodes were taken away"
         );
     }
 }
