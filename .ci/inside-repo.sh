@@ -45,12 +45,13 @@ inside() {
 
 while IFS=: read -r file line literal; do
     rel=${literal//\"/}
+    rel=${rel#/}
     dir="$root/$(dirname "$file")"
     if ! inside "$dir" "$rel" && ! inside "$(crate_dir "$dir")" "$rel"; then
         echo "$file:$line: $literal does not name a path inside the repository, from the file's folder or its crate's" >&2
         failed=1
     fi
-done < <(grep -noE '"(\.\./)+[^"]*"|"\.\."' -- "${files[@]}" || true)
+done < <(grep -noE '"/?(\.\./)+[^"]*"|"\.\."' -- "${files[@]}" || true)
 
 if [ "$failed" != 0 ]; then
     exit 1
