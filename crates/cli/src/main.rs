@@ -10,6 +10,8 @@
 
 mod controller;
 mod crds;
+#[cfg(test)]
+mod docs_tests;
 mod import;
 mod logging;
 mod plugin;
