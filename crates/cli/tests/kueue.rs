@@ -215,7 +215,12 @@ fn nothing_to_import_is_an_error_of_one_line() {
     // Beside a Kueue object, the Deployment is a note and the import goes on.
     let queues = sample("single-clusterqueue.kueue.yaml");
     let out = sluice(
-        &["import", "kueue", queues.to_str().unwrap(), deployment.to_str().unwrap()],
+        &[
+            "import",
+            "kueue",
+            queues.to_str().unwrap(),
+            deployment.to_str().unwrap(),
+        ],
         None,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the controller: one registry, every metric
 //! prefixed `sluice_`. docs/controller.md's table of them ("Metrics") is
-//! [`markdown_table`]'s, made from this registry and [`LABELS`]; a test
+//! [`markdown_table`]'s, made from this registry and `LABELS`; a test
 //! keeps the two equal.
 
 use prometheus_client::metrics::MetricType;
@@ -465,7 +465,7 @@ impl Metrics {
 
 /// The metrics as docs/controller.md's table: every registered metric, in
 /// registration order, as scraped (`_total` on counters), with its type,
-/// its labels ([`LABELS`]; `?` for one without an entry, which a test
+/// its labels (`LABELS`; `?` for one without an entry, which a test
 /// refuses) and its help.
 pub fn markdown_table() -> String {
     let mut described = Described::default();
@@ -485,7 +485,7 @@ mod tests {
     use super::*;
 
     /// docs/controller.md carries the table the registry makes, and every
-    /// registered metric has its labels in [`LABELS`] (and nothing else
+    /// registered metric has its labels in `LABELS` (and nothing else
     /// does). `SLUICE_BLESS=1 cargo test -p sluice-controller --lib metrics`
     /// writes the table there.
     #[test]

@@ -1,6 +1,6 @@
 //! Prometheus metrics of the webhook, prefixed `sluice_webhook_`. The
 //! README's table of them ("Metrics") is [`markdown_table`]'s, made from
-//! this registry and [`LABELS`]; a test keeps the two equal.
+//! this registry and `LABELS`; a test keeps the two equal.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -116,7 +116,7 @@ impl Metrics {
 
 /// The metrics as the README's table: every metric the registry describes
 /// (`# HELP` and `# TYPE`, in registration order), as scraped (`_total` on
-/// counters), with its labels ([`LABELS`]; `?` without an entry) and help.
+/// counters), with its labels (`LABELS`; `?` without an entry) and help.
 /// Each family is given a sample first: the exposition leaves out families
 /// without one.
 pub fn markdown_table() -> String {
@@ -151,7 +151,7 @@ mod tests {
     use super::*;
 
     /// The README carries the table the registry makes, and every metric
-    /// has its labels in [`LABELS`]. `SLUICE_BLESS=1 cargo test -p
+    /// has its labels in `LABELS`. `SLUICE_BLESS=1 cargo test -p
     /// sluice-webhook --lib metrics` writes it there.
     #[test]
     fn the_readme_carries_the_metrics_table() {
