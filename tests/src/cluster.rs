@@ -13,7 +13,7 @@
 //!   and waits for `/readyz`.
 //! - A bare API server may have no kubelet: [`Cluster::mark_pods`] writes pod
 //!   statuses the way a kubelet does (strategic-merge PATCH of
-//!   `pods/NAME/status`, as in `shared/fixtures`), and
+//!   `pods/NAME/status`, as recorded in `tests/fixtures/`), and
 //!   [`Cluster::reap_terminating_pods`] force-deletes pods stuck
 //!   Terminating after a Job is suspended. The job controller
 //!   (kube-controller-manager) must run: it creates the pods and sets the

@@ -427,8 +427,12 @@ pub fn explanation_summary(e: &Explanation) -> String {
     out
 }
 
-/// One flavor's verdict for one pod set ("pod set main: untolerated taint …").
+/// One flavor's verdict for one pod set ("pod set main: untolerated taint …");
+/// a verdict about no one pod set (preemption's) is the verdict alone.
 pub fn flavor_verdict(v: &FlavorVerdict) -> String {
+    if v.pod_set.is_empty() {
+        return verdict(&v.verdict);
+    }
     format!("pod set {}: {}", v.pod_set, verdict(&v.verdict))
 }
 
@@ -547,6 +551,11 @@ mod tests {
             "insufficient quota; preemption: insufficient quota and no workloads the preemption policy allows to preempt"
         );
         assert_eq!(flavor_verdict(&e.flavors[1]), "pod set trainer: flavor not found");
+        // Preemption's verdict is about no one pod set: no empty "pod set :".
+        assert_eq!(
+            flavor_verdict(&e.flavors[3]),
+            "insufficient quota and no preemptible workloads (2 protected by minimum runtime)"
+        );
     }
 
     #[test]
