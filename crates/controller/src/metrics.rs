@@ -49,6 +49,7 @@ const LABELS: &[(&str, &str)] = &[
     ("reconcile_errors", "`kind`, `reason`"),
     ("unrestored_workloads", "—"),
     ("pods_over_admission", "—"),
+    ("unqueued_gpu_pods", "—"),
     ("ledger_drift", "`kind` (engine_only, status_only)"),
     ("idle_gpu_workloads", "`cluster_queue`"),
     ("idle_reclaims", "`cluster_queue`, `action` (Warn, Evict, Deactivate)"),
