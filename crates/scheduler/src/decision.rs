@@ -359,6 +359,9 @@ pub enum Verdict {
     },
     /// No node of the flavor could ever hold the pod set.
     NeverOnNodes(Box<NeverOnNodes>),
+    /// The flavor's nodes share each GPU among `replicas`, and the pod set
+    /// asks for whole GPUs (its node selector names no sharing label).
+    SharedGpusOnly { replicas: u32 },
 }
 
 /// Why no node of a flavor could ever hold a pod set: with nothing else

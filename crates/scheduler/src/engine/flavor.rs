@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::decision::{FlavorVerdict, Verdict};
 use crate::ledger;
 use crate::ledger::{Fit, FlavorId, ResId};
-use crate::model::{Amount, FlavorSpec, TaintEffect, Toleration};
+use crate::model::{Amount, FlavorSpec, SharedGpuRequests, TaintEffect, Toleration};
 
 use super::state::{Cq, Group, GroupFlavor, PodSet};
 use super::{CqId, Engine, WlId};
@@ -190,12 +190,24 @@ impl Engine {
         let wl = self.wl(id);
         let mut acc = Assigning::new(wl.pod_sets.len());
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
-            let needs = self.group_needs(cq, ps).map_err(|resource| AssignError::NotCovered {
+            let mut needs = self.group_needs(cq, ps).map_err(|resource| AssignError::NotCovered {
                 pod_set: ps.name.clone(),
                 resource,
             })?;
-            let mut ps_choice = Vec::with_capacity(needs.len());
-            for need in needs {
+            if !ps.shared.is_empty() {
+                // The groups of shared GPUs choose first: what the others
+                // are charged depends on their flavors.
+                needs.sort_by_key(|n| {
+                    !ps.shared
+                        .iter()
+                        .any(|p| cq.quota.group_of.get(&p.input) == Some(&n.group))
+                });
+            }
+            let mut ps_choice: Vec<GroupChoice> = Vec::with_capacity(needs.len());
+            for mut need in needs {
+                if !ps.shared.is_empty() {
+                    need = self.charged_need(cq, ps, need, &ps_choice);
+                }
                 let group = &cq.quota.groups[need.group];
                 let pick = self.pick_flavor(cq_id, group, ps, &need.amounts, &acc.usage, explain);
                 if pick.best.is_none() && !explain {
@@ -326,6 +338,25 @@ impl Engine {
         self.verdict(ps, flavor, verdict)
     }
 
+    /// A group's need as charged on the flavors chosen so far for the pod
+    /// set's other groups (`charge.rs`).
+    fn charged_need(&self, cq: &Cq, ps: &PodSet, need: GroupNeed, chosen: &[GroupChoice]) -> GroupNeed {
+        let total = self.charged_total(cq, ps, |g| chosen.iter().find(|c| c.group == g).map(|c| c.flavor));
+        let group = &cq.quota.groups[need.group];
+        GroupNeed {
+            group: need.group,
+            amounts: need
+                .amounts
+                .into_iter()
+                .map(|(rpos, amount)| {
+                    let res = group.resources[rpos];
+                    let charged = total.iter().find(|(r, _)| *r == res).map_or(amount, |&(_, a)| a);
+                    (rpos, charged)
+                })
+                .collect(),
+        }
+    }
+
     /// For each resource group the pod set needs, the requested amounts by
     /// position in the group. Errors with a resource no group covers.
     pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<Vec<GroupNeed>, ResId> {
@@ -352,7 +383,15 @@ impl Engine {
 
     #[inline]
     pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
-        compatible(self.catalog.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
+        let spec = self.catalog.flavors.get(&flavor);
+        compatible(spec, &ps.node_selector, &ps.tolerations)?;
+        if ps.whole_gpu && spec.is_some_and(|s| s.shared_gpu_requests == SharedGpuRequests::Marked) {
+            let replicas = self.gpu_replicas(flavor);
+            if replicas > 1 {
+                return Err(Verdict::SharedGpusOnly { replicas });
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
@@ -382,7 +421,15 @@ impl Engine {
                 .iter()
                 .find(|f| f.flavor == flavor)
                 .expect("option flavor in group");
-            for &(res, amount) in &wl.pod_sets[option.pod_set].total {
+            let flavor_of = |g: usize| {
+                options
+                    .iter()
+                    .zip(pick)
+                    .find(|(o, _)| o.pod_set == option.pod_set && o.group == g)
+                    .map(|(o, &j)| o.flavors[j])
+            };
+            let total = self.charged_total(cq_ref, &wl.pod_sets[option.pod_set], flavor_of);
+            for &(res, amount) in total.iter() {
                 if let Some(rpos) = group.resources.iter().position(|&r| r == res) {
                     add_pending(&mut usage, gf.slots[rpos], amount);
                 }
@@ -514,6 +561,7 @@ mod tests {
                 .collect(),
             tolerations: Vec::new(),
             topology_key: None,
+            shared_gpu_requests: SharedGpuRequests::Marked,
         }
     }
 

@@ -21,6 +21,8 @@ pub(super) struct Catalog {
     pub(super) flavors: FastMap<FlavorId, FlavorSpec>,
     /// The `pods` resource (one per pod on a node).
     pub(super) pods_res: ResId,
+    /// Resource transformations (`charge.rs`).
+    pub(super) transforms: super::charge::Transforms,
 }
 
 /// ClusterQueues (quota ledgers and pending queues), cohorts and

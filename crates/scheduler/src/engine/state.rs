@@ -10,6 +10,7 @@ use crate::decision::{Explanation, PodSetAssignment};
 use crate::ledger::{FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{Amount, ClusterQueueSpec, CohortSpec, Millis, Toleration};
 
+use super::charge::SharedPart;
 use super::fast_map::FastMap;
 use super::placement::Placement;
 use super::placement::{NodeId, ResVec};
@@ -156,13 +157,29 @@ pub(super) struct Cohort {
 pub(super) struct PodSet {
     pub(super) name: Arc<str>,
     pub(super) count: u32,
-    /// Total (count × per pod) by resource, sorted, zero amounts dropped.
+    /// Total (count × per pod) by resource that quota is charged, on a
+    /// flavor that shares no GPU (`charge.rs`), sorted, zero amounts dropped.
     pub(super) total: Vec<(ResId, Amount)>,
+    /// What the pods request of nodes in total, when it differs from
+    /// `total` (resource transformations); see [`PodSet::requested`].
+    pub(super) raw: Option<Vec<(ResId, Amount)>>,
+    /// The parts of the charge that a flavor sharing its GPUs lowers.
+    pub(super) shared: Vec<SharedPart>,
+    /// It asks for whole GPUs of a resource that sharing nodes replicate:
+    /// flavors that share them take it only if they take any request.
+    pub(super) whole_gpu: bool,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
     /// Fewest pods partial admission may give it (`None`: all or nothing).
     pub(super) min_count: Option<u32>,
+}
+
+impl PodSet {
+    /// What its pods request of nodes in total, by resource, sorted.
+    pub(super) fn requested(&self) -> &[(ResId, Amount)] {
+        self.raw.as_deref().unwrap_or(&self.total)
+    }
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
@@ -295,6 +312,8 @@ pub(super) struct PodSetShape {
     pub(super) name: Arc<str>,
     pub(super) count: u32,
     pub(super) total: Vec<(ResId, Amount)>,
+    pub(super) raw: Option<Vec<(ResId, Amount)>>,
+    pub(super) whole_gpu: bool,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
