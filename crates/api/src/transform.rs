@@ -40,7 +40,9 @@ pub struct ResourceTransformation {
     #[serde(default)]
     pub strategy: Strategy,
     /// Output resource → amount per unit of input: a quantity (`10Gi`,
-    /// `0.25`) or a fraction (`1/7`).
+    /// `0.25`) or a fraction (`1/7`). None with `Replace`: the input is
+    /// not charged at all (Kueue's way to ignore a resource).
+    #[serde(default)]
     pub outputs: BTreeMap<String, String>,
 }
 
@@ -136,8 +138,11 @@ pub fn validate(list: &[ResourceTransformation]) -> Vec<Violation> {
     for (i, t) in list.iter().enumerate() {
         let path = format!("[{i}]");
         v.qualified_name(&format!("{path}.input"), &t.input);
-        if t.outputs.is_empty() {
-            v.push(format!("{path}.outputs"), "must name at least one output");
+        if t.outputs.is_empty() && t.strategy == Strategy::Retain {
+            v.push(
+                format!("{path}.outputs"),
+                "must name at least one output (with strategy Replace and none, the input is not charged at all)",
+            );
         }
         for r in t.outputs.keys() {
             v.qualified_name(&format!("{path}.outputs[{r}]"), r);
@@ -249,6 +254,10 @@ mod tests {
             err.contains("[2].input: \"nvidia.com/gpu\" is transformed by [0] already"),
             "{err}"
         );
+        let dropped = parse_list("- input: example.com/ignored\n  strategy: Replace\n").unwrap();
+        assert!(dropped[0].outputs.is_empty(), "Replace with no outputs drops the input");
+        let err = parse_list("- input: a\n  outputs: {}\n").unwrap_err();
+        assert!(err.contains("[0].outputs: must name at least one output"), "{err}");
         let err = parse_list("- input: a\n  outputs: {}\n  strategy: Keep\n").unwrap_err();
         assert!(err.contains("Keep"), "{err}");
         let err = parse_list("- input: a\n  outpts: {b: \"1\"}\n").unwrap_err();

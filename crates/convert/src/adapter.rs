@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use sluice_api::quantity::{self, QuantityError};
-use sluice_api::transform::{ResourceTransformation, Strategy};
 use sluice_api::v1alpha1::{self as api, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
 use sluice_scheduler as eng;
 
@@ -70,44 +69,6 @@ pub fn flavor(rf: &ResourceFlavor) -> Result<eng::FlavorSpec, AdapterError> {
             api::SharedGpuRequests::All => eng::SharedGpuRequests::All,
         },
     })
-}
-
-/// Resource transformations as the engine takes them: factors in engine
-/// units ([`sluice_api::quantity::units_per_whole`]). Errors name the
-/// transformation's place and field.
-pub fn transformations(list: &[ResourceTransformation]) -> Result<Vec<eng::Transformation>, AdapterError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let path = format!("resourceTransformations[{i}]");
-            let factors = t.factors(&path).map_err(|v| AdapterError::Invalid {
-                field: v.path,
-                message: v.message,
-            })?;
-            let outputs = factors
-                .into_iter()
-                .map(|(r, f)| {
-                    let (num, den) = f.per_engine_unit(&t.input, &r);
-                    let field = format!("{path}.outputs[{r}]");
-                    Ok((
-                        r,
-                        eng::Ratio {
-                            num: narrow(&field, num)?,
-                            den: narrow(&field, den)?,
-                        },
-                    ))
-                })
-                .collect::<Result<_, AdapterError>>()?;
-            Ok(eng::Transformation {
-                input: t.input.clone(),
-                strategy: match t.strategy {
-                    Strategy::Retain => eng::TransformStrategy::Retain,
-                    Strategy::Replace => eng::TransformStrategy::Replace,
-                },
-                outputs,
-            })
-        })
-        .collect()
 }
 
 /// A ClusterQueue as the engine sees it.

@@ -126,8 +126,8 @@ impl Engine {
         }
         let mut by_input = FastMap::default();
         for t in list {
-            if t.outputs.is_empty() {
-                return Err(bad(&t.input, "has no outputs"));
+            if t.outputs.is_empty() && t.strategy == TransformStrategy::Retain {
+                return Err(bad(&t.input, "retains its input and has no outputs: it does nothing"));
             }
             if list.iter().any(|o| o.outputs.iter().any(|(r, _)| *r == t.input)) {
                 return Err(bad(&t.input, "is the output of a transformation (they do not chain)"));
