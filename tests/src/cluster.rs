@@ -624,7 +624,7 @@ impl Drop for Cluster {
     }
 }
 
-pub(crate) fn jiff_now() -> String {
+pub fn jiff_now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())

@@ -103,6 +103,9 @@ pub fn verdict(v: &Verdict) -> String {
             amount(resource, *max)
         ),
         Verdict::NeverOnNodes(n) => never_on_nodes(n),
+        Verdict::WholeGpusOnly => {
+            "its nodes give whole GPUs and the pod set asks for a replica of a shared one".to_string()
+        }
         Verdict::SharedGpusOnly { replicas } => format!(
             "its nodes share each GPU among {replicas} replicas and the pod set asks for whole GPUs (select nvidia.com/gpu.sharing-strategy to ask for a replica)"
         ),

@@ -13,7 +13,7 @@ use crate::ledger;
 use crate::ledger::{Fit, FlavorId, ResId};
 use crate::model::{Amount, FlavorSpec, SharedGpuRequests, TaintEffect, Toleration};
 
-use super::state::{Cq, Group, GroupFlavor, PodSet};
+use super::state::{Cq, GpuAsk, Group, GroupFlavor, PodSet};
 use super::{CqId, Engine, WlId};
 
 /// The flavor chosen for one resource group of a pod set.
@@ -245,7 +245,7 @@ impl Engine {
             verdicts: Vec::new(),
         };
         for (fi, gf) in group.flavors.iter().enumerate() {
-            if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
+            if let Err(v) = self.flavor_compatible(gf.flavor, ps, group) {
                 if explain {
                     pick.verdicts.push(self.verdict(ps, gf.flavor, v));
                 }
@@ -381,14 +381,31 @@ impl Engine {
         Ok(needs)
     }
 
+    /// Whether `flavor` may hold what pod set `ps` asks of `group`: its node
+    /// labels and taints ([`compatible`]), and for a group of GPUs that
+    /// sharing nodes replicate, whole GPUs or replicas as the pod set asks.
     #[inline]
-    pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
+    pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet, group: &Group) -> Result<(), Verdict> {
         let spec = self.catalog.flavors.get(&flavor);
         compatible(spec, &ps.node_selector, &ps.tolerations)?;
-        if ps.whole_gpu && spec.is_some_and(|s| s.shared_gpu_requests == SharedGpuRequests::Marked) {
-            let replicas = self.gpu_replicas(flavor);
-            if replicas > 1 {
-                return Err(Verdict::SharedGpusOnly { replicas });
+        if ps.gpu_ask == GpuAsk::None || !group.resources.iter().any(|r| self.catalog.shared_resources.contains(r)) {
+            return Ok(());
+        }
+        match ps.gpu_ask {
+            GpuAsk::None => {}
+            GpuAsk::Whole if spec.is_some_and(|s| s.shared_gpu_requests == SharedGpuRequests::Marked) => {
+                let replicas = self.gpu_replicas(flavor);
+                if replicas > 1 {
+                    return Err(Verdict::SharedGpusOnly { replicas });
+                }
+            }
+            GpuAsk::Whole => {}
+            GpuAsk::Replica => {
+                // Known whole: its nodes are known, and none shares.
+                let has_nodes = self.inv.flavor_nodes.get(&flavor).is_some_and(|n| !n.is_empty());
+                if has_nodes && self.gpu_replicas(flavor) == 1 {
+                    return Err(Verdict::WholeGpusOnly);
+                }
             }
         }
         Ok(())

@@ -13,7 +13,7 @@ use crate::model::{Amount, Millis, PodSetSpec, RequeueOrder, WorkloadSpec};
 
 use super::parts::{Catalog, Workloads};
 use super::placement::Placement;
-use super::state::{Holding, PodSet, State, Timer, Wl};
+use super::state::{GpuAsk, Holding, PodSet, State, Timer, Wl};
 use super::{Engine, EngineError, WlId};
 
 impl Engine {
@@ -310,10 +310,14 @@ impl Catalog {
         let raw = (charge.charged != per_pod_raw)
             .then(|| times_count(&per_pod_raw))
             .transpose()?;
-        let whole_gpu = per_pod_raw
+        let shareable = per_pod_raw
             .iter()
-            .any(|&(r, _)| crate::sharing::is_shared_resource(self.resources.name(r)))
-            && !crate::sharing::asks_for_shared_gpu(&ps.node_selector);
+            .any(|&(r, _)| crate::sharing::is_shared_resource(self.resources.name(r)));
+        let gpu_ask = match (shareable, crate::sharing::asks_for_shared_gpu(&ps.node_selector)) {
+            (false, _) => GpuAsk::None,
+            (true, false) => GpuAsk::Whole,
+            (true, true) => GpuAsk::Replica,
+        };
         let mut tolerations = ps.tolerations.clone();
         tolerations.sort();
         Ok(PodSet {
@@ -322,7 +326,7 @@ impl Catalog {
             total,
             raw,
             shared: charge.shared,
-            whole_gpu,
+            gpu_ask,
             node_selector: ps.node_selector.clone(),
             tolerations,
             require_single_domain: ps.require_single_domain,

@@ -173,6 +173,7 @@ impl Engine {
     pub fn with_config(config: EngineConfig) -> Self {
         let mut resources = Interner::default();
         let pods_res = resources.intern("pods");
+        let shared_resources = crate::sharing::SHARED_RESOURCES.map(|r| resources.intern(r)).to_vec();
         Self {
             catalog: Catalog {
                 config,
@@ -181,6 +182,7 @@ impl Engine {
                 flavors: FastMap::default(),
                 pods_res,
                 transforms: charge::Transforms::default(),
+                shared_resources,
             },
             queues: Queues::default(),
             workloads: Workloads::default(),

@@ -25,7 +25,7 @@ impl Engine {
                 count: p.count,
                 total: p.total.clone(),
                 raw: p.raw.clone(),
-                whole_gpu: p.whole_gpu,
+                gpu_ask: p.gpu_ask,
                 node_selector: p.node_selector.clone(),
                 tolerations: p.tolerations.clone(),
                 require_single_domain: p.require_single_domain,

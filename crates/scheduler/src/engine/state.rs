@@ -165,14 +165,29 @@ pub(super) struct PodSet {
     pub(super) raw: Option<Vec<(ResId, Amount)>>,
     /// The parts of the charge that a flavor sharing its GPUs lowers.
     pub(super) shared: Vec<SharedPart>,
-    /// It asks for whole GPUs of a resource that sharing nodes replicate:
-    /// flavors that share them take it only if they take any request.
-    pub(super) whole_gpu: bool,
+    /// Whether it asks for GPUs that sharing nodes replicate, and whole
+    /// ones or a replica (`charge.rs`, [`crate::sharing`]).
+    pub(super) gpu_ask: GpuAsk,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
     /// Fewest pods partial admission may give it (`None`: all or nothing).
     pub(super) min_count: Option<u32>,
+}
+
+/// What a pod set asks of a GPU resource that sharing nodes replicate
+/// (`nvidia.com/gpu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) enum GpuAsk {
+    /// It asks for none.
+    #[default]
+    None,
+    /// Whole GPUs: a flavor whose nodes share their GPUs takes it only if
+    /// it takes any request.
+    Whole,
+    /// A replica (its node selector names the sharing label): a flavor
+    /// whose nodes are known to give whole GPUs does not take it.
+    Replica,
 }
 
 impl PodSet {
@@ -313,7 +328,7 @@ pub(super) struct PodSetShape {
     pub(super) count: u32,
     pub(super) total: Vec<(ResId, Amount)>,
     pub(super) raw: Option<Vec<(ResId, Amount)>>,
-    pub(super) whole_gpu: bool,
+    pub(super) gpu_ask: GpuAsk,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,

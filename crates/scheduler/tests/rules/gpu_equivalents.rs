@@ -299,3 +299,43 @@ proptest! {
         prop_assert!(held <= 8 * 28);
     }
 }
+
+#[test]
+fn a_replica_never_takes_a_flavor_whose_nodes_give_whole_gpus() {
+    let mut e = Engine::with_config(EngineConfig {
+        placement: PlacementMode::Nodes,
+        ..Default::default()
+    });
+    e.set_transformations(&transformations()).expect("valid");
+    e.upsert_flavor(labelled_flavor("a100", "gpu", "a100"));
+    e.upsert_flavor(flavor("pool"));
+    e.upsert_flavor(shared_flavor(&[("gpu", "a100-shared")]));
+    let mut w = World { e };
+    // Whole GPUs first in the queue's order.
+    let mut spec = team(1);
+    spec.resource_groups[0].flavors.reverse();
+    w.e.upsert_cluster_queue(spec);
+    w.e.upsert_local_queue(LocalQueueSpec {
+        key: "ns/team".into(),
+        cluster_queue: "team".into(),
+        stop_policy: StopPolicy::None,
+    });
+    w.node(node("whole-1", "a100", 8));
+    w.node(
+        node("ts-1", "a100-shared", 8)
+            .label(REPLICAS_LABEL, "4")
+            .label(STRATEGY_LABEL, "time-slicing"),
+    );
+    // One equivalent: four replicas, all on the shared flavor (on the
+    // whole one each would cost a whole equivalent and fit only one).
+    let n = admit_many(&mut w, Ask::Replica, 5);
+    assert_eq!(n, 4, "{}", w.why("Replica-0"));
+    let c = w.e.cluster_queue_usage("team").expect("queue");
+    let on_whole: Amount = (c.resources.iter())
+        .filter(|r| r.flavor == "a100" && r.resource == GPU)
+        .map(|r| r.used)
+        .sum();
+    assert_eq!(on_whole, 0, "a replica was put on a whole GPU");
+    let why = w.why("Replica-4");
+    assert!(why.contains("needs 0.25 sluice.dev/gpu-equivalent"), "{why}");
+}
