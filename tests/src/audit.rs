@@ -28,6 +28,8 @@ pub struct Seen {
     /// Per Workload name, how many times it began to hold quota (seen
     /// not holding, or not at all, then holding).
     pub admissions: BTreeMap<String, usize>,
+    /// When a Workload last began to hold quota.
+    pub last_admission: Option<std::time::Instant>,
 }
 
 impl Seen {
@@ -98,6 +100,7 @@ impl QuotaAudit {
                             let name = wl.metadata.name.clone().unwrap_or_default();
                             if !holding.contains_key(&uid) {
                                 *seen.admissions.entry(name.clone()).or_default() += 1;
+                                seen.last_admission = Some(std::time::Instant::now());
                             }
                             holding.insert(uid, (cq, gpus, name));
                         }

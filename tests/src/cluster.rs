@@ -13,7 +13,7 @@
 //!   and waits for `/readyz`.
 //! - A bare API server may have no kubelet: [`Cluster::mark_pods`] writes pod
 //!   statuses the way a kubelet does (strategic-merge PATCH of
-//!   `pods/NAME/status`, as in `shared/fixtures`), and
+//!   `pods/NAME/status`, as recorded in `tests/fixtures/`), and
 //!   [`Cluster::reap_terminating_pods`] force-deletes pods stuck
 //!   Terminating after a Job is suspended. The job controller
 //!   (kube-controller-manager) must run: it creates the pods and sets the
@@ -131,6 +131,31 @@ where
     }
 }
 
+/// How a test starts `sluice controller` ([`Cluster::spawn_controller`]).
+pub struct Replica<'a> {
+    /// Flags after the harness's own.
+    pub extra: &'a [&'a str],
+    /// The Lease, in the test namespace.
+    pub lease_name: &'a str,
+    pub lease_duration_seconds: u64,
+    /// Its name (Lease holder); default `e2e-<suffix>-<n>`.
+    pub identity: Option<String>,
+    /// A JSON log into this file, instead of plain text to the test's stderr.
+    pub log: Option<PathBuf>,
+}
+
+impl Default for Replica<'_> {
+    fn default() -> Self {
+        Self {
+            extra: &[],
+            lease_name: "sluice-controller",
+            lease_duration_seconds: 6,
+            identity: None,
+            log: None,
+        }
+    }
+}
+
 /// One test's namespace, cluster-scoped objects and controllers.
 pub struct Cluster {
     pub client: Client,
@@ -188,6 +213,16 @@ impl Cluster {
     /// test control plane has no kubelets, so no Nodes unless a test
     /// makes them.
     pub async fn start_controller(&mut self, extra: &[&str]) -> Result<usize> {
+        let i = self.spawn_controller(Replica {
+            extra,
+            ..Replica::default()
+        })?;
+        self.wait_ready(i).await?;
+        Ok(i)
+    }
+
+    /// Starts `sluice controller` as `r` says, without waiting for it.
+    pub fn spawn_controller(&mut self, r: Replica<'_>) -> Result<usize> {
         let bin = sluice_bin();
         if !bin.exists() {
             bail!(
@@ -196,34 +231,48 @@ impl Cluster {
             );
         }
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let identity = format!("e2e-{}-{}", self.suffix, self.controllers.len());
+        let identity = r
+            .identity
+            .unwrap_or_else(|| format!("e2e-{}-{}", self.suffix, self.controllers.len()));
+        let (format, stderr) = match &r.log {
+            Some(path) => {
+                let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+                ("json", Stdio::from(file))
+            }
+            None => ("plain", Stdio::inherit()),
+        };
         let child = Command::new(&bin)
             .arg("controller")
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .args(["--lease-namespace", &self.namespace])
-            .args(["--lease-name", "sluice-controller"])
-            .args(["--lease-duration-seconds", "6"])
+            .args(["--lease-name", r.lease_name])
+            .args(["--lease-duration-seconds", &r.lease_duration_seconds.to_string()])
             .args(["--identity", &identity])
-            .args(["--log-format", "plain"])
-            .args((!extra.iter().any(|a| a.starts_with("--placement"))).then_some("--placement=quota-only"))
-            .args(extra)
+            .args(["--log-format", format])
+            .args((!r.extra.iter().any(|a| a.starts_with("--placement"))).then_some("--placement=quota-only"))
+            .args(r.extra)
             .env("KUBECONFIG", kubeconfig_path())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         self.controllers.push(Controller {
             child,
             identity,
             metrics_port: port,
+            log: r.log,
         });
-        let i = self.controllers.len() - 1;
+        Ok(self.controllers.len() - 1)
+    }
+
+    /// Waits until controller `i` answers `/readyz` with 200.
+    pub async fn wait_ready(&self, i: usize) -> Result<()> {
+        let port = self.controllers[i].metrics_port;
         wait_for("controller /readyz", Duration::from_secs(60), || {
             let r = http_get(port, "/readyz");
             async move { Ok(r.ok().filter(|(c, _)| *c == 200).map(|_| ())) }
         })
-        .await?;
-        Ok(i)
+        .await
     }
 
     /// The identity holding the controller Lease, if any.
@@ -513,18 +562,12 @@ impl Cluster {
         let now = jiff_now();
         for p in pods {
             let name = p.metadata.name.clone().unwrap_or_default();
-            let status = match phase {
-                "Succeeded" => json!({"status": {"phase": "Succeeded",
-                    "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}],
-                    "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
-                        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}]}}),
-                _ => json!({"status": {"phase": "Running",
-                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-                    "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0,
-                        "state": {"running": {"startedAt": now}}}]}}),
-            };
             self.pods()
-                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(status))
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(kubelet_status(phase, &now)),
+                )
                 .await
                 .with_context(|| format!("marking pod {name} {phase}"))?;
         }
@@ -624,6 +667,23 @@ impl Drop for Cluster {
     }
 }
 
+/// The status a kubelet writes for a pod of one container `main` that is
+/// Running and Ready (`phase` "Running") or finished (`phase` "Succeeded"),
+/// as of `now` (RFC 3339).
+pub fn kubelet_status(phase: &str, now: &str) -> Value {
+    match phase {
+        "Succeeded" => json!({"status": {"phase": "Succeeded",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}],
+            "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}]}}),
+        _ => json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+            "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"running": {"startedAt": now}}}]}}),
+    }
+}
+
+/// Now, to the second, as the API server writes times (RFC 3339).
 pub fn jiff_now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)

@@ -25,7 +25,7 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -54,6 +54,31 @@ pub struct ControlPlane {
     /// address ([`crate::node::NODE_IP`]) when started by
     /// [`shared_on_bridge`] (then pods reach it too).
     pub address: String,
+    /// etcd and the API server, which a test may kill and start again
+    /// ([`ControlPlane::kill`]).
+    pub(crate) servers: Mutex<Vec<Server>>,
+    /// Every process started, for the watchdog.
+    pub(crate) pids: Mutex<Vec<u32>>,
+}
+
+/// A server of the control plane a test may stop and start again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    Etcd,
+    ApiServer,
+}
+
+/// How a server was started, to start it again the same way (etcd on
+/// the same data).
+#[derive(Debug)]
+pub(crate) struct Server {
+    component: Component,
+    bin: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    /// `HOST:PORT` it serves on.
+    addr: String,
+    pid: u32,
 }
 
 static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -244,27 +269,40 @@ impl ControlPlane {
 
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let mut pids = Vec::new();
-        pids.push(spawn(
-            &bin("etcd"),
-            &[
-                format!("--data-dir={}", dir.join("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=default={peer_url}"),
-            ],
-            &dir.join("etcd.log"),
-        )?);
+        let etcd_args = vec![
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=default={peer_url}"),
+        ];
+        let etcd_pid = spawn(&bin("etcd"), &etcd_args, &dir.join("etcd.log"))?;
+        let mut pids = vec![etcd_pid];
         // The watchdog is up before anything else can be left behind.
         watchdog(&dir, &pids)?;
-        pids.push(spawn(
-            &bin("kube-apiserver"),
-            &apiserver_args_at(minor, &dir, &etcd_url, address, api_port),
-            &dir.join("kube-apiserver.log"),
-        )?);
+        let api_args = apiserver_args_at(minor, &dir, &etcd_url, address, api_port);
+        let api_pid = spawn(&bin("kube-apiserver"), &api_args, &dir.join("kube-apiserver.log"))?;
+        pids.push(api_pid);
         watchdog(&dir, &pids)?;
+        let servers = vec![
+            Server {
+                component: Component::Etcd,
+                bin: bin("etcd"),
+                args: etcd_args,
+                log: dir.join("etcd.log"),
+                addr: format!("127.0.0.1:{etcd_port}"),
+                pid: etcd_pid,
+            },
+            Server {
+                component: Component::ApiServer,
+                bin: bin("kube-apiserver"),
+                args: api_args,
+                log: dir.join("kube-apiserver.log"),
+                addr: format!("{address}:{api_port}"),
+                pid: api_pid,
+            },
+        ];
         wait_ready(&dir, &server).with_context(|| {
             format!(
                 "the API server did not get ready; see {}",
@@ -294,9 +332,54 @@ impl ControlPlane {
             minor,
             controller_manager,
             scheduler,
-            dir,
             address: address.to_string(),
+            servers: Mutex::new(servers),
+            pids: Mutex::new(pids),
+            dir,
         })
+    }
+
+    /// Kills `which` (SIGKILL; etcd's data stays on disk) and waits until
+    /// it no longer serves.
+    pub fn kill(&self, which: Component) -> Result<()> {
+        let servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = servers
+            .iter()
+            .find(|s| s.component == which)
+            .with_context(|| format!("no {which:?} started here"))?;
+        crate::controller::signal(s.pid, "KILL")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(&s.addr).is_ok() {
+            if Instant::now() > deadline {
+                bail!("{which:?} (pid {}) still serves 10 s after SIGKILL", s.pid);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Starts `which` again with the same flags, ports and data (after
+    /// [`ControlPlane::kill`]), and waits until it accepts connections.
+    pub fn restart(&self, which: Component) -> Result<()> {
+        let mut servers = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = servers
+            .iter_mut()
+            .find(|s| s.component == which)
+            .with_context(|| format!("no {which:?} started here"))?;
+        let old = s.pid;
+        s.pid = spawn(&s.bin, &s.args, &s.log)?;
+        let mut pids = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+        pids.retain(|p| *p != old);
+        pids.push(s.pid);
+        watchdog(&self.dir, &pids)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(&s.addr).is_err() {
+            if Instant::now() > deadline {
+                bail!("{which:?} did not serve again within 60 s; see {}", s.log.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 }
 
@@ -313,8 +396,13 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
     Ok(ports)
 }
 
+/// Starts `bin`, its output appended to `log`.
 fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<u32> {
-    let out = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
     let child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())

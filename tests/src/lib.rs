@@ -6,6 +6,8 @@ pub mod chart_install;
 pub mod cluster;
 pub mod controller;
 pub mod envtest;
+pub mod lease_log;
+pub mod load;
 pub mod node;
 pub mod nodes;
 pub mod prometheus;

@@ -722,6 +722,8 @@ mod tests {
             scheduler: true,
             dir: PathBuf::from("/tmp/p"),
             address: NODE_IP.to_string(),
+            servers: Default::default(),
+            pids: Default::default(),
         };
         let kubelet = kubelet_config(&plane, 1, 2);
         assert!(kubelet.contains(&format!("address: {NODE_IP}\n")));

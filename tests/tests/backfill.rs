@@ -6,7 +6,10 @@
 //! what went ahead of it. A job that went ahead by its run time and runs
 //! past it is evicted, also by a controller restarted in between. With
 //! node placement, a gang whose quota fits but whose pod fits no node
-//! reserves the node that frees first, and says which.
+//! reserves the node that frees first, and says which. On a loaded
+//! machine, again and again: a Job created just after a gang was told its
+//! start never overtakes it, and a short one is backfilled with its
+//! message every time.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -14,7 +17,9 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::batch::v1::Job;
@@ -31,13 +36,18 @@ const GPU: &str = "nvidia.com/gpu";
 /// A suspended Job of `pods` pods with `gpus` GPUs each in LocalQueue
 /// `team`, declaring `runtime` (`sluice.dev/expected-runtime`) if given.
 async fn job(c: &Cluster, name: &str, pods: i32, gpus: u32, runtime: Option<&str>) -> Result<Job> {
+    job_in(c, "team", name, pods, gpus, runtime).await
+}
+
+/// [`job`] in LocalQueue `queue`.
+async fn job_in(c: &Cluster, queue: &str, name: &str, pods: i32, gpus: u32, runtime: Option<&str>) -> Result<Job> {
     let annotations: BTreeMap<String, String> = runtime
         .map(|r| (EXPECTED_RUNTIME.to_string(), r.to_string()))
         .into_iter()
         .collect();
     let job: Job = serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": {QUEUE: "team"}, "annotations": annotations},
+        "metadata": {"name": name, "labels": {QUEUE: queue}, "annotations": annotations},
         "spec": {"parallelism": pods, "completions": pods, "suspend": true, "backoffLimit": 0,
             "template": {"spec": {"restartPolicy": "Never",
                 "containers": [{"name": "main", "image": "busybox",
@@ -219,6 +229,174 @@ async fn with_node_placement_a_gang_that_fits_quota_but_no_node_reserves_the_nod
         Ok::<_, anyhow::Error>(())
     }
     .await;
+    c.cleanup().await?;
+    result
+}
+
+/// Busy-looping threads that load the machine until dropped.
+struct CpuHog {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl CpuHog {
+    fn start(threads: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut spins = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        spins = spins.wrapping_add(1);
+                        std::hint::spin_loop();
+                    }
+                    spins
+                })
+            })
+            .collect();
+        CpuHog { stop, threads }
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What one round of the issue's steps showed.
+#[derive(Debug, Default)]
+struct Round {
+    /// `long`, which would delay the reservation, was admitted.
+    overtaken: bool,
+    /// `short` was admitted with its `backfilled: …` message and record.
+    backfilled: bool,
+    /// `long`'s Workload was created in the gang's second with a UID
+    /// sorting before the gang's: queue order by creation time and UID
+    /// put it ahead of the gang.
+    tied_ahead: bool,
+}
+
+/// One round on its own flavor, 8-GPU node and reserving queue: `run` (4
+/// GPUs, 60 s) admitted; `gang` (2 × 4 GPUs) told its reservation; at
+/// once `long` (4 GPUs, 1 h) and `short` (4 GPUs, 15 s) created.
+async fn round(c: &mut Cluster, i: usize) -> Result<Round> {
+    let f = c.flavor(&format!("a100-{i}")).await?;
+    let allocatable = json!({GPU: "8", "cpu": "16", "memory": "64Gi", "pods": "110"});
+    c.node(&format!("gpu-{i}"), json!({"sluice.dev/e2e-gpu": f}), allocatable)
+        .await?;
+    let cq = c
+        .cluster_queue(
+            &format!("cq-{i}"),
+            json!({
+                "backfill": {"policy": "Reserve"},
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                    {"name": f, "resources": [{"name": GPU, "nominalQuota": "8"}]}]}]
+            }),
+        )
+        .await?;
+    let lq = format!("team-{i}");
+    c.local_queue(&lq, &cq).await?;
+    let (run, gang, long, short) = (
+        format!("run-{i}"),
+        format!("gang-{i}"),
+        format!("long-{i}"),
+        format!("short-{i}"),
+    );
+    job_in(c, &lq, &run, 1, 4, Some("60s")).await?;
+    c.wait_suspended(&run, false, T).await?;
+    job_in(c, &lq, &gang, 2, 4, None).await?;
+    // As soon as the gang is told its start (polled often: the Jobs that
+    // follow land in its second as often as they can).
+    let deadline = Instant::now() + T;
+    loop {
+        let told = match c.workloads().get_opt(&format!("job-{gang}")).await? {
+            Some(wl) => quota_reserved(&wl).is_ok_and(|(r, m)| r == "Reserved" && m.contains("reserved from ~")),
+            None => false,
+        };
+        if told {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "{gang} never told its reservation");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job_in(c, &lq, &long, 1, 4, Some("1h")).await?;
+    job_in(c, &lq, &short, 1, 4, Some("15s")).await?;
+
+    // Whichever is admitted first: `short`, as it should, or `long`,
+    // which leaves `short` no room.
+    wait_for(&format!("{short} or {long} admitted"), T, || async {
+        let started = !c.job_suspended(&short).await? || !c.job_suspended(&long).await?;
+        Ok(started.then_some(()))
+    })
+    .await?;
+    let mut out = Round {
+        overtaken: !c.job_suspended(&long).await?,
+        ..Round::default()
+    };
+    if !c.job_suspended(&short).await? {
+        let wl = c.workload_of(&short).await?;
+        let (_, message) = quota_reserved(&wl)?;
+        let record = (wl.status.as_ref())
+            .and_then(|s| s.admission.as_ref())
+            .and_then(|a| a.backfill.as_ref());
+        out.backfilled = message.contains("backfilled: its declared run time ends before the reservation of")
+            && message.contains(&format!("job-{gang}"))
+            && record.is_some_and(|r| r.reserved_for.ends_with(&format!("/job-{gang}")));
+        if !out.backfilled {
+            eprintln!("round {i}: {short} admitted with {message:?}, record {record:?}");
+        }
+    }
+    // `long` was judged no later than `short`: told why it waits (that it
+    // would delay the gang, or once `short` took the rest, that it does
+    // not fit), unless it was admitted.
+    if !out.overtaken {
+        let why = wait_for(&format!("{long} told why it waits"), T, || async {
+            Ok(quota_reserved(&c.workload_of(&long).await?).ok())
+        })
+        .await?;
+        out.overtaken = !c.job_suspended(&long).await?;
+        if !matches!(why.0.as_str(), "WouldDelayReservation" | "InsufficientQuota") {
+            eprintln!("round {i}: {long} waits for {why:?}");
+        }
+    }
+    ensure!(c.job_suspended(&gang).await?, "{gang} admitted over quota");
+    let (g, l) = (c.workload_of(&gang).await?, c.workload_of(&long).await?);
+    let created = |w: &Workload| w.metadata.creation_timestamp.clone();
+    out.tied_ahead = created(&g) == created(&l) && l.metadata.uid < g.metadata.uid;
+    Ok(out)
+}
+
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_reservation_is_never_overtaken_under_load() -> Result<()> {
+    const ROUNDS: usize = 20;
+    let mut c = Cluster::start().await?;
+    let hog = CpuHog::start(3);
+    let result = async {
+        c.start_controller(&["--placement=nodes", "--explain-after=0s", "--positions-interval=5s"])
+            .await?;
+        let mut rounds = Vec::new();
+        for i in 0..ROUNDS {
+            rounds.push(round(&mut c, i).await?);
+        }
+        let overtaken = rounds.iter().filter(|r| r.overtaken).count();
+        let backfilled = rounds.iter().filter(|r| r.backfilled).count();
+        let tied = rounds.iter().filter(|r| r.tied_ahead).count();
+        eprintln!(
+            "{ROUNDS} rounds: {overtaken} overtaken, {backfilled} short ones backfilled with their message, \
+             {tied} with the long Job created in the gang's second and sorting first by UID"
+        );
+        ensure_eq!(overtaken, 0);
+        ensure_eq!(backfilled, ROUNDS);
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    drop(hog);
     c.cleanup().await?;
     result
 }

@@ -1327,7 +1327,7 @@ fn controller_calls(nodes: bool, kueue: bool) -> Vec<Vec<String>> {
 }
 
 /// The controller's and webhook's rights are exactly the API calls their
-/// code makes (crates/controller, kube-lease-manager, crates/webhook):
+/// code makes (crates/controller, crates/webhook):
 /// nothing more (least privilege), nothing less (a forbidden call at run time).
 #[test]
 fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
@@ -1349,14 +1349,14 @@ fn rbac_grants_exactly_what_the_code_calls() -> Result<()> {
             role_grants(cluster_roles(), "sluice-controller"),
             Some(controller),
         )?;
-        // kube-lease-manager 0.13: get, create when missing, patch (strategic
-        // merge and apply) to take, renew and release; never update. run.rs
-        // watch_lease: list + watch with fieldSelector metadata.name (so
-        // resourceNames applies) to fence writes.
+        // run/lease: get, create when missing, update (a replace at the
+        // resourceVersion read) to take, renew and release; never patch.
+        // run/lease/fence.rs watch_lease: list + watch with fieldSelector
+        // metadata.name (so resourceNames applies) to fence writes.
         let lease = vec![
             expect(&["create"], "coordination.k8s.io", &["leases"], ""),
             expect(
-                &["get", "list", "watch", "patch"],
+                &["get", "list", "watch", "update"],
                 "coordination.k8s.io",
                 &["leases"],
                 "sluice-controller",

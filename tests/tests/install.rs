@@ -3,11 +3,13 @@
 //! (`sluice-image`) and imported into the node's containerd: the
 //! controller and webhook Deployments become Available through their
 //! readiness probes, the controller pod holds the Lease, and the webhook,
-//! reached through its Service, fixes a GPU pod. Then 20 GPU Jobs run on
-//! the node while the controller pod is deleted and the chart upgraded
-//! (every Workload event audited), and `helm uninstall` leaves nothing
-//! that fails closed. Skipped (with a message) when `KUBEBUILDER_ASSETS`
-//! has no `kubelet`.
+//! reached through its Service, fixes a GPU pod. Then 40 random GPU gangs
+//! (Jobs of 1–4 pods of 1–2 GPUs) arrive and run on the node while the
+//! controller pod is deleted, the webhook pods are rolled as Jobs are
+//! created, and the chart is upgraded with a new image and a changed value
+//! (every Workload event audited: quota, double and lost admissions), and
+//! `helm uninstall` leaves nothing that fails closed. Skipped (with a
+//! message) when `KUBEBUILDER_ASSETS` has no `kubelet`.
 //!
 //! ```text
 //! cargo build -p sluice-cli
@@ -22,24 +24,28 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use sluice_e2e::audit::QuotaAudit;
 use sluice_e2e::cluster::{sluice_bin, wait_for};
+use sluice_e2e::lease_log::LeaseLog;
+use sluice_e2e::load::{self, Load, Style};
 use sluice_e2e::node::{BUSYBOX_IMAGE, Node};
 
 const RELEASE: &str = "sluice";
 const NAMESPACE: &str = "sluice-system";
 /// The tag the chart is given (`image.repository`:`image.tag`).
 const IMAGE: &str = "sluice:dev";
+/// The same image under the tag the upgrade gives the chart.
+const UPGRADED_IMAGE: &str = "sluice:dev2";
 const T: Duration = Duration::from_secs(180);
 
 /// The same helm as `.ci/helm.sh`.
@@ -145,7 +151,7 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
     );
     let archive = work.join("sluice.tar");
     sluice_image::sluice::sluice_image(&bin, Path::new("/etc/ssl/certs/ca-certificates.crt"))?
-        .write_docker_archive_file(&archive, &[IMAGE.to_string()])?;
+        .write_docker_archive_file(&archive, &[IMAGE.to_string(), UPGRADED_IMAGE.to_string()])?;
     let socket = node.containerd_socket.display().to_string();
     run(
         Path::new("ctr"),
@@ -287,16 +293,16 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     result?;
 
-    // 20 Jobs queued: the controller pod is deleted mid-stream, then the
-    // chart is upgraded with a changed value; nothing is lost.
-    let ns = format!("sluice-e2e-handover-{}", std::process::id());
+    // Random gangs arrive and run while the controller pod is deleted, the
+    // webhook rolled and the chart upgraded; nothing is lost.
+    let ns = format!("sluice-e2e-load-{}", std::process::id());
     namespaces
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
         )
         .await?;
-    let upgrade = |set: &'static str| {
+    let upgrade = {
         let (helm, chart, helm_env) = (helm.clone(), chart.clone(), helm_env.clone());
         move || -> Result<String> {
             run(
@@ -309,7 +315,9 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
                     NAMESPACE,
                     "--reuse-values",
                     "--set",
-                    set,
+                    "image.tag=dev2",
+                    "--set",
+                    "controller.explainAfter=2s",
                     "--wait",
                     "--timeout",
                     "3m",
@@ -318,7 +326,7 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
             )
         }
     };
-    let result = handover(&c, &ns, &controller_pods[0], upgrade("controller.explainAfter=2s")).await;
+    let result = under_load(&c, &ns, &controller_pods[0], upgrade).await;
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     result?;
 
@@ -378,60 +386,34 @@ async fn helm_install_runs_the_controller_and_webhook_on_the_node_and_the_webhoo
     Ok(())
 }
 
-const JOBS: usize = 20;
-const QUOTA: i64 = 4;
+const GANGS: usize = 40;
+/// The node's GPUs.
+const QUOTA: i64 = 8;
+const SEED: u64 = 11;
 
-/// The controller pod holding the Lease, once it is not `old`.
-async fn new_leader(c: &Client, old: &str) -> Result<String> {
-    let leases: Api<Lease> = Api::namespaced(c.clone(), NAMESPACE);
+/// The controller pod holding the Lease once it is not `old`, and when
+/// the Lease was first seen naming it.
+async fn new_leader(c: &Client, leases: &LeaseLog, old: &str, since: Instant) -> Result<(String, Instant)> {
     let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
     wait_for("a new controller pod holding the Lease", T, || {
-        let (leases, pods) = (leases.clone(), pods.clone());
+        let pods = pods.clone();
+        let taken = leases.taken_from(old, since);
         async move {
-            let holder = leases
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .find_map(|l| l.spec.and_then(|s| s.holder_identity));
-            let Some(holder) = holder.filter(|h| h != old) else {
-                return Ok(None);
-            };
+            let Some((at, holder)) = taken else { return Ok(None) };
             // The holder is a live controller pod.
-            Ok(pods.get_opt(&holder).await?.map(|_| holder))
+            Ok(pods.get_opt(&holder).await?.map(|_| (holder, at)))
         }
     })
     .await
 }
 
-/// Jobs complete so far in `ns`.
-async fn complete_jobs(c: &Client, ns: &str) -> Result<usize> {
-    let jobs: Api<Job> = Api::namespaced(c.clone(), ns);
-    Ok(jobs
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|j| {
-            j.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Complete" && c.status == "True"))
-        })
-        .count())
-}
-
-/// [`JOBS`] one-GPU Jobs (unsuspended: the webhook suspends them) in a
-/// [`QUOTA`]-GPU ClusterQueue; the controller pod `leader` is deleted once
-/// a few finished, the chart is upgraded (`upgrade`) while work waits, and
-/// every Workload event is audited: the Deployment's new pod takes the
-/// Lease, no Workload is admitted twice, quota is never exceeded, and every
-/// Job finishes.
-async fn handover(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> Result<String>) -> Result<()> {
+/// The flavor, ClusterQueue ([`QUOTA`] GPUs) and LocalQueue `team` in
+/// `ns` the gangs use; the node labelled as the GPU Operator would (the
+/// webhook's affinity).
+async fn queues(c: &Client, ns: &str, name: &str) -> Result<()> {
     use k8s_openapi::api::core::v1::Node as KubeNode;
     use kube::api::{Patch, PatchParams};
     use sluice_api::v1alpha1::{ClusterQueue, LocalQueue, ResourceFlavor};
-    // What the GPU Operator labels GPU nodes with (the webhook's affinity).
     Api::<KubeNode>::all(c.clone())
         .patch(
             sluice_e2e::node::NODE_NAME,
@@ -439,7 +421,6 @@ async fn handover(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> 
             &Patch::Merge(json!({"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}})),
         )
         .await?;
-    let name = format!("handover-{}", std::process::id());
     let flavor: ResourceFlavor = serde_json::from_value(json!({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}
     }))?;
@@ -461,66 +442,143 @@ async fn handover(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> 
     Api::<LocalQueue>::namespaced(c.clone(), ns)
         .create(&PostParams::default(), &lq)
         .await?;
-    let audit = sluice_e2e::audit::QuotaAudit::start(c.clone(), ns, [(name.clone(), QUOTA)].into());
-    let jobs: Api<Job> = Api::namespaced(c.clone(), ns);
-    for i in 0..JOBS {
-        let job: Job = serde_json::from_value(json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": format!("j{i:02}"), "labels": {"sluice.dev/queue": "team"}},
-            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 2,
-                "template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
-                    "containers": [{"name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", "sleep 3"],
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
-        }))?;
-        let made = jobs.create(&PostParams::default(), &job).await?;
-        ensure!(
-            made.spec.as_ref().and_then(|s| s.suspend) == Some(true),
-            "the webhook did not suspend queued Job j{i:02}"
-        );
-    }
-    // Mid-stream: a few done, most still queued.
-    wait_for("the first Jobs complete", T, || async {
-        Ok((complete_jobs(c, ns).await? >= 2).then_some(()))
-    })
-    .await?;
-    let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
-    let deleted = std::time::Instant::now();
-    pods.delete(leader, &DeleteParams::default()).await?;
-    let second = new_leader(c, leader).await?;
-    let done = complete_jobs(c, ns).await?;
-    eprintln!(
-        "controller pod {leader} deleted; {second} took the Lease {:?} later, with {done} of {JOBS} Jobs complete",
-        deleted.elapsed()
-    );
-    ensure!(done < JOBS, "every Job finished before the handover");
+    Ok(())
+}
 
-    // A chart upgrade with a changed controller value rolls the controller.
-    wait_for("more Jobs complete under the new leader", T, || async {
-        Ok((complete_jobs(c, ns).await? > done).then_some(()))
+/// Waits until at least `n` gangs of `ns` finished; how many did.
+async fn finished_at_least(c: &Client, ns: &str, n: usize) -> Result<usize> {
+    wait_for(&format!("{n} gangs finished"), T, || async {
+        let done = load::finished(c, ns).await?;
+        Ok((done >= n).then_some(done))
     })
-    .await?;
-    let upgraded = std::time::Instant::now();
+    .await
+}
+
+/// Rolls the webhook Deployment (what `kubectl rollout restart` does) and
+/// waits until only new pods serve.
+async fn roll_webhook(c: &Client) -> Result<()> {
+    use kube::api::{Patch, PatchParams};
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), NAMESPACE);
+    let name = "sluice-webhook";
+    let at = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": at}}}}});
+    let rolled = deployments
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let generation = rolled.metadata.generation.unwrap_or_default();
+    wait_for("the webhook rolled", T, || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get(name).await?;
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let s = d.status.clone().unwrap_or_default();
+            let done = s.observed_generation.unwrap_or_default() >= generation
+                && s.updated_replicas == Some(want)
+                && s.available_replicas == Some(want)
+                && s.replicas == Some(want);
+            Ok(done.then_some(()))
+        }
+    })
+    .await
+}
+
+/// The images of the pods of the release's Deployments.
+async fn release_images(c: &Client) -> Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
+    Ok(pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .flat_map(|p| p.spec.map(|s| s.containers).unwrap_or_default())
+        .filter_map(|c| c.image)
+        .collect())
+}
+
+/// [`GANGS`] random gangs (unsuspended: the webhook suspends them) in a
+/// [`QUOTA`]-GPU ClusterQueue, with every Workload event audited; while
+/// they arrive and run: the controller pod `leader` is deleted (the
+/// Deployment's new pod takes the Lease), the webhook pods are rolled
+/// (Jobs are created throughout; a refused creation is counted and tried
+/// again), and the chart is upgraded with a new image tag and a changed
+/// value. No Workload is admitted twice, the quota holds at every event,
+/// every gang is admitted and finishes, no creation is refused.
+async fn under_load(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> Result<String>) -> Result<()> {
+    let name = format!("load-{}", std::process::id());
+    queues(c, ns, &name).await?;
+    let leases = LeaseLog::start(c.clone(), NAMESPACE, "sluice-controller");
+    let audit = QuotaAudit::start(c.clone(), ns, [(name.clone(), QUOTA)].into());
+    let style = Style::Node {
+        image: BUSYBOX_IMAGE.to_string(),
+    };
+    let load = Load::start(
+        c.clone(),
+        ns,
+        "team",
+        load::gangs(SEED, GANGS, Duration::from_millis(2500)),
+        style,
+    );
+    let began = Instant::now();
+    let mut report = Vec::new();
+
+    // The controller pod deleted mid-stream.
+    let done = finished_at_least(c, ns, 3).await?;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NAMESPACE);
+    let deleted = Instant::now();
+    pods.delete(leader, &DeleteParams::default()).await?;
+    let (second, at) = new_leader(c, &leases, leader, deleted).await?;
+    report.push(format!(
+        "controller pod {leader} deleted with {done} of {GANGS} gangs finished: {second} held the Lease {} ms later",
+        (at - deleted).as_millis()
+    ));
+
+    // The webhook rolled while Jobs are created.
+    let done = finished_at_least(c, ns, done + 3).await?;
+    let before = load.seen();
+    let rolled = Instant::now();
+    roll_webhook(c).await?;
+    let after = load.seen();
+    report.push(format!(
+        "webhook rolled with {done} gangs finished, in {} ms: {} Jobs created meanwhile, {} creations refused",
+        rolled.elapsed().as_millis(),
+        after.created - before.created,
+        after.refused.len() - before.refused.len()
+    ));
+
+    // helm upgrade: a new image tag and a changed value roll both.
+    let done = finished_at_least(c, ns, load::finished(c, ns).await? + 3).await?;
+    let upgraded = Instant::now();
     let out = upgrade()?;
     eprintln!("{}", out.lines().take(3).collect::<Vec<_>>().join("\n"));
-    let third = new_leader(c, &second).await?;
-    let done = complete_jobs(c, ns).await?;
-    eprintln!(
-        "helm upgrade: {third} took the Lease {:?} after the upgrade began, with {done} of {JOBS} Jobs complete",
-        upgraded.elapsed()
+    let (third, at) = new_leader(c, &leases, &second, upgraded).await?;
+    let images = release_images(c).await?;
+    report.push(format!(
+        "helm upgrade (image {UPGRADED_IMAGE}, explainAfter 2s) with {done} gangs finished: {third} held the Lease {} ms after the upgrade began; release images now {images:?}",
+        (at - upgraded).as_millis()
+    ));
+    ensure!(
+        images.iter().all(|i| i.ends_with(UPGRADED_IMAGE)),
+        "not every pod of the release runs {UPGRADED_IMAGE}: {images:?}"
     );
 
-    wait_for("every Job complete", Duration::from_secs(300), || async {
-        Ok((complete_jobs(c, ns).await? == JOBS).then_some(()))
+    wait_for("every gang finished", Duration::from_secs(300), || async {
+        Ok((load::finished(c, ns).await? == GANGS).then_some(()))
     })
     .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = audit.seen();
+    let loaded = load.seen();
+    for line in &report {
+        eprintln!("{line}");
+    }
     eprintln!(
-        "{} Workload events watched; most GPUs held at once: {:?}; {} Workloads admitted",
+        "{GANGS} gangs finished {:?} after the first arrived; {} Workload events audited; most GPUs held at once: {:?} of {QUOTA}; {} Workloads admitted; creations refused: {:?}",
+        began.elapsed(),
         seen.events,
         seen.most.get(&name),
-        seen.admissions.len()
+        seen.admissions.len(),
+        loaded.refused
     );
     ensure!(
         seen.over.is_empty(),
@@ -533,24 +591,17 @@ async fn handover(c: &Client, ns: &str, leader: &str, upgrade: impl FnOnce() -> 
         seen.admitted_twice()
     );
     ensure!(
-        seen.admissions.len() == JOBS,
-        "{} of {JOBS} Workloads seen admitted",
+        seen.admissions.len() == GANGS,
+        "{} of {GANGS} Workloads seen admitted",
         seen.admissions.len()
     );
-    let workloads: Api<sluice_api::v1alpha1::Workload> = Api::namespaced(c.clone(), ns);
-    let finished = workloads
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|w| {
-            w.status
-                .as_ref()
-                .and_then(|s| s.condition("Finished"))
-                .is_some_and(|f| f.status == "True")
-        })
-        .count();
-    ensure!(finished == JOBS, "{finished} of {JOBS} Workloads Finished");
+    ensure!(
+        loaded.not_suspended.is_empty(),
+        "not suspended by the webhook: {:?}",
+        loaded.not_suspended
+    );
+    ensure!(loaded.refused.is_empty(), "Job creations refused: {:?}", loaded.refused);
+    use sluice_api::v1alpha1::{ClusterQueue, ResourceFlavor};
     let _ = Api::<ClusterQueue>::all(c.clone())
         .delete(&name, &DeleteParams::default())
         .await;

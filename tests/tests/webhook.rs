@@ -33,7 +33,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhook, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -187,7 +189,7 @@ impl Harness {
         Api::<ValidatingWebhookConfiguration>::all(h.client.clone())
             .create(&PostParams::default(), &v)
             .await?;
-        h.wait_until_mutating(!custom_config).await?;
+        h.wait_until_mutating(!custom_config, default_queue_namespace).await?;
         Ok(h)
     }
 
@@ -217,17 +219,29 @@ impl Harness {
     /// webhook is ready already; this waits for the API server to use the
     /// new configuration (and, with `runtime_class`, for the webhook's
     /// RuntimeClass watch to have seen `nvidia`). Dry-run: nothing is stored.
-    async fn wait_until_mutating(&self, runtime_class: bool) -> Result<()> {
+    /// In a namespace that queues every GPU a bare GPU pod is refused, so
+    /// the probe there is a GPU Job, whose pod template is fixed the same way.
+    async fn wait_until_mutating(&self, runtime_class: bool, queued_namespace: bool) -> Result<()> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let probe = gpu_pod("probe", json!({"limits": {"nvidia.com/gpu": "1"}}), None);
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
+        let gpu = json!({"limits": {"nvidia.com/gpu": "1"}});
+        let pod_probe = gpu_pod("probe", gpu.clone(), None);
+        let job_probe = job("probe", json!({}), gpu);
         let pp = PostParams {
             dry_run: true,
             ..PostParams::default()
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(p) = pods.create(&pp, &probe).await {
-                let spec = p.spec.unwrap_or_default();
+            let spec = if queued_namespace {
+                jobs.create(&pp, &job_probe)
+                    .await
+                    .ok()
+                    .and_then(|j| j.spec?.template.spec)
+            } else {
+                pods.create(&pp, &pod_probe).await.ok().and_then(|p| p.spec)
+            };
+            if let Some(spec) = spec {
                 let mutated = if runtime_class {
                     spec.runtime_class_name.as_deref() == Some(RUNTIME_CLASS)
                 } else {
@@ -396,20 +410,23 @@ fn scoped_configurations(
     }
     let mut v = validating_configuration(opts);
     for w in v.webhooks.iter_mut().flatten() {
-        // The queued kinds (namespaced): every kind of the registry.
-        let is_job = w.rules.iter().flatten().any(|r| {
-            r.resources.iter().flatten().any(|res| {
-                let resource = res.split('/').next().unwrap_or_default();
-                sluice_kinds::JobKind::ALL.iter().any(|k| k.plural() == resource)
-            })
-        });
-        if is_job {
+        if covers_a_queued_kind(w) {
             scope(&mut w.namespace_selector);
         } else {
             scope(&mut w.object_selector);
         }
     }
     (m, v)
+}
+
+/// Whether `w` reviews objects that live in tenants' namespaces (the
+/// queued kinds and what they make: pods, ReplicaSets, scales), as opposed
+/// to Sluice's own kinds (group `sluice.dev`), some of them cluster-scoped.
+fn covers_a_queued_kind(w: &ValidatingWebhook) -> bool {
+    !w.rules
+        .iter()
+        .flatten()
+        .any(|r| r.api_groups.iter().flatten().any(|g| g == "sluice.dev"))
 }
 
 /// Waits until `GET https://127.0.0.1:<port>/readyz`, verified against
@@ -745,10 +762,7 @@ fn scoped_configurations_keep_a_test_webhook_to_its_own_run() {
     }
     let mut sluice_kinds = 0;
     for w in v.webhooks.iter().flatten() {
-        if sluice_kinds::JobKind::ALL
-            .iter()
-            .any(|k| w.name.starts_with(&format!("{}.", k.plural())))
-        {
+        if covers_a_queued_kind(w) {
             assert!(has_run(&w.namespace_selector), "{}", w.name);
         } else {
             // Cluster-scoped kinds ignore namespaceSelector: only an

@@ -1,19 +1,17 @@
 //! Durations as people write them: command-line flags, environment
-//! variables and scenario files all go through [`parse`].
+//! variables, API fields, annotations and scenario files all go through
+//! [`parse`].
 //!
 //! The rule, everywhere:
 //!
 //! - one or more `<number><unit>` parts, without spaces: `90s`, `2h30m`,
 //!   `1.5h`, `1m30s500ms`; units `ms`, `s`, `m`, `h`, and `d` where the
 //!   field allows days ([`Units::largest`]);
-//! - **or a bare number, which is in the unit the field names**
-//!   ([`Units::bare`]). Each kind of field states its unit once, here:
-//!   flags and environment variables ([`Units::FLAGS`]) take seconds, as
-//!   `docs/controller.md` documents; scenario files and `sluice simulate`'s
-//!   flags ([`Units::TRACE`]) take milliseconds, virtual time's unit, as
-//!   `docs/simulate.md` documents. Both meanings are documented and in use,
-//!   so one default for both would silently change existing settings a
-//!   thousandfold.
+//! - **a number needs its unit**: `90` is refused with a message that asks
+//!   for `90s` (or `90m`, …). Only `0` may be written alone, as in Go's and
+//!   Kubernetes' durations. (Bare numbers once meant seconds in the
+//!   controller's flags and milliseconds in `sluice simulate`'s: the same
+//!   text, a thousandfold apart. Refused, they cannot be misread.)
 //!
 //! Durations are non-negative and exact to the nanosecond; a value too large
 //! for a [`Duration`] is an error, never a wrap-around.
@@ -61,30 +59,30 @@ impl Unit {
     }
 }
 
-/// What a kind of field accepts: the unit of a bare number, and the largest
-/// unit it may be written in.
+/// What a kind of field accepts: the largest unit it may be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Units {
-    /// The unit of a bare number (`90`).
-    pub bare: Unit,
     /// The largest unit accepted (`ms` up to this one).
     pub largest: Unit,
 }
 
-impl Units {
-    /// Command-line flags and environment variables of `sluice controller`
-    /// and `sluice bench`: a bare number is seconds (`90` = `90s`); `ms` to `h`.
-    pub const FLAGS: Units = Units {
-        bare: Unit::Seconds,
-        largest: Unit::Hours,
-    };
+/// The rule in one sentence, for the help of commands whose flags take a
+/// [`Units::FLAGS`] duration (`after_help`).
+pub const FLAGS_HELP: &str = "DURATION: a number with its unit, e.g. 250ms, 90s, 10m, 1h30m, 1.5h (units ms, s, m, h). \
+A number alone (90) is refused; only 0 may be written without a unit.";
 
-    /// `sluice simulate`'s scenario files and flags, in virtual time: a bare
-    /// number is milliseconds (`250` = `250ms`); `ms` to `d`.
-    pub const TRACE: Units = Units {
-        bare: Unit::Millis,
-        largest: Unit::Days,
-    };
+/// [`FLAGS_HELP`] for [`Units::TRACE`] durations, which may be days.
+pub const TRACE_HELP: &str = "DURATION: a number with its unit, e.g. 250ms, 90s, 10m, 1h30m, 1.5h, 7d (units ms, s, m, h, d). \
+A number alone (90) is refused; only 0 may be written without a unit.";
+
+impl Units {
+    /// Flags and environment variables of `sluice controller`, `webhook`
+    /// and `bench`, API fields and annotations: `ms` to `h`.
+    pub const FLAGS: Units = Units { largest: Unit::Hours };
+
+    /// `sluice simulate`'s and `trace record`'s flags and scenario files,
+    /// `kubectl sluice usage --since`: `ms` to `d`.
+    pub const TRACE: Units = Units { largest: Unit::Days };
 
     fn accepted(self) -> impl Iterator<Item = Unit> {
         Unit::ALL.into_iter().filter(move |u| *u <= self.largest)
@@ -106,16 +104,18 @@ pub struct DurationError {
 }
 
 /// Parses a duration by the rule in the [module docs](self): `<number><unit>`
-/// parts (`90s`, `2h30m`, `1.5h`), or a bare number in `units.bare`.
-/// Surrounding whitespace is ignored; a fraction finer than a nanosecond is
-/// dropped.
+/// parts (`90s`, `2h30m`, `1.5h`), or `0`. Surrounding whitespace is
+/// ignored; a fraction finer than a nanosecond is dropped.
 ///
 /// ```
 /// use std::time::Duration;
 /// use sluice_api::duration::{Units, parse};
 /// assert_eq!(parse("2h30m", Units::FLAGS), Ok(Duration::from_secs(9_000)));
-/// assert_eq!(parse("90", Units::FLAGS), Ok(Duration::from_secs(90)));
-/// assert_eq!(parse("90", Units::TRACE), Ok(Duration::from_millis(90)));
+/// assert_eq!(parse("0", Units::FLAGS), Ok(Duration::ZERO));
+/// assert_eq!(
+///     parse("90", Units::FLAGS).unwrap_err().to_string(),
+///     "\"90\": needs a unit, e.g. 90s or 90m (units ms, s, m, h; only 0 may be written without one)"
+/// );
 /// assert!(parse("5d", Units::FLAGS).is_err());
 /// ```
 pub fn parse(text: &str, units: Units) -> Result<Duration, DurationError> {
@@ -152,8 +152,14 @@ pub fn parse(text: &str, units: Units) -> Result<Duration, DurationError> {
         }
         let unit_end = after.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(after.len());
         let (symbol, after) = after.split_at(unit_end);
-        let unit = if symbol.is_empty() && number.len() == s.len() {
-            units.bare
+        let unit = if symbol.is_empty() && is_zero(number) && number.len() == s.len() {
+            Unit::Seconds
+        } else if symbol.is_empty() && number.len() == s.len() {
+            scaled(number, Unit::Millis).map_err(|e| fail(e.unwrap_or_else(|| "too large".into())))?;
+            return Err(fail(format!(
+                "needs a unit, e.g. {number}s or {number}m (units {}; only 0 may be written without one)",
+                units.list()
+            )));
         } else if symbol.is_empty() {
             return Err(fail(format!("{number} needs a unit ({})", units.list())));
         } else {
@@ -168,6 +174,11 @@ pub fn parse(text: &str, units: Units) -> Result<Duration, DurationError> {
     }
     let secs = u64::try_from(total / 1_000_000_000).map_err(|_| fail("too large".into()))?;
     Ok(Duration::new(secs, (total % 1_000_000_000) as u32))
+}
+
+/// Whether `number` is written as zero (`0`, `0.0`, `.0`).
+fn is_zero(number: &str) -> bool {
+    number.chars().any(|c| c.is_ascii_digit()) && number.chars().all(|c| c == '0' || c == '.')
 }
 
 /// `number` (digits with at most one `.`) of `unit`, in nanoseconds.
@@ -195,8 +206,8 @@ fn scaled(number: &str, unit: Unit) -> Result<u128, Option<String>> {
         .ok_or(None)
 }
 
-/// [`parse`] with [`Units::FLAGS`] (a bare number is seconds), the error as
-/// text: the `value_parser` of duration flags.
+/// [`parse`] with [`Units::FLAGS`], the error as text: the `value_parser`
+/// of duration flags.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     parse(s, Units::FLAGS).map_err(|e| e.to_string())
 }
@@ -213,7 +224,7 @@ mod tests {
     #[test]
     fn durations_parse_with_units() {
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("ten").is_err());
@@ -238,16 +249,32 @@ mod tests {
     }
 
     #[test]
-    fn a_bare_number_is_in_the_unit_the_field_names() {
-        assert_eq!(parse("90", Units::FLAGS), Ok(Duration::from_secs(90)));
-        assert_eq!(parse("90", Units::TRACE), Ok(Duration::from_millis(90)));
-        assert_eq!(parse("1.5", Units::FLAGS), Ok(Duration::from_millis(1_500)));
-        assert_eq!(parse("0", Units::FLAGS), Ok(Duration::ZERO));
+    fn a_number_needs_its_unit_everywhere_but_zero() {
+        for units in [Units::FLAGS, Units::TRACE] {
+            for text in ["90", "1.5", "250", " 7 "] {
+                let e = parse(text, units).unwrap_err();
+                assert!(e.reason.starts_with("needs a unit, e.g. "), "{text}: {e}");
+            }
+            for text in ["0", "0.0", " 0 ", "0s", "0ms"] {
+                assert_eq!(parse(text, units), Ok(Duration::ZERO), "{text}");
+            }
+        }
+        assert_eq!(
+            parse("90", Units::FLAGS).unwrap_err().reason,
+            "needs a unit, e.g. 90s or 90m (units ms, s, m, h; only 0 may be written without one)"
+        );
         // Written with a unit, the same text means the same everywhere.
         for text in ["90s", "2h30m", "1.5h", "1m30s500ms", "250ms"] {
             assert_eq!(parse(text, Units::FLAGS), parse(text, Units::TRACE), "{text}");
         }
         assert_eq!(parse("1d", Units::TRACE), Ok(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn the_help_names_the_units_each_kind_accepts() {
+        for (help, units) in [(FLAGS_HELP, Units::FLAGS), (TRACE_HELP, Units::TRACE)] {
+            assert!(help.contains(&format!("(units {})", units.list())), "{help}");
+        }
     }
 
     #[test]

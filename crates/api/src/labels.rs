@@ -70,7 +70,7 @@ pub const GPU_FIXES_SKIP: &str = "skip";
 pub const ALLOW_GPU_FIXES_SKIP: &str = "sluice.dev/allow-gpu-fixes-skip";
 
 /// Annotation on a queued object (Job, JobSet, …): how long it is expected
-/// to run once admitted (`45m`, `2h`, bare seconds), for start-time
+/// to run once admitted (`45m`, `2h`; a number needs its unit), for start-time
 /// estimates. Without it, a Job's `spec.activeDeadlineSeconds`, else the
 /// median run time observed in its ClusterQueue.
 pub const EXPECTED_RUNTIME: &str = "sluice.dev/expected-runtime";

@@ -82,6 +82,7 @@ pub struct LimitArgs {
 
 /// Arguments of `sluice bench run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = sluice_api::duration::FLAGS_HELP)]
 pub struct RunArgs {
     #[command(flatten)]
     pub run: RunFlags,
@@ -193,6 +194,7 @@ pub struct OutputArgs {
 
 /// Arguments of `sluice bench compare`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = sluice_api::duration::FLAGS_HELP)]
 pub struct CompareArgs {
     /// The scenario, scale and limits of the real run (--scenario, --scale,
     /// --kube-qps and --kube-burst are the simulator's too).

@@ -19,6 +19,7 @@ use crate::logging::LogArgs;
 
 /// Run the controller.
 #[derive(Debug, Args)]
+#[command(after_help = sluice_api::duration::FLAGS_HELP)]
 pub struct ControllerArgs {
     /// Sustained API writes per second (client-side rate limit).
     #[arg(long, env = "SLUICE_KUBE_QPS", default_value_t = sluice_controller::limit::DEFAULT_KUBE_QPS)]
@@ -28,13 +29,13 @@ pub struct ControllerArgs {
     kube_burst: u32,
     /// Evict and requeue an admitted Job whose pods are not all ready within
     /// this time (e.g. 10m, 90s, 1h; 0 turns the check off).
-    #[arg(long, env = "SLUICE_PODS_READY_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_PODS_READY_TIMEOUT", value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pods_ready_timeout: Duration,
     /// First requeue backoff after a pods-ready timeout (doubles each time).
-    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_BASE", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_BASE", value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     requeue_backoff_base: Duration,
     /// Longest requeue backoff.
-    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_MAX", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_REQUEUE_BACKOFF_MAX", value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     requeue_backoff_max: Duration,
     /// Most evictions of one workload the controller decides itself
     /// (pods-ready timeouts and idle-GPU reclaim, counted together): at the
@@ -51,7 +52,9 @@ pub struct ControllerArgs {
     /// Name of the Lease.
     #[arg(long, env = "SLUICE_LEASE_NAME", default_value = "sluice-controller")]
     lease_name: String,
-    /// Seconds a Lease stays valid without renewal.
+    /// Seconds a Lease stays valid without renewal. The holder renews every
+    /// fifth of it; when the holder dies another replica takes over within
+    /// this plus a fifth.
     #[arg(long, env = "SLUICE_LEASE_DURATION_SECONDS", default_value_t = 15)]
     lease_duration_seconds: u64,
     /// Name of this replica (Lease holder, Event reportingInstance); defaults to the host name.
@@ -72,7 +75,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "SLUICE_KUEUE_USAGE", value_enum, default_value_t = KueueUsage::Count)]
     kueue_usage: KueueUsage,
     /// Minimum time between two status writes of one ClusterQueue, LocalQueue or Cohort.
-    #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_QUEUE_STATUS_INTERVAL", value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     queue_status_interval: Duration,
     /// Writes per second for pending explanations and bookkeeping (queue
     /// status, finished states) beyond the budget admissions leave unused;
@@ -82,16 +85,16 @@ pub struct ControllerArgs {
     explain_qps: f64,
     /// No pending explanation is written for a workload created less than
     /// this long ago (most waits in a busy queue end sooner; 0: at once).
-    #[arg(long, env = "SLUICE_EXPLAIN_AFTER", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_EXPLAIN_AFTER", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     explain_after: Duration,
     /// How often usage over time (GPU-hours per queue) is written into
     /// ClusterQueue and LocalQueue status: the most a restart can lose.
-    #[arg(long, env = "SLUICE_USAGE_FLUSH_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_USAGE_FLUSH_INTERVAL", value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     usage_flush_interval: Duration,
     /// Fair sharing over time: the half-life of the decayed average usage
     /// that counts, above nominal quota, as borrowing when shares are
     /// compared (e.g. 24h); 0: off, shares count current borrowing only.
-    #[arg(long, env = "SLUICE_USAGE_HALF_LIFE", default_value = "0", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_USAGE_HALF_LIFE", value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
     usage_half_life: Duration,
     /// In each namespace that queues every object (and is not trusted with
     /// GPU system pods), keep a ResourceQuota `sluice-admitted-gpus`
@@ -137,18 +140,18 @@ pub struct ControllerArgs {
     #[arg(long, env = "SLUICE_PROMETHEUS_TOKEN_FILE")]
     prometheus_token_file: Option<std::path::PathBuf>,
     /// Time limit of one Prometheus query attempt (3 attempts per check).
-    #[arg(long, env = "SLUICE_PROMETHEUS_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_PROMETHEUS_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     prometheus_timeout: Duration,
     /// PromQL giving GPU utilisation (percent) as one series per pod,
     /// labelled namespace and pod; evaluated over each idle window.
     #[arg(long, env = "SLUICE_IDLE_QUERY", default_value = sluice_controller::idle::DEFAULT_QUERY)]
     idle_query: String,
     /// Time between idle-GPU checks, also the query's resolution (at least 1s).
-    #[arg(long, env = "SLUICE_IDLE_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_IDLE_INTERVAL", value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     idle_interval: Duration,
     /// How often queue positions and estimated start times are recomputed
     /// (a forecast on a copy of the engine) and published (at least 1s).
-    #[arg(long, env = "SLUICE_POSITIONS_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, env = "SLUICE_POSITIONS_INTERVAL", value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     positions_interval: Duration,
     /// What admission requires: `nodes` (the default) admits a workload
     /// only if its pods fit on the nodes of their flavors at once, and
@@ -356,7 +359,6 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             namespace: lease_namespace,
             name: lease_name,
             duration_seconds: lease_duration_seconds.max(2),
-            grace_seconds: (lease_duration_seconds / 3).max(1),
         }),
         identity,
         metrics_addr,

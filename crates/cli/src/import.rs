@@ -2,15 +2,22 @@
 //! cluster's objects) as Sluice manifests on stdout (or `--out`); the
 //! notes (what is not copied as it is) and the controller flags and chart
 //! values Kueue's Configuration asks for on stderr (`sluice_import`).
+//!
+//! An input with nothing to import (no Kueue queue object and no
+//! Configuration: a Deployment, a text file, an empty file) is an error,
+//! and so is YAML that does not parse: one line each, `FILE:LINE:COLUMN:`
+//! first, exit 1.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
+use sluice_import::mapping::QUEUE_KINDS;
 use sluice_simulate::scenario::split_documents;
+use sluice_simulate::trace::{DocOrigin, saphyr_diagnostic};
 
 /// Arguments of `sluice import`.
 #[derive(Debug, clap::Args)]
@@ -61,11 +68,24 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
     let ImportCommand::Kueue(args) = args.command;
     let docs = if args.from_cluster {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(from_cluster(&args.kueue_config))?
+        let docs = rt.block_on(from_cluster(&args.kueue_config))?;
+        docs.into_iter()
+            .map(|value| Input {
+                at: "the cluster".into(),
+                value,
+            })
+            .collect()
     } else {
         from_files(&args.files)?
     };
-    let out = sluice_import::import(&docs, args.strict)?;
+    let values: Vec<Value> = docs.iter().map(|d| d.value.clone()).collect();
+    let out = sluice_import::import(&values, args.strict).map_err(|e| match e.document(&values) {
+        Some(i) => anyhow::anyhow!("{}: {e}", docs[i].at),
+        None => e.into(),
+    })?;
+    if out.is_empty() {
+        bail!(nothing_to_import(&docs));
+    }
     match &args.out {
         Some(p) => std::fs::write(p, out.manifests()).with_context(|| format!("writing {}", p.display()))?,
         None => print!("{}", out.manifests()),
@@ -78,8 +98,15 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The documents of the files (or stdin), as JSON.
-fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
+/// One input document: where it is (`FILE:LINE`, or the cluster), and
+/// its content as JSON.
+struct Input {
+    at: String,
+    value: Value,
+}
+
+/// The documents of the files (or stdin).
+fn from_files(files: &[PathBuf]) -> Result<Vec<Input>> {
     anyhow::ensure!(
         !files.is_empty(),
         "give Kueue YAML files (or - for stdin), or --from-cluster"
@@ -93,21 +120,77 @@ fn from_files(files: &[PathBuf]) -> Result<Vec<Value>> {
         } else {
             std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
         };
-        docs.extend(documents(f, &text)?);
+        let name = if f.as_os_str() == "-" {
+            "<stdin>".into()
+        } else {
+            f.display().to_string()
+        };
+        let found = documents(&name, &text)?;
+        if found.is_empty() {
+            bail!("{name}: nothing to import: no YAML document in it");
+        }
+        docs.extend(found);
     }
     Ok(docs)
 }
 
-/// The YAML documents of one file; an error names the file and the line
-/// its document starts on.
-fn documents(file: &Path, text: &str) -> Result<Vec<Value>> {
+/// The YAML documents of one file, each a mapping (an object); an error is
+/// one line at the place it is about (`FILE:LINE:COLUMN: …`).
+fn documents(file: &str, text: &str) -> Result<Vec<Input>> {
     split_documents(text)
         .iter()
         .map(|d| {
-            serde_saphyr::from_str::<Value>(d.text)
-                .with_context(|| format!("{}:{}: not YAML", file.display(), d.line_offset + 1))
+            let origin = DocOrigin {
+                file,
+                line_offset: d.line_offset,
+            };
+            let value = serde_saphyr::from_str::<Value>(d.text)
+                .map_err(|e| anyhow::anyhow!("{}", saphyr_diagnostic(&e, ".", origin)))?;
+            let at = format!("{file}:{}", d.line_offset + 1);
+            if !value.is_object() {
+                bail!(
+                    "{at}:1: not a Kubernetes object: expected a YAML mapping with apiVersion and kind, found {}",
+                    shape(&value)
+                );
+            }
+            Ok(Input { at, value })
         })
         .collect()
+}
+
+/// What a document that is not a mapping is, in words.
+fn shape(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text (a YAML string)",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The error for an input that gave no Sluice object and no Configuration,
+/// at its first document.
+fn nothing_to_import(docs: &[Input]) -> String {
+    let what = |d: &Input| {
+        let api_version = d.value["apiVersion"].as_str().unwrap_or("(no apiVersion)");
+        let kind = d.value["kind"].as_str().unwrap_or("(no kind)");
+        format!("{api_version} {kind}")
+    };
+    let Some(first) = docs.first() else {
+        return "nothing to import: no Kueue object found".into();
+    };
+    let others = match docs.len() - 1 {
+        0 => String::new(),
+        n => format!(" (nor are the {n} other document(s))"),
+    };
+    format!(
+        "{}: nothing to import: {} is not a Kueue {} or Configuration{others}",
+        first.at,
+        what(first),
+        QUEUE_KINDS.join(", ")
+    )
 }
 
 /// The kinds `--from-cluster` reads, with their plural.
@@ -205,7 +288,11 @@ mod tests {
             "hierarchical-cohorts-fair-sharing",
         ] {
             let path = std::path::PathBuf::from(format!("{samples}/{sample}.kueue.yaml"));
-            let docs = super::from_files(&[path]).unwrap();
+            let docs: Vec<_> = super::from_files(&[path])
+                .unwrap()
+                .into_iter()
+                .map(|d| d.value)
+                .collect();
             let out = sluice_import::import(&docs, false).unwrap();
             assert!(!out.flags.is_empty(), "{sample}");
             let argv = std::iter::once("controller".to_string()).chain(out.flags.iter().cloned());

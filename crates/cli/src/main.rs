@@ -10,6 +10,8 @@
 
 mod controller;
 mod crds;
+#[cfg(test)]
+mod docs_tests;
 mod import;
 mod logging;
 mod plugin;
@@ -23,8 +25,15 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Sluice: a GPU batch-job queue and admission controller for Kubernetes.
+///
+/// Jobs wait suspended in LocalQueues until their whole gang fits the
+/// GPU quota of their ClusterQueue, then are admitted; lower-priority work
+/// is preempted when a higher-priority gang needs the GPUs. This binary
+/// runs the controller and the webhook in a cluster, and replays,
+/// records, imports and benchmarks without one. `kubectl sluice` (this
+/// binary named `kubectl-sluice`) is the users' view.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -70,6 +79,34 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("sluice: {err:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// `sluice --help` says what Sluice is (not the package's description)
+    /// and lists every subcommand.
+    #[test]
+    fn help_says_what_sluice_is_and_lists_every_subcommand() {
+        let help = Cli::command().render_help().to_string();
+        assert!(
+            help.starts_with("Sluice: a GPU batch-job queue and admission controller for Kubernetes\n"),
+            "{help}"
+        );
+        for sub in Cli::command().get_subcommands().filter(|s| s.get_name() != "help") {
+            assert!(
+                help.contains(&format!("\n  {} ", sub.get_name())),
+                "{} missing:\n{help}",
+                sub.get_name()
+            );
+        }
+        for name in ["controller", "webhook", "simulate", "trace", "import", "bench", "crds"] {
+            assert!(Cli::command().find_subcommand(name).is_some(), "{name}");
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::simulate_input;
 
 /// Arguments of `sluice simulate`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = sluice_api::duration::TRACE_HELP)]
 pub struct SimulateArgs {
     /// Scenario file: Sluice manifests (ResourceFlavor, ClusterQueue,
     /// Cohort, LocalQueue, WorkloadPriorityClass) plus one `Trace` document.

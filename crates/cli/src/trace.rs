@@ -26,9 +26,10 @@ enum TraceCommand {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = sluice_api::duration::TRACE_HELP)]
 struct RecordArgs {
     /// How far back: Workloads created since then (e.g. 7d, 24h, 90m).
-    #[arg(long, default_value = "7d", value_parser = units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = units::parse_duration)]
     since: Millis,
     /// Whose Workloads: `sluice` (sluice.dev), `kueue` (kueue.x-k8s.io,
     /// v1beta2 or v1beta1, whichever is served), or `auto`: every kind
@@ -36,7 +37,7 @@ struct RecordArgs {
     #[arg(long, default_value = "auto", value_parser = ["auto", "sluice", "kueue"])]
     source: String,
     /// How long a Workload never admitted runs in the replay.
-    #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = units::parse_duration)]
     unadmitted_runtime: Millis,
     /// Write the Trace here instead of stdout (what the cluster gave each
     /// queue, and what was left out, go to stderr).

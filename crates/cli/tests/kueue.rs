@@ -180,3 +180,71 @@ fn an_error_in_the_trace_is_placed_in_the_trace_file() {
     let err = text(&out.stderr);
     assert!(err.starts_with(&format!("error: {}:5:", trace.display())), "{err}");
 }
+
+/// Input with nothing to import — a Deployment, a text file, a file of
+/// comments — exits 1 with one line saying so at the place, and prints no
+/// manifests; a Deployment beside Kueue's objects is only noted.
+#[test]
+fn nothing_to_import_is_an_error_of_one_line() {
+    let deployment = scratch("deployment.yaml");
+    std::fs::write(
+        &deployment,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n",
+    )
+    .unwrap();
+    let notes = scratch("notes.txt");
+    std::fs::write(&notes, "hello world\nthis is not YAML of objects\n").unwrap();
+    let comments = scratch("comments.yaml");
+    std::fs::write(&comments, "# nothing here\n").unwrap();
+    for (file, said) in [
+        (
+            &deployment,
+            ":1: nothing to import: apps/v1 Deployment is not a Kueue ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass or Configuration\n",
+        ),
+        (
+            &notes,
+            ":1:1: not a Kubernetes object: expected a YAML mapping with apiVersion and kind, found text (a YAML string)\n",
+        ),
+        (&comments, ": nothing to import: no YAML document in it\n"),
+    ] {
+        let out = sluice(&["import", "kueue", file.to_str().unwrap()], None);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "");
+        assert_eq!(text(&out.stderr), format!("sluice: {}{said}", file.display()));
+    }
+    // Beside a Kueue object, the Deployment is a note and the import goes on.
+    let queues = sample("single-clusterqueue.kueue.yaml");
+    let out = sluice(
+        &[
+            "import",
+            "kueue",
+            queues.to_str().unwrap(),
+            deployment.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("(apps/v1 Deployment) (not supported): not a Kueue object: left out"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// YAML that does not parse: one line, at the line and column of the file
+/// (not of the document), exit 1.
+#[test]
+fn a_yaml_error_is_one_line_at_its_place_in_the_file() {
+    let bad = scratch("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: a\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: q\nspec:\n  namespaceSelector: {}\n  resourceGroups:\n  - coveredResources: [cpu\n    flavors: []\n",
+    )
+    .unwrap();
+    let out = sluice(&["import", "kueue", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("sluice: {}:14:12: illegal placement of ':' indicator\n", bad.display())
+    );
+}

@@ -21,6 +21,7 @@
 //!   rule); the index acts on them;
 //! - [`limit`]: the client-side write limit (token bucket);
 //! - [`metrics`]: the Prometheus registry;
+//! - [`outage`]: API outages logged once each way, not once per failed call;
 //!
 //! `docs/controller.md` describes the behaviour, flags and tests.
 #![forbid(unsafe_code)]
@@ -29,6 +30,7 @@ pub mod idle;
 pub mod index;
 pub mod limit;
 pub mod metrics;
+pub mod outage;
 pub mod plan;
 pub mod run;
 pub mod writer;

@@ -1,40 +1,89 @@
-//! Prometheus metrics of the controller.
-//!
-//! | name | type | labels |
-//! |------|------|--------|
-//! | `sluice_pending_workloads` | gauge | `cluster_queue`, `status` (active, inadmissible) |
-//! | `sluice_admitted_workloads_total` | counter | — |
-//! | `sluice_evicted_workloads_total` | counter | `reason` |
-//! | `sluice_preempted_workloads_total` | counter | — |
-//! | `sluice_admission_wait_time_seconds` | histogram | — |
-//! | `sluice_cluster_queue_resource_usage` | gauge | `cluster_queue`, `flavor`, `resource` (milli-units) |
-//! | `sluice_cluster_queue_nominal_quota` | gauge | `cluster_queue`, `flavor`, `resource` (milli-units) |
-//! | `sluice_cluster_queue_weighted_share` | gauge | `cluster_queue` (fair sharing on: its `status.fairSharing.weightedShare`; `+Inf`, written `inf`, for a borrowing queue of weight 0) |
-//! | `sluice_cohort_weighted_share` | gauge | `cohort` (fair sharing on: every cohort a Cohort object or a ClusterQueue names; `+Inf` as above) |
-//! | `sluice_admission_cycle_duration_seconds` | histogram | — |
-//! | `sluice_api_writes_total` | counter | `kind` (workload, workload_status, job, job_status, event, queue_status) |
-//! | `sluice_api_write_errors_total` | counter | `kind` |
-//! | `sluice_lane_writes_total` | counter | `lane` (state, bookkeeping, explanation: API writes made per lane of the write queue; Events are not in a lane) |
-//! | `sluice_dropped_writes_total` | counter | `lane` (state, bookkeeping, explanation, event), `reason` (not_leader: not made because this replica is not the leader or the Lease fence refused them; superseded: a queued lazy write replaced by a newer one or by a state change of its workload) |
-//! | `sluice_dropped_events_total` | counter | — (Events dropped because their lane was full) |
-//! | `sluice_reconcile_errors_total` | counter | `kind`, `reason` (malformed objects) |
-//! | `sluice_unrestored_workloads` | gauge | — (admitted Workloads whose ClusterQueue is unknown) |
-//! | `sluice_pods_over_admission_total` | counter | — (admitted workloads whose Jobs ran more pods than admitted for longer than one reconcile) |
-//! | `sluice_unqueued_gpu_pods_total` | counter | — (GPU pods seen running outside the queue in a namespace that queues every object: the webhook was down or bypassed) |
-//! | `sluice_ledger_drift_total` | counter | `kind` (engine_only, status_only: repairs by the periodic check) |
-//! | `sluice_idle_gpu_workloads` | gauge | `cluster_queue` (admitted workloads found idle by the last idle check, acted on or not) |
-//! | `sluice_idle_reclaims_total` | counter | `cluster_queue`, `action` (Warn, Evict, Deactivate) |
-//! | `sluice_idle_gpu_hours_reclaimed_total` | counter | — (GPUs × idle window of each workload evicted or deactivated as idle) |
-//! | `sluice_idle_check_failures_total` | counter | `reason` (unreachable, timeout, http_status, too_large, malformed, refused, setup, not_configured) |
+//! Prometheus metrics of the controller: one registry, every metric
+//! prefixed `sluice_`. docs/controller.md's table of them ("Metrics") is
+//! [`markdown_table`]'s, made from this registry and `LABELS`; a test
+//! keeps the two equal.
 
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// The labels of each registered metric (its name without `sluice_` and
+/// `_total`), for the table of docs/controller.md ([`markdown_table`]).
+const LABELS: &[(&str, &str)] = &[
+    ("pending_workloads", "`cluster_queue`, `status` (active, inadmissible)"),
+    ("admitted_workloads", "—"),
+    ("evicted_workloads", "`reason`"),
+    ("preempted_workloads", "—"),
+    ("admission_wait_time_seconds", "—"),
+    ("cluster_queue_resource_usage", "`cluster_queue`, `flavor`, `resource`"),
+    ("cluster_queue_nominal_quota", "`cluster_queue`, `flavor`, `resource`"),
+    (
+        "cluster_queue_weighted_share",
+        "`cluster_queue` (fair sharing on: its `status.fairSharing.weightedShare`; `+Inf` is written `inf`)",
+    ),
+    (
+        "cohort_weighted_share",
+        "`cohort` (fair sharing on: every cohort a Cohort object or a ClusterQueue names)",
+    ),
+    ("admission_cycle_duration_seconds", "—"),
+    (
+        "api_writes",
+        "`kind` (workload, workload_status, job, job_status, event, queue_status)",
+    ),
+    ("api_write_errors", "`kind`"),
+    (
+        "lane_writes",
+        "`lane` (state, bookkeeping, explanation; Events are in no lane)",
+    ),
+    (
+        "dropped_writes",
+        "`lane` (state, bookkeeping, explanation, event), `reason` (not_leader: this replica is not the leader, or the Lease fence refused the write; superseded: a queued lazy write replaced by a newer one or by a state change of its workload)",
+    ),
+    ("dropped_events", "—"),
+    ("reconcile_errors", "`kind`, `reason`"),
+    ("unrestored_workloads", "—"),
+    ("pods_over_admission", "—"),
+    ("ledger_drift", "`kind` (engine_only, status_only)"),
+    ("idle_gpu_workloads", "`cluster_queue`"),
+    ("idle_reclaims", "`cluster_queue`, `action` (Warn, Evict, Deactivate)"),
+    ("idle_gpu_hours_reclaimed", "—"),
+    (
+        "idle_check_failures",
+        "`reason` (unreachable, timeout, http_status, too_large, malformed, refused, setup, not_configured)",
+    ),
+    ("usage_resource_hours", "`cluster_queue`, `flavor`, `resource`"),
+    (
+        "local_queue_usage_resource_hours",
+        "`namespace`, `local_queue`, `flavor`, `resource`",
+    ),
+    ("budget_spent_resource_hours", "`cluster_queue`, `resource`"),
+    ("budget_limit_resource_hours", "`cluster_queue`, `resource`"),
+    ("budget_projected_resource_hours", "`cluster_queue`, `resource`"),
+    ("budget_action", "`cluster_queue`"),
+];
+
+/// A registry that also lists what is registered in it, for
+/// [`markdown_table`] (the exposition leaves out families without samples).
+#[derive(Default)]
+struct Described {
+    registry: Registry,
+    /// Name (without the prefix), help and type, in registration order.
+    list: Vec<(String, String, MetricType)>,
+}
+
+impl Described {
+    fn register(&mut self, name: &str, help: &str, metric: impl Metric) {
+        self.list
+            .push((name.to_string(), help.to_string(), metric.metric_type()));
+        self.registry.register(name, help, metric);
+    }
+}
 
 /// A weighted share as a gauge value: the engine's `i64::MAX` (a queue or
 /// cohort that borrows with weight 0) is `+Inf` (the text format writes
@@ -105,7 +154,6 @@ impl Metrics {
     /// Every metric, registered family by family in the order they are
     /// exposed.
     pub fn new() -> Self {
-        let mut r = Registry::with_prefix("sluice");
         let m = Self {
             pending: Family::default(),
             admitted: Counter::default(),
@@ -141,17 +189,28 @@ impl Metrics {
             idle_check_failures: Family::default(),
             registry: Registry::default(),
         };
-        m.register_admissions(&mut r);
-        m.register_quota(&mut r);
-        m.register_budgets(&mut r);
-        m.register_writes(&mut r);
-        m.register_health(&mut r);
-        m.register_idle(&mut r);
-        Self { registry: r, ..m }
+        let mut r = Described {
+            registry: Registry::with_prefix("sluice"),
+            list: Vec::new(),
+        };
+        m.register_all(&mut r);
+        Self {
+            registry: r.registry,
+            ..m
+        }
+    }
+
+    fn register_all(&self, r: &mut Described) {
+        self.register_admissions(r);
+        self.register_quota(r);
+        self.register_budgets(r);
+        self.register_writes(r);
+        self.register_health(r);
+        self.register_idle(r);
     }
 
     /// Workloads pending, admitted, evicted and preempted, and how long admission took.
-    fn register_admissions(&self, r: &mut Registry) {
+    fn register_admissions(&self, r: &mut Described) {
         r.register(
             "pending_workloads",
             "Pending workloads per ClusterQueue",
@@ -182,7 +241,7 @@ impl Metrics {
     }
 
     /// Quota used and nominal, and fair-sharing shares.
-    fn register_quota(&self, r: &mut Registry) {
+    fn register_quota(&self, r: &mut Described) {
         r.register(
             "cluster_queue_resource_usage",
             "Quota used per ClusterQueue, flavor and resource (milli-units)",
@@ -206,7 +265,7 @@ impl Metrics {
     }
 
     /// Usage over time and budgets, as of the last flush.
-    fn register_budgets(&self, r: &mut Registry) {
+    fn register_budgets(&self, r: &mut Described) {
         r.register(
             "usage_resource_hours",
             "Resource-hours used per ClusterQueue, flavor and resource since accounting began (GPU-hours for GPUs), as of the last flush",
@@ -240,7 +299,7 @@ impl Metrics {
     }
 
     /// The engine cycle's time and the writer's calls: made, failed, by lane, dropped.
-    fn register_writes(&self, r: &mut Registry) {
+    fn register_writes(&self, r: &mut Described) {
         r.register(
             "admission_cycle_duration_seconds",
             "Time of one engine cycle",
@@ -270,7 +329,7 @@ impl Metrics {
     }
 
     /// Objects Sluice could not use and ledger repairs.
-    fn register_health(&self, r: &mut Registry) {
+    fn register_health(&self, r: &mut Described) {
         r.register(
             "reconcile_errors",
             "Malformed or unusable objects seen, by kind and reason",
@@ -289,7 +348,7 @@ impl Metrics {
     }
 
     /// Idle-GPU checks and what they reclaimed.
-    fn register_idle(&self, r: &mut Registry) {
+    fn register_idle(&self, r: &mut Described) {
         r.register(
             "idle_gpu_workloads",
             "Admitted workloads found idle by the last idle-GPU check, per ClusterQueue",
@@ -411,9 +470,120 @@ impl Metrics {
     }
 }
 
+/// The metrics as docs/controller.md's table: every registered metric, in
+/// registration order, as scraped (`_total` on counters), with its type,
+/// its labels (`LABELS`; `?` for one without an entry, which a test
+/// refuses) and its help.
+pub fn markdown_table() -> String {
+    let mut described = Described::default();
+    Metrics::new().register_all(&mut described);
+    let mut out = String::from("| metric | type | labels | what it counts |\n|---|---|---|---|\n");
+    for (name, help, kind) in described.list {
+        let labels = LABELS.iter().find(|(n, _)| *n == name).map_or("?", |(_, l)| l);
+        let kind = kind.as_str();
+        let suffix = if kind == "counter" { "_total" } else { "" };
+        out.push_str(&format!("| `sluice_{name}{suffix}` | {kind} | {labels} | {help} |\n"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/controller.md carries the table the registry makes, and every
+    /// registered metric has its labels in `LABELS` (and nothing else
+    /// does). `SLUICE_BLESS=1 cargo test -p sluice-controller --lib metrics`
+    /// writes the table there.
+    #[test]
+    fn the_controller_doc_carries_the_metrics_table() {
+        let table = markdown_table();
+        assert!(!table.contains("| ? |"), "metrics without an entry in LABELS:\n{table}");
+        for (name, _) in LABELS {
+            assert!(
+                table.contains(&format!("`sluice_{name}`")) || table.contains(&format!("`sluice_{name}_total`")),
+                "LABELS names {name}, which is not registered"
+            );
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/controller.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let (begin, end) = (
+            "<!-- metrics: generated by sluice_controller::metrics::markdown_table -->\n",
+            "<!-- end metrics -->",
+        );
+        let start = doc.find(begin).expect("the begin marker") + begin.len();
+        let stop = doc.find(end).expect("the end marker");
+        if std::env::var_os("SLUICE_BLESS").is_some() {
+            std::fs::write(path, format!("{}{table}{}", &doc[..start], &doc[stop..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            &doc[start..stop],
+            table,
+            "docs/controller.md's metrics table differs from the registry's: run SLUICE_BLESS=1 cargo test -p sluice-controller --lib metrics"
+        );
+    }
+
+    /// Every `sluice_…` metric a document names is one the controller
+    /// exports (the webhook's, `sluice_webhook_…`, are checked by its own
+    /// crate): a renamed or removed metric cannot linger in the docs.
+    #[test]
+    fn the_docs_name_only_exported_metrics() {
+        let exported = markdown_table();
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+        let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(format!("{root}docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        docs.push(format!("{root}README.md").into());
+        let crates = [
+            "api",
+            "scheduler",
+            "convert",
+            "kinds",
+            "controller",
+            "webhook",
+            "simulate",
+            "import",
+            "kubectl",
+            "bench",
+            "image",
+            "e2e",
+        ];
+        let mut unknown = Vec::new();
+        for doc in docs {
+            let text = std::fs::read_to_string(&doc).unwrap();
+            for (i, _) in text.match_indices("sluice_") {
+                let name: String = text[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let after = &text[i + name.len()..];
+                let crate_name = crates.iter().any(|c| name == format!("sluice_{c}"));
+                if crate_name || after.starts_with("::") || name.starts_with("sluice_webhook_") {
+                    continue;
+                }
+                // A family named with a wildcard (`sluice_cluster_queue_*`), or a sample
+                // of a histogram.
+                let family = ["_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name);
+                let known = if after.starts_with('*') {
+                    exported.contains(&format!("`{name}"))
+                } else {
+                    exported.contains(&format!("`{family}`"))
+                };
+                if !known {
+                    unknown.push(format!("{}: {name}", doc.display()));
+                }
+            }
+        }
+        assert!(
+            unknown.is_empty(),
+            "documents name metrics the controller does not export: {unknown:?}"
+        );
+    }
 
     #[test]
     fn metric_names_are_the_documented_ones() {

@@ -1,5 +1,5 @@
-//! Helpers shared by the unit tests: recorded API payloads from
-//! `shared/fixtures` (or `SLUICE_FIXTURES`).
+//! Helpers shared by the unit tests: recorded API payloads from the
+//! repository's `tests/fixtures/` (through `sluice_kinds::testing`).
 
 pub use sluice_kinds::testing::{fixture, flavor, job_fixture};
 

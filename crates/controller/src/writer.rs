@@ -87,6 +87,17 @@ impl WriteError {
         }
     }
 
+    /// Whether it says the API server is unavailable (no answer in time,
+    /// a 5xx, a 429, no connection): one outage, not one log line a call
+    /// ([`crate::outage`]).
+    pub fn unavailable(&self) -> bool {
+        match self {
+            WriteError::Api { source, .. } => crate::outage::unavailable(source),
+            WriteError::Timeout { .. } => true,
+            WriteError::NotLeader { .. } | WriteError::PodsRemain { .. } => false,
+        }
+    }
+
     /// The HTTP status code, if the server answered.
     pub fn code(&self) -> Option<u16> {
         match self {
@@ -269,9 +280,7 @@ impl Writer {
             }
             match result {
                 Ok(rv) => acks.extend(rv.map(|rv| (i, rv))),
-                Err(error) if matches!(step, Step::Event(_)) => {
-                    tracing::warn!(%error, purpose = plan.purpose.label(), "event not recorded");
-                }
+                Err(error) if matches!(step, Step::Event(_)) => event_not_recorded(&error),
                 Err(error) => {
                     return Err(PlanError {
                         purpose: plan.purpose.label(),
@@ -586,6 +595,15 @@ fn merge_params() -> PatchParams {
 /// Events waiting in their lane at most; more are dropped.
 pub const EVENT_LANE_CAPACITY: usize = 1000;
 
+/// An Event that could not be written: part of an outage, or logged.
+fn event_not_recorded(error: &WriteError) {
+    if error.unavailable() {
+        crate::outage::failed("event", error);
+    } else {
+        tracing::warn!(%error, "event not recorded");
+    }
+}
+
 /// Writes Events handed over by the main writer, with a rate limit of their
 /// own (the `--kube-qps`/`--kube-burst` values, a separate bucket), so that
 /// they never delay admissions: the hot path of an admission is its status
@@ -599,10 +617,13 @@ pub async fn event_lane(
     while let Some(spec) = events.recv().await {
         let m = (*metrics).as_ref();
         match writer.step(&Step::Event(spec)).await {
-            Ok(_) => m.write("event", true),
+            Ok(_) => {
+                crate::outage::succeeded();
+                m.write("event", true);
+            }
             Err(WriteError::NotLeader { .. }) => m.dropped("event", "not_leader"),
             Err(e) => {
-                tracing::warn!(error = %e, "event not recorded");
+                event_not_recorded(&e);
                 m.write("event", false);
             }
         }

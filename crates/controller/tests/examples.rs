@@ -1,14 +1,19 @@
-//! Every shipped example job fits the shipped example queues: each file of
-//! `examples/jobs/` is put, alone, into an index holding `examples/*.yaml`
-//! (flavors, ClusterQueues, LocalQueues, namespaces, priority classes) on
-//! an empty cluster (quota only), exactly as the controller would: the
-//! object's Workload is made by the kind's integration, and one cycle must
-//! admit it where the file's comment says it runs (the lines `# Admitted
-//! (alone, on an empty cluster) into ClusterQueue Q:` and `# N GPUs on
-//! FLAVOR, …`). A job that can never run in the queues its docs send it to
-//! fails here with the engine's reason; one that runs elsewhere than its
-//! comment says, with what the engine did. Every example queue must be
-//! active (valid, its flavors there, its namespaces selected).
+//! Every shipped example job fits the shipped example queues and nodes:
+//! each file of `examples/jobs/` is put, alone, into an index holding
+//! `examples/*.yaml` (flavors, ClusterQueues, LocalQueues, namespaces,
+//! priority classes) and the nodes of the shipped node model,
+//! `examples/simulate/gpu-teams.yaml` (read as `sluice simulate` reads
+//! them), all empty, exactly as the controller would with `--placement
+//! nodes`: the object's Workload is made by the kind's integration, and one
+//! cycle must admit it, every pod placed on a node, where the file's comment
+//! says it runs (the lines `# Admitted (alone, on the empty nodes of
+//! gpu-teams.yaml) into ClusterQueue Q:` and `# N GPUs on FLAVOR, …`). A
+//! job that can never run in the queues and on the nodes its docs send it
+//! to fails here with the engine's reason; one that runs elsewhere than its
+//! comment says, with what the engine did. A job with pods that request no
+//! GPU must say so (`# CPU-only pods: …`, naming each such pod set): they
+//! need nodes without the GPU taint. Every example queue must be active
+//! (valid, its flavors there, its namespaces selected).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,12 +44,28 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value, file: &Path) -> T {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
-/// An index with the example queues, everything listed.
+/// The shipped node model: the nodes of `examples/simulate/gpu-teams.yaml`,
+/// as `sluice simulate` builds them (the flavors' labels and taints added).
+fn nodes() -> Vec<sluice_scheduler::NodeSpec> {
+    let file = examples().join("simulate/gpu-teams.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let scenario = sluice_simulate::scenario::load("gpu-teams.yaml", &text)
+        .unwrap_or_else(|e| panic!("{}: {e:?}", file.display()));
+    assert!(scenario.nodes.len() >= 10, "{:?}", scenario.nodes);
+    scenario.nodes.into_iter().map(|n| n.spec).collect()
+}
+
+/// An index with the example queues and the node model's empty nodes,
+/// everything listed, admitting only what fits on the nodes.
 fn queues() -> Index {
     let mut ix = Index::new(IndexConfig {
         integrations: JobKind::ALL.into_iter().collect(),
+        placement: sluice_scheduler::PlacementMode::Nodes,
         ..IndexConfig::default()
     });
+    for node in nodes() {
+        ix.apply_node(node);
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(examples())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -123,20 +144,19 @@ struct RunsOn {
     flavor: String,
 }
 
-/// The two comment lines `# Admitted (alone, on an empty cluster) into
-/// ClusterQueue Q:` and `# N GPUs on FLAVOR, …` of an example file.
+/// The line that says where an example runs.
+const ADMITTED: &str = "# Admitted (alone, on the empty nodes of gpu-teams.yaml) into ClusterQueue ";
+
+/// The two comment lines `# Admitted (alone, on the empty nodes of
+/// gpu-teams.yaml) into ClusterQueue Q:` and `# N GPUs on FLAVOR, …` of an
+/// example file.
 fn said(file: &Path) -> RunsOn {
     let text = std::fs::read_to_string(file).unwrap();
     let mut lines = text.lines();
     let cluster_queue = lines
-        .find_map(|l| l.strip_prefix("# Admitted (alone, on an empty cluster) into ClusterQueue "))
+        .find_map(|l| l.strip_prefix(ADMITTED))
         .and_then(|q| q.strip_suffix(':'))
-        .unwrap_or_else(|| {
-            panic!(
-                "{}: no '# Admitted (alone, on an empty cluster) into ClusterQueue Q:' line",
-                file.display()
-            )
-        })
+        .unwrap_or_else(|| panic!("{}: no '{ADMITTED}Q:' line", file.display()))
         .to_string();
     let next = lines.next().and_then(|l| l.strip_prefix("# ")).unwrap_or_default();
     let (gpus, rest) = next.split_once(' ').unwrap_or_default();
@@ -156,6 +176,30 @@ fn said(file: &Path) -> RunsOn {
             .unwrap_or_else(|e| panic!("{}: {gpus:?} GPUs: {e}", file.display())),
         flavor: flavor.to_string(),
     }
+}
+
+/// The pod sets an example file says request no GPU: the names in
+/// backquotes on its line `# CPU-only pods: …`, sorted.
+fn said_cpu_only(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# CPU-only pods: "))
+        .flat_map(|l| l.split('`').skip(1).step_by(2).map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The admitted pod sets that were given no GPU (no resource but cpu and
+/// memory), sorted.
+fn cpu_only(admission: &sluice_api::v1alpha1::Admission) -> Vec<String> {
+    let mut names: Vec<String> = (admission.pod_set_assignments.iter())
+        .filter(|a| a.flavors.keys().all(|r| r == "cpu" || r == "memory"))
+        .map(|a| a.name.clone())
+        .collect();
+    names.sort();
+    names
 }
 
 /// What the engine did: the admitting ClusterQueue, and the GPUs (every
@@ -183,10 +227,15 @@ fn ran_on(admission: &sluice_api::v1alpha1::Admission) -> RunsOn {
 }
 
 /// The example's objects go in; its Workload (one, for a gang too) comes
-/// out; a cycle on the empty cluster admits it (where to), or says why not.
-fn admitted(file: &Path) -> Result<RunsOn, String> {
+/// out; a cycle on the empty nodes admits it (the admission), or says why
+/// not.
+fn admitted(file: &Path) -> Result<sluice_api::v1alpha1::Admission, String> {
+    admitted_documents(documents(file))
+}
+
+fn admitted_documents(docs: Vec<Value>) -> Result<sluice_api::v1alpha1::Admission, String> {
     let mut ix = queues();
-    for (i, mut doc) in documents(file).into_iter().enumerate() {
+    for (i, mut doc) in docs.into_iter().enumerate() {
         doc["metadata"]["uid"] = Value::from(format!("uid-{i}"));
         doc["metadata"]["creationTimestamp"] = Value::from("2027-01-15T08:00:00Z");
         let kind = JobKind::ALL
@@ -244,7 +293,7 @@ fn admitted(file: &Path) -> Result<RunsOn, String> {
             _ => None,
         });
     if let Some(admission) = admission {
-        return Ok(ran_on(admission));
+        return Ok(admission.clone());
     }
     let why = plans
         .iter()
@@ -257,8 +306,21 @@ fn admitted(file: &Path) -> Result<RunsOn, String> {
     Err(why)
 }
 
+/// The nodes are in force: the distributed gang with workers of 16 GPUs
+/// (more than any node has) fits team A's quota, and is refused as no node
+/// could ever hold it.
 #[test]
-fn every_example_job_is_admitted_alone_into_the_example_queues() {
+fn a_pod_larger_than_every_node_is_not_admitted() {
+    let mut docs = documents(&examples().join("jobs/distributed-gang.yaml"));
+    docs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "16".into();
+    docs[0]["spec"]["parallelism"] = 2.into();
+    docs[0]["spec"]["completions"] = 2.into();
+    let why = admitted_documents(docs).expect_err("admitted on nodes of 8 GPUs");
+    assert!(why.contains("no node could ever hold it"), "{why}");
+}
+
+#[test]
+fn every_example_job_is_placed_alone_on_the_example_nodes_and_queues() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(examples().join("jobs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -270,10 +332,17 @@ fn every_example_job_is_admitted_alone_into_the_example_queues() {
         .iter()
         .filter_map(|f| match admitted(f) {
             Err(why) => Some(format!("{}: never runs: {why}", f.display())),
-            Ok(ran) if ran != said(f) => Some(format!(
-                "{}: the comment says {:?}, the engine admitted {ran:?}",
+            Ok(a) if ran_on(&a) != said(f) => Some(format!(
+                "{}: the comment says {:?}, the engine admitted {:?}",
                 f.display(),
-                said(f)
+                said(f),
+                ran_on(&a)
+            )),
+            Ok(a) if cpu_only(&a) != said_cpu_only(f) => Some(format!(
+                "{}: pod sets {:?} request no GPU (they need nodes without the GPU taint), the `# CPU-only pods:` line names {:?}",
+                f.display(),
+                cpu_only(&a),
+                said_cpu_only(f)
             )),
             Ok(_) => None,
         })

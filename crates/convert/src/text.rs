@@ -10,7 +10,7 @@ use sluice_api::quantity;
 
 use sluice_scheduler::{
     Amount, Backfilled, BudgetAction, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason,
-    Preemption, PreemptionReason, ReservedStart, Verdict,
+    Preemption, PreemptionReason, ReservationMoved, ReservedStart, Verdict,
 };
 
 /// Formats an amount of `resource` in engine units for people: `8`,
@@ -381,6 +381,31 @@ pub fn backfilled(b: &Backfilled) -> String {
     )
 }
 
+/// The reason of the Event on a head whose reservation moved.
+pub const RESERVATION_MOVED: &str = "ReservationMoved";
+
+/// A reservation that starts later than its head was told (its Event):
+/// "its reservation now starts ~… instead of ~…: ns/a, ns/b went ahead of
+/// it (of higher priority, queued earlier, or in another queue within its
+/// nominal quota)".
+pub fn reservation_moved(m: &ReservationMoved) -> String {
+    let why = if m.ahead.is_empty() {
+        "admitted work runs past its declared run time, or quota or nodes were taken away".to_string()
+    } else {
+        let names: Vec<&str> = m.ahead.iter().map(|n| &**n).collect();
+        format!(
+            "{} went ahead of it (higher priority, queued earlier, another queue within its nominal quota, \
+             or let ahead within backfill.maxDelayMinutes)",
+            names.join(", ")
+        )
+    };
+    format!(
+        "its reservation now starts {} instead of {}: {why}",
+        reserved_start(m.to),
+        reserved_start(m.from)
+    )
+}
+
 /// An engine time: UTC when it is a wall-clock time (epoch milliseconds,
 /// as the controller's), else the offset from a simulation's start.
 pub fn instant(ms: Millis) -> String {
@@ -438,8 +463,12 @@ pub fn explanation_summary(e: &Explanation) -> String {
     out
 }
 
-/// One flavor's verdict for one pod set ("pod set main: untolerated taint …").
+/// One flavor's verdict for one pod set ("pod set main: untolerated taint …");
+/// a verdict about no one pod set (preemption's) is the verdict alone.
 pub fn flavor_verdict(v: &FlavorVerdict) -> String {
+    if v.pod_set.is_empty() {
+        return verdict(&v.verdict);
+    }
     format!("pod set {}: {}", v.pod_set, verdict(&v.verdict))
 }
 
@@ -563,6 +592,11 @@ mod tests {
             "insufficient quota; preemption: insufficient quota and no workloads the preemption policy allows to preempt"
         );
         assert_eq!(flavor_verdict(&e.flavors[1]), "pod set trainer: flavor not found");
+        // Preemption's verdict is about no one pod set: no empty "pod set :".
+        assert_eq!(
+            flavor_verdict(&e.flavors[3]),
+            "insufficient quota and no preemptible workloads (2 protected by minimum runtime)"
+        );
     }
 
     #[test]
@@ -721,6 +755,26 @@ mod tests {
         assert_eq!(
             eviction(&e(EvictionReason::LocalQueueStopped, "ns/jobs")),
             "LocalQueue ns/jobs is stopped (HoldAndDrain)"
+        );
+    }
+
+    #[test]
+    fn a_moved_reservation_says_from_when_to_when_and_who_went_ahead() {
+        let moved = |ahead: &[&str], to| ReservationMoved {
+            uid: Arc::from("u"),
+            from: ReservedStart::At(2 * 3_600_000),
+            to,
+            ahead: ahead.iter().map(|n| Arc::from(*n)).collect(),
+        };
+        assert_eq!(
+            reservation_moved(&moved(&["ns/urgent"], ReservedStart::At(3 * 3_600_000))),
+            "its reservation now starts ~t=3h00m instead of ~t=2h00m: ns/urgent went ahead of it (higher priority, \
+             queued earlier, another queue within its nominal quota, or let ahead within backfill.maxDelayMinutes)"
+        );
+        assert_eq!(
+            reservation_moved(&moved(&[], ReservedStart::AfterUndeclared)),
+            "its reservation now starts when admitted work that declared no run time ends instead of ~t=2h00m: \
+             admitted work runs past its declared run time, or quota or nodes were taken away"
         );
     }
 }

@@ -84,6 +84,29 @@ pub enum ImportError {
     Strict(Vec<String>),
 }
 
+impl ImportError {
+    /// The input document the error is about, by its position in `docs`
+    /// (the documents given to [`import`]); `None` for a strict import's
+    /// list, which is about several.
+    pub fn document(&self, docs: &[Value]) -> Option<usize> {
+        match self {
+            ImportError::Document { index, .. } => Some(*index),
+            ImportError::Invalid { kind, name, .. } => docs
+                .iter()
+                .position(|v| v["kind"] == kind.as_str() && v["metadata"]["name"] == name.as_str()),
+            ImportError::Strict(_) => None,
+        }
+    }
+}
+
+impl Import {
+    /// Whether the import gave nothing: no Sluice object and no Kueue
+    /// Configuration (the input held only other kinds, Kueue's or not).
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty() && self.fair_sharing.is_none()
+    }
+}
+
 /// Imports Kueue documents (parsed YAML or JSON): queue objects of
 /// `kueue.x-k8s.io` (`v1alpha1`, `v1beta1`, `v1beta2`), Kueue's other kinds
 /// (reported), its `Configuration` of `config.kueue.x-k8s.io` (`v1beta1`,

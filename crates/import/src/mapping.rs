@@ -547,15 +547,17 @@ static ROWS: &[Row] = &[
         .note("Sluice serves /metrics over HTTP, with /healthz and /readyz, on one address"),
     Row::new(CONFIG, "metrics.enableClusterQueueResources", "what Sluice always does", Mapped)
         .note("quota and usage per ClusterQueue are always exported (sluice_cluster_queue_*)"),
-    Row::new(CONFIG, "metrics", "", Unsupported).note("no custom metric labels, no LocalQueue metrics"),
+    Row::new(CONFIG, "metrics", "", Unsupported).note(
+        "no custom metric labels; of LocalQueue metrics only sluice_local_queue_usage_resource_hours (no pending or admitted counts per LocalQueue)",
+    ),
     Row::new(CONFIG, "health", "--metrics-addr, controller.metricsPort", Difference)
         .note("Sluice serves /healthz and /readyz beside /metrics")
         .whole(),
     Row::new(CONFIG, "webhook", "the chart's webhook values", Difference)
         .note("Sluice's webhook is its own Deployment (webhook.port, certificates from the chart)")
         .whole(),
-    Row::new(CONFIG, "internalCertManagement", "the chart's webhook values", Difference)
-        .note("the chart makes the webhook's certificate itself, or has cert-manager make it (webhook.certManager)")
+    Row::new(CONFIG, "internalCertManagement", "the chart's certificates values", Difference)
+        .note("the chart makes the webhook's certificate itself, or has cert-manager make it (certificates.mode: certManager)")
         .whole(),
     Row::new(CONFIG, "controller", "", Difference)
         .note("Kueue's reconcile concurrency and cache timeout; Sluice has one event loop and nothing to tune")

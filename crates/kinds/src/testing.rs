@@ -1,5 +1,5 @@
 //! Helpers shared by unit tests (here and in the controller): recorded API
-//! payloads from `shared/fixtures` (or `SLUICE_FIXTURES`), and a flavor.
+//! payloads from the repository's `tests/fixtures/`, and a flavor.
 
 use std::path::PathBuf;
 
@@ -7,10 +7,10 @@ use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Value, json};
 use sluice_api::v1alpha1::ResourceFlavor;
 
+/// The repository's recorded API payloads (`tests/fixtures/`, see its
+/// README), found from this crate's directory.
 pub fn fixtures_dir() -> PathBuf {
-    std::env::var_os("SLUICE_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
 pub fn fixture(name: &str) -> Value {

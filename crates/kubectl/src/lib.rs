@@ -33,6 +33,8 @@ pub use snapshot::Snapshot;
 use view::workloads::Filter;
 
 /// `kubectl sluice`: queues, positions, reasons and estimated starts.
+/// `-n` and `--context` apply to every command; each command takes the
+/// other flags it uses, and only those.
 #[derive(Debug, Args)]
 pub struct PluginArgs {
     #[command(subcommand)]
@@ -40,18 +42,30 @@ pub struct PluginArgs {
     /// Namespace (default: the kubeconfig context's).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// All namespaces.
-    #[arg(short = 'A', long, global = true)]
-    pub all_namespaces: bool,
-    /// Output: table (default), wide, json, yaml, or csv (`usage`).
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
-    /// Print again whenever it changes (every 2 s), until interrupted.
-    #[arg(short = 'w', long, global = true)]
-    pub watch: bool,
     /// Kubeconfig context to use.
     #[arg(long, global = true)]
     pub context: Option<String>,
+}
+
+/// How a view is printed: the flags of every command that prints one.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct Print {
+    /// Output: table (default), wide, json, yaml, or csv (`usage` only).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Print again whenever it changes (every 2 s), until interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+/// Which namespaces a listing reads: the flag of `queues`, `workloads`,
+/// `top` and `usage`.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct Namespaces {
+    /// All namespaces (the LocalQueues and Workloads of every namespace
+    /// you may read), not just `-n`'s.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
 }
 
 /// The subcommands.
@@ -59,7 +73,12 @@ pub struct PluginArgs {
 pub enum PluginCommand {
     /// ClusterQueues (if you may read them), else your LocalQueues with
     /// their ClusterQueue's quota, usage, counts and stop policy.
-    Queues,
+    Queues {
+        #[command(flatten)]
+        namespaces: Namespaces,
+        #[command(flatten)]
+        print: Print,
+    },
     /// One line per workload: job, queue, state, position, reason,
     /// estimated start, age.
     Workloads {
@@ -72,30 +91,84 @@ pub enum PluginCommand {
         /// Label selector for the Workloads.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        #[command(flatten)]
+        namespaces: Namespaces,
+        #[command(flatten)]
+        print: Print,
     },
-    /// Why a workload waits (or what happened to it): by Workload name, or
-    /// by its job's name (`NAME`, `job/NAME`, `jobset/NAME`, …).
-    Why { name: String },
+    /// Why a workload waits (or what happened to it), in the namespace of
+    /// `-n`.
+    Why {
+        /// The Workload's name, or its job's: `NAME`, `job/NAME`,
+        /// `jobset/NAME`, `pytorchjob/NAME`, …
+        name: String,
+        #[command(flatten)]
+        print: Print,
+    },
     /// Usage against quota per ClusterQueue and flavor, with a bar.
-    Top,
+    Top {
+        #[command(flatten)]
+        namespaces: Namespaces,
+        #[command(flatten)]
+        print: Print,
+    },
     /// Resource-hours (GPU-hours) per queue, flavor and resource, over
     /// `--since` and in all, with the budget: spent, limit, left,
     /// projection, action. `-o csv` for a spreadsheet.
+    #[command(after_help = sluice_api::duration::TRACE_HELP)]
     Usage {
-        /// The window USED counts: `7d`, `24h`, `30m` (a bare number is
-        /// seconds).
-        #[arg(long, default_value = "7d", value_parser = parse_since)]
+        /// The window USED counts: `7d`, `24h`, `30m` (units ms, s, m, h,
+        /// d; a number needs its unit).
+        #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_since)]
         since: i64,
+        #[command(flatten)]
+        namespaces: Namespaces,
+        #[command(flatten)]
+        print: Print,
     },
-    /// Stop a queue: no new admissions (`--drain`: also evict what runs).
-    /// QUEUE is a LocalQueue of the namespace, or `clusterqueue/NAME`.
+    /// Stop a queue: nothing new is admitted (stop policy Hold).
     Stop {
+        /// The queue: a LocalQueue of the namespace (`NAME` or
+        /// `localqueue/NAME`), or `clusterqueue/NAME` (needs cluster
+        /// rights).
         queue: String,
+        /// Also evict what the queue has admitted (stop policy
+        /// HoldAndDrain).
         #[arg(long)]
         drain: bool,
     },
     /// Resume a stopped queue (stop policy None).
-    Resume { queue: String },
+    Resume {
+        /// The queue: a LocalQueue of the namespace (`NAME` or
+        /// `localqueue/NAME`), or `clusterqueue/NAME`.
+        queue: String,
+    },
+}
+
+impl PluginCommand {
+    /// How the command prints its view; `None` for `stop` and `resume`,
+    /// which print one line.
+    pub fn print(&self) -> Option<Print> {
+        match self {
+            PluginCommand::Queues { print, .. }
+            | PluginCommand::Workloads { print, .. }
+            | PluginCommand::Why { print, .. }
+            | PluginCommand::Top { print, .. }
+            | PluginCommand::Usage { print, .. } => Some(*print),
+            PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => None,
+        }
+    }
+
+    /// Whether the command reads every namespace (`-A`).
+    pub fn all_namespaces(&self) -> bool {
+        match self {
+            PluginCommand::Queues { namespaces, .. }
+            | PluginCommand::Workloads { namespaces, .. }
+            | PluginCommand::Top { namespaces, .. }
+            | PluginCommand::Usage { namespaces, .. } => namespaces.all_namespaces,
+            PluginCommand::Why { .. } | PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => false,
+        }
+    }
 }
 
 /// Output formats.
@@ -140,10 +213,10 @@ async fn run_async(args: PluginArgs) -> Result<ExitCode, PluginError> {
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
     let scope = fetch::Scope {
-        namespace: (!args.all_namespaces).then(|| namespace.clone()),
+        namespace: (!args.command.all_namespaces()).then(|| namespace.clone()),
     };
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    match &args.command {
+    let how = match &args.command {
         PluginCommand::Stop { queue, drain } => {
             let policy = if *drain { "HoldAndDrain" } else { "Hold" };
             set_stop_policy(&client, &namespace, queue, policy).await?;
@@ -153,12 +226,15 @@ async fn run_async(args: PluginArgs) -> Result<ExitCode, PluginError> {
             set_stop_policy(&client, &namespace, queue, "None").await?;
             return Ok(ExitCode::SUCCESS);
         }
-        _ => {}
-    }
+        command => command.print().unwrap_or(Print {
+            output: Output::Table,
+            watch: false,
+        }),
+    };
     // Printed again when what it says changes (not when only ages move).
     let mut last: Option<String> = None;
     loop {
-        let (text, said) = render(&client, &args, &scope, &namespace, colour).await?;
+        let (text, said) = render(&client, &args.command, how.output, &scope, &namespace, colour).await?;
         if last.as_ref() != Some(&said) {
             if last.is_some() {
                 println!();
@@ -166,7 +242,7 @@ async fn run_async(args: PluginArgs) -> Result<ExitCode, PluginError> {
             print(&text)?;
             last = Some(said);
         }
-        if !args.watch {
+        if !how.watch {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -208,24 +284,26 @@ fn output<T: serde::Serialize>(
 /// The output of the command asked for, and what it says.
 async fn render(
     client: &Client,
-    args: &PluginArgs,
+    command: &PluginCommand,
+    output: Output,
     scope: &fetch::Scope,
     namespace: &str,
     colour: bool,
 ) -> Result<(String, String), PluginError> {
-    let wide = args.output == Output::Wide;
-    if args.output == Output::Csv && !matches!(args.command, PluginCommand::Usage { .. }) {
+    let wide = output == Output::Wide;
+    if output == Output::Csv && !matches!(command, PluginCommand::Usage { .. }) {
         return Err(PluginError::Usage(
             "-o csv: only `kubectl sluice usage` prints CSV".into(),
         ));
     }
-    match &args.command {
-        PluginCommand::Queues => queues(client, scope, args.output, wide).await,
-        PluginCommand::Top => top(client, scope, args.output, colour).await,
+    match command {
+        PluginCommand::Queues { .. } => queues(client, scope, output, wide).await,
+        PluginCommand::Top { .. } => top(client, scope, output, colour).await,
         PluginCommand::Workloads {
             pending,
             admitted,
             selector,
+            ..
         } => {
             let filter = if *pending {
                 Filter::Pending
@@ -234,10 +312,10 @@ async fn render(
             } else {
                 Filter::All
             };
-            workloads(client, scope, selector.as_deref(), filter, args.output, colour).await
+            workloads(client, scope, selector.as_deref(), filter, output, colour).await
         }
-        PluginCommand::Why { name } => why(client, namespace, name, args.output).await,
-        PluginCommand::Usage { since } => usage(client, scope, *since, args.output).await,
+        PluginCommand::Why { name, .. } => why(client, namespace, name, output).await,
+        PluginCommand::Usage { since, .. } => usage(client, scope, *since, output).await,
         PluginCommand::Stop { .. } | PluginCommand::Resume { .. } => Ok((String::new(), String::new())),
     }
 }
@@ -301,14 +379,10 @@ async fn usage(
     })
 }
 
-/// `--since`: a duration in seconds (`7d`, `24h`; a bare number is
-/// seconds).
+/// `--since`: a duration (`7d`, `24h`; a number needs its unit), in
+/// whole seconds.
 fn parse_since(text: &str) -> Result<i64, String> {
-    let units = sluice_api::duration::Units {
-        bare: sluice_api::duration::Unit::Seconds,
-        largest: sluice_api::duration::Unit::Days,
-    };
-    let d = sluice_api::duration::parse(text, units).map_err(|e| e.to_string())?;
+    let d = sluice_api::duration::parse(text, sluice_api::duration::Units::TRACE).map_err(|e| e.to_string())?;
     i64::try_from(d.as_secs()).map_err(|_| format!("{text}: too long"))
 }
 

@@ -21,6 +21,11 @@ pub struct Cycle {
     /// Numbers inside a reason (free quota, deficit) refreshing do not count
     /// as a change, so a controller can write status only for these.
     pub pending_changed: Vec<(Arc<str>, Arc<Explanation>)>,
+    /// Reservations whose start moved later than their head was told (by
+    /// a minute or more, or to unknown): the head's explanation carries
+    /// the new start, and its status is worth a write even though its
+    /// reason (`Reserved`) did not change.
+    pub moved: Vec<ReservationMoved>,
     /// When the engine next wants a cycle even if nothing happens
     /// (a preemption protection or a requeue backoff expiring).
     pub next_wakeup: Option<Millis>,
@@ -33,6 +38,7 @@ impl Cycle {
             && self.preempted.is_empty()
             && self.evicted.is_empty()
             && self.pending_changed.is_empty()
+            && self.moved.is_empty()
     }
 }
 
@@ -86,6 +92,23 @@ pub struct Backfilled {
     /// run time), past which it may be evicted while it holds the
     /// reservation off.
     pub due: Option<Millis>,
+}
+
+/// A reservation that starts later than its head was told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationMoved {
+    /// The head holding the reservation.
+    pub uid: Arc<str>,
+    /// The start it was told, and the start now.
+    pub from: ReservedStart,
+    pub to: ReservedStart,
+    /// Workloads (`namespace/name`) that went ahead of it this cycle:
+    /// admitted or reserving ahead of it in queue order (higher priority,
+    /// or queued earlier), admitted in another queue within its nominal
+    /// quota, or let ahead within `backfill.maxDelayMinutes`. None:
+    /// admitted work ran past its declared run time, or quota or nodes
+    /// changed.
+    pub ahead: Vec<Arc<str>>,
 }
 
 /// The flavors and usage of one pod set.

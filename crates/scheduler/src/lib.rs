@@ -13,7 +13,7 @@
 //!                │  each updates the ledger in O(resources) and
 //!                │  marks the queues whose chances changed ("woken")
 //!                ▼
-//!   schedule(now) ──► Cycle { admitted, preempted, evicted, pending_changed, next_wakeup }
+//!   schedule(now) ──► Cycle { admitted, preempted, evicted, pending_changed, moved, next_wakeup }
 //! ```
 //!
 //! ## The ledger
@@ -38,10 +38,15 @@
 //! 1. Timers fire: backoffs end, and minimum-runtime protections expire
 //!    (which wakes the queue of the workload that waited for them).
 //! 2. Preemptors whose victims are all gone are admitted with the flavors
-//!    they claimed.
+//!    they claimed. Backfill reservations are re-planned: one that moved
+//!    later is told to its head (`Cycle::moved`), one whose head no longer
+//!    fits has its domain looked at again (also after every domain pass
+//!    below that admitted something).
 //! 3. For every scheduling domain (a cohort, or a queue outside any cohort)
 //!    with something new, the candidates of its queues are merged into one
-//!    order: **priority descending, then queue-order time, then UID**. A
+//!    order: **priority descending, then queue-order time, then arrival**
+//!    (the order the engine was given them: creation times have whole
+//!    seconds, and one created later in the same second is behind). A
 //!    woken queue contributes all its pending workloads; the others only
 //!    their fresh ones (new or requeued since the last cycle). Each candidate
 //!    in turn:
@@ -180,8 +185,8 @@ pub mod usage;
 
 pub use decision::{
     Admission, Backfilled, BudgetOverrun, BudgetSpent, Cycle, Eviction, EvictionReason, Explanation, FlavorVerdict,
-    NeverOnNodes, PendingReason, PodSetAssignment, Preemption, PreemptionReason, ReservedNodes, ReservedStart,
-    TopologyDomain, Verdict,
+    NeverOnNodes, PendingReason, PodSetAssignment, Preemption, PreemptionReason, ReservationMoved, ReservedNodes,
+    ReservedStart, TopologyDomain, Verdict,
 };
 pub use engine::{
     Engine, EngineError, FairShare, QueuePosition, QueueUsage, ResourceUsage, UsageChange, WorkloadState,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sluice_import::{ImportError, import, is_kueue};
+use sluice_import::{import, is_kueue};
 use sluice_scheduler::{FairShareStrategies, FairSharing};
 
 use super::scenario::Document;
@@ -46,7 +46,7 @@ pub fn convert(file: &str, docs: &[Document<'_>]) -> Result<Converted, Vec<Diagn
         path: String::new(),
         message,
     };
-    let imported = import(&values, false).map_err(|e| vec![at(culprit(&e, &values), e.to_string())])?;
+    let imported = import(&values, false).map_err(|e| vec![at(e.document(&values).unwrap_or(0), e.to_string())])?;
     let mut texts: BTreeMap<usize, Option<String>> = kueue.iter().map(|(i, _)| (*i, None)).collect();
     for (k, text) in imported.origins.iter().zip(&imported.documents) {
         texts.insert(kueue[*k].0, Some(text.clone()));
@@ -81,18 +81,6 @@ impl Converted {
                 }),
             })
             .collect()
-    }
-}
-
-/// The Kueue document an import error is about.
-fn culprit(e: &ImportError, values: &[Value]) -> usize {
-    match e {
-        ImportError::Document { index, .. } => *index,
-        ImportError::Invalid { kind, name, .. } => values
-            .iter()
-            .position(|v| v["kind"] == kind.as_str() && v["metadata"]["name"] == name.as_str())
-            .unwrap_or(0),
-        ImportError::Strict(_) => 0,
     }
 }
 

@@ -206,8 +206,13 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
     for doc in kueue.apply(docs) {
         setup.read(doc, &mut errors);
     }
-    // 3. Names between the objects.
-    setup.check_references(&mut errors);
+    // 3. Names between the objects, once every object was read: an object
+    // refused above is reported at its own error, not again as "not in the
+    // scenario" wherever it is named.
+    let objects_read = errors.is_empty();
+    if objects_read {
+        setup.check_references(&mut errors);
+    }
     // 4. The Trace, against those objects.
     let Some((mut trace_doc, trace_text)) = setup.trace.take() else {
         if errors.is_empty() {
@@ -220,7 +225,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
             g.count = scaled_count(g.count, opts.scale);
         }
     }
-    let replay = setup.read_trace(&trace_doc, &trace_text, kueue.fair_sharing, &mut errors);
+    let replay = setup.read_trace(&trace_doc, &trace_text, kueue.fair_sharing, objects_read, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -493,13 +498,16 @@ impl<'a> Setup<'a> {
     }
 
     /// The Trace's workloads (checked against the queues and priority
-    /// classes), idle interval, fair sharing (the Trace's own setting, else
-    /// Kueue's Configuration's, else the default) and nodes.
+    /// classes, and their resources against the ClusterQueues when
+    /// `objects_read`: every object was read), idle interval, fair sharing
+    /// (the Trace's own setting, else Kueue's Configuration's, else the
+    /// default) and nodes.
     fn read_trace(
         &self,
         trace_doc: &TraceDoc,
         text: &Document<'_>,
         kueue_fair_sharing: Option<FairSharing>,
+        objects_read: bool,
         errors: &mut Vec<Diagnostic>,
     ) -> Replay {
         let origin = DocOrigin {
@@ -517,13 +525,15 @@ impl<'a> Setup<'a> {
             .unwrap_or_default();
         let workloads = match trace::expand(trace_doc, &names, origin) {
             Ok(w) => {
-                errors.extend(checks::requested_resources(
-                    &w,
-                    &self.cluster_queues,
-                    transforms,
-                    text,
-                    origin,
-                ));
+                if objects_read {
+                    errors.extend(checks::requested_resources(
+                        &w,
+                        &self.cluster_queues,
+                        transforms,
+                        text,
+                        origin,
+                    ));
+                }
                 w
             }
             Err(e) => {

@@ -3,8 +3,8 @@
 //! Virtual time is an integer count of milliseconds since the start of the
 //! simulation ([`Millis`], the engine's own type). Durations in a trace are
 //! read by the one duration rule of the project ([`sluice_api::duration`]):
-//! `90s`, `2h30m`, `1.5h`, `200ms`, `1d`, or a bare number, which here is
-//! milliseconds ([`Units::TRACE`]).
+//! `90s`, `2h30m`, `1.5h`, `200ms`, `1d`; a number needs its unit, only `0`
+//! goes without one.
 
 use sluice_api::duration::{self, Units};
 pub use sluice_scheduler::Millis;
@@ -12,9 +12,9 @@ pub use sluice_scheduler::Millis;
 /// The longest duration a trace may give: 10^15 ms (about 31 700 years).
 const MAX_MS: u128 = 1_000_000_000_000_000;
 
-/// Parses a trace duration by [`duration::parse`] with [`Units::TRACE`]: a
-/// bare number is milliseconds (`250`), otherwise `<number><unit>` parts
-/// (`2h30m`, `1.5s`). The result is rounded to whole milliseconds.
+/// Parses a trace duration by [`duration::parse`] with [`Units::TRACE`]:
+/// `<number><unit>` parts (`2h30m`, `1.5s`, `250ms`) or `0`. The result is
+/// rounded to whole milliseconds.
 pub fn parse_duration(text: &str) -> Result<Millis, String> {
     let d = duration::parse(text, Units::TRACE).map_err(|e| format!("invalid duration {e}"))?;
     let ms = (d.as_nanos() + 500_000) / 1_000_000;
@@ -65,7 +65,6 @@ mod tests {
         assert_eq!(parse_duration("200ms"), Ok(200));
         assert_eq!(parse_duration("1m30s500ms"), Ok(90_500));
         assert_eq!(parse_duration("1d"), Ok(86_400_000));
-        assert_eq!(parse_duration("250"), Ok(250));
         assert_eq!(parse_duration("0"), Ok(0));
         assert_eq!(parse_duration(" 0s "), Ok(0));
     }
@@ -73,7 +72,11 @@ mod tests {
     #[test]
     fn rejects_nonsense_with_a_reason() {
         assert!(parse_duration("").unwrap_err().contains("empty"));
-        assert!(parse_duration("10").is_ok());
+        assert!(
+            parse_duration("250")
+                .unwrap_err()
+                .contains("needs a unit, e.g. 250s or 250m")
+        );
         assert!(parse_duration("10x").unwrap_err().contains("unknown unit \"x\""));
         assert!(parse_duration("h").unwrap_err().contains("expected a number"));
         assert!(parse_duration("-5s").unwrap_err().contains("expected a number"));

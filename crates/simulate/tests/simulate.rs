@@ -693,6 +693,24 @@ fn names_that_refer_to_nothing_are_errors() {
     );
 }
 
+/// A ClusterQueue refused for its own error is reported there once, not
+/// again as "not in the scenario" at the LocalQueue that names it nor as
+/// uncovered resources in the Trace.
+#[test]
+fn an_object_refused_is_not_reported_again_where_it_is_named() {
+    let text = strict_doc(
+        &GOOD_GROUPS.replace("nominalQuota: 8", "nominalQuota: 8x"),
+        "nvidia.com/gpu: 1",
+    );
+    let errors = all_errors(&text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].contains("nominalQuota: ClusterQueue team: quantity \"8x\" has unknown suffix \"x\""),
+        "{}",
+        errors[0]
+    );
+}
+
 #[test]
 fn absurd_sizes_are_refused_with_the_limit() {
     let text = format!(

@@ -20,11 +20,11 @@ use sluice_webhook::metrics::Metrics;
 use sluice_webhook::review::Reviewer;
 use sluice_webhook::tls::{SwappableCert, certified_key_from_pem};
 
+/// A recorded review from the repository's `tests/fixtures/`.
 fn fixture() -> Vec<u8> {
-    let dir = std::env::var_os("SLUICE_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    let raw = std::fs::read(dir.join("admissionreview-request-pod-create-gpu-requests-only.json")).unwrap();
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/admissionreview-request-pod-create-gpu-requests-only.json");
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     // Without its queue label: a pod the GPU fixes apply to (with it, the
     // pod waits for admission and is refused where there are no gates).
     let mut review: serde_json::Value = serde_json::from_slice(&raw).unwrap();

@@ -10,11 +10,10 @@ use crate::cache::ClusterView;
 use crate::config::WebhookConfig;
 use crate::review::Reviewer;
 
-/// `shared/fixtures`, beside the repository (or `SLUICE_FIXTURES`).
+/// The repository's recorded API payloads (`tests/fixtures/`, see its
+/// README), found from this crate's directory.
 pub fn fixtures_dir() -> PathBuf {
-    std::env::var_os("SLUICE_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
 pub fn fixture_bytes(name: &str) -> Vec<u8> {

@@ -24,11 +24,12 @@ use sluice_webhook::tls::{CertFiles, SwappableCert, certified_key_from_pem};
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// A recorded payload from the repository's `tests/fixtures/`.
 fn fixture(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("SLUICE_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    std::fs::read(dir.join(name)).unwrap()
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The recorded bare GPU pod without its queue label: one the GPU fixes

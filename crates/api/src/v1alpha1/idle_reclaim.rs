@@ -18,8 +18,9 @@ pub const DEFAULT_WINDOW: &str = "30m";
 pub const DEFAULT_GRACE_PERIOD: &str = "15m";
 /// The shortest `for` accepted: Prometheus needs a few scrapes to tell.
 pub const MIN_WINDOW: Duration = Duration::from_secs(10);
-/// Schema pattern of a duration field (`30m`, `1h30m`, `90s`, or bare seconds).
-pub const DURATION_PATTERN: &str = "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$|^[0-9]+$";
+/// Schema pattern of a duration field (`30m`, `1h30m`, `90s`, or `0`: a
+/// number needs its unit, [`crate::duration`]).
+pub const DURATION_PATTERN: &str = "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$|^0$";
 
 /// Idle-GPU reclaim policy of a ClusterQueue. Absent: off.
 ///
@@ -35,7 +36,7 @@ pub struct IdleReclaim {
     #[schemars(range(min = 1, max = 100))]
     pub utilization_below: i32,
     /// How long every GPU pod must stay below the threshold, e.g. `30m`.
-    /// At least 10s; units `ms`, `s`, `m`, `h`; a bare number is seconds.
+    /// At least 10s; units `ms`, `s`, `m`, `h` (a number needs its unit).
     #[serde(rename = "for", default = "default_window")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub window: String,

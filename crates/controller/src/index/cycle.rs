@@ -82,7 +82,7 @@ impl Index {
     }
 
     /// The engine's decisions into the index: admissions, preemptions,
-    /// evictions, changed explanations.
+    /// evictions, changed explanations, reservations that moved.
     fn take_decisions(&mut self, cycle: &eng::Cycle, now_ms: i64) {
         for adm in &cycle.admitted {
             self.on_admitted(adm, now_ms);
@@ -109,6 +109,9 @@ impl Index {
         }
         for (uid, expl) in &cycle.pending_changed {
             self.on_pending(uid, expl, now_ms);
+        }
+        for m in &cycle.moved {
+            self.on_reservation_moved(m);
         }
     }
 

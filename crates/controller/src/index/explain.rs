@@ -4,7 +4,8 @@
 //! as it is then.
 
 use sluice_api::v1alpha1::{WorkloadStatus, conditions as cond};
-use sluice_scheduler::{Explanation, WorkloadState};
+use sluice_convert::text;
+use sluice_scheduler::{Explanation, ReservationMoved, WorkloadState};
 
 use super::status::{self, verdict_reason};
 use super::{Index, WlEntry};
@@ -45,6 +46,23 @@ impl Index {
             e.observed.generation,
         );
         self.outbox.explain.insert(uid.to_string());
+    }
+
+    /// A reservation that starts later than its head was told: the head's
+    /// explanation is written again (its reason, `Reserved`, did not
+    /// change, so [`Index::on_pending`] would not), and an Event on it says
+    /// from when to when, and what went ahead of it.
+    pub(super) fn on_reservation_moved(&mut self, m: &ReservationMoved) {
+        let Some(wk) = self.table.by_uid.get(&*m.uid).cloned() else {
+            return;
+        };
+        self.outbox.explain.insert(m.uid.to_string());
+        let note = text::reservation_moved(m);
+        let steps = self.events(&wk, "Normal", text::RESERVATION_MOVED, "Reserve", &note);
+        self.outbox.plans.push(Plan {
+            purpose: Purpose::Report,
+            steps,
+        });
     }
 
     /// A workload that waiting alone cannot help

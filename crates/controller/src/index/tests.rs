@@ -1785,6 +1785,7 @@ fn a_thousand_arrivals_into_a_full_queue_cost_one_state_write_per_admission_and_
     assert!(lazy_writes <= n as usize, "{lazy_writes} lazy writes");
 }
 
+mod backfill;
 mod cohorts;
 mod default_queue;
 mod foreign;

@@ -16,6 +16,7 @@ use sluice_api::v1alpha1::Workload;
 use tokio::sync::{Mutex, watch};
 
 use super::cache::{Cache, build_index, handle};
+use super::lease::Election;
 use super::queue_status::QueueStatusWriter;
 use super::watches::{Msg, MsgStream, all_watches};
 use super::{RunConfig, RunError, Shared, now_ms};
@@ -80,7 +81,7 @@ pub(super) async fn event_loop(
     cfg: &RunConfig,
     mut io: LoopIo,
     mut leader_rx: watch::Receiver<bool>,
-    lease_task: &mut LeaseTask,
+    election: &mut Option<Election>,
     shared: &Shared,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
@@ -137,12 +138,15 @@ pub(super) async fn event_loop(
                 continue;
             }
             changed = leader_rx.changed() => {
-                changed.map_err(|_| RunError::Lease("lease task ended".into()))?;
+                changed.map_err(|_| RunError::Lease("the election task ended".into()))?;
                 if step_down(*leader_rx.borrow(), &io, &mut queue_status, &mut index) {
                     (cache, stream) = relist(&client, cfg, shared);
                 }
             }
-            done = lease_done(lease_task) => return Err(lease_ended(lease_task, done)),
+            why = lease_done(election) => {
+                *election = None;
+                return Err(RunError::Lease(why));
+            }
         }
         // After whatever woke the loop: the fence, leadership, a cycle.
         let leading = *leader_rx.borrow();
@@ -269,25 +273,12 @@ fn relist(client: &Client, cfg: &RunConfig, shared: &Shared) -> (Cache, MsgStrea
     (cache, stream)
 }
 
-type LeaseTask = Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>;
-type LeaseDone = Result<kube_lease_manager::Result<kube_lease_manager::LeaseManager>, tokio::task::JoinError>;
-
-/// The lease task's end (never, without leader election).
-async fn lease_done(lease_task: &mut LeaseTask) -> LeaseDone {
-    match lease_task.as_mut() {
-        Some(t) => t.await,
+/// Why the election's task ended (never, without leader election).
+async fn lease_done(election: &mut Option<Election>) -> String {
+    match election.as_mut() {
+        Some(e) => e.ended().await,
         None => std::future::pending().await,
     }
-}
-
-/// Why the loop ends when the lease task did (which is gone).
-fn lease_ended(lease_task: &mut LeaseTask, done: LeaseDone) -> RunError {
-    *lease_task = None;
-    RunError::Lease(match done {
-        Ok(Ok(_)) => "lease task ended".to_string(),
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => e.to_string(),
-    })
 }
 
 /// A leader the fence allows, once every kind is listed, builds its index
@@ -491,7 +482,7 @@ async fn feedback(index: &Option<Mutex<Index>>, plan: &crate::plan::Plan, result
 
 /// Whether the Lease fence refuses writes while this replica leads (the
 /// Lease as the API server shows it must name us and be fresh; it lags the
-/// lease manager by a watch event at most). Holding the Lease but never
+/// election by a watch event at most). Holding the Lease but never
 /// seeing it for twice its duration (its watch fails) is an error: no
 /// other replica could take over, so the controller stops and the Lease
 /// expires.
@@ -581,10 +572,13 @@ async fn refetch_workloads(client: &Client, m: &Mutex<Index>) {
     for key in refetch {
         let api: Api<Workload> = Api::namespaced(client.clone(), &key.namespace);
         match tokio::time::timeout(writer::CALL_TIMEOUT, api.get_opt(&key.name)).await {
-            Ok(Ok(Some(wl))) => m.lock().await.apply_fetched_workload(&wl, now_ms()),
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => tracing::warn!(workload = %key, error = %e, "cannot read Workload"),
-            Err(_) => tracing::warn!(workload = %key, "reading Workload timed out"),
+            Ok(Ok(Some(wl))) => {
+                crate::outage::succeeded();
+                m.lock().await.apply_fetched_workload(&wl, now_ms());
+            }
+            Ok(Ok(None)) => crate::outage::succeeded(),
+            Ok(Err(e)) => crate::outage::report("read", &e, &format!("cannot read Workload {key}")),
+            Err(_) => crate::outage::failed("read", &format!("reading Workload {key} timed out")),
         }
     }
 }
@@ -609,6 +603,9 @@ async fn refetch_objects(client: &Client, m: &Mutex<Index>) {
                     .map(|r| r.map(|o| o.map(|d| serde_json::to_value(d).unwrap_or_default())))
             }
         };
+        if matches!(read, Ok(Ok(_))) {
+            crate::outage::succeeded();
+        }
         match read {
             Ok(Ok(Some(v))) => {
                 let mut ix = m.lock().await;
@@ -621,8 +618,8 @@ async fn refetch_objects(client: &Client, m: &Mutex<Index>) {
                 }
             }
             Ok(Ok(None)) => {}
-            Ok(Err(e)) => tracing::warn!(kind, object = %key, error = %e, "cannot read it"),
-            Err(_) => tracing::warn!(kind, object = %key, "reading it timed out"),
+            Ok(Err(e)) => crate::outage::report("read", &e, &format!("cannot read {kind} {key}")),
+            Err(_) => crate::outage::failed("read", &format!("reading {kind} {key} timed out")),
         }
     }
 }

@@ -138,11 +138,11 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
     // Without leader election this replica always leads; the sender lives
     // as long as the loop, so the receiver never reports a closed channel.
     let (_always_leader, always) = watch::channel(true);
-    let (leader_rx, mut lease_task) = match &cfg.lease {
+    let (leader_rx, mut election) = match &cfg.lease {
         None => (always, None),
         Some(l) => {
-            let (rx, task) = lease::elect(&client, l, &cfg.identity).await?;
-            (rx, Some(task))
+            let (rx, election) = lease::elect(&client, l, &cfg.identity);
+            (rx, Some(election))
         }
     };
     let mut writer = Writer::new(client.clone(), cfg.identity.clone())
@@ -169,7 +169,7 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
         failed: failed_rx,
         checker,
     };
-    let result = event_loop(client, &cfg, io, leader_rx, &mut lease_task, &shared, shutdown).await;
+    let result = event_loop(client, &cfg, io, leader_rx, &mut election, &shared, shutdown).await;
     if let Some(t) = fence_task {
         t.abort();
     }
@@ -182,10 +182,9 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: impl Future<Output = 
         tracing::warn!("events still queued at shutdown were dropped");
         events.abort();
     }
-    if result.is_ok()
-        && let Some(task) = lease_task
-    {
-        lease::release(task).await;
+    // Writes are over: the Lease is given up after a clean stop.
+    if let Some(election) = election {
+        election.stop(result.is_ok()).await;
     }
     server.abort();
     result

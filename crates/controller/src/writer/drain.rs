@@ -70,8 +70,14 @@ async fn write(writer: &Writer, epoch: u64, plan: Plan, prepaid: bool, outcomes:
     match result {
         // Status writes are acknowledged and pod checks answered; other
         // successes need nothing.
-        Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => outcomes.send((epoch, plan, Ok(acks))).is_ok(),
-        Ok(_) => true,
+        Ok(acks) if plan.steps.iter().any(Step::wants_feedback) => {
+            crate::outage::succeeded();
+            outcomes.send((epoch, plan, Ok(acks))).is_ok()
+        }
+        Ok(_) => {
+            crate::outage::succeeded();
+            true
+        }
         Err(e) if matches!(e.error, WriteError::NotLeader { .. }) => {
             metrics.dropped(Lane::of(&plan.purpose).label(), "not_leader");
             // Still told: if this replica still leads (the fence lapsed
@@ -79,7 +85,9 @@ async fn write(writer: &Writer, epoch: u64, plan: Plan, prepaid: bool, outcomes:
             outcomes.send((epoch, plan, Err(e))).is_ok()
         }
         Err(e) => {
-            if !matches!(e.error, WriteError::PodsRemain { .. }) {
+            if e.error.unavailable() {
+                crate::outage::failed("write", &e);
+            } else if !matches!(e.error, WriteError::PodsRemain { .. }) {
                 tracing::warn!(error = %e, reason = e.error.metric_label(), "write failed");
             }
             outcomes.send((epoch, plan, Err(e))).is_ok()

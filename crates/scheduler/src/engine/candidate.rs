@@ -116,7 +116,7 @@ impl Engine {
         let held_back = behind || !ahead_of.is_empty();
         let why = self.admit_on_nodes(pass, cq, key.id, attempt, held_back, now, out);
         if why.is_none() && !ahead_of.is_empty() {
-            self.note_backfill(key.id, ahead_of, out);
+            self.note_backfill(key.id, ahead_of, now, out);
         }
         why
     }

@@ -65,6 +65,7 @@ impl Engine {
         self.settle_reservations();
         self.wake_freed_flavors();
         self.complete_claims(now, &mut out);
+        self.review_reservations(now, &mut out);
         let dirty = std::mem::take(&mut self.turn.dirty);
         let order: Vec<CqId> = match self.turn.resume_after.take() {
             Some(after) => dirty.range(after + 1..).chain(dirty.range(..=after)).copied().collect(),
@@ -249,10 +250,12 @@ impl Engine {
         // 2. One order over them: priority, then time; nominal quota before
         //    borrowing; with fair sharing, the share tournament.
         let mut pass = self.start_pass(lists);
+        let admitted_before = out.admitted.len();
         loop {
             // 3. Within the cycle's budget, or the rest waits for the next.
             if self.spent(out) {
                 self.cut_short(pass.lists);
+                self.review_domain(members, now, out);
                 return true;
             }
             // 4. The next candidate (its list's next one queued behind it).
@@ -267,6 +270,10 @@ impl Engine {
             // 6. Admitted whole, by preemption or reduced; else parked with
             //    why (`candidate.rs`).
             self.try_candidate(&mut pass, key, list, now, out);
+        }
+        // 7. Reservations that what it admitted moved are told.
+        if out.admitted.len() > admitted_before {
+            self.review_domain(members, now, out);
         }
         false
     }

@@ -210,6 +210,7 @@ impl Engine {
             lq: Arc::from(spec.local_queue.as_str()),
             priority: spec.priority,
             ts: spec.queue_order_time,
+            arrival: self.workloads.next_arrival,
             pod_sets,
             shape,
             state: State::Pending,
@@ -221,6 +222,7 @@ impl Engine {
             last_preempted: None,
             expected_runtime: spec.expected_runtime,
         };
+        self.workloads.next_arrival += 1;
         Ok(self.workloads.insert(wl))
     }
 }

@@ -1,5 +1,5 @@
 //! The order of a cycle: every candidate list of a cohort domain merged
-//! into one global queue order (priority, then queue-order time, then UID),
+//! into one global queue order (priority, then queue-order time, then arrival),
 //! in two passes as in Kueue. In the first pass, a candidate that could be
 //! admitted only by borrowing waits, and the rest of its queue with it (a
 //! queue's own order is never inverted), while a peer of the cohort leaves

@@ -52,6 +52,9 @@ pub(super) struct Workloads {
     pub(super) shapes: HashMap<ShapeKey, u32>,
     /// Admissions another controller made ([`super::Engine::hold_foreign`]).
     pub(super) foreign: BTreeSet<WlId>,
+    /// The arrival of the next workload given to the engine
+    /// ([`super::state::Wl::arrival`]).
+    pub(super) next_arrival: u64,
 }
 
 /// The cycle in progress, and what it has to report.

@@ -16,11 +16,15 @@ use super::placement::Placement;
 use super::placement::{NodeId, ResVec};
 use super::{CohortId, CqId, WlId};
 
-/// Queue order: priority descending, then queue-order time, then UID.
+/// Queue order: priority descending, then queue-order time, then arrival
+/// (the order the engine was given the workloads: queue-order times in
+/// whole seconds tie often, and a workload that arrived later is behind),
+/// then UID.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct OrderKey {
     pub(super) prio: Reverse<i32>,
     pub(super) ts: Millis,
+    pub(super) arrival: u64,
     pub(super) uid: Arc<str>,
     pub(super) id: WlId,
 }
@@ -241,6 +245,9 @@ pub(super) struct Wl {
     pub(super) lq: Arc<str>,
     pub(super) priority: i32,
     pub(super) ts: Millis,
+    /// When the engine was given it, counted from the first workload:
+    /// breaks ties of `ts` in queue order. Kept when it is requeued.
+    pub(super) arrival: u64,
     pub(super) pod_sets: Vec<PodSet>,
     pub(super) shape: u32,
     pub(super) state: State,
@@ -304,6 +311,7 @@ impl Wl {
         OrderKey {
             prio: Reverse(self.priority),
             ts: self.ts,
+            arrival: self.arrival,
             uid: self.uid.clone(),
             id,
         }

@@ -56,13 +56,15 @@ fn one_cycle_admits_across_all_queues() {
 }
 
 #[test]
-fn order_is_priority_then_queue_time_then_uid() {
+fn order_is_priority_then_queue_time_then_arrival() {
     let mut w = World::new(vec![cq("a").quota("default", vec![q(CPU, 3)])]);
     w.add(wl("late-high").queue("a").prio(10).at(50).pods(1, &[(CPU, 1)]));
     w.add(wl("early-low").queue("a").prio(0).at(1).pods(1, &[(CPU, 1)]));
+    // Same priority and queue-order time: the one given first goes first,
+    // whatever its UID.
     w.add(wl("b-same").queue("a").prio(5).at(7).pods(1, &[(CPU, 1)]));
     w.add(wl("a-same").queue("a").prio(5).at(7).pods(1, &[(CPU, 1)]));
-    assert_eq!(admitted(&w.cycle(0)), ["late-high", "a-same", "b-same"]);
+    assert_eq!(admitted(&w.cycle(0)), ["late-high", "b-same", "a-same"]);
     assert_eq!(w.state("early-low"), WorkloadState::Pending);
 }
 

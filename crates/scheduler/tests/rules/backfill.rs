@@ -563,3 +563,120 @@ fn a_workload_ahead_of_the_reservations_pushes_the_last_one_out_of_the_depth() {
     assert!(matches!(reason(&w, "big1"), PendingReason::Reserved { .. }));
     assert_eq!(reason(&w, "big2"), PendingReason::NoFit);
 }
+
+#[test]
+fn a_workload_queued_at_the_same_instant_as_the_head_but_arriving_after_it_is_behind_its_reservation() {
+    // The API server's creation times have whole seconds: a Job created
+    // just after `big` was told its start can share its queue-order time.
+    // Its UID sorting first must not put it ahead of the reservation.
+    let mut w = reserved_for_big();
+    w.add(wl("a-long").queue("a").at(1).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    assert!(matches!(
+        reason(&w, "a-long"),
+        PendingReason::WouldDelayReservation { .. }
+    ));
+    assert_eq!(reason(&w, "big"), reserved(ReservedStart::At(2 * HOUR), 0));
+    // One that ends before the start is backfilled, and says so.
+    w.add(wl("a-short").queue("a").at(1).runs(HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(3 * MIN);
+    assert_eq!(admitted(&c), ["a-short"]);
+    assert!(c.admitted[0].backfill.as_ref().is_some_and(|b| b.ends_before));
+}
+
+#[test]
+fn a_higher_priority_arrival_that_fits_moves_the_reservation_and_the_head_is_told() {
+    let mut w = reserved_for_big();
+    // Ahead of `big` in queue order, and it fits: it goes first, and
+    // holds 2 of the 8 GPUs until 3 h 02 m.
+    w.add(
+        wl("urgent")
+            .queue("a")
+            .prio(5)
+            .at(2)
+            .runs(3 * HOUR)
+            .pods(1, &[(GPU, 2)]),
+    );
+    let c = w.cycle(2 * MIN);
+    assert_eq!(admitted(&c), ["urgent"]);
+    assert!(c.admitted[0].backfill.is_none());
+    let to = ReservedStart::At(2 * MIN + 3 * HOUR);
+    assert_eq!(
+        c.moved,
+        [ReservationMoved {
+            uid: "big".into(),
+            from: ReservedStart::At(2 * HOUR),
+            to,
+            ahead: vec!["ns/urgent".into()],
+        }]
+    );
+    assert_eq!(reason(&w, "big"), reserved(to, 0));
+    // Told once: the next cycle has nothing new to say.
+    assert!(w.cycle(3 * MIN).moved.is_empty());
+}
+
+#[test]
+fn work_let_ahead_within_the_max_delay_tells_the_head_its_later_start() {
+    let mut w = World::new(vec![
+        cq("a").quota("a100", vec![q(GPU, 8)]).reserve().max_delay(30 * MIN),
+    ]);
+    w.add(wl("run").queue("a").at(0).runs(2 * HOUR).pods(1, &[(GPU, 6)]));
+    w.cycle(0);
+    w.add(wl("big").queue("a").at(1).pods(1, &[(GPU, 8)]));
+    w.cycle(MIN);
+    w.add(wl("a").queue("a").at(2).runs(2 * HOUR + 20 * MIN).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(2 * MIN);
+    assert_eq!(admitted(&c), ["a"]);
+    let later = ReservedStart::At(2 * HOUR + 22 * MIN);
+    assert_eq!(reason(&w, "big"), reserved(later, 1));
+    assert_eq!(c.moved.len(), 1);
+    assert_eq!((c.moved[0].to, &c.moved[0].ahead[..]), (later, &["ns/a".into()][..]));
+}
+
+#[test]
+fn a_reservation_whose_head_can_no_longer_start_is_given_up_and_the_head_told() {
+    let mut w = nodes_for_big();
+    let (long_node, mid_node) = (
+        w.e.workload_placement("long")[0].node.clone(),
+        w.e.workload_placement("mid")[0].node.clone(),
+    );
+    // A pod Sluice does not know of takes a GPU on `mid`'s node: `big`
+    // now starts on `long`'s node, at 3 h. Told, with nothing admitted
+    // ahead of it, once its queue is looked at (a job arrives).
+    w.usage(&mid_node, &[(GPU, 1)]);
+    w.add(wl("tiny").queue("a").at(3).runs(10 * MIN).pods(1, &[(GPU, 1)]));
+    let c = w.cycle(2 * MIN);
+    assert_eq!(
+        c.moved.iter().map(|m| (m.to, m.ahead.len())).collect::<Vec<_>>(),
+        [(ReservedStart::At(3 * HOUR), 0)]
+    );
+    assert!(matches!(
+        reason(&w, "big"),
+        PendingReason::Reserved {
+            start: ReservedStart::At(t),
+            ..
+        } if t == 3 * HOUR
+    ));
+    // Another on `long`'s node: no node will ever have 8 GPUs free. The
+    // reservation is given up, `big` is told it waits for quota, and
+    // work the reservation held back goes.
+    w.usage(&long_node, &[(GPU, 1)]);
+    w.add(wl("onto").queue("a").at(4).runs(3 * HOUR).pods(1, &[(GPU, 2)]));
+    let c = w.cycle(3 * MIN);
+    assert_eq!(admitted(&c), ["onto"]);
+    assert!(!matches!(reason(&w, "big"), PendingReason::Reserved { .. }));
+    assert!(c.pending_changed.iter().any(|(uid, _)| &**uid == "big"));
+}
+
+#[test]
+fn a_head_that_can_never_fit_any_more_gives_its_reservation_up() {
+    let mut w = reserved_for_big();
+    w.add(wl("small").queue("a").at(2).runs(3 * HOUR).pods(1, &[(GPU, 1)]));
+    assert!(admitted(&w.cycle(2 * MIN)).is_empty());
+    // The queue shrinks to 7 GPUs: `big` (8) never fits. It is told so,
+    // and holds nothing back any more.
+    w.e.upsert_cluster_queue(cq("a").quota("a100", vec![q(GPU, 7)]).reserve().build());
+    let c = w.cycle(3 * MIN);
+    assert_eq!(reason(&w, "big"), PendingReason::NeverFits);
+    assert_eq!(admitted(&c), ["small"]);
+}

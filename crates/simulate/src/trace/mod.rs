@@ -76,7 +76,8 @@ impl DocOrigin<'_> {
     }
 }
 
-/// A duration field: `90s`, `2h30m`, or a number of milliseconds.
+/// A duration field: `90s`, `2h30m`, `150ms`; a number needs its unit (only
+/// `0` goes without one), as a YAML number or a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Duration(pub Millis);
 
@@ -86,21 +87,16 @@ impl<'de> Deserialize<'de> for Duration {
         impl Visitor<'_> for V {
             type Value = Duration;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration such as 90s, 2h30m, 150ms or a number of milliseconds")
+                f.write_str("a duration such as 90s, 2h30m or 150ms")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
                 parse_duration(v).map(Duration).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
-                Millis::try_from(v)
-                    .map(Duration)
-                    .map_err(|_| E::custom("duration too large"))
+                parse_duration(&v.to_string()).map(Duration).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
-                if v < 0 {
-                    return Err(E::custom("a duration must not be negative"));
-                }
-                Ok(Duration(v))
+                parse_duration(&v.to_string()).map(Duration).map_err(E::custom)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
                 parse_duration(&v.to_string()).map(Duration).map_err(E::custom)

@@ -35,8 +35,12 @@
 //!   preferred among equals).
 //! - The start is computed afresh at every check (re-planned when work
 //!   ends early or late); a reservation ends when its head leaves the
-//!   queue or is admitted, and a workload ahead of it that does not fit
-//!   takes it over. A reservation never preempts anything by itself.
+//!   queue or is admitted, a workload ahead of it that does not fit takes
+//!   it over, and its head gives it up when it can no longer start (told
+//!   why it waits). Between judgements of its head it is re-planned
+//!   ([`review`]): a start that moved later is told to its head and
+//!   reported (`Cycle::moved`). A reservation never preempts anything by
+//!   itself.
 //! - A workload that went ahead because its declared run time ends before
 //!   the start, and runs past that run time, is evicted once the head is
 //!   looked at (woken at that time) and would fit without it: a run time
@@ -64,6 +68,7 @@ use super::placement::Placement;
 use super::state::{OrderKey, State, Timer};
 use super::{CqId, Engine, EngineError, WlId};
 
+mod review;
 mod start;
 
 use start::{Earlier, Head};
@@ -75,6 +80,10 @@ pub(super) struct Reservations {
     /// Per queue, in queue order, at most its `backfill_depth`.
     by_cq: BTreeMap<CqId, Vec<Reservation>>,
     ahead: BTreeMap<WlId, Ahead>,
+    /// Reservations given up this cycle for a workload ahead of their
+    /// head: a head that reserves again within the cycle goes on from
+    /// what it was told (the one write it gets shows only the new start).
+    given_up: Vec<Reservation>,
 }
 
 /// A workload admitted ahead of `cq`'s reservation, held by `head`
@@ -109,6 +118,12 @@ struct Reservation {
     /// `backfill_max_delay`, how late workloads admitted ahead of it may
     /// make it.
     promised: ReservedStart,
+    /// The start it was last told it moved to (at first, `promised`):
+    /// what a later start is measured against ([`review`]).
+    announced: ReservedStart,
+    /// Workloads (`namespace/name`) that went ahead of it since it was
+    /// last told it moved: what it is told moved it.
+    went_ahead: Vec<Arc<str>>,
 }
 
 /// A workload that would be admitted now: where, with what, until when.
@@ -146,8 +161,11 @@ impl Engine {
     /// with its flavors) that it fits first once admitted work ends (with
     /// node placement, on the nodes too), when its queue reserves and
     /// fewer than its depth of the queue's reservations are ahead of it.
-    /// A reservation it pushes beyond the depth is given up. Returns its
-    /// explanation (`Reserved`), or `None` when it holds no reservation.
+    /// A reservation it pushes beyond the depth is given up, and so is
+    /// its own when it can no longer start (never fits as things stand, or
+    /// not even once all admitted work ends): `why` tells it so. Returns
+    /// its explanation (`Reserved`), or `None` when it holds no
+    /// reservation.
     pub(super) fn reserve(
         &mut self,
         cq: CqId,
@@ -157,6 +175,13 @@ impl Engine {
         now: Millis,
         out: &mut Cycle,
     ) -> Option<Explanation> {
+        if matches!(
+            why.reason,
+            PendingReason::NeverFits | PendingReason::NeverPlaceable | PendingReason::ResourceNotCovered { .. }
+        ) {
+            self.give_up_reservation(cq, key);
+            return None;
+        }
         if usages.is_empty()
             || !matches!(
                 why.reason,
@@ -167,41 +192,64 @@ impl Engine {
         }
         let mut list = self.live_reservations(cq);
         let pos = list.partition_point(|r| r.head < *key);
-        let kept = (list.get(pos))
-            .filter(|r| r.head == *key)
-            .map(|r| (r.backfilled, r.promised));
+        let kept = list.get(pos).filter(|r| r.head == *key).cloned();
+        let resumed = (self.reservations.given_up.iter().position(|r| r.head == *key))
+            .filter(|_| kept.is_none())
+            .map(|i| self.reservations.given_up.swap_remove(i));
         if kept.is_none() && (pos >= self.depth(cq) || (pos > 0 && self.jumps_pending(cq, &list[pos - 1].head, key))) {
             return None;
         }
+        let held = kept.is_some();
         let (_, before) = self.starts(cq, &list[..pos].iter().collect::<Vec<_>>(), now);
-        let (start, r) = self.plan_reservation(cq, key, usages, &before, why, kept, now)?;
+        let Some((start, mut r)) = self.plan_reservation(cq, key, usages, &before, why, kept.or(resumed), now) else {
+            self.give_up_reservation(cq, key);
+            return None;
+        };
         self.evict_overruns(cq, &r, &before, now);
-        let nodes = r.on.clone();
-        let backfilled = r.backfilled;
-        match kept {
-            Some(_) => list[pos] = r,
-            None => list.insert(pos, r),
+        self.tell_if_moved(cq, &mut r, start, now, out);
+        let told = reserved_explanation(&r, start);
+        if held {
+            list[pos] = r;
+            self.reservations.by_cq.insert(cq, list);
+        } else {
+            self.insert_reservation(cq, list, pos, r, now, out);
         }
+        Some(told)
+    }
+
+    /// New reservation `r` of `cq` at `pos` of its `list`: one it pushes
+    /// beyond the queue's depth is given up, and those behind it, which
+    /// start later now, are told so.
+    fn insert_reservation(
+        &mut self,
+        cq: CqId,
+        mut list: Vec<Reservation>,
+        pos: usize,
+        r: Reservation,
+        now: Millis,
+        out: &mut Cycle,
+    ) {
+        let name = r.name.clone();
+        list.insert(pos, r);
         let dropped = list.split_off(list.len().min(self.depth(cq)));
+        let pushed_back = pos + 1 < list.len();
+        for r in &mut list[pos + 1..] {
+            r.went_ahead.push(name.clone());
+        }
         self.reservations.by_cq.insert(cq, list);
         for r in dropped {
             self.tell_no_reservation(cq, r, out);
         }
-        Some(Explanation {
-            reason: PendingReason::Reserved {
-                start,
-                backfilled,
-                nodes,
-            },
-            flavors: why.flavors.clone(),
-        })
+        if pushed_back {
+            self.review_queue(cq, now, out);
+        }
     }
 
     /// `key`'s reservation behind `before`: the earliest start among
     /// `usages`, on a flavor whose nominal quota can hold it if one can
     /// (elsewhere it must borrow, and may be reclaimed), the most
-    /// preferred among equals; `kept` (counted, promised) from the
-    /// reservation it already holds.
+    /// preferred among equals; what it was told and how many went ahead
+    /// of it from the reservation it already holds (`kept`).
     #[allow(clippy::too_many_arguments)]
     fn plan_reservation(
         &self,
@@ -210,7 +258,7 @@ impl Engine {
         usages: Vec<(Vec<(usize, Amount)>, Choice)>,
         before: &[Earlier],
         why: &Explanation,
-        kept: Option<(u32, ReservedStart)>,
+        kept: Option<Reservation>,
         now: Millis,
     ) -> Option<(ReservedStart, Reservation)> {
         let nodes = self.placement_on();
@@ -231,7 +279,10 @@ impl Engine {
             (Some(p), Some(c)) => self.reserved_nodes(c, p),
             _ => Vec::new(),
         };
-        let (backfilled, promised) = kept.unwrap_or((0, start));
+        let (backfilled, promised, announced, went_ahead) = match kept {
+            Some(k) => (k.backfilled, k.promised, k.announced, k.went_ahead),
+            None => (0, start, start, Vec::new()),
+        };
         let r = Reservation {
             head: key.clone(),
             name: self.wl(key.id).name.clone(),
@@ -241,6 +292,8 @@ impl Engine {
             on,
             backfilled,
             promised,
+            announced,
+            went_ahead,
         };
         Some((start, r))
     }
@@ -325,31 +378,35 @@ impl Engine {
 
     /// A workload admitted behind reservations: its admission carries the
     /// first one's note; each counts it, and its head is told how many
-    /// went ahead meanwhile.
-    pub(super) fn note_backfill(&mut self, id: WlId, behind: Vec<Behind>, out: &mut Cycle) {
+    /// went ahead meanwhile, and its start if the workload delays it
+    /// (within its queue's max delay).
+    pub(super) fn note_backfill(&mut self, id: WlId, behind: Vec<Behind>, now: Millis, out: &mut Cycle) {
         if let (Some(&i), Some(first)) = (self.turn.admitted_now.get(&id), behind.first()) {
             out.admitted[i].backfill = Some(first.note.clone());
         }
         if let Some(b) = behind.iter().find(|b| b.note.due.is_some()) {
             self.hold_to_due(id, b.cq, b.head.clone(), b.note.due.unwrap_or_default());
         }
+        let name = self.wl(id).name.clone();
         for b in behind {
-            let Some(r) =
-                (self.reservations.by_cq.get_mut(&b.cq)).and_then(|list| list.iter_mut().find(|r| r.name == b.head))
+            let Some(i) =
+                (self.reservations.by_cq.get(&b.cq)).and_then(|list| list.iter().position(|r| r.name == b.head))
             else {
                 continue;
             };
+            let mut r = self.reservations.by_cq.get_mut(&b.cq).expect("found")[i].clone();
             r.backfilled += 1;
-            let e = Explanation {
-                reason: PendingReason::Reserved {
-                    start: b.note.start,
-                    backfilled: r.backfilled,
-                    nodes: r.on.clone(),
-                },
-                flavors: r.flavors.clone(),
+            // Let ahead within the queue's max delay: it starts that much later.
+            let start = match b.note.start {
+                ReservedStart::At(t) => ReservedStart::At(t.saturating_add(b.note.delay)),
+                s => s,
             };
-            let head = r.head.id;
-            self.explain(head, Arc::new(e), out);
+            if b.note.delay > 0 && !r.went_ahead.contains(&name) {
+                r.went_ahead.push(name.clone());
+            }
+            self.explain(r.head.id, Arc::new(reserved_explanation(&r, start)), out);
+            self.tell_if_moved(b.cq, &mut r, start, now, out);
+            self.reservations.by_cq.get_mut(&b.cq).expect("found")[i] = r;
         }
     }
 
@@ -394,6 +451,7 @@ impl Engine {
     /// preempting, moved); the workloads their domains held back are
     /// looked at again.
     pub(super) fn settle_reservations(&mut self) {
+        self.reservations.given_up.clear();
         let changed: Vec<CqId> = (self.reservations.by_cq.iter())
             .filter(|(cq, list)| list.iter().any(|r| !self.is_head(**cq, r)))
             .map(|(cq, _)| *cq)
@@ -457,15 +515,34 @@ impl Engine {
         }
     }
 
+    /// `key`'s reservation of `cq`, if it holds one, given up (its head is
+    /// told why it waits by its caller); the workloads it held back are
+    /// looked at again.
+    fn give_up_reservation(&mut self, cq: CqId, key: &OrderKey) {
+        let Some(list) = self.reservations.by_cq.get_mut(&cq) else {
+            return;
+        };
+        let before = list.len();
+        list.retain(|r| r.head != *key);
+        if list.len() == before {
+            return;
+        }
+        if list.is_empty() {
+            self.reservations.by_cq.remove(&cq);
+        }
+        self.wake_domain(cq);
+    }
+
     /// A reservation of `cq` given up for a workload ahead of its head:
     /// the head, still waiting, is told plainly why it waits.
     fn tell_no_reservation(&mut self, cq: CqId, r: Reservation, out: &mut Cycle) {
         if self.is_head(cq, &r) {
             let e = Explanation {
                 reason: PendingReason::NoFit,
-                flavors: r.flavors,
+                flavors: r.flavors.clone(),
             };
             self.explain(r.head.id, Arc::new(e), out);
+            self.reservations.given_up.push(r);
         }
     }
 
@@ -520,5 +597,17 @@ impl Engine {
                     .collect();
                 (!live.is_empty()).then_some((rcq, live))
             })
+    }
+}
+
+/// What the head of reservation `r` is told, starting at `start`.
+fn reserved_explanation(r: &Reservation, start: ReservedStart) -> Explanation {
+    Explanation {
+        reason: PendingReason::Reserved {
+            start,
+            backfilled: r.backfilled,
+            nodes: r.on.clone(),
+        },
+        flavors: r.flavors.clone(),
     }
 }
