@@ -53,6 +53,14 @@ impl QuotaAudit {
     /// Starts watching; `limit` per ClusterQueue name (missing: no limit,
     /// only the maximum is kept).
     pub fn start(client: kube::Client, namespace: &str, limit: BTreeMap<String, i64>) -> Self {
+        Self::start_for(client, namespace, GPU, limit)
+    }
+
+    /// Like [`QuotaAudit::start`], summing `resource` in its engine units
+    /// (milli-units; 720 720ths of a GPU-equivalent), and whole GPUs for
+    /// `nvidia.com/gpu` as before.
+    pub fn start_for(client: kube::Client, namespace: &str, resource: &str, limit: BTreeMap<String, i64>) -> Self {
+        let resource = resource.to_string();
         let seen = Arc::new(Mutex::new(Seen::default()));
         let api: Api<Workload> = Api::namespaced(client, namespace);
         let record = seen.clone();
@@ -87,7 +95,7 @@ impl QuotaAudit {
                 let mut seen = record.lock().unwrap_or_else(|e| e.into_inner());
                 for (wl, present) in objects {
                     let uid = wl.metadata.uid.clone().unwrap_or_default();
-                    match held(&wl).filter(|_| present) {
+                    match held_of(&wl, &resource).filter(|_| present) {
                         Some((cq, gpus)) => {
                             let name = wl.metadata.name.clone().unwrap_or_default();
                             if !holding.contains_key(&uid) {
@@ -122,18 +130,33 @@ impl Drop for QuotaAudit {
 
 /// The ClusterQueue and GPUs a Workload holds as its status shows it.
 pub fn held(wl: &Workload) -> Option<(String, i64)> {
+    held_of(wl, GPU)
+}
+
+/// The ClusterQueue and amount of `resource` a Workload holds as its
+/// status shows it: whole GPUs for `nvidia.com/gpu`, engine units
+/// otherwise.
+pub fn held_of(wl: &Workload, resource: &str) -> Option<(String, i64)> {
     let status = wl.status.as_ref()?;
     if !status.holds_quota() {
         return None;
     }
     let admission = status.admission.as_ref()?;
-    let gpus = admission
+    let amount = |q: &str| -> Option<i64> {
+        if resource == GPU {
+            return q.parse::<i64>().ok();
+        }
+        sluice_api::quantity::parse_amount(resource, "", q)
+            .ok()
+            .and_then(|a| i64::try_from(a).ok())
+    };
+    let sum = admission
         .pod_set_assignments
         .iter()
-        .filter_map(|a| a.resource_usage.get(GPU))
-        .filter_map(|q| q.0.parse::<i64>().ok())
+        .filter_map(|a| a.resource_usage.get(resource))
+        .filter_map(|q| amount(&q.0))
         .sum();
-    Some((admission.cluster_queue.clone(), gpus))
+    Some((admission.cluster_queue.clone(), sum))
 }
 
 fn check(holding: &HashMap<String, (String, i64, String)>, limit: &BTreeMap<String, i64>, seen: &mut Seen) {

@@ -683,7 +683,8 @@ pub fn kubelet_status(phase: &str, now: &str) -> Value {
     }
 }
 
-pub(crate) fn jiff_now() -> String {
+/// Now, to the second, as the API server writes times (RFC 3339).
+pub fn jiff_now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())

@@ -6,7 +6,8 @@
 //!   `CustomResource` types, plus condition types and reasons
 //!   ([`v1alpha1::conditions`]).
 //! - [`quantity`]: exact parsing of Kubernetes quantities into integer
-//!   milli-units, and formatting back.
+//!   engine units (milli-units; 720 720ths of a GPU-equivalent), and
+//!   formatting back.
 //! - [`validation`]: the [`Validate`] trait; `validate()` on each kind
 //!   returns every cross-field violation with its field path. This, not the
 //!   CRD's CEL rules, is the rule of record.
@@ -21,6 +22,9 @@
 //! - [`strict`]: the keys of a manifest that its kind's schema does not
 //!   declare (which the API server would drop silently), with the nearest
 //!   known name.
+//! - [`transform`]: resource transformations (a MIG slice as a seventh of
+//!   a GPU-equivalent), as the controller, the chart and the simulator
+//!   take them.
 //!
 //! The crate has no async code and no I/O beyond what callers hand it.
 
@@ -35,6 +39,7 @@ pub mod quantity;
 pub mod resources;
 pub mod selector;
 pub mod strict;
+pub mod transform;
 pub mod v1alpha1;
 pub mod validation;
 

@@ -341,10 +341,106 @@ pub fn format_milli(milli: i128, format: Format) -> String {
     }
 }
 
-/// Formats milli-units of `resource` in its natural format (see
-/// [`format_for_resource`]) and wraps it in a [`Quantity`].
-pub fn to_quantity(resource: &str, milli: i128) -> Quantity {
-    Quantity(format_milli(milli, format_for_resource(resource)))
+/// The GPU-equivalent: what resource transformations turn MIG slices and
+/// time-sliced replicas into, so that one quota counts every way a GPU is
+/// shared.
+pub const GPU_EQUIVALENT: &str = "sluice.dev/gpu-equivalent";
+
+/// Engine units in one GPU-equivalent: 720 720, the least common multiple
+/// of 1 to 16, so that every fraction of a GPU with a denominator up to 16
+/// (a seventh for a 1g MIG slice, a quarter for one of four replicas) is a
+/// whole number of units and sums stay exact.
+pub const GPU_EQUIVALENT_UNITS: i128 = 720_720;
+
+/// Engine units in one whole unit of `resource`: milli-units (1 000) for
+/// every resource but the GPU-equivalent ([`GPU_EQUIVALENT_UNITS`]).
+pub fn units_per_whole(resource: &str) -> i128 {
+    if resource == GPU_EQUIVALENT {
+        GPU_EQUIVALENT_UNITS
+    } else {
+        MILLI_PER_UNIT
+    }
+}
+
+/// Parses a quantity of `resource` into its engine units
+/// ([`units_per_whole`]): milli-units, rounded up as [`parse_milli`]
+/// does; GPU-equivalents to the nearest 1/720 720.
+pub fn parse_amount(resource: &str, field: &str, value: &str) -> Result<i128, QuantityError> {
+    if units_per_whole(resource) == MILLI_PER_UNIT {
+        return parse_milli(field, value);
+    }
+    let nano = parse_scaled(value, 9).map_err(|kind| QuantityError {
+        field: field.to_string(),
+        value: value.to_string(),
+        kind,
+    })?;
+    let per = units_per_whole(resource);
+    let scaled = nano.checked_mul(per).ok_or_else(|| QuantityError {
+        field: field.to_string(),
+        value: value.to_string(),
+        kind: QuantityErrorKind::Overflow,
+    })?;
+    let nano_per_unit = 1_000_000_000;
+    Ok((scaled + nano_per_unit / 2 * scaled.signum()) / nano_per_unit)
+}
+
+/// [`parse_amount`] of a [`Quantity`], refusing negative amounts (quota,
+/// usage, requests).
+pub fn non_negative_amount(resource: &str, field: &str, quantity: &Quantity) -> Result<i128, QuantityError> {
+    let value = parse_amount(resource, field, &quantity.0)?;
+    if value < 0 {
+        return Err(QuantityError {
+            field: field.to_string(),
+            value: quantity.0.clone(),
+            kind: QuantityErrorKind::Negative,
+        });
+    }
+    Ok(value)
+}
+
+/// Engine units of `resource` as milli-units (exact for every resource but
+/// the GPU-equivalent, which rounds to the nearest milli-unit).
+pub fn to_milli(resource: &str, amount: i128) -> i128 {
+    let per = units_per_whole(resource);
+    if per == MILLI_PER_UNIT {
+        return amount;
+    }
+    (amount * MILLI_PER_UNIT + per / 2 * amount.signum()) / per
+}
+
+/// Milli-units of `resource` as its engine units: the inverse of
+/// [`to_milli`] (rounded to the nearest unit).
+pub fn from_milli(resource: &str, milli: i128) -> i128 {
+    let per = units_per_whole(resource);
+    if per == MILLI_PER_UNIT {
+        return milli;
+    }
+    (milli * per + MILLI_PER_UNIT / 2 * milli.signum()) / MILLI_PER_UNIT
+}
+
+/// Engine units of `resource` as a canonical quantity string: milli-units
+/// as [`format_milli`] prints them; a GPU-equivalent as a whole number or
+/// a decimal to the nano-unit (`0.142857143`), which [`parse_amount`]
+/// reads back exactly.
+pub fn format_amount(resource: &str, amount: i128) -> String {
+    let per = units_per_whole(resource);
+    if per == MILLI_PER_UNIT {
+        return format_milli(amount, format_for_resource(resource));
+    }
+    if amount % per == 0 {
+        return (amount / per).to_string();
+    }
+    let nano = (amount * 1_000_000_000 + per / 2 * amount.signum()) / per;
+    let sign = if nano < 0 { "-" } else { "" };
+    let n = nano.unsigned_abs();
+    let frac = format!("{:09}", n % 1_000_000_000);
+    format!("{sign}{}.{}", n / 1_000_000_000, frac.trim_end_matches('0'))
+}
+
+/// Engine units of `resource` (see [`units_per_whole`]) as a [`Quantity`]
+/// in its natural format.
+pub fn to_quantity(resource: &str, amount: i128) -> Quantity {
+    Quantity(format_amount(resource, amount))
 }
 
 #[cfg(test)]
@@ -527,5 +623,29 @@ mod tests {
         assert_eq!(nano_units("-2m"), Some(-2_000_000));
         assert_eq!(nano_units(""), None);
         assert_eq!(nano_units("."), None);
+    }
+
+    #[test]
+    fn gpu_equivalents_are_exact_in_sevenths_and_quarters() {
+        let eq = GPU_EQUIVALENT;
+        assert_eq!(parse_amount(eq, "f", "8").unwrap(), 8 * GPU_EQUIVALENT_UNITS);
+        assert_eq!(parse_amount(eq, "f", "0.25").unwrap(), GPU_EQUIVALENT_UNITS / 4);
+        assert_eq!(format_amount(eq, GPU_EQUIVALENT_UNITS / 4), "0.25");
+        let seventh = GPU_EQUIVALENT_UNITS / 7;
+        let text = format_amount(eq, seventh);
+        assert_eq!(text, "0.142857143");
+        assert_eq!(parse_amount(eq, "f", &text).unwrap(), seventh, "read back exactly");
+        for n in 1..=200 {
+            let a = seventh * n;
+            assert_eq!(parse_amount(eq, "f", &format_amount(eq, a)).unwrap(), a, "{n} sevenths");
+        }
+        assert_eq!(format_amount(eq, 8 * GPU_EQUIVALENT_UNITS), "8");
+        assert_eq!(to_milli(eq, seventh), 143);
+        // Every other resource keeps milli-units.
+        assert_eq!(parse_amount("nvidia.com/gpu", "f", "8").unwrap(), 8000);
+        assert_eq!(format_amount("memory", 64 * (1 << 30) * 1000), "64Gi");
+        assert_eq!(to_milli("cpu", 500), 500);
+        let err = non_negative_amount(eq, "spec.x", &Quantity("-1".into())).unwrap_err();
+        assert_eq!(err.kind, QuantityErrorKind::Negative);
     }
 }

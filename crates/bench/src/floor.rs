@@ -73,6 +73,7 @@ pub fn workload(run_id: &str, i: u32) -> Workload {
             name: "main".into(),
             count: 1,
             requests: [("cpu".to_string(), 1_000)].into(),
+            ..TracePodSet::default()
         }],
     };
     let mut wl = planned.object(run_id);

@@ -108,6 +108,15 @@ pub struct ControllerArgs {
     /// Warning Event on the pod and sluice_unqueued_gpu_pods_total).
     #[arg(long, env = "SLUICE_UNQUEUED_GPU_POD_GRACE", default_value = "0", value_parser = parse_duration)]
     unqueued_gpu_pod_grace: Duration,
+    /// Resource transformations, as YAML or JSON (Kueue's
+    /// resources.transformations): each `{input, strategy: Retain|Replace,
+    /// outputs: {resource: factor}}` makes a request of `input` count, for
+    /// quota, fair sharing and budgets, as the outputs times their factors
+    /// (a quantity such as 10Gi, or a fraction such as 1/7), e.g. a MIG
+    /// slice as a seventh of a sluice.dev/gpu-equivalent. Nodes still see
+    /// the real request.
+    #[arg(long, env = "SLUICE_RESOURCE_TRANSFORMATIONS", default_value = "", value_parser = parse_transformations)]
+    resource_transformations: Transformations,
     /// Kinds to queue besides batch/v1 Jobs, comma-separated
     /// (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, kubeflow.org/mpijob,
     /// ray.io/rayjob, kubeflow.org/tfjob, kubeflow.org/xgboostjob,
@@ -234,6 +243,14 @@ enum KueueUsage {
     Ignore,
 }
 
+/// `--resource-transformations`, ready for the engine.
+#[derive(Clone, Debug)]
+struct Transformations(Vec<sluice_scheduler::Transformation>);
+
+fn parse_transformations(s: &str) -> Result<Transformations, String> {
+    sluice_convert::transform::from_text(s).map(Transformations)
+}
+
 /// `--integrations`.
 #[derive(Clone, Debug)]
 enum Integrations {
@@ -303,6 +320,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
         usage_half_life,
         gpu_quota_backstop,
         unqueued_gpu_pod_grace,
+        resource_transformations,
         integrations,
         prometheus_url,
         prometheus_ca_file,
@@ -334,6 +352,7 @@ fn settings(args: ControllerArgs) -> (LogArgs, RunConfig, Discover) {
             fair_sharing: fair_sharing(fair_sharing_mode, fair_sharing_strategies),
             gpu_quota_backstop,
             unqueued_pod_grace_ms: Some(millis(unqueued_gpu_pod_grace)).filter(|&g| g > 0),
+            transformations: resource_transformations.0,
             ..IndexConfig::default()
         },
         lease: leader_elect.then(|| LeaseConfig {

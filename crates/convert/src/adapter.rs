@@ -23,7 +23,7 @@ use sluice_scheduler as eng;
 pub enum AdapterError {
     #[error(transparent)]
     Quantity(#[from] QuantityError),
-    #[error("{field}: {value} is out of range for the engine (at most {max} milli-units)", max = i64::MAX)]
+    #[error("{field}: {value} is out of range for the engine (at most {max} engine units)", max = i64::MAX)]
     OutOfRange { field: String, value: i128 },
     #[error("{field}: unknown taint effect {value:?} (expected NoSchedule, PreferNoSchedule or NoExecute)")]
     TaintEffect { field: String, value: String },
@@ -37,6 +37,8 @@ pub enum AdapterError {
     MinCount { field: String, value: i64, count: i64 },
     #[error("{field}: {value:?} is not a number of resource-hours (digits, at most six decimals)")]
     Hours { field: String, value: String },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
 }
 
 /// A ResourceFlavor as the engine sees it.
@@ -62,6 +64,10 @@ pub fn flavor(rf: &ResourceFlavor) -> Result<eng::FlavorSpec, AdapterError> {
         taints,
         tolerations,
         topology_key: rf.spec.topology_key.clone(),
+        shared_gpu_requests: match rf.spec.shared_gpu_requests {
+            api::SharedGpuRequests::Marked => eng::SharedGpuRequests::Marked,
+            api::SharedGpuRequests::All => eng::SharedGpuRequests::All,
+        },
     })
 }
 
@@ -144,16 +150,16 @@ fn resource_groups(groups: &[api::ResourceGroup]) -> Result<Vec<eng::ResourceGro
                 let path = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
                 resources.push(eng::ResourceQuotaSpec {
                     resource: r.name.clone(),
-                    nominal: amount(&format!("{path}.nominalQuota"), &r.nominal_quota)?,
+                    nominal: amount(&r.name, &format!("{path}.nominalQuota"), &r.nominal_quota)?,
                     borrowing_limit: r
                         .borrowing_limit
                         .as_ref()
-                        .map(|q| amount(&format!("{path}.borrowingLimit"), q))
+                        .map(|q| amount(&r.name, &format!("{path}.borrowingLimit"), q))
                         .transpose()?,
                     lending_limit: r
                         .lending_limit
                         .as_ref()
-                        .map(|q| amount(&format!("{path}.lendingLimit"), q))
+                        .map(|q| amount(&r.name, &format!("{path}.lendingLimit"), q))
                         .transpose()?,
                 });
             }
@@ -336,7 +342,7 @@ pub fn admission(adm: &api::Admission) -> Result<Vec<eng::PodSetAssignment>, Ada
             let usage = a
                 .resource_usage
                 .iter()
-                .map(|(r, q)| Ok((r.clone(), amount(&format!("{path}.resourceUsage.{r}"), q)?)))
+                .map(|(r, q)| Ok((r.clone(), amount(r, &format!("{path}.resourceUsage.{r}"), q)?)))
                 .collect::<Result<_, AdapterError>>()?;
             Ok(eng::PodSetAssignment {
                 name: a.name.clone(),
@@ -365,7 +371,7 @@ pub fn admission_status(adm: &eng::Admission) -> api::Admission {
                 resource_usage: ps
                     .usage
                     .iter()
-                    .map(|(r, milli)| (r.clone(), quantity::to_quantity(r, i128::from(*milli))))
+                    .map(|(r, a)| (r.clone(), quantity::to_quantity(r, i128::from(*a))))
                     .collect(),
                 count: ps.count as i32,
                 topology_domain: ps.topology.as_ref().map(|d| api::TopologyDomain {
@@ -423,11 +429,13 @@ fn required_name(name: Option<&str>) -> Result<String, AdapterError> {
     }
 }
 
+/// A quantity of `resource` in engine units ([`quantity::units_per_whole`]).
 pub(crate) fn amount(
+    resource: &str,
     field: &str,
     q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
 ) -> Result<i64, AdapterError> {
-    narrow(field, quantity::non_negative_milli(field, q)?)
+    narrow(field, quantity::non_negative_amount(resource, field, q)?)
 }
 
 pub(crate) fn narrow(field: &str, value: i128) -> Result<i64, AdapterError> {

@@ -123,7 +123,12 @@ fn assignments(admission: &Value, counts: &BTreeMap<String, i64>) -> Result<Vec<
             let flavors = strings(&a["flavors"]);
             let usage = strings(&a["resourceUsage"])
                 .into_iter()
-                .map(|(r, q)| Ok((r.clone(), amount(&format!("{path}.resourceUsage.{r}"), &Quantity(q))?)))
+                .map(|(r, q)| {
+                    Ok((
+                        r.clone(),
+                        amount(&r, &format!("{path}.resourceUsage.{r}"), &Quantity(q))?,
+                    ))
+                })
                 .collect::<Result<_, AdapterError>>()?;
             Ok(eng::PodSetAssignment {
                 name,

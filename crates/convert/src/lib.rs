@@ -7,6 +7,8 @@
 //!   types (total, or an error with the field path);
 //! - [`foreign`]: another controller's admissions (Kueue's Workloads) as
 //!   quota the engine must count;
+//! - [`transform`]: resource transformations (a MIG slice as a seventh of
+//!   a GPU-equivalent) with their factors in engine units;
 //! - [`usage`]: budgets, and usage over time between `status.usage` and
 //!   the usage book;
 //! - [`text`]: the engine's decisions (why a workload waits, why it was
@@ -21,6 +23,7 @@ pub mod adapter;
 pub mod foreign;
 pub mod nodes;
 pub mod text;
+pub mod transform;
 pub mod usage;
 
 pub use adapter::*;

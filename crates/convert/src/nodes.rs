@@ -31,8 +31,8 @@ pub fn node(n: &Node) -> Result<eng::NodeSpec, AdapterError> {
     let mut allocatable = BTreeMap::new();
     for (r, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
         let field = format!("status.allocatable[{r}]");
-        let milli = quantity::milli(&field, q)?;
-        allocatable.insert(r.clone(), narrow(&field, milli)?.max(0));
+        let units = quantity::parse_amount(r, &field, &q.0)?;
+        allocatable.insert(r.clone(), narrow(&field, units)?.max(0));
     }
     let ready = status
         .and_then(|s| s.conditions.as_ref())

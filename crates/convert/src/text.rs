@@ -6,13 +6,21 @@
 
 use std::fmt::Write;
 
+use sluice_api::quantity;
+
 use sluice_scheduler::{
     Amount, Backfilled, BudgetAction, Eviction, EvictionReason, Explanation, FlavorVerdict, Millis, PendingReason,
     Preemption, PreemptionReason, ReservationMoved, ReservedStart, Verdict,
 };
 
-/// Formats milli-units for people: `8`, `500m`, `64Gi`.
-pub fn amount(milli: Amount) -> String {
+/// Formats an amount of `resource` in engine units for people: `8`,
+/// `500m`, `64Gi`; GPU-equivalents as decimals (`0.143`, `2.5`).
+pub fn amount(resource: &str, units: Amount) -> String {
+    let per = quantity::units_per_whole(resource);
+    if per != 1000 {
+        return equivalents(i128::from(units), per);
+    }
+    let milli = units;
     if milli % 1000 != 0 {
         return format!("{milli}m");
     }
@@ -24,6 +32,20 @@ pub fn amount(milli: Amount) -> String {
         }
     }
     units.to_string()
+}
+
+/// Whole units to three decimals at most, trailing zeros dropped.
+fn equivalents(units: i128, per: i128) -> String {
+    let thousandths = (units * 1000 + per / 2 * units.signum()) / per;
+    let sign = if thousandths < 0 { "-" } else { "" };
+    let t = thousandths.unsigned_abs();
+    let frac = format!("{:03}", t % 1000);
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        format!("{sign}{}", t / 1000)
+    } else {
+        format!("{sign}{}.{frac}", t / 1000)
+    }
 }
 
 /// What grew beyond an admission ([`sluice_scheduler::shape`]), e.g.
@@ -40,8 +62,8 @@ pub fn growth(g: &sluice_scheduler::shape::Growth) -> String {
             admitted,
         } => format!(
             "a pod of pod set {ps} asks for {} {resource}, {} admitted per pod",
-            amount(*now),
-            amount(*admitted)
+            amount(resource, *now),
+            amount(resource, *admitted)
         ),
     }
 }
@@ -66,9 +88,9 @@ pub fn verdict(v: &Verdict) -> String {
         } => format!(
             "{}, {} free of {} nominal, {} borrowable",
             needs(*needed, *up_to, resource),
-            amount(*free_nominal),
-            amount(*nominal),
-            amount(*borrowable)
+            amount(resource, *free_nominal),
+            amount(resource, *nominal),
+            amount(resource, *borrowable)
         ),
         Verdict::ExceedsMaxQuota {
             resource,
@@ -78,9 +100,15 @@ pub fn verdict(v: &Verdict) -> String {
         } => format!(
             "{}, more than the {} this queue can ever use",
             needs(*needed, *up_to, resource),
-            amount(*max)
+            amount(resource, *max)
         ),
         Verdict::NeverOnNodes(n) => never_on_nodes(n),
+        Verdict::WholeGpusOnly => {
+            "its nodes give whole GPUs and the pod set asks for a replica of a shared one".to_string()
+        }
+        Verdict::SharedGpusOnly { replicas } => format!(
+            "its nodes share each GPU among {replicas} replicas and the pod set asks for whole GPUs (select nvidia.com/gpu.sharing-strategy to ask for a replica)"
+        ),
         Verdict::PreemptionNotPossible { protected } if *protected > 0 => {
             format!("insufficient quota and no preemptible workloads ({protected} protected by minimum runtime)")
         }
@@ -101,8 +129,8 @@ pub fn verdict(v: &Verdict) -> String {
         } => {
             let quota = format!(
                 "fits quota ({} of {} {resource} free)",
-                amount(*quota_free),
-                amount(*nominal)
+                amount(resource, *quota_free),
+                amount(resource, *nominal)
             );
             let within = match topology {
                 Some(key) => format!(" within one {key} domain"),
@@ -111,16 +139,16 @@ pub fn verdict(v: &Verdict) -> String {
             let room = if *pods == 1 {
                 format!(
                     "none of its {nodes} node(s) has {} {resource} free{within}",
-                    amount(*per_pod)
+                    amount(resource, *per_pod)
                 )
             } else {
                 format!(
                     "only {placeable} of {pods} pods ({} {resource} each) fit on its {nodes} node(s){within}",
-                    amount(*per_pod)
+                    amount(resource, *per_pod)
                 )
             };
             let largest = match largest_node {
-                Some(node) => format!("largest free block: {} on {node}", amount(*largest_free)),
+                Some(node) => format!("largest free block: {} on {node}", amount(resource, *largest_free)),
                 None => "no node matches".to_string(),
             };
             format!("{quota} but {room}; {largest}")
@@ -132,8 +160,12 @@ pub fn verdict(v: &Verdict) -> String {
 /// nvidia.com/gpu (up to 8)".
 fn needs(needed: Amount, up_to: Option<Amount>, resource: &str) -> String {
     match up_to {
-        Some(most) => format!("needs at least {} {resource} (up to {})", amount(needed), amount(most)),
-        None => format!("needs {} {resource}", amount(needed)),
+        Some(most) => format!(
+            "needs at least {} {resource} (up to {})",
+            amount(resource, needed),
+            amount(resource, most)
+        ),
+        None => format!("needs {} {resource}", amount(resource, needed)),
     }
 }
 
@@ -148,13 +180,13 @@ fn never_on_nodes(n: &sluice_scheduler::NeverOnNodes) -> String {
         return "no node matches its flavor's labels, its node selector and its tolerations".to_string();
     }
     let largest = match &n.largest_node {
-        Some(node) => format!("the largest has {} allocatable ({node})", amount(n.largest)),
+        Some(node) => format!("the largest has {} allocatable ({node})", amount(resource, n.largest)),
         None => String::new(),
     };
     if n.placeable == 0 {
         format!(
             "a pod needs {} {resource}; none of its {} node(s) has that much allocatable: {largest}",
-            amount(n.per_pod),
+            amount(resource, n.per_pod),
             n.nodes
         )
     } else {
@@ -163,7 +195,7 @@ fn never_on_nodes(n: &sluice_scheduler::NeverOnNodes) -> String {
             n.nodes,
             n.placeable,
             n.pods,
-            amount(n.per_pod)
+            amount(resource, n.per_pod)
         )
     }
 }
@@ -230,7 +262,7 @@ pub fn pending_reason(reason: &PendingReason) -> String {
         PendingReason::BudgetWouldOverrun(b) => format!(
             "fits now, but its declared run time would overrun the ClusterQueue's budget ({}): {} {} × {} = {}, and {} is left before the budget stops the queue",
             b.period,
-            amount(b.held),
+            amount(&b.resource, b.held),
             b.resource,
             span(b.runtime),
             resource_hours(i128::from(b.held) * i128::from(b.runtime), &b.resource),
@@ -259,14 +291,18 @@ pub fn budget_effect(a: BudgetAction) -> &'static str {
     }
 }
 
-/// Milli-units × milliseconds as resource-hours: `12.5 GPU-hours`,
-/// `3.25 cpu-hours`; three decimals at most.
+/// Engine units of `resource` × milliseconds as resource-hours: `12.5
+/// GPU-hours`, `3.25 cpu-hours`; three decimals at most.
 pub fn resource_hours(amount_ms: i128, resource: &str) -> String {
     let unit = match resource {
         "nvidia.com/gpu" | "amd.com/gpu" => "GPU",
+        quantity::GPU_EQUIVALENT => "GPU-equivalent",
         other => other,
     };
-    format!("{} {unit}-hours", decimal_hours(amount_ms))
+    format!(
+        "{} {unit}-hours",
+        decimal_hours(quantity::to_milli(resource, amount_ms))
+    )
 }
 
 /// Milli-units × milliseconds as hours of one unit, with at most three
@@ -501,8 +537,13 @@ mod tests {
             (3 * (1i64 << 20) * 1000, "3Mi"),
             (1_000_001, "1000001m"),
         ] {
-            assert_eq!(amount(milli), text);
+            assert_eq!(amount("memory", milli), text);
         }
+        let eq = quantity::GPU_EQUIVALENT;
+        let units = quantity::GPU_EQUIVALENT_UNITS as i64;
+        assert_eq!(amount(eq, units / 7), "0.143");
+        assert_eq!(amount(eq, units * 5 / 2), "2.5");
+        assert_eq!(amount(eq, units * 8), "8");
     }
 
     #[test]

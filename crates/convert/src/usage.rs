@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use sluice_api::quantity;
 use sluice_api::v1alpha1::{self as api, BudgetStatus, ResourceHours, UsageBucket, UsageStatus};
 use sluice_scheduler::usage::{self, AccountRecord, Buckets, Budget, MeterRecord, Period, Spending, Window};
 use sluice_scheduler::{BudgetAction, Millis};
@@ -21,12 +22,13 @@ const PER_MICRO_HOUR: i128 = 3_600;
 /// A ClusterQueue's budget as the book reads it.
 pub fn budget(spec: &api::Budget) -> Result<Budget, AdapterError> {
     let milli_hours = spec.milli_hours("spec.budget.hours")?;
+    let resource = spec.resource.as_deref().unwrap_or(api::usage::DEFAULT_BUDGET_RESOURCE);
     Ok(Budget {
-        resource: Arc::from(spec.resource.as_deref().unwrap_or(api::usage::DEFAULT_BUDGET_RESOURCE)),
+        resource: Arc::from(resource),
         flavor: spec.flavor.as_deref().map(Arc::from),
         // Thousandths of a unit-hour × 1000 milli-units × 3 600 000 ms,
-        // over 1000.
-        limit: milli_hours * usage::HOUR as i128,
+        // over 1000; in the resource's engine units.
+        limit: quantity::from_milli(resource, milli_hours * usage::HOUR as i128),
         period: match spec.period {
             api::BudgetPeriod::Day => Period::Day,
             api::BudgetPeriod::Week => Period::Week,
@@ -57,14 +59,20 @@ pub fn api_action(a: BudgetAction) -> api::BudgetAction {
     }
 }
 
-/// Milli-units × ms as resource-hours, six decimals at most, trailing
-/// zeros dropped; rounded down.
-pub fn hours_text(amount_ms: i128) -> String {
-    crate::text::hours_with(amount_ms, 6)
+/// Engine units of `resource` × ms as resource-hours, six decimals at
+/// most, trailing zeros dropped; rounded down.
+pub fn hours_text(resource: &str, amount_ms: i128) -> String {
+    crate::text::hours_with(quantity::to_milli(resource, amount_ms), 6)
 }
 
-/// Resource-hours written by [`hours_text`] back into milli-units × ms.
-pub fn parse_hours(field: &str, text: &str) -> Result<i128, AdapterError> {
+/// Resource-hours written by [`hours_text`] back into engine units of
+/// `resource` × ms.
+pub fn parse_hours(resource: &str, field: &str, text: &str) -> Result<i128, AdapterError> {
+    milli_hours_text(field, text).map(|v| quantity::from_milli(resource, v))
+}
+
+/// Resource-hours as milli-units × ms.
+fn milli_hours_text(field: &str, text: &str) -> Result<i128, AdapterError> {
     let bad = || AdapterError::Hours {
         field: field.to_string(),
         value: text.to_string(),
@@ -102,21 +110,22 @@ pub fn usage_status(record: &AccountRecord, with_decayed: bool) -> UsageStatus {
             .map(|m| ResourceHours {
                 flavor: m.flavor.to_string(),
                 resource: m.resource.to_string(),
-                total: hours_text(m.total),
-                hourly: buckets(m.buckets.hourly()),
-                daily: buckets(m.buckets.daily()),
+                total: hours_text(&m.resource, m.total),
+                hourly: buckets(&m.resource, m.buckets.hourly()),
+                daily: buckets(&m.resource, m.buckets.daily()),
                 // Units of the resource, three decimals.
-                decayed: with_decayed.then(|| format!("{:.3}", m.decayed / 1000.0)),
+                decayed: with_decayed
+                    .then(|| format!("{:.3}", m.decayed / quantity::units_per_whole(&m.resource) as f64)),
             })
             .collect(),
     }
 }
 
-fn buckets(list: impl Iterator<Item = (Millis, i128)>) -> Vec<UsageBucket> {
+fn buckets(resource: &str, list: impl Iterator<Item = (Millis, i128)>) -> Vec<UsageBucket> {
     list.filter(|&(_, v)| v != 0)
         .map(|(start, v)| UsageBucket {
             start: time_of(start),
-            hours: hours_text(v),
+            hours: hours_text(resource, v),
         })
         .collect()
 }
@@ -136,7 +145,7 @@ pub fn record(status: &UsageStatus) -> Result<AccountRecord, AdapterError> {
                     .map(|(j, b)| {
                         Ok((
                             millis_of(&b.start),
-                            parse_hours(&format!("{field}.{name}[{j}].hours"), &b.hours)?,
+                            parse_hours(&r.resource, &format!("{field}.{name}[{j}].hours"), &b.hours)?,
                         ))
                     })
                     .collect()
@@ -147,13 +156,13 @@ pub fn record(status: &UsageStatus) -> Result<AccountRecord, AdapterError> {
                     d.parse::<f64>().map_err(|_| AdapterError::Hours {
                         field: format!("{field}.decayed"),
                         value: d.clone(),
-                    })? * 1000.0
+                    })? * quantity::units_per_whole(&r.resource) as f64
                 }
             };
             Ok(MeterRecord {
                 flavor: Arc::from(r.flavor.as_str()),
                 resource: Arc::from(r.resource.as_str()),
-                total: parse_hours(&format!("{field}.total"), &r.total)?,
+                total: parse_hours(&r.resource, &format!("{field}.total"), &r.total)?,
                 buckets: Buckets::from_parts(read(&r.hourly, "hourly")?, read(&r.daily, "daily")?, flushed_at),
                 decayed,
             })
@@ -172,10 +181,10 @@ pub fn budget_status(budget: &Budget, s: &Spending) -> BudgetStatus {
         flavor: budget.flavor.as_deref().map(str::to_string),
         period_start: time_of(s.span.start),
         period_end: time_of(s.span.end),
-        spent: hours_text(s.spent),
-        limit: hours_text(s.limit),
+        spent: hours_text(&budget.resource, s.spent),
+        limit: hours_text(&budget.resource, s.limit),
         percent: i64::try_from(s.percent()).unwrap_or(i64::MAX),
-        projected: hours_text(s.projected),
+        projected: hours_text(&budget.resource, s.projected),
         action: s.reached.map(|(_, a)| api_action(a)),
     }
 }
@@ -187,13 +196,17 @@ mod tests {
 
     #[test]
     fn hours_round_trip_to_a_millionth_of_a_unit_hour() {
+        let gpu = "nvidia.com/gpu";
         for v in [0, 3_600, 8_000 * HOUR as i128, 123_456_789_000, -7_200] {
-            assert_eq!(parse_hours("f", &hours_text(v)).unwrap(), v - v % PER_MICRO_HOUR);
+            assert_eq!(
+                parse_hours(gpu, "f", &hours_text(gpu, v)).unwrap(),
+                v - v % PER_MICRO_HOUR
+            );
         }
-        assert_eq!(hours_text(8_000 * HOUR as i128), "8");
-        assert_eq!(hours_text(1_500 * HOUR as i128), "1.5");
-        assert_eq!(parse_hours("f", "0.02").unwrap(), 20 * HOUR as i128);
-        let err = parse_hours("status.usage.resources[0].total", "1e3").unwrap_err();
+        assert_eq!(hours_text(gpu, 8_000 * HOUR as i128), "8");
+        assert_eq!(hours_text(gpu, 1_500 * HOUR as i128), "1.5");
+        assert_eq!(parse_hours(gpu, "f", "0.02").unwrap(), 20 * HOUR as i128);
+        let err = parse_hours(gpu, "status.usage.resources[0].total", "1e3").unwrap_err();
         assert_eq!(
             err.to_string(),
             "status.usage.resources[0].total: \"1e3\" is not a number of resource-hours (digits, at most six decimals)"
@@ -253,5 +266,22 @@ mod tests {
         assert_eq!(b.limit, 20 * HOUR as i128, "0.02 GPU-hours");
         assert_eq!(&*b.resource, "nvidia.com/gpu");
         assert_eq!(b.actions, [(100, BudgetAction::Warn)]);
+    }
+
+    #[test]
+    fn gpu_equivalent_hours_are_in_its_own_units() {
+        let eq = quantity::GPU_EQUIVALENT;
+        let per = quantity::GPU_EQUIVALENT_UNITS;
+        let spec = api::Budget {
+            resource: Some(eq.into()),
+            hours: k8s_openapi::apimachinery::pkg::api::resource::Quantity("10".into()),
+            ..Default::default()
+        };
+        // 10 equivalent-hours: 10 × 720 720 units × 3 600 000 ms.
+        assert_eq!(budget(&spec).unwrap().limit, 10 * per * HOUR as i128);
+        // A seventh of an equivalent for seven hours is one equivalent-hour.
+        let v = per / 7 * 7 * HOUR as i128;
+        assert_eq!(hours_text(eq, v), "1");
+        assert_eq!(parse_hours(eq, "f", "1").unwrap(), per * HOUR as i128);
     }
 }

@@ -573,8 +573,17 @@ static ROWS: &[Row] = &[
     Row::new(CONFIG, "multiKueue", "", Unsupported).note("no MultiKueue"),
     Row::new(CONFIG, "admissionFairSharing", "", Unsupported)
         .note("no admission fair sharing between the LocalQueues of a ClusterQueue"),
-    Row::new(CONFIG, "resources", "", Unsupported)
-        .note("no resource transformations, exclusions or device-class mappings: Sluice counts the resources pods request"),
+    Row::new(
+        CONFIG,
+        "resources.transformations",
+        "--resource-transformations, controller.resourceTransformations",
+        Mapped,
+    )
+    .note("the same input, strategy (Retain by default) and outputs per unit of input; Sluice also takes fractions (1/7) and counts sluice.dev/gpu-equivalent exactly")
+    .whole(),
+    Row::new(CONFIG, "resources.excludeResourcePrefixes", "", Unsupported)
+        .note("Sluice counts every resource pods request; a transformation with strategy Replace and no outputs drops one"),
+    Row::new(CONFIG, "resources.deviceClassMappings", "", Unsupported).note("no DRA device classes"),
     Row::new(CONFIG, "objectRetentionPolicies", "", Unsupported)
         .note("Sluice's Workloads go with their Jobs"),
     Row::new(

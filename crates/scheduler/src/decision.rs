@@ -382,6 +382,12 @@ pub enum Verdict {
     },
     /// No node of the flavor could ever hold the pod set.
     NeverOnNodes(Box<NeverOnNodes>),
+    /// The flavor's nodes share each GPU among `replicas`, and the pod set
+    /// asks for whole GPUs (its node selector names no sharing label).
+    SharedGpusOnly { replicas: u32 },
+    /// The pod set asks for a replica of a shared GPU and the flavor's
+    /// nodes give whole GPUs.
+    WholeGpusOnly,
 }
 
 /// Why no node of a flavor could ever hold a pod set: with nothing else

@@ -180,6 +180,7 @@ mod model;
 pub mod pace;
 pub mod reclaim;
 pub mod shape;
+pub mod sharing;
 pub mod usage;
 
 pub use decision::{

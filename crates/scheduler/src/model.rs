@@ -89,6 +89,53 @@ pub struct FlavorSpec {
     /// block or NVLink domain). Pod sets that require one domain are placed
     /// within a single value of it.
     pub topology_key: Option<String>,
+    /// Which GPU requests may use the flavor's nodes when they share each
+    /// GPU ([`crate::sharing`]).
+    pub shared_gpu_requests: SharedGpuRequests,
+}
+
+/// Which pod sets a flavor whose nodes share their GPUs (time-slicing or
+/// MPS: each device advertised as several) takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SharedGpuRequests {
+    /// Only pod sets that ask for a shared GPU: their node selector names
+    /// the sharing label ([`crate::sharing::asks_for_shared_gpu`]). A pod
+    /// set that asks for a whole GPU is never put on a replica of one.
+    #[default]
+    Marked,
+    /// Any pod set: each GPU it asks for is one replica.
+    All,
+}
+
+/// What a [`Transformation`] does with its input resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TransformStrategy {
+    /// Quota is also charged for the input resource (Kueue's default).
+    #[default]
+    Retain,
+    /// Quota is charged for the outputs only; nodes still need the input.
+    Replace,
+}
+
+/// An exact factor: `num / den` engine units of an output per engine unit
+/// of the input (both positive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ratio {
+    pub num: Amount,
+    pub den: Amount,
+}
+
+/// A resource transformation (Kueue's `resources.transformations`): every
+/// request of `input` also counts, for quota, fair sharing and budgets, as
+/// the outputs times their factors (a MIG slice as a seventh of a
+/// GPU-equivalent and 10Gi of GPU memory). Nodes are always checked
+/// against what pods really request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transformation {
+    pub input: String,
+    pub strategy: TransformStrategy,
+    /// Output resource and its amount per unit of input.
+    pub outputs: Vec<(String, Ratio)>,
 }
 
 /// How a ClusterQueue orders its pending workloads.

@@ -56,6 +56,16 @@ pub enum Grown {
 /// Compares what an object asks for now (`now`: its pod sets, each `count`
 /// pods of `requests`) with its admission (`admitted`).
 pub fn compare(admitted: &[PodSetAssignment], now: &[PodSetSpec]) -> ShapeChange {
+    compare_asked(admitted, &[], now)
+}
+
+/// Like [`compare`], one pod's requests compared with what one pod of the
+/// workload asked for when admitted (`asked`, [`crate::Engine::requested`])
+/// where a pod set is there: with resource transformations an admission
+/// holds what the requests are charged (a MIG slice as GPU-equivalents),
+/// not the requests themselves. Where it is not, with what one admitted
+/// pod holds.
+pub fn compare_asked(admitted: &[PodSetAssignment], asked: &[PodSetSpec], now: &[PodSetSpec]) -> ShapeChange {
     let mut shrank = Vec::new();
     for ps in now.iter().filter(|p| p.count > 0) {
         let grown = |what| {
@@ -73,7 +83,11 @@ pub fn compare(admitted: &[PodSetAssignment], now: &[PodSetSpec]) -> ShapeChange
                 admitted: a.count,
             });
         }
-        if let Some(what) = more_per_pod(a, ps) {
+        let grew = match asked.iter().find(|p| p.name == ps.name) {
+            Some(asked) => more_than_asked(asked, ps),
+            None => more_per_pod(a, ps),
+        };
+        if let Some(what) = grew {
             return grown(what);
         }
         if ps.count < a.count {
@@ -97,6 +111,19 @@ fn more_per_pod(a: &PodSetAssignment, ps: &PodSetSpec) -> Option<Grown> {
             resource: resource.clone(),
             now: per_pod,
             admitted: held,
+        })
+    })
+}
+
+/// The first resource one pod of `ps` asks more of than one pod of the
+/// admitted workload asked for.
+fn more_than_asked(asked: &PodSetSpec, ps: &PodSetSpec) -> Option<Grown> {
+    ps.requests.iter().find_map(|(resource, &per_pod)| {
+        let before = asked.requests.get(resource).copied().unwrap_or(0);
+        (per_pod > before).then(|| Grown::PerPod {
+            resource: resource.clone(),
+            now: per_pod,
+            admitted: before,
         })
     })
 }

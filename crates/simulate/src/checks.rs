@@ -4,6 +4,7 @@
 //! one object per name, names that refer to something, cohort trees
 //! without cycles, and sizes the simulator can hold.
 
+use sluice_api::transform::{ResourceTransformation, Strategy};
 use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_api::strict;
@@ -268,12 +269,33 @@ pub fn cohort_cycles(cohorts: &[Placed<'_, CohortSpec>]) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// The Trace's `spec.resourceTransformations` for the engine; every
+/// mistake at its place.
+pub fn transformations(
+    list: &[ResourceTransformation],
+    trace: &Document<'_>,
+    origin: DocOrigin<'_>,
+) -> Result<Vec<sluice_scheduler::Transformation>, Vec<Diagnostic>> {
+    let at = |path: String, message: String| diagnostic(origin, locate(trace, &path), &path, message);
+    let violations = sluice_api::transform::validate(list);
+    if !violations.is_empty() {
+        return Err(violations
+            .into_iter()
+            .map(|v| at(format!("spec.resourceTransformations{}", v.path), v.message))
+            .collect());
+    }
+    sluice_convert::transform::for_engine(list)
+        .map_err(|e| vec![at("spec.resourceTransformations".into(), e.to_string())])
+}
+
 /// Every resource a workload requests must be covered by some ClusterQueue
-/// (`nvidia.com/gpus` for `nvidia.com/gpu` would leave it pending forever).
-/// One error per resource, at its first request in the Trace.
+/// (`nvidia.com/gpus` for `nvidia.com/gpu` would leave it pending forever),
+/// or be the input of a transformation whose charged resources are. One
+/// error per resource, at its first request in the Trace.
 pub fn requested_resources(
     workloads: &[TraceWorkload],
     cluster_queues: &[Placed<'_, ClusterQueueSpec>],
+    transforms: &[ResourceTransformation],
     trace: &Document<'_>,
     origin: DocOrigin<'_>,
 ) -> Vec<Diagnostic> {
@@ -282,11 +304,25 @@ pub fn requested_resources(
         .flat_map(|c| c.spec.resource_groups.iter())
         .flat_map(|g| g.covered_resources.iter())
         .collect();
+    // What quota is charged for a request of `resource`.
+    let charged = |resource: &String| -> Vec<String> {
+        match transforms.iter().find(|t| t.input == *resource) {
+            None => vec![resource.clone()],
+            Some(t) => {
+                let mut out: Vec<String> = t.outputs.keys().cloned().collect();
+                if t.strategy == Strategy::Retain {
+                    out.push(resource.clone());
+                }
+                out
+            }
+        }
+    };
     let mut missing: Vec<(&String, &TraceWorkload)> = Vec::new();
     for w in workloads {
         for ps in &w.pod_sets {
             for (resource, amount) in &ps.requests {
-                if *amount != 0 && !covered.contains(resource) && !missing.iter().any(|(r, _)| *r == resource) {
+                let uncovered = charged(resource).iter().any(|r| !covered.contains(r));
+                if *amount != 0 && uncovered && !missing.iter().any(|(r, _)| *r == resource) {
                     missing.push((resource, w));
                 }
             }

@@ -171,21 +171,18 @@ fn pod_requests(pod: &Value) -> BTreeMap<String, String> {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            if let Ok(m) = sluice_api::quantity::parse_milli("", &text) {
+            if let Ok(m) = sluice_api::quantity::parse_amount(r, "", &text) {
                 *milli.entry(r.clone()).or_default() += m;
             }
         }
     }
-    milli.into_iter().map(|(r, m)| (r, quantity(m))).collect()
-}
-
-/// Milli-units as a quantity the trace reads back exactly (`4`, `1500m`,
-/// `64Gi`).
-fn quantity(milli: i128) -> String {
-    match i64::try_from(milli) {
-        Ok(m) => sluice_convert::text::amount(m),
-        Err(_) => format!("{milli}m"),
-    }
+    milli
+        .into_iter()
+        .map(|(r, m)| {
+            let q = sluice_api::quantity::format_amount(&r, m);
+            (r, q)
+        })
+        .collect()
 }
 
 fn time(v: &Value) -> Option<Millis> {

@@ -262,6 +262,7 @@ pub fn load_with(file: &str, text: &str, opts: &LoadOptions) -> Result<(Scenario
         fair_sharing: replay.fair_sharing,
         budgets,
         usage_half_life: trace_doc.spec.usage_half_life.map(|d| d.0),
+        transformations: replay.transformations,
     };
     Ok((scenario, manifests))
 }
@@ -296,6 +297,7 @@ struct Replay {
     idle_interval: Option<Millis>,
     fair_sharing: FairSharing,
     nodes: Vec<ScenarioNode>,
+    transformations: Vec<sluice_scheduler::Transformation>,
 }
 
 /// A Sluice kind a scenario holds.
@@ -517,10 +519,20 @@ impl<'a> Setup<'a> {
             local_queues: &lq_keys,
             priority_classes: &self.priority_classes,
         };
+        let transforms = &trace_doc.spec.resource_transformations;
+        let transformations = checks::transformations(transforms, text, origin)
+            .map_err(|e| errors.extend(e))
+            .unwrap_or_default();
         let workloads = match trace::expand(trace_doc, &names, origin) {
             Ok(w) => {
                 if objects_read {
-                    errors.extend(checks::requested_resources(&w, &self.cluster_queues, text, origin));
+                    errors.extend(checks::requested_resources(
+                        &w,
+                        &self.cluster_queues,
+                        transforms,
+                        text,
+                        origin,
+                    ));
                 }
                 w
             }
@@ -547,6 +559,7 @@ impl<'a> Setup<'a> {
             idle_interval,
             fair_sharing,
             nodes,
+            transformations,
         }
     }
 }

@@ -255,6 +255,9 @@ fn engine_for(scenario: &Scenario, backfill: Option<Backfill>, depth: Option<u32
         metering,
         ..EngineConfig::default()
     });
+    engine
+        .set_transformations(&scenario.transformations)
+        .context("engine refused the resource transformations")?;
     for f in &scenario.flavors {
         engine.upsert_flavor(f.clone());
     }
@@ -546,6 +549,7 @@ fn workload_spec(i: usize, w: &TraceWorkload, declared: DeclaredRuntimes) -> Wor
                 name: ps.name.clone(),
                 count: ps.count,
                 requests: ps.requests.clone(),
+                node_selector: ps.node_selector.clone(),
                 require_single_domain: w.require_single_domain.contains(&ps.name),
                 min_count: w.min_counts.get(&ps.name).copied(),
                 ..PodSetSpec::default()

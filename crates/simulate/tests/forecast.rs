@@ -238,6 +238,7 @@ fn on_gpu_teams_exact_estimates_are_exact_without_later_arrivals() {
             fair_sharing: full.fair_sharing,
             budgets: full.budgets.clone(),
             usage_half_life: full.usage_half_life,
+            transformations: full.transformations.clone(),
         };
         let (r, _) = run_scenario(&cut, &forecast_opts());
         let f = r.forecast.expect("a forecast section");

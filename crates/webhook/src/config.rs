@@ -141,6 +141,45 @@ pub struct GpuConfig {
     pub copy_requests_to_limits: bool,
     /// `NVIDIA_VISIBLE_DEVICES` without a GPU request.
     pub visible_devices_policy: VisibleDevicesPolicy,
+    /// Pods that ask for MIG slices (`nvidia.com/mig-*`): their own
+    /// tolerations and node affinity instead of the whole-GPU ones.
+    pub mig_slices: ShareFixes,
+    /// Pods that ask for a replica of a shared (time-sliced or MPS) GPU:
+    /// their node selector names `nvidia.com/gpu.sharing-strategy` or
+    /// `nvidia.com/gpu.replicas`, or they request `nvidia.com/gpu.shared`.
+    pub shared_gpus: ShareFixes,
+}
+
+/// The tolerations and node affinity of one kind of shared GPU; an unset
+/// field takes the whole-GPU setting (`gpu.tolerations`, `gpu.nodeAffinity`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ShareFixes {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<TolerationSpec>>,
+    /// `null`: no node affinity for these pods; absent: the whole-GPU one.
+    #[serde(deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<Option<NodeAffinitySpec>>,
+}
+
+/// A field that is present (even as `null`) is `Some`.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// What kind of GPU a pod asks for, for its tolerations and node affinity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuKind {
+    /// Whole GPUs.
+    Whole,
+    /// MIG slices.
+    MigSlice,
+    /// A replica of a time-sliced or MPS GPU.
+    Shared,
 }
 
 impl Default for GpuConfig {
@@ -163,11 +202,33 @@ impl Default for GpuConfig {
             }),
             copy_requests_to_limits: true,
             visible_devices_policy: VisibleDevicesPolicy::Deny,
+            mig_slices: ShareFixes::default(),
+            shared_gpus: ShareFixes::default(),
         }
     }
 }
 
 impl GpuConfig {
+    /// The tolerations pods of `kind` get.
+    pub fn tolerations_for(&self, kind: GpuKind) -> &[TolerationSpec] {
+        let own = match kind {
+            GpuKind::Whole => None,
+            GpuKind::MigSlice => self.mig_slices.tolerations.as_deref(),
+            GpuKind::Shared => self.shared_gpus.tolerations.as_deref(),
+        };
+        own.unwrap_or(&self.tolerations)
+    }
+
+    /// The node affinity pods of `kind` get (`None`: none).
+    pub fn node_affinity_for(&self, kind: GpuKind) -> Option<&NodeAffinitySpec> {
+        let own = match kind {
+            GpuKind::Whole => None,
+            GpuKind::MigSlice => self.mig_slices.node_affinity.as_ref(),
+            GpuKind::Shared => self.shared_gpus.node_affinity.as_ref(),
+        };
+        own.map_or(self.node_affinity.as_ref(), Option::as_ref)
+    }
+
     /// Whether a resource name counts as a GPU.
     pub fn is_gpu_resource(&self, name: &str) -> bool {
         self.resource_names.iter().any(|n| n == name)

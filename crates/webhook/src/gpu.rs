@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use sluice_api::quantity;
 
 pub use crate::config::RuntimeClass;
-use crate::config::{GpuConfig, NodeAffinitySpec, TolerationSpec, VisibleDevicesPolicy};
+use crate::config::{GpuConfig, GpuKind, NodeAffinitySpec, TolerationSpec, VisibleDevicesPolicy};
 use crate::patch::{PatchOp, Pointer};
 
 /// The environment variable that selects GPUs for the NVIDIA container runtime.
@@ -130,10 +130,11 @@ pub fn fix_pod_spec(
         .iter()
         .any(|(_, cs)| cs.iter().any(|c| container_requests_gpu(cfg, c)));
     if requests_gpus {
+        let kind = gpu_kind(cfg, &spec, &lists);
         fix_limits(cfg, &lists, at, &mut out);
         fix_runtime_class(runtime_class, &spec, at, &mut out);
-        fix_tolerations(cfg, &spec, at, &mut out);
-        if let Some(req) = &cfg.node_affinity {
+        fix_tolerations(cfg.tolerations_for(kind), &spec, at, &mut out);
+        if let Some(req) = cfg.node_affinity_for(kind) {
             fix_node_affinity(req, &spec, spec_json, at, &mut out);
         }
     }
@@ -144,6 +145,30 @@ pub fn fix_pod_spec(
         out.warnings.truncate(finding_warnings);
     }
     Ok(out)
+}
+
+/// What kind of GPU a pod asks for: MIG slices (any `nvidia.com/mig-*`),
+/// a replica of a shared GPU (its node selector names the sharing label,
+/// as the engine's rule says, or it requests `nvidia.com/gpu.shared`), or
+/// whole GPUs.
+pub fn gpu_kind(cfg: &GpuConfig, spec: &PodSpec, lists: &[(&str, &[Container]); 2]) -> GpuKind {
+    let asked: Vec<&str> = lists
+        .iter()
+        .flat_map(|(_, cs)| cs.iter())
+        .filter_map(|c| c.resources.as_ref())
+        .flat_map(|r| [&r.requests, &r.limits].into_iter().flatten())
+        .flat_map(|m| m.iter())
+        .filter(|(name, q)| cfg.is_gpu_resource(name) && !quantity::is_zero(&q.0))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let selector = spec.node_selector.clone().unwrap_or_default();
+    if asked.iter().any(|r| sluice_api::resources::is_mig(r)) {
+        GpuKind::MigSlice
+    } else if asked.contains(&"nvidia.com/gpu.shared") || sluice_scheduler::sharing::asks_for_shared_gpu(&selector) {
+        GpuKind::Shared
+    } else {
+        GpuKind::Whole
+    }
 }
 
 /// Whether a container asks for a non-zero amount of a GPU resource.
@@ -394,10 +419,10 @@ fn describe_toleration(t: &TolerationSpec) -> String {
     s
 }
 
-fn fix_tolerations(cfg: &GpuConfig, spec: &PodSpec, at: &SpecLocation, out: &mut Outcome) {
+fn fix_tolerations(tolerations: &[TolerationSpec], spec: &PodSpec, at: &SpecLocation, out: &mut Outcome) {
     let existing = spec.tolerations.as_deref().unwrap_or_default();
     let mut missing: Vec<&TolerationSpec> = Vec::new();
-    for wanted in &cfg.tolerations {
+    for wanted in tolerations {
         let covered = existing.iter().any(|e| toleration_covers(e, wanted))
             || missing.iter().any(|m| toleration_covers(&to_k8s(m), wanted));
         if !covered {

@@ -33,7 +33,7 @@ pub use idle_reclaim::{IdleAction, IdlePolicy, IdleReclaim};
 pub use local_queue::{LocalQueue, LocalQueueSpec, LocalQueueStatus};
 pub use priority_class::{WorkloadPriorityClass, WorkloadPriorityClassSpec};
 pub use quota::{FlavorQuotas, ResourceGroup, ResourceQuota};
-pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec};
+pub use resource_flavor::{ResourceFlavor, ResourceFlavorSpec, SharedGpuRequests};
 pub use usage::{
     Budget, BudgetAction, BudgetPeriod, BudgetStatus, BudgetStep, BudgetWindow, ResourceHours, UsageBucket, UsageStatus,
 };

@@ -55,6 +55,29 @@ pub struct ResourceFlavorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 317))]
     pub topology_key: Option<String>,
+    /// Which GPU requests this flavor takes when its nodes share each GPU
+    /// (time-slicing or MPS: the node label `nvidia.com/gpu.replicas`
+    /// above 1, on the flavor's node labels or on its nodes). `Marked`
+    /// (the default): only pod sets whose node selector names
+    /// `nvidia.com/gpu.sharing-strategy` or `nvidia.com/gpu.replicas`; a
+    /// pod set that asks for whole GPUs never gets a replica. `All`: any
+    /// GPU request, each GPU a replica.
+    #[serde(default, skip_serializing_if = "is_marked")]
+    pub shared_gpu_requests: SharedGpuRequests,
+}
+
+/// Which GPU requests a flavor whose nodes share their GPUs takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SharedGpuRequests {
+    /// Only pod sets that select shared GPUs by node label.
+    #[default]
+    Marked,
+    /// Any GPU request.
+    All,
+}
+
+fn is_marked(v: &SharedGpuRequests) -> bool {
+    *v == SharedGpuRequests::Marked
 }
 
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

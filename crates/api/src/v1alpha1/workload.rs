@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{find_condition, is_condition_true, preserve_unknown_object, quantity_map};
 use super::conditions;
-use crate::quantity::{QuantityError, QuantityErrorKind, milli};
+use crate::quantity::{QuantityError, QuantityErrorKind};
 use crate::validation::{DNS1123_LABEL_PATTERN, Validate, Violation, Violations};
 
 /// At most this many pod sets per workload.
@@ -384,7 +384,7 @@ impl PodSet {
         }
         if let Some(overhead) = &pod.overhead {
             for (name, q) in overhead {
-                let v = milli(&format!("{tpath}.overhead[{name}]"), q)?;
+                let v = crate::quantity::parse_amount(name, &format!("{tpath}.overhead[{name}]"), &q.0)?;
                 *sum.entry(name.clone()).or_insert(0) += v;
             }
         }
@@ -422,7 +422,7 @@ fn container_requests(c: &Container, path: &str) -> Result<BTreeMap<String, i128
         for (name, q) in limits {
             out.insert(
                 name.clone(),
-                non_negative(&format!("{path}.resources.limits[{name}]"), q)?,
+                non_negative(name, &format!("{path}.resources.limits[{name}]"), q)?,
             );
         }
     }
@@ -430,15 +430,16 @@ fn container_requests(c: &Container, path: &str) -> Result<BTreeMap<String, i128
         for (name, q) in requests {
             out.insert(
                 name.clone(),
-                non_negative(&format!("{path}.resources.requests[{name}]"), q)?,
+                non_negative(name, &format!("{path}.resources.requests[{name}]"), q)?,
             );
         }
     }
     Ok(out)
 }
 
-fn non_negative(path: &str, q: &Quantity) -> Result<i128, QuantityError> {
-    crate::quantity::non_negative_milli(path, q)
+/// A request of `resource` in engine units ([`crate::quantity::units_per_whole`]).
+fn non_negative(resource: &str, path: &str, q: &Quantity) -> Result<i128, QuantityError> {
+    crate::quantity::non_negative_amount(resource, path, q)
 }
 
 impl WorkloadStatus {

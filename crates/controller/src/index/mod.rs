@@ -239,6 +239,8 @@ pub struct IndexConfig {
     /// The server has pod scheduling gates (read at start): the pods the
     /// webhook gates are watched and queued (`podgroups`).
     pub pod_gates: bool,
+    /// Resource transformations (`--resource-transformations`).
+    pub transformations: Vec<eng::Transformation>,
 }
 
 impl IndexConfig {
@@ -278,6 +280,7 @@ impl Default for IndexConfig {
             gpu_quota_backstop: true,
             unqueued_pod_grace_ms: None,
             pod_gates: false,
+            transformations: Vec::new(),
         }
     }
 }
@@ -375,12 +378,17 @@ fn reference(api_version: &str, kind: &str, key: &ObjKey, uid: Option<&str>) -> 
 
 impl Index {
     pub fn new(config: IndexConfig) -> Self {
-        let engine = Engine::with_config(eng::EngineConfig {
+        let mut engine = Engine::with_config(eng::EngineConfig {
             placement: config.placement,
             fair_sharing: config.fair_sharing,
             metering: true,
             ..Default::default()
         });
+        if let Err(e) = engine.set_transformations(&config.transformations) {
+            // Checked when the flag was read: this engine is new, so only
+            // a list the flag's check let through could be refused here.
+            tracing::error!(error = %e, "resource transformations not applied");
+        }
         let usage = usage::Usage::new(config.usage_flush_ms, config.usage_half_life_ms);
         let backstop = backstop::Backstop::new(config.gpu_quota_backstop);
         let escaped = escaped::Escaped::new(config.unqueued_pod_grace_ms);

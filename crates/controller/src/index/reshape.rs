@@ -97,7 +97,10 @@ impl Index {
                     return false;
                 };
                 let held: Vec<_> = adm.pod_sets.iter().filter(|p| p.name == key.name()).cloned().collect();
-                match shape::compare(&held, &mine(now)) {
+                let asked: Vec<_> = (self.engine.requested(&uid).unwrap_or_default().into_iter())
+                    .filter(|p| p.name == key.name())
+                    .collect();
+                match shape::compare_asked(&held, &asked, &mine(now)) {
                     ShapeChange::Grew(g) => {
                         let msg = format!(
                             "Job {} of the gang asks for more than its admission ({}): the gang is suspended and queued again with its new shape",
@@ -143,7 +146,8 @@ impl Index {
         let Some(adm) = self.engine.admission(uid) else {
             return false;
         };
-        match shape::compare(&adm.pod_sets, now) {
+        let asked = self.engine.requested(uid).unwrap_or_default();
+        match shape::compare_asked(&adm.pod_sets, &asked, now) {
             ShapeChange::Same => false,
             ShapeChange::Grew(g) => {
                 let msg = format!(

@@ -127,6 +127,8 @@ pub(super) fn verdict_reason(v: &eng::Verdict) -> &'static str {
         eng::Verdict::PreemptionNotPossible { .. } => "PreemptionNotPossible",
         eng::Verdict::NoNodeFits { .. } => "NoNodeFits",
         eng::Verdict::NeverOnNodes(_) => "NeverOnNodes",
+        eng::Verdict::SharedGpusOnly { .. } => "SharedGpusOnly",
+        eng::Verdict::WholeGpusOnly => "WholeGpusOnly",
     }
 }
 

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-use sluice_api::quantity::to_quantity;
+use sluice_api::quantity::{to_milli, to_quantity};
 use sluice_api::v1alpha1::conditions as cond;
 use sluice_api::v1alpha1::{
     ClusterQueueStatus, ClusterQueueSummary, CohortStatus, FairSharingStatus, FlavorUsage, LocalQueueStatus,
@@ -236,11 +236,13 @@ fn record_usage(m: &Metrics, name: &str, u: &QueueUsage) {
 fn record_budget(m: &Metrics, name: &str, ix: &Index) {
     if let Some(record) = ix.usage_records().get(&Account::ClusterQueue(Arc::from(name))) {
         for meter in &record.meters {
-            m.usage_hours(name, &meter.flavor, &meter.resource, usage::hours(meter.total));
+            let hours = usage::hours(to_milli(&meter.resource, meter.total));
+            m.usage_hours(name, &meter.flavor, &meter.resource, hours);
         }
     }
     if let Some((b, s)) = ix.budget_spending(name) {
-        let (spent, limit, projected) = (usage::hours(s.spent), usage::hours(s.limit), usage::hours(s.projected));
+        let hours = |v| usage::hours(to_milli(&b.resource, v));
+        let (spent, limit, projected) = (hours(s.spent), hours(s.limit), hours(s.projected));
         m.budget(name, &b.resource, spent, limit, projected);
         m.budget_action(name, ix.budget_action(name).flatten().map_or(0, |a| a as i64 + 1));
     }
@@ -510,7 +512,8 @@ impl QueueStatusWriter {
             && let Some(Account::LocalQueue(lq)) = &account
         {
             for meter in &record.meters {
-                m.local_usage_hours(lq, &meter.flavor, &meter.resource, usage::hours(meter.total));
+                let hours = usage::hours(to_milli(&meter.resource, meter.total));
+                m.local_usage_hours(lq, &meter.flavor, &meter.resource, hours);
             }
         }
         let usage = account.and_then(|a| ix.usage_status(&a));

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_api::duration::{Units, parse};
+use sluice_api::transform::{ResourceTransformation, Strategy};
 
 use super::Note;
 use super::walk;
@@ -122,6 +123,7 @@ pub(super) fn translate(version: &str, doc: &Value, place: &str) -> (Controller,
     client(&mut c, &doc["clientConnection"]);
     leader_election(&mut c, &doc["leaderElection"], &mut notes);
     integrations(&mut c, &doc["integrations"]["frameworks"], &mut notes);
+    transformations(&mut c, &doc["resources"]["transformations"], &mut notes);
     (c, notes.list)
 }
 
@@ -290,6 +292,63 @@ fn integrations(c: &mut Controller, frameworks: &Value, notes: &mut Notes<'_>) {
         }
     }
     c.set("integrations", kept.join(","), None);
+}
+
+/// `resources.transformations`: the same list as `--resource-transformations`
+/// (chart value `controller.resourceTransformations`); a list Sluice would
+/// refuse is reported, mistake by mistake, and not copied.
+fn transformations(c: &mut Controller, list: &Value, notes: &mut Notes<'_>) {
+    let path = "resources.transformations";
+    let Some(items) = list.as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let parsed: Result<Vec<ResourceTransformation>, String> = items
+        .iter()
+        .map(|t| {
+            let outputs = t["outputs"]
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(r, q)| (r.clone(), q.as_str().map_or_else(|| q.to_string(), str::to_string)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let strategy = match t["strategy"].as_str() {
+                None | Some("Retain") => Strategy::Retain,
+                Some("Replace") => Strategy::Replace,
+                Some(other) => return Err(format!("strategy {other:?} is neither Retain nor Replace")),
+            };
+            Ok(ResourceTransformation {
+                input: t["input"].as_str().unwrap_or_default().to_string(),
+                strategy,
+                outputs,
+            })
+        })
+        .collect();
+    let list = match parsed {
+        Ok(list) => list,
+        Err(e) => {
+            notes.push(path, Status::Unsupported, format!("{e}: not copied"));
+            return;
+        }
+    };
+    let violations = sluice_api::transform::validate(&list);
+    if !violations.is_empty() {
+        for v in violations {
+            notes.push(
+                &format!("{path}{}", v.path),
+                Status::Unsupported,
+                format!("{}: not copied", v.message),
+            );
+        }
+        return;
+    }
+    let value = serde_json::to_value(&list).unwrap_or_default();
+    c.set(
+        "resource-transformations",
+        value.to_string(),
+        Some((&["resourceTransformations"], value)),
+    );
 }
 
 /// A duration as Sluice's flags write it: `30m`, `90s`, `1h`, `0`.

@@ -272,10 +272,11 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
             row.extend([
                 r.map_or_else(dash, |r| r.flavor.clone()),
                 r.map_or_else(dash, |r| r.resource.clone()),
-                r.map_or_else(dash, |r| r.nominal.clone()),
-                r.and_then(|r| r.borrowing_limit.clone()).unwrap_or_else(dash),
-                r.map_or_else(dash, |r| r.in_use.clone()),
-                r.and_then(|r| r.borrowed.clone())
+                r.map_or_else(dash, |r| shown(&r.resource, &r.nominal)),
+                r.and_then(|r| r.borrowing_limit.as_ref().map(|b| shown(&r.resource, b)))
+                    .unwrap_or_else(dash),
+                r.map_or_else(dash, |r| shown(&r.resource, &r.in_use)),
+                r.and_then(|r| r.borrowed.as_ref().map(|b| shown(&r.resource, b)))
                     .unwrap_or_else(|| if r.is_some() { "0".into() } else { dash() }),
                 own(v.pending.to_string()),
                 own(v.admitted.to_string()),
@@ -293,6 +294,19 @@ pub fn table(views: &[QueueView], wide: bool) -> Table {
         }
     }
     t
+}
+
+/// A quantity of `resource` as the table shows it: as written, but a
+/// GPU-equivalent to three decimals (`0.143` for a 1g MIG slice, not
+/// `0.142857143`).
+fn shown(resource: &str, quantity: &str) -> String {
+    if resource != sluice_api::quantity::GPU_EQUIVALENT {
+        return quantity.to_string();
+    }
+    sluice_api::quantity::parse_amount(resource, "", quantity)
+        .ok()
+        .and_then(|a| i64::try_from(a).ok())
+        .map_or_else(|| quantity.to_string(), |a| sluice_convert::text::amount(resource, a))
 }
 
 /// What the table cannot show: the ClusterQueues the controller ignores

@@ -2,7 +2,7 @@
 //! bar per row, like `kubectl top`.
 
 use serde::Serialize;
-use sluice_api::quantity::parse_milli;
+use sluice_api::quantity::{parse_amount, to_milli};
 
 use super::queues::QueueView;
 use crate::quantity;
@@ -31,8 +31,10 @@ pub struct UsageView {
     pub active: String,
 }
 
-fn milli(q: &str) -> i128 {
-    parse_milli("quantity", q).unwrap_or(0)
+/// A quantity of `resource` in milli-units (a GPU-equivalent to the
+/// nearest thousandth).
+fn milli(resource: &str, q: &str) -> i128 {
+    parse_amount(resource, "quantity", q).map_or(0, |a| to_milli(resource, a))
 }
 
 /// Rows from the queues' views (ClusterQueues, or LocalQueues' summaries;
@@ -45,14 +47,14 @@ pub fn usage(queues: &[QueueView]) -> Vec<UsageView> {
             continue;
         }
         for r in &q.resources {
-            let (used, nominal) = (milli(&r.in_use), milli(&r.nominal));
+            let (used, nominal) = (milli(&r.resource, &r.in_use), milli(&r.resource, &r.nominal));
             out.push(UsageView {
                 queue: q.cluster_queue.clone(),
                 flavor: r.flavor.clone(),
                 resource: r.resource.clone(),
                 used_milli: used,
                 nominal_milli: nominal,
-                borrowed_milli: r.borrowed.as_deref().map_or(0, milli),
+                borrowed_milli: r.borrowed.as_deref().map_or(0, |b| milli(&r.resource, b)),
                 percent: (nominal > 0).then(|| used as f64 * 100.0 / nominal as f64),
                 active: q.active_cell(),
             });

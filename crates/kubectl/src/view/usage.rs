@@ -7,6 +7,7 @@
 //! LocalQueue's status carries.
 
 use serde::Serialize;
+use sluice_api::quantity::to_milli;
 use sluice_api::v1alpha1::{BudgetStatus, UsageStatus};
 use sluice_convert::usage::record;
 use sluice_scheduler::usage::hours;
@@ -152,8 +153,8 @@ fn rows_of(q: &Queue<'_>, from: i64, now: i64) -> Result<Vec<UsageRow>, String> 
                 cluster_queue: q.cluster_queue.clone(),
                 flavor: m.flavor.to_string(),
                 resource: m.resource.to_string(),
-                used_hours: round(hours(m.buckets.within(from, now))),
-                total_hours: round(hours(m.total)),
+                used_hours: round(hours(to_milli(&m.resource, m.buckets.within(from, now)))),
+                total_hours: round(hours(to_milli(&m.resource, m.total))),
                 as_of: Some(u.flushed_at.0.to_string()),
                 budget: None,
             });
@@ -186,8 +187,8 @@ fn rows_of(q: &Queue<'_>, from: i64, now: i64) -> Result<Vec<UsageRow>, String> 
 /// LocalQueue's `status.clusterQueue.budget`).
 fn budget_view(b: &BudgetStatus, place: &str) -> Result<BudgetView, String> {
     let h = |field: &str, text: &str| -> Result<f64, String> {
-        sluice_convert::usage::parse_hours(&format!("{place}.{field}"), text)
-            .map(|v| round(hours(v)))
+        sluice_convert::usage::parse_hours(&b.resource, &format!("{place}.{field}"), text)
+            .map(|v| round(hours(to_milli(&b.resource, v))))
             .map_err(|e| e.to_string())
     };
     let (spent, limit) = (h("spent", &b.spent)?, h("limit", &b.limit)?);

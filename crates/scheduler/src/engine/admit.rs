@@ -107,7 +107,8 @@ impl Engine {
             .map(|(ps, choice)| {
                 let mut flavors = BTreeMap::new();
                 let mut ps_usage = BTreeMap::new();
-                for &(res, amount) in &ps.total {
+                let total = self.charged_total(q, ps, |g| choice.iter().find(|c| c.group == g).map(|c| c.flavor));
+                for &(res, amount) in total.iter() {
                     let g = q.quota.group_of[&res];
                     let flavor = choice
                         .iter()

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use crate::decision::{FlavorVerdict, Verdict};
 use crate::ledger;
 use crate::ledger::{Fit, FlavorId, ResId};
-use crate::model::{Amount, FlavorSpec, TaintEffect, Toleration};
+use crate::model::{Amount, FlavorSpec, SharedGpuRequests, TaintEffect, Toleration};
 
-use super::state::{Cq, Group, GroupFlavor, PodSet};
+use super::state::{Cq, GpuAsk, Group, GroupFlavor, PodSet};
 use super::{CqId, Engine, WlId};
 
 /// The flavor chosen for one resource group of a pod set.
@@ -190,12 +190,24 @@ impl Engine {
         let wl = self.wl(id);
         let mut acc = Assigning::new(wl.pod_sets.len());
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
-            let needs = self.group_needs(cq, ps).map_err(|resource| AssignError::NotCovered {
+            let mut needs = self.group_needs(cq, ps).map_err(|resource| AssignError::NotCovered {
                 pod_set: ps.name.clone(),
                 resource,
             })?;
-            let mut ps_choice = Vec::with_capacity(needs.len());
-            for need in needs {
+            if !ps.shared.is_empty() {
+                // The groups of shared GPUs choose first: what the others
+                // are charged depends on their flavors.
+                needs.sort_by_key(|n| {
+                    !ps.shared
+                        .iter()
+                        .any(|p| cq.quota.group_of.get(&p.input) == Some(&n.group))
+                });
+            }
+            let mut ps_choice: Vec<GroupChoice> = Vec::with_capacity(needs.len());
+            for mut need in needs {
+                if !ps.shared.is_empty() {
+                    need = self.charged_need(cq, ps, need, &ps_choice);
+                }
                 let group = &cq.quota.groups[need.group];
                 let pick = self.pick_flavor(cq_id, group, ps, &need.amounts, &acc.usage, explain);
                 if pick.best.is_none() && !explain {
@@ -233,7 +245,7 @@ impl Engine {
             verdicts: Vec::new(),
         };
         for (fi, gf) in group.flavors.iter().enumerate() {
-            if let Err(v) = self.flavor_compatible(gf.flavor, ps) {
+            if let Err(v) = self.flavor_compatible(gf.flavor, ps, group) {
                 if explain {
                     pick.verdicts.push(self.verdict(ps, gf.flavor, v));
                 }
@@ -326,6 +338,25 @@ impl Engine {
         self.verdict(ps, flavor, verdict)
     }
 
+    /// A group's need as charged on the flavors chosen so far for the pod
+    /// set's other groups (`charge.rs`).
+    fn charged_need(&self, cq: &Cq, ps: &PodSet, need: GroupNeed, chosen: &[GroupChoice]) -> GroupNeed {
+        let total = self.charged_total(cq, ps, |g| chosen.iter().find(|c| c.group == g).map(|c| c.flavor));
+        let group = &cq.quota.groups[need.group];
+        GroupNeed {
+            group: need.group,
+            amounts: need
+                .amounts
+                .into_iter()
+                .map(|(rpos, amount)| {
+                    let res = group.resources[rpos];
+                    let charged = total.iter().find(|(r, _)| *r == res).map_or(amount, |&(_, a)| a);
+                    (rpos, charged)
+                })
+                .collect(),
+        }
+    }
+
     /// For each resource group the pod set needs, the requested amounts by
     /// position in the group. Errors with a resource no group covers.
     pub(super) fn group_needs(&self, cq: &Cq, ps: &PodSet) -> Result<Vec<GroupNeed>, ResId> {
@@ -350,9 +381,34 @@ impl Engine {
         Ok(needs)
     }
 
+    /// Whether `flavor` may hold what pod set `ps` asks of `group`: its node
+    /// labels and taints ([`compatible`]), and for a group of GPUs that
+    /// sharing nodes replicate, whole GPUs or replicas as the pod set asks.
     #[inline]
-    pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet) -> Result<(), Verdict> {
-        compatible(self.catalog.flavors.get(&flavor), &ps.node_selector, &ps.tolerations)
+    pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet, group: &Group) -> Result<(), Verdict> {
+        let spec = self.catalog.flavors.get(&flavor);
+        compatible(spec, &ps.node_selector, &ps.tolerations)?;
+        if ps.gpu_ask == GpuAsk::None || !group.resources.iter().any(|r| self.catalog.shared_resources.contains(r)) {
+            return Ok(());
+        }
+        match ps.gpu_ask {
+            GpuAsk::None => {}
+            GpuAsk::Whole if spec.is_some_and(|s| s.shared_gpu_requests == SharedGpuRequests::Marked) => {
+                let replicas = self.gpu_replicas(flavor);
+                if replicas > 1 {
+                    return Err(Verdict::SharedGpusOnly { replicas });
+                }
+            }
+            GpuAsk::Whole => {}
+            GpuAsk::Replica => {
+                // Known whole: its nodes are known, and none shares.
+                let has_nodes = self.inv.flavor_nodes.get(&flavor).is_some_and(|n| !n.is_empty());
+                if has_nodes && self.gpu_replicas(flavor) == 1 {
+                    return Err(Verdict::WholeGpusOnly);
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn verdict(&self, ps: &PodSet, flavor: FlavorId, verdict: Verdict) -> FlavorVerdict {
@@ -382,7 +438,15 @@ impl Engine {
                 .iter()
                 .find(|f| f.flavor == flavor)
                 .expect("option flavor in group");
-            for &(res, amount) in &wl.pod_sets[option.pod_set].total {
+            let flavor_of = |g: usize| {
+                options
+                    .iter()
+                    .zip(pick)
+                    .find(|(o, _)| o.pod_set == option.pod_set && o.group == g)
+                    .map(|(o, &j)| o.flavors[j])
+            };
+            let total = self.charged_total(cq_ref, &wl.pod_sets[option.pod_set], flavor_of);
+            for &(res, amount) in total.iter() {
                 if let Some(rpos) = group.resources.iter().position(|&r| r == res) {
                     add_pending(&mut usage, gf.slots[rpos], amount);
                 }
@@ -514,6 +578,7 @@ mod tests {
                 .collect(),
             tolerations: Vec::new(),
             topology_key: None,
+            shared_gpu_requests: SharedGpuRequests::Marked,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::model::{Amount, Millis, PodSetSpec, RequeueOrder, WorkloadSpec};
 
 use super::parts::{Catalog, Workloads};
 use super::placement::Placement;
-use super::state::{Holding, PodSet, State, Timer, Wl};
+use super::state::{GpuAsk, Holding, PodSet, State, Timer, Wl};
 use super::{Engine, EngineError, WlId};
 
 impl Engine {
@@ -278,7 +278,7 @@ impl Catalog {
                 pod_set: ps.name.clone(),
             });
         }
-        let mut total = Vec::with_capacity(ps.requests.len());
+        let mut per_pod_raw = Vec::with_capacity(ps.requests.len());
         for (res, &per_pod) in &ps.requests {
             if per_pod < 0 {
                 return Err(EngineError::NegativeRequest {
@@ -290,22 +290,45 @@ impl Catalog {
             if per_pod == 0 {
                 continue;
             }
-            let Some(t) = per_pod.checked_mul(ps.count as i64) else {
-                return Err(EngineError::Overflow {
-                    uid: uid.to_string(),
-                    pod_set: ps.name.clone(),
-                    resource: res.clone(),
-                });
-            };
-            total.push((self.resources.intern(res), t));
+            per_pod_raw.push((self.resources.intern(res), per_pod));
         }
-        total.sort_unstable();
+        per_pod_raw.sort_unstable();
+        let overflow = |res: ResId| EngineError::Overflow {
+            uid: uid.to_string(),
+            pod_set: ps.name.clone(),
+            resource: self.resources.name(res).to_string(),
+        };
+        let charge = self.charge(&per_pod_raw).map_err(overflow)?;
+        let times_count = |v: &[(ResId, Amount)]| -> Result<Vec<(ResId, Amount)>, EngineError> {
+            v.iter()
+                .map(|&(r, a)| {
+                    a.checked_mul(ps.count as i64)
+                        .map(|t| (r, t))
+                        .ok_or_else(|| overflow(r))
+                })
+                .collect()
+        };
+        let total = times_count(&charge.charged)?;
+        let raw = (charge.charged != per_pod_raw)
+            .then(|| times_count(&per_pod_raw))
+            .transpose()?;
+        let shareable = per_pod_raw
+            .iter()
+            .any(|&(r, _)| crate::sharing::is_shared_resource(self.resources.name(r)));
+        let gpu_ask = match (shareable, crate::sharing::asks_for_shared_gpu(&ps.node_selector)) {
+            (false, _) => GpuAsk::None,
+            (true, false) => GpuAsk::Whole,
+            (true, true) => GpuAsk::Replica,
+        };
         let mut tolerations = ps.tolerations.clone();
         tolerations.sort();
         Ok(PodSet {
             name: Arc::from(ps.name.as_str()),
             count: ps.count,
             total,
+            raw,
+            shared: charge.shared,
+            gpu_ask,
             node_selector: ps.node_selector.clone(),
             tolerations,
             require_single_domain: ps.require_single_domain,
@@ -314,8 +337,8 @@ impl Catalog {
     }
 
     /// What a restored admission holds per (flavor, resource), its names
-    /// interned: the assignment's usage, or the per-pod request times its
-    /// count. Errors with a pod set the workload does not have or a
+    /// interned: the assignment's usage, or what a pod is charged
+    /// (`charge.rs`) times its count. Errors with a pod set the workload does not have or a
     /// requested resource the assignment gives no flavor.
     fn restored_usage(
         &mut self,
@@ -331,26 +354,36 @@ impl Catalog {
                     pod_set: a.name.clone(),
                 });
             };
-            for (res, per_pod) in &ps.requests {
-                if *per_pod == 0 {
-                    continue;
-                }
-                let Some(flavor) = a.flavors.get(res) else {
+            let mut raw: Vec<(ResId, Amount)> = ps
+                .requests
+                .iter()
+                .filter(|(_, a)| **a > 0)
+                .map(|(r, a)| (self.resources.intern(r), *a))
+                .collect();
+            raw.sort_unstable();
+            let charged = self.charge(&raw).map_err(|res| EngineError::Overflow {
+                uid: uid.clone(),
+                pod_set: a.name.clone(),
+                resource: self.resources.name(res).to_string(),
+            })?;
+            for (res_id, per_pod) in charged.charged {
+                let res = self.resources.name(res_id).clone();
+                let Some(flavor) = a.flavors.get(&*res) else {
                     return Err(EngineError::UnassignedResource {
                         uid: uid.clone(),
                         pod_set: a.name.clone(),
-                        resource: res.clone(),
+                        resource: res.to_string(),
                     });
                 };
                 let amount = a
                     .usage
-                    .get(res)
+                    .get(&*res)
                     .copied()
                     .unwrap_or(per_pod.saturating_mul(a.count as i64));
                 if amount <= 0 {
                     continue;
                 }
-                let fr = (self.flavor_names.intern(flavor), self.resources.intern(res));
+                let fr = (self.flavor_names.intern(flavor), res_id);
                 match usage.iter_mut().find(|(k, _)| *k == fr) {
                     Some((_, v)) => *v += amount,
                     None => usage.push((fr, amount)),

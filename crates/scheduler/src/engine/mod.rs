@@ -12,6 +12,7 @@
 //!   fifo.rs        StrictFIFO: what blocks a queue
 //!   stop.rs        stop policies: Hold and HoldAndDrain
 //!   flavor.rs      flavor assignment per (pod set, resource group)
+//!   charge.rs      what a pod set is charged: transformations, shared GPUs
 //!   preemption/    victims: policy eligibility, victim order, minimal sets
 //!   overlay.rs     what-if usage for preemption and eviction checks
 //!   partial.rs     partial admission: fewer pods, down to min_count
@@ -38,6 +39,7 @@ mod admit;
 mod backfill;
 mod budget;
 mod candidate;
+mod charge;
 mod cohort;
 mod config;
 mod consistency;
@@ -115,6 +117,8 @@ pub enum EngineError {
     },
     #[error("cohort {cohort}: parent chain {path} leads back to itself")]
     CohortCycle { cohort: String, path: String },
+    #[error("resource transformation of {input}: {why}")]
+    BadTransformation { input: String, why: String },
 }
 
 /// The admission engine. See the crate documentation for the algorithm.
@@ -169,6 +173,7 @@ impl Engine {
     pub fn with_config(config: EngineConfig) -> Self {
         let mut resources = Interner::default();
         let pods_res = resources.intern("pods");
+        let shared_resources = crate::sharing::SHARED_RESOURCES.map(|r| resources.intern(r)).to_vec();
         Self {
             catalog: Catalog {
                 config,
@@ -176,6 +181,8 @@ impl Engine {
                 flavor_names: Interner::default(),
                 flavors: FastMap::default(),
                 pods_res,
+                transforms: charge::Transforms::default(),
+                shared_resources,
             },
             queues: Queues::default(),
             workloads: Workloads::default(),

@@ -8,6 +8,7 @@
 //! own shape while it holds quota; back in its queue (evicted, requeued)
 //! it asks for all its pods again.
 
+use crate::ledger::ResId;
 use crate::model::Amount;
 
 use super::flavor::Attempt;
@@ -23,6 +24,8 @@ impl Engine {
                 name: p.name.clone(),
                 count: p.count,
                 total: p.total.clone(),
+                raw: p.raw.clone(),
+                gpu_ask: p.gpu_ask,
                 node_selector: p.node_selector.clone(),
                 tolerations: p.tolerations.clone(),
                 require_single_domain: p.require_single_domain,
@@ -77,11 +80,8 @@ impl Engine {
             .map(|(p, &c)| PodSet {
                 count: c,
                 // Totals are count × per pod, so the division is exact.
-                total: p
-                    .total
-                    .iter()
-                    .map(|&(r, t)| (r, t / p.count as Amount * c as Amount))
-                    .collect(),
+                total: times(&p.total, p.count, c),
+                raw: p.raw.as_deref().map(|raw| times(raw, p.count, c)),
                 min_count: None,
                 ..p.clone()
             })
@@ -138,4 +138,12 @@ impl Engine {
         self.set_counts(id, &Self::counts_at(&full, hi, steps));
         best
     }
+}
+
+/// Totals of `count` pods as totals of `c` of them.
+fn times(total: &[(ResId, Amount)], count: u32, c: u32) -> Vec<(ResId, Amount)> {
+    total
+        .iter()
+        .map(|&(r, t)| (r, t / count as Amount * c as Amount))
+        .collect()
 }

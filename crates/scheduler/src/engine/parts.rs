@@ -21,6 +21,10 @@ pub(super) struct Catalog {
     pub(super) flavors: FastMap<FlavorId, FlavorSpec>,
     /// The `pods` resource (one per pod on a node).
     pub(super) pods_res: ResId,
+    /// Resource transformations (`charge.rs`).
+    pub(super) transforms: super::charge::Transforms,
+    /// The resources sharing nodes replicate ([`crate::sharing::SHARED_RESOURCES`]).
+    pub(super) shared_resources: Vec<ResId>,
 }
 
 /// ClusterQueues (quota ledgers and pending queues), cohorts and

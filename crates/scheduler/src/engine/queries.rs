@@ -99,7 +99,7 @@ impl Engine {
                     name: p.name.to_string(),
                     count: p.count,
                     requests: p
-                        .total
+                        .requested()
                         .iter()
                         .map(|&(r, t)| {
                             (

@@ -10,6 +10,7 @@ use crate::decision::{Explanation, PodSetAssignment};
 use crate::ledger::{FlavorId, FrKey, Pool, ResId, Slot};
 use crate::model::{Amount, ClusterQueueSpec, CohortSpec, Millis, Toleration};
 
+use super::charge::SharedPart;
 use super::fast_map::FastMap;
 use super::placement::Placement;
 use super::placement::{NodeId, ResVec};
@@ -160,13 +161,44 @@ pub(super) struct Cohort {
 pub(super) struct PodSet {
     pub(super) name: Arc<str>,
     pub(super) count: u32,
-    /// Total (count × per pod) by resource, sorted, zero amounts dropped.
+    /// Total (count × per pod) by resource that quota is charged, on a
+    /// flavor that shares no GPU (`charge.rs`), sorted, zero amounts dropped.
     pub(super) total: Vec<(ResId, Amount)>,
+    /// What the pods request of nodes in total, when it differs from
+    /// `total` (resource transformations); see [`PodSet::requested`].
+    pub(super) raw: Option<Vec<(ResId, Amount)>>,
+    /// The parts of the charge that a flavor sharing its GPUs lowers.
+    pub(super) shared: Vec<SharedPart>,
+    /// Whether it asks for GPUs that sharing nodes replicate, and whole
+    /// ones or a replica (`charge.rs`, [`crate::sharing`]).
+    pub(super) gpu_ask: GpuAsk,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,
     /// Fewest pods partial admission may give it (`None`: all or nothing).
     pub(super) min_count: Option<u32>,
+}
+
+/// What a pod set asks of a GPU resource that sharing nodes replicate
+/// (`nvidia.com/gpu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) enum GpuAsk {
+    /// It asks for none.
+    #[default]
+    None,
+    /// Whole GPUs: a flavor whose nodes share their GPUs takes it only if
+    /// it takes any request.
+    Whole,
+    /// A replica (its node selector names the sharing label): a flavor
+    /// whose nodes are known to give whole GPUs does not take it.
+    Replica,
+}
+
+impl PodSet {
+    /// What its pods request of nodes in total, by resource, sorted.
+    pub(super) fn requested(&self) -> &[(ResId, Amount)] {
+        self.raw.as_deref().unwrap_or(&self.total)
+    }
 }
 
 /// Quota a workload holds (admitted or evicting) or claims (preempting).
@@ -303,6 +335,8 @@ pub(super) struct PodSetShape {
     pub(super) name: Arc<str>,
     pub(super) count: u32,
     pub(super) total: Vec<(ResId, Amount)>,
+    pub(super) raw: Option<Vec<(ResId, Amount)>>,
+    pub(super) gpu_ask: GpuAsk,
     pub(super) node_selector: BTreeMap<String, String>,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) require_single_domain: bool,

@@ -129,3 +129,28 @@ fn a_waiting_workload_asks_for_the_same_when_pods_and_requests_agree() {
     elastic.min_count = Some(1);
     assert!(!same_request(&asked, &[elastic]));
 }
+
+#[test]
+fn with_transformations_requests_compare_with_what_was_asked_not_the_charge() {
+    const SLICE: &str = "nvidia.com/mig-1g.10gb";
+    // Admitted holding GPU-equivalents only (the slice was replaced).
+    let mut adm = admitted("main", 2, 0);
+    adm.usage = [("sluice.dev/gpu-equivalent".to_string(), 2 * 102_960)].into();
+    let was = vec![asked("main", 2, &[(SLICE, 1000)])];
+    let now = vec![asked("main", 2, &[(SLICE, 1000)])];
+    assert_eq!(compare_asked(&[adm.clone()], &was, &now), ShapeChange::Same);
+    // Against the charge alone the slice would look new.
+    assert!(matches!(compare(&[adm.clone()], &now), ShapeChange::Grew(_)));
+    let more = vec![asked("main", 2, &[(SLICE, 2000)])];
+    assert_eq!(
+        compare_asked(&[adm], &was, &more),
+        ShapeChange::Grew(Growth {
+            pod_set: "main".into(),
+            what: Grown::PerPod {
+                resource: SLICE.into(),
+                now: 2000,
+                admitted: 1000,
+            },
+        })
+    );
+}

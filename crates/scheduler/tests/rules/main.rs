@@ -18,6 +18,7 @@ mod fair_sharing;
 mod fifo;
 mod flavors;
 mod foreign;
+mod gpu_equivalents;
 mod lifecycle;
 mod metering;
 mod never_placeable;

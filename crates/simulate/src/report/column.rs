@@ -8,7 +8,9 @@ use super::{Group, ResourceUse};
 /// GPU resources first, then the rest by name (`cpu`, `memory`, …).
 pub fn resource_order(a: &str, b: &str) -> std::cmp::Ordering {
     fn rank(r: &str) -> u8 {
-        if r == "nvidia.com/gpu" {
+        // GPU-equivalents first: where they are the quota, fairness and
+        // the columns are read in them.
+        if r == sluice_api::quantity::GPU_EQUIVALENT || r == "nvidia.com/gpu" {
             0
         } else if r.contains("gpu") || r.contains("mig-") {
             1
@@ -20,7 +22,9 @@ pub fn resource_order(a: &str, b: &str) -> std::cmp::Ordering {
             4
         }
     }
-    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+    let equivalent_first =
+        (b == sluice_api::quantity::GPU_EQUIVALENT).cmp(&(a == sluice_api::quantity::GPU_EQUIVALENT));
+    rank(a).cmp(&rank(b)).then(equivalent_first).then_with(|| a.cmp(b))
 }
 
 /// A resource column of the queue tables: GPUs per flavor (an H100 is not

@@ -214,9 +214,11 @@ fn tree_figures(
         .collect();
     let series: Vec<&QueueSeries> = counted.iter().map(|&m| &r.queues[members[m].0]).collect();
     let (busy, contended_ms) = contended(&series, &resource, r.end);
+    // Engine units in one of the resource's units (GPUs, equivalents).
+    let per = sluice_api::quantity::units_per_whole(&resource) as f64;
     let busy_use = |m: usize| {
         let c = counted.iter().position(|&x| x == m)?;
-        (contended_ms > 0).then(|| busy[c] / contended_ms as f64 / 1000.0)
+        (contended_ms > 0).then(|| busy[c] / contended_ms as f64 / per)
     };
     let queues: Vec<(usize, FairQueue)> = (members.iter().zip(used).enumerate())
         .map(|(m, (&(i, shares), used))| {
@@ -230,7 +232,7 @@ fn tree_figures(
                 workloads: workloads[m],
                 mean_share,
                 max_share,
-                mean_use: used / r.end.max(1) as f64 / 1000.0,
+                mean_use: used / r.end.max(1) as f64 / per,
                 time_share: (total > 0.0).then(|| used / total),
                 contended_mean_use: busy_use(m),
             };

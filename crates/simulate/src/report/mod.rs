@@ -313,6 +313,11 @@ fn queue_integrals(q: &QueueSeries, end: Millis, per_flavor: bool, acc: &mut BTr
     }
 }
 
+/// Engine units in one whole unit of `resource`.
+fn per_whole(resource: &str) -> f64 {
+    sluice_api::quantity::units_per_whole(resource) as f64
+}
+
 fn resources_out(acc: &BTreeMap<Key, Integrals>, end: Millis) -> Vec<ResourceUse> {
     let mut keys: Vec<&Key> = acc.keys().collect();
     keys.sort_by(|a, b| resource_order(&a.resource, &b.resource).then_with(|| a.flavor.cmp(&b.flavor)));
@@ -323,8 +328,8 @@ fn resources_out(acc: &BTreeMap<Key, Integrals>, end: Millis) -> Vec<ResourceUse
             ResourceUse {
                 resource: key.resource.clone(),
                 flavor: key.flavor.clone(),
-                nominal: i.nominal as f64 / 1000.0,
-                peak: i.peak as f64 / 1000.0,
+                nominal: i.nominal as f64 / per_whole(&key.resource),
+                peak: i.peak as f64 / per_whole(&key.resource),
                 utilisation: (i.nominal > 0).then(|| i.used / (i.nominal as f64 * span)),
                 borrowed_share: (i.used > 0.0).then(|| i.borrowed / i.used),
             }

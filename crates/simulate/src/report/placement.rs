@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use sluice_api::resources::is_gpu;
+use sluice_api::resources::{is_gpu, is_mig};
 
 use super::table::Table;
 use crate::placement::PlacementOutcome;
@@ -29,8 +29,12 @@ use crate::sim::SimResult;
 #[serde(rename_all = "camelCase")]
 pub struct PlacementReport {
     pub nodes: u64,
-    /// GPUs of all nodes.
+    /// GPUs of all nodes: devices, a time-sliced GPU once however many
+    /// replicas it is advertised as; MIG slices apart.
     pub gpus: f64,
+    /// MIG slices of all nodes (never summed as GPUs).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mig_slices: f64,
     pub node_wait_hours: f64,
     pub quota_wait_hours: f64,
     pub waited_for_nodes: u64,
@@ -46,7 +50,10 @@ pub struct FlavorNodes {
     pub flavor: String,
     pub nodes: u64,
     pub gpus: f64,
-    /// Nominal GPU quota on the flavor, over all ClusterQueues.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mig_slices: f64,
+    /// Nominal GPU quota on the flavor, over all ClusterQueues (in GPUs:
+    /// quota of time-sliced replicas over their replicas per GPU).
     pub gpu_quota: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology_key: Option<String>,
@@ -96,16 +103,11 @@ pub fn build(p: &PlacementOutcome, r: &SimResult) -> PlacementReport {
 
     let mut flavors: Vec<FlavorNodes> = Vec::new();
     let mut domains: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut gpus_total = 0.0;
+    let (mut gpus_total, mut mig_total) = (0.0, 0.0);
     for node in &p.nodes {
-        let gpus: f64 = node
-            .spec
-            .allocatable
-            .iter()
-            .filter(|(r, _)| is_gpu(r))
-            .map(|(_, &a)| a as f64 / 1000.0)
-            .sum();
+        let (gpus, mig) = devices(&node.spec);
         gpus_total += gpus;
+        mig_total += mig;
         let key = p.topology_keys.get(&node.flavor);
         if let Some(value) = key.and_then(|k| node.spec.labels.get(k)) {
             domains.entry(&node.flavor).or_default().insert(value);
@@ -114,12 +116,14 @@ pub fn build(p: &PlacementOutcome, r: &SimResult) -> PlacementReport {
             Some(f) => {
                 f.nodes += 1;
                 f.gpus += gpus;
+                f.mig_slices += mig;
             }
             None => flavors.push(FlavorNodes {
                 flavor: node.flavor.clone(),
                 nodes: 1,
                 gpus,
-                gpu_quota: gpu_quota(r, &node.flavor),
+                mig_slices: mig,
+                gpu_quota: gpu_quota(r, &node.flavor) / f64::from(replicas(&node.spec)),
                 topology_key: key.cloned(),
                 domains: None,
             }),
@@ -133,6 +137,7 @@ pub fn build(p: &PlacementOutcome, r: &SimResult) -> PlacementReport {
     PlacementReport {
         nodes: p.nodes.len() as u64,
         gpus: gpus_total,
+        mig_slices: mig_total,
         node_wait_hours: total.node_wait_hours,
         quota_wait_hours: total.quota_wait_hours,
         waited_for_nodes: total.waited_for_nodes,
@@ -141,12 +146,53 @@ pub fn build(p: &PlacementOutcome, r: &SimResult) -> PlacementReport {
     }
 }
 
+/// A node's GPUs (a time-sliced one once, not per replica) and MIG slices.
+fn devices(node: &sluice_scheduler::NodeSpec) -> (f64, f64) {
+    let (mut gpus, mut mig) = (0.0, 0.0);
+    for (r, &a) in node.allocatable.iter().filter(|(r, _)| is_gpu(r)) {
+        let units = a as f64 / 1000.0;
+        if is_mig(r) {
+            mig += units;
+        } else {
+            gpus += units / f64::from(replicas(node));
+        }
+    }
+    (gpus, mig)
+}
+
+/// Replicas per GPU that a node advertises (1 unless it shares them).
+fn replicas(node: &sluice_scheduler::NodeSpec) -> u32 {
+    sluice_scheduler::sharing::replicas(&node.labels).unwrap_or(1)
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// The title's count: `24 GPUs`, `24 GPUs + 56 MIG slices`.
+pub(crate) fn devices_phrase(gpus: f64, mig: f64) -> String {
+    if mig == 0.0 {
+        format!("{} GPUs", units(gpus))
+    } else {
+        format!("{} GPUs + {} MIG slices", units(gpus), units(mig))
+    }
+}
+
+/// A GPUs cell: `16`, `56 MIG slices`, `8 + 56 MIG slices`.
+pub(crate) fn devices_text(gpus: f64, mig: f64) -> String {
+    match (gpus, mig) {
+        (_, m) if m == 0.0 => units(gpus),
+        (g, m) if g == 0.0 => format!("{} MIG slices", units(m)),
+        (g, m) => format!("{} + {} MIG slices", units(g), units(m)),
+    }
+}
+
 fn gpu_quota(r: &SimResult, flavor: &str) -> f64 {
     let milli: i64 = r
         .queues
         .iter()
         .flat_map(|q| q.slots.iter())
-        .filter(|s| s.flavor == flavor && is_gpu(&s.resource))
+        .filter(|s| s.flavor == flavor && is_gpu(&s.resource) && !is_mig(&s.resource))
         .map(|s| s.nominal)
         .sum();
     milli as f64 / 1000.0
@@ -202,9 +248,9 @@ pub(crate) fn units(v: f64) -> String {
 /// The section's title line.
 pub(crate) fn title(p: &PlacementReport) -> String {
     format!(
-        "Placement on nodes ({} nodes, {} GPUs; node wait = hours pending that fit quota but not on the nodes; quota wait = hours pending for any other reason, quota mostly)",
+        "Placement on nodes ({} nodes, {}; node wait = hours pending that fit quota but not on the nodes; quota wait = hours pending for any other reason, quota mostly)",
         p.nodes,
-        units(p.gpus)
+        devices_phrase(p.gpus, p.mig_slices)
     )
 }
 
@@ -220,7 +266,7 @@ pub fn render_table(p: &PlacementReport, out: &mut String) {
         t.rows.push(vec![
             f.flavor.clone(),
             f.nodes.to_string(),
-            units(f.gpus),
+            devices_text(f.gpus, f.mig_slices),
             units(f.gpu_quota),
             topology_text(f),
         ]);

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use sluice_api::quantity::to_milli;
 use sluice_scheduler::usage;
 
 use super::table::Table;
@@ -70,8 +71,8 @@ pub fn build(u: &UsageOutcome) -> UsageReport {
             budget: q.budget.as_ref().map(|(b, s)| BudgetOut {
                 resource: b.resource.to_string(),
                 period: format!("{} {}", b.period, b.window),
-                limit_hours: round3(usage::hours(s.limit)),
-                spent_hours: round3(usage::hours(s.spent)),
+                limit_hours: round3(usage::hours(to_milli(&b.resource, s.limit))),
+                spent_hours: round3(usage::hours(to_milli(&b.resource, s.spent))),
                 percent: i64::try_from(s.percent()).unwrap_or(i64::MAX),
             }),
             actions: (q.actions.iter())

@@ -43,6 +43,8 @@ pub struct Scenario {
     pub budgets: BTreeMap<String, sluice_scheduler::usage::Budget>,
     /// The Trace's `spec.usageHalfLife`: fair sharing over time.
     pub usage_half_life: Option<Millis>,
+    /// The Trace's `spec.resourceTransformations`, for the engine.
+    pub transformations: Vec<sluice_scheduler::Transformation>,
 }
 
 #[derive(Debug, Clone)]

@@ -19,12 +19,15 @@ pub struct ScenarioNames<'a> {
 }
 
 /// A pod set of a trace workload.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TracePodSet {
     pub name: String,
     pub count: u32,
     /// Per pod, milli-units.
     pub requests: BTreeMap<String, i64>,
+    /// Its pods' node selector (e.g. `nvidia.com/gpu.sharing-strategy:
+    /// time-slicing` asks for a shared GPU).
+    pub node_selector: BTreeMap<String, String>,
 }
 
 /// One workload as the simulator feeds it to the engine.
@@ -231,6 +234,7 @@ fn job_workload(p: &str, job: &JobEntry, refs: &mut Refs<'_>) -> TraceWorkload {
         name: job.name.value.clone(),
         count: job.pods,
         requests: job.requests.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
+        node_selector: job.node_selector.clone(),
     };
     let require_single_domain = job.topology.iter().map(|_| pod_set.name.clone()).collect();
     let min_counts = (refs.min_count(&job.min_count, job.pods, format!("{p}.minCount")))
@@ -414,6 +418,7 @@ fn generated_workload(p: &str, gen_: &GeneratorEntry, priority: i32, refs: &mut 
             name: "main".into(),
             count: gen_.pods,
             requests,
+            node_selector: gen_.node_selector.clone(),
         }],
         utilization,
         require_single_domain,

@@ -183,6 +183,11 @@ pub struct TraceSpec {
     /// off.
     #[serde(default)]
     pub usage_half_life: Option<Duration>,
+    /// Resource transformations (the controller's
+    /// `--resource-transformations`): a MIG slice as a seventh of a
+    /// GPU-equivalent, for quota, fair sharing and budgets.
+    #[serde(default)]
+    pub resource_transformations: Vec<sluice_api::transform::ResourceTransformation>,
 }
 
 /// One explicit job: a Job with `pods` pods (its parallelism), all of which
@@ -237,6 +242,10 @@ pub struct JobEntry {
     /// nothing (there is no work to keep).
     #[serde(default)]
     pub serving: bool,
+    /// Its pods' node selector: `nvidia.com/gpu.sharing-strategy:
+    /// time-slicing` asks for a replica of a time-sliced GPU.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
 }
 
 /// `count` similar jobs, one every `interval` from `start`, in each queue.
@@ -288,6 +297,9 @@ pub struct GeneratorEntry {
     /// `duration` after it arrives.
     #[serde(default)]
     pub serving: bool,
+    /// As for jobs: every pod it makes has this node selector.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
 }
 
 /// Deterministic randomness: the same seed gives the same trace.

@@ -747,3 +747,86 @@ mod props {
         }
     }
 }
+
+/// A config whose whole-GPU pods go to `gpu.product In [A100]` nodes,
+/// MIG pods to mixed-strategy MIG nodes with their own taint, and shared
+/// GPUs keep no node affinity beyond their own selector.
+fn per_kind_config() -> GpuConfig {
+    serde_saphyr::from_str(
+        "
+nodeAffinity: {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-A100-SXM4-80GB]}
+migSlices:
+  tolerations: [{key: nvidia.com/mig, operator: Exists, effect: NoSchedule}]
+  nodeAffinity: {key: nvidia.com/mig.strategy, operator: In, values: [mixed]}
+sharedGpus:
+  nodeAffinity: null
+",
+    )
+    .expect("config")
+}
+
+fn affinity_keys(spec: &Value) -> Vec<String> {
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["matchExpressions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["key"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn toleration_keys(spec: &Value) -> Vec<String> {
+    spec["tolerations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["key"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_mig_pod_gets_the_mig_toleration_and_affinity_not_the_whole_gpu_ones() {
+    let cfg = per_kind_config();
+    let mig = json!({"containers": [gpu_container("c", Value::Null, json!({"nvidia.com/mig-1g.10gb": "1"}))]});
+    let (_, fixed) = run(&cfg, &mig);
+    assert_eq!(affinity_keys(&fixed), vec!["nvidia.com/mig.strategy"]);
+    assert_eq!(toleration_keys(&fixed), vec!["nvidia.com/mig"]);
+    let (_, whole) = run(&cfg, &limits_pod());
+    assert_eq!(affinity_keys(&whole), vec!["nvidia.com/gpu.product"]);
+    assert_eq!(toleration_keys(&whole), vec!["nvidia.com/gpu"]);
+}
+
+#[test]
+fn a_pod_that_asks_for_a_replica_gets_the_shared_settings() {
+    let cfg = per_kind_config();
+    let mut shared = limits_pod();
+    shared["nodeSelector"] = json!({"nvidia.com/gpu.sharing-strategy": "time-slicing"});
+    let (_, fixed) = run(&cfg, &shared);
+    assert!(affinity_keys(&fixed).is_empty(), "nodeAffinity: null for shared GPUs");
+    assert_eq!(
+        toleration_keys(&fixed),
+        vec!["nvidia.com/gpu"],
+        "unset: the whole-GPU tolerations"
+    );
+    let renamed = json!({"containers": [gpu_container("c", Value::Null, json!({"nvidia.com/gpu.shared": "1"}))]});
+    let cfg = GpuConfig {
+        resource_names: vec!["nvidia.com/gpu".into(), "nvidia.com/gpu.shared".into()],
+        ..per_kind_config()
+    };
+    let (_, fixed) = run(&cfg, &renamed);
+    assert!(affinity_keys(&fixed).is_empty(), "a renamed shared GPU is a shared GPU");
+    // `none` is no sharing: a whole GPU.
+    let mut none = limits_pod();
+    none["nodeSelector"] = json!({"nvidia.com/gpu.sharing-strategy": "none"});
+    let (_, fixed) = run(&per_kind_config(), &none);
+    assert_eq!(affinity_keys(&fixed), vec!["nvidia.com/gpu.product"]);
+}
+
+#[test]
+fn unset_kinds_follow_the_whole_gpu_settings() {
+    let cfg = GpuConfig::default();
+    let mig = json!({"containers": [gpu_container("c", Value::Null, json!({"nvidia.com/mig-1g.10gb": "1"}))]});
+    let (_, fixed) = run(&cfg, &mig);
+    assert_eq!(affinity_keys(&fixed), vec!["nvidia.com/gpu.present"]);
+    assert_eq!(toleration_keys(&fixed), vec!["nvidia.com/gpu"]);
+}

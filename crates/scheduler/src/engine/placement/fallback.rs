@@ -28,11 +28,12 @@ impl Engine {
         let mut options: Vec<FlavorOption> = Vec::new();
         for (pi, ps) in wl.pod_sets.iter().enumerate() {
             for need in self.group_needs(q, ps).ok()? {
-                let flavors: Vec<FlavorId> = q.quota.groups[need.group]
+                let group = &q.quota.groups[need.group];
+                let flavors: Vec<FlavorId> = group
                     .flavors
                     .iter()
                     .map(|gf| gf.flavor)
-                    .filter(|&f| self.flavor_compatible(f, ps).is_ok())
+                    .filter(|&f| self.flavor_compatible(f, ps, group).is_ok())
                     .collect();
                 options.push(FlavorOption {
                     pod_set: pi,

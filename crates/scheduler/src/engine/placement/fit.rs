@@ -188,14 +188,14 @@ impl Engine {
     /// What a pod set to place asks for with these flavors (`None` when it
     /// asks for nothing).
     fn ask(&self, q: &Cq, pi: usize, ps: &PodSet, groups: &[GroupChoice]) -> Option<Ask> {
-        if groups.is_empty() || ps.total.is_empty() {
+        if groups.is_empty() || ps.requested().is_empty() {
             return None;
         }
         let mut flavors: Vec<FlavorId> = groups.iter().map(|g| g.flavor).collect();
         flavors.sort_unstable();
         flavors.dedup();
         let count = ps.count.max(1);
-        let mut per_pod: ResVec = ps.total.iter().map(|&(r, a)| (r, a / count as Amount)).collect();
+        let mut per_pod: ResVec = ps.requested().iter().map(|&(r, a)| (r, a / count as Amount)).collect();
         res_add(&mut per_pod, self.catalog.pods_res, 1000);
         // The main resource: the largest share of the largest node.
         let (mut main, mut size) = (self.catalog.pods_res, -1i128);

@@ -32,9 +32,11 @@ impl Engine {
             .into_iter()
             .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
             .collect();
+        let mut sharing_changed = crate::sharing::replicas(&spec.labels).is_some();
         let id = match self.inv.by_name.get(&name) {
             Some(&id) => {
                 let n = &mut self.inv.nodes[id];
+                sharing_changed = crate::sharing::replicas(&n.labels) != crate::sharing::replicas(&spec.labels);
                 // Gained room, or lost some (a workload only it could
                 // hold is told that no node can): its flavors' queues look again.
                 let gained = !n.live
@@ -72,7 +74,7 @@ impl Engine {
                 id
             }
         };
-        self.refresh_node_membership(id);
+        self.refresh_node_membership(id, sharing_changed);
     }
 
     /// Removes a node: nothing is placed on it any more. Reservations on it
@@ -94,7 +96,7 @@ impl Engine {
             self.inv.terminating_nodes -= 1;
             self.inv.leaving.terminating = self.inv.terminating_nodes > 0;
         }
-        self.refresh_node_membership(id);
+        self.refresh_node_membership(id, false);
     }
 
     /// Sets what the pods bound to a node request. A node not known yet is
@@ -170,19 +172,30 @@ impl Engine {
         }
     }
 
-    /// Recomputes which flavors a node belongs to.
-    pub(in crate::engine) fn refresh_node_membership(&mut self, id: NodeId) {
+    /// Recomputes which flavors a node belongs to, and the GPU replicas
+    /// of those it joined or left (or of all its flavors when its own
+    /// replicas changed).
+    pub(in crate::engine) fn refresh_node_membership(&mut self, id: NodeId, sharing_changed: bool) {
         let live = self.inv.nodes[id].live;
+        let mut touched = Vec::new();
         for (&f, spec) in &self.catalog.flavors {
             let member = live && labels_include(&self.inv.nodes[id].labels, &spec.node_labels);
             let list = self.inv.flavor_nodes.entry(f).or_default();
             match (list.binary_search(&id), member) {
-                (Err(i), true) => list.insert(i, id),
+                (Err(i), true) => {
+                    list.insert(i, id);
+                    touched.push(f);
+                }
                 (Ok(i), false) => {
                     list.remove(i);
+                    touched.push(f);
                 }
+                (Ok(_), true) if sharing_changed => touched.push(f),
                 _ => {}
             }
+        }
+        for f in touched {
+            self.refresh_flavor_replicas(f);
         }
     }
 
@@ -195,6 +208,29 @@ impl Engine {
             None => Vec::new(),
         };
         self.inv.flavor_nodes.insert(f, nodes);
+        self.refresh_flavor_replicas(f);
+    }
+
+    /// Recomputes how many replicas of each GPU a flavor's nodes advertise:
+    /// the fewest among them (a node without the label counts as one, so a
+    /// flavor that mixes shared and whole GPUs is charged as whole). A
+    /// change is a change of what its workloads are charged: every queue
+    /// looks again.
+    fn refresh_flavor_replicas(&mut self, f: FlavorId) {
+        let members = self.inv.flavor_nodes.get(&f).map_or(&[][..], Vec::as_slice);
+        let fewest = members
+            .iter()
+            .map(|&n| crate::sharing::replicas(&self.inv.nodes[n].labels).unwrap_or(1))
+            .min()
+            .filter(|&r| r > 1);
+        let before = match fewest {
+            Some(r) => self.inv.flavor_replicas.insert(f, r),
+            None => self.inv.flavor_replicas.remove(&f),
+        };
+        if before != fewest {
+            self.memo.assignments.clear();
+            self.wake_all();
+        }
     }
 
     /// The nodes a pod set may use with these flavors: members of every

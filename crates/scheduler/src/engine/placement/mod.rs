@@ -104,6 +104,9 @@ pub(super) struct Inventory {
     /// Per flavor, the live nodes whose labels include the flavor's node
     /// labels, in id order.
     pub(super) flavor_nodes: FastMap<FlavorId, Vec<NodeId>>,
+    /// Per flavor whose nodes share their GPUs, the fewest replicas per
+    /// GPU among them ([`crate::sharing`]); absent: whole GPUs.
+    pub(super) flavor_replicas: FastMap<FlavorId, u32>,
     /// Largest allocatable of each resource over all nodes: the scale on
     /// which pods' requests are compared.
     pub(super) max_alloc: FastMap<ResId, Amount>,

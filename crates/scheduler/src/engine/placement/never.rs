@@ -47,8 +47,9 @@ impl Engine {
         let mut usable: Vec<Vec<GroupChoice>> = Vec::with_capacity(needs.len());
         for need in &needs {
             let mut group = Vec::new();
-            for gf in &q.quota.groups[need.group].flavors {
-                match self.flavor_compatible(gf.flavor, ps) {
+            let g = &q.quota.groups[need.group];
+            for gf in &g.flavors {
+                match self.flavor_compatible(gf.flavor, ps, g) {
                     Ok(()) => group.push(GroupChoice {
                         group: need.group,
                         flavor: gf.flavor,

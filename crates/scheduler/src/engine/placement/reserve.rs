@@ -55,7 +55,7 @@ impl Engine {
     pub(in crate::engine) fn per_pod(&self, id: WlId, ps: usize) -> ResVec {
         let p = &self.wl(id).pod_sets[ps];
         let count = p.count.max(1) as Amount;
-        let mut v: ResVec = p.total.iter().map(|&(r, a)| (r, a / count)).collect();
+        let mut v: ResVec = p.requested().iter().map(|&(r, a)| (r, a / count)).collect();
         res_add(&mut v, self.catalog.pods_res, 1000);
         v
     }

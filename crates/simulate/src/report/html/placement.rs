@@ -4,14 +4,16 @@
 use std::fmt::Write as _;
 
 use super::esc;
-use crate::report::placement::{PlacementQueue, PlacementReport, figures, topology_text, units};
+use crate::report::placement::{
+    PlacementQueue, PlacementReport, devices_phrase, devices_text, figures, topology_text, units,
+};
 
 pub(super) fn section(out: &mut String, p: &PlacementReport) {
     let _ = write!(
         out,
-        r#"<h2>Placement on nodes</h2><p class="lede">{} nodes with {} GPUs. Node wait: hours a workload was pending that fit its quota but not on the nodes (fragmentation, or nodes taken). Quota wait: hours pending for any other reason, quota mostly. Waited for nodes: the workloads that waited for room on the nodes at some point; node share: node wait ÷ (node wait + quota wait).</p>"#,
+        r#"<h2>Placement on nodes</h2><p class="lede">{} nodes with {}. Node wait: hours a workload was pending that fit its quota but not on the nodes (fragmentation, or nodes taken). Quota wait: hours pending for any other reason, quota mostly. Waited for nodes: the workloads that waited for room on the nodes at some point; node share: node wait ÷ (node wait + quota wait).</p>"#,
         p.nodes,
-        units(p.gpus)
+        devices_phrase(p.gpus, p.mig_slices)
     );
     out.push_str(r#"<div class="tablewrap"><table><thead><tr><th class="l">flavor</th><th>nodes</th><th>GPUs</th><th>GPU quota</th><th class="l">topology</th></tr></thead><tbody>"#);
     for f in &p.flavors {
@@ -20,7 +22,7 @@ pub(super) fn section(out: &mut String, p: &PlacementReport) {
             r#"<tr><td class="l">{}</td><td>{}</td><td>{}</td><td>{}</td><td class="l">{}</td></tr>"#,
             esc(&f.flavor),
             f.nodes,
-            units(f.gpus),
+            devices_text(f.gpus, f.mig_slices),
             units(f.gpu_quota),
             esc(&topology_text(f))
         );
