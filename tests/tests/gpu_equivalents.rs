@@ -130,7 +130,9 @@ impl Heartbeat {
                     let status = json!({"status": {"capacity": alloc, "allocatable": alloc,
                         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "e2e", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
-                    let _ = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await;
+                    let _ = api
+                        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                        .await;
                 }
             }
         }))
@@ -285,7 +287,10 @@ async fn eight_equivalents_hold_56_slices_or_8_gpus_or_32_replicas_and_never_mor
             .map(|q| q.message.clone())
             .unwrap_or_default();
         eprintln!("{waiting}: {why}");
-        ensure!(why.contains(GPU_EQUIVALENT), "the 57th slice is not told about equivalents: {why}");
+        ensure!(
+            why.contains(GPU_EQUIVALENT),
+            "the 57th slice is not told about equivalents: {why}"
+        );
         drain(&c, &jobs, &admitted).await?;
 
         // 9 whole GPUs: 8 fit, on the whole-GPU flavor.
@@ -313,13 +318,23 @@ async fn eight_equivalents_hold_56_slices_or_8_gpus_or_32_replicas_and_never_mor
         // A mix, more than 8 equivalents asked: admitted up to 8 exactly
         // (in 28ths: a slice 4, a replica 7, a GPU 28), in queue order
         // while each next one fits.
-        let mix: Vec<Ask> = [Ask::Slice, Ask::Replica, Ask::Whole, Ask::Slice, Ask::Replica, Ask::Slice]
-            .into_iter()
-            .cycle()
-            .take(30)
-            .collect();
+        let mix: Vec<Ask> = [
+            Ask::Slice,
+            Ask::Replica,
+            Ask::Whole,
+            Ask::Slice,
+            Ask::Replica,
+            Ask::Slice,
+        ]
+        .into_iter()
+        .cycle()
+        .take(30)
+        .collect();
         let asked: i64 = mix.iter().map(|a| a.cost_28ths()).sum();
-        ensure!(asked > 8 * 28, "the mix asks for {asked}/28, not more than 8 equivalents");
+        ensure!(
+            asked > 8 * 28,
+            "the mix asks for {asked}/28, not more than 8 equivalents"
+        );
         let jobs: Vec<String> = (0..mix.len()).map(|i| format!("mix-{i}")).collect();
         for (j, ask) in jobs.iter().zip(&mix) {
             job(&c, j, "team", *ask).await?;
@@ -341,7 +356,10 @@ async fn eight_equivalents_hold_56_slices_or_8_gpus_or_32_replicas_and_never_mor
             .unwrap_or(i64::MAX);
         eprintln!("mix: {held}/28 equivalents held; smallest waiting ask {smallest_waiting}/28");
         ensure!(held <= 8 * 28, "the mix holds {held}/28 equivalents");
-        ensure!(held + smallest_waiting > 8 * 28, "a waiting ask of {smallest_waiting}/28 would fit beside {held}/28");
+        ensure!(
+            held + smallest_waiting > 8 * 28,
+            "a waiting ask of {smallest_waiting}/28 would fit beside {held}/28"
+        );
 
         let seen = audit.seen();
         eprintln!(
@@ -380,7 +398,9 @@ impl Reaper {
         Self(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                let Ok(list) = pods.list(&Default::default()).await else { continue };
+                let Ok(list) = pods.list(&Default::default()).await else {
+                    continue;
+                };
                 for p in list.items {
                     if p.metadata.deletion_timestamp.is_some()
                         && let Some(name) = p.metadata.name
@@ -498,15 +518,23 @@ async fn a_budget_in_gpu_equivalent_hours_stops_where_the_arithmetic_says() -> R
         let started = Instant::now();
         let stopped = wait_for("the budget stops the queue", Duration::from_secs(120), || async {
             let q = Api::<ClusterQueue>::all(c.client.clone()).get(&cq).await?;
-            let cond = q.status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "WithinBudget"));
+            let cond = q
+                .status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "WithinBudget"));
             Ok(cond.filter(|c| c.reason == "Stop"))
         })
         .await?;
         // Admitted within ~3 s before `started` (settling); the stop comes
         // at 36 s of one equivalent, seen within a flush and a cycle.
         let after = started.elapsed().as_secs_f64() + 3.0;
-        eprintln!("stopped {after:.1}s after admission (36 s by the arithmetic): {}", stopped.message);
-        ensure!((32.0..=44.0).contains(&after), "stopped after {after:.1}s, not about 36 s");
+        eprintln!(
+            "stopped {after:.1}s after admission (36 s by the arithmetic): {}",
+            stopped.message
+        );
+        ensure!(
+            (32.0..=44.0).contains(&after),
+            "stopped after {after:.1}s, not about 36 s"
+        );
         let status = Api::<ClusterQueue>::all(c.client.clone())
             .get(&cq)
             .await?
@@ -516,7 +544,10 @@ async fn a_budget_in_gpu_equivalent_hours_stops_where_the_arithmetic_says() -> R
         ensure_eq!(budget.resource, GPU_EQUIVALENT);
         ensure_eq!(budget.limit, "0.01");
         let spent: f64 = budget.spent.parse()?;
-        ensure!((0.01..0.0125).contains(&spent), "spent {spent} equivalent-hours at the stop");
+        ensure!(
+            (0.01..0.0125).contains(&spent),
+            "spent {spent} equivalent-hours at the stop"
+        );
         // A new slice waits, told the budget is spent.
         job(&c, "late", "team", Ask::Slice).await?;
         let message = wait_for("late waits for the budget", T, || async {

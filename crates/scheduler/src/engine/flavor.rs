@@ -388,7 +388,12 @@ impl Engine {
     pub(super) fn flavor_compatible(&self, flavor: FlavorId, ps: &PodSet, group: &Group) -> Result<(), Verdict> {
         let spec = self.catalog.flavors.get(&flavor);
         compatible(spec, &ps.node_selector, &ps.tolerations)?;
-        if ps.gpu_ask == GpuAsk::None || !group.resources.iter().any(|r| self.catalog.shared_resources.contains(r)) {
+        if ps.gpu_ask == GpuAsk::None
+            || !group
+                .resources
+                .iter()
+                .any(|r| self.catalog.shared_resources.contains(r))
+        {
             return Ok(());
         }
         match ps.gpu_ask {
