@@ -180,10 +180,12 @@ pub(crate) fn devices_phrase(gpus: f64, mig: f64) -> String {
 
 /// A GPUs cell: `16`, `56 MIG slices`, `8 + 56 MIG slices`.
 pub(crate) fn devices_text(gpus: f64, mig: f64) -> String {
-    match (gpus, mig) {
-        (_, m) if m == 0.0 => units(gpus),
-        (g, m) if g == 0.0 => format!("{} MIG slices", units(m)),
-        (g, m) => format!("{} + {} MIG slices", units(g), units(m)),
+    if mig == 0.0 {
+        units(gpus)
+    } else if gpus == 0.0 {
+        format!("{} MIG slices", units(mig))
+    } else {
+        format!("{} + {} MIG slices", units(gpus), units(mig))
     }
 }
 
