@@ -818,9 +818,25 @@ fn process_configuration_cases() -> Vec<Case> {
         case(
             "Configuration",
             "v1beta2",
-            "resources",
+            "resources.transformations",
+            Any,
+            json!({"resources": {"transformations": [
+                {"input": "nvidia.com/mig-1g.10gb", "strategy": "Replace", "outputs": {"sluice.dev/gpu-equivalent": "1"}}
+            ]}}),
+        ),
+        case(
+            "Configuration",
+            "v1beta2",
+            "resources.excludeResourcePrefixes",
             Any,
             json!({"resources": {"excludeResourcePrefixes": ["example.com/"]}}),
+        ),
+        case(
+            "Configuration",
+            "v1beta2",
+            "resources.deviceClassMappings",
+            Any,
+            json!({"resources": {"deviceClassMappings": [{"name": "gpu.example.com", "deviceClassNames": ["gpu"]}]}}),
         ),
         case(
             "Configuration",
