@@ -214,6 +214,50 @@ async fn a_higher_priority_job_preempts_within_its_queue() -> Result<()> {
     result
 }
 
+/// A Job that names a WorkloadPriorityClass which does not exist yet
+/// (applied in one `kubectl apply` with it, or before it) waits, told why
+/// (a `PriorityClassMissing` Event), instead of being queued at priority 0
+/// for good; once the class exists it is queued at its priority and
+/// preempts what runs.
+#[tokio::test]
+#[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
+async fn a_job_created_before_its_priority_class_waits_for_it_then_preempts() -> Result<()> {
+    let (mut c, _) = simple(8).await?;
+    let result = async {
+        c.job("low", "team", 4, 2, &[], true).await?;
+        c.wait_suspended("low", false, T).await?;
+        c.mark_pods("low", 4, "Running").await?;
+        let class = c.name("late");
+        c.job(
+            "high",
+            "team",
+            4,
+            2,
+            &[(sluice_api::labels::PRIORITY_CLASS, &class)],
+            true,
+        )
+        .await?;
+        wait_for("high told its class is missing", T, || async {
+            Ok((c.events_about("Job", "high", "PriorityClassMissing").await? > 0).then_some(()))
+        })
+        .await?;
+        ensure!(
+            c.workloads().get_opt("job-high").await?.is_none(),
+            "a Workload was made without its priority class"
+        );
+        ensure_eq!(c.priority_class("late", 1000).await?, class);
+        let low = c.wait_condition("low", "Preempted", "True", T).await?;
+        ensure!(status(&low)?.condition("Evicted").is_some(), "low not evicted");
+        let high = c.workloads().get("job-high").await?;
+        ensure_eq!(high.spec.priority, Some(1000));
+        ensure_eq!(high.spec.priority_class_name.as_deref(), Some(class.as_str()));
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    c.cleanup().await?;
+    result
+}
+
 #[tokio::test]
 #[ignore = "needs a real API server: SLUICE_E2E_KUBECONFIG or KUBEBUILDER_ASSETS"]
 async fn borrowing_in_a_cohort_and_reclaim() -> Result<()> {

@@ -541,6 +541,23 @@ impl Full<'_> {
         Ok(wl)
     }
 
+    /// The WorkloadPriorityClass the object names (its
+    /// `sluice.dev/priority-class` label), if any.
+    pub fn priority_class_label(self) -> Option<String> {
+        match self {
+            Full::Job(j) => j
+                .metadata
+                .labels
+                .as_ref()?
+                .get(sluice_api::labels::PRIORITY_CLASS)
+                .cloned(),
+            Full::Dynamic(_, v) | Full::Resolved(_, v, _) => v["metadata"]["labels"]
+                [sluice_api::labels::PRIORITY_CLASS]
+                .as_str()
+                .map(str::to_owned),
+        }
+    }
+
     /// The run time the object declares: its `sluice.dev/expected-runtime`
     /// annotation, else a Job's `activeDeadlineSeconds`; a malformed
     /// annotation declares nothing (the controller warns on the object).

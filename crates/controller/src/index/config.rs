@@ -223,6 +223,7 @@ impl Index {
         match wpc.check() {
             Ok(()) => {
                 self.clear_error(Kind::WorkloadPriorityClass, &name);
+                self.wake_class_waiters(&name);
                 self.defs.workload_classes.insert(name, wpc.spec.value);
             }
             Err(e) => {

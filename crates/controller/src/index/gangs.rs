@@ -16,6 +16,7 @@ use super::errors::engine_ok;
 use super::status::is_true;
 use super::{Index, Kind, reference};
 use crate::plan::{EventSpec, JobRef, ObjKey, Plan, Purpose, Step};
+use sluice_kinds::Full;
 use sluice_kinds::gang::{self, Assessment};
 use sluice_kinds::job::JobView;
 
@@ -223,6 +224,24 @@ impl Index {
             .collect();
         if !missing.is_empty() {
             self.queued.refetch.extend(missing);
+            return;
+        }
+        let classes: Vec<(JobRef, Option<String>)> = names
+            .iter()
+            .map(|k| {
+                let class = self
+                    .queued
+                    .gang_jobs
+                    .get(k)
+                    .and_then(|j| Full::Job(j).priority_class_label());
+                (k.clone(), class)
+            })
+            .collect();
+        let mut known = true;
+        for (k, class) in &classes {
+            known &= self.class_known(Kind::JOB, k, class.as_deref());
+        }
+        if !known {
             return;
         }
         let jobs: Vec<&Job> = names.iter().filter_map(|k| self.queued.gang_jobs.get(k)).collect();

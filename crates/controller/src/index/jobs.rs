@@ -148,6 +148,7 @@ impl Index {
         self.note_pod_owner(key, None);
         self.queued.refetch.remove(key);
         self.stop_reading(key);
+        self.stop_waiting_for_class(key);
         self.inflight.suspending.remove(key);
         self.inflight.starting.remove(key);
         self.clear_error(Kind::Queued(key.kind), &key.to_string());
@@ -287,6 +288,9 @@ impl Index {
             return;
         };
         let Ok(referent) = self.resolve(key, full) else { return };
+        if !self.class_known(Kind::Queued(key.kind), key, full.priority_class_label().as_deref()) {
+            return;
+        }
         let full = match (full, referent.as_deref()) {
             (Full::Dynamic(kind, obj), Some(r)) => Full::Resolved(kind, obj, r),
             _ => full,

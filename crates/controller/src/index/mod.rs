@@ -69,6 +69,7 @@ use sluice_kinds::JobKind;
 
 mod accounting;
 mod backstop;
+mod classes;
 mod cohort;
 mod config;
 mod cycle;

@@ -33,7 +33,8 @@ pub(super) struct Definitions {
     pub(super) synced: BTreeSet<Kind>,
 }
 
-/// The queued objects and multi-Job gangs (`jobs`, `gangs`).
+/// The queued objects and multi-Job gangs (`jobs`, `gangs`; `referents`
+/// and `classes` keep who waits for what).
 #[derive(Default)]
 pub(super) struct Queued {
     pub(super) jobs: BTreeMap<JobRef, JobView>,
@@ -45,6 +46,9 @@ pub(super) struct Queued {
     /// The queued objects that read each of those (whether it exists
     /// yet or not): read again when it appears or changes.
     pub(super) readers: BTreeMap<(sluice_kinds::Resource, String), BTreeSet<JobRef>>,
+    /// The queued objects that name a WorkloadPriorityClass not known
+    /// yet, by its name: read again when it appears.
+    pub(super) class_waiters: BTreeMap<String, BTreeSet<JobRef>>,
     /// Multi-Job gangs: (namespace, gang name) → its Jobs' names.
     pub(super) gangs: BTreeMap<ObjKey, BTreeSet<String>>,
     /// Gang members whose gang has no Workload yet, whole (slimmed): the

@@ -1860,3 +1860,49 @@ fn finished_states_are_handed_out_a_bounded_number_at_a_time() {
 }
 mod podgroups;
 mod serving;
+
+/// A Job naming a WorkloadPriorityClass the controller has not seen yet
+/// (created a moment before it, its watch event still on the way) gets no
+/// Workload at priority 0, which would never preempt what its owner meant
+/// it to: it is reported and waits, and is read again once the class is
+/// seen; its Workload then carries the class's priority.
+#[test]
+fn a_job_naming_a_priority_class_not_seen_yet_waits_for_it_and_gets_its_priority() {
+    let mut ix = ready_index();
+    let mut j = mk_job("urgent", "team-a", 1, 1);
+    j.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(sluice_api::labels::PRIORITY_CLASS.into(), "urgent".into());
+    ix.apply_job(j.clone(), T0);
+    assert_eq!(purposes(&ix.take_plans()), ["report"]);
+    let key = (Kind::JOB, format!("{NS}/urgent"));
+    assert_eq!(ix.defs.errors[&key].reason, super::classes::CLASS_MISSING);
+    assert!(
+        ix.defs.errors[&key]
+            .message
+            .contains("WorkloadPriorityClass \"urgent\""),
+        "{}",
+        ix.defs.errors[&key].message
+    );
+    // Seen again without it: nothing new.
+    ix.apply_job(j.clone(), T0);
+    assert!(ix.take_plans().is_empty());
+
+    let wpc: sluice_api::v1alpha1::WorkloadPriorityClass = serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "urgent"}, "value": 1000
+    }))
+    .unwrap();
+    ix.apply_workload_priority_class(wpc);
+    assert_eq!(ix.take_refetch(), [crate::plan::JobRef::job(NS, "urgent")]);
+    ix.apply_job(j, T0);
+    let plans = ix.take_plans();
+    assert_eq!(purposes(&plans), ["create_workload"]);
+    let Step::ApplyWorkload(wl) = &plans[0].steps[0] else {
+        panic!("not a Workload: {:?}", plans[0].steps)
+    };
+    assert_eq!(wl.spec.priority, Some(1000));
+    assert!(!ix.defs.errors.contains_key(&key), "the report is cleared");
+}
