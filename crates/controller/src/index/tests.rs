@@ -1906,3 +1906,24 @@ fn a_job_naming_a_priority_class_not_seen_yet_waits_for_it_and_gets_its_priority
     assert_eq!(wl.spec.priority, Some(1000));
     assert!(!ix.defs.errors.contains_key(&key), "the report is cleared");
 }
+
+/// After a restart, an admitted workload whose pods were never ready keeps
+/// its deadline (from its admission) and is evicted at it.
+#[test]
+fn a_restored_admission_whose_pods_never_got_ready_is_evicted_at_its_deadline() {
+    let mut ix = ready_index();
+    let j = mk_job("stuck", "team-a", 2, 1);
+    let mut wl = stored_workload(&j, 0, 0);
+    wl.status = Some(admitted_status(2, 2));
+    ix.apply_workload(wl, T0 + 1000);
+    let mut running = j.clone();
+    running.spec.as_mut().unwrap().suspend = Some(false);
+    running.status = serde_json::from_value(json!({"active": 2, "ready": 1})).unwrap();
+    ix.apply_job(running, T0 + 1000);
+    ix.take_plans();
+    assert_eq!(ix.next_pods_ready_deadline(), Some(T0 + 600_000));
+    assert!(ix.cycle(T0 + 599_000).0.is_empty());
+    let (plans, _) = ix.cycle(T0 + 600_000);
+    assert_eq!(purposes(&plans), ["evict"]);
+    assert_eq!(condition(status_step(&plans[0]), cond::EVICTED).1, "PodsReadyTimeout");
+}
